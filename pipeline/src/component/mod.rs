@@ -1,0 +1,13 @@
+//! What a component is: factories decode and validate their config and make
+//! unstarted components; the runtime starts, wires and stops them.
+
+mod context;
+mod traits;
+
+pub use context::{
+    ConsumeError, DropReason, ExporterContext, Output, ProcessContext, ReceiverContext,
+};
+pub use traits::{
+    ExportError, Exporter, ExporterFactory, ExporterSettings, Extension, ExtensionFactory,
+    Processor, ProcessorFactory, Receiver, ReceiverFactory, Verdict,
+};

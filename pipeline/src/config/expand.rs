@@ -1,0 +1,1 @@
+//! ${env:NAME}, ${env:NAME:-default}, ${NAME} and $$ expansion.

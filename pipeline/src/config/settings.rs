@@ -1,0 +1,92 @@
+use serde::{Deserialize, Serialize};
+
+use super::{ConfigErrors, Duration};
+
+/// `retry_on_failure`, with the Collector's names and defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetrySettings {
+    pub enabled: bool,
+    pub initial_interval: Duration,
+    pub max_interval: Duration,
+    /// Give up after this long in total; `0` retries forever.
+    pub max_elapsed_time: Duration,
+    pub multiplier: f64,
+    pub randomization_factor: f64,
+}
+
+impl Default for RetrySettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            initial_interval: Duration::from_secs(5),
+            max_interval: Duration::from_secs(30),
+            max_elapsed_time: Duration::from_secs(300),
+            multiplier: 1.5,
+            randomization_factor: 0.5,
+        }
+    }
+}
+
+impl RetrySettings {
+    pub fn validate(&self, path: &str, errs: &mut ConfigErrors) {
+        if self.multiplier < 1.0 || !self.multiplier.is_finite() {
+            errs.push(format!("{path}::multiplier"), format!("must be at least 1, got {}", self.multiplier));
+        }
+        if !(0.0..=1.0).contains(&self.randomization_factor) {
+            errs.push(
+                format!("{path}::randomization_factor"),
+                format!("must be between 0 and 1, got {}", self.randomization_factor),
+            );
+        }
+        if self.enabled && self.initial_interval.get().is_zero() {
+            errs.push(format!("{path}::initial_interval"), "must be greater than 0");
+        }
+        if self.max_interval < self.initial_interval {
+            errs.push(format!("{path}::max_interval"), "must not be less than initial_interval");
+        }
+    }
+}
+
+/// `sending_queue`, with the Collector's names and defaults; `queue_size`
+/// counts batches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QueueSettings {
+    pub enabled: bool,
+    pub num_consumers: usize,
+    pub queue_size: usize,
+    /// Wait for room instead of refusing when the queue is full.
+    pub block_on_overflow: bool,
+    /// Persistent storage extension id; not supported yet (an error if set).
+    pub storage: Option<String>,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            num_consumers: 10,
+            queue_size: 1000,
+            block_on_overflow: false,
+            storage: None,
+        }
+    }
+}
+
+impl QueueSettings {
+    pub fn validate(&self, path: &str, errs: &mut ConfigErrors) {
+        if self.enabled && self.num_consumers == 0 {
+            errs.push(format!("{path}::num_consumers"), "must be greater than 0");
+        }
+        if self.enabled && self.queue_size == 0 {
+            errs.push(format!("{path}::queue_size"), "must be greater than 0");
+        }
+        if self.storage.is_some() {
+            errs.push(
+                format!("{path}::storage"),
+                "persistent queues are not supported; remove the key",
+            );
+        }
+    }
+}

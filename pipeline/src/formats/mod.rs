@@ -1,0 +1,4 @@
+//! Conversions between OTLP profiles and other formats. Pure: no I/O.
+
+pub mod pprof;
+pub mod sentry;

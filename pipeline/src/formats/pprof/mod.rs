@@ -1,0 +1,1 @@
+//! pprof (`perftools.profiles.Profile`) <-> OTLP.

@@ -1,0 +1,1 @@
+//! Sentry envelopes, profile chunks (v2) and legacy profiles (v1) <-> OTLP.

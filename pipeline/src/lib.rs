@@ -1,0 +1,13 @@
+//! profcol's core: the data model, dictionary, formats, config and runtime.
+//! Knows no concrete component; receivers, processors and exporters plug in
+//! through the traits in [`component`].
+
+pub mod component;
+pub mod config;
+pub mod formats;
+pub mod model;
+pub mod proto;
+pub mod runtime;
+pub mod telemetry;
+
+pub use model::{BatchMeta, ProfileBatch};

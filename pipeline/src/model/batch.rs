@@ -1,0 +1,148 @@
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use prost::Message;
+
+use crate::proto::{ProfilesData, ProfilesDictionary};
+
+/// OTLP `ProfilesData` (resources plus the dictionary they share, never split
+/// apart) with what the receiver knew about it.
+///
+/// The data sits behind accessors so that any mutation drops the received
+/// encoding: an unmutated batch is forwarded as the bytes that arrived.
+#[derive(Debug, Clone, Default)]
+pub struct ProfileBatch {
+    data: ProfilesData,
+    /// The exact protobuf bytes `data` was decoded from, while still true.
+    encoded: Option<Bytes>,
+    pub meta: BatchMeta,
+}
+
+/// Receive-side metadata; never sent anywhere.
+#[derive(Debug, Clone, Default)]
+pub struct BatchMeta {
+    /// Id of the receiver that accepted the batch (`otlp`, `sentry/mobile`).
+    pub receiver: String,
+    /// Transport the receiver used (`grpc`, `http`), as the Collector labels it.
+    pub transport: &'static str,
+    pub client_addr: Option<SocketAddr>,
+    pub origin: Origin,
+    /// Share of the collector's byte budget held by this batch; released when
+    /// the last copy of the batch is dropped.
+    pub budget: Option<Arc<dyn Send + Sync + std::fmt::Debug>>,
+}
+
+/// Format-specific context the batch arrived with.
+#[derive(Debug, Clone, Default)]
+pub enum Origin {
+    #[default]
+    Otlp,
+    /// Sentry envelope headers (JSON) and the project id from the URL.
+    Sentry {
+        project_id: String,
+        envelope_header: serde_json::Value,
+    },
+    Pprof,
+}
+
+impl ProfileBatch {
+    pub fn new(data: ProfilesData) -> Self {
+        Self {
+            data,
+            encoded: None,
+            meta: BatchMeta::default(),
+        }
+    }
+
+    /// A batch decoded from `bytes`, which are kept for pass-through.
+    pub fn from_encoded(data: ProfilesData, bytes: Bytes) -> Self {
+        Self {
+            data,
+            encoded: Some(bytes),
+            meta: BatchMeta::default(),
+        }
+    }
+
+    /// Decodes protobuf `ProfilesData` / `ExportProfilesServiceRequest` bytes.
+    pub fn decode(bytes: Bytes) -> Result<Self, prost::DecodeError> {
+        let data = ProfilesData::decode(bytes.clone())?;
+        Ok(Self::from_encoded(data, bytes))
+    }
+
+    pub fn with_meta(mut self, meta: BatchMeta) -> Self {
+        self.meta = meta;
+        self
+    }
+
+    pub fn data(&self) -> &ProfilesData {
+        &self.data
+    }
+
+    /// Mutable access; forgets the received encoding.
+    pub fn data_mut(&mut self) -> &mut ProfilesData {
+        self.encoded = None;
+        &mut self.data
+    }
+
+    pub fn into_data(self) -> ProfilesData {
+        self.data
+    }
+
+    pub fn dictionary(&self) -> &ProfilesDictionary {
+        static EMPTY: ProfilesDictionary = ProfilesDictionary {
+            mapping_table: Vec::new(),
+            location_table: Vec::new(),
+            function_table: Vec::new(),
+            link_table: Vec::new(),
+            string_table: Vec::new(),
+            attribute_table: Vec::new(),
+            stack_table: Vec::new(),
+        };
+        self.data.dictionary.as_ref().unwrap_or(&EMPTY)
+    }
+
+    /// The received bytes, if nothing changed the data since.
+    pub fn encoded(&self) -> Option<&Bytes> {
+        self.encoded.as_ref()
+    }
+
+    /// Protobuf bytes of the batch: the received ones when still valid.
+    pub fn encode_to_bytes(&self) -> Bytes {
+        match &self.encoded {
+            Some(b) => b.clone(),
+            None => Bytes::from(self.data.encode_to_vec()),
+        }
+    }
+
+    pub fn encoded_len(&self) -> usize {
+        match &self.encoded {
+            Some(b) => b.len(),
+            None => self.data.encoded_len(),
+        }
+    }
+
+    /// Number of OTLP `Sample` messages: the unit every profcol metric counts.
+    pub fn sample_count(&self) -> u64 {
+        self.data
+            .resource_profiles
+            .iter()
+            .flat_map(|r| &r.scope_profiles)
+            .flat_map(|s| &s.profiles)
+            .map(|p| p.samples.len() as u64)
+            .sum()
+    }
+
+    pub fn profile_count(&self) -> u64 {
+        self.data
+            .resource_profiles
+            .iter()
+            .flat_map(|r| &r.scope_profiles)
+            .map(|s| s.profiles.len() as u64)
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.profile_count() == 0
+    }
+}

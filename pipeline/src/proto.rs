@@ -1,0 +1,37 @@
+//! The one place that names the generated OTLP types, so a proto bump touches
+//! one file.
+
+pub use opentelemetry_proto::tonic::collector::profiles::v1development as collector;
+pub use opentelemetry_proto::tonic::common::v1 as common;
+pub use opentelemetry_proto::tonic::profiles::v1development as profiles;
+pub use opentelemetry_proto::tonic::resource::v1 as resource;
+
+pub use collector::{
+    ExportProfilesPartialSuccess, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
+};
+pub use common::{any_value, AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueList};
+pub use profiles::{
+    Function, KeyValueAndUnit, Line, Link, Location, Mapping, Profile, ProfilesData,
+    ProfilesDictionary, ResourceProfiles, Sample, ScopeProfiles, Stack, ValueType,
+};
+pub use resource::Resource;
+
+/// gRPC path of `ProfilesService/Export`.
+pub const EXPORT_PATH: &str =
+    "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export";
+
+/// `ExportProfilesServiceRequest` and `ProfilesData` share field numbers and
+/// types, so the bytes of one decode as the other; these moves avoid a copy.
+pub fn request_into_data(req: ExportProfilesServiceRequest) -> ProfilesData {
+    ProfilesData {
+        resource_profiles: req.resource_profiles,
+        dictionary: req.dictionary,
+    }
+}
+
+pub fn data_into_request(data: ProfilesData) -> ExportProfilesServiceRequest {
+    ExportProfilesServiceRequest {
+        resource_profiles: data.resource_profiles,
+        dictionary: data.dictionary,
+    }
+}

@@ -1,0 +1,32 @@
+//! Builds the component graph from a config and runs it.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::telemetry::Telemetry;
+
+/// Handed to an extension when it starts.
+#[derive(Clone)]
+pub struct ExtensionContext {
+    pub id: String,
+    pub shutdown: CancellationToken,
+    pub telemetry: Arc<Telemetry>,
+    pub health: Arc<Health>,
+}
+
+/// Whether the collector is ready (every component started, not draining).
+#[derive(Debug, Default)]
+pub struct Health {
+    ready: std::sync::atomic::AtomicBool,
+}
+
+impl Health {
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}

@@ -1,0 +1,236 @@
+//! Internal telemetry: every event is one call here, which emits both the
+//! `tracing` event and the metric, with the Collector's metric names.
+//! Counts are in OTLP samples.
+
+mod server;
+
+pub use server::serve_metrics;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// Metric families; `_total` is appended to counters on exposition, as the
+/// Collector's Prometheus endpoint does.
+pub struct Telemetry {
+    registry: Registry,
+    receiver_accepted: Family<Labels, Counter>,
+    receiver_refused: Family<Labels, Counter>,
+    exporter_sent: Family<Labels, Counter>,
+    exporter_send_failed: Family<Labels, Counter>,
+    exporter_enqueue_failed: Family<Labels, Counter>,
+    exporter_dropped: Family<Labels, Counter>,
+    exporter_queue_size: Family<Labels, Gauge>,
+    exporter_queue_capacity: Family<Labels, Gauge>,
+    processor_incoming: Family<Labels, Counter>,
+    processor_outgoing: Family<Labels, Counter>,
+    processor_dropped: Family<Labels, Counter>,
+    processor_events: Family<Labels, Counter>,
+    pipeline_dropped: Family<Labels, Counter>,
+    receiver_items: Family<Labels, Counter>,
+}
+
+impl Default for Telemetry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+macro_rules! family {
+    ($reg:expr, $name:literal, $help:literal) => {{
+        let f = Family::default();
+        $reg.register($name, $help, f.clone());
+        f
+    }};
+}
+
+impl Telemetry {
+    pub fn new() -> Self {
+        let mut r = Registry::default();
+        Self {
+            receiver_accepted: family!(r, "otelcol_receiver_accepted_profile_samples", "Samples successfully pushed into the pipeline."),
+            receiver_refused: family!(r, "otelcol_receiver_refused_profile_samples", "Samples that could not be pushed into the pipeline."),
+            exporter_sent: family!(r, "otelcol_exporter_sent_profile_samples", "Samples successfully sent to destination."),
+            exporter_send_failed: family!(r, "otelcol_exporter_send_failed_profile_samples", "Samples in failed attempts to send to destination."),
+            exporter_enqueue_failed: family!(r, "otelcol_exporter_enqueue_failed_profile_samples", "Samples that failed to be added to the sending queue."),
+            exporter_dropped: family!(r, "profcol_exporter_dropped_profile_samples", "Samples an exporter decided not to send, by reason."),
+            exporter_queue_size: family!(r, "otelcol_exporter_queue_size", "Current size of the retry queue (in batches)."),
+            exporter_queue_capacity: family!(r, "otelcol_exporter_queue_capacity", "Fixed capacity of the retry queue (in batches)."),
+            processor_incoming: family!(r, "otelcol_processor_incoming_profile_samples", "Samples passed to the processor."),
+            processor_outgoing: family!(r, "otelcol_processor_outgoing_profile_samples", "Samples emitted from the processor."),
+            processor_dropped: family!(r, "profcol_processor_dropped_profile_samples", "Samples a processor dropped, by reason."),
+            processor_events: family!(r, "profcol_processor_events", "Non-sample events a processor counted (unknown units, pruned threads, bytes saved)."),
+            pipeline_dropped: family!(r, "profcol_pipeline_dropped_profile_samples", "Samples dropped by the runtime between components, by reason."),
+            receiver_items: family!(r, "profcol_receiver_items", "Items a receiver saw, by type and outcome (e.g. Sentry envelope items)."),
+            registry: r,
+        }
+    }
+
+    /// Prometheus text exposition of every metric.
+    pub fn encode_text(&self) -> String {
+        let mut s = String::new();
+        encode(&mut s, &self.registry).expect("writing to a String cannot fail");
+        s
+    }
+
+    pub fn receiver_accepted(&self, receiver: &str, transport: &str, samples: u64) {
+        tracing::debug!(receiver, transport, samples, "accepted");
+        self.receiver_accepted
+            .get_or_create(&vec![("receiver", receiver.to_owned()), ("transport", transport.to_owned())])
+            .inc_by(samples);
+    }
+
+    pub fn receiver_refused(&self, receiver: &str, transport: &str, samples: u64, reason: &str) {
+        tracing::warn!(receiver, transport, samples, reason, "refused");
+        self.receiver_refused
+            .get_or_create(&vec![
+                ("receiver", receiver.to_owned()),
+                ("transport", transport.to_owned()),
+                ("reason", reason.to_owned()),
+            ])
+            .inc_by(samples);
+    }
+
+    /// An item a receiver saw, e.g. a Sentry envelope item by type, with its
+    /// outcome (`accepted`, `ignored`, or a drop reason).
+    pub fn receiver_item(&self, receiver: &str, item_type: &str, outcome: &str) {
+        tracing::debug!(receiver, item_type, outcome, "item");
+        self.receiver_items
+            .get_or_create(&vec![
+                ("receiver", receiver.to_owned()),
+                ("type", item_type.to_owned()),
+                ("outcome", outcome.to_owned()),
+            ])
+            .inc();
+    }
+
+    pub fn exporter_sent(&self, exporter: &str, samples: u64) {
+        tracing::debug!(exporter, samples, "sent");
+        self.exporter_sent
+            .get_or_create(&vec![("exporter", exporter.to_owned())])
+            .inc_by(samples);
+    }
+
+    pub fn exporter_send_failed(&self, exporter: &str, samples: u64, error: &str) {
+        tracing::error!(exporter, samples, error, "export failed; samples dropped");
+        self.exporter_send_failed
+            .get_or_create(&vec![("exporter", exporter.to_owned())])
+            .inc_by(samples);
+    }
+
+    pub fn exporter_enqueue_failed(&self, exporter: &str, samples: u64, reason: &str) {
+        tracing::warn!(exporter, samples, reason, "sending queue refused batch; samples dropped");
+        self.exporter_enqueue_failed
+            .get_or_create(&vec![("exporter", exporter.to_owned())])
+            .inc_by(samples);
+    }
+
+    pub fn exporter_dropped(&self, exporter: &str, samples: u64, reason: &str) {
+        tracing::warn!(exporter, samples, reason, "exporter dropped samples");
+        self.exporter_dropped
+            .get_or_create(&vec![("exporter", exporter.to_owned()), ("reason", reason.to_owned())])
+            .inc_by(samples);
+    }
+
+    pub fn exporter_queue(&self, exporter: &str, size: i64, capacity: i64) {
+        let l = vec![("exporter", exporter.to_owned())];
+        self.exporter_queue_size.get_or_create(&l).set(size);
+        self.exporter_queue_capacity.get_or_create(&l).set(capacity);
+    }
+
+    pub fn processor_in_out(&self, pipeline: &str, processor: &str, incoming: u64, outgoing: u64) {
+        let l = vec![("pipeline", pipeline.to_owned()), ("processor", processor.to_owned())];
+        self.processor_incoming.get_or_create(&l).inc_by(incoming);
+        self.processor_outgoing.get_or_create(&l).inc_by(outgoing);
+    }
+
+    pub fn processor_dropped(&self, pipeline: &str, processor: &str, samples: u64, reason: &str) {
+        tracing::debug!(pipeline, processor, samples, reason, "processor dropped samples");
+        self.processor_dropped
+            .get_or_create(&vec![
+                ("pipeline", pipeline.to_owned()),
+                ("processor", processor.to_owned()),
+                ("reason", reason.to_owned()),
+            ])
+            .inc_by(samples);
+    }
+
+    pub fn processor_event(&self, processor: &str, what: &str, n: u64) {
+        tracing::debug!(processor, what, n, "processor event");
+        self.processor_events
+            .get_or_create(&vec![("processor", processor.to_owned()), ("event", what.to_owned())])
+            .inc_by(n);
+    }
+
+    /// Samples the runtime dropped between components (`shutdown`, ...).
+    pub fn pipeline_dropped(&self, pipeline: &str, samples: u64, reason: &str) {
+        tracing::warn!(pipeline, samples, reason, "pipeline dropped samples");
+        self.pipeline_dropped
+            .get_or_create(&vec![("pipeline", pipeline.to_owned()), ("reason", reason.to_owned())])
+            .inc_by(samples);
+    }
+
+    // Readers, for tests and the accounting check.
+
+    pub fn accepted(&self, receiver: &str) -> u64 {
+        sum(&self.receiver_accepted, &[("receiver", receiver)])
+    }
+
+    pub fn refused(&self, receiver: &str) -> u64 {
+        sum(&self.receiver_refused, &[("receiver", receiver)])
+    }
+
+    pub fn refused_for(&self, receiver: &str, reason: &str) -> u64 {
+        sum(&self.receiver_refused, &[("receiver", receiver), ("reason", reason)])
+    }
+
+    pub fn sent(&self, exporter: &str) -> u64 {
+        sum(&self.exporter_sent, &[("exporter", exporter)])
+    }
+
+    pub fn send_failed(&self, exporter: &str) -> u64 {
+        sum(&self.exporter_send_failed, &[("exporter", exporter)])
+    }
+
+    pub fn enqueue_failed(&self, exporter: &str) -> u64 {
+        sum(&self.exporter_enqueue_failed, &[("exporter", exporter)])
+    }
+
+    pub fn exporter_dropped_total(&self, exporter: &str) -> u64 {
+        sum(&self.exporter_dropped, &[("exporter", exporter)])
+    }
+
+    pub fn processor_dropped_total(&self, pipeline: &str) -> u64 {
+        sum(&self.processor_dropped, &[("pipeline", pipeline)])
+    }
+
+    pub fn pipeline_dropped_total(&self, pipeline: &str) -> u64 {
+        sum(&self.pipeline_dropped, &[("pipeline", pipeline)])
+    }
+
+    pub fn items(&self, receiver: &str, item_type: &str, outcome: &str) -> u64 {
+        sum(
+            &self.receiver_items,
+            &[("receiver", receiver), ("type", item_type), ("outcome", outcome)],
+        )
+    }
+}
+
+/// Sum of a counter family over every label set that matches `want`.
+fn sum(f: &Family<Labels, Counter>, want: &[(&str, &str)]) -> u64 {
+    // Families expose no iterator; the text exposition is the stable way in
+    // and these readers are for tests and shutdown only.
+    let mut reg = Registry::default();
+    reg.register("m", "", f.clone());
+    let mut text = String::new();
+    encode(&mut text, &reg).expect("writing to a String cannot fail");
+    text.lines()
+        .filter(|l| l.starts_with("m_total{"))
+        .filter(|l| want.iter().all(|(k, v)| l.contains(&format!("{k}=\"{v}\""))))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}

@@ -1,0 +1,33 @@
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::{extract::State, http::header, response::IntoResponse, routing::get, Router};
+use tokio_util::sync::CancellationToken;
+
+use super::Telemetry;
+
+/// Serves `GET /metrics` in Prometheus text format until `shutdown`.
+pub async fn serve_metrics(
+    addr: SocketAddr,
+    telemetry: Arc<Telemetry>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("service::telemetry::metrics: cannot listen on {addr}: {e}"))?;
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .with_state(telemetry);
+    Ok(tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await;
+    }))
+}
+
+async fn metrics(State(t): State<Arc<Telemetry>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        t.encode_text(),
+    )
+}
