@@ -1,1 +1,6 @@
-fn main() {}
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() -> std::process::ExitCode {
+    profcol::cli::main()
+}

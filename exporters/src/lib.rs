@@ -1,0 +1,5 @@
+//! profcol's exporters, one folder per YAML type.
+
+pub mod debug;
+pub mod otlp;
+pub mod pprof;

@@ -1,0 +1,5 @@
+//! profcol's receivers, one folder per YAML type.
+
+pub mod endpoint;
+pub mod otlp;
+pub mod sentry;

@@ -1,23 +1,57 @@
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
+use figment::value::{Dict, Value};
+use figment::Figment;
 use serde::de::DeserializeOwned;
 
-use super::{ComponentId, ConfigErrors, Kind};
+use super::decode::{decode_value, describe};
+use super::expand::{expand_tree, Originals};
+use super::service::{kind_noun, parse_service, Defined};
+use super::yaml::{parse_value, Problems, YamlProvider};
+use super::{ComponentId, ConfigErrors, Kind, ServiceConfig};
 
 /// One component's section: its id and the still-undecoded YAML value.
 #[derive(Debug, Clone)]
 pub struct ComponentConfig {
     pub id: ComponentId,
     pub kind: Kind,
+    /// Always a map: a component written with nothing (`debug:`) is `{}`.
     pub value: figment::value::Value,
+    /// Original text of values under `value` that were one whole `${...}`
+    /// and now hold a typed scalar or null, keyed by key path relative to
+    /// `value`; a string field receives the text (see `expand`).
+    pub originals: Originals,
 }
 
 impl ComponentConfig {
     /// A section from a YAML snippet, for tests and `profcol test`.
+    /// `${env:...}` is expanded as in [`load`].
     pub fn from_yaml(kind: Kind, id: &str, yaml: &str) -> Result<Self, ConfigErrors> {
-        todo!("config helper: {kind:?} {id} {yaml}")
+        let base = format!("{}::{id}", kind.section());
+        let id = ComponentId::parse(id).map_err(|e| ConfigErrors::one(&base, e))?;
+        let mut value = parse_value(yaml).map_err(|p| problems_at(&base, p))?;
+        let mut errs = ConfigErrors::default();
+        let mut originals = Originals::new();
+        let mut path = Vec::new();
+        let mut expand_errs = ConfigErrors::default();
+        expand_tree(
+            &mut value,
+            &mut path,
+            &env_lookup,
+            &mut originals,
+            &mut expand_errs,
+        );
+        for e in expand_errs.0 {
+            errs.push(join(&base, &e.path), e.message);
+        }
+        let value = section_value(value, &base, &mut errs);
+        errs.into_result(Self {
+            id,
+            kind,
+            value,
+            originals,
+        })
     }
 
     /// `exporters::otlp/gw`
@@ -26,10 +60,14 @@ impl ComponentConfig {
     }
 
     /// Decodes the section into `T` (whose `Default` gives the defaults and
-    /// which should be `deny_unknown_fields`), mapping every serde/figment
-    /// error to a key path under [`Self::path`].
+    /// which should be `#[serde(default, deny_unknown_fields)]`), mapping
+    /// every serde error to a key path under [`Self::path`]:
+    /// `exporters::otlp/gw::retry_on_failure: unknown field "max_intervall", ...`.
+    /// Every bad key is reported, not just the first. A null value decodes as
+    /// `None` for an `Option` field and as the default for a struct, map or
+    /// list field.
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T, ConfigErrors> {
-        todo!("config helper")
+        decode_value(&self.value, &self.originals, &self.path())
     }
 
     /// An error at `key` (`retry_on_failure::multiplier`) inside this section.
@@ -56,45 +94,271 @@ pub struct Config {
     pub service: ServiceConfig,
 }
 
-#[derive(Debug, Clone, Default)]
-pub struct ServiceConfig {
-    pub extensions: Vec<ComponentId>,
-    /// Keyed by pipeline id (`profiles`, `profiles/gateway`).
-    pub pipelines: BTreeMap<String, PipelineConfig>,
-    pub telemetry: TelemetryConfig,
-}
-
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct PipelineConfig {
-    pub receivers: Vec<ComponentId>,
-    pub processors: Vec<ComponentId>,
-    pub exporters: Vec<ComponentId>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct TelemetryConfig {
-    /// Where `/metrics` is served; `None` when metrics `level: none`.
-    pub metrics_address: Option<SocketAddr>,
-    /// `service.telemetry.logs.level`: debug, info, warn, error.
-    pub logs_level: String,
-}
-
-impl Default for TelemetryConfig {
-    fn default() -> Self {
-        Self {
-            metrics_address: Some(SocketAddr::from(([127, 0, 0, 1], 8888))),
-            logs_level: "info".into(),
+impl Config {
+    /// The section of one kind.
+    pub fn section(&self, kind: Kind) -> &BTreeMap<ComponentId, ComponentConfig> {
+        match kind {
+            Kind::Receiver => &self.receivers,
+            Kind::Processor => &self.processors,
+            Kind::Exporter => &self.exporters,
+            Kind::Extension => &self.extensions,
         }
+    }
+
+    fn section_mut(&mut self, kind: Kind) -> &mut BTreeMap<ComponentId, ComponentConfig> {
+        match kind {
+            Kind::Receiver => &mut self.receivers,
+            Kind::Processor => &mut self.processors,
+            Kind::Exporter => &mut self.exporters,
+            Kind::Extension => &mut self.extensions,
+        }
+    }
+
+    /// Every component of every section.
+    pub fn components(&self) -> impl Iterator<Item = &ComponentConfig> {
+        KINDS.iter().flat_map(|k| self.section(*k).values())
+    }
+
+    /// Checks every component's type against the types `known` lists for its
+    /// kind (the runtime's registry, aliases included):
+    /// `receivers::foo: unknown type "foo" (known: otlp, sentry)`.
+    pub fn check_types<'k, I>(&self, known: impl Fn(Kind) -> I) -> Result<(), ConfigErrors>
+    where
+        I: IntoIterator<Item = &'k str>,
+    {
+        let mut errs = ConfigErrors::default();
+        for kind in KINDS {
+            let types: BTreeSet<&str> = known(kind).into_iter().collect();
+            for c in self.section(kind).values() {
+                if !types.contains(c.id.ty.as_str()) {
+                    let list = if types.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        types.iter().copied().collect::<Vec<_>>().join(", ")
+                    };
+                    errs.push(
+                        c.path(),
+                        format!(
+                            "unknown {} type {:?} (known: {list})",
+                            kind_noun(kind),
+                            c.id.ty
+                        ),
+                    );
+                }
+            }
+        }
+        errs.into_result(())
     }
 }
 
-/// Loads and merges `paths` (later files win), expands variables, and checks
-/// the shape and the service graph. Component sections are decoded later.
+const KINDS: [Kind; 4] = [
+    Kind::Receiver,
+    Kind::Processor,
+    Kind::Exporter,
+    Kind::Extension,
+];
+const TOP_LEVEL: [&str; 5] = [
+    "receivers",
+    "processors",
+    "exporters",
+    "extensions",
+    "service",
+];
+
+/// Loads and merges `paths` (later files win: maps merge key by key, lists
+/// and scalars are replaced), expands variables, and checks the shape and
+/// the service graph. Component sections are decoded later.
 pub fn load(paths: &[PathBuf]) -> Result<Config, ConfigErrors> {
-    todo!("config helper: {paths:?}")
+    if paths.is_empty() {
+        return Err(ConfigErrors::one("", "no config file given"));
+    }
+    from_providers(paths.iter().map(YamlProvider::file).collect())
 }
 
 /// Same as [`load`] for one YAML document held in memory.
 pub fn load_str(yaml: &str) -> Result<Config, ConfigErrors> {
-    todo!("config helper: {yaml}")
+    from_providers(vec![YamlProvider::string("config", yaml)])
+}
+
+/// Reports every unreadable or invalid document (figment keeps only some of
+/// several providers' errors), then merges them in order.
+fn from_providers(providers: Vec<YamlProvider>) -> Result<Config, ConfigErrors> {
+    let mut errs = ConfigErrors::default();
+    for p in &providers {
+        if let Some(e) = p.errors() {
+            errs.extend(e.clone());
+        }
+    }
+    if !errs.is_empty() {
+        return Err(errs);
+    }
+    let figment = providers.into_iter().fold(Figment::new(), Figment::merge);
+    let root: Value = figment
+        .extract()
+        .map_err(|e| ConfigErrors::one("", e.to_string()))?;
+    from_root(root, &env_lookup)
+}
+
+fn env_lookup(name: &str) -> Option<String> {
+    std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+}
+
+pub(super) fn from_root(
+    mut root: Value,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigErrors> {
+    let mut expand_errs = ConfigErrors::default();
+    let mut originals = Originals::new();
+    expand_tree(
+        &mut root,
+        &mut Vec::new(),
+        lookup,
+        &mut originals,
+        &mut expand_errs,
+    );
+    // A value that failed to expand is reported once, not again by the
+    // checks below that see its unexpanded text.
+    let failed: BTreeSet<String> = expand_errs.0.iter().map(|e| e.path.clone()).collect();
+    let mut errs = ConfigErrors::default();
+
+    let Value::Dict(_, mut top) = root else {
+        return Err(ConfigErrors::one("", "the top level must be a map"));
+    };
+
+    let mut config = Config::default();
+    for kind in KINDS {
+        if let Some(value) = top.remove(kind.section()) {
+            parse_section(kind, value, &originals, &mut config, &mut errs);
+        }
+    }
+    if let Some(connectors) = top.remove("connectors") {
+        if !is_empty_section(&connectors) {
+            errs.push(
+                "connectors",
+                "connectors are not supported: profcol pipelines go from receivers to exporters",
+            );
+        }
+    }
+    let service = top.remove("service");
+    for key in top.keys() {
+        let expected = TOP_LEVEL.map(|k| format!("{k:?}")).join(", ");
+        errs.push(
+            "",
+            format!("unknown top-level key {key:?}, expected one of {expected}"),
+        );
+    }
+
+    let defined: Defined<'_> = KINDS
+        .iter()
+        .map(|k| (*k, config.section(*k).keys().collect()))
+        .collect();
+    let service_originals = sub_originals(&originals, &["service"]);
+    let service = parse_service(
+        service.as_ref(),
+        &service_originals,
+        &defined,
+        &failed,
+        &mut errs,
+    );
+    config.service = service;
+    errs.0.retain(|e| {
+        !failed.iter().any(|f| {
+            e.path == *f
+                || e.path
+                    .strip_prefix(f.as_str())
+                    .is_some_and(|r| r.starts_with("::"))
+        })
+    });
+    expand_errs.extend(errs);
+    expand_errs.into_result(config)
+}
+
+fn parse_section(
+    kind: Kind,
+    value: Value,
+    originals: &Originals,
+    config: &mut Config,
+    errs: &mut ConfigErrors,
+) {
+    let section = kind.section();
+    let dict = match value {
+        Value::Empty(..) => return,
+        Value::Dict(_, d) => d,
+        other => {
+            errs.push(
+                section,
+                format!("invalid type: expected a map, got {}", describe(&other)),
+            );
+            return;
+        }
+    };
+    for (key, value) in dict {
+        let path = format!("{section}::{key}");
+        let id = match ComponentId::parse(&key) {
+            Ok(id) => id,
+            Err(e) => {
+                errs.push(path, e);
+                continue;
+            }
+        };
+        let value = section_value(value, &path, errs);
+        let originals = sub_originals(originals, &[section, &key]);
+        config.section_mut(kind).insert(
+            id.clone(),
+            ComponentConfig {
+                id,
+                kind,
+                value,
+                originals,
+            },
+        );
+    }
+}
+
+/// A component's value: a map, with null meaning the defaults (`{}`).
+fn section_value(value: Value, path: &str, errs: &mut ConfigErrors) -> Value {
+    match value {
+        Value::Dict(..) => value,
+        Value::Empty(..) => Value::from(Dict::new()),
+        other => {
+            errs.push(
+                path,
+                format!("invalid type: expected a map, got {}", describe(&other)),
+            );
+            Value::from(Dict::new())
+        }
+    }
+}
+
+fn is_empty_section(v: &Value) -> bool {
+    match v {
+        Value::Empty(..) => true,
+        Value::Dict(_, d) => d.is_empty(),
+        _ => false,
+    }
+}
+
+/// The entries of `originals` under `prefix`, with the prefix stripped.
+fn sub_originals(originals: &Originals, prefix: &[&str]) -> Originals {
+    originals
+        .iter()
+        .filter(|(k, _)| k.len() > prefix.len() && k.iter().zip(prefix).all(|(a, b)| a == b))
+        .map(|(k, v)| (k[prefix.len()..].to_vec(), v.clone()))
+        .collect()
+}
+
+fn join(base: &str, rest: &str) -> String {
+    match (base.is_empty(), rest.is_empty()) {
+        (_, true) => base.to_owned(),
+        (true, false) => rest.to_owned(),
+        (false, false) => format!("{base}::{rest}"),
+    }
+}
+
+fn problems_at(base: &str, problems: Problems) -> ConfigErrors {
+    let mut errs = ConfigErrors::default();
+    for (path, msg) in problems {
+        errs.push(join(base, &path.join("::")), msg);
+    }
+    errs
 }

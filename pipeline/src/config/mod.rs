@@ -5,15 +5,24 @@
 //! is decoded later by its factory through [`ComponentConfig::decode`].
 //! Every error carries an otelcol-style key path and all are reported at once.
 
+mod decode;
 mod duration;
 mod error;
 mod expand;
 mod id;
 mod load;
+mod service;
 mod settings;
+mod yaml;
+
+#[cfg(test)]
+mod tests;
 
 pub use duration::Duration;
 pub use error::{ConfigError, ConfigErrors};
+pub use expand::Originals;
 pub use id::{ComponentId, Kind};
-pub use load::{load, load_str, ComponentConfig, Config, PipelineConfig, ServiceConfig, TelemetryConfig};
+pub use load::{load, load_str, ComponentConfig, Config};
+pub use service::{PipelineConfig, ServiceConfig, TelemetryConfig};
 pub use settings::{QueueSettings, RetrySettings};
+pub use yaml::YamlProvider;

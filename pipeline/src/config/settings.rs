@@ -31,7 +31,10 @@ impl Default for RetrySettings {
 impl RetrySettings {
     pub fn validate(&self, path: &str, errs: &mut ConfigErrors) {
         if self.multiplier < 1.0 || !self.multiplier.is_finite() {
-            errs.push(format!("{path}::multiplier"), format!("must be at least 1, got {}", self.multiplier));
+            errs.push(
+                format!("{path}::multiplier"),
+                format!("must be at least 1, got {}", self.multiplier),
+            );
         }
         if !(0.0..=1.0).contains(&self.randomization_factor) {
             errs.push(
@@ -40,10 +43,16 @@ impl RetrySettings {
             );
         }
         if self.enabled && self.initial_interval.get().is_zero() {
-            errs.push(format!("{path}::initial_interval"), "must be greater than 0");
+            errs.push(
+                format!("{path}::initial_interval"),
+                "must be greater than 0",
+            );
         }
         if self.max_interval < self.initial_interval {
-            errs.push(format!("{path}::max_interval"), "must not be less than initial_interval");
+            errs.push(
+                format!("{path}::max_interval"),
+                "must not be less than initial_interval",
+            );
         }
     }
 }

@@ -122,14 +122,18 @@ impl ProfileBatch {
         }
     }
 
-    /// Number of OTLP `Sample` messages: the unit every profcol metric counts.
+    /// Number of observations: each OTLP `Sample` counts
+    /// `max(values.len(), timestamps.len(), 1)`. This is the unit every profcol
+    /// metric counts; unlike the number of `Sample` messages it does not change
+    /// when samples with the same stack are merged, and for Sentry input it
+    /// equals the number of Sentry samples.
     pub fn sample_count(&self) -> u64 {
         self.data
             .resource_profiles
             .iter()
             .flat_map(|r| &r.scope_profiles)
             .flat_map(|s| &s.profiles)
-            .map(|p| p.samples.len() as u64)
+            .map(profile_sample_count)
             .sum()
     }
 
@@ -145,4 +149,12 @@ impl ProfileBatch {
     pub fn is_empty(&self) -> bool {
         self.profile_count() == 0
     }
+}
+
+/// Observations in one profile; see [`ProfileBatch::sample_count`].
+pub fn profile_sample_count(p: &crate::proto::Profile) -> u64 {
+    p.samples
+        .iter()
+        .map(|s| s.values.len().max(s.timestamps_unix_nano.len()).max(1) as u64)
+        .sum()
 }

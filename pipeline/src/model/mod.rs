@@ -3,6 +3,9 @@
 pub mod batch;
 pub mod dictionary;
 pub mod resolved;
+pub mod synth;
 pub mod validate;
 
-pub use batch::{BatchMeta, Origin, ProfileBatch};
+pub use batch::{profile_sample_count, BatchMeta, Origin, ProfileBatch};
+pub use resolved::{folded, resolve, Detail, ResolvedProfile, ResolvedView};
+pub use validate::{validate, Problem, ValidationError};

@@ -1,1 +1,264 @@
-//! Structural validation of a batch: every index in range, zero values at 0.
+//! Structural validation of a batch: every index in range, zero values at 0,
+//! sample shapes as the proto requires. Runs on every received request, so it
+//! is one pass over the data and allocates only to describe an error.
+//!
+//! Index 0 is the proto's null reference: it is accepted even into an empty
+//! table (real producers send empty dictionaries when they have no samples),
+//! and [`super::dictionary::Lookup`] reads it as the zero value.
+
+use std::fmt;
+
+use crate::proto::{
+    any_value::Value, AnyValue, KeyValue, ProfilesData, ProfilesDictionary, ResourceProfiles,
+    ValueType,
+};
+
+use super::dictionary::{PerTable, Table};
+
+/// Where the data breaks a rule, and which rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {problem}")]
+pub struct ValidationError {
+    /// Path to the field, e.g. `resource_profiles[0].scope_profiles[0].profiles[1].samples[7].stack_index`.
+    pub path: String,
+    pub problem: Problem,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Problem {
+    OutOfRange { index: i32, table: Table, len: usize },
+    /// `table[0]` is not the zero value.
+    NotZeroValue { table: Table },
+    /// Both `values` and `timestamps_unix_nano` are set with different lengths.
+    ValueCountMismatch { values: usize, timestamps: usize },
+    /// Neither `values` nor `timestamps_unix_nano` has an entry.
+    EmptySample,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::OutOfRange { index, table, len } => {
+                write!(f, "{index} out of range ({table} has {len} entries)")
+            }
+            Problem::NotZeroValue { table: Table::String } => {
+                f.write_str("must be the empty string (string_table[0] is the zero value)")
+            }
+            Problem::NotZeroValue { table } => {
+                write!(f, "must be the zero value ({table}[0] is the null entry)")
+            }
+            Problem::ValueCountMismatch { values, timestamps } => write!(
+                f,
+                "{values} values but {timestamps} timestamps (when both are set they must have the same length)"
+            ),
+            Problem::EmptySample => {
+                f.write_str("neither values nor timestamps (a sample needs at least one)")
+            }
+        }
+    }
+}
+
+/// Checks every index of `data` against its table and the invariants of the
+/// dictionary and of samples. Returns the first problem found.
+pub fn validate(data: &ProfilesData) -> Result<(), ValidationError> {
+    static EMPTY: ProfilesDictionary = ProfilesDictionary {
+        mapping_table: Vec::new(),
+        location_table: Vec::new(),
+        function_table: Vec::new(),
+        link_table: Vec::new(),
+        string_table: Vec::new(),
+        attribute_table: Vec::new(),
+        stack_table: Vec::new(),
+    };
+    let dict = data.dictionary.as_ref().unwrap_or(&EMPTY);
+    let lens = PerTable::lens(dict);
+    zero_values(dict)?;
+    dictionary(dict, &lens)?;
+    resources(&data.resource_profiles, &lens)
+}
+
+/// Index 0 is always valid (the null reference); others must be in the table.
+#[inline(always)]
+fn ok(i: i32, len: usize) -> bool {
+    i == 0 || (i > 0 && (i as usize) < len)
+}
+
+/// Checks one index; builds the path only on failure.
+macro_rules! check {
+    ($lens:expr, $table:expr, $i:expr, $($path:tt)+) => {{
+        let (i, table) = ($i, $table);
+        let len = $lens.get(table);
+        if !ok(i, len) {
+            return Err(ValidationError {
+                path: format!($($path)+),
+                problem: Problem::OutOfRange { index: i, table, len },
+            });
+        }
+    }};
+}
+
+fn zero_values(d: &ProfilesDictionary) -> Result<(), ValidationError> {
+    fn first<T: Default + PartialEq>(t: &[T], table: Table) -> Result<(), ValidationError> {
+        match t.first() {
+            Some(z) if *z != T::default() => Err(ValidationError {
+                path: format!("dictionary.{table}[0]"),
+                problem: Problem::NotZeroValue { table },
+            }),
+            _ => Ok(()),
+        }
+    }
+    first(&d.string_table, Table::String)?;
+    first(&d.mapping_table, Table::Mapping)?;
+    first(&d.location_table, Table::Location)?;
+    first(&d.function_table, Table::Function)?;
+    first(&d.link_table, Table::Link)?;
+    first(&d.attribute_table, Table::Attribute)?;
+    first(&d.stack_table, Table::Stack)
+}
+
+fn dictionary(d: &ProfilesDictionary, n: &PerTable) -> Result<(), ValidationError> {
+    for (i, m) in d.mapping_table.iter().enumerate() {
+        check!(n, Table::String, m.filename_strindex, "dictionary.mapping_table[{i}].filename_strindex");
+        for (k, &a) in m.attribute_indices.iter().enumerate() {
+            check!(n, Table::Attribute, a, "dictionary.mapping_table[{i}].attribute_indices[{k}]");
+        }
+    }
+    for (i, l) in d.location_table.iter().enumerate() {
+        check!(n, Table::Mapping, l.mapping_index, "dictionary.location_table[{i}].mapping_index");
+        for (k, line) in l.lines.iter().enumerate() {
+            check!(n, Table::Function, line.function_index, "dictionary.location_table[{i}].lines[{k}].function_index");
+        }
+        for (k, &a) in l.attribute_indices.iter().enumerate() {
+            check!(n, Table::Attribute, a, "dictionary.location_table[{i}].attribute_indices[{k}]");
+        }
+    }
+    for (i, f) in d.function_table.iter().enumerate() {
+        check!(n, Table::String, f.name_strindex, "dictionary.function_table[{i}].name_strindex");
+        check!(n, Table::String, f.system_name_strindex, "dictionary.function_table[{i}].system_name_strindex");
+        check!(n, Table::String, f.filename_strindex, "dictionary.function_table[{i}].filename_strindex");
+    }
+    for (i, a) in d.attribute_table.iter().enumerate() {
+        check!(n, Table::String, a.key_strindex, "dictionary.attribute_table[{i}].key_strindex");
+        check!(n, Table::String, a.unit_strindex, "dictionary.attribute_table[{i}].unit_strindex");
+        if let Some(v) = &a.value {
+            any_value(v, n).map_err(|e| e.under(|| format!("dictionary.attribute_table[{i}].value")))?;
+        }
+    }
+    for (i, s) in d.stack_table.iter().enumerate() {
+        for (k, &l) in s.location_indices.iter().enumerate() {
+            check!(n, Table::Location, l, "dictionary.stack_table[{i}].location_indices[{k}]");
+        }
+    }
+    Ok(())
+}
+
+fn resources(rps: &[ResourceProfiles], n: &PerTable) -> Result<(), ValidationError> {
+    for (r, rp) in rps.iter().enumerate() {
+        if let Some(res) = &rp.resource {
+            key_values(&res.attributes, n)
+                .map_err(|e| e.under(|| format!("resource_profiles[{r}].resource.attributes")))?;
+        }
+        for (s, sp) in rp.scope_profiles.iter().enumerate() {
+            if let Some(scope) = &sp.scope {
+                key_values(&scope.attributes, n).map_err(|e| {
+                    e.under(|| format!("resource_profiles[{r}].scope_profiles[{s}].scope.attributes"))
+                })?;
+            }
+            for (p, prof) in sp.profiles.iter().enumerate() {
+                let at = || format!("resource_profiles[{r}].scope_profiles[{s}].profiles[{p}]");
+                value_type(prof.sample_type.as_ref(), n).map_err(|e| e.under(|| format!("{}.sample_type", at())))?;
+                value_type(prof.period_type.as_ref(), n).map_err(|e| e.under(|| format!("{}.period_type", at())))?;
+                for (k, &a) in prof.attribute_indices.iter().enumerate() {
+                    check!(n, Table::Attribute, a, "{}.attribute_indices[{k}]", at());
+                }
+                for (i, smp) in prof.samples.iter().enumerate() {
+                    check!(n, Table::Stack, smp.stack_index, "{}.samples[{i}].stack_index", at());
+                    for (k, &a) in smp.attribute_indices.iter().enumerate() {
+                        check!(n, Table::Attribute, a, "{}.samples[{i}].attribute_indices[{k}]", at());
+                    }
+                    check!(n, Table::Link, smp.link_index, "{}.samples[{i}].link_index", at());
+                    let (values, timestamps) = (smp.values.len(), smp.timestamps_unix_nano.len());
+                    if values == 0 && timestamps == 0 {
+                        return Err(ValidationError {
+                            path: format!("{}.samples[{i}]", at()),
+                            problem: Problem::EmptySample,
+                        });
+                    }
+                    if values != 0 && timestamps != 0 && values != timestamps {
+                        return Err(ValidationError {
+                            path: format!("{}.samples[{i}].values", at()),
+                            problem: Problem::ValueCountMismatch { values, timestamps },
+                        });
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An error inside a nested value: the path relative to the value, completed
+/// by the caller (allocates only on failure).
+struct Nested {
+    suffix: String,
+    problem: Problem,
+}
+
+impl Nested {
+    fn under(self, prefix: impl FnOnce() -> String) -> ValidationError {
+        ValidationError {
+            path: prefix() + &self.suffix,
+            problem: self.problem,
+        }
+    }
+
+    fn prepend(mut self, segment: impl fmt::Display) -> Self {
+        self.suffix = format!("{segment}{}", self.suffix);
+        self
+    }
+}
+
+fn nested_range(n: &PerTable, table: Table, i: i32, field: &str) -> Result<(), Nested> {
+    let len = n.get(table);
+    if ok(i, len) {
+        Ok(())
+    } else {
+        Err(Nested {
+            suffix: format!(".{field}"),
+            problem: Problem::OutOfRange { index: i, table, len },
+        })
+    }
+}
+
+fn value_type(vt: Option<&ValueType>, n: &PerTable) -> Result<(), Nested> {
+    if let Some(vt) = vt {
+        nested_range(n, Table::String, vt.type_strindex, "type_strindex")?;
+        nested_range(n, Table::String, vt.unit_strindex, "unit_strindex")?;
+    }
+    Ok(())
+}
+
+fn key_values(kvs: &[KeyValue], n: &PerTable) -> Result<(), Nested> {
+    for (k, kv) in kvs.iter().enumerate() {
+        nested_range(n, Table::String, kv.key_strindex, "key_strindex")
+            .and_then(|()| kv.value.as_ref().map_or(Ok(()), |v| any_value(v, n).map_err(|e| e.prepend(".value"))))
+            .map_err(|e| e.prepend(format_args!("[{k}]")))?;
+    }
+    Ok(())
+}
+
+fn any_value(v: &AnyValue, n: &PerTable) -> Result<(), Nested> {
+    match &v.value {
+        Some(Value::StringValueStrindex(i)) => nested_range(n, Table::String, *i, "string_value_strindex"),
+        Some(Value::ArrayValue(a)) => {
+            for (k, x) in a.values.iter().enumerate() {
+                any_value(x, n).map_err(|e| e.prepend(format_args!(".array_value.values[{k}]")))?;
+            }
+            Ok(())
+        }
+        Some(Value::KvlistValue(kv)) => {
+            key_values(&kv.values, n).map_err(|e| e.prepend(".kvlist_value.values"))
+        }
+        _ => Ok(()),
+    }
+}

@@ -1,32 +1,16 @@
-//! Builds the component graph from a config and runs it.
+//! Builds the component graph from a config and runs it:
+//! receiver -> [bounded pipeline inbox] -> worker (processor chain)
+//! -> Arc fan-out -> [bounded queue per exporter] -> retry/timeout -> peer.
 
-use std::sync::Arc;
+mod build;
+mod exporter_helper;
+mod health;
+mod registry;
+mod service;
+mod worker;
 
-use tokio_util::sync::CancellationToken;
-
-use crate::telemetry::Telemetry;
-
-/// Handed to an extension when it starts.
-#[derive(Clone)]
-pub struct ExtensionContext {
-    pub id: String,
-    pub shutdown: CancellationToken,
-    pub telemetry: Arc<Telemetry>,
-    pub health: Arc<Health>,
-}
-
-/// Whether the collector is ready (every component started, not draining).
-#[derive(Debug, Default)]
-pub struct Health {
-    ready: std::sync::atomic::AtomicBool,
-}
-
-impl Health {
-    pub fn set_ready(&self, ready: bool) {
-        self.ready.store(ready, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    pub fn is_ready(&self) -> bool {
-        self.ready.load(std::sync::atomic::Ordering::SeqCst)
-    }
-}
+pub use build::{build, Graph};
+pub use exporter_helper::{Backoff, QueueHandle};
+pub use health::{ExtensionContext, Health};
+pub use registry::Registry;
+pub use service::{RunningService, RuntimeOptions};

@@ -25,6 +25,34 @@ impl DictionaryBuilder {
         Self::default()
     }
 
+    /// An empty builder sized for a dictionary like `dict`.
+    pub fn with_capacity_for(dict: &ProfilesDictionary) -> Self {
+        Self {
+            strings: Interner::with_capacity(dict.string_table.len()),
+            mappings: Interner::with_capacity(dict.mapping_table.len()),
+            functions: Interner::with_capacity(dict.function_table.len()),
+            locations: Interner::with_capacity(dict.location_table.len()),
+            stacks: Interner::with_capacity(dict.stack_table.len()),
+            attributes: Interner::with_capacity(dict.attribute_table.len()),
+            links: Interner::with_capacity(dict.link_table.len()),
+        }
+    }
+
+    /// Continues an existing dictionary: its entries keep their indices, so
+    /// data referring to it stays valid, and new entries are appended
+    /// (deduplicated against it). Empty tables get their zero value.
+    pub fn from_dictionary(dict: ProfilesDictionary) -> Self {
+        Self {
+            strings: Interner::from_values(dict.string_table),
+            mappings: Interner::from_values(dict.mapping_table),
+            functions: Interner::from_values(dict.function_table),
+            locations: Interner::from_values(dict.location_table),
+            stacks: Interner::from_values(dict.stack_table),
+            attributes: Interner::from_values(dict.attribute_table),
+            links: Interner::from_values(dict.link_table),
+        }
+    }
+
     pub fn string(&mut self, s: &str) -> i32 {
         self.strings.intern_by(s, |a, b| a == b, |s| s.to_owned())
     }

@@ -31,6 +31,35 @@ impl<T: DictHash + PartialEq + Default> Interner<T> {
         t
     }
 
+    /// Takes over an existing table without moving its entries, so indices
+    /// into it stay valid. Later duplicates of an entry stay in place but
+    /// interning finds the first one. An empty table gets its zero value.
+    pub fn from_values(values: Vec<T>) -> Self {
+        let mut t = Self {
+            values: Vec::new(),
+            index: HashTable::with_capacity(values.len().max(1)),
+            hasher: ahash::RandomState::with_seeds(0x5eed, 0x0f, 0x9c01, 0xd1c7),
+        };
+        if values.is_empty() {
+            t.intern(T::default());
+            return t;
+        }
+        t.values = values;
+        for i in 0..t.values.len() {
+            let hash = t.hash_of(&t.values[i]);
+            let (values, hasher) = (&t.values, &t.hasher);
+            if t.index.find(hash, |&j| values[j as usize] == values[i]).is_none() {
+                let i = u32::try_from(i).expect("dictionary table over 2^32 entries");
+                t.index.insert_unique(hash, i, |&j| {
+                    let mut h = hasher.build_hasher();
+                    values[j as usize].dict_hash(&mut h);
+                    std::hash::Hasher::finish(&h)
+                });
+            }
+        }
+        t
+    }
+
     fn hash_of<Q: DictHash + ?Sized>(&self, q: &Q) -> u64 {
         let mut h = self.hasher.build_hasher();
         q.dict_hash(&mut h);

@@ -3,11 +3,43 @@
 //!
 //! Anything that splits, merges or drops part of a batch re-indexes through
 //! this module; nothing here scans a table linearly to find a value.
+//!
+//! - [`gc`]: drop unreferenced entries (mark, then compact through a [`Remap`]).
+//! - [`dedup`]: rebuild by value, dropping duplicates and orphans.
+//! - [`merge`] / [`merge_all`] / [`Merger`]: concatenate batches, one dictionary.
+//! - [`resolve_references`]: `key_strindex` / `string_value_strindex` to plain.
+//! - [`merge_samples`], [`retain_samples`], [`remove_empty_profiles`]: sample work.
+//! - [`Lookup`]: panic-free reads by index.
 
 mod builder;
+mod dedup;
+mod gc;
 mod hashing;
 mod interner;
+mod lookup;
+mod mark;
+mod merge;
+mod rebuild;
+mod references;
+mod remap;
+mod samples;
+mod table;
+pub mod visit;
 
 pub use builder::DictionaryBuilder;
+pub use dedup::dedup;
+pub use gc::{gc, GcStats};
 pub use hashing::DictHash;
 pub use interner::Interner;
+pub use lookup::Lookup;
+pub use mark::{mark, mark_parts, Live};
+pub use merge::{merge, merge_all, Merger};
+pub use references::resolve_references;
+pub use remap::{Remap, TableRemap};
+pub use samples::{
+    merge_samples, remove_empty_profiles, retain_samples, sample_total, samples_identity,
+    SampleIdentity, SampleShape,
+};
+pub use table::{PerTable, Table};
+
+pub(crate) use rebuild::intern_live;

@@ -1,0 +1,146 @@
+//! Exporter `debug`, as in the Collector: what a user first sees.
+//! `basic` logs one line per batch, `normal` one line per profile,
+//! `detailed` every profile as folded stacks with values.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use profcol_pipeline::component::{ExportError, Exporter, ExporterContext, ExporterFactory, ExporterSettings};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors, QueueSettings, RetrySettings};
+use profcol_pipeline::ProfileBatch;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verbosity {
+    Basic,
+    Normal,
+    Detailed,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DebugConfig {
+    pub verbosity: Verbosity,
+    /// Batches logged before sampling starts.
+    pub sampling_initial: u64,
+    /// After that, one batch in this many is logged.
+    pub sampling_thereafter: u64,
+    /// Through the collector's log (true) or straight to stdout (false).
+    pub use_internal_logger: bool,
+}
+
+impl Default for DebugConfig {
+    fn default() -> Self {
+        Self {
+            verbosity: Verbosity::Basic,
+            sampling_initial: 2,
+            sampling_thereafter: 1,
+            use_internal_logger: true,
+        }
+    }
+}
+
+pub struct DebugExporterFactory;
+
+impl ExporterFactory for DebugExporterFactory {
+    fn type_name(&self) -> &'static str {
+        "debug"
+    }
+
+    fn create(&self, cfg: &ComponentConfig) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
+        let c: DebugConfig = cfg.decode()?;
+        if c.sampling_thereafter == 0 {
+            return Err(cfg.error("sampling_thereafter", "must be at least 1"));
+        }
+        // The Collector's debug exporter has no queue and no retries.
+        let settings = ExporterSettings {
+            timeout: std::time::Duration::from_secs(5),
+            retry_on_failure: RetrySettings {
+                enabled: false,
+                ..RetrySettings::default()
+            },
+            sending_queue: QueueSettings {
+                enabled: false,
+                ..QueueSettings::default()
+            },
+        };
+        Ok((Arc::new(DebugExporter { cfg: c, seen: AtomicU64::new(0) }), settings))
+    }
+}
+
+pub fn factory() -> Arc<dyn ExporterFactory> {
+    Arc::new(DebugExporterFactory)
+}
+
+pub struct DebugExporter {
+    cfg: DebugConfig,
+    seen: AtomicU64,
+}
+
+impl DebugExporter {
+    fn sampled(&self) -> bool {
+        let n = self.seen.fetch_add(1, Ordering::Relaxed);
+        n < self.cfg.sampling_initial
+            || (n - self.cfg.sampling_initial) % self.cfg.sampling_thereafter == 0
+    }
+
+    /// The text logged for a batch at the configured verbosity.
+    pub fn render(&self, batch: &ProfileBatch) -> String {
+        render(batch, self.cfg.verbosity)
+    }
+}
+
+pub fn render(batch: &ProfileBatch, verbosity: Verbosity) -> String {
+    let data = batch.data();
+    let mut out = format!(
+        "Profiles: resource profiles: {}, profiles: {}, samples: {}",
+        data.resource_profiles.len(),
+        batch.profile_count(),
+        batch.sample_count()
+    );
+    match verbosity {
+        Verbosity::Basic => {}
+        Verbosity::Normal => {
+            let strings = &batch.dictionary().string_table;
+            let s = |i: i32| strings.get(i as usize).map(String::as_str).unwrap_or("");
+            for (r, rp) in data.resource_profiles.iter().enumerate() {
+                for sp in &rp.scope_profiles {
+                    for p in &sp.profiles {
+                        let st = p.sample_type.unwrap_or_default();
+                        out.push_str(&format!(
+                            "\n  resource #{r} profile {} {}/{}: {} samples, duration {}ms",
+                            hex::encode(&p.profile_id),
+                            s(st.type_strindex),
+                            s(st.unit_strindex),
+                            p.samples.len(),
+                            p.duration_nano / 1_000_000,
+                        ));
+                    }
+                }
+            }
+        }
+        Verbosity::Detailed => {
+            out.push('\n');
+            out.push_str(&profcol_pipeline::model::resolved::resolve(data, Default::default()).to_text());
+        }
+    }
+    out
+}
+
+#[async_trait]
+impl Exporter for DebugExporter {
+    async fn export(&self, batch: Arc<ProfileBatch>, ctx: &ExporterContext) -> Result<u64, ExportError> {
+        if self.sampled() {
+            let text = self.render(&batch);
+            if self.cfg.use_internal_logger {
+                tracing::info!(exporter = %ctx.id, "{text}");
+            } else {
+                println!("{text}");
+            }
+        }
+        Ok(0)
+    }
+}

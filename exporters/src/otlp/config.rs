@@ -1,0 +1,108 @@
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use profcol_pipeline::component::ExporterSettings;
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration, QueueSettings, RetrySettings};
+
+/// `exporters: otlp:` with the Collector's names and defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OtlpExporterConfig {
+    /// `host:port`, or a URL whose `http`/`https` scheme picks plain or TLS.
+    pub endpoint: String,
+    pub tls: TlsConfig,
+    /// Sent as gRPC metadata with every request.
+    pub headers: BTreeMap<String, String>,
+    pub compression: Compression,
+    pub timeout: Duration,
+    pub retry_on_failure: RetrySettings,
+    pub sending_queue: QueueSettings,
+}
+
+impl Default for OtlpExporterConfig {
+    fn default() -> Self {
+        Self {
+            endpoint: String::new(),
+            tls: TlsConfig::default(),
+            headers: BTreeMap::new(),
+            compression: Compression::Gzip,
+            timeout: Duration::from_secs(5),
+            retry_on_failure: RetrySettings::default(),
+            sending_queue: QueueSettings::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    Gzip,
+    Zstd,
+    /// `none` or an empty string, as in the Collector.
+    #[serde(alias = "")]
+    None,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsConfig {
+    /// Plain-text HTTP/2 (no TLS).
+    pub insecure: bool,
+    /// PEM file of CAs to trust instead of the system's.
+    pub ca_file: Option<String>,
+    /// Client certificate and key for mutual TLS.
+    pub cert_file: Option<String>,
+    pub key_file: Option<String>,
+    /// Name to verify the server certificate against.
+    pub server_name_override: Option<String>,
+}
+
+impl OtlpExporterConfig {
+    pub fn settings(&self) -> ExporterSettings {
+        ExporterSettings {
+            timeout: self.timeout.get(),
+            retry_on_failure: self.retry_on_failure.clone(),
+            sending_queue: self.sending_queue.clone(),
+        }
+    }
+
+    /// Whether the connection is plain text: an `http://` endpoint or
+    /// `tls.insecure`, as the Collector decides.
+    pub fn plaintext(&self) -> bool {
+        if self.endpoint.starts_with("https://") {
+            false
+        } else {
+            self.endpoint.starts_with("http://") || self.tls.insecure
+        }
+    }
+
+    pub fn validate(&self, cfg: &ComponentConfig) -> Result<(), ConfigErrors> {
+        let mut errs = ConfigErrors::default();
+        if self.endpoint.is_empty() {
+            errs.push(cfg.key_path("endpoint"), "is required");
+        }
+        if self.timeout.get().is_zero() {
+            errs.push(cfg.key_path("timeout"), "must be greater than 0");
+        }
+        if self.cert_pair_incomplete() {
+            errs.push(cfg.key_path("tls"), "cert_file and key_file must be set together");
+        }
+        for (k, v) in &self.headers {
+            if tonic::metadata::MetadataKey::<tonic::metadata::Ascii>::from_bytes(k.as_bytes()).is_err() {
+                errs.push(cfg.key_path(&format!("headers::{k}")), "invalid header name");
+            } else if v.parse::<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>().is_err() {
+                errs.push(cfg.key_path(&format!("headers::{k}")), "invalid header value");
+            }
+        }
+        self.retry_on_failure
+            .validate(&cfg.key_path("retry_on_failure"), &mut errs);
+        self.sending_queue
+            .validate(&cfg.key_path("sending_queue"), &mut errs);
+        errs.into_result(())
+    }
+
+    fn cert_pair_incomplete(&self) -> bool {
+        self.tls.cert_file.is_some() != self.tls.key_file.is_some()
+    }
+}

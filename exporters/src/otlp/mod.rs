@@ -1,0 +1,40 @@
+//! Exporter `otlp` (alias `otlp_grpc`): OTLP profiles over gRPC.
+
+mod classify;
+mod client;
+mod codec;
+mod config;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use profcol_pipeline::component::{Exporter, ExporterFactory, ExporterSettings};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+
+pub use classify::{classify, is_retryable};
+pub use config::{Compression, OtlpExporterConfig, TlsConfig};
+
+pub struct OtlpExporterFactory;
+
+impl ExporterFactory for OtlpExporterFactory {
+    fn type_name(&self) -> &'static str {
+        "otlp"
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &["otlp_grpc"]
+    }
+
+    fn create(&self, cfg: &ComponentConfig) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
+        let c: OtlpExporterConfig = cfg.decode()?;
+        c.validate(cfg)?;
+        let settings = c.settings();
+        let exporter = client::OtlpExporter::new(c).map_err(|e| cfg.error("endpoint", e))?;
+        Ok((Arc::new(exporter), settings))
+    }
+}
+
+pub fn factory() -> Arc<dyn ExporterFactory> {
+    Arc::new(OtlpExporterFactory)
+}

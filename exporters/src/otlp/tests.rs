@@ -1,0 +1,139 @@
+use tonic::Code;
+
+use profcol_pipeline::config::{ComponentConfig, Duration, Kind};
+
+use super::*;
+
+fn decode(yaml: &str) -> Result<OtlpExporterConfig, String> {
+    let cfg = ComponentConfig::from_yaml(Kind::Exporter, "otlp/gw", yaml).map_err(|e| e.to_string())?;
+    let c: OtlpExporterConfig = cfg.decode().map_err(|e| e.to_string())?;
+    c.validate(&cfg).map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+#[test]
+fn empty_config_takes_the_collector_defaults() {
+    let cfg = ComponentConfig::from_yaml(Kind::Exporter, "otlp", "{}").unwrap();
+    let c: OtlpExporterConfig = cfg.decode().unwrap();
+    assert_eq!(c, OtlpExporterConfig::default());
+    assert_eq!(c.compression, Compression::Gzip);
+    assert_eq!(c.timeout, Duration::from_secs(5));
+    let r = &c.retry_on_failure;
+    assert!(r.enabled);
+    assert_eq!(
+        (r.initial_interval, r.max_interval, r.max_elapsed_time, r.multiplier),
+        (Duration::from_secs(5), Duration::from_secs(30), Duration::from_secs(300), 1.5)
+    );
+    let q = &c.sending_queue;
+    assert!(q.enabled && !q.block_on_overflow);
+    assert_eq!((q.num_consumers, q.queue_size), (10, 1000));
+    // An endpoint is required.
+    assert_eq!(
+        c.validate(&cfg).unwrap_err().to_string(),
+        "exporters::otlp::endpoint: is required"
+    );
+}
+
+#[test]
+fn exact_decode() {
+    let c = decode(
+        r#"
+endpoint: gateway:4317
+tls: {insecure: true}
+headers: {x-scope-orgid: team-a}
+compression: zstd
+timeout: 250ms
+retry_on_failure: {enabled: false, initial_interval: 1s, max_interval: 2s, max_elapsed_time: 0s, multiplier: 2}
+sending_queue: {enabled: true, num_consumers: 2, queue_size: 50, block_on_overflow: true}
+"#,
+    )
+    .unwrap();
+    assert_eq!(c.endpoint, "gateway:4317");
+    assert!(c.tls.insecure && c.plaintext());
+    assert_eq!(c.headers["x-scope-orgid"], "team-a");
+    assert_eq!(c.compression, Compression::Zstd);
+    assert_eq!(c.timeout, Duration::from_millis(250));
+    assert!(!c.retry_on_failure.enabled);
+    assert_eq!(c.retry_on_failure.multiplier, 2.0);
+    assert_eq!(c.sending_queue.queue_size, 50);
+    assert!(c.sending_queue.block_on_overflow);
+}
+
+#[test]
+fn scheme_decides_tls_as_the_collector_does() {
+    let tls = |ep: &str, insecure: bool| {
+        let c = OtlpExporterConfig {
+            endpoint: ep.into(),
+            tls: TlsConfig {
+                insecure,
+                ..TlsConfig::default()
+            },
+            ..OtlpExporterConfig::default()
+        };
+        !c.plaintext()
+    };
+    assert!(tls("gw:4317", false));
+    assert!(!tls("gw:4317", true));
+    assert!(!tls("http://gw:4317", false));
+    assert!(tls("https://gw:4317", true));
+}
+
+#[test]
+fn invalid_settings_name_their_key() {
+    for (yaml, want) in [
+        ("endpoint: a:1\ntimeout: 5 sec", "exporters::otlp/gw::timeout: invalid duration \"5 sec\""),
+        ("endpoint: a:1\ncompression: lz4", "exporters::otlp/gw::compression"),
+        ("endpoint: a:1\nretry_on_failure: {multiplier: 0.5}", "exporters::otlp/gw::retry_on_failure::multiplier: must be at least 1"),
+        ("endpoint: a:1\nsending_queue: {queue_size: 0}", "exporters::otlp/gw::sending_queue::queue_size: must be greater than 0"),
+        ("endpoint: a:1\nheaders: {\"bad key\": v}", "exporters::otlp/gw::headers::bad key: invalid header name"),
+        ("endpoint: a:1\ntls: {cert_file: c.pem}", "exporters::otlp/gw::tls: cert_file and key_file must be set together"),
+    ] {
+        let err = decode(yaml).unwrap_err();
+        assert!(err.contains(want), "{yaml:?}: {err}");
+    }
+}
+
+/// The Collector's OTLP exporter retries exactly these codes.
+#[test]
+fn retryable_codes_match_the_collector() {
+    let table = [
+        (Code::Ok, false),
+        (Code::Cancelled, true),
+        (Code::Unknown, false),
+        (Code::InvalidArgument, false),
+        (Code::DeadlineExceeded, true),
+        (Code::NotFound, false),
+        (Code::AlreadyExists, false),
+        (Code::PermissionDenied, false),
+        (Code::ResourceExhausted, false),
+        (Code::FailedPrecondition, false),
+        (Code::Aborted, true),
+        (Code::OutOfRange, true),
+        (Code::Unimplemented, false),
+        (Code::Internal, false),
+        (Code::Unavailable, true),
+        (Code::DataLoss, true),
+        (Code::Unauthenticated, false),
+    ];
+    for (code, want) in table {
+        assert_eq!(is_retryable(code, false), want, "{code:?}");
+    }
+    assert!(is_retryable(Code::ResourceExhausted, true), "with RetryInfo");
+}
+
+#[test]
+fn retry_info_sets_the_delay() {
+    use tonic_types::{ErrorDetails, StatusExt};
+    let details = ErrorDetails::with_retry_info(Some(std::time::Duration::from_millis(1500)));
+    let status = tonic::Status::with_error_details(Code::ResourceExhausted, "slow down", details);
+    match classify(&status) {
+        profcol_pipeline::component::ExportError::Retryable { retry_after, .. } => {
+            assert_eq!(retry_after, Some(std::time::Duration::from_millis(1500)))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        classify(&tonic::Status::invalid_argument("x")),
+        profcol_pipeline::component::ExportError::Permanent { .. }
+    ));
+}

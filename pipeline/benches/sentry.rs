@@ -1,0 +1,1 @@
+fn main() {} // placeholder until the sentry bench lands

@@ -1,0 +1,388 @@
+//! The `service` section: extensions, pipelines and internal telemetry.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use figment::value::Value;
+use serde::Deserialize;
+
+use super::decode::decode_partial;
+use super::expand::Originals;
+use super::{ComponentId, ConfigErrors, Kind};
+
+#[derive(Debug, Clone, Default)]
+pub struct ServiceConfig {
+    pub extensions: Vec<ComponentId>,
+    /// Keyed by pipeline id (`profiles`, `profiles/gateway`).
+    pub pipelines: BTreeMap<String, PipelineConfig>,
+    pub telemetry: TelemetryConfig,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PipelineConfig {
+    pub receivers: Vec<ComponentId>,
+    pub processors: Vec<ComponentId>,
+    pub exporters: Vec<ComponentId>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TelemetryConfig {
+    /// Where `/metrics` is served; `None` when metrics `level: none`.
+    pub metrics_address: Option<SocketAddr>,
+    /// `service.telemetry.logs.level`: debug, info, warn, error.
+    pub logs_level: String,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self {
+            metrics_address: Some(SocketAddr::from(([127, 0, 0, 1], DEFAULT_METRICS_PORT))),
+            logs_level: "info".into(),
+        }
+    }
+}
+
+const DEFAULT_METRICS_PORT: u16 = 8888;
+const METRICS_LEVELS: [&str; 4] = ["none", "basic", "normal", "detailed"];
+const LOG_LEVELS: [&str; 4] = ["debug", "info", "warn", "error"];
+/// The only signal profcol carries.
+const PROFILES: &str = "profiles";
+
+#[derive(Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+struct ServiceRaw {
+    extensions: Vec<String>,
+    pipelines: BTreeMap<String, PipelineRaw>,
+    telemetry: TelemetryRaw,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+struct PipelineRaw {
+    receivers: Vec<String>,
+    processors: Vec<String>,
+    exporters: Vec<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+struct TelemetryRaw {
+    metrics: MetricsRaw,
+    logs: LogsRaw,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+struct MetricsRaw {
+    level: Option<String>,
+    /// `host:port`, the Collector's older form.
+    address: Option<String>,
+    /// The newer form: `[{pull: {exporter: {prometheus: {host, port}}}}]`.
+    readers: Option<Vec<ReaderRaw>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+struct LogsRaw {
+    level: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+struct ReaderRaw {
+    pull: Option<PullRaw>,
+    periodic: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+struct PullRaw {
+    exporter: PullExporterRaw,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+struct PullExporterRaw {
+    prometheus: Option<PrometheusRaw>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+struct PrometheusRaw {
+    host: Option<String>,
+    port: Option<u16>,
+}
+
+/// The ids configured in each section, to check references against.
+pub(super) type Defined<'a> = BTreeMap<Kind, BTreeSet<&'a ComponentId>>;
+
+/// Decodes and checks `service`; `value` is `None` when the key is absent.
+pub(super) fn parse_service(
+    value: Option<&Value>,
+    originals: &Originals,
+    defined: &Defined<'_>,
+    failed: &BTreeSet<String>,
+    errs: &mut ConfigErrors,
+) -> ServiceConfig {
+    let empty = Value::from(figment::value::Dict::new());
+    // Keys that fail to decode are reported and dropped; the rest is checked.
+    let (raw, decode_errs) =
+        decode_partial::<ServiceRaw>(value.unwrap_or(&empty), originals, "service");
+    errs.extend(decode_errs);
+    let Some(raw) = raw else {
+        return ServiceConfig::default();
+    };
+
+    let ctx = ListCtx { defined, failed };
+    let extensions = id_list(
+        &raw.extensions,
+        Kind::Extension,
+        "service::extensions",
+        &ctx,
+        errs,
+    );
+
+    let mut pipelines = BTreeMap::new();
+    if raw.pipelines.is_empty() {
+        errs.push(
+            "service::pipelines",
+            "must have at least one profiles pipeline",
+        );
+    }
+    for (name, p) in &raw.pipelines {
+        let path = format!("service::pipelines::{name}");
+        match ComponentId::parse(name) {
+            Err(e) => {
+                errs.push(path, e);
+                continue;
+            }
+            Ok(id) if id.ty != PROFILES => {
+                errs.push(
+                    path,
+                    format!("only profiles pipelines are supported, not {:?}", id.ty),
+                );
+                continue;
+            }
+            Ok(_) => {}
+        }
+        let pipeline = PipelineConfig {
+            receivers: id_list(
+                &p.receivers,
+                Kind::Receiver,
+                &format!("{path}::receivers"),
+                &ctx,
+                errs,
+            ),
+            processors: id_list(
+                &p.processors,
+                Kind::Processor,
+                &format!("{path}::processors"),
+                &ctx,
+                errs,
+            ),
+            exporters: id_list(
+                &p.exporters,
+                Kind::Exporter,
+                &format!("{path}::exporters"),
+                &ctx,
+                errs,
+            ),
+        };
+        if p.receivers.is_empty() {
+            errs.push(&path, "must have at least one receiver");
+        }
+        if p.exporters.is_empty() {
+            errs.push(&path, "must have at least one exporter");
+        }
+        pipelines.insert(name.clone(), pipeline);
+    }
+
+    ServiceConfig {
+        extensions,
+        pipelines,
+        telemetry: telemetry(&raw.telemetry, errs),
+    }
+}
+
+struct ListCtx<'a> {
+    defined: &'a Defined<'a>,
+    /// Paths whose `${...}` failed to expand (already reported).
+    failed: &'a BTreeSet<String>,
+}
+
+/// Parses a list of ids, each defined in `kind`'s section and listed once.
+fn id_list(
+    names: &[String],
+    kind: Kind,
+    path: &str,
+    ctx: &ListCtx<'_>,
+    errs: &mut ConfigErrors,
+) -> Vec<ComponentId> {
+    let noun = kind_noun(kind);
+    let mut out: Vec<ComponentId> = Vec::with_capacity(names.len());
+    for (i, name) in names.iter().enumerate() {
+        if ctx.failed.contains(&format!("{path}::{i}")) {
+            continue;
+        }
+        let id = match ComponentId::parse(name) {
+            Ok(id) => id,
+            Err(e) => {
+                errs.push(path, e);
+                continue;
+            }
+        };
+        if out.contains(&id) {
+            errs.push(path, format!("{noun} {name:?} is listed more than once"));
+            continue;
+        }
+        if !ctx.defined.get(&kind).is_some_and(|ids| ids.contains(&id)) {
+            errs.push(
+                path,
+                format!("references {noun} {name:?} which is not configured"),
+            );
+        }
+        out.push(id);
+    }
+    out
+}
+
+pub(super) fn kind_noun(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Receiver => "receiver",
+        Kind::Processor => "processor",
+        Kind::Exporter => "exporter",
+        Kind::Extension => "extension",
+    }
+}
+
+fn telemetry(raw: &TelemetryRaw, errs: &mut ConfigErrors) -> TelemetryConfig {
+    let mut out = TelemetryConfig::default();
+
+    if let Some(level) = &raw.logs.level {
+        match one_of(level, &LOG_LEVELS) {
+            Some(l) => out.logs_level = l.to_owned(),
+            None => errs.push(
+                "service::telemetry::logs::level",
+                format!(
+                    "invalid level {level:?}, expected one of {}",
+                    LOG_LEVELS.join(", ")
+                ),
+            ),
+        }
+    }
+
+    let m = &raw.metrics;
+    let disabled = match &m.level {
+        None => false,
+        Some(level) => match one_of(level, &METRICS_LEVELS) {
+            Some(l) => l == "none",
+            None => {
+                errs.push(
+                    "service::telemetry::metrics::level",
+                    format!(
+                        "invalid level {level:?}, expected one of {}",
+                        METRICS_LEVELS.join(", ")
+                    ),
+                );
+                false
+            }
+        },
+    };
+
+    let address = match (&m.address, &m.readers) {
+        (Some(_), Some(_)) => {
+            errs.push(
+                "service::telemetry::metrics",
+                "set either address or readers, not both",
+            );
+            out.metrics_address
+        }
+        (Some(addr), None) => match parse_host_port(addr) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                errs.push("service::telemetry::metrics::address", e);
+                out.metrics_address
+            }
+        },
+        (None, Some(readers)) => readers_address(readers, errs),
+        (None, None) => out.metrics_address,
+    };
+    out.metrics_address = if disabled { None } else { address };
+    out
+}
+
+/// The address of the one Prometheus pull reader; `None` for no readers.
+fn readers_address(readers: &[ReaderRaw], errs: &mut ConfigErrors) -> Option<SocketAddr> {
+    const PATH: &str = "service::telemetry::metrics::readers";
+    if readers.len() > 1 {
+        errs.push(PATH, "only one reader is supported");
+    }
+    let reader = readers.first()?;
+    let path = format!("{PATH}::0");
+    if reader.periodic.is_some() {
+        errs.push(
+            format!("{path}::periodic"),
+            "periodic readers are not supported; use a pull reader with a prometheus exporter",
+        );
+        return None;
+    }
+    let Some(pull) = &reader.pull else {
+        errs.push(path, "must have a pull reader");
+        return None;
+    };
+    let Some(prom) = &pull.exporter.prometheus else {
+        errs.push(
+            format!("{path}::pull::exporter"),
+            "must have a prometheus exporter",
+        );
+        return None;
+    };
+    let port = prom.port.unwrap_or(DEFAULT_METRICS_PORT);
+    let host = prom.host.as_deref().unwrap_or("localhost");
+    match parse_host(host) {
+        Ok(ip) => Some(SocketAddr::new(ip, port)),
+        Err(e) => {
+            errs.push(format!("{path}::pull::exporter::prometheus::host"), e);
+            None
+        }
+    }
+}
+
+/// The allowed spelling of `s` (levels are case-insensitive, as in the Collector).
+fn one_of(s: &str, allowed: &[&'static str]) -> Option<&'static str> {
+    allowed.iter().copied().find(|a| a.eq_ignore_ascii_case(s))
+}
+
+/// `host:port` where host is an IP, `localhost`, or empty (all interfaces,
+/// as Go reads `:8888`).
+pub(super) fn parse_host_port(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return Err(format!("invalid address {s:?}: expected host:port"));
+    };
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("invalid address {s:?}: invalid port {port:?}"))?;
+    let ip = if host.is_empty() {
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+    } else {
+        parse_host(host).map_err(|e| format!("invalid address {s:?}: {e}"))?
+    };
+    Ok(SocketAddr::new(ip, port))
+}
+
+/// An IP address (IPv6 with or without brackets) or `localhost`. Other host
+/// names are refused rather than resolved while loading the config.
+fn parse_host(host: &str) -> Result<IpAddr, String> {
+    if host.eq_ignore_ascii_case("localhost") {
+        return Ok(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    }
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    bare.parse()
+        .map_err(|_| format!("host {host:?} must be an IP address or localhost"))
+}

@@ -1,0 +1,185 @@
+//! A figment [`Provider`] for YAML, parsed with serde_yaml_ng.
+//!
+//! figment's own YAML support uses the unmaintained serde_yaml; this one
+//! converts serde_yaml_ng's tree into figment values itself, resolving `<<`
+//! merge keys as the Collector's YAML parser does.
+
+use std::path::Path;
+
+use figment::value::{Dict, Empty, Num, Tag, Value};
+use figment::{Error, Metadata, Profile, Provider};
+use serde_yaml_ng::Value as Yaml;
+
+use super::ConfigErrors;
+
+/// One YAML document, from a file or from memory, read and parsed when the
+/// provider is made. Its top level must be a map (or empty); it is provided
+/// for figment's default profile.
+#[derive(Debug, Clone)]
+pub struct YamlProvider {
+    metadata: Metadata,
+    parsed: Result<Dict, ConfigErrors>,
+}
+
+impl YamlProvider {
+    /// Reads and parses a YAML file.
+    pub fn file(path: impl AsRef<Path>) -> Self {
+        let path = path.as_ref();
+        let origin = format!("config file {:?}", path.display().to_string());
+        let parsed = match std::fs::read_to_string(path) {
+            Ok(text) => parse_document(&text).map_err(|p| problems(&origin, p)),
+            Err(e) => Err(ConfigErrors::one("", format!("cannot read {origin}: {e}"))),
+        };
+        Self {
+            metadata: Metadata::from("YAML file", path),
+            parsed,
+        }
+    }
+
+    /// Parses a YAML document held in memory; `name` says where it came
+    /// from in error messages.
+    pub fn string(name: &str, text: &str) -> Self {
+        Self {
+            metadata: Metadata::named(format!("YAML ({name})")),
+            parsed: parse_document(text).map_err(|p| problems(name, p)),
+        }
+    }
+
+    /// Every problem found reading or parsing the document.
+    pub fn errors(&self) -> Option<&ConfigErrors> {
+        self.parsed.as_ref().err()
+    }
+}
+
+fn problems(origin: &str, problems: Problems) -> ConfigErrors {
+    let mut errs = ConfigErrors::default();
+    for (path, msg) in problems {
+        errs.push(path.join("::"), format!("{origin}: {msg}"));
+    }
+    errs
+}
+
+impl Provider for YamlProvider {
+    fn metadata(&self) -> Metadata {
+        self.metadata.clone()
+    }
+
+    fn data(&self) -> Result<figment::value::Map<Profile, Dict>, Error> {
+        match &self.parsed {
+            Ok(dict) => Ok(Profile::Default.collect(dict.clone())),
+            Err(errs) => Err(Error::from(errs.to_string())),
+        }
+    }
+}
+
+/// Problems with their key paths.
+pub(super) type Problems = Vec<(Vec<String>, String)>;
+
+/// Parses one YAML document whose top level is a map (an empty document is
+/// an empty map).
+pub(super) fn parse_document(text: &str) -> Result<Dict, Problems> {
+    let mut yaml: Yaml =
+        serde_yaml_ng::from_str(text).map_err(|e| vec![(Vec::new(), e.to_string())])?;
+    yaml.apply_merge()
+        .map_err(|e| vec![(Vec::new(), e.to_string())])?;
+    let mut problems = Problems::new();
+    let mut path = Vec::new();
+    match yaml {
+        Yaml::Null => Ok(Dict::new()),
+        Yaml::Mapping(_) => match convert(yaml, &mut path, &mut problems) {
+            Value::Dict(_, dict) if problems.is_empty() => Ok(dict),
+            _ => Err(problems),
+        },
+        other => Err(vec![(
+            Vec::new(),
+            format!("the top level must be a map, got {}", kind_of(&other)),
+        )]),
+    }
+}
+
+/// Parses a YAML snippet that may be any value (a component section).
+pub(super) fn parse_value(text: &str) -> Result<Value, Problems> {
+    let mut yaml: Yaml =
+        serde_yaml_ng::from_str(text).map_err(|e| vec![(Vec::new(), e.to_string())])?;
+    yaml.apply_merge()
+        .map_err(|e| vec![(Vec::new(), e.to_string())])?;
+    let mut problems = Problems::new();
+    let value = convert(yaml, &mut Vec::new(), &mut problems);
+    if problems.is_empty() {
+        Ok(value)
+    } else {
+        Err(problems)
+    }
+}
+
+fn convert(yaml: Yaml, path: &mut Vec<String>, problems: &mut Problems) -> Value {
+    let tag = Tag::Default;
+    match yaml {
+        Yaml::Null => Value::Empty(tag, Empty::None),
+        Yaml::Bool(b) => Value::Bool(tag, b),
+        Yaml::Number(n) => Value::Num(tag, number(&n)),
+        Yaml::String(s) => Value::String(tag, s),
+        Yaml::Sequence(items) => Value::Array(
+            tag,
+            items
+                .into_iter()
+                .enumerate()
+                .map(|(i, item)| {
+                    path.push(i.to_string());
+                    let v = convert(item, path, problems);
+                    path.pop();
+                    v
+                })
+                .collect(),
+        ),
+        Yaml::Mapping(map) => {
+            let mut dict = Dict::new();
+            for (k, v) in map {
+                let key = match k {
+                    Yaml::String(s) => s,
+                    // The Collector reads `8888:` or `true:` as the key text.
+                    Yaml::Bool(b) => b.to_string(),
+                    Yaml::Number(n) => n.to_string(),
+                    other => {
+                        problems.push((
+                            path.clone(),
+                            format!("map keys must be strings, got {}", kind_of(&other)),
+                        ));
+                        continue;
+                    }
+                };
+                path.push(key);
+                let value = convert(v, path, problems);
+                let key = path.pop().expect("pushed above");
+                dict.insert(key, value);
+            }
+            Value::Dict(tag, dict)
+        }
+        Yaml::Tagged(t) => {
+            problems.push((path.clone(), format!("YAML tag {} is not supported", t.tag)));
+            Value::Empty(tag, Empty::None)
+        }
+    }
+}
+
+fn number(n: &serde_yaml_ng::Number) -> Num {
+    if let Some(u) = n.as_u64() {
+        Num::U64(u)
+    } else if let Some(i) = n.as_i64() {
+        Num::I64(i)
+    } else {
+        Num::F64(n.as_f64().unwrap_or(f64::NAN))
+    }
+}
+
+fn kind_of(v: &Yaml) -> &'static str {
+    match v {
+        Yaml::Null => "null",
+        Yaml::Bool(_) => "a boolean",
+        Yaml::Number(_) => "a number",
+        Yaml::String(_) => "a string",
+        Yaml::Sequence(_) => "a list",
+        Yaml::Mapping(_) => "a map",
+        Yaml::Tagged(_) => "a tagged value",
+    }
+}

@@ -1,0 +1,747 @@
+//! OTLP -> pprof, streamed.
+//!
+//! Samples are written to the output as they are converted; only the tables
+//! (locations, functions, mappings, strings) are kept until the end, and
+//! protobuf allows a message's fields in any order, so they follow the
+//! samples. Every stack, attribute and link is encoded once and its bytes
+//! reused by each sample that references it: a sample costs a few copies and
+//! no allocation.
+
+use std::borrow::Cow;
+use std::io::Write;
+use std::ops::Range;
+
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use prost::encoding::{encode_key, encode_varint, encoded_len_varint, WireType};
+use prost::Message;
+
+use super::plan::{kv_key, label_attributes, string};
+use super::proto::{self, tags};
+use super::strings::StringTable;
+use super::{keys, plan_files, PprofError, PprofFile, ToPprofOptions};
+use crate::proto::{any_value::Value, AnyValue, Profile, ProfilesData, ProfilesDictionary, Sample};
+
+/// Output is handed to the writer in chunks of about this size.
+const FLUSH_AT: usize = 64 * 1024;
+const UNSET: usize = usize::MAX;
+
+/// Labels one attribute (or link, or resource attribute) becomes: a run of
+/// encoded `Sample.label` fields in `Encoder::labels`, all with one key.
+#[derive(Clone)]
+struct Labels {
+    bytes: Range<usize>,
+    key: i64,
+}
+
+const NOT_YET: Labels = Labels { bytes: UNSET..UNSET, key: 0 };
+
+struct Encoder<'a, W: Write> {
+    dict: &'a ProfilesDictionary,
+    strings: StringTable<'a>,
+    /// OTLP index -> pprof id (0: not referenced yet), and the referenced
+    /// OTLP indices in id order.
+    location_ids: Vec<u64>,
+    locations: Vec<usize>,
+    function_ids: Vec<u64>,
+    functions: Vec<usize>,
+    mapping_ids: Vec<u64>,
+    mappings: Vec<usize>,
+    /// Packed pprof location ids of each stack, encoded on first use.
+    stacks: Vec<Range<usize>>,
+    stack_bytes: Vec<u8>,
+    attributes: Vec<Labels>,
+    links: Vec<Labels>,
+    labels: Vec<u8>,
+    buf: Vec<u8>,
+    out: W,
+}
+
+fn invalid(msg: String) -> PprofError {
+    PprofError::InvalidOtlp(msg)
+}
+
+fn key_len(tag: u32) -> usize {
+    prost::encoding::key_len(tag)
+}
+
+/// Length of a varint field, 0 when proto3 omits it (value 0).
+fn varint_field_len(tag: u32, v: u64) -> usize {
+    if v == 0 {
+        0
+    } else {
+        key_len(tag) + encoded_len_varint(v)
+    }
+}
+
+fn put_varint_field(buf: &mut Vec<u8>, tag: u32, v: u64) {
+    if v != 0 {
+        encode_key(tag, WireType::Varint, buf);
+        encode_varint(v, buf);
+    }
+}
+
+fn put_len_prefix(buf: &mut Vec<u8>, tag: u32, len: usize) {
+    encode_key(tag, WireType::LengthDelimited, buf);
+    encode_varint(len as u64, buf);
+}
+
+fn len_field_len(tag: u32, len: usize) -> usize {
+    key_len(tag) + encoded_len_varint(len as u64) + len
+}
+
+/// A sample's value for its sample type: the sum of its values, or the
+/// number of timestamps when it has only those (each counts 1, per the
+/// OTLP `Sample` docs).
+fn sample_value(s: &Sample) -> i64 {
+    if s.values.is_empty() {
+        s.timestamps_unix_nano.len() as i64
+    } else {
+        s.values.iter().fold(0i64, |a, &v| a.wrapping_add(v))
+    }
+}
+
+/// A string form for values pprof has no label type for.
+fn render(v: &AnyValue, dict: &ProfilesDictionary) -> String {
+    match &v.value {
+        None => String::new(),
+        Some(Value::StringValue(s)) => s.clone(),
+        Some(Value::StringValueStrindex(i)) => dict.string_table.get(*i as usize).cloned().unwrap_or_default(),
+        Some(Value::BoolValue(b)) => b.to_string(),
+        Some(Value::IntValue(n)) => n.to_string(),
+        Some(Value::DoubleValue(d)) => d.to_string(),
+        Some(Value::BytesValue(b)) => hex::encode(b),
+        Some(Value::ArrayValue(a)) => {
+            let items: Vec<String> = a.values.iter().map(|v| render(v, dict)).collect();
+            format!("[{}]", items.join(","))
+        }
+        Some(Value::KvlistValue(kv)) => {
+            let items: Vec<String> = kv
+                .values
+                .iter()
+                .map(|kv| format!("{}={}", kv_key(dict, kv), kv.value.as_ref().map(|v| render(v, dict)).unwrap_or_default()))
+                .collect();
+            format!("{{{}}}", items.join(","))
+        }
+    }
+}
+
+/// A pprof id for a 0-based table position.
+fn id_of(pos: usize) -> u64 {
+    pos as u64 + 1
+}
+
+impl<'a, W: Write> Encoder<'a, W> {
+    fn new(dict: &'a ProfilesDictionary, out: W) -> Self {
+        Self {
+            dict,
+            strings: StringTable::new(dict.string_table.len()),
+            location_ids: vec![0; dict.location_table.len()],
+            locations: Vec::new(),
+            function_ids: vec![0; dict.function_table.len()],
+            functions: Vec::new(),
+            mapping_ids: vec![0; dict.mapping_table.len()],
+            mappings: Vec::new(),
+            stacks: vec![UNSET..UNSET; dict.stack_table.len()],
+            stack_bytes: Vec::new(),
+            attributes: vec![NOT_YET; dict.attribute_table.len()],
+            links: vec![NOT_YET; dict.link_table.len()],
+            labels: Vec::new(),
+            buf: Vec::with_capacity(FLUSH_AT + 4096),
+            out,
+        }
+    }
+
+    fn flush_if_full(&mut self) -> Result<(), PprofError> {
+        if self.buf.len() >= FLUSH_AT {
+            self.out.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    fn string(&mut self, idx: i32, what: &str) -> Result<i64, PprofError> {
+        self.strings
+            .dict(&self.dict.string_table, idx)
+            .ok_or_else(|| invalid(format!("{what}: string index {idx} out of range")))
+    }
+
+    fn function_id(&mut self, idx: i32) -> Result<u64, PprofError> {
+        let slot = usize::try_from(idx)
+            .ok()
+            .filter(|&i| i < self.function_ids.len())
+            .ok_or_else(|| invalid(format!("function index {idx} out of range")))?;
+        if self.function_ids[slot] == 0 {
+            self.functions.push(slot);
+            self.function_ids[slot] = self.functions.len() as u64;
+        }
+        Ok(self.function_ids[slot])
+    }
+
+    fn mapping_id(&mut self, idx: i32) -> Result<u64, PprofError> {
+        if idx == 0 {
+            return Ok(0);
+        }
+        let slot = usize::try_from(idx)
+            .ok()
+            .filter(|&i| i < self.mapping_ids.len())
+            .ok_or_else(|| invalid(format!("mapping index {idx} out of range")))?;
+        if self.mapping_ids[slot] == 0 {
+            self.mappings.push(slot);
+            self.mapping_ids[slot] = self.mappings.len() as u64;
+        }
+        Ok(self.mapping_ids[slot])
+    }
+
+    fn location_id(&mut self, idx: i32) -> Result<u64, PprofError> {
+        let slot = usize::try_from(idx)
+            .ok()
+            .filter(|&i| i < self.location_ids.len())
+            .ok_or_else(|| invalid(format!("location index {idx} out of range")))?;
+        if self.location_ids[slot] == 0 {
+            let loc = &self.dict.location_table[slot];
+            self.mapping_id(loc.mapping_index)?;
+            for line in &loc.lines {
+                self.function_id(line.function_index)?;
+            }
+            self.locations.push(slot);
+            self.location_ids[slot] = self.locations.len() as u64;
+        }
+        Ok(self.location_ids[slot])
+    }
+
+    /// Packed location ids of stack `idx`.
+    fn stack(&mut self, idx: i32) -> Result<Range<usize>, PprofError> {
+        let slot = usize::try_from(idx)
+            .ok()
+            .filter(|&i| i < self.stacks.len())
+            .ok_or_else(|| invalid(format!("stack index {idx} out of range")))?;
+        if self.stacks[slot].start == UNSET {
+            let start = self.stack_bytes.len();
+            let dict = self.dict;
+            for &li in &dict.stack_table[slot].location_indices {
+                let id = self.location_id(li)?;
+                encode_varint(id, &mut self.stack_bytes);
+            }
+            self.stacks[slot] = start..self.stack_bytes.len();
+        }
+        Ok(self.stacks[slot].clone())
+    }
+
+    fn push_label(&mut self, key: i64, str: i64, num: i64, num_unit: i64) {
+        let len = varint_field_len(tags::label::KEY, key as u64)
+            + varint_field_len(tags::label::STR, str as u64)
+            + varint_field_len(tags::label::NUM, num as u64)
+            + varint_field_len(tags::label::NUM_UNIT, num_unit as u64);
+        let b = &mut self.labels;
+        put_len_prefix(b, tags::sample::LABEL, len);
+        put_varint_field(b, tags::label::KEY, key as u64);
+        put_varint_field(b, tags::label::STR, str as u64);
+        put_varint_field(b, tags::label::NUM, num as u64);
+        put_varint_field(b, tags::label::NUM_UNIT, num_unit as u64);
+    }
+
+    /// Appends the labels `value` becomes: strings as `str`, integers as
+    /// `num` with `unit`, arrays as one label per element, anything else as
+    /// its string form.
+    fn push_value(&mut self, key: i64, value: &'a AnyValue, unit: i64) -> Result<(), PprofError> {
+        match &value.value {
+            None => {}
+            Some(Value::StringValue(s)) => {
+                let s = self.strings.borrowed(s);
+                self.push_label(key, s, 0, 0);
+            }
+            Some(Value::StringValueStrindex(i)) => {
+                let s = self.string(*i, "attribute value")?;
+                self.push_label(key, s, 0, 0);
+            }
+            Some(Value::IntValue(n)) => self.push_label(key, 0, *n, unit),
+            Some(Value::BoolValue(b)) => {
+                let s = self.strings.borrowed(if *b { "true" } else { "false" });
+                self.push_label(key, s, 0, 0);
+            }
+            Some(Value::ArrayValue(a)) => {
+                for v in &a.values {
+                    self.push_value(key, v, unit)?;
+                }
+            }
+            Some(_) => {
+                let s = self.strings.intern(Cow::Owned(render(value, self.dict)));
+                self.push_label(key, s, 0, 0);
+            }
+        }
+        Ok(())
+    }
+
+    fn attribute(&mut self, idx: i32) -> Result<Labels, PprofError> {
+        let slot = usize::try_from(idx)
+            .ok()
+            .filter(|&i| i < self.attributes.len())
+            .ok_or_else(|| invalid(format!("attribute index {idx} out of range")))?;
+        if self.attributes[slot].bytes.start == UNSET {
+            let a = &self.dict.attribute_table[slot];
+            let key = self.string(a.key_strindex, "attribute key")?;
+            let unit = self.string(a.unit_strindex, "attribute unit")?;
+            let start = self.labels.len();
+            if key != 0 {
+                if let Some(v) = &a.value {
+                    self.push_value(key, v, unit)?;
+                }
+            }
+            self.attributes[slot] = Labels { bytes: start..self.labels.len(), key };
+        }
+        Ok(self.attributes[slot].clone())
+    }
+
+    /// `trace_id` / `span_id` labels (lowercase hex) of link `idx`.
+    fn link(&mut self, idx: i32) -> Result<Range<usize>, PprofError> {
+        let slot = usize::try_from(idx)
+            .ok()
+            .filter(|&i| i < self.links.len())
+            .ok_or_else(|| invalid(format!("link index {idx} out of range")))?;
+        if self.links[slot].bytes.start == UNSET {
+            let link = &self.dict.link_table[slot];
+            let start = self.labels.len();
+            for (key, id) in [(keys::TRACE_ID_LABEL, &link.trace_id), (keys::SPAN_ID_LABEL, &link.span_id)] {
+                if id.iter().any(|&b| b != 0) {
+                    let k = self.strings.borrowed(key);
+                    let v = self.strings.intern(Cow::Owned(hex::encode(id)));
+                    self.push_label(k, v, 0, 0);
+                }
+            }
+            self.links[slot] = Labels { bytes: start..self.labels.len(), key: 0 };
+        }
+        Ok(self.links[slot].bytes.clone())
+    }
+
+    /// Writes one `Sample`. `extra` are profile and resource labels, each
+    /// skipped when a label closer to the sample has the same key.
+    fn sample(&mut self, s: &Sample, values: &[i64], extra: &[Labels]) -> Result<(), PprofError> {
+        let stack = self.stack(s.stack_index)?;
+        let link = self.link(s.link_index)?;
+        let mut labels_len = link.len();
+        for &ai in &s.attribute_indices {
+            labels_len += self.attribute(ai)?.bytes.len();
+        }
+        let shadowed = |this: &Self, at: usize| {
+            let key = extra[at].key;
+            s.attribute_indices.iter().any(|&ai| this.attributes[ai as usize].key == key)
+                || extra[..at].iter().any(|l| l.key == key)
+        };
+        for (i, l) in extra.iter().enumerate() {
+            if !shadowed(self, i) {
+                labels_len += l.bytes.len();
+            }
+        }
+        let values_len: usize = values.iter().map(|&v| encoded_len_varint(v as u64)).sum();
+        let mut len = labels_len;
+        if !stack.is_empty() {
+            len += len_field_len(tags::sample::LOCATION_ID, stack.len());
+        }
+        if values_len > 0 {
+            len += len_field_len(tags::sample::VALUE, values_len);
+        }
+
+        put_len_prefix(&mut self.buf, tags::profile::SAMPLE, len);
+        if !stack.is_empty() {
+            put_len_prefix(&mut self.buf, tags::sample::LOCATION_ID, stack.len());
+            self.buf.extend_from_slice(&self.stack_bytes[stack]);
+        }
+        if values_len > 0 {
+            put_len_prefix(&mut self.buf, tags::sample::VALUE, values_len);
+            for &v in values {
+                encode_varint(v as u64, &mut self.buf);
+            }
+        }
+        for &ai in &s.attribute_indices {
+            let r = self.attributes[ai as usize].bytes.clone();
+            self.buf.extend_from_slice(&self.labels[r]);
+        }
+        self.buf.extend_from_slice(&self.labels[link]);
+        for (i, l) in extra.iter().enumerate() {
+            if !shadowed(self, i) {
+                self.buf.extend_from_slice(&self.labels[l.bytes.clone()]);
+            }
+        }
+        self.flush_if_full()
+    }
+
+    fn message<M: Message>(&mut self, tag: u32, m: &M) -> Result<(), PprofError> {
+        prost::encoding::message::encode(tag, m, &mut self.buf);
+        self.flush_if_full()
+    }
+
+    /// Writes the mapping, location and function tables.
+    fn tables(&mut self) -> Result<(), PprofError> {
+        let dict = self.dict;
+        // What the file's locations say about each mapping, for mappings
+        // that do not carry pprof's has_* flags themselves.
+        let mut inferred = vec![[false; 4]; self.mappings.len()];
+        let mut location = proto::Location::default();
+        for i in 0..self.locations.len() {
+            let loc = &dict.location_table[self.locations[i]];
+            let mapping_id = self.mapping_id(loc.mapping_index)?;
+            location.line.clear();
+            for l in &loc.lines {
+                location.line.push(proto::Line {
+                    function_id: self.function_id(l.function_index)?,
+                    line: l.line,
+                    column: l.column,
+                });
+            }
+            if mapping_id != 0 {
+                let f = &mut inferred[mapping_id as usize - 1];
+                for l in &loc.lines {
+                    let func = &dict.function_table[l.function_index as usize];
+                    f[0] |= func.name_strindex != 0 || func.system_name_strindex != 0;
+                    f[1] |= func.filename_strindex != 0;
+                    f[2] |= l.line != 0;
+                }
+                f[3] |= loc.lines.len() > 1;
+            }
+            location.id = id_of(i);
+            location.mapping_id = mapping_id;
+            location.address = loc.address;
+            location.is_folded = self.bool_attribute(&loc.attribute_indices, keys::LOCATION_IS_FOLDED)?.unwrap_or(false);
+            self.message(tags::profile::LOCATION, &location)?;
+        }
+
+        for i in 0..self.functions.len() {
+            let f = &dict.function_table[self.functions[i]];
+            let msg = proto::Function {
+                id: id_of(i),
+                name: self.string(f.name_strindex, "function name")?,
+                system_name: self.string(f.system_name_strindex, "function system name")?,
+                filename: self.string(f.filename_strindex, "function file name")?,
+                start_line: f.start_line,
+            };
+            self.message(tags::profile::FUNCTION, &msg)?;
+        }
+
+        for i in 0..self.mappings.len() {
+            let m = &dict.mapping_table[self.mappings[i]];
+            let explicit = [keys::HAS_FUNCTIONS, keys::HAS_FILENAMES, keys::HAS_LINE_NUMBERS, keys::HAS_INLINE_FRAMES]
+                .map(|k| self.bool_attribute(&m.attribute_indices, k));
+            let mut flags = inferred[i];
+            if explicit.iter().any(|f| matches!(f, Ok(Some(_)))) {
+                for (f, e) in flags.iter_mut().zip(explicit) {
+                    *f = e?.unwrap_or(false);
+                }
+            }
+            let msg = proto::Mapping {
+                id: id_of(i),
+                memory_start: m.memory_start,
+                memory_limit: m.memory_limit,
+                file_offset: m.file_offset,
+                filename: self.string(m.filename_strindex, "mapping file name")?,
+                build_id: self.build_id(&m.attribute_indices)?,
+                has_functions: flags[0],
+                has_filenames: flags[1],
+                has_line_numbers: flags[2],
+                has_inline_frames: flags[3],
+            };
+            self.message(tags::profile::MAPPING, &msg)?;
+        }
+        Ok(())
+    }
+
+    /// The attribute named `key` among `indices`.
+    fn find_attribute(&self, indices: &[i32], key: &str) -> Result<Option<&'a AnyValue>, PprofError> {
+        let dict = self.dict;
+        for &i in indices {
+            let a = usize::try_from(i)
+                .ok()
+                .and_then(|i| dict.attribute_table.get(i))
+                .ok_or_else(|| invalid(format!("attribute index {i} out of range")))?;
+            if string(dict, a.key_strindex, "attribute key")? == key {
+                return Ok(a.value.as_ref());
+            }
+        }
+        Ok(None)
+    }
+
+    fn bool_attribute(&self, indices: &[i32], key: &str) -> Result<Option<bool>, PprofError> {
+        Ok(match self.find_attribute(indices, key)?.and_then(|v| v.value.as_ref()) {
+            Some(Value::BoolValue(b)) => Some(*b),
+            _ => None,
+        })
+    }
+
+    fn string_attribute(&self, indices: &[i32], key: &str) -> Result<Option<&'a str>, PprofError> {
+        Ok(match self.find_attribute(indices, key)?.and_then(|v| v.value.as_ref()) {
+            Some(Value::StringValue(s)) => Some(s.as_str()),
+            Some(Value::StringValueStrindex(i)) => Some(string(self.dict, *i, key)?),
+            _ => None,
+        })
+    }
+
+    /// A mapping's build id from its `process.executable.build_id.*`
+    /// attributes, the preferred kind first.
+    fn build_id(&mut self, indices: &[i32]) -> Result<i64, PprofError> {
+        for key in keys::BUILD_ID_PREFERENCE {
+            if let Some(v) = self.find_attribute(indices, key)? {
+                return self.build_id_value(v);
+            }
+        }
+        let dict = self.dict;
+        for &i in indices {
+            let a = &dict.attribute_table[i as usize];
+            if string(dict, a.key_strindex, "attribute key")?.starts_with(keys::BUILD_ID_PREFIX) {
+                if let Some(v) = &a.value {
+                    return self.build_id_value(v);
+                }
+            }
+        }
+        Ok(0)
+    }
+
+    fn build_id_value(&mut self, v: &'a AnyValue) -> Result<i64, PprofError> {
+        Ok(match &v.value {
+            Some(Value::StringValue(s)) => self.strings.borrowed(s),
+            Some(Value::StringValueStrindex(i)) => self.string(*i, "build id")?,
+            Some(_) => self.strings.intern(Cow::Owned(render(v, self.dict))),
+            None => 0,
+        })
+    }
+}
+
+/// Lines of a `pprof.profile.comment` attribute (`string[]`, or one string).
+fn comment_lines<'a>(v: &'a AnyValue, dict: &'a ProfilesDictionary, out: &mut Vec<Cow<'a, str>>) {
+    match &v.value {
+        Some(Value::ArrayValue(a)) => {
+            for v in &a.values {
+                comment_lines(v, dict, out);
+            }
+        }
+        Some(Value::StringValue(s)) => out.push(Cow::Borrowed(s)),
+        Some(_) => out.push(Cow::Owned(render(v, dict))),
+        None => {}
+    }
+}
+
+/// Writes `file` as an uncompressed pprof `Profile` to `out`.
+pub fn write_pprof<W: Write>(
+    data: &ProfilesData,
+    file: &PprofFile,
+    opts: &ToPprofOptions,
+    out: W,
+) -> Result<W, PprofError> {
+    static EMPTY: ProfilesDictionary = ProfilesDictionary {
+        mapping_table: Vec::new(),
+        location_table: Vec::new(),
+        function_table: Vec::new(),
+        link_table: Vec::new(),
+        string_table: Vec::new(),
+        attribute_table: Vec::new(),
+        stack_table: Vec::new(),
+    };
+    let dict = data.dictionary.as_ref().unwrap_or(&EMPTY);
+    let rp = data
+        .resource_profiles
+        .get(file.resource)
+        .ok_or_else(|| invalid(format!("resource {} out of range", file.resource)))?;
+    let profile = |r: &super::ProfileRef| -> Result<&Profile, PprofError> {
+        rp.scope_profiles
+            .get(r.scope)
+            .and_then(|s| s.profiles.get(r.profile))
+            .ok_or_else(|| invalid(format!("profile {r:?} out of range")))
+    };
+    let columns = file
+        .columns
+        .iter()
+        .map(|c| c.iter().map(profile).collect::<Result<Vec<_>, _>>())
+        .collect::<Result<Vec<_>, _>>()?;
+    let Some(first_column) = columns.first() else {
+        return Err(invalid("a pprof file needs at least one sample type".into()));
+    };
+    if file.sample_types.len() != columns.len() {
+        return Err(invalid("one sample type per column expected".into()));
+    }
+    for c in &columns[1..] {
+        let lined_up = c.len() == first_column.len()
+            && c.iter().zip(first_column).all(|(a, b)| a.samples.len() == b.samples.len());
+        if !lined_up {
+            return Err(invalid("profiles merged into one pprof file do not line up".into()));
+        }
+    }
+
+    let mut e = Encoder::new(dict, out);
+
+    for t in &file.sample_types {
+        let vt = proto::ValueType {
+            r#type: e.strings.borrowed(&t.r#type),
+            unit: e.strings.borrowed(&t.unit),
+        };
+        e.message(tags::profile::SAMPLE_TYPE, &vt)?;
+    }
+
+    // Resource labels, then per profile its own labels in front of them.
+    let mut resource_labels = Vec::new();
+    if let Some(resource) = &rp.resource {
+        for key in &opts.resource_attributes_as_labels {
+            let found = resource.attributes.iter().find(|kv| kv_key(dict, kv) == key.as_str());
+            if let Some(value) = found.and_then(|kv| kv.value.as_ref()) {
+                let k = e.strings.borrowed(key);
+                let start = e.labels.len();
+                e.push_value(k, value, 0)?;
+                resource_labels.push(Labels { bytes: start..e.labels.len(), key: k });
+            }
+        }
+    }
+
+    let mut values = Vec::with_capacity(columns.len());
+    let mut extra = Vec::new();
+    for (j, p) in first_column.iter().enumerate() {
+        extra.clear();
+        for ai in label_attributes(dict, p) {
+            extra.push(e.attribute(ai)?);
+        }
+        extra.extend(resource_labels.iter().cloned());
+        for (i, s) in p.samples.iter().enumerate() {
+            values.clear();
+            values.push(sample_value(s));
+            for c in &columns[1..] {
+                values.push(sample_value(&c[j].samples[i]));
+            }
+            e.sample(s, &values, &extra)?;
+        }
+    }
+
+    e.tables()?;
+
+    // Informational fields, from every profile in the file.
+    let all: Vec<&Profile> = columns.iter().flatten().copied().collect();
+    let first = all[0];
+    let mut drop_frames = 0;
+    let mut keep_frames = 0;
+    for p in &all {
+        if drop_frames == 0 {
+            if let Some(s) = e.string_attribute(&p.attribute_indices, keys::DROP_FRAMES)? {
+                drop_frames = e.strings.borrowed(s);
+            }
+        }
+        if keep_frames == 0 {
+            if let Some(s) = e.string_attribute(&p.attribute_indices, keys::KEEP_FRAMES)? {
+                keep_frames = e.strings.borrowed(s);
+            }
+        }
+    }
+    let start = file.time_unix_nano;
+    let end = all
+        .iter()
+        .map(|p| {
+            let t = if p.time_unix_nano == 0 { start } else { p.time_unix_nano };
+            t.saturating_add(p.duration_nano)
+        })
+        .max()
+        .unwrap_or(start);
+    let period_type = match first.period_type {
+        Some(pt) => Some(proto::ValueType {
+            r#type: e.string(pt.type_strindex, "period_type")?,
+            unit: e.string(pt.unit_strindex, "period_type")?,
+        }),
+        None => None,
+    };
+
+    // Comments: the original ones (a pprof that went through OTLP), then
+    // lines naming the source, without repeating a line already there.
+    let mut comments: Vec<Cow<str>> = Vec::new();
+    for p in &all {
+        let before = comments.len();
+        if let Some(v) = e.find_attribute(&p.attribute_indices, keys::COMMENT)? {
+            let mut lines = Vec::new();
+            comment_lines(v, dict, &mut lines);
+            // Profiles split from one pprof each carry its comments.
+            if !comments[..before].iter().eq(lines.iter()) {
+                comments.extend(lines);
+            }
+        }
+    }
+    let mut source = vec![Cow::Borrowed("profcol: converted from OTLP profiles")];
+    let mut default_sample_type = 0;
+    for c in &file.columns {
+        for r in c {
+            let sp = &rp.scope_profiles[r.scope];
+            if let Some(scope) = &sp.scope {
+                if !scope.name.is_empty() {
+                    source.push(Cow::Owned(format!("profcol: scope {} {}", scope.name, scope.version).trim_end().to_owned()));
+                }
+                for kv in &scope.attributes {
+                    if kv_key(dict, kv) != keys::DEFAULT_SAMPLE_TYPE || default_sample_type != 0 {
+                        continue;
+                    }
+                    if let Some(Value::StringValue(t)) = kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+                        if file.sample_types.iter().any(|st| &st.r#type == t) {
+                            default_sample_type = e.strings.borrowed(t);
+                        }
+                    }
+                }
+            }
+            let p = profile(r)?;
+            if !p.original_payload_format.is_empty() {
+                source.push(Cow::Owned(format!("profcol: original format {}", p.original_payload_format)));
+            }
+        }
+    }
+    source.extend(opts.comments.iter().map(|c| Cow::Borrowed(c.as_str())));
+    for line in source {
+        if !comments.contains(&line) {
+            comments.push(line);
+        }
+    }
+    let comment_ids: Vec<i64> = comments.into_iter().map(|c| e.strings.intern(c)).collect();
+
+    for s in e.strings.values() {
+        put_len_prefix(&mut e.buf, tags::profile::STRING_TABLE, s.len());
+        e.buf.extend_from_slice(s.as_bytes());
+        if e.buf.len() >= FLUSH_AT {
+            e.out.write_all(&e.buf)?;
+            e.buf.clear();
+        }
+    }
+    let b = &mut e.buf;
+    put_varint_field(b, tags::profile::DROP_FRAMES, drop_frames as u64);
+    put_varint_field(b, tags::profile::KEEP_FRAMES, keep_frames as u64);
+    put_varint_field(b, tags::profile::TIME_NANOS, start);
+    put_varint_field(b, tags::profile::DURATION_NANOS, end.saturating_sub(start));
+    if let Some(pt) = period_type {
+        prost::encoding::message::encode(tags::profile::PERIOD_TYPE, &pt, b);
+    }
+    put_varint_field(b, tags::profile::PERIOD, first.period as u64);
+    if !comment_ids.is_empty() {
+        prost::encoding::int64::encode_packed(tags::profile::COMMENT, &comment_ids, b);
+    }
+    put_varint_field(b, tags::profile::DEFAULT_SAMPLE_TYPE, default_sample_type as u64);
+    e.out.write_all(&e.buf)?;
+    Ok(e.out)
+}
+
+/// Writes `file` gzip-compressed at `level` (0-9) to `out`.
+pub fn write_pprof_gzip<W: Write>(
+    data: &ProfilesData,
+    file: &PprofFile,
+    opts: &ToPprofOptions,
+    level: u32,
+    out: W,
+) -> Result<W, PprofError> {
+    let gz = GzEncoder::new(out, Compression::new(level.min(9)));
+    let gz = write_pprof(data, file, opts, gz)?;
+    Ok(gz.finish()?)
+}
+
+/// `file` as a gzip-compressed pprof file in memory.
+pub fn encode_pprof_gzip(data: &ProfilesData, file: &PprofFile, opts: &ToPprofOptions) -> Result<Vec<u8>, PprofError> {
+    write_pprof_gzip(data, file, opts, super::DEFAULT_GZIP_LEVEL, Vec::new())
+}
+
+/// Every pprof file of `data`, decoded: for tests and tools that want the
+/// messages rather than bytes.
+pub fn to_pprof(data: &ProfilesData, opts: &ToPprofOptions) -> Result<Vec<(PprofFile, proto::Profile)>, PprofError> {
+    plan_files(data, opts)?
+        .into_iter()
+        .map(|f| {
+            let bytes = write_pprof(data, &f, opts, Vec::new())?;
+            Ok((f, proto::Profile::decode(bytes.as_slice())?))
+        })
+        .collect()
+}

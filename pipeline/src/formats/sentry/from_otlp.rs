@@ -1,0 +1,834 @@
+//! OTLP -> Sentry `profile_chunk`s (sample format v2).
+//!
+//! One chunk per Profile and time window (at most 66 s, Relay's limit, and
+//! at most 50 MiB of JSON). Timestamped samples keep their timestamps;
+//! aggregated ones are expanded (see `expand`). Every chunk passes
+//! [`check_v2`] before it is offered for sending; what Relay would refuse is
+//! counted with the reason instead.
+//!
+//! Accounting: a Sentry sample is one point; an OTLP Sample counts as sent
+//! iff its first point is sent, so per chunk `otlp_samples` plus the OTLP
+//! part of `dropped`, summed over a profile's results, is exactly the
+//! profile's number of OTLP Samples.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use hashbrown::HashMap;
+
+use super::expand::{expand, thin, Aggregated, Point};
+use super::ids;
+use super::keys as k;
+use super::outgoing::{
+    ChunkFrame, ChunkProfile, ChunkSample, ClientSdk, DebugMeta, ProfileChunk, ThreadMetadata,
+};
+use super::reason;
+use super::relay_rules::{check_v2, MAX_CHUNK_DURATION_NS};
+use super::to_otlp::DEFAULT_PERIOD_NS;
+use crate::proto::{
+    any_value::Value, AnyValue, KeyValue, KeyValueList, Profile, ProfilesData, ProfilesDictionary,
+};
+
+/// Debug image types Relay's profiling parser accepts.
+const RELAY_IMAGE_TYPES: &[&str] = &["macho", "symbolic", "sourcemap", "proguard", "jvm"];
+
+#[derive(Debug, Clone)]
+pub struct ExportOptions {
+    /// Most Sentry samples in one chunk; expansion beyond is dropped.
+    pub max_samples_per_chunk: usize,
+    /// Longest time window of one chunk; at most 66 s.
+    pub max_chunk_duration_ns: u64,
+    /// Largest chunk JSON; bigger windows are split.
+    pub max_chunk_bytes: usize,
+    /// Stands in for a profile's missing `time_unix_nano` (unix ns).
+    pub now_unix_nano: u64,
+}
+
+impl Default for ExportOptions {
+    fn default() -> Self {
+        Self {
+            max_samples_per_chunk: 100_000,
+            max_chunk_duration_ns: MAX_CHUNK_DURATION_NS,
+            max_chunk_bytes: super::MAX_ITEM_SIZE,
+            now_unix_nano: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+        }
+    }
+}
+
+/// Samples left out, by reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dropped {
+    pub reason: &'static str,
+    /// Sentry samples (points).
+    pub sentry_samples: u64,
+    /// OTLP Samples whose first point was among them.
+    pub otlp_samples: u64,
+}
+
+/// One chunk (or what was refused in its place).
+#[derive(Debug, Clone)]
+pub struct ChunkResult {
+    /// The chunk after Relay's rules; `None` when nothing is to be sent.
+    pub chunk: Option<ProfileChunk>,
+    /// The chunk's JSON (empty when `chunk` is `None`).
+    pub payload: Vec<u8>,
+    /// Sentry samples in the chunk.
+    pub sentry_samples: u64,
+    /// OTLP Samples sent with this chunk (their first point is in it).
+    pub otlp_samples: u64,
+    pub dropped: Vec<Dropped>,
+}
+
+impl ChunkResult {
+    fn refused(dropped: Vec<Dropped>) -> Self {
+        Self {
+            chunk: None,
+            payload: Vec::new(),
+            sentry_samples: 0,
+            otlp_samples: 0,
+            dropped,
+        }
+    }
+}
+
+/// Converts every Profile of `data` to chunks.
+pub fn otlp_to_chunks(data: &ProfilesData, opts: &ExportOptions) -> Vec<ChunkResult> {
+    static EMPTY: ProfilesDictionary = ProfilesDictionary {
+        mapping_table: Vec::new(),
+        location_table: Vec::new(),
+        function_table: Vec::new(),
+        link_table: Vec::new(),
+        string_table: Vec::new(),
+        attribute_table: Vec::new(),
+        stack_table: Vec::new(),
+    };
+    let dict = Dict(data.dictionary.as_ref().unwrap_or(&EMPTY));
+    let mut out = Vec::new();
+    for rp in &data.resource_profiles {
+        let resource = rp.resource.as_ref().map_or(&[][..], |r| &r.attributes[..]);
+        for sp in &rp.scope_profiles {
+            for profile in &sp.profiles {
+                ProfileExport::new(dict, resource, profile, opts).run(&mut out);
+            }
+        }
+    }
+    out
+}
+
+/// Bounds-checked dictionary access; a bad index reads as the zero value.
+#[derive(Clone, Copy)]
+struct Dict<'d>(&'d ProfilesDictionary);
+
+impl<'d> Dict<'d> {
+    fn str(self, i: i32) -> &'d str {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| self.0.string_table.get(i))
+            .map_or("", String::as_str)
+    }
+
+    fn attr(self, i: i32) -> Option<(&'d str, &'d AnyValue)> {
+        let a = self.0.attribute_table.get(usize::try_from(i).ok()?)?;
+        Some((self.str(a.key_strindex), a.value.as_ref()?))
+    }
+
+    fn text(self, v: &'d AnyValue) -> Option<Cow<'d, str>> {
+        match v.value.as_ref()? {
+            Value::StringValue(s) => Some(Cow::Borrowed(s)),
+            Value::StringValueStrindex(i) => Some(Cow::Borrowed(self.str(*i))),
+            Value::IntValue(i) => Some(Cow::Owned(i.to_string())),
+            Value::BoolValue(b) => Some(Cow::Owned(b.to_string())),
+            Value::DoubleValue(d) => Some(Cow::Owned(d.to_string())),
+            _ => None,
+        }
+    }
+
+    fn attr_text(self, indices: &[i32], key: &str) -> Option<Cow<'d, str>> {
+        indices
+            .iter()
+            .filter_map(|&i| self.attr(i))
+            .find(|(kk, _)| *kk == key)
+            .and_then(|(_, v)| self.text(v))
+    }
+}
+
+fn resource_text<'r>(attrs: &'r [KeyValue], key: &str) -> Option<Cow<'r, str>> {
+    let v = attrs.iter().find(|kv| kv.key == key)?.value.as_ref()?;
+    match v.value.as_ref()? {
+        Value::StringValue(s) => Some(Cow::Borrowed(s)),
+        Value::IntValue(i) => Some(Cow::Owned(i.to_string())),
+        _ => None,
+    }
+}
+
+fn nonempty(s: Option<Cow<'_, str>>) -> Option<String> {
+    s.filter(|s| !s.is_empty()).map(Cow::into_owned)
+}
+
+/// Thread as Sentry names it.
+#[derive(Debug, Clone, Default)]
+struct ThreadInfo {
+    id: String,
+    name: Option<String>,
+    priority: Option<i64>,
+}
+
+/// What a sample attribute means to the exporter (cached per index).
+#[derive(Clone, Copy)]
+enum AttrKind {
+    ThreadId,
+    ThreadName,
+    Other,
+}
+
+/// Everything chunks of one Profile share.
+struct ProfileExport<'d> {
+    dict: Dict<'d>,
+    resource: &'d [KeyValue],
+    profile: &'d Profile,
+    opts: &'d ExportOptions,
+    frames: Vec<ChunkFrame>,
+    frame_ids: HashMap<ChunkFrame, u32>,
+    location_frames: HashMap<i32, (u32, u32)>,
+    loc_scratch: Vec<u32>,
+    stacks: Vec<Vec<u32>>,
+    stack_ids: HashMap<Vec<u32>, u32>,
+    otlp_stacks: HashMap<i32, u32>,
+    threads: Vec<ThreadInfo>,
+    thread_keys: HashMap<(i32, i32), u32>,
+    attr_kinds: HashMap<i32, AttrKind>,
+    chunks_made: u64,
+}
+
+/// Per-chunk metadata shared by a Profile's chunks.
+struct Meta {
+    profiler_id: String,
+    profile_id: Option<[u8; 16]>,
+    platform: String,
+    release: Option<String>,
+    environment: Option<String>,
+    client_sdk: ClientSdk,
+    debug_meta: Option<DebugMeta>,
+    measurements: Option<Box<serde_json::value::RawValue>>,
+}
+
+impl<'d> ProfileExport<'d> {
+    fn new(dict: Dict<'d>, resource: &'d [KeyValue], profile: &'d Profile, opts: &'d ExportOptions) -> Self {
+        Self {
+            dict,
+            resource,
+            profile,
+            opts,
+            frames: Vec::new(),
+            frame_ids: HashMap::new(),
+            location_frames: HashMap::new(),
+            loc_scratch: Vec::new(),
+            stacks: Vec::new(),
+            stack_ids: HashMap::new(),
+            otlp_stacks: HashMap::new(),
+            threads: Vec::new(),
+            thread_keys: HashMap::new(),
+            attr_kinds: HashMap::new(),
+            chunks_made: 0,
+        }
+    }
+
+    fn run(mut self, out: &mut Vec<ChunkResult>) {
+        let (mut points, pre_dropped) = self.points();
+        if !pre_dropped.is_empty() {
+            out.push(ChunkResult::refused(pre_dropped));
+        }
+        if points.is_empty() {
+            return;
+        }
+        points.sort_by_key(|p| p.ts);
+        let window = self.opts.max_chunk_duration_ns.clamp(1, MAX_CHUNK_DURATION_NS);
+        let mut windows = Vec::new();
+        let mut i = 0;
+        while i < points.len() {
+            let end = points[i].ts.saturating_add(window);
+            let j = i + points[i..].partition_point(|p| p.ts < end);
+            windows.push(i..j);
+            i = j;
+        }
+        let mut meta = self.meta();
+        if windows.len() > 1 {
+            // Measurements cover the original chunk, not a part of it.
+            meta.measurements = None;
+        }
+        for w in windows {
+            let mut pts = points[w].to_vec();
+            let (thinned, thinned_homes) = thin(&mut pts, self.opts.max_samples_per_chunk.max(1));
+            let mut dropped = Vec::new();
+            if thinned > 0 {
+                dropped.push(Dropped {
+                    reason: reason::MAX_SAMPLES_PER_CHUNK,
+                    sentry_samples: thinned,
+                    otlp_samples: thinned_homes,
+                });
+            }
+            self.emit(&pts, &meta, dropped, out);
+        }
+    }
+
+    /// All points of the profile, and what could not become points.
+    fn points(&mut self) -> (Vec<Point>, Vec<Dropped>) {
+        let p = self.profile;
+        let unit = p
+            .sample_type
+            .map(|t| self.dict.str(t.unit_strindex))
+            .unwrap_or("");
+        let per_point = points_per_value(unit, self.period_ns());
+        let mut points = Vec::new();
+        let mut aggregated = Vec::new();
+        let mut empty = 0u64;
+        let mut unsupported = 0u64;
+        for s in &p.samples {
+            let stack = self.stack(s.stack_index);
+            let thread = self.thread(&s.attribute_indices);
+            if !s.timestamps_unix_nano.is_empty() {
+                points.extend(s.timestamps_unix_nano.iter().enumerate().map(|(j, &ts)| Point {
+                    ts,
+                    stack,
+                    thread,
+                    home: j == 0,
+                }));
+                continue;
+            }
+            let Some(per_point) = per_point else {
+                unsupported += 1;
+                continue;
+            };
+            let value: i64 = s.values.iter().copied().filter(|v| *v > 0).sum();
+            let n = match per_point {
+                PerPoint::Count => value as u64,
+                PerPoint::Nanos { unit_ns, period_ns } => {
+                    let ns = value as u128 * unit_ns as u128;
+                    let n = (ns + period_ns as u128 / 2) / period_ns as u128;
+                    if n == 0 && value > 0 {
+                        1
+                    } else {
+                        n as u64
+                    }
+                }
+            };
+            if n == 0 {
+                empty += 1;
+            } else {
+                aggregated.push(Aggregated { stack, thread, n });
+            }
+        }
+        let mut dropped = Vec::new();
+        if unsupported > 0 {
+            dropped.push(Dropped {
+                reason: reason::UNSUPPORTED_SAMPLE_TYPE,
+                sentry_samples: 0,
+                otlp_samples: unsupported,
+            });
+        }
+        if empty > 0 {
+            dropped.push(Dropped {
+                reason: reason::EMPTY_SAMPLE,
+                sentry_samples: 0,
+                otlp_samples: empty,
+            });
+        }
+        if !aggregated.is_empty() {
+            let total: u64 = aggregated.iter().map(|a| a.n).sum();
+            let duration = if p.duration_nano > 0 {
+                p.duration_nano
+            } else {
+                total.saturating_mul(self.period_ns())
+            };
+            let t0 = if p.time_unix_nano > 0 {
+                p.time_unix_nano
+            } else {
+                self.opts.now_unix_nano.saturating_sub(duration)
+            };
+            let window = self.opts.max_chunk_duration_ns.clamp(1, MAX_CHUNK_DURATION_NS);
+            let windows = duration.div_ceil(window).max(1);
+            let capacity = windows.saturating_mul(self.opts.max_samples_per_chunk.max(1) as u64);
+            let capped = expand(&aggregated, t0, duration, capacity, &mut points);
+            if capped.points > 0 {
+                dropped.push(Dropped {
+                    reason: reason::MAX_SAMPLES_PER_CHUNK,
+                    sentry_samples: capped.points,
+                    otlp_samples: capped.samples,
+                });
+            }
+        }
+        (points, dropped)
+    }
+
+    /// The profile's sampling period in nanoseconds (1/101 s if unknown).
+    fn period_ns(&self) -> u64 {
+        let p = self.profile;
+        let unit = p.period_type.map(|t| self.dict.str(t.unit_strindex)).unwrap_or("");
+        match (time_unit_ns(unit), u64::try_from(p.period)) {
+            (Some(f), Ok(period)) if period > 0 => period.saturating_mul(f),
+            _ => DEFAULT_PERIOD_NS,
+        }
+    }
+
+    fn meta(&self) -> Meta {
+        let d = self.dict;
+        let pa = &self.profile.attribute_indices[..];
+        let res = self.resource;
+        let profiler_id = d
+            .attr_text(pa, k::SENTRY_PROFILER_ID)
+            .as_deref()
+            .and_then(ids::parse_uuid)
+            .unwrap_or_else(|| {
+                let part = |key| resource_text(res, key).unwrap_or_default();
+                let (svc, inst, host, pid) = (
+                    part(k::SERVICE_NAME),
+                    part(k::SERVICE_INSTANCE_ID),
+                    part(k::HOST_NAME),
+                    part(k::PROCESS_PID),
+                );
+                ids::stable_uuid(&[svc.as_bytes(), inst.as_bytes(), host.as_bytes(), pid.as_bytes()])
+            });
+        let profile_id = <[u8; 16]>::try_from(self.profile.profile_id.as_slice())
+            .ok()
+            .filter(|id| *id != [0; 16]);
+        let platform = nonempty(d.attr_text(pa, k::SENTRY_PLATFORM))
+            .or_else(|| {
+                resource_text(res, k::SDK_LANGUAGE)
+                    .and_then(|l| k::platform_from_language(&l))
+                    .map(str::to_owned)
+            })
+            .or_else(|| self.platform_from_frames().map(str::to_owned))
+            .unwrap_or_else(|| "native".to_owned());
+        let release = nonempty(d.attr_text(pa, k::SENTRY_RELEASE))
+            .or_else(|| nonempty(resource_text(res, k::SERVICE_VERSION)));
+        let environment = nonempty(d.attr_text(pa, k::SENTRY_ENVIRONMENT))
+            .or_else(|| nonempty(resource_text(res, k::DEPLOYMENT_ENVIRONMENT)))
+            .or_else(|| nonempty(resource_text(res, k::DEPLOYMENT_ENVIRONMENT_OLD)));
+        let client_sdk = match nonempty(resource_text(res, k::SDK_NAME)) {
+            Some(name) if name.starts_with("sentry.") => ClientSdk {
+                name,
+                version: resource_text(res, k::SDK_VERSION).unwrap_or_default().into_owned(),
+            },
+            _ => ClientSdk {
+                name: "profcol".to_owned(),
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+            },
+        };
+        let measurements = d
+            .attr_text(pa, k::SENTRY_MEASUREMENTS)
+            .and_then(|m| serde_json::value::RawValue::from_string(m.into_owned()).ok());
+        Meta {
+            profiler_id: ids::format_uuid(&profiler_id),
+            profile_id,
+            platform,
+            release,
+            environment,
+            client_sdk,
+            debug_meta: self.debug_meta(),
+            measurements,
+        }
+    }
+
+    /// Platform from the first location that says which runtime it ran in.
+    fn platform_from_frames(&self) -> Option<&'static str> {
+        self.dict
+            .0
+            .location_table
+            .iter()
+            .find_map(|l| self.dict.attr_text(&l.attribute_indices, k::FRAME_TYPE))
+            .and_then(|ft| k::platform_from_frame_type(&ft))
+    }
+
+    /// `debug_meta` as received, else built from mappings with build ids.
+    fn debug_meta(&self) -> Option<DebugMeta> {
+        let d = self.dict;
+        let relay_ok = |img: &serde_json::Value| {
+            img.get("type")
+                .and_then(|t| t.as_str())
+                .is_some_and(|t| RELAY_IMAGE_TYPES.contains(&t))
+        };
+        if let Some(raw) = d.attr_text(&self.profile.attribute_indices, k::SENTRY_DEBUG_META) {
+            if let Ok(serde_json::Value::Object(mut m)) = serde_json::from_str(&raw) {
+                if let Some(serde_json::Value::Array(images)) = m.remove("images") {
+                    let images: Vec<_> = images.into_iter().filter(relay_ok).collect();
+                    return (!images.is_empty()).then_some(DebugMeta { images });
+                }
+            }
+        }
+        let mut images = Vec::new();
+        for m in d.0.mapping_table.iter().skip(1) {
+            let attr = |key| nonempty(d.attr_text(&m.attribute_indices, key));
+            let gnu = attr(k::BUILD_ID_GNU).and_then(|h| hex::decode(h).ok());
+            let debug_id = attr(k::SENTRY_DEBUG_ID)
+                .or_else(|| gnu.as_deref().and_then(ids::debug_id_from_build_id));
+            let code_id = attr(k::SENTRY_CODE_ID).or_else(|| gnu.as_ref().map(hex::encode));
+            let Some(debug_id) = debug_id else { continue };
+            let ty = attr(k::SENTRY_IMAGE_TYPE)
+                .filter(|t| RELAY_IMAGE_TYPES.contains(&t.as_str()))
+                .unwrap_or_else(|| "symbolic".to_owned());
+            let mut img = serde_json::Map::new();
+            img.insert("type".into(), ty.into());
+            img.insert("debug_id".into(), debug_id.into());
+            if let Some(c) = code_id {
+                img.insert("code_id".into(), c.into());
+            }
+            let file = d.str(m.filename_strindex);
+            if !file.is_empty() {
+                img.insert("code_file".into(), file.into());
+            }
+            if let Some(f) = attr(k::SENTRY_DEBUG_FILE) {
+                img.insert("debug_file".into(), f.into());
+            }
+            if let Some(a) = attr(k::SENTRY_ARCH) {
+                img.insert("arch".into(), a.into());
+            }
+            img.insert("image_addr".into(), format!("{:#x}", m.memory_start).into());
+            if m.memory_limit > m.memory_start {
+                img.insert("image_size".into(), (m.memory_limit - m.memory_start).into());
+            }
+            if let Some(vm) = attr(k::SENTRY_IMAGE_VMADDR).and_then(|v| v.parse::<u64>().ok()) {
+                img.insert("image_vmaddr".into(), format!("{vm:#x}").into());
+            }
+            images.push(serde_json::Value::Object(img));
+        }
+        (!images.is_empty()).then_some(DebugMeta { images })
+    }
+
+    /// Sentry frames of one Location: one per Line (inlined first, leaf first).
+    fn location_frames(&mut self, loc_index: i32) -> (u32, u32) {
+        if let Some(&r) = self.location_frames.get(&loc_index) {
+            return r;
+        }
+        let d = self.dict;
+        let loc = usize::try_from(loc_index)
+            .ok()
+            .and_then(|i| d.0.location_table.get(i));
+        let mut ids = Vec::new();
+        if let Some(loc) = loc {
+            let la = &loc.attribute_indices[..];
+            let text = |key| d.attr_text(la, key);
+            let in_app = la
+                .iter()
+                .filter_map(|&i| d.attr(i))
+                .find(|(kk, _)| *kk == k::SENTRY_IN_APP)
+                .and_then(|(_, v)| match v.value {
+                    Some(Value::BoolValue(b)) => Some(b),
+                    _ => None,
+                });
+            let module = nonempty(text(k::SENTRY_MODULE));
+            let package = nonempty(text(k::SENTRY_PACKAGE));
+            let platform = nonempty(text(k::SENTRY_PLATFORM));
+            let filename_attr = text(k::SENTRY_FILENAME);
+            let abs_path_attr = text(k::SENTRY_ABS_PATH);
+            let addr = (loc.address != 0).then_some(loc.address);
+            let frame_for = |function: Option<String>, fn_file: &str, line: i64, column: i64| ChunkFrame {
+                abs_path: match &abs_path_attr {
+                    Some(a) => nonempty(Some(a.clone())),
+                    None => nonempty(Some(Cow::Borrowed(fn_file))),
+                },
+                filename: match &filename_attr {
+                    Some(f) => nonempty(Some(f.clone())),
+                    None => nonempty(Some(Cow::Borrowed(fn_file))),
+                },
+                function,
+                lineno: u64::try_from(line).ok().filter(|l| *l > 0),
+                colno: u64::try_from(column).ok().filter(|c| *c > 0),
+                in_app,
+                instruction_addr: addr,
+                module: module.clone(),
+                package: package.clone(),
+                platform: platform.clone(),
+            };
+            let mut frames: Vec<ChunkFrame> = Vec::new();
+            for line in &loc.lines {
+                let f = usize::try_from(line.function_index)
+                    .ok()
+                    .and_then(|i| d.0.function_table.get(i));
+                let (name, file) = match f {
+                    Some(f) => {
+                        let name = d.str(f.name_strindex);
+                        let name = if name.is_empty() { d.str(f.system_name_strindex) } else { name };
+                        (nonempty(Some(Cow::Borrowed(name))), d.str(f.filename_strindex))
+                    }
+                    None => (None, ""),
+                };
+                frames.push(frame_for(name, file, line.line, line.column));
+            }
+            if frames.is_empty() {
+                frames.push(frame_for(None, "", 0, 0));
+            }
+            for f in frames {
+                let next = self.frames.len() as u32;
+                let id = *self.frame_ids.entry(f).or_insert_with_key(|f| {
+                    self.frames.push(f.clone());
+                    next
+                });
+                ids.push(id);
+            }
+        }
+        let start = self.loc_scratch.len() as u32;
+        self.loc_scratch.extend_from_slice(&ids);
+        let r = (start, ids.len() as u32);
+        self.location_frames.insert(loc_index, r);
+        r
+    }
+
+    /// Sentry stack id (profile-wide) of an OTLP stack; frames leaf first.
+    fn stack(&mut self, stack_index: i32) -> u32 {
+        if let Some(&s) = self.otlp_stacks.get(&stack_index) {
+            return s;
+        }
+        let locs: Vec<i32> = usize::try_from(stack_index)
+            .ok()
+            .and_then(|i| self.dict.0.stack_table.get(i))
+            .map(|s| s.location_indices.clone())
+            .unwrap_or_default();
+        let mut frames = Vec::new();
+        for l in locs {
+            let (start, len) = self.location_frames(l);
+            frames.extend_from_slice(&self.loc_scratch[start as usize..(start + len) as usize]);
+        }
+        let next = self.stacks.len() as u32;
+        let id = match self.stack_ids.get(&frames) {
+            Some(&id) => id,
+            None => {
+                self.stacks.push(frames.clone());
+                self.stack_ids.insert(frames, next);
+                next
+            }
+        };
+        self.otlp_stacks.insert(stack_index, id);
+        id
+    }
+
+    /// Thread (profile-wide index) named by a sample's attributes.
+    fn thread(&mut self, attrs: &[i32]) -> u32 {
+        let d = self.dict;
+        let (mut id_attr, mut name_attr) = (0, 0);
+        for &i in attrs {
+            let kind = *self.attr_kinds.entry(i).or_insert_with(|| match d.attr(i) {
+                Some((k::THREAD_ID, _)) => AttrKind::ThreadId,
+                Some((k::THREAD_NAME, _)) => AttrKind::ThreadName,
+                _ => AttrKind::Other,
+            });
+            match kind {
+                AttrKind::ThreadId => id_attr = i,
+                AttrKind::ThreadName => name_attr = i,
+                AttrKind::Other => {}
+            }
+        }
+        if let Some(&t) = self.thread_keys.get(&(id_attr, name_attr)) {
+            return t;
+        }
+        let text = |i: i32| d.attr(i).and_then(|(_, v)| d.text(v)).map(Cow::into_owned);
+        let name = text(name_attr).filter(|n| !n.is_empty());
+        let id = match (text(id_attr), &name) {
+            (Some(id), _) if !id.is_empty() => id,
+            (_, Some(name)) => id_from_name(name),
+            _ => "0".to_owned(),
+        };
+        let t = self.threads.len() as u32;
+        self.threads.push(ThreadInfo {
+            id,
+            name,
+            priority: None,
+        });
+        self.thread_keys.insert((id_attr, name_attr), t);
+        t
+    }
+
+    /// Names and priorities from the `sentry.thread_metadata` table.
+    fn thread_table(&self) -> HashMap<&'d str, (Option<&'d str>, Option<i64>)> {
+        let mut out = HashMap::new();
+        let table = self
+            .profile
+            .attribute_indices
+            .iter()
+            .filter_map(|&i| self.dict.attr(i))
+            .find(|(kk, _)| *kk == k::SENTRY_THREAD_METADATA)
+            .and_then(|(_, v)| match &v.value {
+                Some(Value::KvlistValue(KeyValueList { values })) => Some(values),
+                _ => None,
+            });
+        for kv in table.into_iter().flatten() {
+            let mut name = None;
+            let mut priority = None;
+            if let Some(Value::KvlistValue(fields)) = kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+                for f in &fields.values {
+                    match (f.key.as_str(), f.value.as_ref().and_then(|v| v.value.as_ref())) {
+                        ("name", Some(Value::StringValue(s))) => name = Some(s.as_str()),
+                        ("priority", Some(Value::IntValue(p))) => priority = Some(*p),
+                        _ => {}
+                    }
+                }
+            }
+            out.insert(kv.key.as_str(), (name, priority));
+        }
+        out
+    }
+
+    fn next_chunk_id(&mut self, meta: &Meta) -> String {
+        let n = self.chunks_made;
+        self.chunks_made += 1;
+        let id = match (meta.profile_id, n) {
+            (Some(id), 0) => id,
+            (Some(id), n) => ids::stable_uuid(&[id.as_slice(), n.to_be_bytes().as_slice()]),
+            (None, _) => ids::random_uuid(),
+        };
+        ids::format_uuid(&id)
+    }
+
+    /// Builds, checks and serializes the chunk of `pts`; splits it in two
+    /// when its JSON is over the size limit.
+    fn emit(&mut self, pts: &[Point], meta: &Meta, mut dropped: Vec<Dropped>, out: &mut Vec<ChunkResult>) {
+        let mut chunk = self.build(pts, meta);
+        let homes = pts.iter().filter(|p| p.home).count() as u64;
+        let pruned = match check_v2(&mut chunk) {
+            Ok(p) => p,
+            Err(reason) => {
+                dropped.push(Dropped {
+                    reason,
+                    sentry_samples: pts.len() as u64,
+                    otlp_samples: homes,
+                });
+                out.push(ChunkResult::refused(dropped));
+                return;
+            }
+        };
+        let payload = chunk.to_json();
+        if payload.len() > self.opts.max_chunk_bytes {
+            if pts.len() > 1 {
+                let mid = pts.len() / 2;
+                self.chunks_made -= 1;
+                self.emit(&pts[..mid], meta, dropped, out);
+                self.emit(&pts[mid..], meta, Vec::new(), out);
+            } else {
+                self.chunks_made -= 1;
+                dropped.push(Dropped {
+                    reason: reason::TOO_LARGE,
+                    sentry_samples: pts.len() as u64,
+                    otlp_samples: homes,
+                });
+                out.push(ChunkResult::refused(dropped));
+            }
+            return;
+        }
+        if pruned.samples > 0 {
+            dropped.push(Dropped {
+                reason: reason::SINGLE_SAMPLE_THREAD,
+                sentry_samples: pruned.samples,
+                otlp_samples: pruned.homes,
+            });
+        }
+        out.push(ChunkResult {
+            sentry_samples: chunk.profile.samples.len() as u64,
+            otlp_samples: homes - pruned.homes,
+            chunk: Some(chunk),
+            payload,
+            dropped,
+        });
+    }
+
+    /// A chunk holding `pts`, with only the stacks, frames and threads they use.
+    fn build(&mut self, pts: &[Point], meta: &Meta) -> ProfileChunk {
+        let mut stack_map: HashMap<u32, u32> = HashMap::new();
+        let mut frame_map: HashMap<u32, u32> = HashMap::new();
+        let mut thread_map: HashMap<u32, u32> = HashMap::new();
+        let mut profile = ChunkProfile::default();
+        profile.samples.reserve(pts.len());
+        for p in pts {
+            let stack_id = match stack_map.get(&p.stack) {
+                Some(&s) => s,
+                None => {
+                    let frames = self.stacks[p.stack as usize]
+                        .iter()
+                        .map(|&f| {
+                            *frame_map.entry(f).or_insert_with(|| {
+                                profile.frames.push(self.frames[f as usize].clone());
+                                (profile.frames.len() - 1) as u32
+                            })
+                        })
+                        .collect();
+                    profile.stacks.push(frames);
+                    let s = (profile.stacks.len() - 1) as u32;
+                    stack_map.insert(p.stack, s);
+                    s
+                }
+            };
+            let thread = *thread_map.entry(p.thread).or_insert_with(|| {
+                profile.thread_ids.push(self.threads[p.thread as usize].id.clone());
+                (profile.thread_ids.len() - 1) as u32
+            });
+            profile.samples.push(ChunkSample {
+                timestamp_unix_nano: p.ts,
+                stack_id,
+                thread,
+                home: p.home,
+            });
+        }
+        let table = self.thread_table();
+        let mut thread_metadata = BTreeMap::new();
+        for &t in thread_map.keys() {
+            let info = &self.threads[t as usize];
+            let (tname, priority) = table.get(info.id.as_str()).copied().unwrap_or_default();
+            let name = info.name.clone().or_else(|| tname.map(str::to_owned));
+            let priority = info.priority.or(priority);
+            if name.is_some() || priority.is_some() {
+                thread_metadata.insert(info.id.clone(), ThreadMetadata { name, priority });
+            }
+        }
+        profile.thread_metadata = thread_metadata;
+        ProfileChunk {
+            chunk_id: self.next_chunk_id(meta),
+            profiler_id: meta.profiler_id.clone(),
+            debug_meta: meta.debug_meta.clone(),
+            environment: meta.environment.clone(),
+            platform: meta.platform.clone(),
+            release: meta.release.clone(),
+            client_sdk: meta.client_sdk.clone(),
+            version: "2",
+            measurements: meta.measurements.clone(),
+            profile,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum PerPoint {
+    Count,
+    Nanos { unit_ns: u64, period_ns: u64 },
+}
+
+fn time_unit_ns(unit: &str) -> Option<u64> {
+    Some(match unit {
+        "nanoseconds" | "nanosecond" | "ns" => 1,
+        "microseconds" | "microsecond" | "us" => 1_000,
+        "milliseconds" | "millisecond" | "ms" => 1_000_000,
+        "seconds" | "second" | "s" => 1_000_000_000,
+        _ => return None,
+    })
+}
+
+/// How many points one unit of a sample value is worth; `None` for units
+/// that are not occurrences or time (bytes, ...).
+fn points_per_value(unit: &str, period_ns: u64) -> Option<PerPoint> {
+    match unit {
+        "" | "count" | "samples" => Some(PerPoint::Count),
+        u => time_unit_ns(u).map(|unit_ns| PerPoint::Nanos {
+            unit_ns,
+            period_ns: period_ns.max(1),
+        }),
+    }
+}
+
+/// A thread id for a thread known only by name: stable, decimal, and small
+/// enough (53 bits) for any JSON reader.
+fn id_from_name(name: &str) -> String {
+    let h = ids::stable_uuid(&[name.as_bytes()]);
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&h[..8]);
+    (u64::from_be_bytes(b) >> 11).to_string()
+}

@@ -1,0 +1,353 @@
+//! The legacy transaction profile (`profile` item, sample format v1;
+//! Relay: `relay-profiling/src/sample/v1.rs`) -> OTLP.
+//!
+//! Samples carry nanoseconds since the profile's `timestamp`; the profile
+//! belongs to one transaction, whose trace and span become a Link on every
+//! sample. Samples outside the transaction's window are dropped, as Relay does.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::de::{self, CowStr, DecimalBuf, ThreadId, Timestamp, Version};
+use super::frame::{ClientSdk, Frame, ThreadMeta};
+use super::keys as k;
+use super::to_otlp::{
+    bool_value, invalid_json, parse_debug_meta, resource_attributes, scope, str_value, OtlpBuilder,
+    ResourceInfo,
+};
+use super::{ids, reason, Converted, ItemError, ReceiveOptions};
+use crate::proto::{AnyValue, Link};
+
+#[derive(Debug, Deserialize)]
+pub struct ProfileV1<'a> {
+    #[serde(default)]
+    pub version: Option<Version>,
+    #[serde(alias = "profile_id", borrow)]
+    pub event_id: CowStr<'a>,
+    #[serde(borrow)]
+    pub platform: CowStr<'a>,
+    /// Start of the profile; sample times are relative to it.
+    #[serde(default)]
+    pub timestamp: Option<Timestamp>,
+    #[serde(borrow, default)]
+    pub release: Option<CowStr<'a>>,
+    #[serde(borrow, default)]
+    pub environment: Option<CowStr<'a>>,
+    #[serde(borrow, default)]
+    pub dist: Option<CowStr<'a>>,
+    #[serde(borrow, default)]
+    pub device: Option<Device<'a>>,
+    #[serde(borrow, default)]
+    pub os: Option<Os<'a>>,
+    #[serde(borrow, default)]
+    pub runtime: Option<Runtime<'a>>,
+    #[serde(borrow, default)]
+    pub client_sdk: Option<ClientSdk<'a>>,
+    #[serde(borrow, default)]
+    pub debug_meta: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub measurements: Option<&'a RawValue>,
+    /// Older SDKs send one `transaction`, newer ones a `transactions` list.
+    #[serde(borrow, default)]
+    pub transaction: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub transactions: Option<Vec<&'a RawValue>>,
+    #[serde(borrow)]
+    pub profile: SampleProfile<'a>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SampleProfile<'a> {
+    #[serde(borrow)]
+    pub samples: Vec<SampleV1<'a>>,
+    pub stacks: Vec<Vec<usize>>,
+    #[serde(borrow)]
+    pub frames: Vec<Frame<'a>>,
+    #[serde(borrow, default)]
+    pub thread_metadata: Option<BTreeMap<CowStr<'a>, ThreadMeta<'a>>>,
+    /// Cocoa only; kept verbatim.
+    #[serde(borrow, default)]
+    pub queue_metadata: Option<&'a RawValue>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SampleV1<'a> {
+    #[serde(deserialize_with = "de::usize_lenient")]
+    pub stack_id: usize,
+    #[serde(borrow)]
+    pub thread_id: ThreadId<'a>,
+    #[serde(deserialize_with = "de::u64_lenient")]
+    pub elapsed_since_start_ns: u64,
+    #[serde(borrow, default)]
+    pub queue_address: Option<CowStr<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct Device<'a> {
+    #[serde(borrow, default)]
+    pub architecture: Option<CowStr<'a>>,
+    #[serde(default, deserialize_with = "de::opt_bool_lenient")]
+    pub is_emulator: Option<bool>,
+    #[serde(borrow, default)]
+    pub locale: Option<CowStr<'a>>,
+    #[serde(borrow, default)]
+    pub manufacturer: Option<CowStr<'a>>,
+    #[serde(borrow, default)]
+    pub model: Option<CowStr<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct Os<'a> {
+    #[serde(borrow, default)]
+    pub name: Option<CowStr<'a>>,
+    #[serde(borrow, default)]
+    pub version: Option<CowStr<'a>>,
+    #[serde(borrow, default)]
+    pub build_number: Option<CowStr<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct Runtime<'a> {
+    #[serde(borrow, default)]
+    pub name: Option<CowStr<'a>>,
+    #[serde(borrow, default)]
+    pub version: Option<CowStr<'a>>,
+}
+
+/// Relay's `TransactionMetadata`.
+#[derive(Debug, Deserialize)]
+pub struct TransactionMeta<'a> {
+    #[serde(borrow, default)]
+    pub id: Option<CowStr<'a>>,
+    #[serde(borrow, default)]
+    pub name: Option<CowStr<'a>>,
+    #[serde(borrow, default)]
+    pub trace_id: Option<CowStr<'a>>,
+    #[serde(default, deserialize_with = "de::u64_lenient")]
+    pub relative_start_ns: u64,
+    #[serde(default, deserialize_with = "de::u64_lenient")]
+    pub relative_end_ns: u64,
+}
+
+/// The parts of the `transaction` event a profile needs.
+#[derive(Debug, Default, Deserialize)]
+pub struct TransactionEvent<'a> {
+    #[serde(borrow, default)]
+    pub event_id: Option<CowStr<'a>>,
+    #[serde(borrow, default)]
+    pub release: Option<CowStr<'a>>,
+    #[serde(borrow, default)]
+    pub environment: Option<CowStr<'a>>,
+    #[serde(borrow, default)]
+    pub sdk: Option<ClientSdk<'a>>,
+    #[serde(default)]
+    pub start_timestamp: Option<Timestamp>,
+    #[serde(borrow, default)]
+    pub contexts: Option<Contexts<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct Contexts<'a> {
+    #[serde(borrow, default)]
+    pub trace: Option<TraceContext<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct TraceContext<'a> {
+    #[serde(borrow, default)]
+    pub trace_id: Option<CowStr<'a>>,
+    #[serde(borrow, default)]
+    pub span_id: Option<CowStr<'a>>,
+}
+
+/// Converts one v1 `profile` item. `transaction_payload` is the envelope's
+/// `transaction` item (for the span id); `envelope_header` supplies the
+/// trace id and SDK when the payloads do not.
+pub fn profile_v1_to_otlp(
+    payload: &[u8],
+    transaction_payload: Option<&[u8]>,
+    envelope_header: &serde_json::Value,
+    opts: &ReceiveOptions,
+) -> Result<Converted, ItemError> {
+    if payload.len() > opts.max_item_size {
+        return Err(ItemError::new(
+            reason::TOO_LARGE,
+            format!("profile of {} bytes exceeds the limit of {} bytes", payload.len(), opts.max_item_size),
+        ));
+    }
+    let p: ProfileV1 = serde_json::from_slice(payload).map_err(invalid_json)?;
+    match p.version {
+        Some(Version(1)) => {}
+        Some(Version(v)) => {
+            return Err(ItemError::new(
+                reason::PLATFORM_NOT_SUPPORTED,
+                format!("profile with sample format version {v} is not supported"),
+            ))
+        }
+        None => {
+            return Err(ItemError::new(
+                reason::PLATFORM_NOT_SUPPORTED,
+                "profile without a sample format version (Android legacy) is not supported",
+            ))
+        }
+    }
+    let platform: &str = &p.platform;
+    let event_id = ids::parse_uuid(&p.event_id)
+        .ok_or_else(|| invalid_json(format_args!("event_id {:?} is not a UUID", &*p.event_id)))?;
+
+    // The transaction this profile belongs to.
+    let tx_raw = p
+        .transaction
+        .or_else(|| p.transactions.as_ref().and_then(|t| t.first().copied()))
+        .ok_or_else(|| ItemError::new(reason::NO_TRANSACTION, "profile names no transaction"))?;
+    let tx: TransactionMeta = serde_json::from_str(tx_raw.get())
+        .map_err(|e| ItemError::new(reason::INVALID_TRANSACTION_METADATA, format!("transaction metadata: {e}")))?;
+    let tx_id_ok = tx.id.as_deref().and_then(ids::parse_uuid).is_some();
+    let trace_id = tx.trace_id.as_deref().and_then(ids::parse_uuid);
+    if !tx_id_ok || trace_id.is_none() || tx.name.as_deref().is_none_or(str::is_empty) || (tx.relative_end_ns > 0 && tx.relative_start_ns >= tx.relative_end_ns) {
+        return Err(ItemError::new(
+            reason::INVALID_TRANSACTION_METADATA,
+            "transaction metadata needs an id, a trace_id, a name and start < end",
+        ));
+    }
+    // A malformed transaction event only costs the span id.
+    let event: TransactionEvent = transaction_payload
+        .and_then(|t| serde_json::from_slice(t).ok())
+        .unwrap_or_default();
+    let trace_ctx = event.contexts.as_ref().and_then(|c| c.trace.as_ref());
+    let span_id = trace_ctx
+        .and_then(|t| t.span_id.as_deref())
+        .and_then(ids::parse_hex::<8>);
+
+    let start = p
+        .timestamp
+        .or(event.start_timestamp)
+        .ok_or_else(|| invalid_json("missing field `timestamp`"))?
+        .0;
+
+    let data = &p.profile;
+    if data.samples.is_empty() {
+        return Err(ItemError::new(reason::NOT_ENOUGH_SAMPLES, "profile has no samples"));
+    }
+    let debug_meta = parse_debug_meta(p.debug_meta)?;
+
+    let mut b = OtlpBuilder::new(platform, data.samples.len());
+    b.add_images(&debug_meta.images);
+    let locations = b.add_frames(&data.frames);
+    let stacks = b.add_stacks(&data.stacks, &locations);
+    if let Some((i, s)) = data.samples.iter().enumerate().find(|(_, s)| s.stack_id >= data.stacks.len()) {
+        return Err(ItemError::new(
+            reason::MALFORMED_SAMPLES,
+            format!("sample {i} references stack {} of {}", s.stack_id, data.stacks.len()),
+        ));
+    }
+    let stacks = stacks.map_err(|i| {
+        ItemError::new(
+            reason::MALFORMED_STACKS,
+            format!("stack {i} references a frame beyond the {} frames", data.frames.len()),
+        )
+    })?;
+
+    let link = match trace_id {
+        Some(t) => b.dict.link(Link {
+            trace_id: t.to_vec(),
+            span_id: span_id.map(|s| s.to_vec()).unwrap_or_default(),
+        }),
+        None => 0,
+    };
+    let window = (tx.relative_end_ns > 0).then_some(tx.relative_start_ns..=tx.relative_end_ns);
+    let meta = data.thread_metadata.as_ref();
+    let mut buf = DecimalBuf::default();
+    let mut outside = 0u64;
+    for s in &data.samples {
+        if window.as_ref().is_some_and(|w| !w.contains(&s.elapsed_since_start_ns)) {
+            outside += 1;
+            continue;
+        }
+        let ts = start.saturating_add(s.elapsed_since_start_ns);
+        let set = b.thread(s.thread_id.as_str(&mut buf), meta, s.queue_address.as_deref());
+        b.push(stacks[s.stack_id], set, link, ts);
+    }
+    if b.accepted() == 0 {
+        return Err(ItemError::new(
+            reason::NOT_ENOUGH_SAMPLES,
+            "no sample falls inside the transaction",
+        ));
+    }
+
+    let release = p.release.as_deref().or(event.release.as_deref());
+    let environment = p.environment.as_deref().or(event.environment.as_deref());
+    b.profile_str(k::SENTRY_EVENT_ID, Some(&p.event_id));
+    b.profile_str(k::SENTRY_PLATFORM, Some(platform));
+    b.profile_str(k::SENTRY_RELEASE, release);
+    b.profile_str(k::SENTRY_ENVIRONMENT, environment);
+    b.profile_str(k::SENTRY_DIST, p.dist.as_deref());
+    b.profile_str(k::SENTRY_VERSION, Some("1"));
+    b.profile_str(k::SENTRY_TRANSACTION_NAME, tx.name.as_deref());
+    b.profile_str(k::SENTRY_TRANSACTION, Some(tx_raw.get()));
+    if let Some(meta) = meta {
+        b.thread_table_attr(meta);
+    }
+    b.profile_str(k::SENTRY_QUEUE_METADATA, data.queue_metadata.map(|m| m.get()));
+    b.profile_str(k::SENTRY_MEASUREMENTS, p.measurements.map(|m| m.get()));
+    if !debug_meta.images.is_empty() {
+        b.profile_str(k::SENTRY_DEBUG_META, p.debug_meta.map(|m| m.get()));
+    }
+    if let Some(d) = &p.device {
+        if let Some(e) = d.is_emulator {
+            b.profile_attr(k::SENTRY_DEVICE_IS_EMULATOR, bool_value(e));
+        }
+        b.profile_str(k::SENTRY_DEVICE_LOCALE, d.locale.as_deref());
+    }
+
+    let header_sdk = envelope_header.get("sdk").and_then(|s| ClientSdk::deserialize(s).ok());
+    let sdk = p.client_sdk.as_ref().or(event.sdk.as_ref()).or(header_sdk.as_ref());
+    let mut extra: Vec<(&'static str, AnyValue)> = Vec::new();
+    let mut put = |key: &'static str, v: Option<&str>| {
+        if let Some(v) = v.filter(|v| !v.is_empty()) {
+            extra.push((key, str_value(v)));
+        }
+    };
+    if let Some(d) = &p.device {
+        put(k::HOST_ARCH, d.architecture.as_deref().map(k::host_arch));
+        put(k::DEVICE_MODEL, d.model.as_deref());
+        put(k::DEVICE_MANUFACTURER, d.manufacturer.as_deref());
+    }
+    if let Some(os) = &p.os {
+        put(k::OS_NAME, os.name.as_deref());
+        put(k::OS_VERSION, os.version.as_deref());
+        put(k::OS_BUILD_ID, os.build_number.as_deref());
+    }
+    if let Some(r) = &p.runtime {
+        put(k::RUNTIME_NAME, r.name.as_deref());
+        put(k::RUNTIME_VERSION, r.version.as_deref());
+    }
+    let resource = resource_attributes(
+        ResourceInfo {
+            platform,
+            release,
+            environment,
+            sdk_name: sdk.and_then(|s| s.name.as_deref()),
+            sdk_version: sdk.and_then(|s| s.version.as_deref()),
+            extra,
+        },
+        opts,
+    );
+    let accepted = b.accepted();
+    let original = opts
+        .include_original_payload
+        .then_some((super::ORIGINAL_FORMAT_V1, payload));
+    let data = b.finish(event_id, resource, scope(sdk), original);
+    let dropped = if outside > 0 {
+        vec![(reason::OUTSIDE_TRANSACTION, outside)]
+    } else {
+        Vec::new()
+    };
+    Ok(Converted {
+        data,
+        sentry_samples: accepted,
+        dropped,
+    })
+}

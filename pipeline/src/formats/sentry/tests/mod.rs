@@ -1,0 +1,7 @@
+//! Tests of the Sentry conversion against recorded SDK payloads and Relay's rules.
+
+mod envelope;
+mod export;
+mod receive;
+mod relay;
+mod support;

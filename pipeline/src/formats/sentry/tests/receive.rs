@@ -1,0 +1,459 @@
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value as Json};
+
+use super::support::*;
+use crate::formats::sentry::envelope;
+use crate::formats::sentry::{
+    chunk_to_otlp, profile_v1_to_otlp, reason, Converted, ItemError, ReceiveOptions,
+};
+use crate::proto::any_value::Value;
+
+fn opts() -> ReceiveOptions {
+    ReceiveOptions::default()
+}
+
+/// Converts every profile item of a recorded envelope; counts the rest.
+fn convert_envelope(bytes: &[u8]) -> (Vec<(Converted, Vec<u8>)>, BTreeMap<String, usize>) {
+    let env = envelope::parse(bytes).unwrap();
+    let tx = env
+        .items
+        .iter()
+        .find(|i| i.item_type() == "transaction")
+        .map(|i| i.payload);
+    let mut converted = Vec::new();
+    let mut ignored = BTreeMap::new();
+    for item in &env.items {
+        let c = match item.item_type() {
+            "profile_chunk" => chunk_to_otlp(item.payload, item.platform(), &opts()).unwrap(),
+            "profile" => profile_v1_to_otlp(item.payload, tx, &env.header, &opts()).unwrap(),
+            other => {
+                *ignored.entry(other.to_owned()).or_default() += 1;
+                continue;
+            }
+        };
+        converted.push((c, item.payload.to_vec()));
+    }
+    (converted, ignored)
+}
+
+#[test]
+fn every_recorded_envelope_converts_with_all_samples_and_frames() {
+    let mut profiles = 0;
+    for path in recorded_envelopes() {
+        let bytes = std::fs::read(&path).unwrap();
+        let (converted, ignored) = convert_envelope(&bytes);
+        for (c, payload) in converted {
+            profiles += 1;
+            let name = path.display();
+            check_dictionary(&c.data);
+            let input: Json = serde_json::from_slice(&payload).unwrap();
+            let sent = input["profile"]["samples"].as_array().unwrap().len() as u64;
+            let dropped: u64 = c.dropped.iter().map(|d| d.1).sum();
+            assert_eq!(c.sentry_samples + dropped, sent, "{name}: every Sentry sample accounted for");
+            let timestamps: usize = profile(&c.data).samples.iter().map(|s| s.timestamps_unix_nano.len()).sum();
+            assert_eq!(timestamps as u64, c.sentry_samples, "{name}: one timestamp per accepted Sentry sample");
+            assert_eq!(c.otlp_samples(), profile(&c.data).samples.len() as u64);
+
+            if input["version"] == "2" {
+                assert_eq!(otlp_samples(&c.data), chunk_samples(&payload, false), "{name}: samples and frames survive");
+            }
+            // Thread names of sampled threads come through as `thread.name`.
+            let names: BTreeMap<String, String> = input["profile"]["thread_metadata"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(id, t)| (id.clone(), t["name"].as_str().unwrap().to_owned()))
+                .collect();
+            for s in &profile(&c.data).samples {
+                let a = attrs(&c.data, &s.attribute_indices);
+                assert_eq!(a.get("thread.name"), names.get(&a["thread.id"]), "{name}");
+            }
+        }
+        if path.ends_with("sentry-node/manual/0002.envelope") {
+            assert_eq!(ignored, BTreeMap::from([("session".to_owned(), 1)]));
+        }
+        if path.ends_with("sentry-python/v1/0001.envelope") {
+            assert_eq!(ignored, BTreeMap::from([("transaction".to_owned(), 1)]));
+        }
+    }
+    assert_eq!(profiles, 3);
+}
+
+#[test]
+fn python_chunk_resource_profile_and_thread_table() {
+    let payload = python_chunk();
+    let o = ReceiveOptions {
+        project_id: Some("1".into()),
+        ..opts()
+    };
+    let c = chunk_to_otlp(&payload, Some("python"), &o).unwrap();
+    assert_eq!(
+        resource_attrs(&c.data),
+        BTreeMap::from([
+            ("service.name".into(), "holdout-py".into()),
+            ("service.version".into(), "holdout-py@1.0.0".into()),
+            ("deployment.environment.name".into(), "holdout".into()),
+            ("telemetry.sdk.name".into(), "sentry.python".into()),
+            ("telemetry.sdk.version".into(), "2.75.0".into()),
+            ("telemetry.sdk.language".into(), "python".into()),
+            ("sentry.project_id".into(), "1".into()),
+        ])
+    );
+    let p = profile(&c.data);
+    assert_eq!(hex::encode(&p.profile_id), "6e5283e1ce434eec8378198a9c1cc556");
+    let dict = c.data.dictionary.as_ref().unwrap();
+    let vt = |v: Option<crate::proto::ValueType>| {
+        let v = v.unwrap();
+        (dict.string_table[v.type_strindex as usize].as_str(), dict.string_table[v.unit_strindex as usize].as_str())
+    };
+    assert_eq!(vt(p.sample_type), ("samples", "count"));
+    assert_eq!(vt(p.period_type), ("wall", "nanoseconds"));
+    // Python samples at 101 Hz; the median interval shows it.
+    assert!((9_000_000..11_000_000).contains(&p.period), "period {}", p.period);
+    assert_eq!(p.time_unix_nano, 1_795_318_570_028_333_000);
+    let last = 1_795_318_576_030_180_000u64; // 1795318576.0301797 at microsecond precision
+    assert_eq!(p.duration_nano, last - p.time_unix_nano + p.period as u64);
+    assert!(p.original_payload.is_empty() && p.original_payload_format.is_empty());
+
+    let pa = attrs(&c.data, &p.attribute_indices);
+    assert_eq!(pa["sentry.profiler_id"], "fe69b2d347794bdcbb69fc95fa89dc10");
+    assert_eq!(pa["sentry.chunk_id"], "6e5283e1ce434eec8378198a9c1cc556");
+    assert_eq!(pa["sentry.platform"], "python");
+    assert_eq!(pa["sentry.release"], "holdout-py@1.0.0");
+    assert_eq!(pa["sentry.environment"], "holdout");
+    assert!(!pa.contains_key("sentry.measurements") && !pa.contains_key("sentry.debug_meta"));
+
+    // The whole thread table, although two sampled threads are not in it.
+    let table = attr_values(&c.data, &p.attribute_indices)["sentry.thread_metadata"];
+    let Some(Value::KvlistValue(kv)) = &table.value else { panic!("{table:?}") };
+    let ids: Vec<&str> = kv.values.iter().map(|t| t.key.as_str()).collect();
+    assert_eq!(ids, ["139751143519936", "139751172868992"]);
+    let threads: std::collections::BTreeSet<String> = p
+        .samples
+        .iter()
+        .map(|s| attrs(&c.data, &s.attribute_indices)["thread.id"].clone())
+        .collect();
+    assert_eq!(threads.len(), 4);
+
+    // Same stack and thread: one OTLP sample.
+    let mut keys = std::collections::HashSet::new();
+    for s in &p.samples {
+        assert!(keys.insert((s.stack_index, s.attribute_indices.clone())), "duplicate sample identity");
+    }
+    assert!(p.samples.len() < 1085);
+
+    let folded = folded(&c.data);
+    assert_eq!(folded.values().sum::<usize>(), 1085);
+    assert!(
+        folded.keys().any(|k| k.starts_with("Thread._bootstrap;Thread._bootstrap_inner;") && k.ends_with("[sentry.profiler.ThreadContinuousScheduler]")),
+        "root-first fold of leaf-first stacks: {folded:#?}"
+    );
+}
+
+#[test]
+fn thread_id_is_an_integer_only_when_decimal() {
+    let c = chunk_to_otlp(&python_chunk(), None, &opts()).unwrap();
+    let s = &profile(&c.data).samples[0];
+    let v = attr_values(&c.data, &s.attribute_indices)["thread.id"];
+    assert!(matches!(v.value, Some(Value::IntValue(139751143519936))), "{v:?}");
+
+    for (id, want_int) in [(json!("0x1a2b"), None), (json!("007"), None), (json!("0"), Some(0)), (json!(42), Some(42))] {
+        let payload = chunk_json(json!([
+            {"timestamp": 1.5, "stack_id": 0, "thread_id": id},
+            {"timestamp": 1.6, "stack_id": 0, "thread_id": id},
+        ]), json!([[0]]), json!([{"function": "f"}]));
+        let c = chunk_to_otlp(&payload, None, &opts()).unwrap();
+        let s = &profile(&c.data).samples[0];
+        let v = &attr_values(&c.data, &s.attribute_indices)["thread.id"].value;
+        match (want_int, v) {
+            (Some(n), Some(Value::IntValue(got))) => assert_eq!(*got, n),
+            (None, Some(Value::StringValue(got))) => assert_eq!(json!(got), id),
+            other => panic!("{id}: {other:?}"),
+        }
+    }
+}
+
+/// A minimal valid chunk with the given profile tables.
+fn chunk_json(samples: Json, stacks: Json, frames: Json) -> Vec<u8> {
+    chunk_with(|_| {}, samples, stacks, frames)
+}
+
+fn chunk_with(edit: impl FnOnce(&mut Json), samples: Json, stacks: Json, frames: Json) -> Vec<u8> {
+    let mut v = json!({
+        "chunk_id": "0c2a5e3bc5a24b4e9f3a0e1a22a6d5c1",
+        "profiler_id": "d8f8e8b7a6b54b3c9a1d2e3f4a5b6c7d",
+        "platform": "python",
+        "version": "2",
+        "release": "svc@2",
+        "client_sdk": {"name": "sentry.python", "version": "2.0.0"},
+        "profile": {"samples": samples, "stacks": stacks, "frames": frames,
+                    "thread_metadata": {"1": {"name": "main", "priority": 31}, "9": {"name": "idle"}}}
+    });
+    edit(&mut v);
+    serde_json::to_vec(&v).unwrap()
+}
+
+fn two_samples() -> Json {
+    json!([
+        {"timestamp": 1795318570.028333, "stack_id": 0, "thread_id": "1"},
+        {"timestamp": 1795318570.038333, "stack_id": 0, "thread_id": "1"},
+    ])
+}
+
+fn refused(payload: &[u8]) -> ItemError {
+    chunk_to_otlp(payload, None, &opts()).unwrap_err()
+}
+
+#[test]
+fn structural_validation_uses_relay_reasons() {
+    let frames = json!([{"function": "a"}, {"function": "b"}]);
+    assert_eq!(refused(b"{not json").reason, reason::INVALID_JSON);
+    for field in ["version", "profiler_id", "chunk_id", "platform", "profile"] {
+        let p = chunk_with(|v| drop(v.as_object_mut().unwrap().remove(field)), two_samples(), json!([[0, 1]]), frames.clone());
+        let e = refused(&p);
+        assert_eq!(e.reason, reason::INVALID_JSON, "{field}");
+        assert!(e.message.contains(field), "{field}: {}", e.message);
+    }
+    let p = chunk_with(|v| v["chunk_id"] = json!("not-a-uuid"), two_samples(), json!([[0]]), frames.clone());
+    assert_eq!(refused(&p).reason, reason::INVALID_JSON);
+
+    let p = chunk_json(json!([]), json!([[0]]), frames.clone());
+    assert_eq!(refused(&p).reason, reason::NOT_ENOUGH_SAMPLES);
+
+    let bad_stack = json!([{"timestamp": 1.0, "stack_id": 5, "thread_id": "1"}]);
+    assert_eq!(refused(&chunk_json(bad_stack.clone(), json!([[0]]), frames.clone())).reason, reason::MALFORMED_SAMPLES);
+    // Relay checks samples before stacks.
+    assert_eq!(refused(&chunk_json(bad_stack, json!([[7]]), frames.clone())).reason, reason::MALFORMED_SAMPLES);
+    // An unknown frame index, even in a stack no sample uses.
+    let e = refused(&chunk_json(two_samples(), json!([[0, 1], [2]]), frames.clone()));
+    assert_eq!(e.reason, reason::MALFORMED_STACKS);
+
+    let p = chunk_with(|v| v["version"] = json!("1"), two_samples(), json!([[0]]), frames.clone());
+    assert_eq!(refused(&p).reason, reason::PLATFORM_NOT_SUPPORTED);
+    let p = chunk_with(|v| v["platform"] = json!("android"), two_samples(), json!([[0]]), frames.clone());
+    assert_eq!(refused(&p).reason, reason::PLATFORM_NOT_SUPPORTED);
+
+    let ok = chunk_json(two_samples(), json!([[0, 1]]), frames);
+    let e = chunk_to_otlp(&ok, Some("node"), &opts()).unwrap_err();
+    assert_eq!(e.reason, reason::INVALID_PROFILE_TYPE);
+    assert!(e.message.contains("node") && e.message.contains("python"), "{e}");
+    let small = ReceiveOptions {
+        max_item_size: ok.len() - 1,
+        ..opts()
+    };
+    assert_eq!(chunk_to_otlp(&ok, None, &small).unwrap_err().reason, reason::TOO_LARGE);
+    chunk_to_otlp(&ok, Some("python"), &opts()).unwrap();
+}
+
+#[test]
+fn off_spec_payloads_real_sdks_send_are_accepted() {
+    // String numbers, numeric thread ids, `column`/`line` aliases, no thread table.
+    let p = chunk_with(
+        |v| {
+            v["version"] = json!(2);
+            v["profile"].as_object_mut().unwrap().remove("thread_metadata");
+        },
+        json!([
+            {"timestamp": "1795318570.5", "stack_id": "0", "thread_id": 7},
+            {"timestamp": 1795318570.6, "stack_id": 0, "thread_id": "7"},
+        ]),
+        json!([[0]]),
+        json!([{"function": "f", "line": 3, "column": 4, "in_app": "true"}]),
+    );
+    let c = chunk_to_otlp(&p, None, &opts()).unwrap();
+    let prof = profile(&c.data);
+    assert_eq!(prof.samples.len(), 1, "number 7 and string \"7\" are one thread");
+    assert_eq!(prof.samples[0].timestamps_unix_nano, [1_795_318_570_500_000_000, 1_795_318_570_600_000_000]);
+    let dict = c.data.dictionary.as_ref().unwrap();
+    let loc = &dict.location_table[dict.stack_table[prof.samples[0].stack_index as usize].location_indices[0] as usize];
+    assert_eq!((loc.lines[0].line, loc.lines[0].column), (3, 4));
+    assert_eq!(attrs(&c.data, &loc.attribute_indices)["sentry.in_app"], "true");
+    assert_eq!(prof.period, 100_000_000);
+}
+
+#[test]
+fn frame_fields_and_debug_images_survive() {
+    let frames = json!([
+        {"function": "main", "raw_function": "_main", "abs_path": "/src/app/main.py", "filename": "app/main.py",
+         "module": "app.main", "lineno": 10, "colno": 2, "in_app": true},
+        {"function": "helper", "filename": "Helper.java", "module": "com.x.Helper", "lineno": 5, "in_app": false},
+        {"function": "native_fn", "symbol": "_ZN6native2fnE", "instruction_addr": "0x7fff0010", "package": "/usr/lib/libx.so"},
+        {"instruction_addr": "0x10", "platform": "javascript"},
+        {"function": "same", "abs_path": "/a.js", "filename": "/a.js"},
+    ]);
+    let p = chunk_with(
+        |v| {
+            v["debug_meta"] = json!({"images": [
+                {"type": "symbolic", "code_file": "/usr/lib/libx.so", "debug_id": "e45db8df-af2d-09fd-640c-8fe377d572de",
+                 "code_id": "dfb85de42daffd09640c8fe377d572de3e168920", "image_addr": "0x7fff0000", "image_size": 4096}
+            ]});
+        },
+        two_samples(),
+        json!([[0, 1, 2, 3, 4]]),
+        frames,
+    );
+    let c = chunk_to_otlp(&p, None, &opts()).unwrap();
+    check_dictionary(&c.data);
+    let dict = c.data.dictionary.as_ref().unwrap();
+    let s = &profile(&c.data).samples[0];
+    let locs: Vec<_> = dict.stack_table[s.stack_index as usize]
+        .location_indices
+        .iter()
+        .map(|&l| &dict.location_table[l as usize])
+        .collect();
+    let func = |l: &crate::proto::Location| {
+        let f = &dict.function_table[l.lines[0].function_index as usize];
+        let st = |i: i32| dict.string_table[i as usize].as_str();
+        (st(f.name_strindex), st(f.system_name_strindex), st(f.filename_strindex))
+    };
+    assert_eq!(func(locs[0]), ("main", "_main", "/src/app/main.py"));
+    assert_eq!((locs[0].lines[0].line, locs[0].lines[0].column), (10, 2));
+    let a0 = attrs(&c.data, &locs[0].attribute_indices);
+    assert_eq!(a0["profile.frame.type"], "cpython");
+    assert_eq!(a0["sentry.in_app"], "true");
+    assert_eq!(a0["sentry.module"], "app.main");
+    assert_eq!(a0["sentry.filename"], "app/main.py");
+    assert!(!a0.contains_key("sentry.abs_path"));
+
+    assert_eq!(func(locs[1]), ("helper", "", "Helper.java"));
+    let a1 = attrs(&c.data, &locs[1].attribute_indices);
+    assert_eq!(a1["sentry.abs_path"], "", "marks the missing abs_path");
+    assert!(!a1.contains_key("sentry.filename"));
+
+    assert_eq!(func(locs[2]), ("native_fn", "_ZN6native2fnE", ""));
+    assert_eq!(locs[2].address, 0x7fff0010);
+    let m = &dict.mapping_table[locs[2].mapping_index as usize];
+    assert_eq!((m.memory_start, m.memory_limit), (0x7fff0000, 0x7fff1000));
+    assert_eq!(dict.string_table[m.filename_strindex as usize], "/usr/lib/libx.so");
+    let ma = attrs(&c.data, &m.attribute_indices);
+    assert_eq!(ma["process.executable.build_id.gnu"], "dfb85de42daffd09640c8fe377d572de3e168920");
+    assert_eq!(ma["sentry.debug_id"], "e45db8df-af2d-09fd-640c-8fe377d572de");
+    assert_eq!(attrs(&c.data, &locs[2].attribute_indices)["sentry.package"], "/usr/lib/libx.so");
+
+    assert_eq!((locs[3].address, locs[3].mapping_index), (0x10, 0), "outside every image");
+    assert!(locs[3].lines.is_empty());
+    let a3 = attrs(&c.data, &locs[3].attribute_indices);
+    assert_eq!((a3["sentry.platform"].as_str(), a3["profile.frame.type"].as_str()), ("javascript", "v8js"));
+
+    let a4 = attrs(&c.data, &locs[4].attribute_indices);
+    assert!(!a4.contains_key("sentry.filename") && !a4.contains_key("sentry.abs_path"), "{a4:?}");
+
+    let pa = attrs(&c.data, &profile(&c.data).attribute_indices);
+    let kept: Json = serde_json::from_str(&pa["sentry.debug_meta"]).unwrap();
+    assert_eq!(kept["images"][0]["image_size"], 4096);
+}
+
+#[test]
+fn node_chunk_keeps_measurements_verbatim() {
+    let payload = node_chunk();
+    let c = chunk_to_otlp(&payload, Some("node"), &opts()).unwrap();
+    let p = profile(&c.data);
+    let pa = attrs(&c.data, &p.attribute_indices);
+    let input: Json = serde_json::from_slice(&payload).unwrap();
+    let kept: Json = serde_json::from_str(&pa["sentry.measurements"]).unwrap();
+    assert_eq!(kept, input["measurements"]);
+    assert!(!pa.contains_key("sentry.debug_meta"), "an empty image list is not kept");
+    assert_eq!(resource_attrs(&c.data)["telemetry.sdk.language"], "nodejs");
+    assert_eq!(resource_attrs(&c.data)["service.name"], "holdout-node");
+    assert!((9_000_000..13_000_000).contains(&p.period), "period {}", p.period);
+    let dict = c.data.dictionary.as_ref().unwrap();
+    let types: std::collections::BTreeSet<String> = dict.location_table[1..]
+        .iter()
+        .map(|l| attrs(&c.data, &l.attribute_indices)["profile.frame.type"].clone())
+        .collect();
+    assert_eq!(types, ["v8js".to_owned()].into());
+}
+
+#[test]
+fn service_name_and_original_payload_options() {
+    let payload = python_chunk();
+    let o = ReceiveOptions {
+        service_name: Some("checkout".into()),
+        include_original_payload: true,
+        ..opts()
+    };
+    let c = chunk_to_otlp(&payload, None, &o).unwrap();
+    assert_eq!(resource_attrs(&c.data)["service.name"], "checkout");
+    let p = profile(&c.data);
+    assert_eq!(p.original_payload, payload);
+    assert_eq!(p.original_payload_format, "sentry_profile_chunk");
+
+    let p = chunk_with(|v| drop(v.as_object_mut().unwrap().remove("release")), two_samples(), json!([[0]]), json!([{"function": "f"}]));
+    let c = chunk_to_otlp(&p, None, &opts()).unwrap();
+    assert_eq!(resource_attrs(&c.data)["service.name"], "unknown_service");
+}
+
+fn v1_parts() -> (Vec<u8>, Vec<u8>, Json) {
+    let bytes = fixture("sentry-python/v1/0001.envelope");
+    let env = envelope::parse(&bytes).unwrap();
+    (env.items[0].payload.to_vec(), env.items[1].payload.to_vec(), env.header.clone())
+}
+
+#[test]
+fn v1_profile_links_to_its_transaction() {
+    let (profile_bytes, tx, header) = v1_parts();
+    let c = profile_v1_to_otlp(&profile_bytes, Some(&tx), &header, &opts()).unwrap();
+    check_dictionary(&c.data);
+    assert_eq!((c.sentry_samples, c.dropped.clone()), (498, vec![]));
+    let dict = c.data.dictionary.as_ref().unwrap();
+    let p = profile(&c.data);
+    assert_eq!(hex::encode(&p.profile_id), "658ec8e9f50748f189579c29ebf417e5");
+    for s in &p.samples {
+        let link = &dict.link_table[s.link_index as usize];
+        assert_eq!(hex::encode(&link.trace_id), "9558c43617dd4a2b9bcde612fb8eb31c");
+        assert_eq!(hex::encode(&link.span_id), "9f04ed82547963b4");
+    }
+    // Profile start 03:36:44.638532Z plus the first sample's 11958514 ns.
+    assert_eq!(p.time_unix_nano, 1_795_318_604_638_532_000 + 11_958_514);
+    let r = resource_attrs(&c.data);
+    assert_eq!(r["host.arch"], "amd64");
+    assert_eq!(r["os.name"], "Linux");
+    assert_eq!(r["os.version"], "6.18.44-fc-v769");
+    assert_eq!(r["process.runtime.name"], "CPython");
+    assert_eq!(r["process.runtime.version"], "3.11.7");
+    assert_eq!(r["telemetry.sdk.name"], "sentry.python", "from the transaction's sdk");
+    assert_eq!(r["service.name"], "holdout-py");
+    let pa = attrs(&c.data, &p.attribute_indices);
+    assert_eq!(pa["sentry.event_id"], "658ec8e9f50748f189579c29ebf417e5");
+    assert_eq!(pa["sentry.transaction.name"], "holdout-v1-tx");
+    assert_eq!(pa["sentry.version"], "1");
+
+    // Thread names from the v1 table; five threads sampled, three named.
+    let named = p
+        .samples
+        .iter()
+        .filter(|s| attrs(&c.data, &s.attribute_indices).contains_key("thread.name"))
+        .count();
+    assert!(named > 0 && named < p.samples.len());
+}
+
+#[test]
+fn v1_samples_outside_the_transaction_are_dropped_and_counted() {
+    let (profile_bytes, tx, header) = v1_parts();
+    let mut v: Json = serde_json::from_slice(&profile_bytes).unwrap();
+    v["transactions"][0]["relative_end_ns"] = json!("1000000000");
+    let inside = v["profile"]["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["elapsed_since_start_ns"].as_str().unwrap().parse::<u64>().unwrap() <= 1_000_000_000)
+        .count() as u64;
+    let c = profile_v1_to_otlp(&serde_json::to_vec(&v).unwrap(), Some(&tx), &header, &opts()).unwrap();
+    assert_eq!(c.sentry_samples, inside);
+    assert_eq!(c.dropped, vec![(reason::OUTSIDE_TRANSACTION, 498 - inside)]);
+    let ts: usize = profile(&c.data).samples.iter().map(|s| s.timestamps_unix_nano.len()).sum();
+    assert_eq!(ts as u64, inside);
+
+    // Without the transaction item the trace id still links the samples.
+    let c = profile_v1_to_otlp(&profile_bytes, None, &json!({}), &opts()).unwrap();
+    let dict = c.data.dictionary.as_ref().unwrap();
+    let link = &dict.link_table[profile(&c.data).samples[0].link_index as usize];
+    assert_eq!(hex::encode(&link.trace_id), "9558c43617dd4a2b9bcde612fb8eb31c");
+    assert!(link.span_id.is_empty());
+
+    // No transaction at all: Relay refuses.
+    v.as_object_mut().unwrap().remove("transactions");
+    let e = profile_v1_to_otlp(&serde_json::to_vec(&v).unwrap(), Some(&tx), &header, &opts()).unwrap_err();
+    assert_eq!(e.reason, reason::NO_TRANSACTION);
+}

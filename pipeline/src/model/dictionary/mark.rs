@@ -1,0 +1,135 @@
+use crate::proto::{ProfilesData, ProfilesDictionary, ResourceProfiles};
+
+use super::{visit, PerTable, Table};
+
+/// Which dictionary entries are reachable from the data, one flag per entry.
+/// Index 0 of a non-empty table is always live: it is the null value.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Live {
+    pub strings: Vec<bool>,
+    pub mappings: Vec<bool>,
+    pub locations: Vec<bool>,
+    pub functions: Vec<bool>,
+    pub links: Vec<bool>,
+    pub attributes: Vec<bool>,
+    pub stacks: Vec<bool>,
+}
+
+impl Live {
+    fn sized(lens: PerTable) -> Self {
+        let flags = |n: usize| {
+            let mut v = vec![false; n];
+            if let Some(z) = v.first_mut() {
+                *z = true;
+            }
+            v
+        };
+        Self {
+            strings: flags(lens.strings),
+            mappings: flags(lens.mappings),
+            locations: flags(lens.locations),
+            functions: flags(lens.functions),
+            links: flags(lens.links),
+            attributes: flags(lens.attributes),
+            stacks: flags(lens.stacks),
+        }
+    }
+
+    pub fn table(&self, t: Table) -> &[bool] {
+        match t {
+            Table::String => &self.strings,
+            Table::Mapping => &self.mappings,
+            Table::Location => &self.locations,
+            Table::Function => &self.functions,
+            Table::Link => &self.links,
+            Table::Attribute => &self.attributes,
+            Table::Stack => &self.stacks,
+        }
+    }
+
+    fn table_mut(&mut self, t: Table) -> &mut Vec<bool> {
+        match t {
+            Table::String => &mut self.strings,
+            Table::Mapping => &mut self.mappings,
+            Table::Location => &mut self.locations,
+            Table::Function => &mut self.functions,
+            Table::Link => &mut self.links,
+            Table::Attribute => &mut self.attributes,
+            Table::Stack => &mut self.stacks,
+        }
+    }
+
+    #[inline]
+    fn set(&mut self, t: Table, i: i32) {
+        if let Some(flag) = usize::try_from(i)
+            .ok()
+            .and_then(|i| self.table_mut(t).get_mut(i))
+        {
+            *flag = true;
+        }
+    }
+
+    /// Live entries per table.
+    pub fn counts(&self) -> PerTable {
+        let n = |v: &[bool]| v.iter().filter(|&&b| b).count();
+        PerTable {
+            strings: n(&self.strings),
+            mappings: n(&self.mappings),
+            locations: n(&self.locations),
+            functions: n(&self.functions),
+            links: n(&self.links),
+            attributes: n(&self.attributes),
+            stacks: n(&self.stacks),
+        }
+    }
+
+    /// True when every entry of every table is live.
+    pub fn all_live(&self) -> bool {
+        Table::ALL
+            .iter()
+            .all(|&t| self.table(t).iter().all(|&b| b))
+    }
+}
+
+/// Marks the entries reachable from samples, profiles and resource/scope
+/// attributes, then follows the dictionary's own references top down
+/// (stacks, locations, mappings, functions, attributes; strings last), so
+/// each table is scanned once.
+pub fn mark(data: &ProfilesData) -> Live {
+    match &data.dictionary {
+        Some(d) => mark_parts(d, &data.resource_profiles),
+        None => Live::default(),
+    }
+}
+
+pub fn mark_parts(dict: &ProfilesDictionary, resources: &[ResourceProfiles]) -> Live {
+    let mut live = Live::sized(PerTable::lens(dict));
+    visit::resources(resources, &mut |t, &i| live.set(t, i));
+
+    for (i, s) in dict.stack_table.iter().enumerate() {
+        if live.stacks[i] {
+            visit::stack(s, &mut |t, j| live.set(t, *j));
+        }
+    }
+    for (i, l) in dict.location_table.iter().enumerate() {
+        if live.locations[i] {
+            visit::location(l, &mut |t, j| live.set(t, *j));
+        }
+    }
+    for (i, m) in dict.mapping_table.iter().enumerate() {
+        if live.mappings[i] {
+            visit::mapping(m, &mut |t, j| live.set(t, *j));
+        }
+    }
+    for (i, x) in dict.function_table.iter().enumerate() {
+        if live.functions[i] {
+            visit::function(x, &mut |t, j| live.set(t, *j));
+        }
+    }
+    for (i, a) in dict.attribute_table.iter().enumerate() {
+        if live.attributes[i] {
+            visit::attribute(a, &mut |t, j| live.set(t, *j));
+        }
+    }
+    live
+}

@@ -1,0 +1,179 @@
+use crate::proto::{ProfilesData, ProfilesDictionary, ResourceProfiles};
+
+use super::{visit, Table};
+
+/// Old index -> new index for one table.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TableRemap {
+    map: Vec<i32>,
+    identity: bool,
+}
+
+impl TableRemap {
+    /// Maps every index to itself.
+    pub fn identity() -> Self {
+        Self {
+            map: Vec::new(),
+            identity: true,
+        }
+    }
+
+    /// `map[old] = new`.
+    pub fn from_vec(map: Vec<i32>) -> Self {
+        let identity = map.iter().enumerate().all(|(i, &n)| n as usize == i);
+        Self { map, identity }
+    }
+
+    /// Keeps the entries flagged in `keep`, in order: the new index of an
+    /// entry is the number of kept entries before it. Dropped entries map to 0.
+    pub fn compacting(keep: &[bool]) -> Self {
+        let mut next = 0;
+        let map = keep
+            .iter()
+            .map(|&k| {
+                if k {
+                    next += 1;
+                    next - 1
+                } else {
+                    0
+                }
+            })
+            .collect();
+        Self::from_vec(map)
+    }
+
+    /// New index of `old`. An index the table does not know (only on
+    /// unvalidated data) becomes the null index 0 rather than a panic.
+    #[inline]
+    pub fn get(&self, old: i32) -> i32 {
+        if self.identity {
+            return old;
+        }
+        usize::try_from(old)
+            .ok()
+            .and_then(|i| self.map.get(i))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    pub fn is_identity(&self) -> bool {
+        self.identity
+    }
+
+    /// Number of old indices known (0 for [`TableRemap::identity`]).
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+/// Old index -> new index for every table of a dictionary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Remap {
+    pub strings: TableRemap,
+    pub mappings: TableRemap,
+    pub locations: TableRemap,
+    pub functions: TableRemap,
+    pub links: TableRemap,
+    pub attributes: TableRemap,
+    pub stacks: TableRemap,
+}
+
+impl Default for Remap {
+    fn default() -> Self {
+        Self::identity()
+    }
+}
+
+impl Remap {
+    pub fn identity() -> Self {
+        Self {
+            strings: TableRemap::identity(),
+            mappings: TableRemap::identity(),
+            locations: TableRemap::identity(),
+            functions: TableRemap::identity(),
+            links: TableRemap::identity(),
+            attributes: TableRemap::identity(),
+            stacks: TableRemap::identity(),
+        }
+    }
+
+    pub fn table(&self, t: Table) -> &TableRemap {
+        match t {
+            Table::String => &self.strings,
+            Table::Mapping => &self.mappings,
+            Table::Location => &self.locations,
+            Table::Function => &self.functions,
+            Table::Link => &self.links,
+            Table::Attribute => &self.attributes,
+            Table::Stack => &self.stacks,
+        }
+    }
+
+    pub fn table_mut(&mut self, t: Table) -> &mut TableRemap {
+        match t {
+            Table::String => &mut self.strings,
+            Table::Mapping => &mut self.mappings,
+            Table::Location => &mut self.locations,
+            Table::Function => &mut self.functions,
+            Table::Link => &mut self.links,
+            Table::Attribute => &mut self.attributes,
+            Table::Stack => &mut self.stacks,
+        }
+    }
+
+    #[inline]
+    pub fn map(&self, t: Table, old: i32) -> i32 {
+        self.table(t).get(old)
+    }
+
+    pub fn is_identity(&self) -> bool {
+        Table::ALL.iter().all(|&t| self.table(t).is_identity())
+    }
+
+    /// Rewrites every index outside the dictionary: samples, profiles and the
+    /// string references of resource and scope attributes.
+    pub fn apply(&self, data: &mut ProfilesData) {
+        self.apply_to_resources(&mut data.resource_profiles);
+    }
+
+    pub fn apply_to_resources(&self, resources: &mut [ResourceProfiles]) {
+        if self.is_identity() {
+            return;
+        }
+        visit::resources_mut(resources, &mut |t, i| *i = self.map(t, *i));
+    }
+
+    /// Rewrites the references between dictionary entries (not the tables'
+    /// order: pair this with moving the entries to their new places).
+    pub fn apply_to_dictionary(&self, dict: &mut ProfilesDictionary) {
+        let f = &mut |t, i: &mut i32| *i = self.map(t, *i);
+        let (strings, attributes) = (!self.strings.is_identity(), !self.attributes.is_identity());
+        if strings || attributes {
+            dict.mapping_table
+                .iter_mut()
+                .for_each(|m| visit::mapping_mut(m, f));
+        }
+        if strings {
+            dict.attribute_table
+                .iter_mut()
+                .for_each(|a| visit::attribute_mut(a, f));
+            dict.function_table
+                .iter_mut()
+                .for_each(|x| visit::function_mut(x, f));
+        }
+        if attributes || !self.mappings.is_identity() || !self.functions.is_identity() {
+            dict.location_table
+                .iter_mut()
+                .for_each(|l| visit::location_mut(l, f));
+        }
+        if !self.locations.is_identity() {
+            dict.stack_table
+                .iter_mut()
+                .for_each(|s| visit::stack_mut(s, f));
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! Helpers for processors that filter or combine samples.
+
+use std::hash::{Hash, Hasher};
+
+use hashbrown::HashTable;
+
+use crate::proto::{Profile, ProfilesData, ProfilesDictionary, Sample};
+
+use super::Lookup;
+
+/// A sample's identity per the proto: `{stack_index, set_of(attribute_indices),
+/// link_index}`. Equality and hashing ignore the order of the attributes.
+/// Indices are compared, so run [`super::dedup`] first for identity by value.
+#[derive(Clone, Copy, Debug)]
+pub struct SampleIdentity<'a> {
+    pub stack_index: i32,
+    pub attribute_indices: &'a [i32],
+    pub link_index: i32,
+}
+
+pub fn samples_identity(s: &Sample) -> SampleIdentity<'_> {
+    SampleIdentity {
+        stack_index: s.stack_index,
+        attribute_indices: &s.attribute_indices,
+        link_index: s.link_index,
+    }
+}
+
+impl PartialEq for SampleIdentity<'_> {
+    fn eq(&self, o: &Self) -> bool {
+        self.stack_index == o.stack_index
+            && self.link_index == o.link_index
+            && same_multiset(self.attribute_indices, o.attribute_indices)
+    }
+}
+
+impl Eq for SampleIdentity<'_> {}
+
+impl Hash for SampleIdentity<'_> {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        // A commutative sum of well-mixed elements: order-free, no sorting.
+        let set = self
+            .attribute_indices
+            .iter()
+            .fold(0u64, |acc, &a| acc.wrapping_add(mix(a)));
+        (self.stack_index, self.link_index, self.attribute_indices.len(), set).hash(h);
+    }
+}
+
+fn mix(x: i32) -> u64 {
+    let mut z = (x as u32 as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn same_multiset(a: &[i32], b: &[i32]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    if a == b {
+        return true;
+    }
+    if a.len() <= 16 {
+        let count = |s: &[i32], x: i32| s.iter().filter(|&&y| y == x).count();
+        return a.iter().all(|&x| count(a, x) == count(b, x));
+    }
+    let (mut a, mut b) = (a.to_vec(), b.to_vec());
+    a.sort_unstable();
+    b.sort_unstable();
+    a == b
+}
+
+/// How a sample records its observations (see the proto's `Sample` comment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SampleShape {
+    /// No timestamps: `values` holds an aggregated total.
+    Aggregated,
+    /// Timestamps only: each one counts 1.
+    Timestamps,
+    /// One value per timestamp.
+    TimedValues,
+}
+
+impl SampleShape {
+    pub fn of(s: &Sample) -> Self {
+        match (s.timestamps_unix_nano.is_empty(), s.values.is_empty()) {
+            (true, _) => SampleShape::Aggregated,
+            (false, true) => SampleShape::Timestamps,
+            (false, false) => SampleShape::TimedValues,
+        }
+    }
+}
+
+/// The total a sample stands for: the sum of its values, or the number of its
+/// timestamps when it has no values (each counts 1, per the proto).
+pub fn sample_total(s: &Sample) -> i64 {
+    if s.values.is_empty() {
+        s.timestamps_unix_nano.len() as i64
+    } else {
+        s.values.iter().fold(0i64, |a, &v| a.wrapping_add(v))
+    }
+}
+
+/// Combines samples of `profile` with the same identity and shape, as the
+/// proto recommends: timestamps (and their values) are appended; aggregated
+/// values are summed into one. Samples keep the position of the first of
+/// their identity. Returns how many samples were folded into others.
+pub fn merge_samples(profile: &mut Profile) -> usize {
+    let samples = std::mem::take(&mut profile.samples);
+    let n = samples.len();
+    let hasher = ahash::RandomState::with_seeds(0x5a3b, 0x1e, 0x77, 0x3c);
+    let key_hash = |s: &Sample| hasher.hash_one((samples_identity(s), SampleShape::of(s)));
+    let mut out: Vec<Sample> = Vec::with_capacity(n);
+    let mut seen: HashTable<u32> = HashTable::with_capacity(n);
+    for s in samples {
+        let (h, shape, id) = (key_hash(&s), SampleShape::of(&s), samples_identity(&s));
+        let found = seen
+            .find(h, |&i| {
+                let o = &out[i as usize];
+                SampleShape::of(o) == shape && samples_identity(o) == id
+            })
+            .copied();
+        match found {
+            Some(i) => absorb(&mut out[i as usize], s, shape),
+            None => {
+                let i = u32::try_from(out.len()).expect("over 2^32 samples");
+                seen.insert_unique(h, i, |&j| key_hash(&out[j as usize]));
+                out.push(s);
+            }
+        }
+    }
+    let merged = n - out.len();
+    profile.samples = out;
+    merged
+}
+
+fn absorb(into: &mut Sample, mut s: Sample, shape: SampleShape) {
+    match shape {
+        SampleShape::Aggregated => {
+            if into.values.is_empty() && s.values.is_empty() {
+                return;
+            }
+            let total = sample_total(into).wrapping_add(sample_total(&s));
+            into.values.clear();
+            into.values.push(total);
+        }
+        SampleShape::Timestamps | SampleShape::TimedValues => {
+            into.values.append(&mut s.values);
+            into.timestamps_unix_nano.append(&mut s.timestamps_unix_nano);
+        }
+    }
+}
+
+/// Keeps the samples for which `keep` returns true, in every profile.
+/// Returns the number removed. Follow with [`super::gc`] to drop the
+/// dictionary entries only the removed samples used.
+pub fn retain_samples(
+    data: &mut ProfilesData,
+    mut keep: impl FnMut(&Lookup<'_>, &Sample) -> bool,
+) -> u64 {
+    let empty = ProfilesDictionary::default();
+    let lookup = Lookup::new(data.dictionary.as_ref().unwrap_or(&empty));
+    let mut removed = 0;
+    for p in data
+        .resource_profiles
+        .iter_mut()
+        .flat_map(|r| &mut r.scope_profiles)
+        .flat_map(|s| &mut s.profiles)
+    {
+        let before = p.samples.len();
+        p.samples.retain(|s| keep(&lookup, s));
+        removed += (before - p.samples.len()) as u64;
+    }
+    removed
+}
+
+/// Removes profiles without samples, then scopes without profiles and
+/// resources without scopes. Returns the number of profiles removed.
+pub fn remove_empty_profiles(data: &mut ProfilesData) -> u64 {
+    let mut removed = 0;
+    for rp in &mut data.resource_profiles {
+        for sp in &mut rp.scope_profiles {
+            let before = sp.profiles.len();
+            sp.profiles.retain(|p| !p.samples.is_empty());
+            removed += (before - sp.profiles.len()) as u64;
+        }
+        rp.scope_profiles.retain(|s| !s.profiles.is_empty());
+    }
+    data.resource_profiles.retain(|r| !r.scope_profiles.is_empty());
+    removed
+}

@@ -1,0 +1,268 @@
+//! Synthetic but realistically shaped OTLP profiles for benchmarks and tests:
+//! stacks share prefixes like a real call tree, a few stacks are hot, some
+//! locations have inlined lines, samples carry a thread attribute, some a
+//! trace link. Deterministic for a given [`Config`].
+
+use crate::proto::{
+    any_value::Value, AnyValue, InstrumentationScope, KeyValue, Line, Link, Location, Mapping,
+    Profile, ProfilesData, Resource, ResourceProfiles, Sample, ScopeProfiles, ValueType,
+};
+
+use super::dictionary::DictionaryBuilder;
+
+/// What to generate. `Default` is a 100k-sample, 20k-stack CPU profile.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub samples: usize,
+    /// Distinct stacks wanted (fewer if the call tree cannot hold that many).
+    pub stacks: usize,
+    pub functions: usize,
+    pub mappings: usize,
+    pub max_depth: usize,
+    pub threads: usize,
+    /// Resources, each with one profile; samples are split between them.
+    pub resources: usize,
+    /// Timestamp-only samples (one timestamp each) instead of aggregated values.
+    pub timestamps: bool,
+    pub seed: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            samples: 100_000,
+            stacks: 20_000,
+            functions: 4_000,
+            mappings: 8,
+            max_depth: 40,
+            threads: 16,
+            resources: 1,
+            timestamps: true,
+            seed: 1,
+        }
+    }
+}
+
+/// A request with `samples` samples over about `stacks` distinct stacks.
+pub fn request(samples: usize, stacks: usize) -> ProfilesData {
+    Config {
+        samples,
+        stacks,
+        ..Config::default()
+    }
+    .build()
+}
+
+/// `n` requests from the same program (same function names, different
+/// stacks and samples): what a collector merges.
+pub fn requests(n: usize, samples: usize, stacks: usize) -> Vec<ProfilesData> {
+    (0..n)
+        .map(|k| {
+            Config {
+                samples,
+                stacks,
+                seed: 1 + k as u64,
+                ..Config::default()
+            }
+            .build()
+        })
+        .collect()
+}
+
+/// splitmix64: tiny, fast, stable across dependency versions.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    /// Skewed towards 0: a few hot entries, a long tail.
+    fn skewed(&mut self, n: usize) -> usize {
+        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        ((u * u * u) * n as f64) as usize % n.max(1)
+    }
+}
+
+impl Config {
+    pub fn build(&self) -> ProfilesData {
+        let mut rng = Rng(self.seed.wrapping_mul(0x2545_f491_4f6c_dd1d));
+        let mut b = DictionaryBuilder::new();
+
+        let mappings: Vec<i32> = (0..self.mappings.max(1))
+            .map(|k| {
+                let m = Mapping {
+                    memory_start: 0x40_0000 + (k as u64) * 0x100_0000,
+                    memory_limit: 0x40_0000 + (k as u64 + 1) * 0x100_0000,
+                    file_offset: 0,
+                    filename_strindex: b.string(&format!("/usr/lib/lib{k}.so")),
+                    attribute_indices: vec![],
+                };
+                b.mapping(m)
+            })
+            .collect();
+
+        // Function names do not depend on the seed: requests from one program.
+        let functions: Vec<i32> = (0..self.functions.max(1))
+            .map(|f| {
+                let (pkg, ty) = (f % 97, f % 13);
+                b.function_named(
+                    &format!("app::pkg{pkg}::Type{ty}::method{f}"),
+                    &format!("_ZN3app5pkg{pkg}6Type{ty}7method{f}E"),
+                    &format!("/srv/app/src/pkg{pkg}/type{ty}.rs"),
+                    (f % 500) as i64 + 1,
+                )
+            })
+            .collect();
+
+        // About two call sites per function; one in ten has inlined callees.
+        let locations: Vec<i32> = (0..functions.len() * 2)
+            .map(|k| {
+                let inlined = if rng.below(10) == 0 { 1 + rng.below(2) } else { 0 };
+                let lines = (0..=inlined)
+                    .map(|_| Line {
+                        function_index: functions[rng.skewed(functions.len())],
+                        line: 1 + rng.below(2000) as i64,
+                        column: 0,
+                    })
+                    .collect();
+                let mapping = mappings[k % mappings.len()];
+                b.location(Location {
+                    mapping_index: mapping,
+                    address: 0x40_0000 + (k as u64) * 0x40 + rng.below(0x40) as u64,
+                    lines,
+                    attribute_indices: vec![],
+                })
+            })
+            .collect();
+
+        // A call tree: each new stack extends a prefix of an earlier one.
+        let mut paths: Vec<Vec<i32>> = vec![vec![locations[0]]];
+        let mut stack_ids: Vec<i32> = Vec::with_capacity(self.stacks);
+        let mut leaf_first: Vec<i32> = Vec::with_capacity(self.max_depth);
+        let mut attempts = 0;
+        while stack_ids.len() < self.stacks.max(1) && attempts < self.stacks.max(1) * 4 {
+            attempts += 1;
+            let parent = &paths[rng.skewed(paths.len())];
+            let keep = 1 + rng.below(parent.len());
+            let mut path: Vec<i32> = parent[..keep].to_vec();
+            for _ in 0..1 + rng.below(4) {
+                if path.len() >= self.max_depth.max(1) {
+                    break;
+                }
+                path.push(locations[rng.below(locations.len())]);
+            }
+            leaf_first.clear();
+            leaf_first.extend(path.iter().rev());
+            let before = b.stacks.len();
+            let id = b.stack(&leaf_first);
+            if b.stacks.len() > before {
+                stack_ids.push(id);
+                paths.push(path);
+            }
+        }
+
+        let threads: Vec<i32> = (0..self.threads.max(1))
+            .map(|t| {
+                let name = if t == 0 { "main".to_owned() } else { format!("worker-{t}") };
+                b.attribute_kv("thread.name", AnyValue { value: Some(Value::StringValue(name)) }, "")
+            })
+            .collect();
+        let links: Vec<i32> = (0..32u64)
+            .map(|k| {
+                let mut trace_id = [0u8; 16];
+                trace_id[..8].copy_from_slice(&(rng.next() | 1).to_be_bytes());
+                trace_id[8..].copy_from_slice(&k.to_be_bytes());
+                b.link(Link {
+                    trace_id: trace_id.to_vec(),
+                    span_id: (rng.next() | 1).to_be_bytes().to_vec(),
+                })
+            })
+            .collect();
+
+        let period = 10_000_000i64;
+        let start = 1_700_000_000_000_000_000u64 + self.seed * 60_000_000_000;
+        let cpu = b.string("cpu");
+        let ns = b.string("nanoseconds");
+        let resources = self.resources.max(1);
+        let per_resource = self.samples.div_ceil(resources);
+        let mut resource_profiles = Vec::with_capacity(resources);
+        for r in 0..resources {
+            let n = per_resource.min(self.samples.saturating_sub(r * per_resource));
+            let samples: Vec<Sample> = (0..n)
+                .map(|i| {
+                    let link_index = if rng.below(10) == 0 { links[rng.below(links.len())] } else { 0 };
+                    let (values, timestamps_unix_nano) = if self.timestamps {
+                        (vec![], vec![start + (i as u64) * (period as u64) / threads.len() as u64])
+                    } else {
+                        (vec![period * (1 + rng.below(3) as i64)], vec![])
+                    };
+                    Sample {
+                        stack_index: stack_ids[rng.skewed(stack_ids.len())],
+                        attribute_indices: vec![threads[rng.below(threads.len())]],
+                        link_index,
+                        values,
+                        timestamps_unix_nano,
+                    }
+                })
+                .collect();
+            let profile = Profile {
+                sample_type: Some(ValueType {
+                    type_strindex: cpu,
+                    unit_strindex: ns,
+                }),
+                samples,
+                time_unix_nano: start,
+                duration_nano: 60_000_000_000,
+                period_type: Some(ValueType {
+                    type_strindex: cpu,
+                    unit_strindex: ns,
+                }),
+                period,
+                profile_id: (self.seed as u128 * 1000 + r as u128 + 1).to_be_bytes().to_vec(),
+                ..Default::default()
+            };
+            resource_profiles.push(ResourceProfiles {
+                resource: Some(Resource {
+                    attributes: vec![
+                        string_kv("service.name", "synth-app"),
+                        string_kv("service.instance.id", &format!("instance-{r}")),
+                    ],
+                    ..Default::default()
+                }),
+                scope_profiles: vec![ScopeProfiles {
+                    scope: Some(InstrumentationScope {
+                        name: "profcol-synth".to_owned(),
+                        version: "1".to_owned(),
+                        ..Default::default()
+                    }),
+                    profiles: vec![profile],
+                    schema_url: String::new(),
+                }],
+                schema_url: String::new(),
+            });
+        }
+        ProfilesData {
+            resource_profiles,
+            dictionary: Some(b.finish()),
+        }
+    }
+}
+
+fn string_kv(key: &str, value: &str) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue {
+            value: Some(Value::StringValue(value.to_owned())),
+        }),
+        key_strindex: 0,
+    }
+}

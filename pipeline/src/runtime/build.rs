@@ -1,0 +1,221 @@
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use crate::component::{Exporter, ExporterSettings, Extension, Processor, Receiver};
+use crate::config::{ComponentConfig, ComponentId, Config, ConfigErrors, Kind, TelemetryConfig};
+
+use super::Registry;
+
+/// Every component of a config, created (configs decoded and validated) but
+/// not started: nothing is bound yet.
+pub struct Graph {
+    pub receivers: Vec<ReceiverNode>,
+    pub pipelines: Vec<PipelineNode>,
+    pub exporters: Vec<ExporterNode>,
+    pub extensions: Vec<(ComponentId, Box<dyn Extension>)>,
+    pub telemetry: TelemetryConfig,
+}
+
+pub struct ReceiverNode {
+    pub id: ComponentId,
+    pub receiver: Box<dyn Receiver>,
+    /// Ids of the pipelines it feeds.
+    pub pipelines: Vec<String>,
+}
+
+pub struct PipelineNode {
+    pub id: String,
+    pub processors: Vec<(ComponentId, Box<dyn Processor>)>,
+    pub exporters: Vec<ComponentId>,
+}
+
+pub struct ExporterNode {
+    pub id: ComponentId,
+    pub exporter: Arc<dyn Exporter>,
+    pub settings: ExporterSettings,
+}
+
+/// Decodes every component section with its factory and wires the graph.
+/// All errors are collected; unused components are checked but not kept.
+pub fn build(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors> {
+    let mut errs = ConfigErrors::default();
+
+    let used = |kind: Kind| -> BTreeSet<&ComponentId> {
+        config
+            .service
+            .pipelines
+            .values()
+            .flat_map(|p| match kind {
+                Kind::Receiver => p.receivers.iter(),
+                Kind::Processor => p.processors.iter(),
+                Kind::Exporter => p.exporters.iter(),
+                Kind::Extension => [].iter(),
+            })
+            .collect()
+    };
+
+    let mut receivers = Vec::new();
+    let used_receivers = used(Kind::Receiver);
+    for (id, cfg) in &config.receivers {
+        let Some(f) = lookup(&registry.receivers, cfg, registry, &mut errs) else {
+            continue;
+        };
+        match f.create(cfg) {
+            Ok(r) if used_receivers.contains(id) => {
+                let pipelines = config
+                    .service
+                    .pipelines
+                    .iter()
+                    .filter(|(_, p)| p.receivers.contains(id))
+                    .map(|(pid, _)| pid.clone())
+                    .collect();
+                receivers.push(ReceiverNode {
+                    id: id.clone(),
+                    receiver: r,
+                    pipelines,
+                });
+            }
+            Ok(_) => {}
+            Err(e) => errs.extend(e),
+        }
+    }
+
+    let mut exporters = Vec::new();
+    let used_exporters = used(Kind::Exporter);
+    for (id, cfg) in &config.exporters {
+        let Some(f) = lookup(&registry.exporters, cfg, registry, &mut errs) else {
+            continue;
+        };
+        match f.create(cfg) {
+            Ok((exporter, settings)) if used_exporters.contains(id) => {
+                exporters.push(ExporterNode {
+                    id: id.clone(),
+                    exporter,
+                    settings,
+                })
+            }
+            Ok(_) => {}
+            Err(e) => errs.extend(e),
+        }
+    }
+
+    // Processors: one instance per pipeline that lists the id; an unused one
+    // is still created once so its config is checked. Errors once per id.
+    let mut processor_factories = BTreeMap::new();
+    for (id, cfg) in &config.processors {
+        if let Some(f) = lookup(&registry.processors, cfg, registry, &mut errs) {
+            processor_factories.insert(id, (f, cfg));
+        }
+    }
+    let mut failed = BTreeSet::new();
+    let mut pipelines = Vec::new();
+    for (pid, p) in &config.service.pipelines {
+        let mut processors = Vec::new();
+        for id in &p.processors {
+            // An id missing from the map was reported by the loader or above.
+            let Some((f, cfg)) = processor_factories.get(id) else {
+                continue;
+            };
+            match f.create(cfg) {
+                Ok(proc) => processors.push((id.clone(), proc)),
+                Err(e) if failed.insert(id.clone()) => errs.extend(e),
+                Err(_) => {}
+            }
+        }
+        pipelines.push(PipelineNode {
+            id: pid.clone(),
+            processors,
+            exporters: p.exporters.clone(),
+        });
+    }
+    for (id, (f, cfg)) in &processor_factories {
+        if !used(Kind::Processor).contains(id) {
+            if let Err(e) = f.create(cfg) {
+                errs.extend(e);
+            }
+        }
+    }
+
+    let mut extensions = Vec::new();
+    for (id, cfg) in &config.extensions {
+        let Some(f) = lookup(&registry.extensions, cfg, registry, &mut errs) else {
+            continue;
+        };
+        match f.create(cfg) {
+            Ok(x) if config.service.extensions.contains(id) => extensions.push((id.clone(), x)),
+            Ok(_) => {}
+            Err(e) => errs.extend(e),
+        }
+    }
+
+    check_ports(config, &receivers, &extensions, &mut errs);
+
+    errs.into_result(Graph {
+        receivers,
+        pipelines,
+        exporters,
+        extensions,
+        telemetry: config.service.telemetry.clone(),
+    })
+}
+
+fn lookup<'r, F: ?Sized>(
+    factories: &'r BTreeMap<&'static str, Arc<F>>,
+    cfg: &ComponentConfig,
+    registry: &Registry,
+    errs: &mut ConfigErrors,
+) -> Option<&'r Arc<F>> {
+    let f = factories.get(cfg.id.ty.as_str());
+    if f.is_none() {
+        errs.push(
+            cfg.path(),
+            format!(
+                "unknown type {:?} (known: {})",
+                cfg.id.ty,
+                registry.types(cfg.kind).join(", ")
+            ),
+        );
+    }
+    f
+}
+
+/// Two listeners on one port fail at start-up; say so while validating.
+fn check_ports(
+    config: &Config,
+    receivers: &[ReceiverNode],
+    extensions: &[(ComponentId, Box<dyn Extension>)],
+    errs: &mut ConfigErrors,
+) {
+    let mut seen: Vec<(SocketAddr, String)> = Vec::new();
+    let mut claim = |owner: String, endpoint: &str, errs: &mut ConfigErrors| {
+        let Ok(addr) = endpoint.parse::<SocketAddr>() else {
+            return; // host names are resolved at start-up
+        };
+        let clash = seen.iter().find(|(other, _)| {
+            other.port() == addr.port()
+                && (other.ip() == addr.ip() || other.ip().is_unspecified() || addr.ip().is_unspecified())
+        });
+        if let Some((_, first)) = clash {
+            errs.push(
+                owner.clone(),
+                format!("endpoint {endpoint} conflicts with {first}, which listens on the same port"),
+            );
+        } else {
+            seen.push((addr, owner));
+        }
+    };
+    for r in receivers {
+        for e in r.receiver.endpoints() {
+            claim(format!("receivers::{}", r.id), &e, errs);
+        }
+    }
+    for (id, x) in extensions {
+        for e in x.endpoints() {
+            claim(format!("extensions::{id}"), &e, errs);
+        }
+    }
+    if let Some(addr) = config.service.telemetry.metrics_address {
+        claim("service::telemetry::metrics".into(), &addr.to_string(), errs);
+    }
+}

@@ -1,0 +1,261 @@
+//! The Collector's exporterhelper: a bounded sending queue drained by
+//! `num_consumers` tasks, each attempt bounded by `timeout`, failures retried
+//! with randomized exponential backoff until `max_elapsed_time`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use tokio::sync::{mpsc, Mutex};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::component::{ExportError, Exporter, ExporterContext, ExporterSettings};
+use crate::config::RetrySettings;
+use crate::model::ProfileBatch;
+use crate::telemetry::Telemetry;
+
+/// The sending side of one exporter's queue, shared by every pipeline that
+/// lists the exporter.
+#[derive(Clone)]
+pub struct QueueHandle {
+    id: Arc<str>,
+    tx: mpsc::Sender<Arc<ProfileBatch>>,
+    block_on_overflow: bool,
+    telemetry: Arc<Telemetry>,
+}
+
+impl QueueHandle {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Queues a batch; when the queue is full it waits (`block_on_overflow`,
+    /// or a disabled queue) or refuses and counts `enqueue_failed`.
+    pub async fn enqueue(&self, batch: Arc<ProfileBatch>) {
+        let result = if self.block_on_overflow {
+            self.tx.send(batch).await.map_err(|e| ("shutdown", e.0))
+        } else {
+            self.tx.try_send(batch).map_err(|e| match e {
+                mpsc::error::TrySendError::Full(b) => ("queue_full", b),
+                mpsc::error::TrySendError::Closed(b) => ("shutdown", b),
+            })
+        };
+        match result {
+            Ok(()) => self.update_gauge(),
+            Err((reason, b)) => {
+                self.telemetry
+                    .exporter_enqueue_failed(&self.id, b.sample_count(), reason)
+            }
+        }
+    }
+
+    fn update_gauge(&self) {
+        let cap = self.tx.max_capacity();
+        self.telemetry
+            .exporter_queue(&self.id, (cap - self.tx.capacity()) as i64, cap as i64);
+    }
+}
+
+/// Starts the exporter and its consumers. The returned task ends when every
+/// `QueueHandle` is dropped and the queue is drained, or soon after
+/// `hard_stop` fires, counting whatever is left as dropped (`shutdown`).
+pub async fn spawn(
+    id: String,
+    exporter: Arc<dyn Exporter>,
+    settings: ExporterSettings,
+    telemetry: Arc<Telemetry>,
+    hard_stop: CancellationToken,
+) -> anyhow::Result<(QueueHandle, tokio::task::JoinHandle<()>)> {
+    let ctx = ExporterContext {
+        id: id.clone(),
+        telemetry: telemetry.clone(),
+    };
+    exporter
+        .start(&ctx)
+        .await
+        .map_err(|e| anyhow::anyhow!("exporters::{id}: failed to start: {e:#}"))?;
+
+    // A disabled queue behaves like the Collector's: the pipeline waits for
+    // each send, so it holds one batch and blocks.
+    let (capacity, consumers, block) = if settings.sending_queue.enabled {
+        (
+            settings.sending_queue.queue_size,
+            settings.sending_queue.num_consumers,
+            settings.sending_queue.block_on_overflow,
+        )
+    } else {
+        (1, 1, true)
+    };
+    let (tx, rx) = mpsc::channel(capacity);
+    let handle = QueueHandle {
+        id: id.clone().into(),
+        tx,
+        block_on_overflow: block,
+        telemetry: telemetry.clone(),
+    };
+    handle.update_gauge();
+
+    let rx = Arc::new(Mutex::new(rx));
+    let settings = Arc::new(settings);
+    let mut tasks = JoinSet::new();
+    for _ in 0..consumers {
+        let (rx, exporter, ctx, settings, stop) = (
+            rx.clone(),
+            exporter.clone(),
+            ctx.clone(),
+            settings.clone(),
+            hard_stop.clone(),
+        );
+        tasks.spawn(async move {
+            loop {
+                // Consumers take turns waiting on the queue.
+                let (next, len, cap) = {
+                    let mut rx = rx.lock().await;
+                    let next = rx.recv().await;
+                    (next, rx.len(), rx.max_capacity())
+                };
+                let Some(batch) = next else { break };
+                ctx.telemetry.exporter_queue(&ctx.id, len as i64, cap as i64);
+                if stop.is_cancelled() {
+                    ctx.dropped(batch.sample_count(), "shutdown");
+                    continue;
+                }
+                send_with_retry(&*exporter, batch, &ctx, &settings, &stop).await;
+            }
+        });
+    }
+    let task = tokio::spawn(async move {
+        while tasks.join_next().await.is_some() {}
+        exporter.shutdown().await;
+    });
+    Ok((handle, task))
+}
+
+/// One batch: attempts until sent, permanently failed, out of retries, or
+/// stopped. Every sample ends up counted exactly once.
+async fn send_with_retry(
+    exporter: &dyn Exporter,
+    batch: Arc<ProfileBatch>,
+    ctx: &ExporterContext,
+    settings: &ExporterSettings,
+    stop: &CancellationToken,
+) {
+    let samples = batch.sample_count();
+    let started = Instant::now();
+    let mut backoff = Backoff::new(&settings.retry_on_failure);
+    loop {
+        let attempt = tokio::select! {
+            r = tokio::time::timeout(settings.timeout.max(Duration::from_millis(1)), exporter.export(batch.clone(), ctx)) => r,
+            _ = stop.cancelled() => {
+                ctx.dropped(samples, "shutdown");
+                return;
+            }
+        };
+        let (message, retry_after) = match attempt {
+            Ok(Ok(rejected)) => {
+                let rejected = rejected.min(samples);
+                ctx.telemetry.exporter_sent(&ctx.id, samples - rejected);
+                if rejected > 0 {
+                    ctx.telemetry
+                        .exporter_send_failed(&ctx.id, rejected, "rejected by the peer (partial success)");
+                }
+                return;
+            }
+            Ok(Err(ExportError::Permanent { message })) => {
+                ctx.telemetry
+                    .exporter_send_failed(&ctx.id, samples, &format!("not retryable: {message}"));
+                return;
+            }
+            Ok(Err(ExportError::Retryable {
+                message,
+                retry_after,
+            })) => (message, retry_after),
+            Err(_) => (
+                format!("timed out after {:?}", settings.timeout),
+                None,
+            ),
+        };
+        if !settings.retry_on_failure.enabled {
+            ctx.telemetry
+                .exporter_send_failed(&ctx.id, samples, &format!("retries disabled: {message}"));
+            return;
+        }
+        let delay = retry_after.unwrap_or_else(|| backoff.next_delay());
+        let max = settings.retry_on_failure.max_elapsed_time.get();
+        if !max.is_zero() && started.elapsed() + delay > max {
+            ctx.telemetry.exporter_send_failed(
+                &ctx.id,
+                samples,
+                &format!("no more retries left after {:?}: {message}", started.elapsed()),
+            );
+            return;
+        }
+        tracing::warn!(exporter = %ctx.id, error = %message, interval = ?delay, "exporting failed, will retry");
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop.cancelled() => {
+                ctx.dropped(samples, "shutdown");
+                return;
+            }
+        }
+    }
+}
+
+/// Randomized exponential backoff, as the Collector's (cenkalti/backoff).
+pub struct Backoff {
+    current: Duration,
+    max: Duration,
+    multiplier: f64,
+    randomization: f64,
+}
+
+impl Backoff {
+    pub fn new(s: &RetrySettings) -> Self {
+        Self {
+            current: s.initial_interval.get(),
+            max: s.max_interval.get(),
+            multiplier: s.multiplier,
+            randomization: s.randomization_factor,
+        }
+    }
+
+    /// The next wait: the current interval +/- the randomization factor,
+    /// after which the interval grows by the multiplier up to the maximum.
+    pub fn next_delay(&mut self) -> Duration {
+        let base = self.current.as_secs_f64();
+        let delta = base * self.randomization;
+        let jittered = if delta > 0.0 {
+            rand::rng().random_range(base - delta..=base + delta)
+        } else {
+            base
+        };
+        self.current = self
+            .current
+            .mul_f64(self.multiplier)
+            .min(self.max.max(self.current));
+        Duration::from_secs_f64(jittered.max(0.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Duration as D;
+
+    #[test]
+    fn backoff_grows_to_the_maximum_within_jitter() {
+        let s = RetrySettings {
+            initial_interval: D::from_millis(100),
+            max_interval: D::from_millis(400),
+            multiplier: 2.0,
+            randomization_factor: 0.5,
+            ..RetrySettings::default()
+        };
+        let mut b = Backoff::new(&s);
+        for base in [100.0, 200.0, 400.0, 400.0] {
+            let d = b.next_delay().as_secs_f64() * 1000.0;
+            assert!((base * 0.5..=base * 1.5).contains(&d), "{d} not around {base}");
+        }
+    }
+}

@@ -1,0 +1,77 @@
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::component::{ProcessContext, Processor, Verdict};
+use crate::config::ComponentId;
+use crate::model::ProfileBatch;
+use crate::telemetry::Telemetry;
+
+use super::QueueHandle;
+
+/// One pipeline: takes batches from its inbox, runs its processor chain and
+/// hands the result to each of its exporters' queues.
+pub(crate) struct Worker {
+    pub id: String,
+    pub inbox: mpsc::Receiver<Arc<ProfileBatch>>,
+    pub processors: Vec<(ComponentId, Box<dyn Processor>)>,
+    pub exporters: Vec<QueueHandle>,
+    pub telemetry: Arc<Telemetry>,
+}
+
+impl Worker {
+    /// Runs until the inbox closes and is drained, or `hard_stop` fires, in
+    /// which case what is still queued is counted as dropped (`shutdown`).
+    pub async fn run(mut self, hard_stop: CancellationToken) {
+        let names: Vec<String> = self.processors.iter().map(|(id, _)| id.to_string()).collect();
+        loop {
+            let next = tokio::select! {
+                b = self.inbox.recv() => b,
+                _ = hard_stop.cancelled() => break,
+            };
+            let Some(batch) = next else { return };
+            if let Some(batch) = self.process(batch, &names) {
+                for e in &self.exporters {
+                    e.enqueue(batch.clone()).await;
+                }
+            }
+        }
+        while let Ok(b) = self.inbox.try_recv() {
+            self.telemetry
+                .pipeline_dropped(&self.id, b.sample_count(), "shutdown");
+        }
+    }
+
+    /// Runs the chain. A batch is copied only if another pipeline still
+    /// shares it; `None` when nothing is left to export.
+    fn process(&mut self, batch: Arc<ProfileBatch>, names: &[String]) -> Option<Arc<ProfileBatch>> {
+        if self.processors.is_empty() {
+            return (!batch.is_empty()).then_some(batch);
+        }
+        let mut batch = Arc::unwrap_or_clone(batch);
+        for ((_, p), name) in self.processors.iter_mut().zip(names) {
+            let before = batch.sample_count();
+            let mut ctx = ProcessContext::new(&self.id, name, &self.telemetry);
+            let verdict = p.process(&mut batch, &mut ctx);
+            let after = match verdict {
+                Verdict::Keep => batch.sample_count(),
+                Verdict::Drop => 0,
+            };
+            self.telemetry.processor_in_out(&self.id, name, before, after);
+            // A processor must count what it removes; anything it lost
+            // silently is counted here so the totals still add up.
+            let accounted = after + ctx.dropped_total();
+            if accounted < before {
+                let lost = before - accounted;
+                tracing::error!(pipeline = %self.id, processor = %name, lost, "processor lost samples without counting them");
+                self.telemetry
+                    .processor_dropped(&self.id, name, lost, "uncounted");
+            }
+            if verdict == Verdict::Drop || batch.is_empty() {
+                return None;
+            }
+        }
+        Some(Arc::new(batch))
+    }
+}

@@ -1,0 +1,32 @@
+//! Receiver `otlp`: OTLP profiles over gRPC (`ProfilesService/Export`).
+
+mod codec;
+mod config;
+mod server;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use profcol_pipeline::component::{Receiver, ReceiverFactory};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+
+pub use config::{GrpcConfig, OtlpReceiverConfig, Protocols};
+
+pub struct OtlpReceiverFactory;
+
+impl ReceiverFactory for OtlpReceiverFactory {
+    fn type_name(&self) -> &'static str {
+        "otlp"
+    }
+
+    fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Receiver>, ConfigErrors> {
+        let c: OtlpReceiverConfig = cfg.decode()?;
+        c.validate(cfg)?;
+        Ok(Box::new(server::OtlpReceiver::new(c)))
+    }
+}
+
+pub fn factory() -> Arc<dyn ReceiverFactory> {
+    Arc::new(OtlpReceiverFactory)
+}

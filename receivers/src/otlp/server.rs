@@ -1,0 +1,200 @@
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use async_trait::async_trait;
+use tonic::codec::CompressionEncoding;
+use tonic::server::{NamedService, UnaryService};
+use tonic::{Request, Response, Status};
+
+use profcol_pipeline::component::{ConsumeError, Output, Receiver, ReceiverContext};
+use profcol_pipeline::model::validate::validate;
+use profcol_pipeline::proto::{ExportProfilesServiceResponse, EXPORT_PATH};
+use profcol_pipeline::telemetry::Telemetry;
+use profcol_pipeline::ProfileBatch;
+
+use super::codec::{ExportCodec, Received};
+use super::config::OtlpReceiverConfig;
+
+pub struct OtlpReceiver {
+    cfg: OtlpReceiverConfig,
+}
+
+impl OtlpReceiver {
+    pub fn new(cfg: OtlpReceiverConfig) -> Self {
+        Self { cfg }
+    }
+}
+
+#[async_trait]
+impl Receiver for OtlpReceiver {
+    fn endpoints(&self) -> Vec<String> {
+        vec![self.cfg.grpc().endpoint]
+    }
+
+    async fn start(self: Box<Self>, ctx: ReceiverContext) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+        let g = self.cfg.grpc();
+        let listener = crate::endpoint::bind(&g.endpoint, &format!("receivers::{}", ctx.id)).await?;
+        tracing::info!(receiver = %ctx.id, endpoint = %g.endpoint, "OTLP gRPC receiver listening");
+        let svc = ProfilesService {
+            handler: Arc::new(Handler {
+                id: ctx.id.clone(),
+                output: ctx.output.clone(),
+                telemetry: ctx.telemetry.clone(),
+            }),
+            max_recv_bytes: (g.max_recv_msg_size_mib as usize) << 20,
+        };
+        let mut server = tonic::transport::Server::builder();
+        if g.max_concurrent_streams > 0 {
+            server = server.max_concurrent_streams(g.max_concurrent_streams);
+        }
+        let incoming = tokio_stream_from(listener);
+        let shutdown = ctx.shutdown.clone();
+        Ok(tokio::spawn(async move {
+            let r = server
+                .add_service(svc)
+                .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
+                .await;
+            if let Err(e) = r {
+                tracing::error!(receiver = %ctx.id, error = %e, "OTLP gRPC server failed");
+            }
+        }))
+    }
+}
+
+fn tokio_stream_from(
+    listener: tokio::net::TcpListener,
+) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    futures::stream::unfold(listener, |l| async move {
+        let r = l.accept().await.map(|(s, _)| {
+            let _ = s.set_nodelay(true);
+            s
+        });
+        Some((r, l))
+    })
+}
+
+/// Turns one request into a batch for the pipelines.
+struct Handler {
+    id: String,
+    output: Output,
+    telemetry: Arc<Telemetry>,
+}
+
+impl Handler {
+    fn export(&self, req: Request<Received>) -> Result<Response<ExportProfilesServiceResponse>, Status> {
+        let client_addr = req.remote_addr();
+        let Received { data, bytes } = req.into_inner();
+        let data = data.map_err(|msg| {
+            self.telemetry.receiver_refused(&self.id, "grpc", 0, "malformed");
+            Status::invalid_argument(msg)
+        })?;
+        let mut batch = ProfileBatch::from_encoded(data, bytes);
+        batch.meta.transport = "grpc";
+        batch.meta.client_addr = client_addr;
+        if let Err(e) = validate(batch.data()) {
+            self.telemetry
+                .receiver_refused(&self.id, "grpc", batch.sample_count(), "invalid");
+            return Err(Status::invalid_argument(format!("invalid profiles data: {e}")));
+        }
+        match self.output.consume(batch) {
+            Ok(()) => Ok(Response::new(ExportProfilesServiceResponse {
+                partial_success: None,
+            })),
+            Err(e @ ConsumeError::TooLarge { .. }) => Err(Status::resource_exhausted(e.to_string())),
+            Err(e @ (ConsumeError::Full { .. } | ConsumeError::ShuttingDown)) => {
+                Err(Status::unavailable(e.to_string()))
+            }
+        }
+    }
+}
+
+struct ExportMethod(Arc<Handler>);
+
+impl UnaryService<Received> for ExportMethod {
+    type Response = ExportProfilesServiceResponse;
+    type Future = std::future::Ready<Result<Response<Self::Response>, Status>>;
+
+    fn call(&mut self, req: Request<Received>) -> Self::Future {
+        std::future::ready(self.0.export(req))
+    }
+}
+
+/// `ProfilesService` with our codec; written out instead of generated so the
+/// request bytes survive decoding.
+#[derive(Clone)]
+struct ProfilesService {
+    handler: Arc<Handler>,
+    max_recv_bytes: usize,
+}
+
+impl NamedService for ProfilesService {
+    const NAME: &'static str = "opentelemetry.proto.collector.profiles.v1development.ProfilesService";
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = Result<T, Infallible>> + Send>>;
+
+impl<B> tower::Service<http::Request<B>> for ProfilesService
+where
+    B: http_body::Body + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Self::Response>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        if req.uri().path() != EXPORT_PATH {
+            let status = Status::unimplemented(format!("unknown method {}", req.uri().path()));
+            return Box::pin(async move { Ok(status.into_http()) });
+        }
+        let handler = self.handler.clone();
+        let max = self.max_recv_bytes;
+        Box::pin(async move {
+            let mut grpc = tonic::server::Grpc::new(ExportCodec::default())
+                .apply_compression_config(
+                    [CompressionEncoding::Gzip, CompressionEncoding::Zstd]
+                        .into_iter()
+                        .fold(Default::default(), |mut e: tonic::codec::EnabledCompressionEncodings, c| {
+                            e.enable(c);
+                            e
+                        }),
+                    Default::default(),
+                )
+                .apply_max_message_size_config(Some(max), None);
+            let resp = grpc.unary(ExportMethod(handler.clone()), req).await;
+            Ok(oversize_is_resource_exhausted(resp, &handler))
+        })
+    }
+}
+
+/// tonic answers `OUT_OF_RANGE` for a message over the size limit (checked
+/// on the length prefix, before the body is read); OTLP clients and the
+/// Collector expect `RESOURCE_EXHAUSTED`, which is not retryable for them.
+fn oversize_is_resource_exhausted(
+    mut resp: http::Response<tonic::body::Body>,
+    handler: &Handler,
+) -> http::Response<tonic::body::Body> {
+    let h = resp.headers_mut();
+    let oversize = h.get("grpc-status").is_some_and(|v| v == "11")
+        && h
+            .get("grpc-message")
+            .and_then(|m| m.to_str().ok())
+            .is_some_and(|m| m.contains("message%20length%20too%20large") || m.contains("message length too large"));
+    let bomb = h.get("grpc-status").is_some_and(|v| v == "8");
+    if oversize {
+        h.insert("grpc-status", http::HeaderValue::from_static("8"));
+    }
+    if oversize || bomb {
+        handler
+            .telemetry
+            .receiver_refused(&handler.id, "grpc", 0, "too_large");
+    }
+    resp
+}

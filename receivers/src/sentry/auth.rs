@@ -1,0 +1,111 @@
+//! Where a Sentry SDK puts its public key, read as Relay reads it.
+
+use http::HeaderMap;
+
+/// The public key and the project id a DSN names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dsn {
+    pub public_key: String,
+    pub project_id: String,
+}
+
+/// `Sentry sentry_key=abc, sentry_version=7, sentry_client=...` from
+/// `X-Sentry-Auth`, or `Authorization` with the `Sentry` scheme.
+pub fn key_from_headers(headers: &HeaderMap) -> Option<String> {
+    for name in ["x-sentry-auth", "authorization"] {
+        for v in headers.get_all(name) {
+            let Ok(v) = v.to_str() else { continue };
+            let rest = v.trim();
+            let rest = match rest.split_once(char::is_whitespace) {
+                Some((scheme, rest)) if scheme.eq_ignore_ascii_case("sentry") => rest,
+                _ if name == "x-sentry-auth" => rest,
+                _ => continue,
+            };
+            if let Some(k) = param(rest, "sentry_key") {
+                return Some(k);
+            }
+        }
+    }
+    None
+}
+
+fn param(list: &str, key: &str) -> Option<String> {
+    list.split(',').find_map(|kv| {
+        let (k, v) = kv.trim().split_once('=')?;
+        (k.trim() == key).then(|| v.trim().trim_matches('"').to_owned())
+    })
+}
+
+/// `sentry_key` from the query string (what browser and Node SDKs send).
+pub fn key_from_query(query: Option<&str>) -> Option<String> {
+    url::form_urlencoded::parse(query?.as_bytes())
+        .find(|(k, _)| k == "sentry_key")
+        .map(|(_, v)| v.into_owned())
+}
+
+/// Parses `scheme://KEY[:secret]@host[:port]/[path/]PROJECT`.
+pub fn parse_dsn(dsn: &str) -> Result<Dsn, String> {
+    let url = url::Url::parse(dsn).map_err(|e| format!("invalid dsn {dsn:?}: {e}"))?;
+    let public_key = url.username().to_owned();
+    if public_key.is_empty() {
+        return Err(format!("invalid dsn {dsn:?}: no public key"));
+    }
+    let project_id = url
+        .path_segments()
+        .and_then(|mut s| s.rfind(|p| !p.is_empty()))
+        .unwrap_or_default()
+        .to_owned();
+    if project_id.is_empty() {
+        return Err(format!("invalid dsn {dsn:?}: no project id"));
+    }
+    Ok(Dsn {
+        public_key,
+        project_id,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_every_place_sdks_put_the_key() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "x-sentry-auth",
+            "Sentry sentry_key=abc, sentry_version=7, sentry_client=sentry.python/2.75.0"
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(key_from_headers(&h).as_deref(), Some("abc"));
+
+        let mut h = HeaderMap::new();
+        h.insert("authorization", "Sentry sentry_version=7,sentry_key=def".parse().unwrap());
+        assert_eq!(key_from_headers(&h).as_deref(), Some("def"));
+
+        let mut h = HeaderMap::new();
+        h.insert("authorization", "Bearer xyz".parse().unwrap());
+        assert_eq!(key_from_headers(&h), None);
+
+        assert_eq!(
+            key_from_query(Some("sentry_version=7&sentry_key=publickey&sentry_client=sentry.javascript.node%2F11.1.0"))
+                .as_deref(),
+            Some("publickey")
+        );
+        assert_eq!(key_from_query(Some("")), None);
+    }
+
+    #[test]
+    fn parses_dsns() {
+        assert_eq!(
+            parse_dsn("http://KEY@localhost:3000/42").unwrap(),
+            Dsn {
+                public_key: "KEY".into(),
+                project_id: "42".into()
+            }
+        );
+        assert_eq!(parse_dsn("https://k:secret@o1.ingest.example/sub/7").unwrap().project_id, "7");
+        assert!(parse_dsn("http://localhost/42").is_err());
+        assert!(parse_dsn("not a url").is_err());
+    }
+}

@@ -1,0 +1,80 @@
+use serde::{Deserialize, Serialize};
+
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+
+/// `receivers: sentry:` — Sentry's envelope endpoint, as Relay serves it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SentryReceiverConfig {
+    pub endpoint: String,
+    /// Largest body accepted after decompression, in bytes.
+    pub max_request_body_size: u64,
+    /// Largest single item, in bytes (Relay: 50 MiB per profile).
+    pub max_item_size: u64,
+    /// Public keys (the user part of a DSN) allowed in; empty accepts any.
+    pub keys: Vec<String>,
+    /// Project ids allowed in; empty accepts any.
+    pub project_ids: Vec<ProjectId>,
+    /// `service.name` for every profile; default: `release` up to `@`.
+    pub service_name: Option<String>,
+    /// Keep each Sentry payload in the profile's `original_payload`.
+    pub include_original_payload: bool,
+}
+
+/// A project id written as a number or a string.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ProjectId {
+    Number(u64),
+    Text(String),
+}
+
+impl ProjectId {
+    pub fn as_string(&self) -> String {
+        match self {
+            ProjectId::Number(n) => n.to_string(),
+            ProjectId::Text(s) => s.clone(),
+        }
+    }
+}
+
+impl Default for SentryReceiverConfig {
+    fn default() -> Self {
+        Self {
+            endpoint: "0.0.0.0:3000".into(),
+            max_request_body_size: 200 << 20,
+            max_item_size: 50 << 20,
+            keys: Vec::new(),
+            project_ids: Vec::new(),
+            service_name: None,
+            include_original_payload: false,
+        }
+    }
+}
+
+impl SentryReceiverConfig {
+    pub fn validate(&self, cfg: &ComponentConfig) -> Result<(), ConfigErrors> {
+        let mut errs = ConfigErrors::default();
+        if let Err(e) = crate::endpoint::check(&self.endpoint) {
+            errs.push(cfg.key_path("endpoint"), e);
+        }
+        if self.max_request_body_size == 0 {
+            errs.push(cfg.key_path("max_request_body_size"), "must be greater than 0");
+        }
+        if self.max_item_size == 0 {
+            errs.push(cfg.key_path("max_item_size"), "must be greater than 0");
+        }
+        for (i, p) in self.project_ids.iter().enumerate() {
+            if !p.as_string().chars().all(|c| c.is_ascii_digit()) || p.as_string().is_empty() {
+                errs.push(
+                    cfg.key_path(&format!("project_ids::{i}")),
+                    format!("invalid project id {:?}: must be a number", p.as_string()),
+                );
+            }
+        }
+        if self.service_name.as_deref() == Some("") {
+            errs.push(cfg.key_path("service_name"), "must not be empty (remove the key to derive it from release)");
+        }
+        errs.into_result(())
+    }
+}

@@ -1,0 +1,265 @@
+//! One envelope request: size limits, auth, framing, conversion, hand-off,
+//! and the answers Sentry SDKs understand.
+
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+use profcol_pipeline::component::{ConsumeError, Output};
+use profcol_pipeline::formats::sentry::{self, Converted, Envelope, ReceiveOptions};
+use profcol_pipeline::model::dictionary::merge_all;
+use profcol_pipeline::model::Origin;
+use profcol_pipeline::telemetry::Telemetry;
+use profcol_pipeline::ProfileBatch;
+
+use super::auth;
+use super::body::{self, BodyError};
+use super::config::SentryReceiverConfig;
+
+/// Categories a backed-up pipeline asks SDKs to pause.
+const LIMITED_CATEGORIES: &str = "profile_chunk;profile_chunk_ui;profile";
+
+pub struct Handler {
+    cfg: SentryReceiverConfig,
+    id: String,
+    output: Output,
+    telemetry: Arc<Telemetry>,
+    allowed_projects: Vec<String>,
+}
+
+/// An HTTP answer in Relay's shapes.
+pub struct Reply(Response);
+
+impl IntoResponse for Reply {
+    fn into_response(self) -> Response {
+        self.0
+    }
+}
+
+fn error(status: StatusCode, detail: impl Into<String>, causes: Vec<String>) -> Reply {
+    let detail = detail.into();
+    let body = if causes.is_empty() {
+        json!({ "detail": detail })
+    } else {
+        json!({ "detail": detail, "causes": causes })
+    };
+    Reply((status, Json(body)).into_response())
+}
+
+impl Handler {
+    pub fn new(cfg: SentryReceiverConfig, id: String, output: Output, telemetry: Arc<Telemetry>) -> Self {
+        let allowed_projects = cfg.project_ids.iter().map(|p| p.as_string()).collect();
+        Self {
+            cfg,
+            id,
+            output,
+            telemetry,
+            allowed_projects,
+        }
+    }
+
+    fn refuse(&self, outcome: &str, reply: Reply) -> Reply {
+        self.telemetry.receiver_item(&self.id, "envelope", outcome);
+        reply
+    }
+
+    pub async fn handle(
+        &self,
+        project_id: &str,
+        query: Option<&str>,
+        headers: &HeaderMap,
+        body: axum::body::Body,
+    ) -> Reply {
+        if project_id.is_empty() || !project_id.bytes().all(|b| b.is_ascii_digit()) {
+            return self.refuse(
+                "invalid_project",
+                error(StatusCode::BAD_REQUEST, format!("invalid project id {project_id:?}"), vec![]),
+            );
+        }
+        if !self.allowed_projects.is_empty() && !self.allowed_projects.iter().any(|p| p == project_id) {
+            return self.refuse(
+                "project_not_allowed",
+                error(StatusCode::FORBIDDEN, format!("project {project_id} is not accepted here"), vec![]),
+            );
+        }
+        let header_key = auth::key_from_headers(headers).or_else(|| auth::key_from_query(query));
+        // Refuse a wrong key before reading a possibly large body.
+        if let Some(k) = &header_key {
+            if let Some(reply) = self.check_key(k) {
+                return reply;
+            }
+        }
+
+        let encoding = headers.get("content-encoding").and_then(|v| v.to_str().ok());
+        let bytes = match body::read(body, encoding, self.cfg.max_request_body_size).await {
+            Ok(b) => b,
+            Err(BodyError::TooLarge { limit }) => {
+                return self.refuse(
+                    "too_large",
+                    error(StatusCode::PAYLOAD_TOO_LARGE, format!("envelope exceeds the size limit of {limit} bytes"), vec![]),
+                )
+            }
+            Err(BodyError::UnsupportedEncoding(e)) => {
+                return self.refuse(
+                    "unsupported_encoding",
+                    error(StatusCode::UNSUPPORTED_MEDIA_TYPE, format!("unsupported content encoding {e:?}"), vec![]),
+                )
+            }
+            Err(BodyError::Corrupt(msg)) => {
+                return self.refuse("malformed", error(StatusCode::BAD_REQUEST, "invalid body", vec![msg]))
+            }
+        };
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return self.refuse("malformed", error(StatusCode::BAD_REQUEST, "empty envelope", vec![]));
+        }
+        let envelope = match sentry::parse_envelope(&bytes) {
+            Ok(e) => e,
+            Err(e) => {
+                return self.refuse(
+                    "malformed",
+                    error(StatusCode::BAD_REQUEST, "invalid envelope", vec![e.to_string()]),
+                )
+            }
+        };
+
+        // The envelope header may carry the DSN instead of (or besides) auth.
+        let mut key = header_key;
+        if let Some(dsn) = envelope.header.get("dsn").and_then(|d| d.as_str()) {
+            match auth::parse_dsn(dsn) {
+                Ok(d) if d.project_id != project_id => {
+                    return self.refuse(
+                        "dsn_mismatch",
+                        error(
+                            StatusCode::BAD_REQUEST,
+                            format!("the envelope's dsn names project {}, the URL project {project_id}", d.project_id),
+                            vec![],
+                        ),
+                    )
+                }
+                Ok(d) => {
+                    if key.is_none() {
+                        key = Some(d.public_key);
+                    } else if key.as_deref() != Some(d.public_key.as_str()) {
+                        return self.refuse(
+                            "dsn_mismatch",
+                            error(StatusCode::BAD_REQUEST, "the envelope's dsn names another public key than the request", vec![]),
+                        );
+                    }
+                }
+                Err(e) => return self.refuse("malformed", error(StatusCode::BAD_REQUEST, "invalid envelope", vec![e])),
+            }
+        }
+        match &key {
+            Some(k) => {
+                if let Some(reply) = self.check_key(k) {
+                    return reply;
+                }
+            }
+            None if !self.cfg.keys.is_empty() => {
+                return self.refuse(
+                    "unauthorized",
+                    error(StatusCode::UNAUTHORIZED, "missing authorization: no sentry_key in X-Sentry-Auth, the query or the dsn", vec![]),
+                )
+            }
+            None => {}
+        }
+
+        let converted = self.convert(&envelope, project_id, &bytes);
+        let event_id = envelope
+            .header
+            .get("event_id")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+            .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+        if converted.is_empty() {
+            return ok(&event_id);
+        }
+        let data = merge_all(converted.into_iter().map(|c| c.data));
+        let mut batch = ProfileBatch::new(data);
+        batch.meta.transport = "http";
+        batch.meta.origin = Origin::Sentry {
+            project_id: project_id.to_owned(),
+            envelope_header: envelope.header.clone(),
+        };
+        match self.output.consume(batch) {
+            Ok(()) => ok(&event_id),
+            Err(ConsumeError::Full { retry_after }) => {
+                let secs = retry_after.as_secs().max(1);
+                let mut r = error(StatusCode::TOO_MANY_REQUESTS, "the pipeline is full, retry later", vec![]).0;
+                let h = r.headers_mut();
+                h.insert("retry-after", HeaderValue::from(secs));
+                if let Ok(v) = HeaderValue::from_str(&format!("{secs}:{LIMITED_CATEGORIES}:organization")) {
+                    h.insert("x-sentry-rate-limits", v);
+                }
+                Reply(r)
+            }
+            Err(e @ ConsumeError::TooLarge { .. }) => error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string(), vec![]),
+            Err(e @ ConsumeError::ShuttingDown) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string(), vec![]),
+        }
+    }
+
+    /// 401 for a key not in `keys`.
+    fn check_key(&self, key: &str) -> Option<Reply> {
+        if self.cfg.keys.is_empty() || self.cfg.keys.iter().any(|k| k == key) {
+            return None;
+        }
+        Some(self.refuse(
+            "unauthorized",
+            error(StatusCode::UNAUTHORIZED, format!("invalid public key {key:?}"), vec![]),
+        ))
+    }
+
+    /// Converts every profile item; a refused item is counted with its
+    /// Relay-style reason and the rest of the envelope goes on, as in Relay.
+    fn convert(&self, envelope: &Envelope<'_>, project_id: &str, _raw: &[u8]) -> Vec<Converted> {
+        let opts = ReceiveOptions {
+            service_name: self.cfg.service_name.clone(),
+            include_original_payload: self.cfg.include_original_payload,
+            max_item_size: usize::try_from(self.cfg.max_item_size).unwrap_or(usize::MAX),
+            project_id: Some(project_id.to_owned()),
+        };
+        let has_profile = envelope.items.iter().any(|i| i.item_type() == "profile");
+        let transaction = envelope
+            .items
+            .iter()
+            .find(|i| i.item_type() == "transaction")
+            .map(|i| i.payload);
+        let mut out = Vec::new();
+        for item in &envelope.items {
+            let ty = item.item_type();
+            let result = match ty {
+                "profile_chunk" => sentry::chunk_to_otlp(item.payload, item.platform(), &opts),
+                "profile" => sentry::profile_v1_to_otlp(item.payload, transaction, &envelope.header, &opts),
+                "transaction" if has_profile => {
+                    self.telemetry.receiver_item(&self.id, ty, "used");
+                    continue;
+                }
+                _ => {
+                    self.telemetry.receiver_item(&self.id, ty, "ignored");
+                    continue;
+                }
+            };
+            match result {
+                Ok(c) => {
+                    self.telemetry.receiver_item(&self.id, ty, "accepted");
+                    for (reason, n) in &c.dropped {
+                        self.telemetry.receiver_refused(&self.id, "http", *n, reason);
+                    }
+                    out.push(c);
+                }
+                Err(e) => {
+                    tracing::warn!(receiver = %self.id, item = ty, reason = e.reason, error = %e.message, "item refused");
+                    self.telemetry.receiver_item(&self.id, ty, e.reason);
+                }
+            }
+        }
+        out
+    }
+}
+
+fn ok(event_id: &str) -> Reply {
+    Reply((StatusCode::OK, Json(json!({ "id": event_id }))).into_response())
+}

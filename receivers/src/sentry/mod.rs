@@ -1,0 +1,36 @@
+//! Receiver `sentry`: Sentry SDK envelopes over HTTP
+//! (`POST /api/<project>/envelope/`), `profile_chunk` and v1 `profile` items
+//! converted to OTLP profiles.
+
+mod auth;
+mod body;
+mod config;
+mod handler;
+mod server;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use profcol_pipeline::component::{Receiver, ReceiverFactory};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+
+pub use config::{ProjectId, SentryReceiverConfig};
+
+pub struct SentryReceiverFactory;
+
+impl ReceiverFactory for SentryReceiverFactory {
+    fn type_name(&self) -> &'static str {
+        "sentry"
+    }
+
+    fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Receiver>, ConfigErrors> {
+        let c: SentryReceiverConfig = cfg.decode()?;
+        c.validate(cfg)?;
+        Ok(Box::new(server::SentryReceiver::new(c)))
+    }
+}
+
+pub fn factory() -> Arc<dyn ReceiverFactory> {
+    Arc::new(SentryReceiverFactory)
+}

@@ -1,0 +1,269 @@
+//! The receiver driven through its HTTP routes with recorded SDK requests.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use tokio::sync::{mpsc, Semaphore};
+use tower::ServiceExt;
+
+use profcol_pipeline::component::Output;
+use profcol_pipeline::model::resolved::{resolve, Detail};
+use profcol_pipeline::model::validate::validate;
+use profcol_pipeline::telemetry::Telemetry;
+use profcol_pipeline::ProfileBatch;
+
+use super::config::SentryReceiverConfig;
+use super::handler::Handler;
+use super::server::router;
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
+}
+
+struct Harness {
+    app: axum::Router,
+    rx: mpsc::Receiver<Arc<ProfileBatch>>,
+    telemetry: Arc<Telemetry>,
+}
+
+fn harness(cfg: SentryReceiverConfig, inbox: usize) -> Harness {
+    let (tx, rx) = mpsc::channel(inbox);
+    let telemetry = Arc::new(Telemetry::new());
+    let output = Output::new("sentry", vec![tx], Arc::new(Semaphore::new(1 << 30)), 1 << 30, telemetry.clone());
+    let handler = Handler::new(cfg, "sentry".into(), output, telemetry.clone());
+    Harness {
+        app: router(Arc::new(handler)),
+        rx,
+        telemetry,
+    }
+}
+
+/// A recorded request: method, path, query and headers from `.meta.json`,
+/// the raw body (still compressed) from `.body.bin`.
+fn recorded(rel: &str) -> Request<Body> {
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixtures().join(format!("{rel}.meta.json"))).unwrap()).unwrap();
+    let body = std::fs::read(fixtures().join(format!("{rel}.body.bin"))).unwrap();
+    let query = meta["query"].as_str().unwrap_or("");
+    let uri = if query.is_empty() {
+        meta["path"].as_str().unwrap().to_owned()
+    } else {
+        format!("{}?{query}", meta["path"].as_str().unwrap())
+    };
+    let mut req = Request::builder().method("POST").uri(uri);
+    for h in meta["headers"].as_array().unwrap() {
+        let (k, v) = (h[0].as_str().unwrap(), h[1].as_str().unwrap());
+        // Framing headers belong to the recorded connection, not this one.
+        if !["host", "content-length", "transfer-encoding", "connection"].contains(&k.to_ascii_lowercase().as_str()) {
+            req = req.header(k, v);
+        }
+    }
+    req.body(Body::from(body)).unwrap()
+}
+
+fn post(path: &str, headers: &[(&str, &str)], body: impl Into<Body>) -> Request<Body> {
+    let mut req = Request::builder().method("POST").uri(path);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req.body(body.into()).unwrap()
+}
+
+async fn send(app: &axum::Router, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, serde_json::Value) {
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+    (status, headers, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+fn sentry_samples(b: &ProfileBatch) -> u64 {
+    b.data()
+        .resource_profiles
+        .iter()
+        .flat_map(|r| &r.scope_profiles)
+        .flat_map(|s| &s.profiles)
+        .flat_map(|p| &p.samples)
+        .map(|s| s.timestamps_unix_nano.len() as u64)
+        .sum()
+}
+
+#[tokio::test]
+async fn recorded_envelopes_are_accepted_and_converted() {
+    // (fixture, Sentry samples in the payload, event id the SDK set)
+    for (rel, samples) in [
+        ("sentry-python/manual/0001", 1085u64),
+        ("sentry-node/manual/0001", 475),
+        ("sentry-python/v1/0001", 498),
+    ] {
+        let mut h = harness(SentryReceiverConfig::default(), 8);
+        let (status, _, body) = send(&h.app, recorded(rel)).await;
+        assert_eq!(status, StatusCode::OK, "{rel}: {body}");
+        assert!(body["id"].as_str().is_some_and(|id| id.len() == 32), "{rel}: {body}");
+        let batch = h.rx.try_recv().expect("one batch per envelope");
+        validate(batch.data()).unwrap();
+        assert_eq!(batch.profile_count(), 1, "{rel}");
+        // Every Sentry sample is one timestamp, except v1 samples outside the
+        // transaction, which are counted as dropped.
+        let dropped = h.telemetry.refused("sentry");
+        assert_eq!(sentry_samples(&batch) + dropped, samples, "{rel}");
+        assert_eq!(batch.sample_count(), sentry_samples(&batch), "{rel}: one observation per timestamp");
+        assert_eq!(h.telemetry.accepted("sentry"), sentry_samples(&batch), "{rel}");
+        let name = rel.replace('/', "_");
+        insta::assert_snapshot!(name, resolve(batch.data(), Detail::Names).to_text());
+    }
+}
+
+#[tokio::test]
+async fn other_items_are_accepted_and_ignored() {
+    let mut h = harness(SentryReceiverConfig::default(), 8);
+    let (status, _, _) = send(&h.app, recorded("sentry-node/manual/0002")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(h.rx.try_recv().is_err(), "a session item makes no batch");
+    assert_eq!(h.telemetry.items("sentry", "session", "ignored"), 1);
+}
+
+fn valid_envelope() -> Vec<u8> {
+    std::fs::read(fixtures().join("sentry-python/manual/0001.envelope")).unwrap()
+}
+
+const AUTH: (&str, &str) = ("x-sentry-auth", "Sentry sentry_key=publickey, sentry_version=7");
+
+#[tokio::test]
+async fn bad_input_gets_its_status_and_reason_and_the_next_envelope_is_accepted() {
+    let cfg = SentryReceiverConfig {
+        keys: vec!["publickey".into()],
+        max_request_body_size: 100 << 20,
+        ..SentryReceiverConfig::default()
+    };
+    let mut h = harness(cfg, 64);
+    let envelope = valid_envelope();
+    let chunk_payload = {
+        let s = std::str::from_utf8(&envelope).unwrap();
+        s.splitn(3, '\n').nth(2).unwrap().trim_end().to_owned()
+    };
+    let item = |payload: &str| format!("{{}}\n{{\"type\":\"profile_chunk\",\"platform\":\"python\"}}\n{payload}\n");
+
+    let mut truncated = gzip(&envelope);
+    truncated.truncate(truncated.len() / 2);
+    let bomb = gzip(&vec![b' '; 120 << 20]);
+    let unknown_stack = chunk_payload.replacen("\"stack_id\":0", "\"stack_id\":999", 1);
+    assert_ne!(unknown_stack, chunk_payload, "the fixture has a sample on stack 0");
+    let big_item = format!(
+        "{{}}\n{{\"type\":\"profile_chunk\",\"platform\":\"python\",\"length\":{}}}\n{}\n",
+        60 << 20,
+        " ".repeat(60 << 20)
+    );
+
+    // (case, request, status, item outcome counted)
+    let cases: Vec<(&str, Request<Body>, StatusCode, Option<&str>)> = vec![
+        ("truncated gzip", post("/api/1/envelope/", &[AUTH, ("content-encoding", "gzip")], truncated), StatusCode::BAD_REQUEST, None),
+        ("gzip bomb", post("/api/1/envelope/", &[AUTH, ("content-encoding", "gzip")], bomb), StatusCode::PAYLOAD_TOO_LARGE, None),
+        (
+            "length past the end",
+            post("/api/1/envelope/", &[AUTH], "{}\n{\"type\":\"profile_chunk\",\"length\":5000}\n{}\n"),
+            StatusCode::BAD_REQUEST,
+            None,
+        ),
+        ("invalid envelope header", post("/api/1/envelope/", &[AUTH], "{not json\n"), StatusCode::BAD_REQUEST, None),
+        ("invalid item JSON", post("/api/1/envelope/", &[AUTH], item("{\"version\":\"2\",")), StatusCode::OK, Some("profiling_invalid_json")),
+        ("unknown stack id", post("/api/1/envelope/", &[AUTH], item(&unknown_stack)), StatusCode::OK, Some("profiling_malformed_samples")),
+        ("wrong key", post("/api/1/envelope/", &[("x-sentry-auth", "Sentry sentry_key=nope")], envelope.clone()), StatusCode::UNAUTHORIZED, None),
+        ("no key", post("/api/1/envelope/", &[], envelope.clone()), StatusCode::UNAUTHORIZED, None),
+        ("60 MiB item", post("/api/1/envelope/", &[AUTH], big_item), StatusCode::OK, Some("profiling_too_large")),
+        ("empty body", post("/api/1/envelope/", &[AUTH], ""), StatusCode::BAD_REQUEST, None),
+        ("unknown encoding", post("/api/1/envelope/", &[AUTH, ("content-encoding", "lz4")], envelope.clone()), StatusCode::UNSUPPORTED_MEDIA_TYPE, None),
+        (
+            "dsn for another project",
+            post("/api/1/envelope/", &[], format!("{{\"dsn\":\"http://publickey@localhost:3000/2\"}}\n{}", &item(&chunk_payload)[3..])),
+            StatusCode::BAD_REQUEST,
+            None,
+        ),
+        ("non-numeric project", post("/api/abc/envelope/", &[AUTH], envelope.clone()), StatusCode::BAD_REQUEST, None),
+    ];
+    for (case, req, want, outcome) in cases {
+        let (status, _, body) = send(&h.app, req).await;
+        assert_eq!(status, want, "{case}: {body}");
+        if status != StatusCode::OK {
+            assert!(body["detail"].as_str().is_some_and(|d| !d.is_empty()), "{case}: {body}");
+        }
+        if let Some(reason) = outcome {
+            assert_eq!(h.telemetry.items("sentry", "profile_chunk", reason), 1, "{case}");
+        }
+        assert!(h.rx.try_recv().is_err(), "{case}: nothing reaches the pipeline");
+        // A valid envelope right after is still accepted.
+        let (status, _, _) = send(&h.app, post("/api/1/envelope", &[AUTH], envelope.clone())).await;
+        assert_eq!(status, StatusCode::OK, "after {case}");
+        assert!(h.rx.try_recv().is_ok(), "after {case}");
+    }
+    // Auth from the envelope's dsn alone is enough.
+    let with_dsn = format!("{{\"dsn\":\"http://publickey@localhost:3000/1\"}}\n{}", &item(&chunk_payload)[3..]);
+    let (status, _, _) = send(&h.app, post("/api/1/envelope/", &[], with_dsn)).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_full_pipeline_answers_429_with_rate_limits() {
+    let h = harness(SentryReceiverConfig::default(), 1);
+    let (first, _, _) = send(&h.app, post("/api/1/envelope/", &[], valid_envelope())).await;
+    assert_eq!(first, StatusCode::OK);
+    let (status, headers, _) = send(&h.app, post("/api/1/envelope/", &[], valid_envelope())).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(headers["retry-after"], "1");
+    let limits = headers["x-sentry-rate-limits"].to_str().unwrap();
+    assert!(limits.starts_with("1:") && limits.contains("profile_chunk"), "{limits}");
+    assert_eq!(h.telemetry.refused_for("sentry", "pipeline_full"), 1085);
+}
+
+#[tokio::test]
+async fn project_ids_restrict_the_url() {
+    let cfg = SentryReceiverConfig {
+        project_ids: vec![super::ProjectId::Number(42)],
+        ..SentryReceiverConfig::default()
+    };
+    let h = harness(cfg, 4);
+    let (status, _, _) = send(&h.app, post("/api/1/envelope/", &[], valid_envelope())).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _, _) = send(&h.app, post("/api/42/envelope/", &[], valid_envelope())).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[test]
+fn config_defaults_and_errors() {
+    use profcol_pipeline::config::{ComponentConfig, Kind};
+    let cfg = ComponentConfig::from_yaml(Kind::Receiver, "sentry", "{}").unwrap();
+    let c: SentryReceiverConfig = cfg.decode().unwrap();
+    assert_eq!(c, SentryReceiverConfig::default());
+    assert_eq!(c.endpoint, "0.0.0.0:3000");
+    assert_eq!((c.max_request_body_size, c.max_item_size), (200 << 20, 50 << 20));
+
+    let cfg = ComponentConfig::from_yaml(
+        Kind::Receiver,
+        "sentry/mobile",
+        "endpoint: 127.0.0.1:3001\nkeys: [abc]\nproject_ids: [1, \"2\"]\nservice_name: shop\ninclude_original_payload: true\n",
+    )
+    .unwrap();
+    let c: SentryReceiverConfig = cfg.decode().unwrap();
+    c.validate(&cfg).unwrap();
+    assert_eq!(c.keys, ["abc"]);
+    assert_eq!(c.project_ids.iter().map(|p| p.as_string()).collect::<Vec<_>>(), ["1", "2"]);
+
+    let cfg = ComponentConfig::from_yaml(Kind::Receiver, "sentry", "project_ids: [x1]\nmax_item_size: 0\n").unwrap();
+    let c: SentryReceiverConfig = cfg.decode().unwrap();
+    let err = c.validate(&cfg).unwrap_err().to_string();
+    assert!(err.contains("receivers::sentry::project_ids::0: invalid project id"), "{err}");
+    assert!(err.contains("receivers::sentry::max_item_size: must be greater than 0"), "{err}");
+    let cfg = ComponentConfig::from_yaml(Kind::Receiver, "sentry", "max_item_sise: 1\n").unwrap();
+    let err = cfg.decode::<SentryReceiverConfig>().unwrap_err().to_string();
+    assert!(err.starts_with("receivers::sentry"), "{err}");
+    assert!(err.contains("max_item_sise"), "{err}");
+}

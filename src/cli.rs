@@ -1,0 +1,162 @@
+//! `profcol [--config FILE]...`, `profcol validate`, `profcol components`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use profcol_pipeline::config::Kind;
+use profcol_pipeline::runtime::{RunningService, RuntimeOptions};
+use profcol_pipeline::telemetry::Telemetry;
+
+#[derive(Parser, Debug)]
+#[command(name = "profcol", version, about = "An OpenTelemetry-Collector-compatible pipeline for profiles")]
+pub struct Cli {
+    /// Config file; repeat to merge several (later files win).
+    #[arg(long = "config", short = 'c', global = true)]
+    pub config: Vec<PathBuf>,
+
+    /// Deadline for draining on shutdown (Go duration syntax).
+    #[arg(long, global = true, default_value = "30s", value_parser = parse_duration)]
+    pub shutdown_timeout: std::time::Duration,
+
+    /// Memory for batches in flight, in MiB; past it receivers ask clients to retry.
+    #[arg(long, global = true, default_value_t = 1024)]
+    pub memory_limit_mib: usize,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Check the config without binding any socket; lists every error.
+    Validate,
+    /// List the component types this build knows.
+    Components,
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    profcol_pipeline::config::Duration::parse(s).map(|d| d.get())
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Components) => {
+            components();
+            ExitCode::SUCCESS
+        }
+        Some(Command::Validate) => validate(&cli.config),
+        None => run(cli),
+    }
+}
+
+fn components() {
+    let reg = crate::components::registry();
+    for kind in [Kind::Receiver, Kind::Processor, Kind::Exporter, Kind::Extension] {
+        println!("{}:", kind.section());
+        for t in reg.types(kind) {
+            println!("  - {t}");
+        }
+    }
+}
+
+fn require_config(paths: &[PathBuf]) -> Result<(), ExitCode> {
+    if paths.is_empty() {
+        eprintln!("error: at least one --config FILE is required");
+        return Err(ExitCode::from(2));
+    }
+    Ok(())
+}
+
+fn validate(paths: &[PathBuf]) -> ExitCode {
+    if let Err(code) = require_config(paths) {
+        return code;
+    }
+    match crate::app::load(paths) {
+        Ok(_) => {
+            println!("config is valid");
+            ExitCode::SUCCESS
+        }
+        Err(errs) => {
+            eprintln!("invalid configuration ({} errors):", errs.0.len());
+            for e in &errs.0 {
+                eprintln!("  {e}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logs(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn run(cli: Cli) -> ExitCode {
+    if let Err(code) = require_config(&cli.config) {
+        return code;
+    }
+    let (cfg, graph) = match crate::app::load(&cli.config) {
+        Ok(v) => v,
+        Err(errs) => {
+            eprintln!("invalid configuration ({} errors):", errs.0.len());
+            for e in &errs.0 {
+                eprintln!("  {e}");
+            }
+            return ExitCode::FAILURE;
+        }
+    };
+    init_logs(&cfg.service.telemetry.logs_level);
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let opts = RuntimeOptions {
+        memory_limit_bytes: cli.memory_limit_mib.saturating_mul(1 << 20),
+        shutdown_timeout: cli.shutdown_timeout,
+        ..RuntimeOptions::default()
+    };
+    rt.block_on(async move {
+        let svc = match RunningService::start(graph, opts, Arc::new(Telemetry::new())).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!("{e:#}");
+                return ExitCode::FAILURE;
+            }
+        };
+        wait_for_signal().await;
+        // A second signal forces exit without draining.
+        tokio::spawn(async {
+            wait_for_signal().await;
+            tracing::warn!("second signal: exiting without draining");
+            std::process::exit(130);
+        });
+        svc.shutdown().await;
+        ExitCode::SUCCESS
+    })
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
+        tokio::select! {
+            _ = term.recv() => tracing::info!("received SIGTERM"),
+            _ = tokio::signal::ctrl_c() => tracing::info!("received SIGINT"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

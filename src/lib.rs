@@ -1,0 +1,7 @@
+//! The profcol collector: command line, the registry of every component, and
+//! the `health_check` extension.
+
+pub mod app;
+pub mod cli;
+pub mod components;
+pub mod health_check;

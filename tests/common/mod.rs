@@ -1,0 +1,133 @@
+//! Test peers that profcol did not write: an OTLP sink built on the generated
+//! tonic server, and helpers to send recorded requests.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use opentelemetry_proto::tonic::collector::profiles::v1development::{
+    profiles_service_client::ProfilesServiceClient,
+    profiles_service_server::{ProfilesService, ProfilesServiceServer},
+    ExportProfilesServiceRequest, ExportProfilesServiceResponse,
+};
+use prost::Message;
+use tokio_util::sync::CancellationToken;
+use tonic::{Code, Request, Response, Status};
+
+/// A port that was free a moment ago on 127.0.0.1.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn fixture(rel: &str) -> Vec<u8> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+pub fn request(rel: &str) -> ExportProfilesServiceRequest {
+    ExportProfilesServiceRequest::decode(fixture(rel).as_slice()).unwrap()
+}
+
+/// What the sink answers to the next calls; when empty it accepts.
+#[derive(Clone, Debug)]
+pub enum Answer {
+    Fail(Code, &'static str),
+    /// `RESOURCE_EXHAUSTED` with a `RetryInfo` of this many milliseconds.
+    Throttle(u64),
+}
+
+#[derive(Default)]
+struct SinkState {
+    received: Vec<ExportProfilesServiceRequest>,
+    answers: VecDeque<Answer>,
+    calls: usize,
+}
+
+/// An OTLP profiles gRPC server that stores every request it accepts.
+#[derive(Clone)]
+pub struct Sink {
+    state: Arc<Mutex<SinkState>>,
+    pub addr: SocketAddr,
+    stop: CancellationToken,
+}
+
+struct SinkSvc(Arc<Mutex<SinkState>>);
+
+#[tonic::async_trait]
+impl ProfilesService for SinkSvc {
+    async fn export(
+        &self,
+        req: Request<ExportProfilesServiceRequest>,
+    ) -> Result<Response<ExportProfilesServiceResponse>, Status> {
+        let mut s = self.0.lock().unwrap();
+        s.calls += 1;
+        match s.answers.pop_front() {
+            Some(Answer::Fail(code, msg)) => Err(Status::new(code, msg)),
+            Some(Answer::Throttle(ms)) => {
+                use tonic_types::{ErrorDetails, StatusExt};
+                let details = ErrorDetails::with_retry_info(Some(std::time::Duration::from_millis(ms)));
+                Err(Status::with_error_details(Code::ResourceExhausted, "slow down", details))
+            }
+            None => {
+                s.received.push(req.into_inner());
+                Ok(Response::new(ExportProfilesServiceResponse::default()))
+            }
+        }
+    }
+}
+
+impl Sink {
+    pub async fn start() -> Sink {
+        Self::start_on(free_port()).await
+    }
+
+    pub async fn start_on(port: u16) -> Sink {
+        let state = Arc::new(Mutex::new(SinkState::default()));
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+        let stop = CancellationToken::new();
+        let svc = ProfilesServiceServer::new(SinkSvc(state.clone()))
+            .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
+            .accept_compressed(tonic::codec::CompressionEncoding::Zstd)
+            .max_decoding_message_size(256 << 20);
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let s = stop.clone();
+        tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(svc)
+                .serve_with_incoming_shutdown(incoming, s.cancelled_owned())
+                .await
+                .unwrap();
+        });
+        Sink { state, addr, stop }
+    }
+
+    pub fn answer_next(&self, answers: impl IntoIterator<Item = Answer>) {
+        self.state.lock().unwrap().answers.extend(answers);
+    }
+
+    pub fn received(&self) -> Vec<ExportProfilesServiceRequest> {
+        self.state.lock().unwrap().received.clone()
+    }
+
+    pub fn calls(&self) -> usize {
+        self.state.lock().unwrap().calls
+    }
+
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+}
+
+pub async fn client(port: u16) -> ProfilesServiceClient<tonic::transport::Channel> {
+    ProfilesServiceClient::connect(format!("http://127.0.0.1:{port}"))
+        .await
+        .unwrap()
+        .max_encoding_message_size(usize::MAX)
+}

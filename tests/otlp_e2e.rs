@@ -1,0 +1,334 @@
+//! The collector in one process: recorded OTLP requests through the `otlp`
+//! receiver and exporter to an independent sink.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{client, free_port, request, Answer, Sink};
+use profcol_pipeline::model::resolved::{resolve, Detail};
+use profcol_pipeline::proto::{request_into_data, ExportProfilesServiceRequest};
+use profcol_pipeline::runtime::RuntimeOptions;
+use tonic::Code;
+
+const FIXTURES: [&str; 3] = [
+    "otlp/minimal-request.bin",
+    "otlp/two-resources-request.bin",
+    "otlp/go-cpu.otlp.bin",
+];
+
+fn config(recv_port: u16, metrics_port: u16, exporters: &str, pipeline_exporters: &str) -> String {
+    format!(
+        r#"
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:{recv_port}
+exporters:
+{exporters}
+service:
+  telemetry:
+    metrics:
+      address: 127.0.0.1:{metrics_port}
+  pipelines:
+    profiles:
+      receivers: [otlp]
+      exporters: [{pipeline_exporters}]
+"#
+    )
+}
+
+fn sink_exporter(name: &str, port: u16) -> String {
+    format!(
+        r#"  {name}:
+    endpoint: 127.0.0.1:{port}
+    tls:
+      insecure: true
+    retry_on_failure:
+      initial_interval: 10ms
+      max_interval: 50ms
+      max_elapsed_time: 2s
+"#
+    )
+}
+
+fn resolved(reqs: &[ExportProfilesServiceRequest]) -> String {
+    reqs.iter()
+        .map(|r| resolve(&request_into_data(r.clone()), Detail::Full).to_text())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn samples(reqs: &[ExportProfilesServiceRequest]) -> u64 {
+    reqs.iter()
+        .map(|r| {
+            profcol_pipeline::ProfileBatch::new(request_into_data(r.clone())).sample_count()
+        })
+        .sum()
+}
+
+async fn metrics_text(port: u16) -> String {
+    reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn recorded_requests_arrive_unchanged_and_are_counted() {
+    let sink = Sink::start().await;
+    let (recv, metrics) = (free_port(), free_port());
+    let yaml = config(recv, metrics, &sink_exporter("otlp/sink", sink.addr.port()), "otlp/sink");
+    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default()).await.unwrap();
+
+    let sent: Vec<_> = FIXTURES.iter().map(|f| request(f)).collect();
+    let mut c = client(recv).await;
+    for r in &sent {
+        let resp = c.export(r.clone()).await.unwrap().into_inner();
+        assert!(resp.partial_success.is_none(), "full success has no partial_success");
+    }
+    let text_before = metrics_text(metrics).await;
+    svc.shutdown().await;
+
+    let got = sink.received();
+    assert_eq!(got.len(), sent.len());
+    assert_eq!(resolved(&got), resolved(&sent));
+    // Nothing mutated the batches, so the exact bytes were forwarded.
+    for (g, s) in got.iter().zip(&sent) {
+        assert_eq!(g, s);
+    }
+    let n = samples(&sent);
+    assert!(n > 0);
+    assert!(
+        text_before.contains(&format!(
+            "otelcol_receiver_accepted_profile_samples_total{{receiver=\"otlp\",transport=\"grpc\"}} {n}"
+        )),
+        "{text_before}"
+    );
+    assert!(text_before.contains("otelcol_exporter_queue_capacity{exporter=\"otlp/sink\"} 1000"));
+}
+
+#[tokio::test]
+async fn fan_out_survives_a_dead_exporter() {
+    let sink = Sink::start().await;
+    let dead = free_port(); // nothing listens here
+    let (recv, metrics) = (free_port(), free_port());
+    let exporters = format!(
+        "{}{}",
+        sink_exporter("otlp/up", sink.addr.port()),
+        sink_exporter("otlp/down", dead).replace("max_elapsed_time: 2s", "max_elapsed_time: 300ms")
+    );
+    let yaml = config(recv, metrics, &exporters, "otlp/up, otlp/down");
+    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default()).await.unwrap();
+    let telemetry = svc.telemetry().clone();
+
+    let sent: Vec<_> = FIXTURES.iter().map(|f| request(f)).collect();
+    let mut c = client(recv).await;
+    for r in &sent {
+        c.export(r.clone()).await.unwrap();
+    }
+    svc.shutdown().await;
+
+    assert_eq!(resolved(&sink.received()), resolved(&sent));
+    let n = samples(&sent);
+    assert_eq!(telemetry.accepted("otlp"), n);
+    assert_eq!(telemetry.sent("otlp/up"), n);
+    assert_eq!(telemetry.sent("otlp/down"), 0);
+    assert_eq!(telemetry.send_failed("otlp/down"), n, "each batch retried, then counted as failed");
+}
+
+#[tokio::test]
+async fn shutdown_with_data_in_flight_loses_nothing() {
+    let sink = Sink::start().await;
+    // The first sends fail and are retried while shutdown is already draining.
+    sink.answer_next([
+        Answer::Fail(Code::Unavailable, "warming up"),
+        Answer::Fail(Code::Unavailable, "warming up"),
+    ]);
+    let (recv, metrics) = (free_port(), free_port());
+    let yaml = config(recv, metrics, &sink_exporter("otlp", sink.addr.port()), "otlp");
+    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default()).await.unwrap();
+    let telemetry = svc.telemetry().clone();
+
+    let req = request("otlp/go-cpu.otlp.bin");
+    let mut c = client(recv).await;
+    let mut sent = 0;
+    for _ in 0..40 {
+        c.export(req.clone()).await.unwrap();
+        sent += 1;
+    }
+    svc.shutdown().await;
+
+    let n = samples(&[req]) * sent;
+    assert_eq!(telemetry.accepted("otlp"), n);
+    assert_eq!(telemetry.sent("otlp"), n, "accepted = exported, nothing dropped");
+    assert_eq!(telemetry.send_failed("otlp") + telemetry.enqueue_failed("otlp"), 0);
+    assert_eq!(samples(&sink.received()), n);
+}
+
+#[tokio::test]
+async fn retry_info_and_permanent_errors_are_honoured() {
+    let sink = Sink::start().await;
+    sink.answer_next([Answer::Throttle(30), Answer::Fail(Code::InvalidArgument, "bad data")]);
+    let (recv, metrics) = (free_port(), free_port());
+    let yaml = config(recv, metrics, &sink_exporter("otlp", sink.addr.port()), "otlp")
+        .replace("sending_queue:", "sending_queue:");
+    let svc = profcol::app::start_str(
+        &yaml.replace(
+            "      max_elapsed_time: 2s\n",
+            "      max_elapsed_time: 2s\n    sending_queue:\n      num_consumers: 1\n",
+        ),
+        RuntimeOptions::default(),
+    )
+    .await
+    .unwrap();
+    let telemetry = svc.telemetry().clone();
+    let req = request("otlp/minimal-request.bin");
+    let n = samples(std::slice::from_ref(&req));
+    let mut c = client(recv).await;
+    c.export(req.clone()).await.unwrap(); // throttled, then delivered
+    c.export(req.clone()).await.unwrap(); // permanent error: not retried
+    svc.shutdown().await;
+
+    assert_eq!(sink.calls(), 3, "one retry after RetryInfo, none after INVALID_ARGUMENT");
+    assert_eq!(telemetry.sent("otlp"), n);
+    assert_eq!(telemetry.send_failed("otlp"), n);
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_and_the_receiver_keeps_serving() {
+    let sink = Sink::start().await;
+    let (recv, metrics) = (free_port(), free_port());
+    let yaml = config(recv, metrics, &sink_exporter("otlp", sink.addr.port()), "otlp").replace(
+        "        endpoint: 127.0.0.1",
+        "        max_recv_msg_size_mib: 16\n        endpoint: 127.0.0.1",
+    );
+    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default()).await.unwrap();
+    let telemetry = svc.telemetry().clone();
+    let mut c = client(recv).await;
+
+    // Garbage bytes: not protobuf at all.
+    let status = raw_export(recv, vec![0xff; 64]).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("cannot decode"), "{}", status.message());
+
+    // Valid protobuf whose sample points past the stack table.
+    let mut bad = request("otlp/minimal-request.bin");
+    let stacks = bad.dictionary.as_ref().unwrap().stack_table.len();
+    bad.resource_profiles[0].scope_profiles[0].profiles[0].samples[1].stack_index = 42;
+    let status = c.export(bad).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(
+        status.message().contains("samples[1].stack_index") && status.message().contains("42"),
+        "message names the bad index: {} ({stacks} stacks)",
+        status.message()
+    );
+
+    // Over max_recv_msg_size_mib: refused before it is read.
+    let status = raw_export(recv, vec![0u8; 100 << 20]).await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+
+    // Still serving.
+    let good = request("otlp/minimal-request.bin");
+    c.export(good.clone()).await.unwrap();
+    svc.shutdown().await;
+    assert_eq!(sink.received(), vec![good.clone()]);
+    assert_eq!(telemetry.refused_for("otlp", "invalid"), 3, "the bad request's samples");
+    assert_eq!(telemetry.accepted("otlp"), samples(&[good]));
+}
+
+#[tokio::test]
+async fn a_full_pipeline_answers_unavailable() {
+    let sink = Sink::start().await;
+    sink.answer_next(std::iter::repeat_n(Answer::Fail(Code::Unavailable, "down"), 1000));
+    let (recv, metrics) = (free_port(), free_port());
+    let yaml = config(recv, metrics, &sink_exporter("otlp", sink.addr.port()), "otlp").replace(
+        "      max_elapsed_time: 2s\n",
+        "      max_elapsed_time: 2s\n    sending_queue:\n      queue_size: 1\n      num_consumers: 1\n      block_on_overflow: true\n",
+    );
+    let opts = RuntimeOptions {
+        inbox_capacity: 1,
+        shutdown_timeout: Duration::from_millis(200),
+        ..RuntimeOptions::default()
+    };
+    let svc = profcol::app::start_str(&yaml, opts).await.unwrap();
+    let telemetry = svc.telemetry().clone();
+    let req = request("otlp/minimal-request.bin");
+    let mut c = client(recv).await;
+    let mut unavailable = 0;
+    for _ in 0..10 {
+        match c.export(req.clone()).await {
+            Ok(_) => {}
+            Err(s) => {
+                assert_eq!(s.code(), Code::Unavailable, "{s:?}");
+                unavailable += 1;
+            }
+        }
+    }
+    assert!(unavailable > 0, "one in the exporter, one in its queue, one in the inbox; the rest refused");
+    svc.shutdown().await;
+    let n = samples(std::slice::from_ref(&req));
+    assert_eq!(telemetry.refused("otlp"), unavailable * n);
+    // Accounting: whatever was accepted is failed or dropped at shutdown.
+    let accepted = telemetry.accepted("otlp");
+    assert_eq!(
+        accepted,
+        telemetry.sent("otlp")
+            + telemetry.send_failed("otlp")
+            + telemetry.exporter_dropped_total("otlp")
+            + telemetry.pipeline_dropped_total("profiles")
+            + telemetry.enqueue_failed("otlp")
+    );
+}
+
+/// Sends raw bytes as the request message, as a broken client would.
+async fn raw_export(port: u16, body: Vec<u8>) -> Result<(), tonic::Status> {
+    use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+    struct Raw;
+    struct RawEnc;
+    struct RawDec;
+    impl Encoder for RawEnc {
+        type Item = Vec<u8>;
+        type Error = tonic::Status;
+        fn encode(&mut self, item: Vec<u8>, buf: &mut EncodeBuf<'_>) -> Result<(), tonic::Status> {
+            bytes::BufMut::put_slice(buf, &item);
+            Ok(())
+        }
+    }
+    impl Decoder for RawDec {
+        type Item = ();
+        type Error = tonic::Status;
+        fn decode(&mut self, _: &mut DecodeBuf<'_>) -> Result<Option<()>, tonic::Status> {
+            Ok(Some(()))
+        }
+    }
+    impl Codec for Raw {
+        type Encode = Vec<u8>;
+        type Decode = ();
+        type Encoder = RawEnc;
+        type Decoder = RawDec;
+        fn encoder(&mut self) -> RawEnc {
+            RawEnc
+        }
+        fn decoder(&mut self) -> RawDec {
+            RawDec
+        }
+    }
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel).max_encoding_message_size(usize::MAX);
+    grpc.ready().await.unwrap();
+    grpc.unary(
+        tonic::Request::new(body),
+        http::uri::PathAndQuery::from_static(profcol_pipeline::proto::EXPORT_PATH),
+        Raw,
+    )
+    .await
+    .map(|_| ())
+}
