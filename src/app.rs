@@ -10,17 +10,33 @@ use profcol_pipeline::telemetry::Telemetry;
 
 /// Loads the files (later wins) and builds every component without binding:
 /// what `profcol validate` checks.
+/// Every error is listed at once: the components are built even when the
+/// file's structure has errors, so a bad duration is reported together with
+/// a dangling pipeline reference.
 pub fn load(paths: &[PathBuf]) -> Result<(Config, Graph), ConfigErrors> {
-    let cfg = config::load(paths)?;
-    let graph = runtime::build(&cfg, &crate::components::registry())?;
-    Ok((cfg, graph))
+    build(config::load_partial(paths)?)
 }
 
 /// Same as [`load`] for a config held in memory.
 pub fn load_str(yaml: &str) -> Result<(Config, Graph), ConfigErrors> {
-    let cfg = config::load_str(yaml)?;
-    let graph = runtime::build(&cfg, &crate::components::registry())?;
-    Ok((cfg, graph))
+    build(config::load_str_partial(yaml)?)
+}
+
+fn build((cfg, mut errs): (Config, ConfigErrors)) -> Result<(Config, Graph), ConfigErrors> {
+    match runtime::build(&cfg, &crate::components::registry()) {
+        Ok(graph) => errs.into_result((cfg, graph)),
+        Err(more) => {
+            // A section the loader already faulted (an `${env:...}` that did
+            // not expand, say) is not reported a second time.
+            let seen: Vec<String> = errs.0.iter().map(|e| e.path.clone()).collect();
+            errs.0.extend(more.0.into_iter().filter(|e| {
+                !seen.iter().any(|p| {
+                    !p.is_empty() && (e.path == *p || e.path.starts_with(&format!("{p}::")))
+                })
+            }));
+            Err(errs)
+        }
+    }
 }
 
 /// Starts a collector from YAML held in memory, for tests.

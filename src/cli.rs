@@ -10,7 +10,11 @@ use profcol_pipeline::runtime::{RunningService, RuntimeOptions};
 use profcol_pipeline::telemetry::Telemetry;
 
 #[derive(Parser, Debug)]
-#[command(name = "profcol", version, about = "An OpenTelemetry-Collector-compatible pipeline for profiles")]
+#[command(
+    name = "profcol",
+    version,
+    about = "An OpenTelemetry-Collector-compatible pipeline for profiles"
+)]
 pub struct Cli {
     /// Config file; repeat to merge several (later files win).
     #[arg(long = "config", short = 'c', global = true)]
@@ -54,7 +58,12 @@ pub fn main() -> ExitCode {
 
 fn components() {
     let reg = crate::components::registry();
-    for kind in [Kind::Receiver, Kind::Processor, Kind::Exporter, Kind::Extension] {
+    for kind in [
+        Kind::Receiver,
+        Kind::Processor,
+        Kind::Exporter,
+        Kind::Extension,
+    ] {
         println!("{}:", kind.section());
         for t in reg.types(kind) {
             println!("  - {t}");
@@ -113,7 +122,10 @@ fn run(cli: Cli) -> ExitCode {
         }
     };
     init_logs(&cfg.service.telemetry.logs_level);
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

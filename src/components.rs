@@ -6,7 +6,13 @@ pub fn registry() -> Registry {
     Registry::default()
         .receiver(profcol_receivers::otlp::factory())
         .receiver(profcol_receivers::sentry::factory())
+        .processor(profcol_processors::dictionary_dedup::factory())
+        .processor(profcol_processors::unit_normalization::factory())
+        .processor(profcol_processors::thread_pruning::factory())
+        .processor(profcol_processors::sampling::factory())
         .exporter(profcol_exporters::otlp::factory())
         .exporter(profcol_exporters::debug::factory())
+        .exporter(profcol_exporters::sentry::factory())
+        .exporter(profcol_exporters::pprof::factory())
         .extension(crate::health_check::factory())
 }

@@ -41,7 +41,10 @@ impl ExtensionFactory for HealthCheckFactory {
             errs.push(cfg.key_path("endpoint"), e);
         }
         if !c.path.starts_with('/') {
-            errs.push(cfg.key_path("path"), format!("must start with '/', got {:?}", c.path));
+            errs.push(
+                cfg.key_path("path"),
+                format!("must start with '/', got {:?}", c.path),
+            );
         }
         errs.into_result(Box::new(HealthCheck(c)) as Box<dyn Extension>)
     }
@@ -60,9 +63,19 @@ struct Body {
 
 async fn status(State(h): State<Arc<Health>>) -> (StatusCode, Json<Body>) {
     if h.is_ready() {
-        (StatusCode::OK, Json(Body { status: "Server available" }))
+        (
+            StatusCode::OK,
+            Json(Body {
+                status: "Server available",
+            }),
+        )
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, Json(Body { status: "Server not available" }))
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(Body {
+                status: "Server not available",
+            }),
+        )
     }
 }
 
@@ -72,9 +85,13 @@ impl Extension for HealthCheck {
         vec![self.0.endpoint.clone()]
     }
 
-    async fn start(self: Box<Self>, ctx: ExtensionContext) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    async fn start(
+        self: Box<Self>,
+        ctx: ExtensionContext,
+    ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
         let listener =
-            profcol_receivers::endpoint::bind(&self.0.endpoint, &format!("extensions::{}", ctx.id)).await?;
+            profcol_receivers::endpoint::bind(&self.0.endpoint, &format!("extensions::{}", ctx.id))
+                .await?;
         let app = Router::new()
             .route(&self.0.path, get(status))
             .with_state(ctx.health.clone());

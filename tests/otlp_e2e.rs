@@ -62,9 +62,7 @@ fn resolved(reqs: &[ExportProfilesServiceRequest]) -> String {
 
 fn samples(reqs: &[ExportProfilesServiceRequest]) -> u64 {
     reqs.iter()
-        .map(|r| {
-            profcol_pipeline::ProfileBatch::new(request_into_data(r.clone())).sample_count()
-        })
+        .map(|r| profcol_pipeline::ProfileBatch::new(request_into_data(r.clone())).sample_count())
         .sum()
 }
 
@@ -81,14 +79,24 @@ async fn metrics_text(port: u16) -> String {
 async fn recorded_requests_arrive_unchanged_and_are_counted() {
     let sink = Sink::start().await;
     let (recv, metrics) = (free_port(), free_port());
-    let yaml = config(recv, metrics, &sink_exporter("otlp/sink", sink.addr.port()), "otlp/sink");
-    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default()).await.unwrap();
+    let yaml = config(
+        recv,
+        metrics,
+        &sink_exporter("otlp/sink", sink.addr.port()),
+        "otlp/sink",
+    );
+    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
+        .await
+        .unwrap();
 
     let sent: Vec<_> = FIXTURES.iter().map(|f| request(f)).collect();
     let mut c = client(recv).await;
     for r in &sent {
         let resp = c.export(r.clone()).await.unwrap().into_inner();
-        assert!(resp.partial_success.is_none(), "full success has no partial_success");
+        assert!(
+            resp.partial_success.is_none(),
+            "full success has no partial_success"
+        );
     }
     let text_before = metrics_text(metrics).await;
     svc.shutdown().await;
@@ -122,7 +130,9 @@ async fn fan_out_survives_a_dead_exporter() {
         sink_exporter("otlp/down", dead).replace("max_elapsed_time: 2s", "max_elapsed_time: 300ms")
     );
     let yaml = config(recv, metrics, &exporters, "otlp/up, otlp/down");
-    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default()).await.unwrap();
+    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
+        .await
+        .unwrap();
     let telemetry = svc.telemetry().clone();
 
     let sent: Vec<_> = FIXTURES.iter().map(|f| request(f)).collect();
@@ -137,7 +147,11 @@ async fn fan_out_survives_a_dead_exporter() {
     assert_eq!(telemetry.accepted("otlp"), n);
     assert_eq!(telemetry.sent("otlp/up"), n);
     assert_eq!(telemetry.sent("otlp/down"), 0);
-    assert_eq!(telemetry.send_failed("otlp/down"), n, "each batch retried, then counted as failed");
+    assert_eq!(
+        telemetry.send_failed("otlp/down"),
+        n,
+        "each batch retried, then counted as failed"
+    );
 }
 
 #[tokio::test]
@@ -149,8 +163,15 @@ async fn shutdown_with_data_in_flight_loses_nothing() {
         Answer::Fail(Code::Unavailable, "warming up"),
     ]);
     let (recv, metrics) = (free_port(), free_port());
-    let yaml = config(recv, metrics, &sink_exporter("otlp", sink.addr.port()), "otlp");
-    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default()).await.unwrap();
+    let yaml = config(
+        recv,
+        metrics,
+        &sink_exporter("otlp", sink.addr.port()),
+        "otlp",
+    );
+    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
+        .await
+        .unwrap();
     let telemetry = svc.telemetry().clone();
 
     let req = request("otlp/go-cpu.otlp.bin");
@@ -164,18 +185,32 @@ async fn shutdown_with_data_in_flight_loses_nothing() {
 
     let n = samples(&[req]) * sent;
     assert_eq!(telemetry.accepted("otlp"), n);
-    assert_eq!(telemetry.sent("otlp"), n, "accepted = exported, nothing dropped");
-    assert_eq!(telemetry.send_failed("otlp") + telemetry.enqueue_failed("otlp"), 0);
+    assert_eq!(
+        telemetry.sent("otlp"),
+        n,
+        "accepted = exported, nothing dropped"
+    );
+    assert_eq!(
+        telemetry.send_failed("otlp") + telemetry.enqueue_failed("otlp"),
+        0
+    );
     assert_eq!(samples(&sink.received()), n);
 }
 
 #[tokio::test]
 async fn retry_info_and_permanent_errors_are_honoured() {
     let sink = Sink::start().await;
-    sink.answer_next([Answer::Throttle(30), Answer::Fail(Code::InvalidArgument, "bad data")]);
+    sink.answer_next([
+        Answer::Throttle(30),
+        Answer::Fail(Code::InvalidArgument, "bad data"),
+    ]);
     let (recv, metrics) = (free_port(), free_port());
-    let yaml = config(recv, metrics, &sink_exporter("otlp", sink.addr.port()), "otlp")
-        .replace("sending_queue:", "sending_queue:");
+    let yaml = config(
+        recv,
+        metrics,
+        &sink_exporter("otlp", sink.addr.port()),
+        "otlp",
+    );
     let svc = profcol::app::start_str(
         &yaml.replace(
             "      max_elapsed_time: 2s\n",
@@ -193,7 +228,11 @@ async fn retry_info_and_permanent_errors_are_honoured() {
     c.export(req.clone()).await.unwrap(); // permanent error: not retried
     svc.shutdown().await;
 
-    assert_eq!(sink.calls(), 3, "one retry after RetryInfo, none after INVALID_ARGUMENT");
+    assert_eq!(
+        sink.calls(),
+        3,
+        "one retry after RetryInfo, none after INVALID_ARGUMENT"
+    );
     assert_eq!(telemetry.sent("otlp"), n);
     assert_eq!(telemetry.send_failed("otlp"), n);
 }
@@ -202,18 +241,30 @@ async fn retry_info_and_permanent_errors_are_honoured() {
 async fn bad_input_is_refused_and_the_receiver_keeps_serving() {
     let sink = Sink::start().await;
     let (recv, metrics) = (free_port(), free_port());
-    let yaml = config(recv, metrics, &sink_exporter("otlp", sink.addr.port()), "otlp").replace(
+    let yaml = config(
+        recv,
+        metrics,
+        &sink_exporter("otlp", sink.addr.port()),
+        "otlp",
+    )
+    .replace(
         "        endpoint: 127.0.0.1",
         "        max_recv_msg_size_mib: 16\n        endpoint: 127.0.0.1",
     );
-    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default()).await.unwrap();
+    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
+        .await
+        .unwrap();
     let telemetry = svc.telemetry().clone();
     let mut c = client(recv).await;
 
     // Garbage bytes: not protobuf at all.
     let status = raw_export(recv, vec![0xff; 64]).await.unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
-    assert!(status.message().contains("cannot decode"), "{}", status.message());
+    assert!(
+        status.message().contains("cannot decode"),
+        "{}",
+        status.message()
+    );
 
     // Valid protobuf whose sample points past the stack table.
     let mut bad = request("otlp/minimal-request.bin");
@@ -236,14 +287,21 @@ async fn bad_input_is_refused_and_the_receiver_keeps_serving() {
     c.export(good.clone()).await.unwrap();
     svc.shutdown().await;
     assert_eq!(sink.received(), vec![good.clone()]);
-    assert_eq!(telemetry.refused_for("otlp", "invalid"), 3, "the bad request's samples");
+    assert_eq!(
+        telemetry.refused_for("otlp", "invalid"),
+        3,
+        "the bad request's samples"
+    );
     assert_eq!(telemetry.accepted("otlp"), samples(&[good]));
 }
 
 #[tokio::test]
 async fn a_full_pipeline_answers_unavailable() {
     let sink = Sink::start().await;
-    sink.answer_next(std::iter::repeat_n(Answer::Fail(Code::Unavailable, "down"), 1000));
+    sink.answer_next(std::iter::repeat_n(
+        Answer::Fail(Code::Unavailable, "down"),
+        1000,
+    ));
     let (recv, metrics) = (free_port(), free_port());
     let yaml = config(recv, metrics, &sink_exporter("otlp", sink.addr.port()), "otlp").replace(
         "      max_elapsed_time: 2s\n",
@@ -268,7 +326,10 @@ async fn a_full_pipeline_answers_unavailable() {
             }
         }
     }
-    assert!(unavailable > 0, "one in the exporter, one in its queue, one in the inbox; the rest refused");
+    assert!(
+        unavailable > 0,
+        "one in the exporter, one in its queue, one in the inbox; the rest refused"
+    );
     svc.shutdown().await;
     let n = samples(std::slice::from_ref(&req));
     assert_eq!(telemetry.refused("otlp"), unavailable * n);

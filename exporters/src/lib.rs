@@ -3,3 +3,4 @@
 pub mod debug;
 pub mod otlp;
 pub mod pprof;
+pub mod sentry;

@@ -52,6 +52,15 @@ fn dictionary(c: &mut Criterion) {
     g.bench_function("prost_decode", |b| {
         b.iter(|| ProfilesData::decode(bytes.as_slice()).unwrap())
     });
+    let part_bytes: Vec<Vec<u8>> = parts.iter().map(|p| p.encode_to_vec()).collect();
+    g.bench_function("prost_decode_encode_10_parts", |b| {
+        b.iter(|| {
+            part_bytes
+                .iter()
+                .map(|p| ProfilesData::decode(p.as_slice()).unwrap().encode_to_vec())
+                .collect::<Vec<_>>()
+        })
+    });
     g.bench_function("validate", |b| b.iter(|| validate(&data).unwrap()));
     g.bench_function("merge_10", |b| {
         b.iter_batched(|| parts.clone(), merge_all, BatchSize::LargeInput)

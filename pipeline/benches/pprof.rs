@@ -22,7 +22,11 @@ fn pprof(c: &mut Criterion) {
             .sum();
         let gz: usize = files
             .iter()
-            .map(|f| write_pprof_gzip(&data, f, &opts, 1, Vec::new()).unwrap().len())
+            .map(|f| {
+                write_pprof_gzip(&data, f, &opts, 1, Vec::new())
+                    .unwrap()
+                    .len()
+            })
             .sum();
         println!(
             "{samples} samples: OTLP {} bytes, pprof {raw} bytes, pprof.gz (level 1) {gz} bytes",
@@ -36,7 +40,9 @@ fn pprof(c: &mut Criterion) {
         g.bench_function("pprof_encode", |b| {
             b.iter(|| {
                 for f in &plan_files(&data, &opts).unwrap() {
-                    std::hint::black_box(write_pprof(&data, f, &opts, Vec::with_capacity(raw)).unwrap());
+                    std::hint::black_box(
+                        write_pprof(&data, f, &opts, Vec::with_capacity(raw)).unwrap(),
+                    );
                 }
             })
         });
@@ -44,7 +50,10 @@ fn pprof(c: &mut Criterion) {
             g.bench_function(format!("pprof_encode_gzip{level}"), |b| {
                 b.iter(|| {
                     for f in &plan_files(&data, &opts).unwrap() {
-                        std::hint::black_box(write_pprof_gzip(&data, f, &opts, level, Vec::with_capacity(gz)).unwrap());
+                        std::hint::black_box(
+                            write_pprof_gzip(&data, f, &opts, level, Vec::with_capacity(gz))
+                                .unwrap(),
+                        );
                     }
                 })
             });

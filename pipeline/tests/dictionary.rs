@@ -4,14 +4,14 @@
 
 use std::path::PathBuf;
 
-use prost::Message;
 use proptest::prelude::*;
+use prost::Message;
 
 use profcol_pipeline::model::dictionary::{
-    dedup, gc, mark, merge, merge_all, merge_samples, resolve_references, DictionaryBuilder,
-    Table,
+    dedup, dedup_with, gc, mark, merge, merge_all, merge_samples, resolve_references,
+    split_by_resource, DictionaryBuilder, PerTable, Table,
 };
-use profcol_pipeline::model::{resolve, validate, Detail, ResolvedProfile};
+use profcol_pipeline::model::{folded, resolve, validate, Detail, ResolvedProfile};
 use profcol_pipeline::proto::{
     any_value::Value, AnyValue, ArrayValue, ExportProfilesServiceRequest, Function,
     InstrumentationScope, KeyValue, KeyValueAndUnit, KeyValueList, Line, Link, Location, Mapping,
@@ -23,8 +23,18 @@ use profcol_pipeline::proto::{
 
 /// A small pool so that equal strings, and through them equal entries, are common.
 const WORDS: &[&str] = &[
-    "main", "run", "work", "leaf", "a.rs", "b.rs", "thread.name", "worker-1", "cpu", "ns",
-    "bytes", "libc.so",
+    "main",
+    "run",
+    "work",
+    "leaf",
+    "a.rs",
+    "b.rs",
+    "thread.name",
+    "worker-1",
+    "cpu",
+    "ns",
+    "bytes",
+    "libc.so",
 ];
 
 /// Table sizes, each including the zero value; 0 means an empty table (only
@@ -62,12 +72,25 @@ fn leaf_value(strings: usize) -> BoxedStrategy<AnyValue> {
 }
 
 fn key_value(strings: usize, value: BoxedStrategy<AnyValue>) -> BoxedStrategy<KeyValue> {
-    (any::<bool>(), prop::sample::select(WORDS), 1..strings.max(2) as i32, value)
+    (
+        any::<bool>(),
+        prop::sample::select(WORDS),
+        1..strings.max(2) as i32,
+        value,
+    )
         .prop_map(move |(by_ref, word, k, value)| {
             if by_ref && strings > 1 {
-                KeyValue { key: String::new(), value: Some(value), key_strindex: k }
+                KeyValue {
+                    key: String::new(),
+                    value: Some(value),
+                    key_strindex: k,
+                }
             } else {
-                KeyValue { key: word.to_owned(), value: Some(value), key_strindex: 0 }
+                KeyValue {
+                    key: word.to_owned(),
+                    value: Some(value),
+                    key_strindex: 0,
+                }
             }
         })
         .boxed()
@@ -85,8 +108,12 @@ fn any_value(strings: usize) -> BoxedStrategy<AnyValue> {
 }
 
 fn dictionary(n: Sizes) -> impl Strategy<Value = ProfilesDictionary> {
-    let strings = prop::collection::vec(prop::sample::select(WORDS), n.strings - 1)
-        .prop_map(|w| std::iter::once("").chain(w).map(str::to_owned).collect::<Vec<_>>());
+    let strings = prop::collection::vec(prop::sample::select(WORDS), n.strings - 1).prop_map(|w| {
+        std::iter::once("")
+            .chain(w)
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    });
     let mappings = prop::collection::vec(
         (0..3u64, idx(n.strings), idx_list(n.attributes, 1)).prop_map(|(k, f, a)| Mapping {
             memory_start: k * 0x1000,
@@ -98,11 +125,13 @@ fn dictionary(n: Sizes) -> impl Strategy<Value = ProfilesDictionary> {
         n.mappings.saturating_sub(1),
     );
     let functions = prop::collection::vec(
-        (idx(n.strings), idx(n.strings), idx(n.strings), 0..2i64).prop_map(|(a, b, c, l)| Function {
-            name_strindex: a,
-            system_name_strindex: b,
-            filename_strindex: c,
-            start_line: l,
+        (idx(n.strings), idx(n.strings), idx(n.strings), 0..2i64).prop_map(|(a, b, c, l)| {
+            Function {
+                name_strindex: a,
+                system_name_strindex: b,
+                filename_strindex: c,
+                start_line: l,
+            }
         }),
         n.functions - 1,
     );
@@ -112,7 +141,12 @@ fn dictionary(n: Sizes) -> impl Strategy<Value = ProfilesDictionary> {
         column,
     });
     let locations = prop::collection::vec(
-        (idx(n.mappings), 0..4u64, prop::collection::vec(line, 0..3), idx_list(n.attributes, 1))
+        (
+            idx(n.mappings),
+            0..4u64,
+            prop::collection::vec(line, 0..3),
+            idx_list(n.attributes, 1),
+        )
             .prop_map(|(m, a, lines, attrs)| Location {
                 mapping_index: m,
                 address: a * 0x10,
@@ -122,21 +156,35 @@ fn dictionary(n: Sizes) -> impl Strategy<Value = ProfilesDictionary> {
         n.locations - 1,
     );
     let stacks = prop::collection::vec(
-        idx_list(n.locations, 4).prop_map(|l| Stack { location_indices: l }),
+        idx_list(n.locations, 4).prop_map(|l| Stack {
+            location_indices: l,
+        }),
         n.stacks - 1,
     );
     let attributes = prop::collection::vec(
-        (idx(n.strings), any_value(n.strings), prop_oneof![Just(0), idx(n.strings)]).prop_map(
-            |(k, v, u)| KeyValueAndUnit { key_strindex: k, value: Some(v), unit_strindex: u },
-        ),
+        (
+            idx(n.strings),
+            any_value(n.strings),
+            prop_oneof![Just(0), idx(n.strings)],
+        )
+            .prop_map(|(k, v, u)| KeyValueAndUnit {
+                key_strindex: k,
+                value: Some(v),
+                unit_strindex: u,
+            }),
         n.attributes.saturating_sub(1),
     );
     let links = prop::collection::vec(
-        (0..3u8, 0..2u8).prop_map(|(t, s)| Link { trace_id: vec![t + 1; 16], span_id: vec![s + 1; 8] }),
+        (0..3u8, 0..2u8).prop_map(|(t, s)| Link {
+            trace_id: vec![t + 1; 16],
+            span_id: vec![s + 1; 8],
+        }),
         n.links.saturating_sub(1),
     );
-    (strings, mappings, functions, locations, stacks, attributes, links).prop_map(
-        move |(strings, m, f, l, s, a, k)| {
+    (
+        strings, mappings, functions, locations, stacks, attributes, links,
+    )
+        .prop_map(move |(strings, m, f, l, s, a, k)| {
             fn with_zero<T: Default>(len: usize, rest: Vec<T>) -> Vec<T> {
                 if len == 0 {
                     return vec![];
@@ -152,32 +200,42 @@ fn dictionary(n: Sizes) -> impl Strategy<Value = ProfilesDictionary> {
                 attribute_table: with_zero(n.attributes, a),
                 link_table: with_zero(n.links, k),
             }
-        },
-    )
+        })
 }
 
 fn sample(n: Sizes) -> impl Strategy<Value = Sample> {
     let shape = prop_oneof![
         (1..4usize).prop_map(|k| (vec![], (0..k as u64).map(|t| 100 + t).collect())),
         (-5i64..50).prop_map(|v| (vec![v], vec![])),
-        (1..4usize).prop_map(|k| ((1..=k as i64).collect(), (0..k as u64).map(|t| 7 + t).collect())),
+        (1..4usize).prop_map(|k| (
+            (1..=k as i64).collect(),
+            (0..k as u64).map(|t| 7 + t).collect()
+        )),
     ];
-    (idx(n.stacks), idx_list(n.attributes, 2), idx(n.links), shape).prop_map(
-        |(stack_index, attribute_indices, link_index, (values, timestamps_unix_nano))| Sample {
-            stack_index,
-            attribute_indices,
-            link_index,
-            values,
-            timestamps_unix_nano,
-        },
+    (
+        idx(n.stacks),
+        idx_list(n.attributes, 2),
+        idx(n.links),
+        shape,
     )
+        .prop_map(
+            |(stack_index, attribute_indices, link_index, (values, timestamps_unix_nano))| Sample {
+                stack_index,
+                attribute_indices,
+                link_index,
+                values,
+                timestamps_unix_nano,
+            },
+        )
 }
 
 fn value_type(n: Sizes) -> impl Strategy<Value = Option<ValueType>> {
-    prop::option::of((idx(n.strings), idx(n.strings)).prop_map(|(t, u)| ValueType {
-        type_strindex: t,
-        unit_strindex: u,
-    }))
+    prop::option::of(
+        (idx(n.strings), idx(n.strings)).prop_map(|(t, u)| ValueType {
+            type_strindex: t,
+            unit_strindex: u,
+        }),
+    )
 }
 
 fn profile(n: Sizes) -> impl Strategy<Value = Profile> {
@@ -188,20 +246,26 @@ fn profile(n: Sizes) -> impl Strategy<Value = Profile> {
         idx_list(n.attributes, 2),
         prop::collection::vec(sample(n), 0..8),
     )
-        .prop_map(|(sample_type, period_type, period, attribute_indices, samples)| Profile {
-            sample_type,
-            period_type,
-            period,
-            attribute_indices,
-            samples,
-            time_unix_nano: 1,
-            ..Default::default()
-        })
+        .prop_map(
+            |(sample_type, period_type, period, attribute_indices, samples)| Profile {
+                sample_type,
+                period_type,
+                period,
+                attribute_indices,
+                samples,
+                time_unix_nano: 1,
+                ..Default::default()
+            },
+        )
 }
 
 fn resource(n: Sizes) -> impl Strategy<Value = ResourceProfiles> {
     let attrs = move || prop::collection::vec(key_value(n.strings, any_value(n.strings)), 0..3);
-    let scope = (prop::sample::select(WORDS), attrs(), prop::collection::vec(profile(n), 0..3))
+    let scope = (
+        prop::sample::select(WORDS),
+        attrs(),
+        prop::collection::vec(profile(n), 0..3),
+    )
         .prop_map(|(name, attributes, profiles)| ScopeProfiles {
             scope: Some(InstrumentationScope {
                 name: name.to_owned(),
@@ -213,7 +277,10 @@ fn resource(n: Sizes) -> impl Strategy<Value = ResourceProfiles> {
         });
     (attrs(), prop::collection::vec(scope, 1..3)).prop_map(|(attributes, scope_profiles)| {
         ResourceProfiles {
-            resource: Some(Resource { attributes, ..Default::default() }),
+            resource: Some(Resource {
+                attributes,
+                ..Default::default()
+            }),
             scope_profiles,
             schema_url: String::new(),
         }
@@ -221,7 +288,15 @@ fn resource(n: Sizes) -> impl Strategy<Value = ResourceProfiles> {
 }
 
 fn data() -> impl Strategy<Value = ProfilesData> {
-    let sizes = (1..10usize, 0..4usize, 1..6usize, 1..8usize, 1..8usize, 0..6usize, 0..3usize)
+    let sizes = (
+        1..10usize,
+        0..4usize,
+        1..6usize,
+        1..8usize,
+        1..8usize,
+        0..6usize,
+        0..3usize,
+    )
         .prop_map(|(s, m, f, l, st, a, k)| Sizes {
             strings: s,
             mappings: m,
@@ -254,19 +329,27 @@ fn full(data: &ProfilesData) -> Vec<ResolvedProfile> {
 fn for_each_site(d: &mut ProfilesData, f: &mut dyn FnMut(String, Table, &mut i32)) {
     fn any(v: &mut AnyValue, path: String, f: &mut dyn FnMut(String, Table, &mut i32)) {
         match &mut v.value {
-            Some(Value::StringValueStrindex(i)) => f(format!("{path}.string_value_strindex"), Table::String, i),
+            Some(Value::StringValueStrindex(i)) => {
+                f(format!("{path}.string_value_strindex"), Table::String, i)
+            }
             Some(Value::ArrayValue(a)) => {
                 for (k, x) in a.values.iter_mut().enumerate() {
                     any(x, format!("{path}.array_value.values[{k}]"), f);
                 }
             }
-            Some(Value::KvlistValue(kv)) => kvs(&mut kv.values, format!("{path}.kvlist_value.values"), f),
+            Some(Value::KvlistValue(kv)) => {
+                kvs(&mut kv.values, format!("{path}.kvlist_value.values"), f)
+            }
             _ => {}
         }
     }
     fn kvs(list: &mut [KeyValue], path: String, f: &mut dyn FnMut(String, Table, &mut i32)) {
         for (k, kv) in list.iter_mut().enumerate() {
-            f(format!("{path}[{k}].key_strindex"), Table::String, &mut kv.key_strindex);
+            f(
+                format!("{path}[{k}].key_strindex"),
+                Table::String,
+                &mut kv.key_strindex,
+            );
             if let Some(v) = &mut kv.value {
                 any(v, format!("{path}[{k}].value"), f);
             }
@@ -274,62 +357,137 @@ fn for_each_site(d: &mut ProfilesData, f: &mut dyn FnMut(String, Table, &mut i32
     }
     let dict = d.dictionary.get_or_insert_with(Default::default);
     for (i, m) in dict.mapping_table.iter_mut().enumerate().skip(1) {
-        f(format!("dictionary.mapping_table[{i}].filename_strindex"), Table::String, &mut m.filename_strindex);
+        f(
+            format!("dictionary.mapping_table[{i}].filename_strindex"),
+            Table::String,
+            &mut m.filename_strindex,
+        );
         for (k, a) in m.attribute_indices.iter_mut().enumerate() {
-            f(format!("dictionary.mapping_table[{i}].attribute_indices[{k}]"), Table::Attribute, a);
+            f(
+                format!("dictionary.mapping_table[{i}].attribute_indices[{k}]"),
+                Table::Attribute,
+                a,
+            );
         }
     }
     for (i, l) in dict.location_table.iter_mut().enumerate().skip(1) {
-        f(format!("dictionary.location_table[{i}].mapping_index"), Table::Mapping, &mut l.mapping_index);
+        f(
+            format!("dictionary.location_table[{i}].mapping_index"),
+            Table::Mapping,
+            &mut l.mapping_index,
+        );
         for (k, line) in l.lines.iter_mut().enumerate() {
-            f(format!("dictionary.location_table[{i}].lines[{k}].function_index"), Table::Function, &mut line.function_index);
+            f(
+                format!("dictionary.location_table[{i}].lines[{k}].function_index"),
+                Table::Function,
+                &mut line.function_index,
+            );
         }
         for (k, a) in l.attribute_indices.iter_mut().enumerate() {
-            f(format!("dictionary.location_table[{i}].attribute_indices[{k}]"), Table::Attribute, a);
+            f(
+                format!("dictionary.location_table[{i}].attribute_indices[{k}]"),
+                Table::Attribute,
+                a,
+            );
         }
     }
     for (i, x) in dict.function_table.iter_mut().enumerate().skip(1) {
-        f(format!("dictionary.function_table[{i}].name_strindex"), Table::String, &mut x.name_strindex);
-        f(format!("dictionary.function_table[{i}].system_name_strindex"), Table::String, &mut x.system_name_strindex);
-        f(format!("dictionary.function_table[{i}].filename_strindex"), Table::String, &mut x.filename_strindex);
+        f(
+            format!("dictionary.function_table[{i}].name_strindex"),
+            Table::String,
+            &mut x.name_strindex,
+        );
+        f(
+            format!("dictionary.function_table[{i}].system_name_strindex"),
+            Table::String,
+            &mut x.system_name_strindex,
+        );
+        f(
+            format!("dictionary.function_table[{i}].filename_strindex"),
+            Table::String,
+            &mut x.filename_strindex,
+        );
     }
     for (i, a) in dict.attribute_table.iter_mut().enumerate().skip(1) {
-        f(format!("dictionary.attribute_table[{i}].key_strindex"), Table::String, &mut a.key_strindex);
-        f(format!("dictionary.attribute_table[{i}].unit_strindex"), Table::String, &mut a.unit_strindex);
+        f(
+            format!("dictionary.attribute_table[{i}].key_strindex"),
+            Table::String,
+            &mut a.key_strindex,
+        );
+        f(
+            format!("dictionary.attribute_table[{i}].unit_strindex"),
+            Table::String,
+            &mut a.unit_strindex,
+        );
         if let Some(v) = &mut a.value {
             any(v, format!("dictionary.attribute_table[{i}].value"), f);
         }
     }
     for (i, s) in dict.stack_table.iter_mut().enumerate().skip(1) {
         for (k, l) in s.location_indices.iter_mut().enumerate() {
-            f(format!("dictionary.stack_table[{i}].location_indices[{k}]"), Table::Location, l);
+            f(
+                format!("dictionary.stack_table[{i}].location_indices[{k}]"),
+                Table::Location,
+                l,
+            );
         }
     }
     for (r, rp) in d.resource_profiles.iter_mut().enumerate() {
         if let Some(res) = &mut rp.resource {
-            kvs(&mut res.attributes, format!("resource_profiles[{r}].resource.attributes"), f);
+            kvs(
+                &mut res.attributes,
+                format!("resource_profiles[{r}].resource.attributes"),
+                f,
+            );
         }
         for (s, sp) in rp.scope_profiles.iter_mut().enumerate() {
             if let Some(sc) = &mut sp.scope {
-                kvs(&mut sc.attributes, format!("resource_profiles[{r}].scope_profiles[{s}].scope.attributes"), f);
+                kvs(
+                    &mut sc.attributes,
+                    format!("resource_profiles[{r}].scope_profiles[{s}].scope.attributes"),
+                    f,
+                );
             }
             for (p, prof) in sp.profiles.iter_mut().enumerate() {
                 let at = format!("resource_profiles[{r}].scope_profiles[{s}].profiles[{p}]");
-                for (name, vt) in [("sample_type", &mut prof.sample_type), ("period_type", &mut prof.period_type)] {
+                for (name, vt) in [
+                    ("sample_type", &mut prof.sample_type),
+                    ("period_type", &mut prof.period_type),
+                ] {
                     if let Some(vt) = vt {
-                        f(format!("{at}.{name}.type_strindex"), Table::String, &mut vt.type_strindex);
-                        f(format!("{at}.{name}.unit_strindex"), Table::String, &mut vt.unit_strindex);
+                        f(
+                            format!("{at}.{name}.type_strindex"),
+                            Table::String,
+                            &mut vt.type_strindex,
+                        );
+                        f(
+                            format!("{at}.{name}.unit_strindex"),
+                            Table::String,
+                            &mut vt.unit_strindex,
+                        );
                     }
                 }
                 for (k, a) in prof.attribute_indices.iter_mut().enumerate() {
                     f(format!("{at}.attribute_indices[{k}]"), Table::Attribute, a);
                 }
                 for (i, smp) in prof.samples.iter_mut().enumerate() {
-                    f(format!("{at}.samples[{i}].stack_index"), Table::Stack, &mut smp.stack_index);
+                    f(
+                        format!("{at}.samples[{i}].stack_index"),
+                        Table::Stack,
+                        &mut smp.stack_index,
+                    );
                     for (k, a) in smp.attribute_indices.iter_mut().enumerate() {
-                        f(format!("{at}.samples[{i}].attribute_indices[{k}]"), Table::Attribute, a);
+                        f(
+                            format!("{at}.samples[{i}].attribute_indices[{k}]"),
+                            Table::Attribute,
+                            a,
+                        );
                     }
-                    f(format!("{at}.samples[{i}].link_index"), Table::Link, &mut smp.link_index);
+                    f(
+                        format!("{at}.samples[{i}].link_index"),
+                        Table::Link,
+                        &mut smp.link_index,
+                    );
                 }
             }
         }
@@ -350,7 +508,9 @@ fn table_len(d: &ProfilesDictionary, t: Table) -> usize {
 
 /// True when no two entries of any table are equal.
 fn no_duplicates(d: &ProfilesDictionary) -> bool {
-    fn distinct<T: PartialEq + Clone + profcol_pipeline::model::dictionary::DictHash + Default>(t: &[T]) -> bool {
+    fn distinct<T: PartialEq + Clone + profcol_pipeline::model::dictionary::DictHash + Default>(
+        t: &[T],
+    ) -> bool {
         let mut i = profcol_pipeline::model::dictionary::Interner::<T>::new();
         t.iter().skip(1).all(|v| {
             let before = i.len();
@@ -430,6 +590,32 @@ proptest! {
         let mut twice = once.clone();
         dedup(&mut twice);
         prop_assert_eq!(twice, once);
+
+        // Without gc: orphans stay (deduplicated too), meaning and size hold.
+        let mut keep = d.clone();
+        let stats = dedup_with(&mut keep, false);
+        prop_assert_eq!(validate(&keep), Ok(()));
+        prop_assert_eq!(full(&keep), full(&d));
+        prop_assert!(keep.encoded_len() <= d.encoded_len());
+        prop_assert!(no_duplicates(keep.dictionary.as_ref().unwrap()));
+        prop_assert_eq!(stats.after, PerTable::lens(keep.dictionary.as_ref().unwrap()));
+        // With no duplicates left, gc and dedup agree exactly.
+        let mut collected = keep.clone();
+        gc(&mut collected);
+        dedup(&mut keep);
+        prop_assert_eq!(collected, keep);
+    }
+
+    #[test]
+    fn split_parts_are_self_contained_and_merge_back(d in data()) {
+        let before = full(&d);
+        let parts = split_by_resource(d.clone());
+        prop_assert_eq!(parts.len(), d.resource_profiles.len());
+        for p in &parts {
+            prop_assert_eq!(validate(p), Ok(()));
+            prop_assert!(mark(p).all_live());
+        }
+        prop_assert_eq!(full(&merge_all(parts)), before);
     }
 
     #[test]
@@ -488,13 +674,19 @@ proptest! {
 // ---------------------------------------------------------------- fixtures
 
 fn fixture(name: &str) -> ProfilesData {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/otlp").join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/otlp")
+        .join(name);
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let req = ExportProfilesServiceRequest::decode(bytes.as_slice()).unwrap();
     profcol_pipeline::proto::request_into_data(req)
 }
 
-const FIXTURES: &[&str] = &["minimal-request.bin", "two-resources-request.bin", "go-cpu.otlp.bin"];
+const FIXTURES: &[&str] = &[
+    "minimal-request.bin",
+    "two-resources-request.bin",
+    "go-cpu.otlp.bin",
+];
 
 #[test]
 fn fixtures_validate_and_survive_every_operation() {
@@ -538,7 +730,10 @@ fn fixtures_merge_into_one_dictionary() {
     let mut twice = deduped.clone();
     merge(&mut twice, go.clone());
     assert_eq!(twice.dictionary, deduped.dictionary);
-    assert_eq!(twice.resource_profiles.len(), 2 * go.resource_profiles.len());
+    assert_eq!(
+        twice.resource_profiles.len(),
+        2 * go.resource_profiles.len()
+    );
 }
 
 #[test]
@@ -556,13 +751,57 @@ fn minimal_fixture_resolves_to_folded_stacks() {
 }
 
 #[test]
-fn merged_fixture_builder_matches_builder_api() {
-    // A builder continuing a dictionary appends without moving entries.
+fn a_builder_continuing_a_dictionary_only_appends() {
     let d = fixture("two-resources-request.bin").dictionary.unwrap();
     let mut b = DictionaryBuilder::from_dictionary(d.clone());
-    assert_eq!(b.string("main"), d.string_table.iter().position(|s| s == "main").unwrap() as i32);
+    for (i, s) in d.string_table.iter().enumerate() {
+        assert_eq!(b.string(s), i as i32, "{s}");
+    }
     let fresh = b.string("a string no fixture has");
     assert_eq!(fresh as usize, d.string_table.len());
     let out = b.finish();
     assert_eq!(out.string_table[..d.string_table.len()], d.string_table[..]);
+    assert_eq!(out.location_table, d.location_table);
+}
+
+/// Flat total of `leaf`: lines whose last frame it is.
+fn flat(p: &ResolvedProfile, leaf: &str) -> i64 {
+    p.samples
+        .iter()
+        .filter(|(line, _)| {
+            let frames = line.split(" [").next().unwrap();
+            frames.rsplit(';').next() == Some(leaf)
+        })
+        .map(|(_, v)| v)
+        .sum()
+}
+
+#[test]
+fn go_fixture_agrees_with_go_tool_pprof() {
+    // tests/fixtures/pprof/go-cpu.top.txt: Total samples = 5.90s,
+    // main.fibRecursive 1.56s flat, crypto/sha256.block 1.04s flat,
+    // runtime.nextFreeFast inlined (into runtime.mallocgc) 0.05s flat.
+    let d = fixture("go-cpu.otlp.bin");
+    let profiles = folded(&d);
+    let of = |t: &str| profiles.iter().find(|p| p.sample_type == t).unwrap();
+    let (count, cpu) = (of("samples/count"), of("cpu/nanoseconds"));
+    assert_eq!(count.samples.values().sum::<i64>(), 590);
+    assert_eq!(cpu.samples.values().sum::<i64>(), 5_900_000_000);
+    assert_eq!(flat(count, "main.fibRecursive"), 156);
+    assert_eq!(flat(cpu, "crypto/sha256.block"), 1_040_000_000);
+    assert_eq!(flat(count, "runtime.nextFreeFast"), 5);
+    assert!(count
+        .samples
+        .keys()
+        .any(|l| l.contains(";runtime.mallocgc;runtime.nextFreeFast [")));
+
+    // The inlined frames share one location: lines[0] is the callee.
+    let lookup = profcol_pipeline::model::dictionary::Lookup::of(&d);
+    let name = |l: &Line| lookup.string(lookup.function(l.function_index).name_strindex);
+    let dict = d.dictionary.as_ref().unwrap();
+    assert!(dict.location_table.iter().any(|loc| {
+        loc.lines.len() == 2
+            && name(&loc.lines[0]) == "runtime.nextFreeFast"
+            && name(&loc.lines[1]) == "runtime.mallocgc"
+    }));
 }

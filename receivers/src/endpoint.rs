@@ -9,7 +9,9 @@ pub fn check(endpoint: &str) -> Result<(), String> {
         return Err(format!("invalid endpoint {endpoint:?}: bad port {port:?}"));
     }
     if host.is_empty() {
-        return Err(format!("invalid endpoint {endpoint:?}: missing host (use 0.0.0.0 for every interface)"));
+        return Err(format!(
+            "invalid endpoint {endpoint:?}: missing host (use 0.0.0.0 for every interface)"
+        ));
     }
     Ok(())
 }

@@ -26,7 +26,9 @@ pub fn free_port() -> u16 {
 }
 
 pub fn fixture(rel: &str) -> Vec<u8> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel);
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
@@ -71,8 +73,13 @@ impl ProfilesService for SinkSvc {
             Some(Answer::Fail(code, msg)) => Err(Status::new(code, msg)),
             Some(Answer::Throttle(ms)) => {
                 use tonic_types::{ErrorDetails, StatusExt};
-                let details = ErrorDetails::with_retry_info(Some(std::time::Duration::from_millis(ms)));
-                Err(Status::with_error_details(Code::ResourceExhausted, "slow down", details))
+                let details =
+                    ErrorDetails::with_retry_info(Some(std::time::Duration::from_millis(ms)));
+                Err(Status::with_error_details(
+                    Code::ResourceExhausted,
+                    "slow down",
+                    details,
+                ))
             }
             None => {
                 s.received.push(req.into_inner());

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use profcol_pipeline::component::{ExportError, Exporter, ExporterContext, ExporterFactory, ExporterSettings};
+use profcol_pipeline::component::{
+    ExportError, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
+};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors, QueueSettings, RetrySettings};
 use profcol_pipeline::ProfileBatch;
 
@@ -50,7 +52,10 @@ impl ExporterFactory for DebugExporterFactory {
         "debug"
     }
 
-    fn create(&self, cfg: &ComponentConfig) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
+    fn create(
+        &self,
+        cfg: &ComponentConfig,
+    ) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
         let c: DebugConfig = cfg.decode()?;
         if c.sampling_thereafter == 0 {
             return Err(cfg.error("sampling_thereafter", "must be at least 1"));
@@ -67,7 +72,13 @@ impl ExporterFactory for DebugExporterFactory {
                 ..QueueSettings::default()
             },
         };
-        Ok((Arc::new(DebugExporter { cfg: c, seen: AtomicU64::new(0) }), settings))
+        Ok((
+            Arc::new(DebugExporter {
+                cfg: c,
+                seen: AtomicU64::new(0),
+            }),
+            settings,
+        ))
     }
 }
 
@@ -84,7 +95,7 @@ impl DebugExporter {
     fn sampled(&self) -> bool {
         let n = self.seen.fetch_add(1, Ordering::Relaxed);
         n < self.cfg.sampling_initial
-            || (n - self.cfg.sampling_initial) % self.cfg.sampling_thereafter == 0
+            || (n - self.cfg.sampling_initial).is_multiple_of(self.cfg.sampling_thereafter)
     }
 
     /// The text logged for a batch at the configured verbosity.
@@ -124,7 +135,9 @@ pub fn render(batch: &ProfileBatch, verbosity: Verbosity) -> String {
         }
         Verbosity::Detailed => {
             out.push('\n');
-            out.push_str(&profcol_pipeline::model::resolved::resolve(data, Default::default()).to_text());
+            out.push_str(
+                &profcol_pipeline::model::resolved::resolve(data, Default::default()).to_text(),
+            );
         }
     }
     out
@@ -132,7 +145,11 @@ pub fn render(batch: &ProfileBatch, verbosity: Verbosity) -> String {
 
 #[async_trait]
 impl Exporter for DebugExporter {
-    async fn export(&self, batch: Arc<ProfileBatch>, ctx: &ExporterContext) -> Result<u64, ExportError> {
+    async fn export(
+        &self,
+        batch: Arc<ProfileBatch>,
+        ctx: &ExporterContext,
+    ) -> Result<u64, ExportError> {
         if self.sampled() {
             let text = self.render(&batch);
             if self.cfg.use_internal_logger {

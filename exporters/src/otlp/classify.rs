@@ -1,6 +1,5 @@
 //! Which gRPC failures are worth retrying: the Collector's OTLP exporter table.
 
-
 use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
@@ -27,7 +26,11 @@ pub fn classify(status: &Status) -> ExportError {
         .get_details_retry_info()
         .and_then(|r| r.retry_delay)
         .filter(|d| !d.is_zero());
-    let message = format!("rpc error: code = {:?} desc = {}", status.code(), status.message());
+    let message = format!(
+        "rpc error: code = {:?} desc = {}",
+        status.code(),
+        status.message()
+    );
     let has_info = status.get_details_retry_info().is_some();
     if is_retryable(status.code(), has_info) {
         ExportError::Retryable {

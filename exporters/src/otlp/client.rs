@@ -1,4 +1,4 @@
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use http::uri::PathAndQuery;
@@ -15,15 +15,18 @@ use super::codec::BatchCodec;
 use super::config::{Compression, OtlpExporterConfig};
 
 pub struct OtlpExporter {
-    channel: Channel,
+    endpoint_cfg: Endpoint,
+    // Made on first use: tonic needs a running Tokio reactor for it, and
+    // `profcol validate` builds exporters without one.
+    channel: OnceLock<Channel>,
     metadata: MetadataMap,
     compression: Option<CompressionEncoding>,
     endpoint: String,
 }
 
 impl OtlpExporter {
-    /// Builds a lazily connecting channel: nothing is dialled until the
-    /// first export, so a gateway that starts later is fine.
+    /// Checks the settings; the channel connects lazily on the first export,
+    /// so a gateway that starts later is fine.
     pub fn new(cfg: OtlpExporterConfig) -> Result<Self, String> {
         let plaintext = cfg.plaintext();
         let bare = cfg
@@ -54,12 +57,14 @@ impl OtlpExporter {
         }
         let mut metadata = MetadataMap::new();
         for (k, v) in &cfg.headers {
-            let key = AsciiMetadataKey::from_bytes(k.as_bytes()).map_err(|e| format!("headers::{k}: {e}"))?;
+            let key = AsciiMetadataKey::from_bytes(k.as_bytes())
+                .map_err(|e| format!("headers::{k}: {e}"))?;
             let value: AsciiMetadataValue = v.parse().map_err(|e| format!("headers::{k}: {e}"))?;
             metadata.insert(key, value);
         }
         Ok(Self {
-            channel: ep.connect_lazy(),
+            endpoint_cfg: ep,
+            channel: OnceLock::new(),
             metadata,
             compression: match cfg.compression {
                 Compression::Gzip => Some(CompressionEncoding::Gzip),
@@ -73,8 +78,15 @@ impl OtlpExporter {
 
 #[async_trait]
 impl Exporter for OtlpExporter {
-    async fn export(&self, batch: Arc<ProfileBatch>, _ctx: &ExporterContext) -> Result<u64, ExportError> {
-        let mut grpc = tonic::client::Grpc::new(self.channel.clone());
+    async fn export(
+        &self,
+        batch: Arc<ProfileBatch>,
+        _ctx: &ExporterContext,
+    ) -> Result<u64, ExportError> {
+        let channel = self
+            .channel
+            .get_or_init(|| self.endpoint_cfg.connect_lazy());
+        let mut grpc = tonic::client::Grpc::new(channel.clone());
         if let Some(c) = self.compression {
             grpc = grpc.send_compressed(c);
         }

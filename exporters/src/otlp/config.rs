@@ -3,7 +3,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use profcol_pipeline::component::ExporterSettings;
-use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration, QueueSettings, RetrySettings};
+use profcol_pipeline::config::{
+    ComponentConfig, ConfigErrors, Duration, QueueSettings, RetrySettings,
+};
 
 /// `exporters: otlp:` with the Collector's names and defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -86,13 +88,27 @@ impl OtlpExporterConfig {
             errs.push(cfg.key_path("timeout"), "must be greater than 0");
         }
         if self.cert_pair_incomplete() {
-            errs.push(cfg.key_path("tls"), "cert_file and key_file must be set together");
+            errs.push(
+                cfg.key_path("tls"),
+                "cert_file and key_file must be set together",
+            );
         }
         for (k, v) in &self.headers {
-            if tonic::metadata::MetadataKey::<tonic::metadata::Ascii>::from_bytes(k.as_bytes()).is_err() {
-                errs.push(cfg.key_path(&format!("headers::{k}")), "invalid header name");
-            } else if v.parse::<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>().is_err() {
-                errs.push(cfg.key_path(&format!("headers::{k}")), "invalid header value");
+            if tonic::metadata::MetadataKey::<tonic::metadata::Ascii>::from_bytes(k.as_bytes())
+                .is_err()
+            {
+                errs.push(
+                    cfg.key_path(&format!("headers::{k}")),
+                    "invalid header name",
+                );
+            } else if v
+                .parse::<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>()
+                .is_err()
+            {
+                errs.push(
+                    cfg.key_path(&format!("headers::{k}")),
+                    "invalid header value",
+                );
             }
         }
         self.retry_on_failure

@@ -26,7 +26,10 @@ impl ExporterFactory for OtlpExporterFactory {
         &["otlp_grpc"]
     }
 
-    fn create(&self, cfg: &ComponentConfig) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
+    fn create(
+        &self,
+        cfg: &ComponentConfig,
+    ) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
         let c: OtlpExporterConfig = cfg.decode()?;
         c.validate(cfg)?;
         let settings = c.settings();

@@ -5,7 +5,8 @@ use profcol_pipeline::config::{ComponentConfig, Duration, Kind};
 use super::*;
 
 fn decode(yaml: &str) -> Result<OtlpExporterConfig, String> {
-    let cfg = ComponentConfig::from_yaml(Kind::Exporter, "otlp/gw", yaml).map_err(|e| e.to_string())?;
+    let cfg =
+        ComponentConfig::from_yaml(Kind::Exporter, "otlp/gw", yaml).map_err(|e| e.to_string())?;
     let c: OtlpExporterConfig = cfg.decode().map_err(|e| e.to_string())?;
     c.validate(&cfg).map_err(|e| e.to_string())?;
     Ok(c)
@@ -21,8 +22,18 @@ fn empty_config_takes_the_collector_defaults() {
     let r = &c.retry_on_failure;
     assert!(r.enabled);
     assert_eq!(
-        (r.initial_interval, r.max_interval, r.max_elapsed_time, r.multiplier),
-        (Duration::from_secs(5), Duration::from_secs(30), Duration::from_secs(300), 1.5)
+        (
+            r.initial_interval,
+            r.max_interval,
+            r.max_elapsed_time,
+            r.multiplier
+        ),
+        (
+            Duration::from_secs(5),
+            Duration::from_secs(30),
+            Duration::from_secs(300),
+            1.5
+        )
     );
     let q = &c.sending_queue;
     assert!(q.enabled && !q.block_on_overflow);
@@ -81,12 +92,30 @@ fn scheme_decides_tls_as_the_collector_does() {
 #[test]
 fn invalid_settings_name_their_key() {
     for (yaml, want) in [
-        ("endpoint: a:1\ntimeout: 5 sec", "exporters::otlp/gw::timeout: invalid duration \"5 sec\""),
-        ("endpoint: a:1\ncompression: lz4", "exporters::otlp/gw::compression"),
-        ("endpoint: a:1\nretry_on_failure: {multiplier: 0.5}", "exporters::otlp/gw::retry_on_failure::multiplier: must be at least 1"),
-        ("endpoint: a:1\nsending_queue: {queue_size: 0}", "exporters::otlp/gw::sending_queue::queue_size: must be greater than 0"),
-        ("endpoint: a:1\nheaders: {\"bad key\": v}", "exporters::otlp/gw::headers::bad key: invalid header name"),
-        ("endpoint: a:1\ntls: {cert_file: c.pem}", "exporters::otlp/gw::tls: cert_file and key_file must be set together"),
+        (
+            "endpoint: a:1\ntimeout: 5 sec",
+            "exporters::otlp/gw::timeout: invalid duration \"5 sec\"",
+        ),
+        (
+            "endpoint: a:1\ncompression: lz4",
+            "exporters::otlp/gw::compression",
+        ),
+        (
+            "endpoint: a:1\nretry_on_failure: {multiplier: 0.5}",
+            "exporters::otlp/gw::retry_on_failure::multiplier: must be at least 1",
+        ),
+        (
+            "endpoint: a:1\nsending_queue: {queue_size: 0}",
+            "exporters::otlp/gw::sending_queue::queue_size: must be greater than 0",
+        ),
+        (
+            "endpoint: a:1\nheaders: {\"bad key\": v}",
+            "exporters::otlp/gw::headers::bad key: invalid header name",
+        ),
+        (
+            "endpoint: a:1\ntls: {cert_file: c.pem}",
+            "exporters::otlp/gw::tls: cert_file and key_file must be set together",
+        ),
     ] {
         let err = decode(yaml).unwrap_err();
         assert!(err.contains(want), "{yaml:?}: {err}");
@@ -118,7 +147,10 @@ fn retryable_codes_match_the_collector() {
     for (code, want) in table {
         assert_eq!(is_retryable(code, false), want, "{code:?}");
     }
-    assert!(is_retryable(Code::ResourceExhausted, true), "with RetryInfo");
+    assert!(
+        is_retryable(Code::ResourceExhausted, true),
+        "with RetryInfo"
+    );
 }
 
 #[test]

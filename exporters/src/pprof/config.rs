@@ -77,16 +77,24 @@ impl PprofExporterConfig {
             errs.push(key("file_name"), e.clone());
         }
         if !(self.max_total_size_mib.is_finite() && self.max_total_size_mib >= 0.0) {
-            errs.push(key("max_total_size_mib"), format!("must be 0 or more, got {}", self.max_total_size_mib));
+            errs.push(
+                key("max_total_size_mib"),
+                format!("must be 0 or more, got {}", self.max_total_size_mib),
+            );
         }
         if self.compression_level > 9 {
-            errs.push(key("compression_level"), format!("must be between 0 and 9, got {}", self.compression_level));
+            errs.push(
+                key("compression_level"),
+                format!("must be between 0 and 9, got {}", self.compression_level),
+            );
         }
         if self.timeout.get().is_zero() {
             errs.push(key("timeout"), "must be greater than 0");
         }
-        self.retry_on_failure.validate(&key("retry_on_failure"), &mut errs);
-        self.sending_queue.validate(&key("sending_queue"), &mut errs);
+        self.retry_on_failure
+            .validate(&key("retry_on_failure"), &mut errs);
+        self.sending_queue
+            .validate(&key("sending_queue"), &mut errs);
         match template {
             Ok(t) if errs.is_empty() => Ok(t),
             _ => Err(errs),
@@ -95,6 +103,7 @@ impl PprofExporterConfig {
 
     /// `max_total_size_mib` in bytes; `None` for no limit.
     pub fn max_total_bytes(&self) -> Option<u64> {
-        (self.max_total_size_mib > 0.0).then(|| (self.max_total_size_mib * 1024.0 * 1024.0) as u64)
+        (self.max_total_size_mib > 0.0)
+            .then_some((self.max_total_size_mib * 1024.0 * 1024.0) as u64)
     }
 }

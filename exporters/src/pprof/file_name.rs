@@ -37,7 +37,13 @@ const MAX_VALUE_LEN: usize = 64;
 fn sanitize(s: &str, empty: &str) -> String {
     let mut out: String = s
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "._-+=@,".contains(c) { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-+=@,".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(MAX_VALUE_LEN)
         .collect();
     if out.starts_with('.') {
@@ -70,13 +76,19 @@ impl FileNameTemplate {
             return Err("must not be empty".into());
         }
         if s.contains('/') || s.contains('\\') || s.contains('\0') {
-            return Err(format!("{s:?} must be a file name, without path separators"));
+            return Err(format!(
+                "{s:?} must be a file name, without path separators"
+            ));
         }
         if s.starts_with('.') {
-            return Err(format!("{s:?} must not start with '.' (reserved for temporary files)"));
+            return Err(format!(
+                "{s:?} must not start with '.' (reserved for temporary files)"
+            ));
         }
         if s.ends_with(".tmp") {
-            return Err(format!("{s:?} must not end in .tmp (reserved for temporary files)"));
+            return Err(format!(
+                "{s:?} must not end in .tmp (reserved for temporary files)"
+            ));
         }
         let mut parts = Vec::new();
         let mut rest = s;
@@ -93,7 +105,11 @@ impl FileNameTemplate {
                 "sample_type" => Part::SampleType,
                 "profile_id" => Part::ProfileId,
                 "time" => Part::Time,
-                other => return Err(format!("unknown placeholder {{{other}}}; use {PLACEHOLDERS}")),
+                other => {
+                    return Err(format!(
+                        "unknown placeholder {{{other}}}; use {PLACEHOLDERS}"
+                    ))
+                }
             });
             rest = &rest[close + 1..];
         }
@@ -112,14 +128,18 @@ impl FileNameTemplate {
     /// The name for `v`; `attempt` > 0 adds `-attempt` after the last
     /// placeholder's value, for a name that is already taken.
     pub fn render(&self, v: &NameValues, attempt: u32) -> String {
-        let last = self.parts.iter().rposition(|p| !matches!(p, Part::Literal(_)));
+        let last = self
+            .parts
+            .iter()
+            .rposition(|p| !matches!(p, Part::Literal(_)));
         let mut out = String::new();
         for (i, p) in self.parts.iter().enumerate() {
             match p {
                 Part::Literal(l) => out.push_str(l),
-                Part::ServiceName => {
-                    out.push_str(&sanitize(v.service_name.as_deref().unwrap_or(""), "unknown_service"))
-                }
+                Part::ServiceName => out.push_str(&sanitize(
+                    v.service_name.as_deref().unwrap_or(""),
+                    "unknown_service",
+                )),
                 Part::SampleType => out.push_str(&sanitize(&v.sample_type, "unknown")),
                 Part::ProfileId => out.push_str(&if v.profile_id.is_empty() {
                     uuid::Uuid::new_v4().simple().to_string()

@@ -26,11 +26,15 @@ pub const TEMP_SUFFIX: &str = ".tmp";
 pub fn is_retryable(e: &io::Error) -> bool {
     use io::ErrorKind::*;
     match e.kind() {
-        PermissionDenied | ReadOnlyFilesystem | NotADirectory | IsADirectory | InvalidFilename | InvalidInput
-        | Unsupported | AlreadyExists => false,
-        StorageFull | QuotaExceeded | Interrupted | WouldBlock | TimedOut | ResourceBusy | StaleNetworkFileHandle => {
-            true
-        }
+        PermissionDenied | ReadOnlyFilesystem | NotADirectory | IsADirectory | InvalidFilename
+        | InvalidInput | Unsupported | AlreadyExists => false,
+        StorageFull
+        | QuotaExceeded
+        | Interrupted
+        | WouldBlock
+        | TimedOut
+        | ResourceBusy
+        | StaleNetworkFileHandle => true,
         _ => true,
     }
 }
@@ -62,10 +66,12 @@ pub fn ensure_directory(dir: &Path, create: bool) -> Result<(), ExportError> {
             "pprof exporter: directory {} exists but is not a directory",
             dir.display()
         ))),
-        Err(e) if e.kind() == io::ErrorKind::NotFound && !create => Err(ExportError::permanent(format!(
-            "pprof exporter: directory {} does not exist and create_directory is false",
-            dir.display()
-        ))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound && !create => {
+            Err(ExportError::permanent(format!(
+                "pprof exporter: directory {} does not exist and create_directory is false",
+                dir.display()
+            )))
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             fs::create_dir_all(dir).map_err(|e| export_error("creating directory", dir, &e))
         }
@@ -78,22 +84,38 @@ pub fn ensure_directory(dir: &Path, create: bool) -> Result<(), ExportError> {
 pub struct Staged {
     pub path: PathBuf,
     pub size: u64,
+    file: Option<File>,
 }
 
 impl Staged {
     /// Creates a new temporary file in `dir`, lets `write` fill it, fsyncs it.
-    pub fn write(dir: &Path, write: impl FnOnce(File) -> Result<File, ExportError>) -> Result<Self, ExportError> {
-        let path = dir.join(format!("{TEMP_PREFIX}{}{TEMP_SUFFIX}", uuid::Uuid::new_v4().simple()));
+    pub fn write(
+        dir: &Path,
+        write: impl FnOnce(File) -> Result<File, ExportError>,
+    ) -> Result<Self, ExportError> {
+        let path = dir.join(format!(
+            "{TEMP_PREFIX}{}{TEMP_SUFFIX}",
+            uuid::Uuid::new_v4().simple()
+        ));
         let file = File::options()
             .write(true)
             .create_new(true)
             .open(&path)
             .map_err(|e| export_error("creating file in", dir, &e))?;
         // From here on, dropping `staged` removes the temporary file.
-        let mut staged = Self { path, size: 0 };
+        let mut staged = Self {
+            path,
+            size: 0,
+            file: None,
+        };
         let file = write(file)?;
-        file.sync_all().map_err(|e| export_error("syncing", &staged.path, &e))?;
-        staged.size = file.metadata().map_err(|e| export_error("reading", &staged.path, &e))?.len();
+        file.sync_all()
+            .map_err(|e| export_error("syncing", &staged.path, &e))?;
+        staged.size = file
+            .metadata()
+            .map_err(|e| export_error("reading", &staged.path, &e))?
+            .len();
+        staged.file = Some(file);
         Ok(staged)
     }
 
@@ -105,6 +127,14 @@ impl Staged {
             Ok(_) => return Ok(false),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(export_error("checking", target, &e)),
+        }
+        // Retention orders files by modification time. The kernel stamps
+        // writes with a clock that ticks every few milliseconds; stamping
+        // the precise time here, in publishing order, keeps files written
+        // in quick succession in the order they appeared.
+        if let Some(f) = &self.file {
+            f.set_modified(std::time::SystemTime::now())
+                .map_err(|e| export_error("stamping", &self.path, &e))?;
         }
         fs::rename(&self.path, target).map_err(|e| export_error("renaming into", target, &e))?;
         Ok(true)
@@ -132,7 +162,10 @@ pub fn remove_stale_temp_files(dir: &Path) -> io::Result<usize> {
         let entry = entry?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX) && entry.file_type()?.is_file() {
+        if name.starts_with(TEMP_PREFIX)
+            && name.ends_with(TEMP_SUFFIX)
+            && entry.file_type()?.is_file()
+        {
             fs::remove_file(entry.path())?;
             removed += 1;
         }

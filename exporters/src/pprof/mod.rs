@@ -32,7 +32,9 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use profcol_pipeline::component::{ExportError, Exporter, ExporterContext, ExporterFactory, ExporterSettings};
+use profcol_pipeline::component::{
+    ExportError, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
+};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pipeline::formats::pprof::{plan_files, write_pprof_gzip, PprofError, ToPprofOptions};
 use profcol_pipeline::model::{Origin, ProfileBatch};
@@ -51,7 +53,10 @@ impl ExporterFactory for PprofExporterFactory {
         "pprof"
     }
 
-    fn create(&self, cfg: &ComponentConfig) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
+    fn create(
+        &self,
+        cfg: &ComponentConfig,
+    ) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
         let c: PprofExporterConfig = cfg.decode()?;
         let exporter = PprofExporter::new(c, &cfg.path())?;
         let settings = exporter.inner.cfg.settings();
@@ -143,7 +148,9 @@ fn source_comments(batch: &ProfileBatch) -> Vec<String> {
         out.push(format!("profcol: received by {}", batch.meta.receiver));
     }
     match &batch.meta.origin {
-        Origin::Sentry { project_id, .. } => out.push(format!("profcol: Sentry project {project_id}")),
+        Origin::Sentry { project_id, .. } => {
+            out.push(format!("profcol: Sentry project {project_id}"))
+        }
         Origin::Pprof => out.push("profcol: received as pprof".to_owned()),
         Origin::Otlp => {}
     }
@@ -158,7 +165,8 @@ impl Inner {
             comments: source_comments(batch),
         };
         let data = batch.data();
-        let plans = plan_files(data, &opts).map_err(|e| ExportError::permanent(format!("pprof exporter: {e}")))?;
+        let plans = plan_files(data, &opts)
+            .map_err(|e| ExportError::permanent(format!("pprof exporter: {e}")))?;
         if plans.is_empty() {
             return Ok(Vec::new());
         }
@@ -189,7 +197,9 @@ impl Inner {
         for (file, values) in &staged {
             let target = self.publish(file, values)?;
             self.counters.files_written.fetch_add(1, Ordering::Relaxed);
-            self.counters.bytes_written.fetch_add(file.size, Ordering::Relaxed);
+            self.counters
+                .bytes_written
+                .fetch_add(file.size, Ordering::Relaxed);
             tracing::debug!(file = %target.display(), bytes = file.size, "pprof exporter: wrote file");
             written.push(target);
         }
@@ -197,8 +207,12 @@ impl Inner {
         match retention::enforce(&self.directory, &self.template, &self.limits) {
             Ok(r) => {
                 if r.files > 0 {
-                    self.counters.files_removed.fetch_add(r.files, Ordering::Relaxed);
-                    self.counters.bytes_removed.fetch_add(r.bytes, Ordering::Relaxed);
+                    self.counters
+                        .files_removed
+                        .fetch_add(r.files, Ordering::Relaxed);
+                    self.counters
+                        .bytes_removed
+                        .fetch_add(r.bytes, Ordering::Relaxed);
                     tracing::info!(
                         directory = %self.directory.display(),
                         files = r.files,
@@ -207,7 +221,9 @@ impl Inner {
                     );
                 }
             }
-            Err(e) => tracing::warn!(directory = %self.directory.display(), error = %e, "pprof exporter: retention failed"),
+            Err(e) => {
+                tracing::warn!(directory = %self.directory.display(), error = %e, "pprof exporter: retention failed")
+            }
         }
         Ok(written)
     }
@@ -247,11 +263,17 @@ impl Exporter for PprofExporter {
         .await?
     }
 
-    async fn export(&self, batch: Arc<ProfileBatch>, _ctx: &ExporterContext) -> Result<u64, ExportError> {
+    async fn export(
+        &self,
+        batch: Arc<ProfileBatch>,
+        _ctx: &ExporterContext,
+    ) -> Result<u64, ExportError> {
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || inner.write_batch(&batch))
             .await
-            .map_err(|e| ExportError::permanent(format!("pprof exporter: writer task failed: {e}")))??;
+            .map_err(|e| {
+                ExportError::permanent(format!("pprof exporter: writer task failed: {e}"))
+            })??;
         Ok(0)
     }
 }

@@ -49,7 +49,11 @@ pub fn enforce(dir: &Path, template: &FileNameTemplate, limits: &Limits) -> io::
             continue;
         };
         if meta.is_file() {
-            files.push((meta.modified().unwrap_or(SystemTime::UNIX_EPOCH), name, meta.len()));
+            files.push((
+                meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                name,
+                meta.len(),
+            ));
         }
     }
     // Oldest first; names break ties between files of one write.
@@ -57,7 +61,8 @@ pub fn enforce(dir: &Path, template: &FileNameTemplate, limits: &Limits) -> io::
     let mut count = files.len();
     let mut total: u64 = files.iter().map(|f| f.2).sum();
     let over = |count: usize, total: u64| {
-        (limits.max_files > 0 && count > limits.max_files) || limits.max_bytes.is_some_and(|max| total > max)
+        (limits.max_files > 0 && count > limits.max_files)
+            || limits.max_bytes.is_some_and(|max| total > max)
     };
     for (_, name, size) in &files[..files.len().saturating_sub(1)] {
         if !over(count, total) {
@@ -76,7 +81,9 @@ pub fn enforce(dir: &Path, template: &FileNameTemplate, limits: &Limits) -> io::
                 count -= 1;
                 total -= size;
             }
-            Err(e) => tracing::warn!(file = %path.display(), error = %e, "pprof exporter: cannot remove old file"),
+            Err(e) => {
+                tracing::warn!(file = %path.display(), error = %e, "pprof exporter: cannot remove old file")
+            }
         }
     }
     Ok(removed)

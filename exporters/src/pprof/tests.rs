@@ -14,7 +14,10 @@ use profcol_pipeline::ProfileBatch;
 use super::*;
 
 fn fixture(name: &str) -> ProfileBatch {
-    let p = format!("{}/../tests/fixtures/otlp/{name}", env!("CARGO_MANIFEST_DIR"));
+    let p = format!(
+        "{}/../tests/fixtures/otlp/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"));
     ProfileBatch::new(ProfilesData::decode(bytes.as_slice()).unwrap())
 }
@@ -61,24 +64,50 @@ async fn writes_a_gzip_pprof_file_named_by_the_template() {
     assert_eq!(e.export(Arc::new(batch), &ctx()).await.unwrap(), 0);
 
     // 1_700_000_000 s is 2023-11-14T22:13:20Z.
-    assert_eq!(names(dir.path()), ["holdout-minimal-20231114T221320.000Z-cpu.pb.gz"]);
-    let bytes = std::fs::read(dir.path().join("holdout-minimal-20231114T221320.000Z-cpu.pb.gz")).unwrap();
+    assert_eq!(
+        names(dir.path()),
+        ["holdout-minimal-20231114T221320.000Z-cpu.pb.gz"]
+    );
+    let bytes = std::fs::read(
+        dir.path()
+            .join("holdout-minimal-20231114T221320.000Z-cpu.pb.gz"),
+    )
+    .unwrap();
     assert_eq!(&bytes[..2], &[0x1f, 0x8b], "gzip on disk");
     let p = decode_pprof(&bytes).unwrap();
     assert_eq!(p.sample.len(), 3);
-    let comments: Vec<&str> = p.comment.iter().map(|&c| p.string_table[c as usize].as_str()).collect();
-    assert!(comments.contains(&"profcol: received by sentry/mobile"), "{comments:?}");
-    assert!(comments.contains(&"profcol: Sentry project 42"), "{comments:?}");
+    let comments: Vec<&str> = p
+        .comment
+        .iter()
+        .map(|&c| p.string_table[c as usize].as_str())
+        .collect();
+    assert!(
+        comments.contains(&"profcol: received by sentry/mobile"),
+        "{comments:?}"
+    );
+    assert!(
+        comments.contains(&"profcol: Sentry project 42"),
+        "{comments:?}"
+    );
     let stats = e.stats();
-    assert_eq!((stats.files_written, stats.bytes_written), (1, bytes.len() as u64));
+    assert_eq!(
+        (stats.files_written, stats.bytes_written),
+        (1, bytes.len() as u64)
+    );
 }
 
 #[tokio::test]
 async fn one_file_per_resource_and_collisions_get_a_suffix() {
     let dir = tempfile::tempdir().unwrap();
-    let e = exporter(dir.path(), |c| c.file_name = "{service.name}_{sample_type}.pb.gz".into());
-    e.export(Arc::new(fixture("two-resources-request.bin")), &ctx()).await.unwrap();
-    e.export(Arc::new(fixture("two-resources-request.bin")), &ctx()).await.unwrap();
+    let e = exporter(dir.path(), |c| {
+        c.file_name = "{service.name}_{sample_type}.pb.gz".into()
+    });
+    e.export(Arc::new(fixture("two-resources-request.bin")), &ctx())
+        .await
+        .unwrap();
+    e.export(Arc::new(fixture("two-resources-request.bin")), &ctx())
+        .await
+        .unwrap();
     assert_eq!(
         names(dir.path()),
         [
@@ -101,7 +130,11 @@ async fn merge_sample_types_writes_one_file_for_go_cpu() {
     assert_eq!(written.len(), 1);
     let name = written[0].file_name().unwrap().to_str().unwrap();
     // No profile id in the data: a random one keeps names apart.
-    assert!(name.starts_with("go-cpu-samples+cpu-") && name.len() == "go-cpu-samples+cpu-".len() + 32 + 6, "{name}");
+    assert!(
+        name.starts_with("go-cpu-samples+cpu-")
+            && name.len() == "go-cpu-samples+cpu-".len() + 32 + 6,
+        "{name}"
+    );
     let p = decode_pprof(&std::fs::read(&written[0]).unwrap()).unwrap();
     assert_eq!(p.sample_type.len(), 2);
 }
@@ -130,34 +163,71 @@ async fn retention_keeps_the_newest_files_and_nothing_else_is_touched() {
 }
 
 #[tokio::test]
-async fn retention_by_size_always_keeps_the_newest() {
+async fn retention_by_size_keeps_the_newest_that_fit() {
+    let scratch = tempfile::tempdir().unwrap();
+    let probe = exporter(scratch.path(), |_| {})
+        .write_batch(&fixture("minimal-request.bin"))
+        .unwrap();
+    let size = std::fs::metadata(&probe[0]).unwrap().len();
+    let mib = |bytes: f64| bytes / (1024.0 * 1024.0);
+
+    // Room for two and a half files: two stay, the newest ones.
     let dir = tempfile::tempdir().unwrap();
-    let e = exporter(dir.path(), |c| c.max_total_size_mib = 1.0 / 1024.0); // 1 KiB
-    let one = e.write_batch(&fixture("minimal-request.bin")).unwrap();
-    let size = std::fs::metadata(&one[0]).unwrap().len();
-    assert!(size < 1024 && size * 2 > 1024, "fixture file of {size} bytes suits a 1 KiB limit");
-    let two = e.write_batch(&fixture("two-resources-request.bin")).unwrap();
-    // Whatever is left fits, and the newest file is among it.
-    let total: u64 = names(dir.path()).iter().map(|n| std::fs::metadata(dir.path().join(n)).unwrap().len()).sum();
-    assert!(total <= 1024 || names(dir.path()).len() == 1, "{total}");
-    assert!(two.last().unwrap().exists());
-    assert!(!one[0].exists());
-    assert!(e.stats().bytes_removed >= size);
+    let e = exporter(dir.path(), |c| {
+        c.max_total_size_mib = mib(size as f64 * 2.5)
+    });
+    let mut written = Vec::new();
+    for _ in 0..4 {
+        written.extend(e.write_batch(&fixture("minimal-request.bin")).unwrap());
+    }
+    let mut newest: Vec<String> = written[2..]
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    newest.sort();
+    assert_eq!(names(dir.path()), newest);
+    assert_eq!(
+        (e.stats().files_removed, e.stats().bytes_removed),
+        (2, 2 * size)
+    );
+
+    // Less room than one file: the newest file is still kept.
+    let dir = tempfile::tempdir().unwrap();
+    let e = exporter(dir.path(), |c| {
+        c.max_total_size_mib = mib(size as f64 / 2.0)
+    });
+    for _ in 0..3 {
+        let w = e.write_batch(&fixture("minimal-request.bin")).unwrap();
+        assert_eq!(
+            names(dir.path()),
+            [w[0].file_name().unwrap().to_string_lossy()]
+        );
+    }
 }
 
 #[tokio::test]
 async fn no_temporary_files_are_left_and_stale_ones_are_cleaned_at_start() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join(".profcol-0123.tmp"), "half a file from a crash").unwrap();
+    std::fs::write(
+        dir.path().join(".profcol-0123.tmp"),
+        "half a file from a crash",
+    )
+    .unwrap();
     let e = exporter(dir.path(), |_| {});
     e.start(&ctx()).await.unwrap();
     assert!(names(dir.path()).is_empty());
     for _ in 0..3 {
-        e.export(Arc::new(fixture("two-resources-request.bin")), &ctx()).await.unwrap();
+        e.export(Arc::new(fixture("two-resources-request.bin")), &ctx())
+            .await
+            .unwrap();
     }
     let all = names(dir.path());
     assert_eq!(all.len(), 6);
-    assert!(all.iter().all(|n| n.ends_with(".pb.gz") && !n.starts_with('.')), "{all:?}");
+    assert!(
+        all.iter()
+            .all(|n| n.ends_with(".pb.gz") && !n.starts_with('.')),
+        "{all:?}"
+    );
 }
 
 #[tokio::test]
@@ -168,8 +238,14 @@ async fn invalid_data_fails_permanently_and_writes_nothing() {
     // The second resource's sample points past the stack table: the first
     // resource's file must not be published either.
     data.resource_profiles[1].scope_profiles[0].profiles[0].samples[0].stack_index = 1000;
-    let err = e.export(Arc::new(ProfileBatch::new(data)), &ctx()).await.unwrap_err();
-    assert!(matches!(&err, ExportError::Permanent { message } if message.contains("stack index 1000")), "{err}");
+    let err = e
+        .export(Arc::new(ProfileBatch::new(data)), &ctx())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ExportError::Permanent { message } if message.contains("stack index 1000")),
+        "{err}"
+    );
     assert!(names(dir.path()).is_empty());
 }
 
@@ -180,11 +256,17 @@ async fn a_path_below_a_regular_file_is_a_clear_permanent_error() {
     std::fs::write(&file, "x").unwrap();
     let target = file.join("profiles");
     let e = exporter(&target, |_| {});
-    let err = e.export(Arc::new(fixture("minimal-request.bin")), &ctx()).await.unwrap_err();
+    let err = e
+        .export(Arc::new(fixture("minimal-request.bin")), &ctx())
+        .await
+        .unwrap_err();
     let ExportError::Permanent { message } = &err else {
         panic!("expected a permanent error, got {err:?}")
     };
-    assert!(message.contains(&*target.to_string_lossy()) && message.contains("ot a directory"), "{message}");
+    assert!(
+        message.contains(&*target.to_string_lossy()) && message.contains("ot a directory"),
+        "{message}"
+    );
     // And start-up refuses it outright.
     assert!(e.start(&ctx()).await.is_err());
 }
@@ -194,7 +276,10 @@ async fn a_directory_root_cannot_write_to_is_a_permanent_error() {
     // Tests run as root, for whom file modes are no obstacle; sysfs refuses
     // new files even to root.
     let e = exporter(Path::new("/sys"), |_| {});
-    let err = e.export(Arc::new(fixture("minimal-request.bin")), &ctx()).await.unwrap_err();
+    let err = e
+        .export(Arc::new(fixture("minimal-request.bin")), &ctx())
+        .await
+        .unwrap_err();
     let ExportError::Permanent { message } = &err else {
         panic!("expected a permanent error, got {err:?}")
     };
@@ -206,13 +291,21 @@ async fn a_missing_directory_is_created_only_when_allowed() {
     let dir = tempfile::tempdir().unwrap();
     let nested = dir.path().join("a/b");
     let e = exporter(&nested, |c| c.create_directory = false);
-    let err = e.export(Arc::new(fixture("minimal-request.bin")), &ctx()).await.unwrap_err();
-    assert!(matches!(&err, ExportError::Permanent { message } if message.contains("create_directory is false")), "{err}");
+    let err = e
+        .export(Arc::new(fixture("minimal-request.bin")), &ctx())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ExportError::Permanent { message } if message.contains("create_directory is false")),
+        "{err}"
+    );
     assert!(e.start(&ctx()).await.is_err());
 
     let e = exporter(&nested, |_| {});
     e.start(&ctx()).await.unwrap();
-    e.export(Arc::new(fixture("minimal-request.bin")), &ctx()).await.unwrap();
+    e.export(Arc::new(fixture("minimal-request.bin")), &ctx())
+        .await
+        .unwrap();
     assert_eq!(names(&nested).len(), 1);
 }
 
@@ -230,10 +323,21 @@ fn full_disks_and_io_errors_are_retried_permission_errors_are_not() {
         (20, false), // ENOTDIR
         (36, false), // ENAMETOOLONG
     ] {
-        assert_eq!(is_retryable(&Error::from_raw_os_error(errno)), retry, "errno {errno}");
+        assert_eq!(
+            is_retryable(&Error::from_raw_os_error(errno)),
+            retry,
+            "errno {errno}"
+        );
     }
-    let e = files::export_error("writing into", Path::new("/data"), &Error::from_raw_os_error(28));
-    assert!(matches!(&e, ExportError::Retryable { message, .. } if message.contains("/data") && message.contains("free space")), "{e}");
+    let e = files::export_error(
+        "writing into",
+        Path::new("/data"),
+        &Error::from_raw_os_error(28),
+    );
+    assert!(
+        matches!(&e, ExportError::Retryable { message, .. } if message.contains("/data") && message.contains("free space")),
+        "{e}"
+    );
 }
 
 #[test]
@@ -246,16 +350,36 @@ fn templates_parse_render_and_match() {
         time_unix_nano: 1_795_318_731_827_876_192,
     };
     let name = t.render(&v, 0);
-    assert_eq!(name, "checkout_api_v2-20261122T033851.827Z-alloc_space+inuse_space.pb.gz");
-    assert_eq!(t.render(&v, 3), "checkout_api_v2-20261122T033851.827Z-alloc_space+inuse_space-3.pb.gz");
+    assert_eq!(
+        name,
+        "checkout_api_v2-20261122T033851.827Z-alloc_space+inuse_space.pb.gz"
+    );
+    assert_eq!(
+        t.render(&v, 3),
+        "checkout_api_v2-20261122T033851.827Z-alloc_space+inuse_space-3.pb.gz"
+    );
     assert!(t.matches(&name) && t.matches(&t.render(&v, 3)));
     assert!(!t.matches("notes.txt") && !t.matches(".profcol-1.tmp") && !t.matches("a-b.pb"));
-    let unnamed = NameValues { service_name: Some("..".into()), ..v.clone() };
+    let unnamed = NameValues {
+        service_name: Some("..".into()),
+        ..v.clone()
+    };
     assert!(t.render(&unnamed, 0).starts_with("_.-"));
-    let none = NameValues { service_name: None, ..v };
+    let none = NameValues {
+        service_name: None,
+        ..v
+    };
     assert!(t.render(&none, 0).starts_with("unknown_service-"));
 
-    for bad in ["", "dir/{time}.pb.gz", "{time", "{host}.pb.gz", "fixed.pb.gz", ".{time}", "{time}.tmp"] {
+    for bad in [
+        "",
+        "dir/{time}.pb.gz",
+        "{time",
+        "{host}.pb.gz",
+        "fixed.pb.gz",
+        ".{time}",
+        "{time}.tmp",
+    ] {
         assert!(FileNameTemplate::parse(bad).is_err(), "{bad:?}");
     }
     // Adjacent placeholders still match without blowing up.
@@ -275,23 +399,41 @@ fn config_decodes_with_collector_names_and_reports_every_error() {
     .unwrap();
     let (_, settings) = factory().create(&cfg).unwrap();
     assert_eq!(settings.timeout, std::time::Duration::from_secs(2));
-    assert_eq!(settings.retry_on_failure.max_elapsed_time.get(), std::time::Duration::from_secs(60));
+    assert_eq!(
+        settings.retry_on_failure.max_elapsed_time.get(),
+        std::time::Duration::from_secs(60)
+    );
     assert_eq!(settings.sending_queue.queue_size, 5);
     let c: PprofExporterConfig = cfg.decode().unwrap();
     assert_eq!(c.max_total_bytes(), Some(512 * 1024));
     assert!(c.create_directory && c.merge_sample_types);
     assert_eq!(c.resource_attributes_as_labels, ["service.name"]);
 
-    let bad = ComponentConfig::from_yaml(Kind::Exporter, "pprof", "file_name: \"{host}.pb.gz\"\ncompression_level: 12\n").unwrap();
+    let bad = ComponentConfig::from_yaml(
+        Kind::Exporter,
+        "pprof",
+        "file_name: \"{host}.pb.gz\"\ncompression_level: 12\n",
+    )
+    .unwrap();
     let errs = match factory().create(&bad) {
         Err(e) => e.to_string(),
         Ok(_) => panic!("accepted a bad config"),
     };
-    assert!(errs.contains("exporters::pprof::directory: is required"), "{errs}");
-    assert!(errs.contains("exporters::pprof::file_name: unknown placeholder {host}"), "{errs}");
-    assert!(errs.contains("exporters::pprof::compression_level"), "{errs}");
+    assert!(
+        errs.contains("exporters::pprof::directory: is required"),
+        "{errs}"
+    );
+    assert!(
+        errs.contains("exporters::pprof::file_name: unknown placeholder {host}"),
+        "{errs}"
+    );
+    assert!(
+        errs.contains("exporters::pprof::compression_level"),
+        "{errs}"
+    );
 
-    let typo = ComponentConfig::from_yaml(Kind::Exporter, "pprof", "directory: /x\nmax_file: 3\n").unwrap();
+    let typo = ComponentConfig::from_yaml(Kind::Exporter, "pprof", "directory: /x\nmax_file: 3\n")
+        .unwrap();
     assert!(factory().create(&typo).is_err());
     assert_eq!(factory().type_name(), "pprof");
 }

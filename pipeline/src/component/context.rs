@@ -67,7 +67,8 @@ impl Output {
         let samples = batch.sample_count();
         let transport = batch.meta.transport;
         let refuse = |e: ConsumeError, reason: DropReason| {
-            self.telemetry.receiver_refused(&self.receiver, transport, samples, reason);
+            self.telemetry
+                .receiver_refused(&self.receiver, transport, samples, reason);
             Err(e)
         };
         let size = batch.encoded_len().max(1);
@@ -118,7 +119,8 @@ impl Output {
         for permit in reserved {
             permit.send(batch.clone());
         }
-        self.telemetry.receiver_accepted(&self.receiver, transport, samples);
+        self.telemetry
+            .receiver_accepted(&self.receiver, transport, samples);
         Ok(())
     }
 }

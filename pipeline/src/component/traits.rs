@@ -112,7 +112,11 @@ pub trait Exporter: Send + Sync {
     /// Sends one batch. The runtime applies the timeout and the retries;
     /// the exporter only classifies what went wrong. Returns the number of
     /// samples the peer rejected through partial success, if any.
-    async fn export(&self, batch: Arc<ProfileBatch>, ctx: &ExporterContext) -> Result<u64, ExportError>;
+    async fn export(
+        &self,
+        batch: Arc<ProfileBatch>,
+        ctx: &ExporterContext,
+    ) -> Result<u64, ExportError>;
 
     /// Called after the queue has drained.
     async fn shutdown(&self) {}

@@ -169,20 +169,35 @@ const TOP_LEVEL: [&str; 5] = [
 /// and scalars are replaced), expands variables, and checks the shape and
 /// the service graph. Component sections are decoded later.
 pub fn load(paths: &[PathBuf]) -> Result<Config, ConfigErrors> {
+    let (config, errs) = load_partial(paths)?;
+    errs.into_result(config)
+}
+
+/// Same as [`load`] for one YAML document held in memory.
+pub fn load_str(yaml: &str) -> Result<Config, ConfigErrors> {
+    let (config, errs) = load_str_partial(yaml)?;
+    errs.into_result(config)
+}
+
+/// Like [`load`], but when the files parse, returns what could be read
+/// together with the errors found, so that `validate` can go on to check the
+/// components and list every error at once. `Err` only when no config could
+/// be read at all.
+pub fn load_partial(paths: &[PathBuf]) -> Result<(Config, ConfigErrors), ConfigErrors> {
     if paths.is_empty() {
         return Err(ConfigErrors::one("", "no config file given"));
     }
     from_providers(paths.iter().map(YamlProvider::file).collect())
 }
 
-/// Same as [`load`] for one YAML document held in memory.
-pub fn load_str(yaml: &str) -> Result<Config, ConfigErrors> {
+/// [`load_partial`] for one YAML document held in memory.
+pub fn load_str_partial(yaml: &str) -> Result<(Config, ConfigErrors), ConfigErrors> {
     from_providers(vec![YamlProvider::string("config", yaml)])
 }
 
 /// Reports every unreadable or invalid document (figment keeps only some of
 /// several providers' errors), then merges them in order.
-fn from_providers(providers: Vec<YamlProvider>) -> Result<Config, ConfigErrors> {
+fn from_providers(providers: Vec<YamlProvider>) -> Result<(Config, ConfigErrors), ConfigErrors> {
     let mut errs = ConfigErrors::default();
     for p in &providers {
         if let Some(e) = p.errors() {
@@ -196,17 +211,26 @@ fn from_providers(providers: Vec<YamlProvider>) -> Result<Config, ConfigErrors> 
     let root: Value = figment
         .extract()
         .map_err(|e| ConfigErrors::one("", e.to_string()))?;
-    from_root(root, &env_lookup)
+    from_root_partial(root, &env_lookup)
 }
 
 fn env_lookup(name: &str) -> Option<String> {
     std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
 }
 
+#[cfg(test)]
 pub(super) fn from_root(
-    mut root: Value,
+    root: Value,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigErrors> {
+    let (config, errs) = from_root_partial(root, lookup)?;
+    errs.into_result(config)
+}
+
+fn from_root_partial(
+    mut root: Value,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Config, ConfigErrors), ConfigErrors> {
     let mut expand_errs = ConfigErrors::default();
     let mut originals = Originals::new();
     expand_tree(
@@ -270,7 +294,7 @@ pub(super) fn from_root(
         })
     });
     expand_errs.extend(errs);
-    expand_errs.into_result(config)
+    Ok((config, expand_errs))
 }
 
 fn parse_section(

@@ -16,7 +16,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::{self, Write as _};
 
 use crate::proto::{
-    any_value::Value, AnyValue, KeyValue, Location, Profile, ProfilesData, Sample, ValueType,
+    any_value::Value, AnyValue, KeyValue, Location, Mapping, Profile, ProfilesData, Sample,
+    ValueType,
 };
 
 use super::dictionary::{sample_total, samples_identity, Lookup, SampleIdentity};
@@ -147,7 +148,13 @@ struct Resolver<'a> {
 }
 
 impl Resolver<'_> {
-    fn profile(&mut self, p: &Profile, resource: &[String], scope: &str, scope_attributes: &[String]) -> ResolvedProfile {
+    fn profile(
+        &mut self,
+        p: &Profile,
+        resource: &[String],
+        scope: &str,
+        scope_attributes: &[String],
+    ) -> ResolvedProfile {
         let mut totals: HashMap<SampleIdentity<'_>, i64> = HashMap::new();
         for s in &p.samples {
             let t = totals.entry(samples_identity(s)).or_insert(0);
@@ -167,8 +174,15 @@ impl Resolver<'_> {
             period_type: self.value_type(p.period_type.as_ref()),
             period: p.period,
             attributes: self.attribute_list(&p.attribute_indices),
-            original_payload: (!p.original_payload_format.is_empty() || !p.original_payload.is_empty())
-                .then(|| format!("{}, {} bytes", p.original_payload_format, p.original_payload.len())),
+            original_payload: (!p.original_payload_format.is_empty()
+                || !p.original_payload.is_empty())
+            .then(|| {
+                format!(
+                    "{}, {} bytes",
+                    p.original_payload_format,
+                    p.original_payload.len()
+                )
+            }),
             samples,
         }
     }
@@ -228,7 +242,10 @@ impl Resolver<'_> {
                 out.push(';');
             }
             let f = lk.function(line.function_index);
-            let (name, system) = (lk.string(f.name_strindex), lk.string(f.system_name_strindex));
+            let (name, system) = (
+                lk.string(f.name_strindex),
+                lk.string(f.system_name_strindex),
+            );
             if !name.is_empty() {
                 out.push_str(name);
             } else if !system.is_empty() {
@@ -262,22 +279,30 @@ impl Resolver<'_> {
         }
     }
 
-    /// Address, mapping and attributes of a location ([`Detail::Full`]).
+    /// Address, mapping and attributes of a location ([`Detail::Full`]):
+    /// `@0x1234 in /usr/lib/libc.so[0x1000-0x2000+0x0]{attrs}{attrs}`.
     fn location_details(&mut self, out: &mut String, loc: &Location) {
+        write!(out, "@{:#x}", loc.address).unwrap();
         let m = self.lookup.mapping(loc.mapping_index);
-        write!(
-            out,
-            "@{:#x}({}[{:#x}-{:#x}+{:#x}]",
-            loc.address,
-            self.lookup.string(m.filename_strindex),
-            m.memory_start,
-            m.memory_limit,
-            m.file_offset
-        )
-        .unwrap();
-        let mapping_attrs = self.attribute_list(&m.attribute_indices);
-        let location_attrs = self.attribute_list(&loc.attribute_indices);
-        write!(out, "{{{}}}{{{}}})", mapping_attrs.join(","), location_attrs.join(",")).unwrap();
+        if *m != Mapping::default() {
+            write!(
+                out,
+                " in {}[{:#x}-{:#x}+{:#x}]",
+                self.lookup.string(m.filename_strindex),
+                m.memory_start,
+                m.memory_limit,
+                m.file_offset
+            )
+            .unwrap();
+            let attrs = self.attribute_list(&m.attribute_indices);
+            if !attrs.is_empty() {
+                write!(out, "{{{}}}", attrs.join(",")).unwrap();
+            }
+        }
+        let attrs = self.attribute_list(&loc.attribute_indices);
+        if !attrs.is_empty() {
+            write!(out, " {{{}}}", attrs.join(",")).unwrap();
+        }
     }
 
     /// `key=value` (with ` (unit)` when set) per attribute index, sorted.
@@ -367,4 +392,254 @@ pub fn profile_total(p: &Profile) -> i64 {
         .iter()
         .map(|s: &Sample| sample_total(s))
         .fold(0, i64::wrapping_add)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::dictionary::DictionaryBuilder;
+    use crate::proto::{
+        ArrayValue, KeyValueAndUnit, KeyValueList, Line, Link, Resource, ResourceProfiles,
+        ScopeProfiles,
+    };
+
+    fn line(function_index: i32) -> Line {
+        Line {
+            function_index,
+            line: 0,
+            column: 0,
+        }
+    }
+
+    fn data(b: DictionaryBuilder, samples: Vec<Sample>) -> ProfilesData {
+        let mut b = b;
+        let (cpu, ns) = (b.string("cpu"), b.string("nanoseconds"));
+        let vt = Some(ValueType {
+            type_strindex: cpu,
+            unit_strindex: ns,
+        });
+        ProfilesData {
+            resource_profiles: vec![ResourceProfiles {
+                resource: Some(Resource {
+                    attributes: vec![KeyValue {
+                        key: "service.name".into(),
+                        value: Some(AnyValue {
+                            value: Some(Value::StringValue("api".into())),
+                        }),
+                        key_strindex: 0,
+                    }],
+                    ..Default::default()
+                }),
+                scope_profiles: vec![ScopeProfiles {
+                    profiles: vec![Profile {
+                        sample_type: vt,
+                        period_type: vt,
+                        period: 10,
+                        samples,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                schema_url: String::new(),
+            }],
+            dictionary: Some(b.finish()),
+        }
+    }
+
+    fn sample(
+        stack_index: i32,
+        attribute_indices: Vec<i32>,
+        values: Vec<i64>,
+        timestamps: Vec<u64>,
+    ) -> Sample {
+        Sample {
+            stack_index,
+            attribute_indices,
+            link_index: 0,
+            values,
+            timestamps_unix_nano: timestamps,
+        }
+    }
+
+    fn lines(d: &ProfilesData) -> Vec<(String, i64)> {
+        folded(d)[0].samples.clone().into_iter().collect()
+    }
+
+    #[test]
+    fn stacks_are_root_first_and_inlined_lines_expand_caller_first() {
+        // The proto: lines[0] is the inlined callee (memcpy), the last entry
+        // the caller it was inlined into (printf).
+        let mut b = DictionaryBuilder::new();
+        let memcpy = b.function_named("memcpy", "", "", 0);
+        let printf = b.function_named("printf", "", "", 0);
+        let main = b.function_named("main", "", "", 0);
+        let inlined = b.location(Location {
+            lines: vec![line(memcpy), line(printf)],
+            ..Default::default()
+        });
+        let root = b.location(Location {
+            lines: vec![line(main)],
+            address: 1,
+            ..Default::default()
+        });
+        let stack = b.stack(&[inlined, root]);
+        let d = data(b, vec![sample(stack, vec![], vec![5], vec![])]);
+        assert_eq!(lines(&d), vec![("main;printf;memcpy".to_owned(), 5)]);
+    }
+
+    #[test]
+    fn frame_names_fall_back_to_system_name_then_address() {
+        let mut b = DictionaryBuilder::new();
+        let mangled = b.function_named("", "_ZN4core3fmt5writeE", "lib.rs", 3);
+        let anonymous = b.function_named("", "", "x.c", 7);
+        let l1 = b.location(Location {
+            lines: vec![line(mangled)],
+            address: 0x10,
+            ..Default::default()
+        });
+        let l2 = b.location(Location {
+            lines: vec![line(anonymous)],
+            address: 0x20,
+            ..Default::default()
+        });
+        let l3 = b.location(Location {
+            address: 0xabc,
+            ..Default::default()
+        });
+        let stack = b.stack(&[l1, l2, l3]);
+        let d = data(b, vec![sample(stack, vec![], vec![1], vec![])]);
+        assert_eq!(
+            lines(&d),
+            vec![("0xabc;0x20;_ZN4core3fmt5writeE".to_owned(), 1)]
+        );
+    }
+
+    #[test]
+    fn equal_lines_are_summed_whatever_the_dictionary_layout() {
+        let mut b = DictionaryBuilder::new();
+        let f = b.function_named("work", "", "", 0);
+        let loc = b.location(Location {
+            lines: vec![line(f)],
+            ..Default::default()
+        });
+        let stack = b.stack(&[loc]);
+        let a = b.attribute_kv(
+            "a",
+            AnyValue {
+                value: Some(Value::IntValue(1)),
+            },
+            "",
+        );
+        let z = b.attribute_kv(
+            "z",
+            AnyValue {
+                value: Some(Value::BoolValue(true)),
+            },
+            "",
+        );
+        let mut dict_data = data(b, vec![]);
+        // A duplicate of the stack and of attribute `a`, as producers may send.
+        let dict = dict_data.dictionary.as_mut().unwrap();
+        dict.stack_table
+            .push(dict.stack_table[stack as usize].clone());
+        dict.attribute_table
+            .push(dict.attribute_table[a as usize].clone());
+        let (stack2, a2) = (
+            dict.stack_table.len() as i32 - 1,
+            dict.attribute_table.len() as i32 - 1,
+        );
+        dict_data.resource_profiles[0].scope_profiles[0].profiles[0].samples = vec![
+            sample(stack, vec![a, z], vec![2], vec![]),
+            sample(stack2, vec![z, a2], vec![], vec![10, 20, 30]),
+            sample(stack, vec![z, a], vec![4, 4], vec![1, 2]),
+            sample(stack, vec![], vec![7], vec![]),
+        ];
+        assert_eq!(
+            lines(&dict_data),
+            vec![
+                ("work".to_owned(), 7),
+                ("work [a=1, z=true]".to_owned(), 2 + 3 + 8)
+            ]
+        );
+    }
+
+    #[test]
+    fn attribute_values_render_generically() {
+        let mut b = DictionaryBuilder::new();
+        let s = b.string("referenced");
+        let v = |value| AnyValue { value: Some(value) };
+        let attrs = vec![
+            b.attribute_kv("int", v(Value::IntValue(-3)), ""),
+            b.attribute_kv("double", v(Value::DoubleValue(1.0)), ""),
+            b.attribute_kv("bytes", v(Value::BytesValue(vec![0xde, 0xad])), ""),
+            b.attribute_kv("ref", v(Value::StringValueStrindex(s)), ""),
+            b.attribute_kv("size", v(Value::IntValue(128)), "bytes"),
+            b.attribute_kv(
+                "array",
+                v(Value::ArrayValue(ArrayValue {
+                    values: vec![
+                        v(Value::StringValue("x".into())),
+                        v(Value::BoolValue(false)),
+                    ],
+                })),
+                "",
+            ),
+            b.attribute_kv(
+                "kv",
+                v(Value::KvlistValue(KeyValueList {
+                    values: vec![
+                        KeyValue {
+                            key: "z".into(),
+                            value: Some(v(Value::IntValue(1))),
+                            key_strindex: 0,
+                        },
+                        KeyValue {
+                            key: String::new(),
+                            value: None,
+                            key_strindex: s,
+                        },
+                    ],
+                })),
+                "",
+            ),
+            b.attribute(KeyValueAndUnit {
+                key_strindex: s,
+                value: None,
+                unit_strindex: 0,
+            }),
+        ];
+        let d = data(b, vec![sample(0, attrs, vec![1], vec![])]);
+        assert_eq!(
+            lines(&d)[0].0,
+            "<empty stack> [array=[x, false], bytes=dead, double=1.0, int=-3, \
+             kv={referenced=<empty>, z=1}, ref=referenced, referenced=<empty>, size=128 (bytes)]"
+        );
+    }
+
+    #[test]
+    fn text_has_a_header_and_shows_links() {
+        let mut b = DictionaryBuilder::new();
+        let f = b.function_named("main", "", "", 0);
+        let loc = b.location(Location {
+            lines: vec![line(f)],
+            ..Default::default()
+        });
+        let stack = b.stack(&[loc]);
+        let link = b.link(Link {
+            trace_id: vec![0xab; 16],
+            span_id: vec![0xcd; 8],
+        });
+        let mut d = data(b, vec![sample(stack, vec![], vec![3], vec![])]);
+        d.resource_profiles[0].scope_profiles[0].profiles[0].samples[0].link_index = link;
+        let text = resolve(&d, Detail::Names).to_text();
+        assert_eq!(
+            text,
+            format!(
+                "profile sample_type=cpu/nanoseconds period_type=cpu/nanoseconds period=10\n  \
+                 resource: service.name=api\n  main {{trace_id={} span_id={}}} 3\n",
+                "ab".repeat(16),
+                "cd".repeat(8)
+            )
+        );
+    }
 }

@@ -8,7 +8,7 @@ use crate::proto::{
     Profile, ProfilesData, Resource, ResourceProfiles, Sample, ScopeProfiles, ValueType,
 };
 
-use super::dictionary::DictionaryBuilder;
+use super::dictionary::{gc, DictionaryBuilder};
 
 /// What to generate. `Default` is a 100k-sample, 20k-stack CPU profile.
 #[derive(Clone, Debug)]
@@ -126,7 +126,11 @@ impl Config {
         // About two call sites per function; one in ten has inlined callees.
         let locations: Vec<i32> = (0..functions.len() * 2)
             .map(|k| {
-                let inlined = if rng.below(10) == 0 { 1 + rng.below(2) } else { 0 };
+                let inlined = if rng.below(10) == 0 {
+                    1 + rng.below(2)
+                } else {
+                    0
+                };
                 let lines = (0..=inlined)
                     .map(|_| Line {
                         function_index: functions[rng.skewed(functions.len())],
@@ -172,8 +176,18 @@ impl Config {
 
         let threads: Vec<i32> = (0..self.threads.max(1))
             .map(|t| {
-                let name = if t == 0 { "main".to_owned() } else { format!("worker-{t}") };
-                b.attribute_kv("thread.name", AnyValue { value: Some(Value::StringValue(name)) }, "")
+                let name = if t == 0 {
+                    "main".to_owned()
+                } else {
+                    format!("worker-{t}")
+                };
+                b.attribute_kv(
+                    "thread.name",
+                    AnyValue {
+                        value: Some(Value::StringValue(name)),
+                    },
+                    "",
+                )
             })
             .collect();
         let links: Vec<i32> = (0..32u64)
@@ -199,14 +213,25 @@ impl Config {
             let n = per_resource.min(self.samples.saturating_sub(r * per_resource));
             let samples: Vec<Sample> = (0..n)
                 .map(|i| {
-                    let link_index = if rng.below(10) == 0 { links[rng.below(links.len())] } else { 0 };
+                    let link_index = if rng.below(10) == 0 {
+                        links[rng.below(links.len())]
+                    } else {
+                        0
+                    };
                     let (values, timestamps_unix_nano) = if self.timestamps {
-                        (vec![], vec![start + (i as u64) * (period as u64) / threads.len() as u64])
+                        (
+                            vec![],
+                            vec![start + (i as u64) * (period as u64) / threads.len() as u64],
+                        )
                     } else {
                         (vec![period * (1 + rng.below(3) as i64)], vec![])
                     };
                     Sample {
-                        stack_index: stack_ids[rng.skewed(stack_ids.len())],
+                        stack_index: stack_ids[if r * per_resource + i < stack_ids.len() {
+                            r * per_resource + i // every stack used at least once
+                        } else {
+                            rng.skewed(stack_ids.len())
+                        }],
                         attribute_indices: vec![threads[rng.below(threads.len())]],
                         link_index,
                         values,
@@ -227,7 +252,9 @@ impl Config {
                     unit_strindex: ns,
                 }),
                 period,
-                profile_id: (self.seed as u128 * 1000 + r as u128 + 1).to_be_bytes().to_vec(),
+                profile_id: (self.seed as u128 * 1000 + r as u128 + 1)
+                    .to_be_bytes()
+                    .to_vec(),
                 ..Default::default()
             };
             resource_profiles.push(ResourceProfiles {
@@ -250,10 +277,13 @@ impl Config {
                 schema_url: String::new(),
             });
         }
-        ProfilesData {
+        let mut data = ProfilesData {
             resource_profiles,
             dictionary: Some(b.finish()),
-        }
+        };
+        // Producers send only what their samples use.
+        gc(&mut data);
+        data
     }
 }
 
@@ -264,5 +294,42 @@ fn string_kv(key: &str, value: &str) -> KeyValue {
             value: Some(Value::StringValue(value.to_owned())),
         }),
         key_strindex: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{dictionary::PerTable, validate};
+
+    #[test]
+    fn requests_are_valid_deterministic_and_sized_as_asked() {
+        let a = request(5_000, 1_000);
+        assert_eq!(validate(&a), Ok(()));
+        assert_eq!(a, request(5_000, 1_000));
+        let n: usize = a.resource_profiles[0].scope_profiles[0].profiles[0]
+            .samples
+            .len();
+        assert_eq!(n, 5_000);
+        // Every requested stack is used (plus the zero value), nothing else.
+        assert_eq!(PerTable::lens(a.dictionary.as_ref().unwrap()).stacks, 1_001);
+        assert!(crate::model::dictionary::mark(&a).all_live());
+
+        let parts = Config {
+            samples: 1_001,
+            stacks: 100,
+            resources: 3,
+            timestamps: false,
+            ..Config::default()
+        }
+        .build();
+        assert_eq!(validate(&parts), Ok(()));
+        let counts: Vec<usize> = parts
+            .resource_profiles
+            .iter()
+            .map(|r| r.scope_profiles[0].profiles[0].samples.len())
+            .collect();
+        assert_eq!(counts, vec![334, 334, 333]);
+        assert_ne!(requests(2, 100, 50)[0], requests(2, 100, 50)[1]);
     }
 }

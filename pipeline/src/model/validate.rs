@@ -26,7 +26,11 @@ pub struct ValidationError {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Problem {
-    OutOfRange { index: i32, table: Table, len: usize },
+    OutOfRange {
+        index: i32,
+        table: Table,
+        len: usize,
+    },
     /// `table[0]` is not the zero value.
     NotZeroValue { table: Table },
     /// Both `values` and `timestamps_unix_nano` are set with different lengths.
@@ -118,35 +122,91 @@ fn zero_values(d: &ProfilesDictionary) -> Result<(), ValidationError> {
 
 fn dictionary(d: &ProfilesDictionary, n: &PerTable) -> Result<(), ValidationError> {
     for (i, m) in d.mapping_table.iter().enumerate() {
-        check!(n, Table::String, m.filename_strindex, "dictionary.mapping_table[{i}].filename_strindex");
+        check!(
+            n,
+            Table::String,
+            m.filename_strindex,
+            "dictionary.mapping_table[{i}].filename_strindex"
+        );
         for (k, &a) in m.attribute_indices.iter().enumerate() {
-            check!(n, Table::Attribute, a, "dictionary.mapping_table[{i}].attribute_indices[{k}]");
+            check!(
+                n,
+                Table::Attribute,
+                a,
+                "dictionary.mapping_table[{i}].attribute_indices[{k}]"
+            );
         }
     }
     for (i, l) in d.location_table.iter().enumerate() {
-        check!(n, Table::Mapping, l.mapping_index, "dictionary.location_table[{i}].mapping_index");
+        check!(
+            n,
+            Table::Mapping,
+            l.mapping_index,
+            "dictionary.location_table[{i}].mapping_index"
+        );
         for (k, line) in l.lines.iter().enumerate() {
-            check!(n, Table::Function, line.function_index, "dictionary.location_table[{i}].lines[{k}].function_index");
+            check!(
+                n,
+                Table::Function,
+                line.function_index,
+                "dictionary.location_table[{i}].lines[{k}].function_index"
+            );
         }
         for (k, &a) in l.attribute_indices.iter().enumerate() {
-            check!(n, Table::Attribute, a, "dictionary.location_table[{i}].attribute_indices[{k}]");
+            check!(
+                n,
+                Table::Attribute,
+                a,
+                "dictionary.location_table[{i}].attribute_indices[{k}]"
+            );
         }
     }
     for (i, f) in d.function_table.iter().enumerate() {
-        check!(n, Table::String, f.name_strindex, "dictionary.function_table[{i}].name_strindex");
-        check!(n, Table::String, f.system_name_strindex, "dictionary.function_table[{i}].system_name_strindex");
-        check!(n, Table::String, f.filename_strindex, "dictionary.function_table[{i}].filename_strindex");
+        check!(
+            n,
+            Table::String,
+            f.name_strindex,
+            "dictionary.function_table[{i}].name_strindex"
+        );
+        check!(
+            n,
+            Table::String,
+            f.system_name_strindex,
+            "dictionary.function_table[{i}].system_name_strindex"
+        );
+        check!(
+            n,
+            Table::String,
+            f.filename_strindex,
+            "dictionary.function_table[{i}].filename_strindex"
+        );
     }
     for (i, a) in d.attribute_table.iter().enumerate() {
-        check!(n, Table::String, a.key_strindex, "dictionary.attribute_table[{i}].key_strindex");
-        check!(n, Table::String, a.unit_strindex, "dictionary.attribute_table[{i}].unit_strindex");
+        check!(
+            n,
+            Table::String,
+            a.key_strindex,
+            "dictionary.attribute_table[{i}].key_strindex"
+        );
+        check!(
+            n,
+            Table::String,
+            a.unit_strindex,
+            "dictionary.attribute_table[{i}].unit_strindex"
+        );
         if let Some(v) = &a.value {
-            any_value(v, n).map_err(|e| e.under(|| format!("dictionary.attribute_table[{i}].value")))?;
+            any_value(v, n)
+                .map_err(|e| e.under(|| format!("dictionary.attribute_table[{i}].value")))?;
         }
     }
     for (i, s) in d.stack_table.iter().enumerate() {
         for (k, &l) in s.location_indices.iter().enumerate() {
-            check!(n, Table::Location, l, "dictionary.stack_table[{i}].location_indices[{k}]");
+            check!(
+                n,
+                Table::Location,
+                l,
+                "dictionary.stack_table[{i}].location_indices[{k}]"
+            );
         }
     }
     Ok(())
@@ -161,22 +221,44 @@ fn resources(rps: &[ResourceProfiles], n: &PerTable) -> Result<(), ValidationErr
         for (s, sp) in rp.scope_profiles.iter().enumerate() {
             if let Some(scope) = &sp.scope {
                 key_values(&scope.attributes, n).map_err(|e| {
-                    e.under(|| format!("resource_profiles[{r}].scope_profiles[{s}].scope.attributes"))
+                    e.under(|| {
+                        format!("resource_profiles[{r}].scope_profiles[{s}].scope.attributes")
+                    })
                 })?;
             }
             for (p, prof) in sp.profiles.iter().enumerate() {
                 let at = || format!("resource_profiles[{r}].scope_profiles[{s}].profiles[{p}]");
-                value_type(prof.sample_type.as_ref(), n).map_err(|e| e.under(|| format!("{}.sample_type", at())))?;
-                value_type(prof.period_type.as_ref(), n).map_err(|e| e.under(|| format!("{}.period_type", at())))?;
+                value_type(prof.sample_type.as_ref(), n)
+                    .map_err(|e| e.under(|| format!("{}.sample_type", at())))?;
+                value_type(prof.period_type.as_ref(), n)
+                    .map_err(|e| e.under(|| format!("{}.period_type", at())))?;
                 for (k, &a) in prof.attribute_indices.iter().enumerate() {
                     check!(n, Table::Attribute, a, "{}.attribute_indices[{k}]", at());
                 }
                 for (i, smp) in prof.samples.iter().enumerate() {
-                    check!(n, Table::Stack, smp.stack_index, "{}.samples[{i}].stack_index", at());
+                    check!(
+                        n,
+                        Table::Stack,
+                        smp.stack_index,
+                        "{}.samples[{i}].stack_index",
+                        at()
+                    );
                     for (k, &a) in smp.attribute_indices.iter().enumerate() {
-                        check!(n, Table::Attribute, a, "{}.samples[{i}].attribute_indices[{k}]", at());
+                        check!(
+                            n,
+                            Table::Attribute,
+                            a,
+                            "{}.samples[{i}].attribute_indices[{k}]",
+                            at()
+                        );
                     }
-                    check!(n, Table::Link, smp.link_index, "{}.samples[{i}].link_index", at());
+                    check!(
+                        n,
+                        Table::Link,
+                        smp.link_index,
+                        "{}.samples[{i}].link_index",
+                        at()
+                    );
                     let (values, timestamps) = (smp.values.len(), smp.timestamps_unix_nano.len());
                     if values == 0 && timestamps == 0 {
                         return Err(ValidationError {
@@ -225,7 +307,11 @@ fn nested_range(n: &PerTable, table: Table, i: i32, field: &str) -> Result<(), N
     } else {
         Err(Nested {
             suffix: format!(".{field}"),
-            problem: Problem::OutOfRange { index: i, table, len },
+            problem: Problem::OutOfRange {
+                index: i,
+                table,
+                len,
+            },
         })
     }
 }
@@ -241,7 +327,11 @@ fn value_type(vt: Option<&ValueType>, n: &PerTable) -> Result<(), Nested> {
 fn key_values(kvs: &[KeyValue], n: &PerTable) -> Result<(), Nested> {
     for (k, kv) in kvs.iter().enumerate() {
         nested_range(n, Table::String, kv.key_strindex, "key_strindex")
-            .and_then(|()| kv.value.as_ref().map_or(Ok(()), |v| any_value(v, n).map_err(|e| e.prepend(".value"))))
+            .and_then(|()| {
+                kv.value
+                    .as_ref()
+                    .map_or(Ok(()), |v| any_value(v, n).map_err(|e| e.prepend(".value")))
+            })
             .map_err(|e| e.prepend(format_args!("[{k}]")))?;
     }
     Ok(())
@@ -249,7 +339,9 @@ fn key_values(kvs: &[KeyValue], n: &PerTable) -> Result<(), Nested> {
 
 fn any_value(v: &AnyValue, n: &PerTable) -> Result<(), Nested> {
     match &v.value {
-        Some(Value::StringValueStrindex(i)) => nested_range(n, Table::String, *i, "string_value_strindex"),
+        Some(Value::StringValueStrindex(i)) => {
+            nested_range(n, Table::String, *i, "string_value_strindex")
+        }
         Some(Value::ArrayValue(a)) => {
             for (k, x) in a.values.iter().enumerate() {
                 any_value(x, n).map_err(|e| e.prepend(format_args!(".array_value.values[{k}]")))?;
@@ -260,5 +352,175 @@ fn any_value(v: &AnyValue, n: &PerTable) -> Result<(), Nested> {
             key_values(&kv.values, n).map_err(|e| e.prepend(".kvlist_value.values"))
         }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{KeyValueList, Profile, Resource, Sample, ScopeProfiles, Stack};
+
+    fn dict(strings: usize, stacks: usize) -> ProfilesDictionary {
+        ProfilesDictionary {
+            string_table: (0..strings)
+                .map(|i| {
+                    if i == 0 {
+                        String::new()
+                    } else {
+                        format!("s{i}")
+                    }
+                })
+                .collect(),
+            stack_table: vec![Stack::default(); stacks],
+            ..Default::default()
+        }
+    }
+
+    fn with_samples(d: ProfilesDictionary, profiles: Vec<Vec<Sample>>) -> ProfilesData {
+        ProfilesData {
+            resource_profiles: vec![ResourceProfiles {
+                scope_profiles: vec![ScopeProfiles {
+                    profiles: profiles
+                        .into_iter()
+                        .map(|samples| Profile {
+                            samples,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            dictionary: Some(d),
+        }
+    }
+
+    fn sample(stack_index: i32, values: usize, timestamps: usize) -> Sample {
+        Sample {
+            stack_index,
+            values: vec![1; values],
+            timestamps_unix_nano: vec![1; timestamps],
+            ..Default::default()
+        }
+    }
+
+    fn err(d: &ProfilesData) -> String {
+        validate(d).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn names_the_exact_place_of_a_bad_index() {
+        let mut samples = vec![sample(1, 1, 0); 8];
+        samples[7].stack_index = 42;
+        let d = with_samples(dict(1, 10), vec![vec![sample(0, 1, 0)], samples]);
+        assert_eq!(
+            err(&d),
+            "resource_profiles[0].scope_profiles[0].profiles[1].samples[7].stack_index: \
+             42 out of range (stack_table has 10 entries)"
+        );
+        let mut d = d;
+        d.resource_profiles[0].scope_profiles[0].profiles[1].samples[7].stack_index = -1;
+        assert!(err(&d).ends_with("stack_index: -1 out of range (stack_table has 10 entries)"));
+    }
+
+    #[test]
+    fn empty_tables_are_fine_while_only_the_null_index_points_there() {
+        // No samples and no dictionary at all, as idle producers send.
+        assert_eq!(validate(&ProfilesData::default()), Ok(()));
+        assert_eq!(
+            validate(&with_samples(ProfilesDictionary::default(), vec![vec![]])),
+            Ok(())
+        );
+        // Samples without links, and an empty link table.
+        let mut d = with_samples(dict(1, 2), vec![vec![sample(1, 1, 0)]]);
+        assert_eq!(validate(&d), Ok(()));
+        d.resource_profiles[0].scope_profiles[0].profiles[0].samples[0].link_index = 1;
+        assert_eq!(
+            err(&d),
+            "resource_profiles[0].scope_profiles[0].profiles[0].samples[0].link_index: \
+             1 out of range (link_table has 0 entries)"
+        );
+    }
+
+    #[test]
+    fn the_first_entry_of_every_table_is_the_zero_value() {
+        let mut d = dict(2, 2);
+        d.string_table[0] = "x".into();
+        assert_eq!(
+            err(&with_samples(d, vec![])),
+            "dictionary.string_table[0]: must be the empty string (string_table[0] is the zero value)"
+        );
+        let mut d = dict(2, 2);
+        d.stack_table[0].location_indices = vec![0];
+        assert_eq!(
+            err(&with_samples(d, vec![])),
+            "dictionary.stack_table[0]: must be the zero value (stack_table[0] is the null entry)"
+        );
+    }
+
+    #[test]
+    fn samples_need_values_or_timestamps_of_equal_length() {
+        let ok = [(1, 0), (3, 0), (0, 3), (3, 3)];
+        for (v, t) in ok {
+            assert_eq!(
+                validate(&with_samples(dict(1, 1), vec![vec![sample(0, v, t)]])),
+                Ok(()),
+                "{v} {t}"
+            );
+        }
+        let at = "resource_profiles[0].scope_profiles[0].profiles[0].samples[0]";
+        assert_eq!(
+            err(&with_samples(dict(1, 1), vec![vec![sample(0, 0, 0)]])),
+            format!("{at}: neither values nor timestamps (a sample needs at least one)")
+        );
+        assert_eq!(
+            err(&with_samples(dict(1, 1), vec![vec![sample(0, 2, 3)]])),
+            format!("{at}.values: 2 values but 3 timestamps (when both are set they must have the same length)")
+        );
+    }
+
+    #[test]
+    fn nested_string_references_are_checked() {
+        let kv = |key_strindex, value: Option<AnyValue>| KeyValue {
+            key: String::new(),
+            value,
+            key_strindex,
+        };
+        let nested = AnyValue {
+            value: Some(Value::KvlistValue(KeyValueList {
+                values: vec![kv(1, None), kv(9, None)],
+            })),
+        };
+        let mut d = with_samples(dict(3, 1), vec![]);
+        d.resource_profiles[0].resource = Some(Resource {
+            attributes: vec![kv(2, Some(nested))],
+            ..Default::default()
+        });
+        assert_eq!(
+            err(&d),
+            "resource_profiles[0].resource.attributes[0].value.kvlist_value.values[1].key_strindex: \
+             9 out of range (string_table has 3 entries)"
+        );
+        let array = AnyValue {
+            value: Some(Value::ArrayValue(crate::proto::ArrayValue {
+                values: vec![AnyValue {
+                    value: Some(Value::StringValueStrindex(5)),
+                }],
+            })),
+        };
+        let mut dd = dict(3, 1);
+        dd.attribute_table = vec![
+            Default::default(),
+            crate::proto::KeyValueAndUnit {
+                key_strindex: 1,
+                value: Some(array),
+                unit_strindex: 0,
+            },
+        ];
+        assert_eq!(
+            err(&with_samples(dd, vec![])),
+            "dictionary.attribute_table[1].value.array_value.values[0].string_value_strindex: \
+             5 out of range (string_table has 3 entries)"
+        );
     }
 }

@@ -194,12 +194,16 @@ fn check_ports(
         };
         let clash = seen.iter().find(|(other, _)| {
             other.port() == addr.port()
-                && (other.ip() == addr.ip() || other.ip().is_unspecified() || addr.ip().is_unspecified())
+                && (other.ip() == addr.ip()
+                    || other.ip().is_unspecified()
+                    || addr.ip().is_unspecified())
         });
         if let Some((_, first)) = clash {
             errs.push(
                 owner.clone(),
-                format!("endpoint {endpoint} conflicts with {first}, which listens on the same port"),
+                format!(
+                    "endpoint {endpoint} conflicts with {first}, which listens on the same port"
+                ),
             );
         } else {
             seen.push((addr, owner));
@@ -216,6 +220,10 @@ fn check_ports(
         }
     }
     if let Some(addr) = config.service.telemetry.metrics_address {
-        claim("service::telemetry::metrics".into(), &addr.to_string(), errs);
+        claim(
+            "service::telemetry::metrics".into(),
+            &addr.to_string(),
+            errs,
+        );
     }
 }

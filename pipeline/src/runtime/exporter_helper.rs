@@ -116,7 +116,8 @@ pub async fn spawn(
                     (next, rx.len(), rx.max_capacity())
                 };
                 let Some(batch) = next else { break };
-                ctx.telemetry.exporter_queue(&ctx.id, len as i64, cap as i64);
+                ctx.telemetry
+                    .exporter_queue(&ctx.id, len as i64, cap as i64);
                 if stop.is_cancelled() {
                     ctx.dropped(batch.sample_count(), "shutdown");
                     continue;
@@ -157,28 +158,34 @@ async fn send_with_retry(
                 let rejected = rejected.min(samples);
                 ctx.telemetry.exporter_sent(&ctx.id, samples - rejected);
                 if rejected > 0 {
-                    ctx.telemetry
-                        .exporter_send_failed(&ctx.id, rejected, "rejected by the peer (partial success)");
+                    ctx.telemetry.exporter_send_failed(
+                        &ctx.id,
+                        rejected,
+                        "rejected by the peer (partial success)",
+                    );
                 }
                 return;
             }
             Ok(Err(ExportError::Permanent { message })) => {
-                ctx.telemetry
-                    .exporter_send_failed(&ctx.id, samples, &format!("not retryable: {message}"));
+                ctx.telemetry.exporter_send_failed(
+                    &ctx.id,
+                    samples,
+                    &format!("not retryable: {message}"),
+                );
                 return;
             }
             Ok(Err(ExportError::Retryable {
                 message,
                 retry_after,
             })) => (message, retry_after),
-            Err(_) => (
-                format!("timed out after {:?}", settings.timeout),
-                None,
-            ),
+            Err(_) => (format!("timed out after {:?}", settings.timeout), None),
         };
         if !settings.retry_on_failure.enabled {
-            ctx.telemetry
-                .exporter_send_failed(&ctx.id, samples, &format!("retries disabled: {message}"));
+            ctx.telemetry.exporter_send_failed(
+                &ctx.id,
+                samples,
+                &format!("retries disabled: {message}"),
+            );
             return;
         }
         let delay = retry_after.unwrap_or_else(|| backoff.next_delay());
@@ -187,7 +194,10 @@ async fn send_with_retry(
             ctx.telemetry.exporter_send_failed(
                 &ctx.id,
                 samples,
-                &format!("no more retries left after {:?}: {message}", started.elapsed()),
+                &format!(
+                    "no more retries left after {:?}: {message}",
+                    started.elapsed()
+                ),
             );
             return;
         }
@@ -255,7 +265,10 @@ mod tests {
         let mut b = Backoff::new(&s);
         for base in [100.0, 200.0, 400.0, 400.0] {
             let d = b.next_delay().as_secs_f64() * 1000.0;
-            assert!((base * 0.5..=base * 1.5).contains(&d), "{d} not around {base}");
+            assert!(
+                (base * 0.5..=base * 1.5).contains(&d),
+                "{d} not around {base}"
+            );
         }
     }
 }

@@ -113,13 +113,18 @@ impl RunningService {
             let (tx, rx) = mpsc::channel::<Arc<ProfileBatch>>(opts.inbox_capacity.max(1));
             inboxes.insert(p.id.clone(), tx);
             let worker = Worker {
-                exporters: p.exporters.iter().filter_map(|e| queues.get(e).cloned()).collect(),
+                exporters: p
+                    .exporters
+                    .iter()
+                    .filter_map(|e| queues.get(e).cloned())
+                    .collect(),
                 id: p.id,
                 inbox: rx,
                 processors: p.processors,
                 telemetry: telemetry.clone(),
             };
-            svc.workers.push(tokio::spawn(worker.run(hard_stop.clone())));
+            svc.workers
+                .push(tokio::spawn(worker.run(hard_stop.clone())));
         }
         drop(queues);
 
@@ -130,7 +135,10 @@ impl RunningService {
             let id = node.id.to_string();
             let output = Output::new(
                 id.clone(),
-                node.pipelines.iter().filter_map(|p| inboxes.get(p).cloned()).collect(),
+                node.pipelines
+                    .iter()
+                    .filter_map(|p| inboxes.get(p).cloned())
+                    .collect(),
                 budget.clone(),
                 opts.memory_limit_bytes,
                 telemetry.clone(),
@@ -186,6 +194,10 @@ impl RunningService {
         self.health.set_ready(false);
         tracing::info!(?timeout, "shutting down: receivers stop, pipelines drain");
         self.stop_receivers.cancel();
+        // A receiver waits for its clients to go (an HTTP/2 client must
+        // answer GOAWAY's ping); one that never does is cut off at the
+        // deadline rather than holding the process up.
+        let receiver_aborts: Vec<_> = self.receivers.iter().map(|t| t.abort_handle()).collect();
         let drain = async {
             for t in self.receivers {
                 let _ = t.await;
@@ -208,6 +220,7 @@ impl RunningService {
             _ = tokio::time::sleep_until(deadline.into()) => {
                 tracing::warn!("shutdown deadline reached; dropping what is still queued");
                 hard_stop.cancel();
+                receiver_aborts.iter().for_each(|a| a.abort());
                 drained.await;
             }
         }

@@ -24,7 +24,11 @@ impl Worker {
     /// Runs until the inbox closes and is drained, or `hard_stop` fires, in
     /// which case what is still queued is counted as dropped (`shutdown`).
     pub async fn run(mut self, hard_stop: CancellationToken) {
-        let names: Vec<String> = self.processors.iter().map(|(id, _)| id.to_string()).collect();
+        let names: Vec<String> = self
+            .processors
+            .iter()
+            .map(|(id, _)| id.to_string())
+            .collect();
         loop {
             let next = tokio::select! {
                 b = self.inbox.recv() => b,
@@ -58,7 +62,8 @@ impl Worker {
                 Verdict::Keep => batch.sample_count(),
                 Verdict::Drop => 0,
             };
-            self.telemetry.processor_in_out(&self.id, name, before, after);
+            self.telemetry
+                .processor_in_out(&self.id, name, before, after);
             // A processor must count what it removes; anything it lost
             // silently is counted here so the totals still add up.
             let accounted = after + ctx.dropped_total();

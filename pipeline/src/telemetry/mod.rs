@@ -80,7 +80,10 @@ impl Telemetry {
     pub fn receiver_accepted(&self, receiver: &str, transport: &str, samples: u64) {
         tracing::debug!(receiver, transport, samples, "accepted");
         self.receiver_accepted
-            .get_or_create(&vec![("receiver", receiver.to_owned()), ("transport", transport.to_owned())])
+            .get_or_create(&vec![
+                ("receiver", receiver.to_owned()),
+                ("transport", transport.to_owned()),
+            ])
             .inc_by(samples);
     }
 
@@ -123,7 +126,12 @@ impl Telemetry {
     }
 
     pub fn exporter_enqueue_failed(&self, exporter: &str, samples: u64, reason: &str) {
-        tracing::warn!(exporter, samples, reason, "sending queue refused batch; samples dropped");
+        tracing::warn!(
+            exporter,
+            samples,
+            reason,
+            "sending queue refused batch; samples dropped"
+        );
         self.exporter_enqueue_failed
             .get_or_create(&vec![("exporter", exporter.to_owned())])
             .inc_by(samples);
@@ -132,7 +140,10 @@ impl Telemetry {
     pub fn exporter_dropped(&self, exporter: &str, samples: u64, reason: &str) {
         tracing::warn!(exporter, samples, reason, "exporter dropped samples");
         self.exporter_dropped
-            .get_or_create(&vec![("exporter", exporter.to_owned()), ("reason", reason.to_owned())])
+            .get_or_create(&vec![
+                ("exporter", exporter.to_owned()),
+                ("reason", reason.to_owned()),
+            ])
             .inc_by(samples);
     }
 
@@ -143,13 +154,22 @@ impl Telemetry {
     }
 
     pub fn processor_in_out(&self, pipeline: &str, processor: &str, incoming: u64, outgoing: u64) {
-        let l = vec![("pipeline", pipeline.to_owned()), ("processor", processor.to_owned())];
+        let l = vec![
+            ("pipeline", pipeline.to_owned()),
+            ("processor", processor.to_owned()),
+        ];
         self.processor_incoming.get_or_create(&l).inc_by(incoming);
         self.processor_outgoing.get_or_create(&l).inc_by(outgoing);
     }
 
     pub fn processor_dropped(&self, pipeline: &str, processor: &str, samples: u64, reason: &str) {
-        tracing::debug!(pipeline, processor, samples, reason, "processor dropped samples");
+        tracing::debug!(
+            pipeline,
+            processor,
+            samples,
+            reason,
+            "processor dropped samples"
+        );
         self.processor_dropped
             .get_or_create(&vec![
                 ("pipeline", pipeline.to_owned()),
@@ -162,7 +182,10 @@ impl Telemetry {
     pub fn processor_event(&self, processor: &str, what: &str, n: u64) {
         tracing::debug!(processor, what, n, "processor event");
         self.processor_events
-            .get_or_create(&vec![("processor", processor.to_owned()), ("event", what.to_owned())])
+            .get_or_create(&vec![
+                ("processor", processor.to_owned()),
+                ("event", what.to_owned()),
+            ])
             .inc_by(n);
     }
 
@@ -170,7 +193,10 @@ impl Telemetry {
     pub fn pipeline_dropped(&self, pipeline: &str, samples: u64, reason: &str) {
         tracing::warn!(pipeline, samples, reason, "pipeline dropped samples");
         self.pipeline_dropped
-            .get_or_create(&vec![("pipeline", pipeline.to_owned()), ("reason", reason.to_owned())])
+            .get_or_create(&vec![
+                ("pipeline", pipeline.to_owned()),
+                ("reason", reason.to_owned()),
+            ])
             .inc_by(samples);
     }
 
@@ -185,7 +211,10 @@ impl Telemetry {
     }
 
     pub fn refused_for(&self, receiver: &str, reason: &str) -> u64 {
-        sum(&self.receiver_refused, &[("receiver", receiver), ("reason", reason)])
+        sum(
+            &self.receiver_refused,
+            &[("receiver", receiver), ("reason", reason)],
+        )
     }
 
     pub fn sent(&self, exporter: &str) -> u64 {
@@ -215,7 +244,11 @@ impl Telemetry {
     pub fn items(&self, receiver: &str, item_type: &str, outcome: &str) -> u64 {
         sum(
             &self.receiver_items,
-            &[("receiver", receiver), ("type", item_type), ("outcome", outcome)],
+            &[
+                ("receiver", receiver),
+                ("type", item_type),
+                ("outcome", outcome),
+            ],
         )
     }
 }
@@ -230,7 +263,10 @@ fn sum(f: &Family<Labels, Counter>, want: &[(&str, &str)]) -> u64 {
     encode(&mut text, &reg).expect("writing to a String cannot fail");
     text.lines()
         .filter(|l| l.starts_with("m_total{"))
-        .filter(|l| want.iter().all(|(k, v)| l.contains(&format!("{k}=\"{v}\""))))
+        .filter(|l| {
+            want.iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
         .sum()
 }

@@ -12,9 +12,9 @@ pub async fn serve_metrics(
     telemetry: Arc<Telemetry>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("service::telemetry::metrics: cannot listen on {addr}: {e}"))?;
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        anyhow::anyhow!("service::telemetry::metrics: cannot listen on {addr}: {e}")
+    })?;
     let app = Router::new()
         .route("/metrics", get(metrics))
         .with_state(telemetry);
@@ -27,7 +27,10 @@ pub async fn serve_metrics(
 
 async fn metrics(State(t): State<Arc<Telemetry>>) -> impl IntoResponse {
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         t.encode_text(),
     )
 }

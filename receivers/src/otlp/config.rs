@@ -62,11 +62,17 @@ impl OtlpReceiverConfig {
         if g.max_recv_msg_size_mib == 0 || g.max_recv_msg_size_mib > 4095 {
             errs.push(
                 key("max_recv_msg_size_mib"),
-                format!("must be between 1 and 4095, got {}", g.max_recv_msg_size_mib),
+                format!(
+                    "must be between 1 and 4095, got {}",
+                    g.max_recv_msg_size_mib
+                ),
             );
         }
         if g.transport != "tcp" {
-            errs.push(key("transport"), format!("unsupported transport {:?} (only \"tcp\")", g.transport));
+            errs.push(
+                key("transport"),
+                format!("unsupported transport {:?} (only \"tcp\")", g.transport),
+            );
         }
         errs.into_result(())
     }

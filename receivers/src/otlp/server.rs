@@ -34,9 +34,13 @@ impl Receiver for OtlpReceiver {
         vec![self.cfg.grpc().endpoint]
     }
 
-    async fn start(self: Box<Self>, ctx: ReceiverContext) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    async fn start(
+        self: Box<Self>,
+        ctx: ReceiverContext,
+    ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
         let g = self.cfg.grpc();
-        let listener = crate::endpoint::bind(&g.endpoint, &format!("receivers::{}", ctx.id)).await?;
+        let listener =
+            crate::endpoint::bind(&g.endpoint, &format!("receivers::{}", ctx.id)).await?;
         tracing::info!(receiver = %ctx.id, endpoint = %g.endpoint, "OTLP gRPC receiver listening");
         let svc = ProfilesService {
             handler: Arc::new(Handler {
@@ -84,11 +88,15 @@ struct Handler {
 }
 
 impl Handler {
-    fn export(&self, req: Request<Received>) -> Result<Response<ExportProfilesServiceResponse>, Status> {
+    fn export(
+        &self,
+        req: Request<Received>,
+    ) -> Result<Response<ExportProfilesServiceResponse>, Status> {
         let client_addr = req.remote_addr();
         let Received { data, bytes } = req.into_inner();
         let data = data.map_err(|msg| {
-            self.telemetry.receiver_refused(&self.id, "grpc", 0, "malformed");
+            self.telemetry
+                .receiver_refused(&self.id, "grpc", 0, "malformed");
             Status::invalid_argument(msg)
         })?;
         let mut batch = ProfileBatch::from_encoded(data, bytes);
@@ -97,13 +105,17 @@ impl Handler {
         if let Err(e) = validate(batch.data()) {
             self.telemetry
                 .receiver_refused(&self.id, "grpc", batch.sample_count(), "invalid");
-            return Err(Status::invalid_argument(format!("invalid profiles data: {e}")));
+            return Err(Status::invalid_argument(format!(
+                "invalid profiles data: {e}"
+            )));
         }
         match self.output.consume(batch) {
             Ok(()) => Ok(Response::new(ExportProfilesServiceResponse {
                 partial_success: None,
             })),
-            Err(e @ ConsumeError::TooLarge { .. }) => Err(Status::resource_exhausted(e.to_string())),
+            Err(e @ ConsumeError::TooLarge { .. }) => {
+                Err(Status::resource_exhausted(e.to_string()))
+            }
             Err(e @ (ConsumeError::Full { .. } | ConsumeError::ShuttingDown)) => {
                 Err(Status::unavailable(e.to_string()))
             }
@@ -131,7 +143,8 @@ struct ProfilesService {
 }
 
 impl NamedService for ProfilesService {
-    const NAME: &'static str = "opentelemetry.proto.collector.profiles.v1development.ProfilesService";
+    const NAME: &'static str =
+        "opentelemetry.proto.collector.profiles.v1development.ProfilesService";
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = Result<T, Infallible>> + Send>>;
@@ -161,10 +174,13 @@ where
                 .apply_compression_config(
                     [CompressionEncoding::Gzip, CompressionEncoding::Zstd]
                         .into_iter()
-                        .fold(Default::default(), |mut e: tonic::codec::EnabledCompressionEncodings, c| {
-                            e.enable(c);
-                            e
-                        }),
+                        .fold(
+                            Default::default(),
+                            |mut e: tonic::codec::EnabledCompressionEncodings, c| {
+                                e.enable(c);
+                                e
+                            },
+                        ),
                     Default::default(),
                 )
                 .apply_max_message_size_config(Some(max), None);
@@ -183,10 +199,12 @@ fn oversize_is_resource_exhausted(
 ) -> http::Response<tonic::body::Body> {
     let h = resp.headers_mut();
     let oversize = h.get("grpc-status").is_some_and(|v| v == "11")
-        && h
-            .get("grpc-message")
+        && h.get("grpc-message")
             .and_then(|m| m.to_str().ok())
-            .is_some_and(|m| m.contains("message%20length%20too%20large") || m.contains("message length too large"));
+            .is_some_and(|m| {
+                m.contains("message%20length%20too%20large")
+                    || m.contains("message length too large")
+            });
     let bomb = h.get("grpc-status").is_some_and(|v| v == "8");
     if oversize {
         h.insert("grpc-status", http::HeaderValue::from_static("8"));

@@ -80,7 +80,10 @@ mod tests {
         assert_eq!(key_from_headers(&h).as_deref(), Some("abc"));
 
         let mut h = HeaderMap::new();
-        h.insert("authorization", "Sentry sentry_version=7,sentry_key=def".parse().unwrap());
+        h.insert(
+            "authorization",
+            "Sentry sentry_version=7,sentry_key=def".parse().unwrap(),
+        );
         assert_eq!(key_from_headers(&h).as_deref(), Some("def"));
 
         let mut h = HeaderMap::new();
@@ -104,7 +107,12 @@ mod tests {
                 project_id: "42".into()
             }
         );
-        assert_eq!(parse_dsn("https://k:secret@o1.ingest.example/sub/7").unwrap().project_id, "7");
+        assert_eq!(
+            parse_dsn("https://k:secret@o1.ingest.example/sub/7")
+                .unwrap()
+                .project_id,
+            "7"
+        );
         assert!(parse_dsn("http://localhost/42").is_err());
         assert!(parse_dsn("not a url").is_err());
     }

@@ -19,7 +19,11 @@ pub enum BodyError {
 
 /// Reads the body, undoing every `Content-Encoding` listed (in reverse order
 /// of application), keeping at most `limit` decompressed bytes.
-pub async fn read(body: Body, content_encoding: Option<&str>, limit: u64) -> Result<Vec<u8>, BodyError> {
+pub async fn read(
+    body: Body,
+    content_encoding: Option<&str>,
+    limit: u64,
+) -> Result<Vec<u8>, BodyError> {
     let stream = body.into_data_stream().map_err(std::io::Error::other);
     let mut reader: Box<dyn AsyncRead + Send + Unpin> = Box::new(StreamReader::new(stream));
     let encodings: Vec<String> = content_encoding
@@ -64,20 +68,42 @@ mod tests {
     #[tokio::test]
     async fn decodes_each_encoding() {
         let data = b"hello envelope\n".repeat(100);
-        assert_eq!(read(Body::from(gzip(&data)), Some("gzip"), 1 << 20).await.unwrap(), data);
+        assert_eq!(
+            read(Body::from(gzip(&data)), Some("gzip"), 1 << 20)
+                .await
+                .unwrap(),
+            data
+        );
         let z = {
             let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
             e.write_all(&data).unwrap();
             e.finish().unwrap()
         };
-        assert_eq!(read(Body::from(z), Some("deflate"), 1 << 20).await.unwrap(), data);
+        assert_eq!(
+            read(Body::from(z), Some("deflate"), 1 << 20).await.unwrap(),
+            data
+        );
         let zs = zstd::encode_all(&data[..], 1).unwrap();
-        assert_eq!(read(Body::from(zs), Some("zstd"), 1 << 20).await.unwrap(), data);
+        assert_eq!(
+            read(Body::from(zs), Some("zstd"), 1 << 20).await.unwrap(),
+            data
+        );
         let mut br = Vec::new();
         brotli::BrotliCompress(&mut &data[..], &mut br, &Default::default()).unwrap();
-        assert_eq!(read(Body::from(br), Some("br"), 1 << 20).await.unwrap(), data);
-        assert_eq!(read(Body::from(data.clone()), None, 1 << 20).await.unwrap(), data);
-        assert_eq!(read(Body::from(data.clone()), Some("identity"), 1 << 20).await.unwrap(), data);
+        assert_eq!(
+            read(Body::from(br), Some("br"), 1 << 20).await.unwrap(),
+            data
+        );
+        assert_eq!(
+            read(Body::from(data.clone()), None, 1 << 20).await.unwrap(),
+            data
+        );
+        assert_eq!(
+            read(Body::from(data.clone()), Some("identity"), 1 << 20)
+                .await
+                .unwrap(),
+            data
+        );
     }
 
     #[tokio::test]
@@ -94,7 +120,10 @@ mod tests {
     async fn truncated_and_unknown_encodings_are_errors() {
         let mut g = gzip(&b"x".repeat(10_000));
         g.truncate(g.len() / 2);
-        assert!(matches!(read(Body::from(g), Some("gzip"), 1 << 20).await, Err(BodyError::Corrupt(_))));
+        assert!(matches!(
+            read(Body::from(g), Some("gzip"), 1 << 20).await,
+            Err(BodyError::Corrupt(_))
+        ));
         assert_eq!(
             read(Body::from("x"), Some("lz4"), 1 << 20).await,
             Err(BodyError::UnsupportedEncoding("lz4".into()))

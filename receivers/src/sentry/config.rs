@@ -59,7 +59,10 @@ impl SentryReceiverConfig {
             errs.push(cfg.key_path("endpoint"), e);
         }
         if self.max_request_body_size == 0 {
-            errs.push(cfg.key_path("max_request_body_size"), "must be greater than 0");
+            errs.push(
+                cfg.key_path("max_request_body_size"),
+                "must be greater than 0",
+            );
         }
         if self.max_item_size == 0 {
             errs.push(cfg.key_path("max_item_size"), "must be greater than 0");
@@ -73,7 +76,10 @@ impl SentryReceiverConfig {
             }
         }
         if self.service_name.as_deref() == Some("") {
-            errs.push(cfg.key_path("service_name"), "must not be empty (remove the key to derive it from release)");
+            errs.push(
+                cfg.key_path("service_name"),
+                "must not be empty (remove the key to derive it from release)",
+            );
         }
         errs.into_result(())
     }

@@ -50,7 +50,12 @@ fn error(status: StatusCode, detail: impl Into<String>, causes: Vec<String>) -> 
 }
 
 impl Handler {
-    pub fn new(cfg: SentryReceiverConfig, id: String, output: Output, telemetry: Arc<Telemetry>) -> Self {
+    pub fn new(
+        cfg: SentryReceiverConfig,
+        id: String,
+        output: Output,
+        telemetry: Arc<Telemetry>,
+    ) -> Self {
         let allowed_projects = cfg.project_ids.iter().map(|p| p.as_string()).collect();
         Self {
             cfg,
@@ -76,13 +81,23 @@ impl Handler {
         if project_id.is_empty() || !project_id.bytes().all(|b| b.is_ascii_digit()) {
             return self.refuse(
                 "invalid_project",
-                error(StatusCode::BAD_REQUEST, format!("invalid project id {project_id:?}"), vec![]),
+                error(
+                    StatusCode::BAD_REQUEST,
+                    format!("invalid project id {project_id:?}"),
+                    vec![],
+                ),
             );
         }
-        if !self.allowed_projects.is_empty() && !self.allowed_projects.iter().any(|p| p == project_id) {
+        if !self.allowed_projects.is_empty()
+            && !self.allowed_projects.iter().any(|p| p == project_id)
+        {
             return self.refuse(
                 "project_not_allowed",
-                error(StatusCode::FORBIDDEN, format!("project {project_id} is not accepted here"), vec![]),
+                error(
+                    StatusCode::FORBIDDEN,
+                    format!("project {project_id} is not accepted here"),
+                    vec![],
+                ),
             );
         }
         let header_key = auth::key_from_headers(headers).or_else(|| auth::key_from_query(query));
@@ -93,34 +108,54 @@ impl Handler {
             }
         }
 
-        let encoding = headers.get("content-encoding").and_then(|v| v.to_str().ok());
+        let encoding = headers
+            .get("content-encoding")
+            .and_then(|v| v.to_str().ok());
         let bytes = match body::read(body, encoding, self.cfg.max_request_body_size).await {
             Ok(b) => b,
             Err(BodyError::TooLarge { limit }) => {
                 return self.refuse(
                     "too_large",
-                    error(StatusCode::PAYLOAD_TOO_LARGE, format!("envelope exceeds the size limit of {limit} bytes"), vec![]),
+                    error(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        format!("envelope exceeds the size limit of {limit} bytes"),
+                        vec![],
+                    ),
                 )
             }
             Err(BodyError::UnsupportedEncoding(e)) => {
                 return self.refuse(
                     "unsupported_encoding",
-                    error(StatusCode::UNSUPPORTED_MEDIA_TYPE, format!("unsupported content encoding {e:?}"), vec![]),
+                    error(
+                        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                        format!("unsupported content encoding {e:?}"),
+                        vec![],
+                    ),
                 )
             }
             Err(BodyError::Corrupt(msg)) => {
-                return self.refuse("malformed", error(StatusCode::BAD_REQUEST, "invalid body", vec![msg]))
+                return self.refuse(
+                    "malformed",
+                    error(StatusCode::BAD_REQUEST, "invalid body", vec![msg]),
+                )
             }
         };
         if bytes.iter().all(u8::is_ascii_whitespace) {
-            return self.refuse("malformed", error(StatusCode::BAD_REQUEST, "empty envelope", vec![]));
+            return self.refuse(
+                "malformed",
+                error(StatusCode::BAD_REQUEST, "empty envelope", vec![]),
+            );
         }
         let envelope = match sentry::parse_envelope(&bytes) {
             Ok(e) => e,
             Err(e) => {
                 return self.refuse(
                     "malformed",
-                    error(StatusCode::BAD_REQUEST, "invalid envelope", vec![e.to_string()]),
+                    error(
+                        StatusCode::BAD_REQUEST,
+                        "invalid envelope",
+                        vec![e.to_string()],
+                    ),
                 )
             }
         };
@@ -134,7 +169,10 @@ impl Handler {
                         "dsn_mismatch",
                         error(
                             StatusCode::BAD_REQUEST,
-                            format!("the envelope's dsn names project {}, the URL project {project_id}", d.project_id),
+                            format!(
+                                "the envelope's dsn names project {}, the URL project {project_id}",
+                                d.project_id
+                            ),
                             vec![],
                         ),
                     )
@@ -145,11 +183,20 @@ impl Handler {
                     } else if key.as_deref() != Some(d.public_key.as_str()) {
                         return self.refuse(
                             "dsn_mismatch",
-                            error(StatusCode::BAD_REQUEST, "the envelope's dsn names another public key than the request", vec![]),
+                            error(
+                                StatusCode::BAD_REQUEST,
+                                "the envelope's dsn names another public key than the request",
+                                vec![],
+                            ),
                         );
                     }
                 }
-                Err(e) => return self.refuse("malformed", error(StatusCode::BAD_REQUEST, "invalid envelope", vec![e])),
+                Err(e) => {
+                    return self.refuse(
+                        "malformed",
+                        error(StatusCode::BAD_REQUEST, "invalid envelope", vec![e]),
+                    )
+                }
             }
         }
         match &key {
@@ -158,12 +205,14 @@ impl Handler {
                     return reply;
                 }
             }
-            None if !self.cfg.keys.is_empty() => {
-                return self.refuse(
-                    "unauthorized",
-                    error(StatusCode::UNAUTHORIZED, "missing authorization: no sentry_key in X-Sentry-Auth, the query or the dsn", vec![]),
-                )
-            }
+            None if !self.cfg.keys.is_empty() => return self.refuse(
+                "unauthorized",
+                error(
+                    StatusCode::UNAUTHORIZED,
+                    "missing authorization: no sentry_key in X-Sentry-Auth, the query or the dsn",
+                    vec![],
+                ),
+            ),
             None => {}
         }
 
@@ -188,16 +237,27 @@ impl Handler {
             Ok(()) => ok(&event_id),
             Err(ConsumeError::Full { retry_after }) => {
                 let secs = retry_after.as_secs().max(1);
-                let mut r = error(StatusCode::TOO_MANY_REQUESTS, "the pipeline is full, retry later", vec![]).0;
+                let mut r = error(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "the pipeline is full, retry later",
+                    vec![],
+                )
+                .0;
                 let h = r.headers_mut();
                 h.insert("retry-after", HeaderValue::from(secs));
-                if let Ok(v) = HeaderValue::from_str(&format!("{secs}:{LIMITED_CATEGORIES}:organization")) {
+                if let Ok(v) =
+                    HeaderValue::from_str(&format!("{secs}:{LIMITED_CATEGORIES}:organization"))
+                {
                     h.insert("x-sentry-rate-limits", v);
                 }
                 Reply(r)
             }
-            Err(e @ ConsumeError::TooLarge { .. }) => error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string(), vec![]),
-            Err(e @ ConsumeError::ShuttingDown) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string(), vec![]),
+            Err(e @ ConsumeError::TooLarge { .. }) => {
+                error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string(), vec![])
+            }
+            Err(e @ ConsumeError::ShuttingDown) => {
+                error(StatusCode::SERVICE_UNAVAILABLE, e.to_string(), vec![])
+            }
         }
     }
 
@@ -208,7 +268,11 @@ impl Handler {
         }
         Some(self.refuse(
             "unauthorized",
-            error(StatusCode::UNAUTHORIZED, format!("invalid public key {key:?}"), vec![]),
+            error(
+                StatusCode::UNAUTHORIZED,
+                format!("invalid public key {key:?}"),
+                vec![],
+            ),
         ))
     }
 
@@ -232,7 +296,9 @@ impl Handler {
             let ty = item.item_type();
             let result = match ty {
                 "profile_chunk" => sentry::chunk_to_otlp(item.payload, item.platform(), &opts),
-                "profile" => sentry::profile_v1_to_otlp(item.payload, transaction, &envelope.header, &opts),
+                "profile" => {
+                    sentry::profile_v1_to_otlp(item.payload, transaction, &envelope.header, &opts)
+                }
                 "transaction" if has_profile => {
                     self.telemetry.receiver_item(&self.id, ty, "used");
                     continue;
@@ -246,7 +312,8 @@ impl Handler {
                 Ok(c) => {
                     self.telemetry.receiver_item(&self.id, ty, "accepted");
                     for (reason, n) in &c.dropped {
-                        self.telemetry.receiver_refused(&self.id, "http", *n, reason);
+                        self.telemetry
+                            .receiver_refused(&self.id, "http", *n, reason);
                     }
                     out.push(c);
                 }

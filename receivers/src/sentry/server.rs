@@ -38,7 +38,8 @@ async fn envelope(
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Reply {
-    h.handle(&project_id, query.as_deref(), &headers, body).await
+    h.handle(&project_id, query.as_deref(), &headers, body)
+        .await
 }
 
 #[async_trait]
@@ -47,10 +48,19 @@ impl Receiver for SentryReceiver {
         vec![self.cfg.endpoint.clone()]
     }
 
-    async fn start(self: Box<Self>, ctx: ReceiverContext) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-        let listener = crate::endpoint::bind(&self.cfg.endpoint, &format!("receivers::{}", ctx.id)).await?;
+    async fn start(
+        self: Box<Self>,
+        ctx: ReceiverContext,
+    ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+        let listener =
+            crate::endpoint::bind(&self.cfg.endpoint, &format!("receivers::{}", ctx.id)).await?;
         tracing::info!(receiver = %ctx.id, endpoint = %self.cfg.endpoint, "Sentry envelope receiver listening");
-        let handler = Arc::new(Handler::new(self.cfg, ctx.id.clone(), ctx.output.clone(), ctx.telemetry.clone()));
+        let handler = Arc::new(Handler::new(
+            self.cfg,
+            ctx.id.clone(),
+            ctx.output.clone(),
+            ctx.telemetry.clone(),
+        ));
         let app = router(handler);
         Ok(tokio::spawn(async move {
             let r = axum::serve(listener, app)

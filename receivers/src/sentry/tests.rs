@@ -32,7 +32,13 @@ struct Harness {
 fn harness(cfg: SentryReceiverConfig, inbox: usize) -> Harness {
     let (tx, rx) = mpsc::channel(inbox);
     let telemetry = Arc::new(Telemetry::new());
-    let output = Output::new("sentry", vec![tx], Arc::new(Semaphore::new(1 << 30)), 1 << 30, telemetry.clone());
+    let output = Output::new(
+        "sentry",
+        vec![tx],
+        Arc::new(Semaphore::new(1 << 30)),
+        1 << 30,
+        telemetry.clone(),
+    );
     let handler = Handler::new(cfg, "sentry".into(), output, telemetry.clone());
     Harness {
         app: router(Arc::new(handler)),
@@ -44,8 +50,10 @@ fn harness(cfg: SentryReceiverConfig, inbox: usize) -> Harness {
 /// A recorded request: method, path, query and headers from `.meta.json`,
 /// the raw body (still compressed) from `.body.bin`.
 fn recorded(rel: &str) -> Request<Body> {
-    let meta: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(fixtures().join(format!("{rel}.meta.json"))).unwrap()).unwrap();
+    let meta: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(fixtures().join(format!("{rel}.meta.json"))).unwrap(),
+    )
+    .unwrap();
     let body = std::fs::read(fixtures().join(format!("{rel}.body.bin"))).unwrap();
     let query = meta["query"].as_str().unwrap_or("");
     let uri = if query.is_empty() {
@@ -57,7 +65,9 @@ fn recorded(rel: &str) -> Request<Body> {
     for h in meta["headers"].as_array().unwrap() {
         let (k, v) = (h[0].as_str().unwrap(), h[1].as_str().unwrap());
         // Framing headers belong to the recorded connection, not this one.
-        if !["host", "content-length", "transfer-encoding", "connection"].contains(&k.to_ascii_lowercase().as_str()) {
+        if !["host", "content-length", "transfer-encoding", "connection"]
+            .contains(&k.to_ascii_lowercase().as_str())
+        {
             req = req.header(k, v);
         }
     }
@@ -72,12 +82,21 @@ fn post(path: &str, headers: &[(&str, &str)], body: impl Into<Body>) -> Request<
     req.body(body.into()).unwrap()
 }
 
-async fn send(app: &axum::Router, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, serde_json::Value) {
+async fn send(
+    app: &axum::Router,
+    req: Request<Body>,
+) -> (StatusCode, axum::http::HeaderMap, serde_json::Value) {
     let resp = app.clone().oneshot(req).await.unwrap();
     let status = resp.status();
     let headers = resp.headers().clone();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
-    (status, headers, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (
+        status,
+        headers,
+        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
+    )
 }
 
 fn gzip(data: &[u8]) -> Vec<u8> {
@@ -108,7 +127,10 @@ async fn recorded_envelopes_are_accepted_and_converted() {
         let mut h = harness(SentryReceiverConfig::default(), 8);
         let (status, _, body) = send(&h.app, recorded(rel)).await;
         assert_eq!(status, StatusCode::OK, "{rel}: {body}");
-        assert!(body["id"].as_str().is_some_and(|id| id.len() == 32), "{rel}: {body}");
+        assert!(
+            body["id"].as_str().is_some_and(|id| id.len() == 32),
+            "{rel}: {body}"
+        );
         let batch = h.rx.try_recv().expect("one batch per envelope");
         validate(batch.data()).unwrap();
         assert_eq!(batch.profile_count(), 1, "{rel}");
@@ -116,8 +138,16 @@ async fn recorded_envelopes_are_accepted_and_converted() {
         // transaction, which are counted as dropped.
         let dropped = h.telemetry.refused("sentry");
         assert_eq!(sentry_samples(&batch) + dropped, samples, "{rel}");
-        assert_eq!(batch.sample_count(), sentry_samples(&batch), "{rel}: one observation per timestamp");
-        assert_eq!(h.telemetry.accepted("sentry"), sentry_samples(&batch), "{rel}");
+        assert_eq!(
+            batch.sample_count(),
+            sentry_samples(&batch),
+            "{rel}: one observation per timestamp"
+        );
+        assert_eq!(
+            h.telemetry.accepted("sentry"),
+            sentry_samples(&batch),
+            "{rel}"
+        );
         let name = rel.replace('/', "_");
         insta::assert_snapshot!(name, resolve(batch.data(), Detail::Names).to_text());
     }
@@ -136,7 +166,10 @@ fn valid_envelope() -> Vec<u8> {
     std::fs::read(fixtures().join("sentry-python/manual/0001.envelope")).unwrap()
 }
 
-const AUTH: (&str, &str) = ("x-sentry-auth", "Sentry sentry_key=publickey, sentry_version=7");
+const AUTH: (&str, &str) = (
+    "x-sentry-auth",
+    "Sentry sentry_key=publickey, sentry_version=7",
+);
 
 #[tokio::test]
 async fn bad_input_gets_its_status_and_reason_and_the_next_envelope_is_accepted() {
@@ -151,13 +184,18 @@ async fn bad_input_gets_its_status_and_reason_and_the_next_envelope_is_accepted(
         let s = std::str::from_utf8(&envelope).unwrap();
         s.splitn(3, '\n').nth(2).unwrap().trim_end().to_owned()
     };
-    let item = |payload: &str| format!("{{}}\n{{\"type\":\"profile_chunk\",\"platform\":\"python\"}}\n{payload}\n");
+    let item = |payload: &str| {
+        format!("{{}}\n{{\"type\":\"profile_chunk\",\"platform\":\"python\"}}\n{payload}\n")
+    };
 
     let mut truncated = gzip(&envelope);
     truncated.truncate(truncated.len() / 2);
     let bomb = gzip(&vec![b' '; 120 << 20]);
     let unknown_stack = chunk_payload.replacen("\"stack_id\":0", "\"stack_id\":999", 1);
-    assert_ne!(unknown_stack, chunk_payload, "the fixture has a sample on stack 0");
+    assert_ne!(
+        unknown_stack, chunk_payload,
+        "the fixture has a sample on stack 0"
+    );
     let big_item = format!(
         "{{}}\n{{\"type\":\"profile_chunk\",\"platform\":\"python\",\"length\":{}}}\n{}\n",
         60 << 20,
@@ -166,47 +204,142 @@ async fn bad_input_gets_its_status_and_reason_and_the_next_envelope_is_accepted(
 
     // (case, request, status, item outcome counted)
     let cases: Vec<(&str, Request<Body>, StatusCode, Option<&str>)> = vec![
-        ("truncated gzip", post("/api/1/envelope/", &[AUTH, ("content-encoding", "gzip")], truncated), StatusCode::BAD_REQUEST, None),
-        ("gzip bomb", post("/api/1/envelope/", &[AUTH, ("content-encoding", "gzip")], bomb), StatusCode::PAYLOAD_TOO_LARGE, None),
+        (
+            "truncated gzip",
+            post(
+                "/api/1/envelope/",
+                &[AUTH, ("content-encoding", "gzip")],
+                truncated,
+            ),
+            StatusCode::BAD_REQUEST,
+            None,
+        ),
+        (
+            "gzip bomb",
+            post(
+                "/api/1/envelope/",
+                &[AUTH, ("content-encoding", "gzip")],
+                bomb,
+            ),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            None,
+        ),
         (
             "length past the end",
-            post("/api/1/envelope/", &[AUTH], "{}\n{\"type\":\"profile_chunk\",\"length\":5000}\n{}\n"),
+            post(
+                "/api/1/envelope/",
+                &[AUTH],
+                "{}\n{\"type\":\"profile_chunk\",\"length\":5000}\n{}\n",
+            ),
             StatusCode::BAD_REQUEST,
             None,
         ),
-        ("invalid envelope header", post("/api/1/envelope/", &[AUTH], "{not json\n"), StatusCode::BAD_REQUEST, None),
-        ("invalid item JSON", post("/api/1/envelope/", &[AUTH], item("{\"version\":\"2\",")), StatusCode::OK, Some("profiling_invalid_json")),
-        ("unknown stack id", post("/api/1/envelope/", &[AUTH], item(&unknown_stack)), StatusCode::OK, Some("profiling_malformed_samples")),
-        ("wrong key", post("/api/1/envelope/", &[("x-sentry-auth", "Sentry sentry_key=nope")], envelope.clone()), StatusCode::UNAUTHORIZED, None),
-        ("no key", post("/api/1/envelope/", &[], envelope.clone()), StatusCode::UNAUTHORIZED, None),
-        ("60 MiB item", post("/api/1/envelope/", &[AUTH], big_item), StatusCode::OK, Some("profiling_too_large")),
-        ("empty body", post("/api/1/envelope/", &[AUTH], ""), StatusCode::BAD_REQUEST, None),
-        ("unknown encoding", post("/api/1/envelope/", &[AUTH, ("content-encoding", "lz4")], envelope.clone()), StatusCode::UNSUPPORTED_MEDIA_TYPE, None),
+        (
+            "invalid envelope header",
+            post("/api/1/envelope/", &[AUTH], "{not json\n"),
+            StatusCode::BAD_REQUEST,
+            None,
+        ),
+        (
+            "invalid item JSON",
+            post("/api/1/envelope/", &[AUTH], item("{\"version\":\"2\",")),
+            StatusCode::OK,
+            Some("profiling_invalid_json"),
+        ),
+        (
+            "unknown stack id",
+            post("/api/1/envelope/", &[AUTH], item(&unknown_stack)),
+            StatusCode::OK,
+            Some("profiling_malformed_samples"),
+        ),
+        (
+            "wrong key",
+            post(
+                "/api/1/envelope/",
+                &[("x-sentry-auth", "Sentry sentry_key=nope")],
+                envelope.clone(),
+            ),
+            StatusCode::UNAUTHORIZED,
+            None,
+        ),
+        (
+            "no key",
+            post("/api/1/envelope/", &[], envelope.clone()),
+            StatusCode::UNAUTHORIZED,
+            None,
+        ),
+        (
+            "60 MiB item",
+            post("/api/1/envelope/", &[AUTH], big_item),
+            StatusCode::OK,
+            Some("profiling_too_large"),
+        ),
+        (
+            "empty body",
+            post("/api/1/envelope/", &[AUTH], ""),
+            StatusCode::BAD_REQUEST,
+            None,
+        ),
+        (
+            "unknown encoding",
+            post(
+                "/api/1/envelope/",
+                &[AUTH, ("content-encoding", "lz4")],
+                envelope.clone(),
+            ),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            None,
+        ),
         (
             "dsn for another project",
-            post("/api/1/envelope/", &[], format!("{{\"dsn\":\"http://publickey@localhost:3000/2\"}}\n{}", &item(&chunk_payload)[3..])),
+            post(
+                "/api/1/envelope/",
+                &[],
+                format!(
+                    "{{\"dsn\":\"http://publickey@localhost:3000/2\"}}\n{}",
+                    &item(&chunk_payload)[3..]
+                ),
+            ),
             StatusCode::BAD_REQUEST,
             None,
         ),
-        ("non-numeric project", post("/api/abc/envelope/", &[AUTH], envelope.clone()), StatusCode::BAD_REQUEST, None),
+        (
+            "non-numeric project",
+            post("/api/abc/envelope/", &[AUTH], envelope.clone()),
+            StatusCode::BAD_REQUEST,
+            None,
+        ),
     ];
     for (case, req, want, outcome) in cases {
         let (status, _, body) = send(&h.app, req).await;
         assert_eq!(status, want, "{case}: {body}");
         if status != StatusCode::OK {
-            assert!(body["detail"].as_str().is_some_and(|d| !d.is_empty()), "{case}: {body}");
+            assert!(
+                body["detail"].as_str().is_some_and(|d| !d.is_empty()),
+                "{case}: {body}"
+            );
         }
         if let Some(reason) = outcome {
-            assert_eq!(h.telemetry.items("sentry", "profile_chunk", reason), 1, "{case}");
+            assert_eq!(
+                h.telemetry.items("sentry", "profile_chunk", reason),
+                1,
+                "{case}"
+            );
         }
-        assert!(h.rx.try_recv().is_err(), "{case}: nothing reaches the pipeline");
+        assert!(
+            h.rx.try_recv().is_err(),
+            "{case}: nothing reaches the pipeline"
+        );
         // A valid envelope right after is still accepted.
         let (status, _, _) = send(&h.app, post("/api/1/envelope", &[AUTH], envelope.clone())).await;
         assert_eq!(status, StatusCode::OK, "after {case}");
         assert!(h.rx.try_recv().is_ok(), "after {case}");
     }
     // Auth from the envelope's dsn alone is enough.
-    let with_dsn = format!("{{\"dsn\":\"http://publickey@localhost:3000/1\"}}\n{}", &item(&chunk_payload)[3..]);
+    let with_dsn = format!(
+        "{{\"dsn\":\"http://publickey@localhost:3000/1\"}}\n{}",
+        &item(&chunk_payload)[3..]
+    );
     let (status, _, _) = send(&h.app, post("/api/1/envelope/", &[], with_dsn)).await;
     assert_eq!(status, StatusCode::OK);
 }
@@ -220,7 +353,10 @@ async fn a_full_pipeline_answers_429_with_rate_limits() {
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(headers["retry-after"], "1");
     let limits = headers["x-sentry-rate-limits"].to_str().unwrap();
-    assert!(limits.starts_with("1:") && limits.contains("profile_chunk"), "{limits}");
+    assert!(
+        limits.starts_with("1:") && limits.contains("profile_chunk"),
+        "{limits}"
+    );
     assert_eq!(h.telemetry.refused_for("sentry", "pipeline_full"), 1085);
 }
 
@@ -244,7 +380,10 @@ fn config_defaults_and_errors() {
     let c: SentryReceiverConfig = cfg.decode().unwrap();
     assert_eq!(c, SentryReceiverConfig::default());
     assert_eq!(c.endpoint, "0.0.0.0:3000");
-    assert_eq!((c.max_request_body_size, c.max_item_size), (200 << 20, 50 << 20));
+    assert_eq!(
+        (c.max_request_body_size, c.max_item_size),
+        (200 << 20, 50 << 20)
+    );
 
     let cfg = ComponentConfig::from_yaml(
         Kind::Receiver,
@@ -255,15 +394,35 @@ fn config_defaults_and_errors() {
     let c: SentryReceiverConfig = cfg.decode().unwrap();
     c.validate(&cfg).unwrap();
     assert_eq!(c.keys, ["abc"]);
-    assert_eq!(c.project_ids.iter().map(|p| p.as_string()).collect::<Vec<_>>(), ["1", "2"]);
+    assert_eq!(
+        c.project_ids
+            .iter()
+            .map(|p| p.as_string())
+            .collect::<Vec<_>>(),
+        ["1", "2"]
+    );
 
-    let cfg = ComponentConfig::from_yaml(Kind::Receiver, "sentry", "project_ids: [x1]\nmax_item_size: 0\n").unwrap();
+    let cfg = ComponentConfig::from_yaml(
+        Kind::Receiver,
+        "sentry",
+        "project_ids: [x1]\nmax_item_size: 0\n",
+    )
+    .unwrap();
     let c: SentryReceiverConfig = cfg.decode().unwrap();
     let err = c.validate(&cfg).unwrap_err().to_string();
-    assert!(err.contains("receivers::sentry::project_ids::0: invalid project id"), "{err}");
-    assert!(err.contains("receivers::sentry::max_item_size: must be greater than 0"), "{err}");
+    assert!(
+        err.contains("receivers::sentry::project_ids::0: invalid project id"),
+        "{err}"
+    );
+    assert!(
+        err.contains("receivers::sentry::max_item_size: must be greater than 0"),
+        "{err}"
+    );
     let cfg = ComponentConfig::from_yaml(Kind::Receiver, "sentry", "max_item_sise: 1\n").unwrap();
-    let err = cfg.decode::<SentryReceiverConfig>().unwrap_err().to_string();
+    let err = cfg
+        .decode::<SentryReceiverConfig>()
+        .unwrap_err()
+        .to_string();
     assert!(err.starts_with("receivers::sentry"), "{err}");
     assert!(err.contains("max_item_sise"), "{err}");
 }

@@ -13,7 +13,7 @@ use std::ops::Range;
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use prost::encoding::{encode_key, encode_varint, encoded_len_varint, WireType};
+use prost::encoding::{encode_key, encoded_len_varint, WireType};
 use prost::Message;
 
 use super::plan::{kv_key, label_attributes, string};
@@ -25,6 +25,8 @@ use crate::proto::{any_value::Value, AnyValue, Profile, ProfilesData, ProfilesDi
 /// Output is handed to the writer in chunks of about this size.
 const FLUSH_AT: usize = 64 * 1024;
 const UNSET: usize = usize::MAX;
+const NO_STACK: (u32, u32) = (u32::MAX, 0);
+const WANTED: (u32, u32) = (u32::MAX, 1);
 
 /// Labels one attribute (or link, or resource attribute) becomes: a run of
 /// encoded `Sample.label` fields in `Encoder::labels`, all with one key.
@@ -34,21 +36,25 @@ struct Labels {
     key: i64,
 }
 
-const NOT_YET: Labels = Labels { bytes: UNSET..UNSET, key: 0 };
+const NOT_YET: Labels = Labels {
+    bytes: UNSET..UNSET,
+    key: 0,
+};
 
 struct Encoder<'a, W: Write> {
     dict: &'a ProfilesDictionary,
     strings: StringTable<'a>,
     /// OTLP index -> pprof id (0: not referenced yet), and the referenced
     /// OTLP indices in id order.
-    location_ids: Vec<u64>,
+    location_ids: Vec<u32>,
     locations: Vec<usize>,
-    function_ids: Vec<u64>,
+    function_ids: Vec<u32>,
     functions: Vec<usize>,
-    mapping_ids: Vec<u64>,
+    mapping_ids: Vec<u32>,
     mappings: Vec<usize>,
-    /// Packed pprof location ids of each stack, encoded on first use.
-    stacks: Vec<Range<usize>>,
+    /// Packed pprof location ids of each stack the file uses, as
+    /// (start, len) in `stack_bytes`; see [`Encoder::prepare_stacks`].
+    stacks: Vec<(u32, u32)>,
     stack_bytes: Vec<u8>,
     attributes: Vec<Labels>,
     links: Vec<Labels>,
@@ -74,16 +80,29 @@ fn varint_field_len(tag: u32, v: u64) -> usize {
     }
 }
 
+/// Appends `v` as a protobuf varint; the hot path, so written for `Vec`.
+#[inline]
+fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        buf.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    buf.push(v as u8);
+}
+
 fn put_varint_field(buf: &mut Vec<u8>, tag: u32, v: u64) {
     if v != 0 {
         encode_key(tag, WireType::Varint, buf);
-        encode_varint(v, buf);
+        put_varint(buf, v);
     }
 }
 
+#[inline]
 fn put_len_prefix(buf: &mut Vec<u8>, tag: u32, len: usize) {
-    encode_key(tag, WireType::LengthDelimited, buf);
-    encode_varint(len as u64, buf);
+    // Every tag written here is below 16: a one-byte key.
+    debug_assert!(tag < 16);
+    buf.push((tag << 3) as u8 | WireType::LengthDelimited as u8);
+    put_varint(buf, len as u64);
 }
 
 fn len_field_len(tag: u32, len: usize) -> usize {
@@ -106,7 +125,11 @@ fn render(v: &AnyValue, dict: &ProfilesDictionary) -> String {
     match &v.value {
         None => String::new(),
         Some(Value::StringValue(s)) => s.clone(),
-        Some(Value::StringValueStrindex(i)) => dict.string_table.get(*i as usize).cloned().unwrap_or_default(),
+        Some(Value::StringValueStrindex(i)) => dict
+            .string_table
+            .get(*i as usize)
+            .cloned()
+            .unwrap_or_default(),
         Some(Value::BoolValue(b)) => b.to_string(),
         Some(Value::IntValue(n)) => n.to_string(),
         Some(Value::DoubleValue(d)) => d.to_string(),
@@ -119,7 +142,16 @@ fn render(v: &AnyValue, dict: &ProfilesDictionary) -> String {
             let items: Vec<String> = kv
                 .values
                 .iter()
-                .map(|kv| format!("{}={}", kv_key(dict, kv), kv.value.as_ref().map(|v| render(v, dict)).unwrap_or_default()))
+                .map(|kv| {
+                    format!(
+                        "{}={}",
+                        kv_key(dict, kv),
+                        kv.value
+                            .as_ref()
+                            .map(|v| render(v, dict))
+                            .unwrap_or_default()
+                    )
+                })
                 .collect();
             format!("{{{}}}", items.join(","))
         }
@@ -142,7 +174,7 @@ impl<'a, W: Write> Encoder<'a, W> {
             functions: Vec::new(),
             mapping_ids: vec![0; dict.mapping_table.len()],
             mappings: Vec::new(),
-            stacks: vec![UNSET..UNSET; dict.stack_table.len()],
+            stacks: vec![NO_STACK; dict.stack_table.len()],
             stack_bytes: Vec::new(),
             attributes: vec![NOT_YET; dict.attribute_table.len()],
             links: vec![NOT_YET; dict.link_table.len()],
@@ -166,19 +198,19 @@ impl<'a, W: Write> Encoder<'a, W> {
             .ok_or_else(|| invalid(format!("{what}: string index {idx} out of range")))
     }
 
-    fn function_id(&mut self, idx: i32) -> Result<u64, PprofError> {
+    fn function_id(&mut self, idx: i32) -> Result<u32, PprofError> {
         let slot = usize::try_from(idx)
             .ok()
             .filter(|&i| i < self.function_ids.len())
             .ok_or_else(|| invalid(format!("function index {idx} out of range")))?;
         if self.function_ids[slot] == 0 {
             self.functions.push(slot);
-            self.function_ids[slot] = self.functions.len() as u64;
+            self.function_ids[slot] = self.functions.len() as u32;
         }
         Ok(self.function_ids[slot])
     }
 
-    fn mapping_id(&mut self, idx: i32) -> Result<u64, PprofError> {
+    fn mapping_id(&mut self, idx: i32) -> Result<u32, PprofError> {
         if idx == 0 {
             return Ok(0);
         }
@@ -188,12 +220,12 @@ impl<'a, W: Write> Encoder<'a, W> {
             .ok_or_else(|| invalid(format!("mapping index {idx} out of range")))?;
         if self.mapping_ids[slot] == 0 {
             self.mappings.push(slot);
-            self.mapping_ids[slot] = self.mappings.len() as u64;
+            self.mapping_ids[slot] = self.mappings.len() as u32;
         }
         Ok(self.mapping_ids[slot])
     }
 
-    fn location_id(&mut self, idx: i32) -> Result<u64, PprofError> {
+    fn location_id(&mut self, idx: i32) -> Result<u32, PprofError> {
         let slot = usize::try_from(idx)
             .ok()
             .filter(|&i| i < self.location_ids.len())
@@ -205,27 +237,48 @@ impl<'a, W: Write> Encoder<'a, W> {
                 self.function_id(line.function_index)?;
             }
             self.locations.push(slot);
-            self.location_ids[slot] = self.locations.len() as u64;
+            self.location_ids[slot] = self.locations.len() as u32;
         }
         Ok(self.location_ids[slot])
     }
 
-    /// Packed location ids of stack `idx`.
-    fn stack(&mut self, idx: i32) -> Result<Range<usize>, PprofError> {
-        let slot = usize::try_from(idx)
-            .ok()
-            .filter(|&i| i < self.stacks.len())
-            .ok_or_else(|| invalid(format!("stack index {idx} out of range")))?;
-        if self.stacks[slot].start == UNSET {
-            let start = self.stack_bytes.len();
-            let dict = self.dict;
-            for &li in &dict.stack_table[slot].location_indices {
-                let id = self.location_id(li)?;
-                encode_varint(id, &mut self.stack_bytes);
-            }
-            self.stacks[slot] = start..self.stack_bytes.len();
+    /// Encodes the location ids of every stack the samples use, walking
+    /// the stack table in order: samples visit stacks at random, and doing
+    /// the first visit here keeps the dictionary reads sequential.
+    fn prepare_stacks<'s>(
+        &mut self,
+        samples: impl Iterator<Item = &'s Sample>,
+    ) -> Result<(), PprofError> {
+        for s in samples {
+            let slot = usize::try_from(s.stack_index)
+                .ok()
+                .filter(|&i| i < self.stacks.len())
+                .ok_or_else(|| invalid(format!("stack index {} out of range", s.stack_index)))?;
+            self.stacks[slot] = WANTED;
         }
-        Ok(self.stacks[slot].clone())
+        let dict = self.dict;
+        for (slot, stack) in dict.stack_table.iter().enumerate() {
+            if self.stacks[slot] != WANTED {
+                continue;
+            }
+            let start = self.stack_bytes.len();
+            for &li in &stack.location_indices {
+                let id = self.location_id(li)?;
+                put_varint(&mut self.stack_bytes, u64::from(id));
+            }
+            let too_large = || invalid("stacks too large for one pprof file".into());
+            let start = u32::try_from(start).map_err(|_| too_large())?;
+            let end = u32::try_from(self.stack_bytes.len()).map_err(|_| too_large())?;
+            self.stacks[slot] = (start, end - start);
+        }
+        Ok(())
+    }
+
+    /// Packed location ids of a stack [`Self::prepare_stacks`] saw.
+    #[inline]
+    fn stack(&self, idx: i32) -> Range<usize> {
+        let (start, len) = self.stacks[idx as usize];
+        start as usize..(start + len) as usize
     }
 
     fn push_label(&mut self, key: i64, str: i64, num: i64, num_unit: i64) {
@@ -288,7 +341,10 @@ impl<'a, W: Write> Encoder<'a, W> {
                     self.push_value(key, v, unit)?;
                 }
             }
-            self.attributes[slot] = Labels { bytes: start..self.labels.len(), key };
+            self.attributes[slot] = Labels {
+                bytes: start..self.labels.len(),
+                key,
+            };
         }
         Ok(self.attributes[slot].clone())
     }
@@ -302,14 +358,20 @@ impl<'a, W: Write> Encoder<'a, W> {
         if self.links[slot].bytes.start == UNSET {
             let link = &self.dict.link_table[slot];
             let start = self.labels.len();
-            for (key, id) in [(keys::TRACE_ID_LABEL, &link.trace_id), (keys::SPAN_ID_LABEL, &link.span_id)] {
+            for (key, id) in [
+                (keys::TRACE_ID_LABEL, &link.trace_id),
+                (keys::SPAN_ID_LABEL, &link.span_id),
+            ] {
                 if id.iter().any(|&b| b != 0) {
                     let k = self.strings.borrowed(key);
                     let v = self.strings.intern(Cow::Owned(hex::encode(id)));
                     self.push_label(k, v, 0, 0);
                 }
             }
-            self.links[slot] = Labels { bytes: start..self.labels.len(), key: 0 };
+            self.links[slot] = Labels {
+                bytes: start..self.labels.len(),
+                key: 0,
+            };
         }
         Ok(self.links[slot].bytes.clone())
     }
@@ -317,7 +379,7 @@ impl<'a, W: Write> Encoder<'a, W> {
     /// Writes one `Sample`. `extra` are profile and resource labels, each
     /// skipped when a label closer to the sample has the same key.
     fn sample(&mut self, s: &Sample, values: &[i64], extra: &[Labels]) -> Result<(), PprofError> {
-        let stack = self.stack(s.stack_index)?;
+        let stack = self.stack(s.stack_index);
         let link = self.link(s.link_index)?;
         let mut labels_len = link.len();
         for &ai in &s.attribute_indices {
@@ -325,7 +387,9 @@ impl<'a, W: Write> Encoder<'a, W> {
         }
         let shadowed = |this: &Self, at: usize| {
             let key = extra[at].key;
-            s.attribute_indices.iter().any(|&ai| this.attributes[ai as usize].key == key)
+            s.attribute_indices
+                .iter()
+                .any(|&ai| this.attributes[ai as usize].key == key)
                 || extra[..at].iter().any(|l| l.key == key)
         };
         for (i, l) in extra.iter().enumerate() {
@@ -350,7 +414,7 @@ impl<'a, W: Write> Encoder<'a, W> {
         if values_len > 0 {
             put_len_prefix(&mut self.buf, tags::sample::VALUE, values_len);
             for &v in values {
-                encode_varint(v as u64, &mut self.buf);
+                put_varint(&mut self.buf, v as u64);
             }
         }
         for &ai in &s.attribute_indices {
@@ -384,7 +448,7 @@ impl<'a, W: Write> Encoder<'a, W> {
             location.line.clear();
             for l in &loc.lines {
                 location.line.push(proto::Line {
-                    function_id: self.function_id(l.function_index)?,
+                    function_id: u64::from(self.function_id(l.function_index)?),
                     line: l.line,
                     column: l.column,
                 });
@@ -400,9 +464,11 @@ impl<'a, W: Write> Encoder<'a, W> {
                 f[3] |= loc.lines.len() > 1;
             }
             location.id = id_of(i);
-            location.mapping_id = mapping_id;
+            location.mapping_id = u64::from(mapping_id);
             location.address = loc.address;
-            location.is_folded = self.bool_attribute(&loc.attribute_indices, keys::LOCATION_IS_FOLDED)?.unwrap_or(false);
+            location.is_folded = self
+                .bool_attribute(&loc.attribute_indices, keys::LOCATION_IS_FOLDED)?
+                .unwrap_or(false);
             self.message(tags::profile::LOCATION, &location)?;
         }
 
@@ -418,11 +484,16 @@ impl<'a, W: Write> Encoder<'a, W> {
             self.message(tags::profile::FUNCTION, &msg)?;
         }
 
-        for i in 0..self.mappings.len() {
+        for (i, inferred) in inferred.into_iter().enumerate() {
             let m = &dict.mapping_table[self.mappings[i]];
-            let explicit = [keys::HAS_FUNCTIONS, keys::HAS_FILENAMES, keys::HAS_LINE_NUMBERS, keys::HAS_INLINE_FRAMES]
-                .map(|k| self.bool_attribute(&m.attribute_indices, k));
-            let mut flags = inferred[i];
+            let explicit = [
+                keys::HAS_FUNCTIONS,
+                keys::HAS_FILENAMES,
+                keys::HAS_LINE_NUMBERS,
+                keys::HAS_INLINE_FRAMES,
+            ]
+            .map(|k| self.bool_attribute(&m.attribute_indices, k));
+            let mut flags = inferred;
             if explicit.iter().any(|f| matches!(f, Ok(Some(_)))) {
                 for (f, e) in flags.iter_mut().zip(explicit) {
                     *f = e?.unwrap_or(false);
@@ -446,7 +517,11 @@ impl<'a, W: Write> Encoder<'a, W> {
     }
 
     /// The attribute named `key` among `indices`.
-    fn find_attribute(&self, indices: &[i32], key: &str) -> Result<Option<&'a AnyValue>, PprofError> {
+    fn find_attribute(
+        &self,
+        indices: &[i32],
+        key: &str,
+    ) -> Result<Option<&'a AnyValue>, PprofError> {
         let dict = self.dict;
         for &i in indices {
             let a = usize::try_from(i)
@@ -461,18 +536,28 @@ impl<'a, W: Write> Encoder<'a, W> {
     }
 
     fn bool_attribute(&self, indices: &[i32], key: &str) -> Result<Option<bool>, PprofError> {
-        Ok(match self.find_attribute(indices, key)?.and_then(|v| v.value.as_ref()) {
-            Some(Value::BoolValue(b)) => Some(*b),
-            _ => None,
-        })
+        Ok(
+            match self
+                .find_attribute(indices, key)?
+                .and_then(|v| v.value.as_ref())
+            {
+                Some(Value::BoolValue(b)) => Some(*b),
+                _ => None,
+            },
+        )
     }
 
     fn string_attribute(&self, indices: &[i32], key: &str) -> Result<Option<&'a str>, PprofError> {
-        Ok(match self.find_attribute(indices, key)?.and_then(|v| v.value.as_ref()) {
-            Some(Value::StringValue(s)) => Some(s.as_str()),
-            Some(Value::StringValueStrindex(i)) => Some(string(self.dict, *i, key)?),
-            _ => None,
-        })
+        Ok(
+            match self
+                .find_attribute(indices, key)?
+                .and_then(|v| v.value.as_ref())
+            {
+                Some(Value::StringValue(s)) => Some(s.as_str()),
+                Some(Value::StringValueStrindex(i)) => Some(string(self.dict, *i, key)?),
+                _ => None,
+            },
+        )
     }
 
     /// A mapping's build id from its `process.executable.build_id.*`
@@ -526,16 +611,7 @@ pub fn write_pprof<W: Write>(
     opts: &ToPprofOptions,
     out: W,
 ) -> Result<W, PprofError> {
-    static EMPTY: ProfilesDictionary = ProfilesDictionary {
-        mapping_table: Vec::new(),
-        location_table: Vec::new(),
-        function_table: Vec::new(),
-        link_table: Vec::new(),
-        string_table: Vec::new(),
-        attribute_table: Vec::new(),
-        stack_table: Vec::new(),
-    };
-    let dict = data.dictionary.as_ref().unwrap_or(&EMPTY);
+    let dict = data.dictionary.as_ref().unwrap_or(&super::EMPTY_DICTIONARY);
     let rp = data
         .resource_profiles
         .get(file.resource)
@@ -552,16 +628,22 @@ pub fn write_pprof<W: Write>(
         .map(|c| c.iter().map(profile).collect::<Result<Vec<_>, _>>())
         .collect::<Result<Vec<_>, _>>()?;
     let Some(first_column) = columns.first() else {
-        return Err(invalid("a pprof file needs at least one sample type".into()));
+        return Err(invalid(
+            "a pprof file needs at least one sample type".into(),
+        ));
     };
     if file.sample_types.len() != columns.len() {
         return Err(invalid("one sample type per column expected".into()));
     }
     for c in &columns[1..] {
         let lined_up = c.len() == first_column.len()
-            && c.iter().zip(first_column).all(|(a, b)| a.samples.len() == b.samples.len());
+            && c.iter()
+                .zip(first_column)
+                .all(|(a, b)| a.samples.len() == b.samples.len());
         if !lined_up {
-            return Err(invalid("profiles merged into one pprof file do not line up".into()));
+            return Err(invalid(
+                "profiles merged into one pprof file do not line up".into(),
+            ));
         }
     }
 
@@ -579,16 +661,23 @@ pub fn write_pprof<W: Write>(
     let mut resource_labels = Vec::new();
     if let Some(resource) = &rp.resource {
         for key in &opts.resource_attributes_as_labels {
-            let found = resource.attributes.iter().find(|kv| kv_key(dict, kv) == key.as_str());
+            let found = resource
+                .attributes
+                .iter()
+                .find(|kv| kv_key(dict, kv) == key.as_str());
             if let Some(value) = found.and_then(|kv| kv.value.as_ref()) {
                 let k = e.strings.borrowed(key);
                 let start = e.labels.len();
                 e.push_value(k, value, 0)?;
-                resource_labels.push(Labels { bytes: start..e.labels.len(), key: k });
+                resource_labels.push(Labels {
+                    bytes: start..e.labels.len(),
+                    key: k,
+                });
             }
         }
     }
 
+    e.prepare_stacks(first_column.iter().flat_map(|p| &p.samples))?;
     let mut values = Vec::with_capacity(columns.len());
     let mut extra = Vec::new();
     for (j, p) in first_column.iter().enumerate() {
@@ -630,7 +719,11 @@ pub fn write_pprof<W: Write>(
     let end = all
         .iter()
         .map(|p| {
-            let t = if p.time_unix_nano == 0 { start } else { p.time_unix_nano };
+            let t = if p.time_unix_nano == 0 {
+                start
+            } else {
+                p.time_unix_nano
+            };
             t.saturating_add(p.duration_nano)
         })
         .max()
@@ -664,13 +757,19 @@ pub fn write_pprof<W: Write>(
             let sp = &rp.scope_profiles[r.scope];
             if let Some(scope) = &sp.scope {
                 if !scope.name.is_empty() {
-                    source.push(Cow::Owned(format!("profcol: scope {} {}", scope.name, scope.version).trim_end().to_owned()));
+                    source.push(Cow::Owned(
+                        format!("profcol: scope {} {}", scope.name, scope.version)
+                            .trim_end()
+                            .to_owned(),
+                    ));
                 }
                 for kv in &scope.attributes {
                     if kv_key(dict, kv) != keys::DEFAULT_SAMPLE_TYPE || default_sample_type != 0 {
                         continue;
                     }
-                    if let Some(Value::StringValue(t)) = kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+                    if let Some(Value::StringValue(t)) =
+                        kv.value.as_ref().and_then(|v| v.value.as_ref())
+                    {
                         if file.sample_types.iter().any(|st| &st.r#type == t) {
                             default_sample_type = e.strings.borrowed(t);
                         }
@@ -679,7 +778,10 @@ pub fn write_pprof<W: Write>(
             }
             let p = profile(r)?;
             if !p.original_payload_format.is_empty() {
-                source.push(Cow::Owned(format!("profcol: original format {}", p.original_payload_format)));
+                source.push(Cow::Owned(format!(
+                    "profcol: original format {}",
+                    p.original_payload_format
+                )));
             }
         }
     }
@@ -711,7 +813,11 @@ pub fn write_pprof<W: Write>(
     if !comment_ids.is_empty() {
         prost::encoding::int64::encode_packed(tags::profile::COMMENT, &comment_ids, b);
     }
-    put_varint_field(b, tags::profile::DEFAULT_SAMPLE_TYPE, default_sample_type as u64);
+    put_varint_field(
+        b,
+        tags::profile::DEFAULT_SAMPLE_TYPE,
+        default_sample_type as u64,
+    );
     e.out.write_all(&e.buf)?;
     Ok(e.out)
 }
@@ -730,13 +836,20 @@ pub fn write_pprof_gzip<W: Write>(
 }
 
 /// `file` as a gzip-compressed pprof file in memory.
-pub fn encode_pprof_gzip(data: &ProfilesData, file: &PprofFile, opts: &ToPprofOptions) -> Result<Vec<u8>, PprofError> {
+pub fn encode_pprof_gzip(
+    data: &ProfilesData,
+    file: &PprofFile,
+    opts: &ToPprofOptions,
+) -> Result<Vec<u8>, PprofError> {
     write_pprof_gzip(data, file, opts, super::DEFAULT_GZIP_LEVEL, Vec::new())
 }
 
 /// Every pprof file of `data`, decoded: for tests and tools that want the
 /// messages rather than bytes.
-pub fn to_pprof(data: &ProfilesData, opts: &ToPprofOptions) -> Result<Vec<(PprofFile, proto::Profile)>, PprofError> {
+pub fn to_pprof(
+    data: &ProfilesData,
+    opts: &ToPprofOptions,
+) -> Result<Vec<(PprofFile, proto::Profile)>, PprofError> {
     plan_files(data, opts)?
         .into_iter()
         .map(|f| {

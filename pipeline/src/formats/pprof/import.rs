@@ -29,7 +29,10 @@ pub fn decode_pprof(bytes: &[u8]) -> Result<proto::Profile, PprofError> {
 
 /// [`decode_pprof`] refusing anything larger than `max_decoded` bytes once
 /// decompressed, so a small gzip bomb cannot exhaust memory.
-pub fn decode_pprof_limited(bytes: &[u8], max_decoded: usize) -> Result<proto::Profile, PprofError> {
+pub fn decode_pprof_limited(
+    bytes: &[u8],
+    max_decoded: usize,
+) -> Result<proto::Profile, PprofError> {
     let too_large = || {
         PprofError::Gzip(std::io::Error::other(format!(
             "decompressed pprof exceeds {max_decoded} bytes"
@@ -39,7 +42,9 @@ pub fn decode_pprof_limited(bytes: &[u8], max_decoded: usize) -> Result<proto::P
     // exist), so the gzip magic is unambiguous.
     if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut raw = Vec::new();
-        let limit = u64::try_from(max_decoded).unwrap_or(u64::MAX).saturating_add(1);
+        let limit = u64::try_from(max_decoded)
+            .unwrap_or(u64::MAX)
+            .saturating_add(1);
         MultiGzDecoder::new(bytes)
             .take(limit)
             .read_to_end(&mut raw)
@@ -64,7 +69,10 @@ enum Ids {
 }
 
 impl Ids {
-    fn new(ids: impl ExactSizeIterator<Item = u64> + Clone, what: &str) -> Result<Self, PprofError> {
+    fn new(
+        ids: impl ExactSizeIterator<Item = u64> + Clone,
+        what: &str,
+    ) -> Result<Self, PprofError> {
         let n = ids.len();
         let max = ids.clone().max().unwrap_or(0);
         let dup = || PprofError::InvalidPprof(format!("duplicate {what} id"));
@@ -95,7 +103,10 @@ impl Ids {
 
     fn position(&self, id: u64) -> Option<usize> {
         match self {
-            Self::Dense(v) => v.get(usize::try_from(id).ok()?).filter(|&&p| p != 0).map(|&p| p as usize - 1),
+            Self::Dense(v) => v
+                .get(usize::try_from(id).ok()?)
+                .filter(|&&p| p != 0)
+                .map(|&p| p as usize - 1),
             Self::Sparse(m) => m.get(&id).map(|&p| p as usize),
         }
     }
@@ -151,7 +162,13 @@ impl<'p> Importer<'p, '_> {
     }
 
     fn bool_attribute(&mut self, key: &str, v: bool) -> i32 {
-        self.dict.attribute_kv(key, AnyValue { value: Some(Value::BoolValue(v)) }, "")
+        self.dict.attribute_kv(
+            key,
+            AnyValue {
+                value: Some(Value::BoolValue(v)),
+            },
+            "",
+        )
     }
 
     fn function(&mut self, id: u64) -> Result<i32, PprofError> {
@@ -185,7 +202,9 @@ impl<'p> Importer<'p, '_> {
             let mut attrs = Vec::with_capacity(5);
             let build_id = self.str_at(m.build_id)?;
             if !build_id.is_empty() {
-                let v = AnyValue { value: Some(Value::StringValue(build_id.to_owned())) };
+                let v = AnyValue {
+                    value: Some(Value::StringValue(build_id.to_owned())),
+                };
                 attrs.push(self.dict.attribute_kv(keys::BUILD_ID_GNU, v, ""));
             }
             // All four flags, false ones too: a mapping without them is
@@ -257,7 +276,12 @@ impl<'p> Importer<'p, '_> {
             return Ok(i);
         }
         let key = self.str_at(l.key)?.to_owned();
-        let unit = if l.str == 0 { self.str_at(l.num_unit)? } else { "" }.to_owned();
+        let unit = if l.str == 0 {
+            self.str_at(l.num_unit)?
+        } else {
+            ""
+        }
+        .to_owned();
         let i = self.dict.attribute_kv(&key, self.label_value(l)?, &unit);
         self.labels.insert(*l, i);
         Ok(i)
@@ -293,10 +317,19 @@ impl<'p> Importer<'p, '_> {
         let mut link = 0;
         let mut link_labels = [usize::MAX; 2];
         if let ((1, Some(t)), (1, Some(s))) = (trace, span) {
-            let hex_id = |this: &Self, l: &proto::Label, len: usize| -> Result<Option<Vec<u8>>, PprofError> {
-                Ok(if l.str == 0 { None } else { parse_hex_id(this.str_at(l.str)?, len) })
+            let hex_id = |this: &Self,
+                          l: &proto::Label,
+                          len: usize|
+             -> Result<Option<Vec<u8>>, PprofError> {
+                Ok(if l.str == 0 {
+                    None
+                } else {
+                    parse_hex_id(this.str_at(l.str)?, len)
+                })
             };
-            if let (Some(trace_id), Some(span_id)) = (hex_id(self, &labels[t], 16)?, hex_id(self, &labels[s], 8)?) {
+            if let (Some(trace_id), Some(span_id)) =
+                (hex_id(self, &labels[t], 16)?, hex_id(self, &labels[s], 8)?)
+            {
                 link = self.dict.link(Link { trace_id, span_id });
                 link_labels = [t, s];
             }
@@ -338,7 +371,9 @@ impl<'p> Importer<'p, '_> {
                 }
             }
             let (key, unit) = (key.to_owned(), unit.to_owned());
-            let value = AnyValue { value: Some(Value::ArrayValue(ArrayValue { values })) };
+            let value = AnyValue {
+                value: Some(Value::ArrayValue(ArrayValue { values })),
+            };
             attrs.push(self.dict.attribute_kv(&key, value, &unit));
         }
         Ok((attrs, link))
@@ -347,7 +382,10 @@ impl<'p> Importer<'p, '_> {
 
 /// Converts one pprof profile into a `ScopeProfiles` whose indices point
 /// into `dict`, so several files can share one dictionary.
-pub fn import_pprof(p: &proto::Profile, dict: &mut DictionaryBuilder) -> Result<ScopeProfiles, PprofError> {
+pub fn import_pprof(
+    p: &proto::Profile,
+    dict: &mut DictionaryBuilder,
+) -> Result<ScopeProfiles, PprofError> {
     if p.string_table.first().is_some_and(|s| !s.is_empty()) {
         return Err(invalid("string_table[0] must be \"\"".into()));
     }
@@ -379,15 +417,24 @@ pub fn import_pprof(p: &proto::Profile, dict: &mut DictionaryBuilder) -> Result<
     if !p.comment.is_empty() {
         let mut lines = Vec::with_capacity(p.comment.len());
         for &c in &p.comment {
-            lines.push(AnyValue { value: Some(Value::StringValue(im.str_at(c)?.to_owned())) });
+            lines.push(AnyValue {
+                value: Some(Value::StringValue(im.str_at(c)?.to_owned())),
+            });
         }
-        let v = AnyValue { value: Some(Value::ArrayValue(ArrayValue { values: lines })) };
+        let v = AnyValue {
+            value: Some(Value::ArrayValue(ArrayValue { values: lines })),
+        };
         profile_attrs.push(im.dict.attribute_kv(keys::COMMENT, v, ""));
     }
-    for (key, idx) in [(keys::DROP_FRAMES, p.drop_frames), (keys::KEEP_FRAMES, p.keep_frames)] {
+    for (key, idx) in [
+        (keys::DROP_FRAMES, p.drop_frames),
+        (keys::KEEP_FRAMES, p.keep_frames),
+    ] {
         let s = im.str_at(idx)?;
         if !s.is_empty() {
-            let v = AnyValue { value: Some(Value::StringValue(s.to_owned())) };
+            let v = AnyValue {
+                value: Some(Value::StringValue(s.to_owned())),
+            };
             profile_attrs.push(im.dict.attribute_kv(key, v, ""));
         }
     }
@@ -446,18 +493,24 @@ pub fn import_pprof(p: &proto::Profile, dict: &mut DictionaryBuilder) -> Result<
     if !default_type.is_empty() {
         scope_attrs.push(KeyValue {
             key: keys::DEFAULT_SAMPLE_TYPE.into(),
-            value: Some(AnyValue { value: Some(Value::StringValue(default_type.to_owned())) }),
+            value: Some(AnyValue {
+                value: Some(Value::StringValue(default_type.to_owned())),
+            }),
             ..Default::default()
         });
     }
     if p.sample_type.len() > 1 {
         // Profiles are in the original order: profile i had index i.
         let order = (0..p.sample_type.len() as i64)
-            .map(|i| AnyValue { value: Some(Value::IntValue(i)) })
+            .map(|i| AnyValue {
+                value: Some(Value::IntValue(i)),
+            })
             .collect();
         scope_attrs.push(KeyValue {
             key: keys::SAMPLE_TYPE_ORDER.into(),
-            value: Some(AnyValue { value: Some(Value::ArrayValue(ArrayValue { values: order })) }),
+            value: Some(AnyValue {
+                value: Some(Value::ArrayValue(ArrayValue { values: order })),
+            }),
             ..Default::default()
         });
     }

@@ -49,12 +49,20 @@ pub struct PprofFile {
 impl PprofFile {
     /// The sample type names joined with `+` (`samples+cpu`), for file names.
     pub fn sample_type_name(&self) -> String {
-        let names: Vec<&str> = self.sample_types.iter().map(|t| t.r#type.as_str()).collect();
+        let names: Vec<&str> = self
+            .sample_types
+            .iter()
+            .map(|t| t.r#type.as_str())
+            .collect();
         names.join("+")
     }
 }
 
-pub(super) fn string<'a>(dict: &'a ProfilesDictionary, idx: i32, what: &str) -> Result<&'a str, PprofError> {
+pub(super) fn string<'a>(
+    dict: &'a ProfilesDictionary,
+    idx: i32,
+    what: &str,
+) -> Result<&'a str, PprofError> {
     usize::try_from(idx)
         .ok()
         .and_then(|i| dict.string_table.get(i))
@@ -75,7 +83,10 @@ pub(super) fn kv_key<'a>(dict: &'a ProfilesDictionary, kv: &'a crate::proto::Key
     &kv.key
 }
 
-pub(super) fn service_name(dict: &ProfilesDictionary, resource: Option<&Resource>) -> Option<String> {
+pub(super) fn service_name(
+    dict: &ProfilesDictionary,
+    resource: Option<&Resource>,
+) -> Option<String> {
     let kv = resource?
         .attributes
         .iter()
@@ -112,7 +123,9 @@ fn sample_type(dict: &ProfilesDictionary, p: &Profile) -> Result<SampleType, Ppr
 }
 
 fn same_identity(a: &Sample, b: &Sample) -> bool {
-    a.stack_index == b.stack_index && a.link_index == b.link_index && a.attribute_indices == b.attribute_indices
+    a.stack_index == b.stack_index
+        && a.link_index == b.link_index
+        && a.attribute_indices == b.attribute_indices
 }
 
 /// Whether two lists of profiles can share pprof samples (see module docs).
@@ -122,22 +135,20 @@ fn lines_up(dict: &ProfilesDictionary, profiles: &[&Profile], a: &[usize], b: &[
             let (pa, pb) = (profiles[ia], profiles[ib]);
             pa.samples.len() == pb.samples.len()
                 && label_attributes(dict, pa).eq(label_attributes(dict, pb))
-                && pa.samples.iter().zip(&pb.samples).all(|(x, y)| same_identity(x, y))
+                && pa
+                    .samples
+                    .iter()
+                    .zip(&pb.samples)
+                    .all(|(x, y)| same_identity(x, y))
         })
 }
 
 /// Splits `data` into pprof files (see module docs), in resource order.
-pub fn plan_files(data: &ProfilesData, opts: &ToPprofOptions) -> Result<Vec<PprofFile>, PprofError> {
-    static EMPTY: ProfilesDictionary = ProfilesDictionary {
-        mapping_table: Vec::new(),
-        location_table: Vec::new(),
-        function_table: Vec::new(),
-        link_table: Vec::new(),
-        string_table: Vec::new(),
-        attribute_table: Vec::new(),
-        stack_table: Vec::new(),
-    };
-    let dict = data.dictionary.as_ref().unwrap_or(&EMPTY);
+pub fn plan_files(
+    data: &ProfilesData,
+    opts: &ToPprofOptions,
+) -> Result<Vec<PprofFile>, PprofError> {
+    let dict = data.dictionary.as_ref().unwrap_or(&super::EMPTY_DICTIONARY);
     let mut files = Vec::new();
     for (r, rp) in data.resource_profiles.iter().enumerate() {
         // Flatten the resource's profiles so refs can be compared by position.
@@ -145,7 +156,10 @@ pub fn plan_files(data: &ProfilesData, opts: &ToPprofOptions) -> Result<Vec<Ppro
         let mut profiles = Vec::new();
         for (s, sp) in rp.scope_profiles.iter().enumerate() {
             for (i, p) in sp.profiles.iter().enumerate() {
-                refs.push(ProfileRef { scope: s, profile: i });
+                refs.push(ProfileRef {
+                    scope: s,
+                    profile: i,
+                });
                 profiles.push(p);
             }
         }
@@ -183,7 +197,12 @@ pub fn plan_files(data: &ProfilesData, opts: &ToPprofOptions) -> Result<Vec<Ppro
         let service = service_name(dict, rp.resource.as_ref());
         for c in clusters {
             let all = c.iter().flat_map(|(_, l)| l).map(|&pos| profiles[pos]);
-            let time = all.clone().map(|p| p.time_unix_nano).filter(|&t| t != 0).min().unwrap_or(0);
+            let time = all
+                .clone()
+                .map(|p| p.time_unix_nano)
+                .filter(|&t| t != 0)
+                .min()
+                .unwrap_or(0);
             let profile_id = all
                 .clone()
                 .map(|p| &p.profile_id)

@@ -13,7 +13,10 @@ use super::tests::fixture;
 use super::*;
 
 fn go_available() -> bool {
-    let found = Command::new("go").arg("version").output().is_ok_and(|o| o.status.success());
+    let found = Command::new("go")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !found {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -32,7 +35,11 @@ fn pprof_raw(path: &Path, tmp: &Path) -> String {
         .env("PPROF_BINARY_PATH", tmp)
         .output()
         .expect("run go tool pprof");
-    assert!(out.status.success(), "go tool pprof -raw {path:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "go tool pprof -raw {path:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -88,7 +95,9 @@ fn normalise(raw: &str) -> Vec<String> {
         }
     }
     let location = |id: &str| -> String {
-        let text = locations.get(id).unwrap_or_else(|| panic!("sample names unknown location {id}"));
+        let text = locations
+            .get(id)
+            .unwrap_or_else(|| panic!("sample names unknown location {id}"));
         text.split(' ')
             .map(|w| match w.strip_prefix("M=") {
                 Some(m) => format!("[{}]", mappings.get(m).map_or("?", String::as_str)),
@@ -103,7 +112,11 @@ fn normalise(raw: &str) -> Vec<String> {
         match l.split_once(": ") {
             Some((values, ids)) if values.split_whitespace().all(|v| v.parse::<i64>().is_ok()) => {
                 let stack: Vec<String> = ids.split_whitespace().map(location).collect();
-                out.push(format!("{} : {}", values.split_whitespace().collect::<Vec<_>>().join(" "), stack.join(" ; ")));
+                out.push(format!(
+                    "{} : {}",
+                    values.split_whitespace().collect::<Vec<_>>().join(" "),
+                    stack.join(" ; ")
+                ));
             }
             _ => out.push(l),
         }
@@ -114,7 +127,10 @@ fn normalise(raw: &str) -> Vec<String> {
 fn assert_same_raw(got: &str, want: &str, what: &str) {
     let (g, w) = (normalise(got), normalise(want));
     for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        assert_eq!(a, b, "{what}: line {i} of the normalised -raw output differs");
+        assert_eq!(
+            a, b,
+            "{what}: line {i} of the normalised -raw output differs"
+        );
     }
     assert_eq!(g.len(), w.len(), "{what}: number of lines");
 }
@@ -126,20 +142,35 @@ fn recorded_pprof_round_trips_through_otlp_for_go_tool_pprof() {
     }
     let tmp = tempfile::tempdir().unwrap();
     for name in ["go-cpu.pb.gz", "dd-wall.pb.gz"] {
-        let original_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/pprof").join(name);
+        let original_path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/pprof")
+            .join(name);
         let original = decode_pprof(&fixture(&format!("pprof/{name}"))).unwrap();
         let data = pprof_to_otlp(&original).unwrap();
-        let opts = ToPprofOptions { merge_sample_types: true, ..Default::default() };
+        let opts = ToPprofOptions {
+            merge_sample_types: true,
+            ..Default::default()
+        };
         let files = plan_files(&data, &opts).unwrap();
-        assert_eq!(files.len(), 1, "{name}: sample types merge back into one file");
+        assert_eq!(
+            files.len(),
+            1,
+            "{name}: sample types merge back into one file"
+        );
         let path = tmp.path().join(name);
         let out = std::fs::File::create(&path).unwrap();
         write_pprof_gzip(&data, &files[0], &opts, DEFAULT_GZIP_LEVEL, out).unwrap();
 
         let want = pprof_raw(&original_path, tmp.path());
         let got = pprof_raw(&path, tmp.path());
-        assert!(want.lines().count() > 20, "{name}: -raw printed too little:\n{want}");
-        assert!(got.contains("Comment: profcol: converted from OTLP profiles"), "{name}");
+        assert!(
+            want.lines().count() > 20,
+            "{name}: -raw printed too little:\n{want}"
+        );
+        assert!(
+            got.contains("Comment: profcol: converted from OTLP profiles"),
+            "{name}"
+        );
         assert_same_raw(&got, &want, name);
     }
 }
@@ -150,7 +181,8 @@ fn the_normalisation_still_sees_real_differences() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let original_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/pprof/go-cpu.pb.gz");
+    let original_path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/pprof/go-cpu.pb.gz");
     let want = normalise(&pprof_raw(&original_path, tmp.path()));
     let original = decode_pprof(&fixture("pprof/go-cpu.pb.gz")).unwrap();
 
@@ -172,7 +204,12 @@ fn the_normalisation_still_sees_real_differences() {
             *id += 1000;
         }
     }
-    for (p, differs) in [(changed_value, true), (dropped_label, true), (changed_line, true), (renumbered, false)] {
+    for (p, differs) in [
+        (changed_value, true),
+        (dropped_label, true),
+        (changed_line, true),
+        (renumbered, false),
+    ] {
         let path = tmp.path().join("variant.pb");
         std::fs::write(&path, prost::Message::encode_to_vec(&p)).unwrap();
         let got = normalise(&pprof_raw(&path, tmp.path()));

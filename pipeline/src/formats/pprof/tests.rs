@@ -5,8 +5,8 @@ use prost::Message;
 use super::*;
 use crate::model::dictionary::DictionaryBuilder;
 use crate::proto::{
-    any_value::Value, AnyValue, ArrayValue, InstrumentationScope, KeyValue, Line, Link, Location, Mapping,
-    Profile, ProfilesData, Resource, ResourceProfiles, Sample, ScopeProfiles, ValueType,
+    any_value::Value, AnyValue, ArrayValue, InstrumentationScope, KeyValue, Line, Link, Location,
+    Mapping, Profile, ProfilesData, Resource, ResourceProfiles, Sample, ScopeProfiles, ValueType,
 };
 
 pub(super) fn fixture(path: &str) -> Vec<u8> {
@@ -26,9 +26,12 @@ fn s(p: &proto::Profile, i: i64) -> &str {
 /// values, its stack (leaf first; inlined frames joined with `+`) and its
 /// labels sorted. Two profiles with the same view hold the same data.
 pub(super) fn view(p: &proto::Profile) -> Vec<String> {
-    let functions: std::collections::HashMap<u64, &proto::Function> = p.function.iter().map(|f| (f.id, f)).collect();
-    let mappings: std::collections::HashMap<u64, &proto::Mapping> = p.mapping.iter().map(|m| (m.id, m)).collect();
-    let locations: std::collections::HashMap<u64, &proto::Location> = p.location.iter().map(|l| (l.id, l)).collect();
+    let functions: std::collections::HashMap<u64, &proto::Function> =
+        p.function.iter().map(|f| (f.id, f)).collect();
+    let mappings: std::collections::HashMap<u64, &proto::Mapping> =
+        p.mapping.iter().map(|m| (m.id, m)).collect();
+    let locations: std::collections::HashMap<u64, &proto::Location> =
+        p.location.iter().map(|l| (l.id, l)).collect();
     let mut out: Vec<String> = p
         .sample_type
         .iter()
@@ -72,7 +75,12 @@ pub(super) fn view(p: &proto::Profile) -> Vec<String> {
             })
             .collect();
         labels.sort();
-        out.push(format!("{:?} | {} | {}", sample.value, stack.join(" ; "), labels.join(",")));
+        out.push(format!(
+            "{:?} | {} | {}",
+            sample.value,
+            stack.join(" ; "),
+            labels.join(",")
+        ));
     }
     out
 }
@@ -88,7 +96,12 @@ pub(super) fn assert_same(got: &proto::Profile, want: &proto::Profile) {
 
 fn one_file(data: &ProfilesData, opts: &ToPprofOptions) -> (PprofFile, proto::Profile) {
     let mut files = to_pprof(data, opts).unwrap();
-    assert_eq!(files.len(), 1, "{:?}", files.iter().map(|f| &f.0).collect::<Vec<_>>());
+    assert_eq!(
+        files.len(),
+        1,
+        "{:?}",
+        files.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
     files.remove(0)
 }
 
@@ -125,9 +138,18 @@ fn minimal_request_becomes_a_pprof_with_one_based_ids() {
         ]
     );
     let f = &p.function[0];
-    assert_eq!((s(&p, f.name), s(&p, f.system_name), f.start_line), ("leaf", "leaf", 5));
+    assert_eq!(
+        (s(&p, f.name), s(&p, f.system_name), f.start_line),
+        ("leaf", "leaf", 5)
+    );
     let comments: Vec<&str> = p.comment.iter().map(|&c| s(&p, c)).collect();
-    assert_eq!(comments, ["profcol: converted from OTLP profiles", "profcol: scope holdout 1"]);
+    assert_eq!(
+        comments,
+        [
+            "profcol: converted from OTLP profiles",
+            "profcol: scope holdout 1"
+        ]
+    );
 }
 
 #[test]
@@ -150,20 +172,37 @@ fn each_resource_gets_its_own_file_with_links_and_timestamps() {
     assert_eq!(files.len(), 2);
     let (a, pa) = &files[0];
     let (b, pb) = &files[1];
-    assert_eq!((a.service_name.as_deref(), a.resource), (Some("holdout-a"), 0));
-    assert_eq!((b.service_name.as_deref(), b.resource), (Some("holdout-b"), 1));
+    assert_eq!(
+        (a.service_name.as_deref(), a.resource),
+        (Some("holdout-a"), 0)
+    );
+    assert_eq!(
+        (b.service_name.as_deref(), b.resource),
+        (Some("holdout-b"), 1)
+    );
 
     // The linked sample carries the trace and span ids as hex labels.
     let v = view(pa);
-    assert!(v[2].contains("trace_id=0123456789abcdef0123456789abcdef"), "{v:?}");
+    assert!(
+        v[2].contains("trace_id=0123456789abcdef0123456789abcdef"),
+        "{v:?}"
+    );
     assert!(v[2].contains(",span_id=0123456789abcdef,"), "{v:?}");
-    assert!(!v[1].contains("trace_id") && !v[1].contains("span_id"), "{v:?}");
+    assert!(
+        !v[1].contains("trace_id") && !v[1].contains("span_id"),
+        "{v:?}"
+    );
 
     // values [10ms, 10ms, 10ms] with three timestamps: one sample of 30ms.
     assert_eq!(pb.sample.len(), 1);
     assert_eq!(pb.sample[0].value, [30_000_000]);
     // The native frame keeps its mapping and address.
-    let native = pb.location.iter().chain(&pa.location).find(|l| l.mapping_id != 0).expect("a mapped location");
+    let native = pb
+        .location
+        .iter()
+        .chain(&pa.location)
+        .find(|l| l.mapping_id != 0)
+        .expect("a mapped location");
     assert_eq!(native.address, 4_198_964);
 }
 
@@ -174,17 +213,33 @@ struct Build {
 
 impl Build {
     fn new() -> Self {
-        Self { dict: DictionaryBuilder::new() }
+        Self {
+            dict: DictionaryBuilder::new(),
+        }
     }
 
     fn vt(&mut self, t: &str, u: &str) -> Option<ValueType> {
-        Some(ValueType { type_strindex: self.dict.string(t), unit_strindex: self.dict.string(u) })
+        Some(ValueType {
+            type_strindex: self.dict.string(t),
+            unit_strindex: self.dict.string(u),
+        })
     }
 
     fn frame(&mut self, name: &str, mapping: i32, lines: usize) -> i32 {
         let f = self.dict.function_named(name, name, "x.c", 1);
-        let lines = (0..lines).map(|i| Line { function_index: f, line: 10 + i as i64, column: 0 }).collect();
-        self.dict.location(Location { mapping_index: mapping, address: 0x1000, lines, attribute_indices: vec![] })
+        let lines = (0..lines)
+            .map(|i| Line {
+                function_index: f,
+                line: 10 + i as i64,
+                column: 0,
+            })
+            .collect();
+        self.dict.location(Location {
+            mapping_index: mapping,
+            address: 0x1000,
+            lines,
+            attribute_indices: vec![],
+        })
     }
 
     fn profile(&mut self, t: &str, samples: Vec<Sample>) -> Profile {
@@ -205,12 +260,18 @@ impl Build {
                 resource: Some(Resource {
                     attributes: vec![KeyValue {
                         key: "service.name".into(),
-                        value: Some(AnyValue { value: Some(Value::StringValue("svc".into())) }),
+                        value: Some(AnyValue {
+                            value: Some(Value::StringValue("svc".into())),
+                        }),
                         ..Default::default()
                     }],
                     ..Default::default()
                 }),
-                scope_profiles: vec![ScopeProfiles { scope: None, profiles, schema_url: String::new() }],
+                scope_profiles: vec![ScopeProfiles {
+                    scope: None,
+                    profiles,
+                    schema_url: String::new(),
+                }],
                 schema_url: String::new(),
             }],
             dictionary: Some(self.dict.finish()),
@@ -233,7 +294,9 @@ fn attributes_become_labels_with_units_and_mappings_keep_build_ids() {
     let mut b = Build::new();
     let build_id = b.dict.attribute_kv(
         "process.executable.build_id.gnu",
-        AnyValue { value: Some(Value::StringValue("abc123".into())) },
+        AnyValue {
+            value: Some(Value::StringValue("abc123".into())),
+        },
         "",
     );
     let name = b.dict.string("/usr/lib/libc.so");
@@ -246,15 +309,31 @@ fn attributes_become_labels_with_units_and_mappings_keep_build_ids() {
     });
     let inlined = b.frame("memcpy", m, 2);
     let stack = b.dict.stack(&[inlined]);
-    let bytes = b.dict.attribute_kv("alloc", AnyValue { value: Some(Value::IntValue(512)) }, "bytes");
-    let flag = b.dict.attribute_kv("gc", AnyValue { value: Some(Value::BoolValue(true)) }, "");
+    let bytes = b.dict.attribute_kv(
+        "alloc",
+        AnyValue {
+            value: Some(Value::IntValue(512)),
+        },
+        "bytes",
+    );
+    let flag = b.dict.attribute_kv(
+        "gc",
+        AnyValue {
+            value: Some(Value::BoolValue(true)),
+        },
+        "",
+    );
     let list = b.dict.attribute_kv(
         "tags",
         AnyValue {
             value: Some(Value::ArrayValue(ArrayValue {
                 values: vec![
-                    AnyValue { value: Some(Value::StringValue("a".into())) },
-                    AnyValue { value: Some(Value::StringValue("b".into())) },
+                    AnyValue {
+                        value: Some(Value::StringValue("a".into())),
+                    },
+                    AnyValue {
+                        value: Some(Value::StringValue("b".into())),
+                    },
                 ],
             })),
         },
@@ -272,8 +351,14 @@ fn attributes_become_labels_with_units_and_mappings_keep_build_ids() {
     assert_eq!(pp.sample[0].value, [4]);
     assert_eq!(pp.sample[1].value, [5]);
     let v = view(&pp);
-    assert!(v[1].ends_with("| alloc=512bytes,gc=true,service.name=svc,tags=a,tags=b"), "{v:?}");
-    assert!(v[1].contains("memcpy@x.c:10+memcpy@x.c:11 [/usr/lib/libc.so 0x1000-0x9000 abc123]"), "{v:?}");
+    assert!(
+        v[1].ends_with("| alloc=512bytes,gc=true,service.name=svc,tags=a,tags=b"),
+        "{v:?}"
+    );
+    assert!(
+        v[1].contains("memcpy@x.c:10+memcpy@x.c:11 [/usr/lib/libc.so 0x1000-0x9000 abc123]"),
+        "{v:?}"
+    );
 
     let m = &pp.mapping[0];
     assert_eq!((m.id, m.file_offset), (1, 0x200));
@@ -287,10 +372,28 @@ fn two_types(aligned: bool) -> ProfilesData {
     let f2 = b.frame("b", 0, 1);
     let s1 = b.dict.stack(&[f1]);
     let s2 = b.dict.stack(&[f2, f1]);
-    let t = b.dict.attribute_kv("thread.name", AnyValue { value: Some(Value::StringValue("main".into())) }, "");
-    let counts = b.profile("samples", vec![sample(s1, vec![t], vec![1], 0), sample(s2, vec![], vec![2], 0)]);
+    let t = b.dict.attribute_kv(
+        "thread.name",
+        AnyValue {
+            value: Some(Value::StringValue("main".into())),
+        },
+        "",
+    );
+    let counts = b.profile(
+        "samples",
+        vec![
+            sample(s1, vec![t], vec![1], 0),
+            sample(s2, vec![], vec![2], 0),
+        ],
+    );
     let second = if aligned { s2 } else { s1 };
-    let mut cpu = b.profile("cpu", vec![sample(s1, vec![t], vec![10], 0), sample(second, vec![], vec![20], 0)]);
+    let mut cpu = b.profile(
+        "cpu",
+        vec![
+            sample(s1, vec![t], vec![10], 0),
+            sample(second, vec![], vec![20], 0),
+        ],
+    );
     cpu.time_unix_nano = 500;
     b.finish(vec![counts, cpu])
 }
@@ -302,7 +405,10 @@ fn sample_types_are_separate_files_unless_merged_and_lined_up() {
     let names: Vec<String> = files.iter().map(|f| f.0.sample_type_name()).collect();
     assert_eq!(names, ["samples", "cpu"]);
 
-    let merge = ToPprofOptions { merge_sample_types: true, ..Default::default() };
+    let merge = ToPprofOptions {
+        merge_sample_types: true,
+        ..Default::default()
+    };
     let (file, p) = one_file(&data, &merge);
     assert_eq!(file.sample_type_name(), "samples+cpu");
     assert_eq!(file.otlp_samples, 4);
@@ -328,17 +434,30 @@ fn sample_types_are_separate_files_unless_merged_and_lined_up() {
 #[test]
 fn go_cpu_otlp_merges_back_into_two_sample_types() {
     let data = otlp_fixture("go-cpu.otlp.bin");
-    let merge = ToPprofOptions { merge_sample_types: true, ..Default::default() };
+    let merge = ToPprofOptions {
+        merge_sample_types: true,
+        ..Default::default()
+    };
     let (file, p) = one_file(&data, &merge);
-    let types: Vec<(&str, &str)> = p.sample_type.iter().map(|t| (s(&p, t.r#type), s(&p, t.unit))).collect();
+    let types: Vec<(&str, &str)> = p
+        .sample_type
+        .iter()
+        .map(|t| (s(&p, t.r#type), s(&p, t.unit)))
+        .collect();
     assert_eq!(types, [("samples", "count"), ("cpu", "nanoseconds")]);
     assert_eq!(file.service_name.as_deref(), Some("go-cpu"));
     // Every sample is one 10ms tick per count, as Go's CPU profiler writes.
-    assert!(p.sample.iter().all(|s| s.value[1] == s.value[0] * 10_000_000));
+    assert!(p
+        .sample
+        .iter()
+        .all(|s| s.value[1] == s.value[0] * 10_000_000));
 
     // The same samples as the recorded pprof file.
     let original = decode_pprof(&fixture("pprof/go-cpu.pb.gz")).unwrap();
-    let no_resource_labels = ToPprofOptions { resource_attributes_as_labels: vec![], ..merge };
+    let no_resource_labels = ToPprofOptions {
+        resource_attributes_as_labels: vec![],
+        ..merge
+    };
     assert_same(&one_file(&data, &no_resource_labels).1, &original);
 
     let separate = to_pprof(&data, &ToPprofOptions::default()).unwrap();
@@ -349,34 +468,81 @@ fn go_cpu_otlp_merges_back_into_two_sample_types() {
 fn invalid_indices_are_errors_not_panics() {
     let mut data = otlp_fixture("minimal-request.bin");
     data.resource_profiles[0].scope_profiles[0].profiles[0].samples[0].stack_index = 99;
-    assert!(matches!(to_pprof(&data, &ToPprofOptions::default()), Err(PprofError::InvalidOtlp(_))));
+    assert!(matches!(
+        to_pprof(&data, &ToPprofOptions::default()),
+        Err(PprofError::InvalidOtlp(_))
+    ));
 
     let mut data = otlp_fixture("minimal-request.bin");
-    data.dictionary.as_mut().unwrap().stack_table[1].location_indices.push(1234);
-    assert!(matches!(to_pprof(&data, &ToPprofOptions::default()), Err(PprofError::InvalidOtlp(_))));
+    data.dictionary.as_mut().unwrap().stack_table[1]
+        .location_indices
+        .push(1234);
+    assert!(matches!(
+        to_pprof(&data, &ToPprofOptions::default()),
+        Err(PprofError::InvalidOtlp(_))
+    ));
 
     let mut data = otlp_fixture("minimal-request.bin");
     data.resource_profiles[0].scope_profiles[0].profiles[0].samples[0].attribute_indices = vec![-1];
-    assert!(matches!(to_pprof(&data, &ToPprofOptions::default()), Err(PprofError::InvalidOtlp(_))));
+    assert!(matches!(
+        to_pprof(&data, &ToPprofOptions::default()),
+        Err(PprofError::InvalidOtlp(_))
+    ));
 }
 
 /// A pprof profile written by hand with every field the import maps.
 fn handmade_pprof() -> proto::Profile {
     let strings = [
-        "", "cpu", "nanoseconds", "samples", "count", "main", "main.go", "/bin/app", "deadbeef", "worker",
-        "bytes", "alloc", "trace_id", "0123456789abcdef0123456789abcdef", "span_id", "0011223344556677",
-        "tag", "x", "y", "runtime\\..*", "first comment", "wall",
+        "",
+        "cpu",
+        "nanoseconds",
+        "samples",
+        "count",
+        "main",
+        "main.go",
+        "/bin/app",
+        "deadbeef",
+        "worker",
+        "bytes",
+        "alloc",
+        "trace_id",
+        "0123456789abcdef0123456789abcdef",
+        "span_id",
+        "0011223344556677",
+        "tag",
+        "x",
+        "y",
+        "runtime\\..*",
+        "first comment",
+        "wall",
     ];
-    let l = |key, str, num, num_unit| proto::Label { key, str, num, num_unit };
+    let l = |key, str, num, num_unit| proto::Label {
+        key,
+        str,
+        num,
+        num_unit,
+    };
     proto::Profile {
-        sample_type: vec![proto::ValueType { r#type: 3, unit: 4 }, proto::ValueType { r#type: 1, unit: 2 }],
+        sample_type: vec![
+            proto::ValueType { r#type: 3, unit: 4 },
+            proto::ValueType { r#type: 1, unit: 2 },
+        ],
         sample: vec![
             proto::Sample {
                 location_id: vec![20, 10],
                 value: vec![1, 10],
-                label: vec![l(9, 5, 0, 0), l(11, 0, 64, 10), l(12, 13, 0, 0), l(14, 15, 0, 0)],
+                label: vec![
+                    l(9, 5, 0, 0),
+                    l(11, 0, 64, 10),
+                    l(12, 13, 0, 0),
+                    l(14, 15, 0, 0),
+                ],
             },
-            proto::Sample { location_id: vec![10], value: vec![2, 20], label: vec![l(16, 17, 0, 0), l(16, 18, 0, 0)] },
+            proto::Sample {
+                location_id: vec![10],
+                value: vec![2, 20],
+                label: vec![l(16, 17, 0, 0), l(16, 18, 0, 0)],
+            },
         ],
         mapping: vec![proto::Mapping {
             id: 7,
@@ -388,10 +554,36 @@ fn handmade_pprof() -> proto::Profile {
             ..Default::default()
         }],
         location: vec![
-            proto::Location { id: 10, mapping_id: 7, address: 0x401000, line: vec![proto::Line { function_id: 3, line: 5, column: 2 }], is_folded: false },
-            proto::Location { id: 20, mapping_id: 7, address: 0x402000, line: vec![proto::Line { function_id: 3, line: 9, column: 0 }], is_folded: true },
+            proto::Location {
+                id: 10,
+                mapping_id: 7,
+                address: 0x401000,
+                line: vec![proto::Line {
+                    function_id: 3,
+                    line: 5,
+                    column: 2,
+                }],
+                is_folded: false,
+            },
+            proto::Location {
+                id: 20,
+                mapping_id: 7,
+                address: 0x402000,
+                line: vec![proto::Line {
+                    function_id: 3,
+                    line: 9,
+                    column: 0,
+                }],
+                is_folded: true,
+            },
         ],
-        function: vec![proto::Function { id: 3, name: 5, system_name: 5, filename: 6, start_line: 1 }],
+        function: vec![proto::Function {
+            id: 3,
+            name: 5,
+            system_name: 5,
+            filename: 6,
+            start_line: 1,
+        }],
         string_table: strings.iter().map(|s| s.to_string()).collect(),
         drop_frames: 19,
         time_nanos: 123,
@@ -429,43 +621,89 @@ fn pprof_imports_as_one_profile_per_sample_type() {
     assert_eq!(sp.profiles.len(), 2);
     let scope = sp.scope.as_ref().unwrap();
     let scope_keys: Vec<&str> = scope.attributes.iter().map(|kv| kv.key.as_str()).collect();
-    assert_eq!(scope_keys, [keys::DEFAULT_SAMPLE_TYPE, keys::SAMPLE_TYPE_ORDER]);
-    assert_eq!(scope.attributes[0].value.as_ref().unwrap().value, Some(Value::StringValue("cpu".into())));
+    assert_eq!(
+        scope_keys,
+        [keys::DEFAULT_SAMPLE_TYPE, keys::SAMPLE_TYPE_ORDER]
+    );
+    assert_eq!(
+        scope.attributes[0].value.as_ref().unwrap().value,
+        Some(Value::StringValue("cpu".into()))
+    );
 
     let cpu = &sp.profiles[1];
-    assert_eq!(d.string_table[cpu.sample_type.unwrap().type_strindex as usize], "cpu");
-    assert_eq!((cpu.time_unix_nano, cpu.duration_nano, cpu.period), (123, 456, 10));
-    assert_eq!(cpu.samples.iter().map(|s| s.values[0]).collect::<Vec<_>>(), [10, 20]);
-    assert_eq!(sp.profiles[0].samples.iter().map(|s| s.values[0]).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(
+        d.string_table[cpu.sample_type.unwrap().type_strindex as usize],
+        "cpu"
+    );
+    assert_eq!(
+        (cpu.time_unix_nano, cpu.duration_nano, cpu.period),
+        (123, 456, 10)
+    );
+    assert_eq!(
+        cpu.samples.iter().map(|s| s.values[0]).collect::<Vec<_>>(),
+        [10, 20]
+    );
+    assert_eq!(
+        sp.profiles[0]
+            .samples
+            .iter()
+            .map(|s| s.values[0])
+            .collect::<Vec<_>>(),
+        [1, 2]
+    );
 
     let profile_attrs = attr_view(&data, &cpu.attribute_indices);
-    assert!(profile_attrs.contains(r#"pprof.profile.drop_frames=StringValue("runtime\\..*")"#), "{profile_attrs:?}");
-    assert!(profile_attrs.iter().any(|a| a.starts_with("pprof.profile.comment=ArrayValue") && a.contains("first comment")));
+    assert!(
+        profile_attrs.contains(r#"pprof.profile.drop_frames=StringValue("runtime\\..*")"#),
+        "{profile_attrs:?}"
+    );
+    assert!(profile_attrs
+        .iter()
+        .any(|a| a.starts_with("pprof.profile.comment=ArrayValue") && a.contains("first comment")));
 
     // Labels: str, num with unit, trace/span pair as a Link, repeated key as an array.
     let s0 = &cpu.samples[0];
     assert_eq!(
         attr_view(&data, &s0.attribute_indices),
-        BTreeSet::from([r#"worker=StringValue("main")"#.to_string(), "alloc=IntValue(64)bytes".to_string()])
+        BTreeSet::from([
+            r#"worker=StringValue("main")"#.to_string(),
+            "alloc=IntValue(64)bytes".to_string()
+        ])
     );
     let link = &d.link_table[s0.link_index as usize];
-    assert_eq!(hex::encode(&link.trace_id), "0123456789abcdef0123456789abcdef");
+    assert_eq!(
+        hex::encode(&link.trace_id),
+        "0123456789abcdef0123456789abcdef"
+    );
     assert_eq!(hex::encode(&link.span_id), "0011223344556677");
     let s1 = &cpu.samples[1];
     let tags = attr_view(&data, &s1.attribute_indices);
     assert_eq!(tags.len(), 1);
-    assert!(tags.iter().next().unwrap().starts_with("tag=ArrayValue"), "{tags:?}");
+    assert!(
+        tags.iter().next().unwrap().starts_with("tag=ArrayValue"),
+        "{tags:?}"
+    );
 
     // Stack leaf first; ids became indices; folded flag and mapping attributes kept.
     let stack = &d.stack_table[s0.stack_index as usize];
     let leaf = &d.location_table[stack.location_indices[0] as usize];
     assert_eq!(leaf.address, 0x402000);
-    assert!(attr_view(&data, &leaf.attribute_indices).contains("pprof.location.is_folded=BoolValue(true)"));
-    assert_eq!((leaf.lines[0].line, d.location_table[stack.location_indices[1] as usize].lines[0].column), (9, 2));
+    assert!(attr_view(&data, &leaf.attribute_indices)
+        .contains("pprof.location.is_folded=BoolValue(true)"));
+    assert_eq!(
+        (
+            leaf.lines[0].line,
+            d.location_table[stack.location_indices[1] as usize].lines[0].column
+        ),
+        (9, 2)
+    );
     let m = &d.mapping_table[leaf.mapping_index as usize];
     assert_eq!(d.string_table[m.filename_strindex as usize], "/bin/app");
     let mattrs = attr_view(&data, &m.attribute_indices);
-    assert!(mattrs.contains(r#"process.executable.build_id.gnu=StringValue("deadbeef")"#), "{mattrs:?}");
+    assert!(
+        mattrs.contains(r#"process.executable.build_id.gnu=StringValue("deadbeef")"#),
+        "{mattrs:?}"
+    );
     assert!(mattrs.contains("pprof.mapping.has_functions=BoolValue(true)"));
     assert!(mattrs.contains("pprof.mapping.has_filenames=BoolValue(false)"));
 }
@@ -474,18 +712,31 @@ fn pprof_imports_as_one_profile_per_sample_type() {
 fn pprof_round_trips_through_otlp() {
     let p = handmade_pprof();
     let data = pprof_to_otlp(&p).unwrap();
-    let merge = ToPprofOptions { merge_sample_types: true, resource_attributes_as_labels: vec![], comments: vec![] };
+    let merge = ToPprofOptions {
+        merge_sample_types: true,
+        resource_attributes_as_labels: vec![],
+        comments: vec![],
+    };
     let (_, back) = one_file(&data, &merge);
     assert_eq!(view(&back), view(&p));
     assert_eq!(s(&back, back.default_sample_type), "cpu");
     assert_eq!(s(&back, back.drop_frames), "runtime\\..*");
     assert_eq!(back.keep_frames, 0);
-    assert_eq!((back.time_nanos, back.duration_nanos, back.period), (123, 456, 10));
+    assert_eq!(
+        (back.time_nanos, back.duration_nanos, back.period),
+        (123, 456, 10)
+    );
     assert_eq!(s(&back, back.comment[0]), "first comment");
     let m = &back.mapping[0];
     assert!(m.has_functions && !m.has_filenames && !m.has_line_numbers && !m.has_inline_frames);
-    assert!(back.location.iter().any(|l| l.is_folded && l.address == 0x402000));
-    assert!(back.location.iter().any(|l| !l.is_folded && l.line[0].column == 2));
+    assert!(back
+        .location
+        .iter()
+        .any(|l| l.is_folded && l.address == 0x402000));
+    assert!(back
+        .location
+        .iter()
+        .any(|l| !l.is_folded && l.line[0].column == 2));
 
     // Twice through: nothing accumulates (no repeated comment lines).
     let again = pprof_to_otlp(&back).unwrap();
@@ -499,7 +750,10 @@ fn recorded_pprof_files_round_trip() {
     for name in ["go-cpu.pb.gz", "dd-wall.pb.gz"] {
         let original = decode_pprof(&fixture(&format!("pprof/{name}"))).unwrap();
         let data = pprof_to_otlp(&original).unwrap();
-        let merge = ToPprofOptions { merge_sample_types: true, ..Default::default() };
+        let merge = ToPprofOptions {
+            merge_sample_types: true,
+            ..Default::default()
+        };
         let (_, back) = one_file(&data, &merge);
         assert_same(&back, &original);
         assert!(!original.sample.is_empty());
@@ -510,19 +764,29 @@ fn recorded_pprof_files_round_trip() {
 fn invalid_pprof_is_refused() {
     let mut p = handmade_pprof();
     p.sample[0].location_id.push(999);
-    assert!(matches!(pprof_to_otlp(&p), Err(PprofError::InvalidPprof(m)) if m.contains("location id 999")));
+    assert!(
+        matches!(pprof_to_otlp(&p), Err(PprofError::InvalidPprof(m)) if m.contains("location id 999"))
+    );
 
     let mut p = handmade_pprof();
     p.sample[1].value.pop();
-    assert!(matches!(pprof_to_otlp(&p), Err(PprofError::InvalidPprof(_))));
+    assert!(matches!(
+        pprof_to_otlp(&p),
+        Err(PprofError::InvalidPprof(_))
+    ));
 
     let mut p = handmade_pprof();
     p.function[0].name = 1000;
-    assert!(matches!(pprof_to_otlp(&p), Err(PprofError::InvalidPprof(_))));
+    assert!(matches!(
+        pprof_to_otlp(&p),
+        Err(PprofError::InvalidPprof(_))
+    ));
 
     let mut p = handmade_pprof();
     p.location[1].id = 10;
-    assert!(matches!(pprof_to_otlp(&p), Err(PprofError::InvalidPprof(m)) if m.contains("duplicate")));
+    assert!(
+        matches!(pprof_to_otlp(&p), Err(PprofError::InvalidPprof(m)) if m.contains("duplicate"))
+    );
 }
 
 #[test]
@@ -531,8 +795,11 @@ fn decode_accepts_plain_and_gzip_and_bounds_gzip() {
     let from_gz = decode_pprof(&gz).unwrap();
     let plain = from_gz.encode_to_vec();
     assert_eq!(decode_pprof(&plain).unwrap(), from_gz);
-    assert!(matches!(decode_pprof_limited(&gz, plain.len()), Ok(_)));
-    assert!(matches!(decode_pprof_limited(&gz, plain.len() - 1), Err(PprofError::Gzip(_))));
+    assert!(decode_pprof_limited(&gz, plain.len()).is_ok());
+    assert!(matches!(
+        decode_pprof_limited(&gz, plain.len() - 1),
+        Err(PprofError::Gzip(_))
+    ));
     assert!(decode_pprof(&gz[..gz.len() / 2]).is_err());
 }
 
@@ -544,7 +811,10 @@ fn gzip_output_is_a_valid_pprof_file() {
     let gz = encode_pprof_gzip(&data, file, &opts).unwrap();
     assert_eq!(&gz[..2], &[0x1f, 0x8b]);
     let plain = write_pprof(&data, file, &opts, Vec::new()).unwrap();
-    assert_eq!(decode_pprof(&gz).unwrap(), proto::Profile::decode(plain.as_slice()).unwrap());
+    assert_eq!(
+        decode_pprof(&gz).unwrap(),
+        proto::Profile::decode(plain.as_slice()).unwrap()
+    );
 }
 
 #[test]
@@ -553,7 +823,9 @@ fn large_profiles_stream_through_the_flush_buffer() {
     let mut b = Build::new();
     let frames: Vec<i32> = (0..50).map(|i| b.frame(&format!("f{i}"), 0, 1)).collect();
     let stacks: Vec<i32> = (0..50).map(|i| b.dict.stack(&frames[i..])).collect();
-    let samples = (0..20_000).map(|i| sample(stacks[i % 50], vec![], vec![i as i64], 0)).collect();
+    let samples = (0..20_000)
+        .map(|i| sample(stacks[i % 50], vec![], vec![i as i64], 0))
+        .collect();
     let prof = b.profile("samples", samples);
     let data = b.finish(vec![prof]);
     let (_, p) = one_file(&data, &ToPprofOptions::default());
@@ -568,8 +840,20 @@ fn scope_default_sample_type_and_profile_attributes() {
     let mut b = Build::new();
     let f = b.frame("a", 0, 1);
     let st = b.dict.stack(&[f]);
-    let keep = b.dict.attribute_kv(keys::KEEP_FRAMES, AnyValue { value: Some(Value::StringValue("main".into())) }, "");
-    let env = b.dict.attribute_kv("deployment.environment", AnyValue { value: Some(Value::StringValue("prod".into())) }, "");
+    let keep = b.dict.attribute_kv(
+        keys::KEEP_FRAMES,
+        AnyValue {
+            value: Some(Value::StringValue("main".into())),
+        },
+        "",
+    );
+    let env = b.dict.attribute_kv(
+        "deployment.environment",
+        AnyValue {
+            value: Some(Value::StringValue("prod".into())),
+        },
+        "",
+    );
     let mut p = b.profile("wall", vec![sample(st, vec![], vec![3], 0)]);
     p.attribute_indices = vec![keep, env];
     let mut data = b.finish(vec![p]);
@@ -577,7 +861,9 @@ fn scope_default_sample_type_and_profile_attributes() {
         name: "sentry".into(),
         attributes: vec![KeyValue {
             key: keys::DEFAULT_SAMPLE_TYPE.into(),
-            value: Some(AnyValue { value: Some(Value::StringValue("wall".into())) }),
+            value: Some(AnyValue {
+                value: Some(Value::StringValue("wall".into())),
+            }),
             ..Default::default()
         }],
         ..Default::default()
@@ -586,8 +872,14 @@ fn scope_default_sample_type_and_profile_attributes() {
     assert_eq!(s(&pp, pp.keep_frames), "main");
     assert_eq!(s(&pp, pp.default_sample_type), "wall");
     // Profile attributes other than pprof.* label every sample.
-    assert_eq!(view(&pp)[1], "[3] | 0x1000 a@x.c:10 | deployment.environment=prod,service.name=svc");
-    assert!(pp.comment.iter().any(|&c| s(&pp, c) == "profcol: scope sentry"));
+    assert_eq!(
+        view(&pp)[1],
+        "[3] | 0x1000 a@x.c:10 | deployment.environment=prod,service.name=svc"
+    );
+    assert!(pp
+        .comment
+        .iter()
+        .any(|&c| s(&pp, c) == "profcol: scope sentry"));
 }
 
 #[test]
@@ -595,11 +887,20 @@ fn a_link_without_ids_adds_no_labels() {
     let mut b = Build::new();
     let f = b.frame("a", 0, 1);
     let st = b.dict.stack(&[f]);
-    let link = b.dict.link(Link { trace_id: vec![0; 16], span_id: vec![0; 8] });
+    let link = b.dict.link(Link {
+        trace_id: vec![0; 16],
+        span_id: vec![0; 8],
+    });
     let mut smp = sample(st, vec![], vec![1], 0);
     smp.link_index = link;
     let p = b.profile("wall", vec![smp]);
     let data = b.finish(vec![p]);
-    let (_, pp) = one_file(&data, &ToPprofOptions { resource_attributes_as_labels: vec![], ..Default::default() });
+    let (_, pp) = one_file(
+        &data,
+        &ToPprofOptions {
+            resource_attributes_as_labels: vec![],
+            ..Default::default()
+        },
+    );
     assert!(pp.sample[0].label.is_empty());
 }

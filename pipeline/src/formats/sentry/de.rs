@@ -22,6 +22,13 @@ impl Deref for CowStr<'_> {
     }
 }
 
+/// Lets maps keyed by `CowStr` be searched with a `&str`.
+impl std::borrow::Borrow<str> for CowStr<'_> {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl fmt::Display for CowStr<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
@@ -133,7 +140,9 @@ impl Visitor<'_> for U64Visitor {
         if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v < 1.8e19 {
             Ok(v as u64)
         } else {
-            Err(E::custom(format!("expected a non-negative integer, got {v}")))
+            Err(E::custom(format!(
+                "expected a non-negative integer, got {v}"
+            )))
         }
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<u64, E> {

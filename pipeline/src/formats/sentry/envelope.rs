@@ -88,7 +88,9 @@ fn is_ws(b: u8) -> bool {
 }
 
 /// Byte just after the single JSON value at the start of `bytes`.
-fn json_value_end<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Option<Result<(T, usize), serde_json::Error>> {
+fn json_value_end<'a, T: Deserialize<'a>>(
+    bytes: &'a [u8],
+) -> Option<Result<(T, usize), serde_json::Error>> {
     let mut stream = serde_json::Deserializer::from_slice(bytes).into_iter::<T>();
     match stream.next()? {
         Ok(v) => Some(Ok((v, stream.byte_offset()))),
@@ -104,7 +106,9 @@ pub fn parse(bytes: &[u8]) -> Result<Envelope<'_>, EnvelopeError> {
         Some(Ok(v)) => v,
     };
     if !header.is_object() {
-        return Err(EnvelopeError::InvalidHeader("expected a JSON object".into()));
+        return Err(EnvelopeError::InvalidHeader(
+            "expected a JSON object".into(),
+        ));
     }
     pos = terminated(bytes, pos, "envelope header")?;
 

@@ -37,7 +37,13 @@ pub(crate) struct Capped {
 
 /// Appends the points of `items` spread over `[t0, t0 + duration)`, at most
 /// `capacity` in all; counts scale down proportionally beyond that.
-pub(crate) fn expand(items: &[Aggregated], t0: u64, duration: u64, capacity: u64, out: &mut Vec<Point>) -> Capped {
+pub(crate) fn expand(
+    items: &[Aggregated],
+    t0: u64,
+    duration: u64,
+    capacity: u64,
+    out: &mut Vec<Point>,
+) -> Capped {
     let total: u128 = items.iter().map(|a| a.n as u128).sum();
     let mut capped = Capped::default();
     let scaled = |n: u64| -> u64 {
@@ -103,25 +109,57 @@ mod tests {
     #[test]
     fn spreads_each_sample_over_the_range() {
         let items = [
-            Aggregated { stack: 1, thread: 0, n: 3 },
-            Aggregated { stack: 2, thread: 0, n: 1 },
+            Aggregated {
+                stack: 1,
+                thread: 0,
+                n: 3,
+            },
+            Aggregated {
+                stack: 2,
+                thread: 0,
+                n: 1,
+            },
         ];
         let mut out = Vec::new();
         let capped = expand(&items, 1_000, 4_000, 100, &mut out);
         assert_eq!(capped, Capped::default());
         let ts: Vec<u64> = out.iter().map(|p| p.ts).collect();
-        assert_eq!(ts, [1_500, 2_500, 3_500, 4_500], "distinct, evenly spaced, inside the range");
+        assert_eq!(
+            ts,
+            [1_500, 2_500, 3_500, 4_500],
+            "distinct, evenly spaced, inside the range"
+        );
         let stacks: Vec<u32> = out.iter().map(|p| p.stack).collect();
-        assert_eq!(stacks, [1, 1, 2, 1], "the single point of stack 2 sits mid-range");
-        assert_eq!(out.iter().filter(|p| p.home).count(), 2, "one home point per sample");
+        assert_eq!(
+            stacks,
+            [1, 1, 2, 1],
+            "the single point of stack 2 sits mid-range"
+        );
+        assert_eq!(
+            out.iter().filter(|p| p.home).count(),
+            2,
+            "one home point per sample"
+        );
     }
 
     #[test]
     fn caps_proportionally() {
         let items = [
-            Aggregated { stack: 1, thread: 0, n: 900 },
-            Aggregated { stack: 2, thread: 0, n: 100 },
-            Aggregated { stack: 3, thread: 0, n: 1 },
+            Aggregated {
+                stack: 1,
+                thread: 0,
+                n: 900,
+            },
+            Aggregated {
+                stack: 2,
+                thread: 0,
+                n: 100,
+            },
+            Aggregated {
+                stack: 3,
+                thread: 0,
+                n: 1,
+            },
         ];
         let mut out = Vec::new();
         let capped = expand(&items, 0, 1_000_000, 100, &mut out);
@@ -129,17 +167,28 @@ mod tests {
         assert!(out.len() <= 100);
         assert_eq!(out.iter().filter(|p| p.stack == 1).count(), 89);
         assert_eq!(out.iter().filter(|p| p.stack == 2).count(), 9);
-        assert_eq!(capped.samples, 1, "the one-point sample lost its only point");
+        assert_eq!(
+            capped.samples, 1,
+            "the one-point sample lost its only point"
+        );
     }
 
     #[test]
     fn thinning_keeps_exactly_cap_evenly() {
         let mut pts: Vec<Point> = (0..10)
-            .map(|i| Point { ts: i, stack: 0, thread: 0, home: i % 2 == 0 })
+            .map(|i| Point {
+                ts: i,
+                stack: 0,
+                thread: 0,
+                home: i % 2 == 0,
+            })
             .collect();
         let (removed, homes) = thin(&mut pts, 5);
         assert_eq!((removed, pts.len()), (5, 5));
-        assert_eq!(pts.iter().map(|p| p.ts).collect::<Vec<_>>(), [1, 3, 5, 7, 9]);
+        assert_eq!(
+            pts.iter().map(|p| p.ts).collect::<Vec<_>>(),
+            [1, 3, 5, 7, 9]
+        );
         assert_eq!(homes, 5);
     }
 }

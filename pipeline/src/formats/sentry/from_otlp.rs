@@ -216,7 +216,12 @@ struct Meta {
 }
 
 impl<'d> ProfileExport<'d> {
-    fn new(dict: Dict<'d>, resource: &'d [KeyValue], profile: &'d Profile, opts: &'d ExportOptions) -> Self {
+    fn new(
+        dict: Dict<'d>,
+        resource: &'d [KeyValue],
+        profile: &'d Profile,
+        opts: &'d ExportOptions,
+    ) -> Self {
         Self {
             dict,
             resource,
@@ -245,7 +250,10 @@ impl<'d> ProfileExport<'d> {
             return;
         }
         points.sort_by_key(|p| p.ts);
-        let window = self.opts.max_chunk_duration_ns.clamp(1, MAX_CHUNK_DURATION_NS);
+        let window = self
+            .opts
+            .max_chunk_duration_ns
+            .clamp(1, MAX_CHUNK_DURATION_NS);
         let mut windows = Vec::new();
         let mut i = 0;
         while i < points.len() {
@@ -290,12 +298,17 @@ impl<'d> ProfileExport<'d> {
             let stack = self.stack(s.stack_index);
             let thread = self.thread(&s.attribute_indices);
             if !s.timestamps_unix_nano.is_empty() {
-                points.extend(s.timestamps_unix_nano.iter().enumerate().map(|(j, &ts)| Point {
-                    ts,
-                    stack,
-                    thread,
-                    home: j == 0,
-                }));
+                points.extend(
+                    s.timestamps_unix_nano
+                        .iter()
+                        .enumerate()
+                        .map(|(j, &ts)| Point {
+                            ts,
+                            stack,
+                            thread,
+                            home: j == 0,
+                        }),
+                );
                 continue;
             }
             let Some(per_point) = per_point else {
@@ -348,7 +361,10 @@ impl<'d> ProfileExport<'d> {
             } else {
                 self.opts.now_unix_nano.saturating_sub(duration)
             };
-            let window = self.opts.max_chunk_duration_ns.clamp(1, MAX_CHUNK_DURATION_NS);
+            let window = self
+                .opts
+                .max_chunk_duration_ns
+                .clamp(1, MAX_CHUNK_DURATION_NS);
             let windows = duration.div_ceil(window).max(1);
             let capacity = windows.saturating_mul(self.opts.max_samples_per_chunk.max(1) as u64);
             let capped = expand(&aggregated, t0, duration, capacity, &mut points);
@@ -366,7 +382,10 @@ impl<'d> ProfileExport<'d> {
     /// The profile's sampling period in nanoseconds (1/101 s if unknown).
     fn period_ns(&self) -> u64 {
         let p = self.profile;
-        let unit = p.period_type.map(|t| self.dict.str(t.unit_strindex)).unwrap_or("");
+        let unit = p
+            .period_type
+            .map(|t| self.dict.str(t.unit_strindex))
+            .unwrap_or("");
         match (time_unit_ns(unit), u64::try_from(p.period)) {
             (Some(f), Ok(period)) if period > 0 => period.saturating_mul(f),
             _ => DEFAULT_PERIOD_NS,
@@ -389,7 +408,12 @@ impl<'d> ProfileExport<'d> {
                     part(k::HOST_NAME),
                     part(k::PROCESS_PID),
                 );
-                ids::stable_uuid(&[svc.as_bytes(), inst.as_bytes(), host.as_bytes(), pid.as_bytes()])
+                ids::stable_uuid(&[
+                    svc.as_bytes(),
+                    inst.as_bytes(),
+                    host.as_bytes(),
+                    pid.as_bytes(),
+                ])
             });
         let profile_id = <[u8; 16]>::try_from(self.profile.profile_id.as_slice())
             .ok()
@@ -410,15 +434,21 @@ impl<'d> ProfileExport<'d> {
         let client_sdk = match nonempty(resource_text(res, k::SDK_NAME)) {
             Some(name) if name.starts_with("sentry.") => ClientSdk {
                 name,
-                version: resource_text(res, k::SDK_VERSION).unwrap_or_default().into_owned(),
+                version: resource_text(res, k::SDK_VERSION)
+                    .unwrap_or_default()
+                    .into_owned(),
             },
             _ => ClientSdk {
                 name: "profcol".to_owned(),
                 version: env!("CARGO_PKG_VERSION").to_owned(),
             },
         };
+        // v1 measurements count nanoseconds since the profile start, a
+        // shape Relay's chunk parser refuses: only v2 ones go back.
+        let from_v2 = d.attr_text(pa, k::SENTRY_VERSION).as_deref() == Some("2");
         let measurements = d
             .attr_text(pa, k::SENTRY_MEASUREMENTS)
+            .filter(|_| from_v2)
             .and_then(|m| serde_json::value::RawValue::from_string(m.into_owned()).ok());
         Meta {
             profiler_id: ids::format_uuid(&profiler_id),
@@ -487,7 +517,10 @@ impl<'d> ProfileExport<'d> {
             }
             img.insert("image_addr".into(), format!("{:#x}", m.memory_start).into());
             if m.memory_limit > m.memory_start {
-                img.insert("image_size".into(), (m.memory_limit - m.memory_start).into());
+                img.insert(
+                    "image_size".into(),
+                    (m.memory_limit - m.memory_start).into(),
+                );
             }
             if let Some(vm) = attr(k::SENTRY_IMAGE_VMADDR).and_then(|v| v.parse::<u64>().ok()) {
                 img.insert("image_vmaddr".into(), format!("{vm:#x}").into());
@@ -524,24 +557,25 @@ impl<'d> ProfileExport<'d> {
             let filename_attr = text(k::SENTRY_FILENAME);
             let abs_path_attr = text(k::SENTRY_ABS_PATH);
             let addr = (loc.address != 0).then_some(loc.address);
-            let frame_for = |function: Option<String>, fn_file: &str, line: i64, column: i64| ChunkFrame {
-                abs_path: match &abs_path_attr {
-                    Some(a) => nonempty(Some(a.clone())),
-                    None => nonempty(Some(Cow::Borrowed(fn_file))),
-                },
-                filename: match &filename_attr {
-                    Some(f) => nonempty(Some(f.clone())),
-                    None => nonempty(Some(Cow::Borrowed(fn_file))),
-                },
-                function,
-                lineno: u64::try_from(line).ok().filter(|l| *l > 0),
-                colno: u64::try_from(column).ok().filter(|c| *c > 0),
-                in_app,
-                instruction_addr: addr,
-                module: module.clone(),
-                package: package.clone(),
-                platform: platform.clone(),
-            };
+            let frame_for =
+                |function: Option<String>, fn_file: &str, line: i64, column: i64| ChunkFrame {
+                    abs_path: match &abs_path_attr {
+                        Some(a) => nonempty(Some(a.clone())),
+                        None => nonempty(Some(Cow::Borrowed(fn_file))),
+                    },
+                    filename: match &filename_attr {
+                        Some(f) => nonempty(Some(f.clone())),
+                        None => nonempty(Some(Cow::Borrowed(fn_file))),
+                    },
+                    function,
+                    lineno: u64::try_from(line).ok().filter(|l| *l > 0),
+                    colno: u64::try_from(column).ok().filter(|c| *c > 0),
+                    in_app,
+                    instruction_addr: addr,
+                    module: module.clone(),
+                    package: package.clone(),
+                    platform: platform.clone(),
+                };
             let mut frames: Vec<ChunkFrame> = Vec::new();
             for line in &loc.lines {
                 let f = usize::try_from(line.function_index)
@@ -550,8 +584,15 @@ impl<'d> ProfileExport<'d> {
                 let (name, file) = match f {
                     Some(f) => {
                         let name = d.str(f.name_strindex);
-                        let name = if name.is_empty() { d.str(f.system_name_strindex) } else { name };
-                        (nonempty(Some(Cow::Borrowed(name))), d.str(f.filename_strindex))
+                        let name = if name.is_empty() {
+                            d.str(f.system_name_strindex)
+                        } else {
+                            name
+                        };
+                        (
+                            nonempty(Some(Cow::Borrowed(name))),
+                            d.str(f.filename_strindex),
+                        )
                     }
                     None => (None, ""),
                 };
@@ -656,9 +697,14 @@ impl<'d> ProfileExport<'d> {
         for kv in table.into_iter().flatten() {
             let mut name = None;
             let mut priority = None;
-            if let Some(Value::KvlistValue(fields)) = kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+            if let Some(Value::KvlistValue(fields)) =
+                kv.value.as_ref().and_then(|v| v.value.as_ref())
+            {
                 for f in &fields.values {
-                    match (f.key.as_str(), f.value.as_ref().and_then(|v| v.value.as_ref())) {
+                    match (
+                        f.key.as_str(),
+                        f.value.as_ref().and_then(|v| v.value.as_ref()),
+                    ) {
                         ("name", Some(Value::StringValue(s))) => name = Some(s.as_str()),
                         ("priority", Some(Value::IntValue(p))) => priority = Some(*p),
                         _ => {}
@@ -683,7 +729,13 @@ impl<'d> ProfileExport<'d> {
 
     /// Builds, checks and serializes the chunk of `pts`; splits it in two
     /// when its JSON is over the size limit.
-    fn emit(&mut self, pts: &[Point], meta: &Meta, mut dropped: Vec<Dropped>, out: &mut Vec<ChunkResult>) {
+    fn emit(
+        &mut self,
+        pts: &[Point],
+        meta: &Meta,
+        mut dropped: Vec<Dropped>,
+        out: &mut Vec<ChunkResult>,
+    ) {
         let mut chunk = self.build(pts, meta);
         let homes = pts.iter().filter(|p| p.home).count() as u64;
         let pruned = match check_v2(&mut chunk) {
@@ -759,7 +811,9 @@ impl<'d> ProfileExport<'d> {
                 }
             };
             let thread = *thread_map.entry(p.thread).or_insert_with(|| {
-                profile.thread_ids.push(self.threads[p.thread as usize].id.clone());
+                profile
+                    .thread_ids
+                    .push(self.threads[p.thread as usize].id.clone());
                 (profile.thread_ids.len() - 1) as u32
             });
             profile.samples.push(ChunkSample {

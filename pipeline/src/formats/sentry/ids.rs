@@ -99,8 +99,14 @@ mod tests {
     #[test]
     fn uuid_forms() {
         let want = parse_uuid("6e5283e1ce434eec8378198a9c1cc556").unwrap();
-        assert_eq!(parse_uuid("6e5283e1-ce43-4eec-8378-198a9c1cc556"), Some(want));
-        assert_eq!(parse_uuid("{6E5283E1-CE43-4EEC-8378-198A9C1CC556}"), Some(want));
+        assert_eq!(
+            parse_uuid("6e5283e1-ce43-4eec-8378-198a9c1cc556"),
+            Some(want)
+        );
+        assert_eq!(
+            parse_uuid("{6E5283E1-CE43-4EEC-8378-198A9C1CC556}"),
+            Some(want)
+        );
         assert_eq!(format_uuid(&want), "6e5283e1ce434eec8378198a9c1cc556");
         assert_eq!(parse_uuid("6e5283e1ce434eec8378198a9c1cc5"), None);
         assert_eq!(parse_uuid("6e5283e1ce434eec8378198a9c1cc556aa"), None);

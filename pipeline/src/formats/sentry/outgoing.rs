@@ -150,7 +150,11 @@ impl Serialize for ChunkProfile {
                 seq.end()
             }
         }
-        let n = if self.thread_metadata.is_empty() { 3 } else { 4 };
+        let n = if self.thread_metadata.is_empty() {
+            3
+        } else {
+            4
+        };
         let mut m = s.serialize_map(Some(n))?;
         m.serialize_entry("samples", &Samples(self))?;
         m.serialize_entry("stacks", &self.stacks)?;

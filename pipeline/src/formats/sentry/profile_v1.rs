@@ -163,8 +163,8 @@ pub struct TraceContext<'a> {
 }
 
 /// Converts one v1 `profile` item. `transaction_payload` is the envelope's
-/// `transaction` item (for the span id); `envelope_header` supplies the
-/// trace id and SDK when the payloads do not.
+/// `transaction` item (for the span id, release, environment and SDK);
+/// `envelope_header` supplies the SDK when neither payload names one.
 pub fn profile_v1_to_otlp(
     payload: &[u8],
     transaction_payload: Option<&[u8]>,
@@ -174,7 +174,11 @@ pub fn profile_v1_to_otlp(
     if payload.len() > opts.max_item_size {
         return Err(ItemError::new(
             reason::TOO_LARGE,
-            format!("profile of {} bytes exceeds the limit of {} bytes", payload.len(), opts.max_item_size),
+            format!(
+                "profile of {} bytes exceeds the limit of {} bytes",
+                payload.len(),
+                opts.max_item_size
+            ),
         ));
     }
     let p: ProfileV1 = serde_json::from_slice(payload).map_err(invalid_json)?;
@@ -202,11 +206,19 @@ pub fn profile_v1_to_otlp(
         .transaction
         .or_else(|| p.transactions.as_ref().and_then(|t| t.first().copied()))
         .ok_or_else(|| ItemError::new(reason::NO_TRANSACTION, "profile names no transaction"))?;
-    let tx: TransactionMeta = serde_json::from_str(tx_raw.get())
-        .map_err(|e| ItemError::new(reason::INVALID_TRANSACTION_METADATA, format!("transaction metadata: {e}")))?;
+    let tx: TransactionMeta = serde_json::from_str(tx_raw.get()).map_err(|e| {
+        ItemError::new(
+            reason::INVALID_TRANSACTION_METADATA,
+            format!("transaction metadata: {e}"),
+        )
+    })?;
     let tx_id_ok = tx.id.as_deref().and_then(ids::parse_uuid).is_some();
     let trace_id = tx.trace_id.as_deref().and_then(ids::parse_uuid);
-    if !tx_id_ok || trace_id.is_none() || tx.name.as_deref().is_none_or(str::is_empty) || (tx.relative_end_ns > 0 && tx.relative_start_ns >= tx.relative_end_ns) {
+    if !tx_id_ok
+        || trace_id.is_none()
+        || tx.name.as_deref().is_none_or(str::is_empty)
+        || (tx.relative_end_ns > 0 && tx.relative_start_ns >= tx.relative_end_ns)
+    {
         return Err(ItemError::new(
             reason::INVALID_TRANSACTION_METADATA,
             "transaction metadata needs an id, a trace_id, a name and start < end",
@@ -229,7 +241,10 @@ pub fn profile_v1_to_otlp(
 
     let data = &p.profile;
     if data.samples.is_empty() {
-        return Err(ItemError::new(reason::NOT_ENOUGH_SAMPLES, "profile has no samples"));
+        return Err(ItemError::new(
+            reason::NOT_ENOUGH_SAMPLES,
+            "profile has no samples",
+        ));
     }
     let debug_meta = parse_debug_meta(p.debug_meta)?;
 
@@ -237,16 +252,28 @@ pub fn profile_v1_to_otlp(
     b.add_images(&debug_meta.images);
     let locations = b.add_frames(&data.frames);
     let stacks = b.add_stacks(&data.stacks, &locations);
-    if let Some((i, s)) = data.samples.iter().enumerate().find(|(_, s)| s.stack_id >= data.stacks.len()) {
+    if let Some((i, s)) = data
+        .samples
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.stack_id >= data.stacks.len())
+    {
         return Err(ItemError::new(
             reason::MALFORMED_SAMPLES,
-            format!("sample {i} references stack {} of {}", s.stack_id, data.stacks.len()),
+            format!(
+                "sample {i} references stack {} of {}",
+                s.stack_id,
+                data.stacks.len()
+            ),
         ));
     }
     let stacks = stacks.map_err(|i| {
         ItemError::new(
             reason::MALFORMED_STACKS,
-            format!("stack {i} references a frame beyond the {} frames", data.frames.len()),
+            format!(
+                "stack {i} references a frame beyond the {} frames",
+                data.frames.len()
+            ),
         )
     })?;
 
@@ -257,18 +284,26 @@ pub fn profile_v1_to_otlp(
         }),
         None => 0,
     };
+    b.set_link(link);
     let window = (tx.relative_end_ns > 0).then_some(tx.relative_start_ns..=tx.relative_end_ns);
     let meta = data.thread_metadata.as_ref();
     let mut buf = DecimalBuf::default();
     let mut outside = 0u64;
     for s in &data.samples {
-        if window.as_ref().is_some_and(|w| !w.contains(&s.elapsed_since_start_ns)) {
+        if window
+            .as_ref()
+            .is_some_and(|w| !w.contains(&s.elapsed_since_start_ns))
+        {
             outside += 1;
             continue;
         }
         let ts = start.saturating_add(s.elapsed_since_start_ns);
-        let set = b.thread(s.thread_id.as_str(&mut buf), meta, s.queue_address.as_deref());
-        b.push(stacks[s.stack_id], set, link, ts);
+        let set = b.thread(
+            s.thread_id.as_str(&mut buf),
+            meta,
+            s.queue_address.as_deref(),
+        );
+        b.push(stacks[s.stack_id], set, ts);
     }
     if b.accepted() == 0 {
         return Err(ItemError::new(
@@ -290,7 +325,10 @@ pub fn profile_v1_to_otlp(
     if let Some(meta) = meta {
         b.thread_table_attr(meta);
     }
-    b.profile_str(k::SENTRY_QUEUE_METADATA, data.queue_metadata.map(|m| m.get()));
+    b.profile_str(
+        k::SENTRY_QUEUE_METADATA,
+        data.queue_metadata.map(|m| m.get()),
+    );
     b.profile_str(k::SENTRY_MEASUREMENTS, p.measurements.map(|m| m.get()));
     if !debug_meta.images.is_empty() {
         b.profile_str(k::SENTRY_DEBUG_META, p.debug_meta.map(|m| m.get()));
@@ -302,8 +340,14 @@ pub fn profile_v1_to_otlp(
         b.profile_str(k::SENTRY_DEVICE_LOCALE, d.locale.as_deref());
     }
 
-    let header_sdk = envelope_header.get("sdk").and_then(|s| ClientSdk::deserialize(s).ok());
-    let sdk = p.client_sdk.as_ref().or(event.sdk.as_ref()).or(header_sdk.as_ref());
+    let header_sdk = envelope_header
+        .get("sdk")
+        .and_then(|s| ClientSdk::deserialize(s).ok());
+    let sdk = p
+        .client_sdk
+        .as_ref()
+        .or(event.sdk.as_ref())
+        .or(header_sdk.as_ref());
     let mut extra: Vec<(&'static str, AnyValue)> = Vec::new();
     let mut put = |key: &'static str, v: Option<&str>| {
         if let Some(v) = v.filter(|v| !v.is_empty()) {

@@ -49,7 +49,10 @@ pub fn check_v2(chunk: &mut ProfileChunk) -> Result<Pruned, &'static str> {
     // 1. Threads with <= 1 non-idle sample (idle: empty or unknown stack).
     let mut non_idle: HashMap<u32, u32> = HashMap::new();
     for s in &p.samples {
-        if p.stacks.get(s.stack_id as usize).is_some_and(|st| !st.is_empty()) {
+        if p.stacks
+            .get(s.stack_id as usize)
+            .is_some_and(|st| !st.is_empty())
+        {
             *non_idle.entry(s.thread).or_default() += 1;
         }
     }
@@ -70,8 +73,7 @@ pub fn check_v2(chunk: &mut ProfileChunk) -> Result<Pruned, &'static str> {
     }
     // 3.
     let n_threads = p.thread_ids.len();
-    if p
-        .samples
+    if p.samples
         .iter()
         .any(|s| s.stack_id as usize >= p.stacks.len() || s.thread as usize >= n_threads)
     {
@@ -101,6 +103,7 @@ pub fn check_v2(chunk: &mut ProfileChunk) -> Result<Pruned, &'static str> {
         .filter(|(_, &u)| u)
         .map(|(id, _)| id.as_str())
         .collect();
-    p.thread_metadata.retain(|id, _| used_ids.contains(id.as_str()));
+    p.thread_metadata
+        .retain(|id, _| used_ids.contains(id.as_str()));
     Ok(pruned)
 }

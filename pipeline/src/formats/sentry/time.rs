@@ -38,7 +38,12 @@ pub fn parse_rfc3339(s: &str) -> Option<u64> {
         }
         Some(v)
     };
-    if b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
+    if b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return None;
     }
     let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
@@ -97,7 +102,12 @@ mod tests {
 
     #[test]
     fn float_seconds_keep_microseconds() {
-        for s in ["1795318570.028333", "1795318675.729", "1795318576.0301797", "1.000001"] {
+        for s in [
+            "1795318570.028333",
+            "1795318675.729",
+            "1795318576.0301797",
+            "1.000001",
+        ] {
             let f: f64 = s.parse().unwrap();
             let ns = secs_to_unix_nanos(f).unwrap();
             let back = unix_nanos_to_secs(ns);
@@ -105,7 +115,10 @@ mod tests {
             let text = serde_json::to_string(&back).unwrap();
             assert_eq!(secs_to_unix_nanos(text.parse().unwrap()), Some(ns), "{s}");
         }
-        assert_eq!(secs_to_unix_nanos(1795318570.028333), Some(1_795_318_570_028_333_000));
+        assert_eq!(
+            secs_to_unix_nanos(1795318570.028333),
+            Some(1_795_318_570_028_333_000)
+        );
         assert_eq!(secs_to_unix_nanos(-1.0), None);
         assert_eq!(secs_to_unix_nanos(f64::NAN), None);
     }
@@ -121,7 +134,10 @@ mod tests {
             parse_rfc3339("2026-11-22T04:36:44.638532+01:00"),
             parse_rfc3339("2026-11-22T03:36:44.638532Z")
         );
-        assert_eq!(parse_rfc3339("2026-11-22 03:36:44"), Some(1_795_318_604_000_000_000));
+        assert_eq!(
+            parse_rfc3339("2026-11-22 03:36:44"),
+            Some(1_795_318_604_000_000_000)
+        );
         assert_eq!(parse_rfc3339("2026-13-22T03:36:44Z"), None);
         assert_eq!(parse_rfc3339("yesterday"), None);
     }

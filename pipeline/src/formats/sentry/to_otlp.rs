@@ -5,7 +5,6 @@
 //! sample becomes one entry of `timestamps_unix_nano`; samples with the same
 //! stack, thread (and link) share one OTLP Sample, as the proto asks.
 
-use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use hashbrown::HashMap;
@@ -24,12 +23,6 @@ use crate::proto::{
 /// Sampling period assumed when the samples do not show one: Sentry SDKs
 /// sample at 101 Hz.
 pub const DEFAULT_PERIOD_NS: u64 = 1_000_000_000 / 101;
-
-impl Borrow<str> for CowStr<'_> {
-    fn borrow(&self) -> &str {
-        &self.0
-    }
-}
 
 pub(crate) fn str_value(s: &str) -> AnyValue {
     AnyValue {
@@ -76,15 +69,19 @@ pub(crate) struct OtlpBuilder {
     set_attrs: Vec<Vec<i32>>,
     set_last_ts: Vec<u64>,
     key_buf: String,
-    by_identity: HashMap<(i32, u32, i32), u32>,
+    /// Per attribute set: OTLP sample index by stack index (`u32::MAX`: none yet).
+    rows: Vec<Vec<u32>>,
     samples: Vec<Sample>,
+    sample_set: Vec<u32>,
+    /// (OTLP sample, timestamp) in arrival order; gathered into the samples
+    /// at the end, so the hot loop only appends.
+    points: Vec<(u32, u64)>,
+    link: i32,
     deltas: Vec<u64>,
     unsorted: bool,
     min_ts: u64,
     max_ts: u64,
-    accepted: u64,
     pub profile_attrs: Vec<i32>,
-    scratch: Vec<i32>,
 }
 
 impl OtlpBuilder {
@@ -97,15 +94,16 @@ impl OtlpBuilder {
             set_attrs: Vec::new(),
             set_last_ts: Vec::new(),
             key_buf: String::new(),
-            by_identity: HashMap::new(),
+            rows: Vec::new(),
             samples: Vec::new(),
+            sample_set: Vec::new(),
+            points: Vec::with_capacity(expected_samples),
+            link: 0,
             deltas: Vec::with_capacity(expected_samples),
             unsorted: false,
             min_ts: u64::MAX,
             max_ts: 0,
-            accepted: 0,
             profile_attrs: Vec::new(),
-            scratch: Vec::new(),
         }
     }
 
@@ -134,7 +132,11 @@ impl OtlpBuilder {
                 }
             };
             put(self, k::SENTRY_IMAGE_TYPE, img.image_type.as_ref());
-            put(self, k::SENTRY_DEBUG_ID, img.debug_id.as_ref().or(img.uuid.as_ref()));
+            put(
+                self,
+                k::SENTRY_DEBUG_ID,
+                img.debug_id.as_ref().or(img.uuid.as_ref()),
+            );
             put(self, k::SENTRY_CODE_ID, img.code_id.as_ref());
             put(self, k::SENTRY_DEBUG_FILE, img.debug_file.as_ref());
             put(self, k::SENTRY_ARCH, img.arch.as_ref());
@@ -146,7 +148,9 @@ impl OtlpBuilder {
             }
             let start = img.image_addr.unwrap_or(0);
             let limit = start.saturating_add(img.image_size.unwrap_or(0));
-            let filename = self.dict.string(nonempty(img.code_file.as_ref()).unwrap_or(""));
+            let filename = self
+                .dict
+                .string(nonempty(img.code_file.as_ref()).unwrap_or(""));
             let idx = self.dict.mapping(Mapping {
                 memory_start: start,
                 memory_limit: limit,
@@ -184,8 +188,7 @@ impl OtlpBuilder {
                 .dict
                 .function_named(name, system, fn_file.unwrap_or(""), 0);
 
-            let mut attrs = std::mem::take(&mut self.scratch);
-            attrs.clear();
+            let mut attrs = Vec::new();
             let frame_platform = nonempty(f.platform.as_ref());
             if let Some(ft) = frame_type(frame_platform.unwrap_or(&self.platform)) {
                 attrs.push(self.attr(k::FRAME_TYPE, str_value(ft)));
@@ -230,16 +233,19 @@ impl OtlpBuilder {
                 mapping_index,
                 address,
                 lines,
-                attribute_indices: attrs.clone(),
+                attribute_indices: attrs,
             }));
-            self.scratch = attrs;
         }
         out
     }
 
     /// Interns every stack; `Err(i)` names the first stack holding an
     /// unknown frame index.
-    pub fn add_stacks(&mut self, stacks: &[Vec<usize>], locations: &[i32]) -> Result<Vec<i32>, usize> {
+    pub fn add_stacks(
+        &mut self,
+        stacks: &[Vec<usize>],
+        locations: &[i32],
+    ) -> Result<Vec<i32>, usize> {
         let mut out = Vec::with_capacity(stacks.len());
         let mut locs = Vec::new();
         for (i, stack) in stacks.iter().enumerate() {
@@ -259,17 +265,25 @@ impl OtlpBuilder {
         meta: Option<&BTreeMap<CowStr, ThreadMeta>>,
         queue: Option<&str>,
     ) -> u32 {
-        self.key_buf.clear();
-        self.key_buf.push_str(id);
-        if let Some(q) = queue {
-            self.key_buf.push('\0');
-            self.key_buf.push_str(q);
-        }
-        if let Some(&i) = self.sets.get(self.key_buf.as_str()) {
+        let key = match queue {
+            None => id,
+            Some(q) => {
+                self.key_buf.clear();
+                self.key_buf.push_str(id);
+                self.key_buf.push('\0');
+                self.key_buf.push_str(q);
+                &self.key_buf
+            }
+        };
+        if let Some(&i) = self.sets.get(key) {
             return i;
         }
+        let key = key.to_owned();
         let mut attrs = vec![self.attr(k::THREAD_ID, thread_id_value(id))];
-        if let Some(name) = meta.and_then(|m| m.get(id)).and_then(|t| nonempty(t.name.as_ref())) {
+        if let Some(name) = meta
+            .and_then(|m| m.get(id))
+            .and_then(|t| nonempty(t.name.as_ref()))
+        {
             attrs.push(self.attr(k::THREAD_NAME, str_value(name)));
         }
         if let Some(q) = queue {
@@ -278,26 +292,36 @@ impl OtlpBuilder {
         let i = self.set_attrs.len() as u32;
         self.set_attrs.push(attrs);
         self.set_last_ts.push(0);
-        self.sets.insert(self.key_buf.clone(), i);
+        self.rows.push(Vec::new());
+        self.sets.insert(key, i);
         i
+    }
+
+    /// The Link every following sample carries (v1: the transaction).
+    pub fn set_link(&mut self, link: i32) {
+        self.link = link;
     }
 
     /// Records one Sentry sample.
     #[inline]
-    pub fn push(&mut self, stack: i32, set: u32, link: i32, ts: u64) {
-        let samples = &mut self.samples;
-        let set_attrs = &self.set_attrs;
-        let idx = *self.by_identity.entry((stack, set, link)).or_insert_with(|| {
-            samples.push(Sample {
+    pub fn push(&mut self, stack: i32, set: u32, ts: u64) {
+        let row = &mut self.rows[set as usize];
+        let slot = stack as usize;
+        if slot >= row.len() {
+            row.resize(slot + 1, u32::MAX);
+        }
+        if row[slot] == u32::MAX {
+            row[slot] = self.samples.len() as u32;
+            self.samples.push(Sample {
                 stack_index: stack,
-                attribute_indices: set_attrs[set as usize].clone(),
-                link_index: link,
+                attribute_indices: self.set_attrs[set as usize].clone(),
+                link_index: self.link,
                 values: Vec::new(),
                 timestamps_unix_nano: Vec::new(),
             });
-            (samples.len() - 1) as u32
-        });
-        self.samples[idx as usize].timestamps_unix_nano.push(ts);
+            self.sample_set.push(set);
+        }
+        self.points.push((row[slot], ts));
 
         let last = &mut self.set_last_ts[set as usize];
         if *last != 0 {
@@ -310,7 +334,6 @@ impl OtlpBuilder {
         *last = ts;
         self.min_ts = self.min_ts.min(ts);
         self.max_ts = self.max_ts.max(ts);
-        self.accepted += 1;
     }
 
     /// Median interval between consecutive samples of one thread.
@@ -318,8 +341,8 @@ impl OtlpBuilder {
         if self.unsorted {
             self.deltas.clear();
             let mut per_set: Vec<Vec<u64>> = vec![Vec::new(); self.set_attrs.len()];
-            for (&(_, set, _), &i) in &self.by_identity {
-                per_set[set as usize].extend_from_slice(&self.samples[i as usize].timestamps_unix_nano);
+            for &(i, ts) in &self.points {
+                per_set[self.sample_set[i as usize] as usize].push(ts);
             }
             for ts in &mut per_set {
                 ts.sort_unstable();
@@ -334,13 +357,34 @@ impl OtlpBuilder {
         *self.deltas.select_nth_unstable(mid).1
     }
 
-    pub fn accepted(&self) -> u64 {
-        self.accepted
+    /// Moves the recorded timestamps into their samples, each sized exactly.
+    fn gather(&mut self) {
+        let mut counts = vec![0usize; self.samples.len()];
+        for &(i, _) in &self.points {
+            counts[i as usize] += 1;
+        }
+        for (s, n) in self.samples.iter_mut().zip(counts) {
+            s.timestamps_unix_nano.reserve_exact(n);
+        }
+        for &(i, ts) in &self.points {
+            self.samples[i as usize].timestamps_unix_nano.push(ts);
+        }
     }
 
-    pub fn finish(mut self, profile_id: [u8; 16], resource: Vec<KeyValue>, scope: InstrumentationScope, original: Option<(&str, &[u8])>) -> ProfilesData {
+    pub fn accepted(&self) -> u64 {
+        self.points.len() as u64
+    }
+
+    pub fn finish(
+        mut self,
+        profile_id: [u8; 16],
+        resource: Vec<KeyValue>,
+        scope: InstrumentationScope,
+        original: Option<(&str, &[u8])>,
+    ) -> ProfilesData {
         let period = self.period();
-        let (time, duration) = if self.accepted == 0 {
+        self.gather();
+        let (time, duration) = if self.points.is_empty() {
             (0, 0)
         } else {
             (self.min_ts, self.max_ts - self.min_ts + period)
@@ -448,7 +492,12 @@ pub(crate) fn resource_attributes(info: ResourceInfo, opts: &ReceiveOptions) -> 
     let release = info.release.filter(|r| !r.is_empty());
     let service = match (&opts.service_name, release) {
         (Some(s), _) if !s.is_empty() => s.clone(),
-        (_, Some(r)) => r.split('@').next().filter(|s| !s.is_empty()).unwrap_or(r).to_owned(),
+        (_, Some(r)) => r
+            .split('@')
+            .next()
+            .filter(|s| !s.is_empty())
+            .unwrap_or(r)
+            .to_owned(),
         _ => "unknown_service".to_owned(),
     };
     let mut out = vec![kv(k::SERVICE_NAME, str_value(&service))];
@@ -478,8 +527,14 @@ pub(crate) fn resource_attributes(info: ResourceInfo, opts: &ReceiveOptions) -> 
 
 pub(crate) fn scope(sdk: Option<&ClientSdk>) -> InstrumentationScope {
     InstrumentationScope {
-        name: sdk.and_then(|s| s.name.as_deref()).unwrap_or("sentry").to_owned(),
-        version: sdk.and_then(|s| s.version.as_deref()).unwrap_or("").to_owned(),
+        name: sdk
+            .and_then(|s| s.name.as_deref())
+            .unwrap_or("sentry")
+            .to_owned(),
+        version: sdk
+            .and_then(|s| s.version.as_deref())
+            .unwrap_or("")
+            .to_owned(),
         ..Default::default()
     }
 }
@@ -490,9 +545,12 @@ pub(crate) fn invalid_json(e: impl std::fmt::Display) -> ItemError {
 
 /// Parses `debug_meta` for its images; an unreadable one refuses the item
 /// as Relay would.
-pub(crate) fn parse_debug_meta<'a>(raw: Option<&'a serde_json::value::RawValue>) -> Result<DebugMeta<'a>, ItemError> {
+pub(crate) fn parse_debug_meta<'a>(
+    raw: Option<&'a serde_json::value::RawValue>,
+) -> Result<DebugMeta<'a>, ItemError> {
     match raw {
-        Some(raw) => serde_json::from_str(raw.get()).map_err(|e| invalid_json(format_args!("debug_meta: {e}"))),
+        Some(raw) => serde_json::from_str(raw.get())
+            .map_err(|e| invalid_json(format_args!("debug_meta: {e}"))),
         None => Ok(DebugMeta::default()),
     }
 }
@@ -501,18 +559,29 @@ pub(crate) fn parse_debug_meta<'a>(raw: Option<&'a serde_json::value::RawValue>)
 ///
 /// `item_platform` is the item header's `platform`, which must equal the
 /// payload's.
-pub fn chunk_to_otlp(payload: &[u8], item_platform: Option<&str>, opts: &ReceiveOptions) -> Result<Converted, ItemError> {
+pub fn chunk_to_otlp(
+    payload: &[u8],
+    item_platform: Option<&str>,
+    opts: &ReceiveOptions,
+) -> Result<Converted, ItemError> {
     if payload.len() > opts.max_item_size {
         return Err(ItemError::new(
             reason::TOO_LARGE,
-            format!("profile chunk of {} bytes exceeds the limit of {} bytes", payload.len(), opts.max_item_size),
+            format!(
+                "profile chunk of {} bytes exceeds the limit of {} bytes",
+                payload.len(),
+                opts.max_item_size
+            ),
         ));
     }
     let chunk = ProfileChunk::parse(payload).map_err(invalid_json)?;
     if chunk.version != 2 {
         return Err(ItemError::new(
             reason::PLATFORM_NOT_SUPPORTED,
-            format!("profile_chunk with sample format version {} is not supported", chunk.version),
+            format!(
+                "profile_chunk with sample format version {} is not supported",
+                chunk.version
+            ),
         ));
     }
     let platform: &str = &chunk.platform;
@@ -530,13 +599,24 @@ pub fn chunk_to_otlp(payload: &[u8], item_platform: Option<&str>, opts: &Receive
             ));
         }
     }
-    let chunk_id = ids::parse_uuid(&chunk.chunk_id)
-        .ok_or_else(|| invalid_json(format_args!("chunk_id {:?} is not a UUID", &*chunk.chunk_id)))?;
-    ids::parse_uuid(&chunk.profiler_id)
-        .ok_or_else(|| invalid_json(format_args!("profiler_id {:?} is not a UUID", &*chunk.profiler_id)))?;
+    let chunk_id = ids::parse_uuid(&chunk.chunk_id).ok_or_else(|| {
+        invalid_json(format_args!(
+            "chunk_id {:?} is not a UUID",
+            &*chunk.chunk_id
+        ))
+    })?;
+    ids::parse_uuid(&chunk.profiler_id).ok_or_else(|| {
+        invalid_json(format_args!(
+            "profiler_id {:?} is not a UUID",
+            &*chunk.profiler_id
+        ))
+    })?;
     let data = &chunk.profile;
     if data.samples.is_empty() {
-        return Err(ItemError::new(reason::NOT_ENOUGH_SAMPLES, "profile chunk has no samples"));
+        return Err(ItemError::new(
+            reason::NOT_ENOUGH_SAMPLES,
+            "profile chunk has no samples",
+        ));
     }
     let debug_meta = parse_debug_meta(chunk.debug_meta)?;
 
@@ -545,16 +625,28 @@ pub fn chunk_to_otlp(payload: &[u8], item_platform: Option<&str>, opts: &Receive
     let locations = b.add_frames(&data.frames);
     let stacks = b.add_stacks(&data.stacks, &locations);
     // Relay reports unknown stacks before unknown frames.
-    if let Some((i, s)) = data.samples.iter().enumerate().find(|(_, s)| s.stack_id >= data.stacks.len()) {
+    if let Some((i, s)) = data
+        .samples
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.stack_id >= data.stacks.len())
+    {
         return Err(ItemError::new(
             reason::MALFORMED_SAMPLES,
-            format!("sample {i} references stack {} of {}", s.stack_id, data.stacks.len()),
+            format!(
+                "sample {i} references stack {} of {}",
+                s.stack_id,
+                data.stacks.len()
+            ),
         ));
     }
     let stacks = stacks.map_err(|i| {
         ItemError::new(
             reason::MALFORMED_STACKS,
-            format!("stack {i} references a frame beyond the {} frames", data.frames.len()),
+            format!(
+                "stack {i} references a frame beyond the {} frames",
+                data.frames.len()
+            ),
         )
     })?;
 
@@ -562,10 +654,13 @@ pub fn chunk_to_otlp(payload: &[u8], item_platform: Option<&str>, opts: &Receive
     let mut buf = DecimalBuf::default();
     for (i, s) in data.samples.iter().enumerate() {
         let ts = time::secs_to_unix_nanos(s.timestamp).ok_or_else(|| {
-            ItemError::new(reason::MALFORMED_SAMPLES, format!("sample {i} has timestamp {} out of range", s.timestamp))
+            ItemError::new(
+                reason::MALFORMED_SAMPLES,
+                format!("sample {i} has timestamp {} out of range", s.timestamp),
+            )
         })?;
         let set = b.thread(s.thread_id.as_str(&mut buf), meta, None);
-        b.push(stacks[s.stack_id], set, 0, ts);
+        b.push(stacks[s.stack_id], set, ts);
     }
 
     b.profile_str(k::SENTRY_PROFILER_ID, Some(&chunk.profiler_id));

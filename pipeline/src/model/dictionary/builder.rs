@@ -66,7 +66,13 @@ impl DictionaryBuilder {
     }
 
     /// Interns a function from its strings.
-    pub fn function_named(&mut self, name: &str, system_name: &str, filename: &str, start_line: i64) -> i32 {
+    pub fn function_named(
+        &mut self,
+        name: &str,
+        system_name: &str,
+        filename: &str,
+        start_line: i64,
+    ) -> i32 {
         let f = Function {
             name_strindex: self.string(name),
             system_name_strindex: self.string(system_name),

@@ -1,6 +1,6 @@
 use crate::proto::{ProfilesData, ProfilesDictionary};
 
-use super::{intern_live, mark_parts, DictionaryBuilder, GcStats, PerTable};
+use super::{intern_live, mark_parts, DictionaryBuilder, GcStats, Live, PerTable};
 
 /// Rebuilds the dictionary by value, bottom up (strings, attributes, mappings,
 /// functions, locations, stacks, links): entries equal by value get one index
@@ -10,11 +10,21 @@ use super::{intern_live, mark_parts, DictionaryBuilder, GcStats, PerTable};
 /// Entries keep their relative order and no index grows, so the encoded size
 /// never grows; an input table that was empty stays empty. Idempotent.
 pub fn dedup(data: &mut ProfilesData) -> GcStats {
+    dedup_with(data, true)
+}
+
+/// [`dedup`], or with `gc == false` a rebuild by value that keeps
+/// unreferenced entries (still merging them with their equals).
+pub fn dedup_with(data: &mut ProfilesData, gc: bool) -> GcStats {
     let Some(dict) = data.dictionary.take() else {
         return GcStats::default();
     };
     let before = PerTable::lens(&dict);
-    let live = mark_parts(&dict, &data.resource_profiles);
+    let live = if gc {
+        mark_parts(&dict, &data.resource_profiles)
+    } else {
+        Live::all(before)
+    };
     let mut b = DictionaryBuilder::with_capacity_for(&dict);
     let remap = intern_live(&mut b, dict, &live);
     remap.apply_to_resources(&mut data.resource_profiles);

@@ -6,8 +6,8 @@
 use std::hash::{Hash, Hasher};
 
 use crate::proto::{
-    any_value::Value, AnyValue, Function, KeyValue, KeyValueAndUnit, Line, Link, Location,
-    Mapping, Stack,
+    any_value::Value, AnyValue, Function, KeyValue, KeyValueAndUnit, Line, Link, Location, Mapping,
+    Stack,
 };
 
 pub trait DictHash {
@@ -40,13 +40,25 @@ impl DictHash for Stack {
 
 impl DictHash for Function {
     fn dict_hash<H: Hasher>(&self, h: &mut H) {
-        (self.name_strindex, self.system_name_strindex, self.filename_strindex, self.start_line).hash(h)
+        (
+            self.name_strindex,
+            self.system_name_strindex,
+            self.filename_strindex,
+            self.start_line,
+        )
+            .hash(h)
     }
 }
 
 impl DictHash for Mapping {
     fn dict_hash<H: Hasher>(&self, h: &mut H) {
-        (self.memory_start, self.memory_limit, self.file_offset, self.filename_strindex).hash(h);
+        (
+            self.memory_start,
+            self.memory_limit,
+            self.file_offset,
+            self.filename_strindex,
+        )
+            .hash(h);
         self.attribute_indices.hash(h);
     }
 }

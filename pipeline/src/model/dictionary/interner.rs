@@ -48,7 +48,10 @@ impl<T: DictHash + PartialEq + Default> Interner<T> {
         for i in 0..t.values.len() {
             let hash = t.hash_of(&t.values[i]);
             let (values, hasher) = (&t.values, &t.hasher);
-            if t.index.find(hash, |&j| values[j as usize] == values[i]).is_none() {
+            if t.index
+                .find(hash, |&j| values[j as usize] == values[i])
+                .is_none()
+            {
                 let i = u32::try_from(i).expect("dictionary table over 2^32 entries");
                 t.index.insert_unique(hash, i, |&j| {
                     let mut h = hasher.build_hasher();
@@ -77,7 +80,12 @@ impl<T: DictHash + PartialEq + Default> Interner<T> {
     }
 
     /// Index of the value equal to `q`, creating it with `make` only if new.
-    pub fn intern_by<Q>(&mut self, q: &Q, eq: impl Fn(&T, &Q) -> bool, make: impl FnOnce(&Q) -> T) -> i32
+    pub fn intern_by<Q>(
+        &mut self,
+        q: &Q,
+        eq: impl Fn(&T, &Q) -> bool,
+        make: impl FnOnce(&Q) -> T,
+    ) -> i32
     where
         Q: DictHash + ?Sized,
     {

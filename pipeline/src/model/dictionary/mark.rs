@@ -69,6 +69,19 @@ impl Live {
         }
     }
 
+    /// Every entry of tables of these sizes live.
+    pub fn all(lens: PerTable) -> Self {
+        Self {
+            strings: vec![true; lens.strings],
+            mappings: vec![true; lens.mappings],
+            locations: vec![true; lens.locations],
+            functions: vec![true; lens.functions],
+            links: vec![true; lens.links],
+            attributes: vec![true; lens.attributes],
+            stacks: vec![true; lens.stacks],
+        }
+    }
+
     /// Live entries per table.
     pub fn counts(&self) -> PerTable {
         let n = |v: &[bool]| v.iter().filter(|&&b| b).count();
@@ -85,9 +98,7 @@ impl Live {
 
     /// True when every entry of every table is live.
     pub fn all_live(&self) -> bool {
-        Table::ALL
-            .iter()
-            .all(|&t| self.table(t).iter().all(|&b| b))
+        Table::ALL.iter().all(|&t| self.table(t).iter().all(|&b| b))
     }
 }
 

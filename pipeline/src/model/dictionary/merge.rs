@@ -56,7 +56,8 @@ impl Merger {
 }
 
 /// Appends `other`'s resources to `into`, with `other`'s dictionary interned
-/// into `into`'s. `into`'s existing indices do not change.
+/// into `into`'s. `into`'s existing indices do not change. Re-hashes `into`'s
+/// dictionary on each call: to merge many batches use [`Merger`] or [`merge_all`].
 pub fn merge(into: &mut ProfilesData, other: ProfilesData) {
     if other.resource_profiles.is_empty() {
         return;

@@ -7,6 +7,7 @@
 //! - [`gc`]: drop unreferenced entries (mark, then compact through a [`Remap`]).
 //! - [`dedup`]: rebuild by value, dropping duplicates and orphans.
 //! - [`merge`] / [`merge_all`] / [`Merger`]: concatenate batches, one dictionary.
+//! - [`extract`] / [`split_by_resource`]: self-contained parts of a batch.
 //! - [`resolve_references`]: `key_strindex` / `string_value_strindex` to plain.
 //! - [`merge_samples`], [`retain_samples`], [`remove_empty_profiles`]: sample work.
 //! - [`Lookup`]: panic-free reads by index.
@@ -23,11 +24,12 @@ mod rebuild;
 mod references;
 mod remap;
 mod samples;
+mod split;
 mod table;
 pub mod visit;
 
 pub use builder::DictionaryBuilder;
-pub use dedup::dedup;
+pub use dedup::{dedup, dedup_with};
 pub use gc::{gc, GcStats};
 pub use hashing::DictHash;
 pub use interner::Interner;
@@ -40,6 +42,7 @@ pub use samples::{
     merge_samples, remove_empty_profiles, retain_samples, sample_total, samples_identity,
     SampleIdentity, SampleShape,
 };
+pub use split::{extract, split_by_resource};
 pub use table::{PerTable, Table};
 
 pub(crate) use rebuild::intern_live;

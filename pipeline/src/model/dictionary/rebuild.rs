@@ -10,7 +10,11 @@ use super::{visit, DictionaryBuilder, Live, Remap, TableRemap};
 /// their references first, and returns where each old index went. Entries
 /// are visited in old index order, so a new index never exceeds the old one
 /// when `b` starts empty (the encoding cannot grow).
-pub(crate) fn intern_live(b: &mut DictionaryBuilder, dict: ProfilesDictionary, live: &Live) -> Remap {
+pub(crate) fn intern_live(
+    b: &mut DictionaryBuilder,
+    dict: ProfilesDictionary,
+    live: &Live,
+) -> Remap {
     let mut r = Remap::identity();
     r.strings = intern_table(dict.string_table, &live.strings, |s| b.strings.intern(s));
     r.attributes = intern_table(dict.attribute_table, &live.attributes, |mut a| {

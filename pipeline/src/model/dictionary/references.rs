@@ -79,3 +79,102 @@ fn any_value(v: &mut AnyValue, strings: &[String]) -> usize {
         _ => 0,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{
+        ArrayValue, InstrumentationScope, KeyValueAndUnit, Resource, ResourceProfiles,
+        ScopeProfiles,
+    };
+
+    fn strindex(i: i32) -> AnyValue {
+        AnyValue {
+            value: Some(Value::StringValueStrindex(i)),
+        }
+    }
+
+    fn plain(s: &str) -> AnyValue {
+        AnyValue {
+            value: Some(Value::StringValue(s.into())),
+        }
+    }
+
+    #[test]
+    fn references_become_plain_keys_and_strings() {
+        let strings = ["", "service.name", "api", "scope.key", "v"]
+            .map(String::from)
+            .to_vec();
+        let kv = |key: &str, key_strindex, value| KeyValue {
+            key: key.into(),
+            value: Some(value),
+            key_strindex,
+        };
+        let mut d = ProfilesData {
+            resource_profiles: vec![ResourceProfiles {
+                resource: Some(Resource {
+                    attributes: vec![
+                        kv("", 1, strindex(2)),
+                        // `key` wins when a producer sets both.
+                        kv(
+                            "explicit",
+                            3,
+                            AnyValue {
+                                value: Some(Value::ArrayValue(ArrayValue {
+                                    values: vec![strindex(4), plain("p")],
+                                })),
+                            },
+                        ),
+                    ],
+                    ..Default::default()
+                }),
+                scope_profiles: vec![ScopeProfiles {
+                    scope: Some(InstrumentationScope {
+                        attributes: vec![kv("", 3, strindex(4))],
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }],
+                schema_url: String::new(),
+            }],
+            dictionary: Some(ProfilesDictionary {
+                string_table: strings,
+                attribute_table: vec![
+                    KeyValueAndUnit::default(),
+                    KeyValueAndUnit {
+                        key_strindex: 1,
+                        value: Some(strindex(2)),
+                        unit_strindex: 0,
+                    },
+                ],
+                ..Default::default()
+            }),
+        };
+        assert_eq!(resolve_references(&mut d), 7);
+        let r = d.resource_profiles[0].resource.as_ref().unwrap();
+        assert_eq!(r.attributes[0], kv("service.name", 0, plain("api")));
+        assert_eq!(
+            r.attributes[1],
+            kv(
+                "explicit",
+                0,
+                AnyValue {
+                    value: Some(Value::ArrayValue(ArrayValue {
+                        values: vec![plain("v"), plain("p")],
+                    })),
+                }
+            )
+        );
+        let scope = d.resource_profiles[0].scope_profiles[0]
+            .scope
+            .as_ref()
+            .unwrap();
+        assert_eq!(scope.attributes[0], kv("scope.key", 0, plain("v")));
+        let attr = &d.dictionary.as_ref().unwrap().attribute_table[1];
+        assert_eq!(
+            (attr.key_strindex, attr.value.clone()),
+            (1, Some(plain("api")))
+        );
+        assert_eq!(resolve_references(&mut d), 0);
+    }
+}

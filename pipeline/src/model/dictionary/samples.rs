@@ -43,7 +43,13 @@ impl Hash for SampleIdentity<'_> {
             .attribute_indices
             .iter()
             .fold(0u64, |acc, &a| acc.wrapping_add(mix(a)));
-        (self.stack_index, self.link_index, self.attribute_indices.len(), set).hash(h);
+        (
+            self.stack_index,
+            self.link_index,
+            self.attribute_indices.len(),
+            set,
+        )
+            .hash(h);
     }
 }
 
@@ -147,7 +153,8 @@ fn absorb(into: &mut Sample, mut s: Sample, shape: SampleShape) {
         }
         SampleShape::Timestamps | SampleShape::TimedValues => {
             into.values.append(&mut s.values);
-            into.timestamps_unix_nano.append(&mut s.timestamps_unix_nano);
+            into.timestamps_unix_nano
+                .append(&mut s.timestamps_unix_nano);
         }
     }
 }
@@ -187,6 +194,107 @@ pub fn remove_empty_profiles(data: &mut ProfilesData) -> u64 {
         }
         rp.scope_profiles.retain(|s| !s.profiles.is_empty());
     }
-    data.resource_profiles.retain(|r| !r.scope_profiles.is_empty());
+    data.resource_profiles
+        .retain(|r| !r.scope_profiles.is_empty());
     removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{ResourceProfiles, ScopeProfiles};
+
+    fn s(stack: i32, attrs: &[i32], values: &[i64], ts: &[u64]) -> Sample {
+        Sample {
+            stack_index: stack,
+            attribute_indices: attrs.to_vec(),
+            link_index: 0,
+            values: values.to_vec(),
+            timestamps_unix_nano: ts.to_vec(),
+        }
+    }
+
+    #[test]
+    fn identity_is_stack_attribute_set_and_link() {
+        let a = s(1, &[2, 3], &[1], &[]);
+        let b = s(1, &[3, 2], &[], &[5]);
+        assert_eq!(samples_identity(&a), samples_identity(&b));
+        let hash =
+            |x: &Sample| ahash::RandomState::with_seeds(1, 2, 3, 4).hash_one(samples_identity(x));
+        assert_eq!(hash(&a), hash(&b));
+        assert_ne!(
+            samples_identity(&a),
+            samples_identity(&s(1, &[2, 2], &[1], &[]))
+        );
+        assert_ne!(
+            samples_identity(&a),
+            samples_identity(&s(2, &[2, 3], &[1], &[]))
+        );
+        let mut linked = a.clone();
+        linked.link_index = 1;
+        assert_ne!(samples_identity(&a), samples_identity(&linked));
+    }
+
+    #[test]
+    fn merging_sums_aggregates_and_appends_observations() {
+        let mut p = Profile {
+            samples: vec![
+                s(1, &[2, 3], &[10], &[]),
+                s(1, &[], &[], &[100]),
+                s(1, &[3, 2], &[5], &[]),
+                s(1, &[], &[], &[200, 300]),
+                // Same identity, other shape: kept apart.
+                s(1, &[], &[7], &[]),
+                s(1, &[], &[1, 2], &[400, 500]),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(merge_samples(&mut p), 2);
+        assert_eq!(
+            p.samples,
+            vec![
+                s(1, &[2, 3], &[15], &[]),
+                s(1, &[], &[], &[100, 200, 300]),
+                s(1, &[], &[7], &[]),
+                s(1, &[], &[1, 2], &[400, 500]),
+            ]
+        );
+    }
+
+    #[test]
+    fn retaining_and_removing_empty_profiles() {
+        let profile = |samples| Profile {
+            samples,
+            ..Default::default()
+        };
+        let mut d = ProfilesData {
+            resource_profiles: vec![
+                ResourceProfiles {
+                    scope_profiles: vec![ScopeProfiles {
+                        profiles: vec![profile(vec![s(1, &[], &[1], &[]), s(2, &[], &[1], &[])])],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                },
+                ResourceProfiles {
+                    scope_profiles: vec![ScopeProfiles {
+                        profiles: vec![
+                            profile(vec![s(2, &[], &[1], &[])]),
+                            profile(vec![s(1, &[], &[1], &[])]),
+                        ],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                },
+            ],
+            dictionary: None,
+        };
+        assert_eq!(retain_samples(&mut d, |_, s| s.stack_index == 1), 2);
+        assert_eq!(remove_empty_profiles(&mut d), 1);
+        assert_eq!(d.resource_profiles.len(), 2);
+        assert_eq!(d.resource_profiles[1].scope_profiles[0].profiles.len(), 1);
+        assert_eq!(retain_samples(&mut d, |_, _| false), 2);
+        assert_eq!(remove_empty_profiles(&mut d), 2);
+        assert!(d.resource_profiles.is_empty());
+    }
 }

@@ -10,7 +10,11 @@ use crate::formats::sentry::{
 fn recorded_python_chunk_envelope() {
     let bytes = fixture("sentry-python/manual/0001.envelope");
     let env = parse(&bytes).unwrap();
-    assert_eq!(env.header, serde_json::json!({}), "empty envelope header is fine");
+    assert_eq!(
+        env.header,
+        serde_json::json!({}),
+        "empty envelope header is fine"
+    );
     assert_eq!(env.items.len(), 1);
     let item = &env.items[0];
     assert_eq!(item.item_type(), "profile_chunk");
@@ -27,7 +31,11 @@ fn recorded_python_chunk_envelope() {
 #[test]
 fn recorded_node_envelopes_without_length_or_final_newline() {
     let bytes = fixture("sentry-node/manual/0001.envelope");
-    assert_ne!(*bytes.last().unwrap(), b'\n', "the recording has no final newline");
+    assert_ne!(
+        *bytes.last().unwrap(),
+        b'\n',
+        "the recording has no final newline"
+    );
     let env = parse(&bytes).unwrap();
     assert_eq!(env.header["sdk"]["name"], "sentry.javascript.node");
     assert_eq!(env.items.len(), 1);
@@ -45,10 +53,16 @@ fn recorded_node_envelopes_without_length_or_final_newline() {
 fn recorded_v1_envelope_has_profile_and_transaction() {
     let bytes = fixture("sentry-python/v1/0001.envelope");
     let env = parse(&bytes).unwrap();
-    assert_eq!(env.count_by_type(), vec![("profile", 1), ("transaction", 1)]);
+    assert_eq!(
+        env.count_by_type(),
+        vec![("profile", 1), ("transaction", 1)]
+    );
     assert_eq!(env.items[0].payload.len(), 47205);
     assert_eq!(env.items[1].payload.len(), 1335);
-    assert_eq!(env.header["trace"]["trace_id"], "9558c43617dd4a2b9bcde612fb8eb31c");
+    assert_eq!(
+        env.header["trace"]["trace_id"],
+        "9558c43617dd4a2b9bcde612fb8eb31c"
+    );
 }
 
 #[test]
@@ -75,7 +89,8 @@ fn framing_cases_relay_accepts() {
     assert!(parse(b"{}").unwrap().items.is_empty());
     assert!(parse(b"{}\n").unwrap().items.is_empty());
     // Unknown item header fields are ignored.
-    let env = parse(b"{}\n{\"type\":\"x\",\"length\":1,\"filename\":\"a\",\"custom\":[1]}\nz").unwrap();
+    let env =
+        parse(b"{}\n{\"type\":\"x\",\"length\":1,\"filename\":\"a\",\"custom\":[1]}\nz").unwrap();
     assert_eq!(env.items[0].payload, b"z");
 }
 
@@ -86,7 +101,13 @@ fn framing_errors_explain_themselves() {
     assert_eq!(err(b"   \n"), EnvelopeError::MissingHeader);
     assert!(matches!(err(b"{\"a\":\n"), EnvelopeError::InvalidHeader(_)));
     assert!(matches!(err(b"[1]\n"), EnvelopeError::InvalidHeader(_)));
-    assert!(matches!(err(b"{} x\n"), EnvelopeError::MissingNewline { what: "envelope header", .. }));
+    assert!(matches!(
+        err(b"{} x\n"),
+        EnvelopeError::MissingNewline {
+            what: "envelope header",
+            ..
+        }
+    ));
     assert!(matches!(
         err(b"{}\n{\"length\":2}\nab\n"),
         EnvelopeError::InvalidItemHeader { index: 0, .. }
@@ -102,7 +123,13 @@ fn framing_errors_explain_themselves() {
     );
     assert!(e.to_string().contains("10 bytes"), "{e}");
     let e = err(b"{}\n{\"type\":\"event\",\"length\":2}\nabc\n");
-    assert!(matches!(e, EnvelopeError::MissingNewline { what: "item payload", .. }));
+    assert!(matches!(
+        e,
+        EnvelopeError::MissingNewline {
+            what: "item payload",
+            ..
+        }
+    ));
     assert!(e.to_string().contains("newline"), "{e}");
 }
 
@@ -113,7 +140,10 @@ fn written_envelope_parses_back_and_matches_relay_expectations() {
     let sent_at = UNIX_EPOCH + Duration::from_micros(1_795_318_604_638_532);
     let dsn = "https://key@o1.ingest.sentry.io/42";
     let bytes = write_envelope(&chunks, Some(dsn), sent_at);
-    assert!(bytes.ends_with(b"}\n") && !bytes.ends_with(b"\n\n"), "one trailing newline");
+    assert!(
+        bytes.ends_with(b"}\n") && !bytes.ends_with(b"\n\n"),
+        "one trailing newline"
+    );
 
     let env = parse(&bytes).unwrap();
     assert_eq!(env.header["sent_at"], "2026-11-22T03:36:44.638532Z");

@@ -41,9 +41,18 @@ fn recorded_chunks_round_trip_through_otlp() {
         ("sentry-node/manual/0001.envelope", "node"),
     ] {
         let (payload, item_platform) = item_payload(rel, "profile_chunk");
-        let conv = chunk_to_otlp(&payload, item_platform.as_deref(), &ReceiveOptions::default()).unwrap();
+        let conv = chunk_to_otlp(
+            &payload,
+            item_platform.as_deref(),
+            &ReceiveOptions::default(),
+        )
+        .unwrap();
         let results = otlp_to_chunks(&conv.data, &ExportOptions::default());
-        assert_eq!(results.len(), 1, "{rel}: one chunk, no refusals: {results:?}");
+        assert_eq!(
+            results.len(),
+            1,
+            "{rel}: one chunk, no refusals: {results:?}"
+        );
         let r = &results[0];
         let chunk = r.chunk.as_ref().unwrap();
         let input: Json = serde_json::from_slice(&payload).unwrap();
@@ -55,11 +64,18 @@ fn recorded_chunks_round_trip_through_otlp() {
         let removed = chunk_samples(&payload, false).len() - want.len();
         assert_eq!(r.sentry_samples as usize, want.len());
         assert_eq!(
-            dropped_by_reason(&results).get(reason::SINGLE_SAMPLE_THREAD).copied().unwrap_or(0) as usize,
+            dropped_by_reason(&results)
+                .get(reason::SINGLE_SAMPLE_THREAD)
+                .copied()
+                .unwrap_or(0) as usize,
             removed,
             "{rel}"
         );
-        assert_eq!(otlp_accounted(&results), conv.otlp_samples(), "{rel}: OTLP accounting is exact");
+        assert_eq!(
+            otlp_accounted(&results),
+            conv.otlp_samples(),
+            "{rel}: OTLP accounting is exact"
+        );
 
         // Thread names: the input's, pruned to threads with samples.
         let threads: BTreeSet<String> = want.iter().map(|s| s.1.clone()).collect();
@@ -73,13 +89,24 @@ fn recorded_chunks_round_trip_through_otlp() {
         assert_eq!(chunk.profiler_id, input["profiler_id"]);
         assert_eq!(chunk.release.as_deref(), input["release"].as_str());
         assert_eq!(chunk.environment.as_deref(), input["environment"].as_str());
-        assert_eq!(serde_json::to_value(&chunk.client_sdk).unwrap(), input["client_sdk"]);
+        assert_eq!(
+            serde_json::to_value(&chunk.client_sdk).unwrap(),
+            input["client_sdk"]
+        );
         let out: Json = serde_json::from_slice(&r.payload).unwrap();
         assert_eq!(out["version"], "2");
-        assert_eq!(out["measurements"], input.get("measurements").cloned().unwrap_or(Json::Null));
+        assert_eq!(
+            out["measurements"],
+            input.get("measurements").cloned().unwrap_or(Json::Null)
+        );
 
         // And it reads back as a valid chunk.
-        let again = chunk_to_otlp(&r.payload, Some(&chunk.platform), &ReceiveOptions::default()).unwrap();
+        let again = chunk_to_otlp(
+            &r.payload,
+            Some(&chunk.platform),
+            &ReceiveOptions::default(),
+        )
+        .unwrap();
         assert_eq!(again.sentry_samples, r.sentry_samples);
     }
 }
@@ -88,12 +115,27 @@ fn recorded_chunks_round_trip_through_otlp() {
 fn v1_profile_becomes_a_chunk() {
     let bytes = fixture("sentry-python/v1/0001.envelope");
     let env = envelope::parse(&bytes).unwrap();
-    let conv = profile_v1_to_otlp(env.items[0].payload, Some(env.items[1].payload), &env.header, &ReceiveOptions::default()).unwrap();
+    let mut with_measurements: Json = serde_json::from_slice(env.items[0].payload).unwrap();
+    with_measurements["measurements"] = serde_json::json!({"cpu_usage": {"unit": "percent", "values": [{"elapsed_since_start_ns": "1", "value": 1.0}]}});
+    let with_measurements = serde_json::to_vec(&with_measurements).unwrap();
+    let conv = profile_v1_to_otlp(
+        &with_measurements,
+        Some(env.items[1].payload),
+        &env.header,
+        &ReceiveOptions::default(),
+    )
+    .unwrap();
+    let pa = attrs(&conv.data, &profile(&conv.data).attribute_indices);
+    assert!(pa.contains_key("sentry.measurements"), "kept on receive");
     let results = otlp_to_chunks(&conv.data, &ExportOptions::default());
     let chunks = sent(&results);
     assert_eq!(chunks.len(), 1);
     let c = chunks[0].chunk.as_ref().unwrap();
     assert_eq!(c.chunk_id, "658ec8e9f50748f189579c29ebf417e5");
+    assert!(
+        c.measurements.is_none(),
+        "v1 measurements have a shape chunks may not carry"
+    );
     assert_eq!(c.platform, "python");
     let total: u64 = results.iter().map(|r| r.sentry_samples).sum::<u64>()
         + dropped_by_reason(&results).values().sum::<u64>();
@@ -104,7 +146,10 @@ fn v1_profile_becomes_a_chunk() {
     assert_eq!(first, 1_795_318_604_638_532_000 + 11_958_514);
     let out: Json = serde_json::from_slice(&chunks[0].payload).unwrap();
     let ts = out["profile"]["samples"][0]["timestamp"].as_f64().unwrap();
-    assert_eq!(crate::formats::sentry::time::secs_to_unix_nanos(ts), Some(1_795_318_604_650_491_000));
+    assert_eq!(
+        crate::formats::sentry::time::secs_to_unix_nanos(ts),
+        Some(1_795_318_604_650_491_000)
+    );
 }
 
 fn go_cpu() -> ProfilesData {
@@ -116,7 +161,11 @@ fn pprof_cpu_profile_is_expanded_into_timestamped_samples() {
     let data = go_cpu();
     let results = otlp_to_chunks(&data, &ExportOptions::default());
     let chunks = sent(&results);
-    assert_eq!(chunks.len(), 2, "one chunk per Profile (samples/count and cpu/nanoseconds)");
+    assert_eq!(
+        chunks.len(),
+        2,
+        "one chunk per Profile (samples/count and cpu/nanoseconds)"
+    );
     let profiles = &data.resource_profiles[0].scope_profiles[0].profiles;
     for (r, p) in chunks.iter().zip(profiles) {
         let c = r.chunk.as_ref().unwrap();
@@ -124,10 +173,23 @@ fn pprof_cpu_profile_is_expanded_into_timestamped_samples() {
         assert_eq!(c.profile.samples.len(), 590);
         assert_eq!(r.otlp_samples, p.samples.len() as u64);
         assert!(r.dropped.is_empty(), "{:?}", r.dropped);
-        let ts: Vec<u64> = c.profile.samples.iter().map(|s| s.timestamp_unix_nano).collect();
-        assert!(ts.windows(2).all(|w| w[0] < w[1]), "distinct, sorted timestamps");
-        assert!(ts[0] >= p.time_unix_nano && *ts.last().unwrap() < p.time_unix_nano + p.duration_nano);
-        assert_eq!(c.platform, "native", "no runtime information: the neutral platform");
+        let ts: Vec<u64> = c
+            .profile
+            .samples
+            .iter()
+            .map(|s| s.timestamp_unix_nano)
+            .collect();
+        assert!(
+            ts.windows(2).all(|w| w[0] < w[1]),
+            "distinct, sorted timestamps"
+        );
+        assert!(
+            ts[0] >= p.time_unix_nano && *ts.last().unwrap() < p.time_unix_nano + p.duration_nano
+        );
+        assert_eq!(
+            c.platform, "native",
+            "no runtime information: the neutral platform"
+        );
         assert_eq!(c.client_sdk.name, "profcol");
         assert_eq!(c.profile.thread_ids, ["0"]);
         assert!(c.release.is_none() && c.environment.is_none());
@@ -141,7 +203,10 @@ fn pprof_cpu_profile_is_expanded_into_timestamped_samples() {
     }
     let c0 = chunks[0].chunk.as_ref().unwrap();
     let c1 = chunks[1].chunk.as_ref().unwrap();
-    assert_eq!(c0.profiler_id, c1.profiler_id, "one process, one profiler session");
+    assert_eq!(
+        c0.profiler_id, c1.profiler_id,
+        "one process, one profiler session"
+    );
     assert_eq!(c0.profile.frames, c1.profile.frames);
 
     // Per stack (root-first function names, inlined Lines as frames of
@@ -149,7 +214,10 @@ fn pprof_cpu_profile_is_expanded_into_timestamped_samples() {
     let want = otlp_fold(&data, &profiles[0]);
     assert_eq!(chunk_fold(chunks[0].chunk.as_ref().unwrap()), want);
     let dict = data.dictionary.as_ref().unwrap();
-    assert!(dict.location_table.iter().any(|l| l.lines.len() > 1), "the fixture has inlined frames");
+    assert!(
+        dict.location_table.iter().any(|l| l.lines.len() > 1),
+        "the fixture has inlined frames"
+    );
 }
 
 /// Root-first function names per OTLP sample, counted by value (or timestamps).
@@ -158,7 +226,11 @@ fn otlp_fold(data: &ProfilesData, p: &Profile) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for s in &p.samples {
         let mut names = Vec::new();
-        for &l in dict.stack_table[s.stack_index as usize].location_indices.iter().rev() {
+        for &l in dict.stack_table[s.stack_index as usize]
+            .location_indices
+            .iter()
+            .rev()
+        {
             for line in dict.location_table[l as usize].lines.iter().rev() {
                 let f = &dict.function_table[line.function_index as usize];
                 names.push(dict.string_table[f.name_strindex as usize].clone());
@@ -180,7 +252,12 @@ fn chunk_fold(c: &crate::formats::sentry::OutgoingChunk) -> BTreeMap<String, u64
         let names: Vec<&str> = c.profile.stacks[s.stack_id as usize]
             .iter()
             .rev()
-            .map(|&f| c.profile.frames[f as usize].function.as_deref().unwrap_or(""))
+            .map(|&f| {
+                c.profile.frames[f as usize]
+                    .function
+                    .as_deref()
+                    .unwrap_or("")
+            })
             .collect();
         *out.entry(names.join(";")).or_default() += 1;
     }
@@ -193,7 +270,9 @@ fn long_aggregated_profile_splits_into_66_second_chunks() {
     let p = &mut data.resource_profiles[0].scope_profiles[0].profiles[0];
     p.duration_nano = 200_000_000_000;
     let profile_id = p.profile_id.clone();
-    data.resource_profiles[0].scope_profiles[0].profiles.truncate(1);
+    data.resource_profiles[0].scope_profiles[0]
+        .profiles
+        .truncate(1);
     let results = otlp_to_chunks(&data, &ExportOptions::default());
     let chunks = sent(&results);
     assert_eq!(chunks.len(), 4, "200 s in windows of at most 66 s");
@@ -208,12 +287,20 @@ fn long_aggregated_profile_splits_into_66_second_chunks() {
     assert_eq!(total, 590);
     assert_eq!(ids.len(), 4);
     if profile_id.len() == 16 && profile_id.iter().any(|b| *b != 0) {
-        assert_eq!(chunks[0].chunk.as_ref().unwrap().chunk_id, hex::encode(&profile_id));
+        assert_eq!(
+            chunks[0].chunk.as_ref().unwrap().chunk_id,
+            hex::encode(&profile_id)
+        );
     }
     assert_eq!(otlp_accounted(&results), 472);
     // Deterministic chunk ids when the profile has an id.
     let again = otlp_to_chunks(&data, &ExportOptions::default());
-    let order = |rs: &[ChunkResult]| -> Vec<String> { sent(rs).iter().map(|r| r.chunk.as_ref().unwrap().chunk_id.clone()).collect() };
+    let order = |rs: &[ChunkResult]| -> Vec<String> {
+        sent(rs)
+            .iter()
+            .map(|r| r.chunk.as_ref().unwrap().chunk_id.clone())
+            .collect()
+    };
     if profile_id.iter().any(|b| *b != 0) {
         assert_eq!(order(&again), order(&results));
     }
@@ -251,16 +338,23 @@ fn oversized_chunks_are_split_by_bytes() {
     for r in &chunks {
         assert!(r.payload.len() <= 40_000, "{}", r.payload.len());
     }
-    assert_eq!(chunks[0].chunk.as_ref().unwrap().chunk_id, "6e5283e1ce434eec8378198a9c1cc556");
+    assert_eq!(
+        chunks[0].chunk.as_ref().unwrap().chunk_id,
+        "6e5283e1ce434eec8378198a9c1cc556"
+    );
     let total = |rs: &[ChunkResult]| -> u64 {
-        rs.iter().map(|r| r.sentry_samples).sum::<u64>() + dropped_by_reason(rs).values().sum::<u64>()
+        rs.iter().map(|r| r.sentry_samples).sum::<u64>()
+            + dropped_by_reason(rs).values().sum::<u64>()
     };
     assert_eq!(total(&results), total(&whole));
     assert_eq!(otlp_accounted(&results), conv.otlp_samples());
 }
 
 /// A small OTLP profile built by hand: timestamped samples on named threads.
-fn hand_built(resource: Vec<(&str, &str)>, threads: &[(&str, Option<Value>, usize)]) -> ProfilesData {
+fn hand_built(
+    resource: Vec<(&str, &str)>,
+    threads: &[(&str, Option<Value>, usize)],
+) -> ProfilesData {
     let mut b = DictionaryBuilder::new();
     let main = b.function_named("main", "", "/src/main.rs", 0);
     let inner = b.function_named("inlined_helper", "", "/src/helper.rs", 0);
@@ -268,34 +362,68 @@ fn hand_built(resource: Vec<(&str, &str)>, threads: &[(&str, Option<Value>, usiz
         mapping_index: 0,
         address: 0x1000,
         lines: vec![
-            Line { function_index: inner, line: 7, column: 0 },
-            Line { function_index: main, line: 3, column: 0 },
+            Line {
+                function_index: inner,
+                line: 7,
+                column: 0,
+            },
+            Line {
+                function_index: main,
+                line: 3,
+                column: 0,
+            },
         ],
         attribute_indices: vec![],
     });
     let stack = b.stack(&[loc]);
     let mut samples = Vec::new();
     for (name, id, n) in threads {
-        let mut attrs = vec![b.attribute_kv("thread.name", AnyValue { value: Some(Value::StringValue(name.to_string())) }, "")];
+        let mut attrs = vec![b.attribute_kv(
+            "thread.name",
+            AnyValue {
+                value: Some(Value::StringValue(name.to_string())),
+            },
+            "",
+        )];
         if let Some(id) = id {
-            attrs.push(b.attribute_kv("thread.id", AnyValue { value: Some(id.clone()) }, ""));
+            attrs.push(b.attribute_kv(
+                "thread.id",
+                AnyValue {
+                    value: Some(id.clone()),
+                },
+                "",
+            ));
         }
         samples.push(Sample {
             stack_index: stack,
             attribute_indices: attrs,
             link_index: 0,
             values: vec![],
-            timestamps_unix_nano: (0..*n as u64).map(|i| 1_000_000_000_000 + i * 10_000_000).collect(),
+            timestamps_unix_nano: (0..*n as u64)
+                .map(|i| 1_000_000_000_000 + i * 10_000_000)
+                .collect(),
         });
     }
-    let sample_type = ValueType { type_strindex: b.string("samples"), unit_strindex: b.string("count") };
+    let sample_type = ValueType {
+        type_strindex: b.string("samples"),
+        unit_strindex: b.string("count"),
+    };
     let resource = resource
         .into_iter()
-        .map(|(k, v)| KeyValue { key: k.into(), value: Some(AnyValue { value: Some(Value::StringValue(v.into())) }), ..Default::default() })
+        .map(|(k, v)| KeyValue {
+            key: k.into(),
+            value: Some(AnyValue {
+                value: Some(Value::StringValue(v.into())),
+            }),
+            ..Default::default()
+        })
         .collect();
     ProfilesData {
         resource_profiles: vec![ResourceProfiles {
-            resource: Some(Resource { attributes: resource, ..Default::default() }),
+            resource: Some(Resource {
+                attributes: resource,
+                ..Default::default()
+            }),
             scope_profiles: vec![ScopeProfiles {
                 profiles: vec![Profile {
                     sample_type: Some(sample_type),
@@ -335,19 +463,37 @@ fn otel_resource_fills_sentry_metadata_and_inlined_lines_become_frames() {
     assert_eq!(c.platform, "rust");
     assert_eq!(c.release.as_deref(), Some("1.2.3"));
     assert_eq!(c.environment.as_deref(), Some("prod"));
-    assert_eq!(c.client_sdk.name, "profcol", "a non-Sentry SDK is not claimed");
+    assert_eq!(
+        c.client_sdk.name, "profcol",
+        "a non-Sentry SDK is not claimed"
+    );
     assert!(ids::parse_uuid(&c.chunk_id).is_some() && ids::parse_uuid(&c.profiler_id).is_some());
 
     // The Location's two Lines are two frames, inlined function first.
     assert_eq!(c.profile.stacks, vec![vec![0, 1]]);
     let f = &c.profile.frames;
-    assert_eq!((f[0].function.as_deref(), f[0].lineno, f[0].abs_path.as_deref()), (Some("inlined_helper"), Some(7), Some("/src/helper.rs")));
-    assert_eq!((f[1].function.as_deref(), f[1].lineno), (Some("main"), Some(3)));
+    assert_eq!(
+        (
+            f[0].function.as_deref(),
+            f[0].lineno,
+            f[0].abs_path.as_deref()
+        ),
+        (Some("inlined_helper"), Some(7), Some("/src/helper.rs"))
+    );
+    assert_eq!(
+        (f[1].function.as_deref(), f[1].lineno),
+        (Some("main"), Some(3))
+    );
     assert_eq!(f[0].instruction_addr, Some(0x1000));
 
     // Threads: ids as strings, names from `thread.name`; the thread with a
     // single sample is dropped as Relay would.
-    let threads: BTreeSet<&str> = c.profile.thread_ids.iter().map(String::as_str).collect();
+    let threads: BTreeSet<&str> = c
+        .profile
+        .samples
+        .iter()
+        .map(|s| c.profile.thread_ids[s.thread as usize].as_str())
+        .collect();
     assert_eq!(threads, ["11", "0x7f"].into());
     let names: BTreeMap<&str, &str> = c
         .profile
@@ -359,7 +505,11 @@ fn otel_resource_fills_sentry_metadata_and_inlined_lines_become_frames() {
     assert_eq!(chunks[0].sentry_samples, 8);
     assert_eq!(
         results[0].dropped,
-        vec![crate::formats::sentry::Dropped { reason: reason::SINGLE_SAMPLE_THREAD, sentry_samples: 1, otlp_samples: 1 }]
+        vec![crate::formats::sentry::Dropped {
+            reason: reason::SINGLE_SAMPLE_THREAD,
+            sentry_samples: 1,
+            otlp_samples: 1
+        }]
     );
     assert_eq!(chunks[0].otlp_samples, 2);
     let out: Json = serde_json::from_slice(&chunks[0].payload).unwrap();
@@ -374,26 +524,117 @@ fn profiler_id_is_derived_stably_from_the_resource() {
         let results = otlp_to_chunks(&hand_built(res, &threads), &ExportOptions::default());
         results[0].chunk.as_ref().unwrap().profiler_id.clone()
     };
-    let a = id(vec![("service.name", "api"), ("host.name", "h1"), ("service.instance.id", "i-1")]);
-    assert_eq!(a, id(vec![("service.name", "api"), ("host.name", "h1"), ("service.instance.id", "i-1")]));
-    assert_ne!(a, id(vec![("service.name", "api"), ("host.name", "h2"), ("service.instance.id", "i-1")]));
-    assert_ne!(a, id(vec![("service.name", "api"), ("host.name", "h1"), ("service.instance.id", "i-2")]));
+    let a = id(vec![
+        ("service.name", "api"),
+        ("host.name", "h1"),
+        ("service.instance.id", "i-1"),
+    ]);
+    assert_eq!(
+        a,
+        id(vec![
+            ("service.name", "api"),
+            ("host.name", "h1"),
+            ("service.instance.id", "i-1")
+        ])
+    );
+    assert_ne!(
+        a,
+        id(vec![
+            ("service.name", "api"),
+            ("host.name", "h2"),
+            ("service.instance.id", "i-1")
+        ])
+    );
+    assert_ne!(
+        a,
+        id(vec![
+            ("service.name", "api"),
+            ("host.name", "h1"),
+            ("service.instance.id", "i-2")
+        ])
+    );
     assert!(ids::parse_uuid(&a).is_some());
 }
 
 #[test]
 fn a_chunk_relay_would_refuse_is_not_sent() {
     // Every thread has a single sample: nothing survives Relay's first rule.
-    let data = hand_built(vec![], &[("a", Some(Value::IntValue(1)), 1), ("b", Some(Value::IntValue(2)), 1)]);
+    let data = hand_built(
+        vec![],
+        &[
+            ("a", Some(Value::IntValue(1)), 1),
+            ("b", Some(Value::IntValue(2)), 1),
+        ],
+    );
     let results = otlp_to_chunks(&data, &ExportOptions::default());
     assert!(sent(&results).is_empty());
     assert_eq!(results.len(), 1);
     assert_eq!(
         results[0].dropped,
-        vec![crate::formats::sentry::Dropped { reason: reason::NOT_ENOUGH_SAMPLES, sentry_samples: 2, otlp_samples: 2 }]
+        vec![crate::formats::sentry::Dropped {
+            reason: reason::NOT_ENOUGH_SAMPLES,
+            sentry_samples: 2,
+            otlp_samples: 2
+        }]
     );
-    assert!(envelope::parse(&crate::formats::sentry::write_envelope(&results, None, std::time::SystemTime::now()))
-        .unwrap()
-        .items
-        .is_empty());
+    assert!(envelope::parse(&crate::formats::sentry::write_envelope(
+        &results,
+        None,
+        std::time::SystemTime::now()
+    ))
+    .unwrap()
+    .items
+    .is_empty());
+}
+
+#[test]
+fn mappings_with_build_ids_become_debug_images() {
+    let mut data = hand_built(
+        vec![("telemetry.sdk.language", "cpp")],
+        &[("main", Some(Value::IntValue(1)), 3)],
+    );
+    let dict = data.dictionary.as_mut().unwrap();
+    let key = dict.string_table.len() as i32;
+    dict.string_table
+        .push("process.executable.build_id.gnu".into());
+    let file = key + 1;
+    dict.string_table.push("/usr/bin/app".into());
+    dict.attribute_table.push(crate::proto::KeyValueAndUnit {
+        key_strindex: key,
+        value: Some(AnyValue {
+            value: Some(Value::StringValue(
+                "dfb85de42daffd09640c8fe377d572de3e168920".into(),
+            )),
+        }),
+        unit_strindex: 0,
+    });
+    let attr = dict.attribute_table.len() as i32 - 1;
+    dict.mapping_table.push(crate::proto::Mapping {
+        memory_start: 0x400000,
+        memory_limit: 0x500000,
+        file_offset: 0,
+        filename_strindex: file,
+        attribute_indices: vec![attr],
+    });
+    // A mapping without a build id gives no image.
+    dict.mapping_table.push(crate::proto::Mapping {
+        memory_start: 0x600000,
+        memory_limit: 0x700000,
+        ..Default::default()
+    });
+    let results = otlp_to_chunks(&data, &ExportOptions::default());
+    let c = results[0].chunk.as_ref().unwrap();
+    assert_eq!(c.platform, "native");
+    let images = &c.debug_meta.as_ref().unwrap().images;
+    assert_eq!(
+        images,
+        &vec![serde_json::json!({
+            "type": "symbolic",
+            "debug_id": "e45db8df-af2d-09fd-640c-8fe377d572de",
+            "code_id": "dfb85de42daffd09640c8fe377d572de3e168920",
+            "code_file": "/usr/bin/app",
+            "image_addr": "0x400000",
+            "image_size": 0x100000,
+        })]
+    );
 }

@@ -41,9 +41,27 @@ fn chunk(samples: Vec<ChunkSample>) -> ProfileChunk {
             frames: vec![ChunkFrame::default()],
             thread_ids: vec!["1".into(), "2".into(), "3".into()],
             thread_metadata: BTreeMap::from([
-                ("1".into(), ThreadMetadata { name: Some("one".into()), priority: None }),
-                ("2".into(), ThreadMetadata { name: Some("two".into()), priority: None }),
-                ("3".into(), ThreadMetadata { name: Some("three".into()), priority: Some(4) }),
+                (
+                    "1".into(),
+                    ThreadMetadata {
+                        name: Some("one".into()),
+                        priority: None,
+                    },
+                ),
+                (
+                    "2".into(),
+                    ThreadMetadata {
+                        name: Some("two".into()),
+                        priority: None,
+                    },
+                ),
+                (
+                    "3".into(),
+                    ThreadMetadata {
+                        name: Some("three".into()),
+                        priority: Some(4),
+                    },
+                ),
             ]),
         },
     }
@@ -66,7 +84,13 @@ fn threads_with_one_non_idle_sample_are_dropped() {
         sample(60, 1, 2),
     ]);
     let pruned = check_v2(&mut c).unwrap();
-    assert_eq!(pruned, Pruned { samples: 7, homes: 7 });
+    assert_eq!(
+        pruned,
+        Pruned {
+            samples: 7,
+            homes: 7
+        }
+    );
     assert_eq!(c.profile.samples.len(), 4);
     assert!(c.profile.samples.iter().all(|s| s.thread == 2));
     // Metadata of threads without samples goes too.
@@ -77,7 +101,12 @@ fn threads_with_one_non_idle_sample_are_dropped() {
 fn samples_are_sorted_by_timestamp() {
     let mut c = chunk(vec![sample(60, 0, 0), sample(30, 0, 0)]);
     check_v2(&mut c).unwrap();
-    let ts: Vec<u64> = c.profile.samples.iter().map(|s| s.timestamp_unix_nano / S).collect();
+    let ts: Vec<u64> = c
+        .profile
+        .samples
+        .iter()
+        .map(|s| s.timestamp_unix_nano / S)
+        .collect();
     assert_eq!(ts, [30, 60]);
 }
 

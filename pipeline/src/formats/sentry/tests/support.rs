@@ -34,7 +34,11 @@ pub fn recorded_envelopes() -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(fixtures()).unwrap() {
         let p = e.unwrap().path();
-        if p.file_name().unwrap().to_string_lossy().starts_with("sentry-") {
+        if p.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("sentry-")
+        {
             walk(&p, &mut out);
         }
     }
@@ -88,14 +92,20 @@ pub fn attr_values<'d>(d: &'d ProfilesData, indices: &[i32]) -> BTreeMap<String,
         .iter()
         .map(|&i| {
             let a = &dict.attribute_table[i as usize];
-            (dict.string_table[a.key_strindex as usize].clone(), a.value.as_ref().unwrap())
+            (
+                dict.string_table[a.key_strindex as usize].clone(),
+                a.value.as_ref().unwrap(),
+            )
         })
         .collect()
 }
 
 /// Attributes named by `indices`, as text.
 pub fn attrs(d: &ProfilesData, indices: &[i32]) -> BTreeMap<String, String> {
-    attr_values(d, indices).into_iter().map(|(k, v)| (k, show(v))).collect()
+    attr_values(d, indices)
+        .into_iter()
+        .map(|(k, v)| (k, show(v)))
+        .collect()
 }
 
 pub fn profile(d: &ProfilesData) -> &crate::proto::Profile {
@@ -120,12 +130,11 @@ pub fn folded(d: &ProfilesData) -> BTreeMap<String, usize> {
                         }
                     }
                     let a = attrs(d, &s.attribute_indices);
-                    let thread = a
-                        .get("thread.name")
-                        .cloned()
-                        .unwrap_or_else(|| format!("tid {}", a.get("thread.id").cloned().unwrap_or_default()));
-                    *out.entry(format!("{} [{thread}]", names.join(";"))).or_default() +=
-                        s.timestamps_unix_nano.len();
+                    let thread = a.get("thread.name").cloned().unwrap_or_else(|| {
+                        format!("tid {}", a.get("thread.id").cloned().unwrap_or_default())
+                    });
+                    *out.entry(format!("{} [{thread}]", names.join(";")))
+                        .or_default() += s.timestamps_unix_nano.len();
                 }
             }
         }
@@ -191,13 +200,22 @@ pub fn check_dictionary(d: &ProfilesData) {
 /// What Sentry shows of a frame: (function, module, filename, abs_path,
 /// lineno, in_app). Empty strings and line 0 read as absent, as they do to
 /// Sentry (and OTLP's 0 means unset).
-pub type FrameKey = (Option<String>, Option<String>, Option<String>, Option<String>, Option<u64>, Option<bool>);
+pub type FrameKey = (
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<u64>,
+    Option<bool>,
+);
 
 /// One Sentry sample: (microseconds, thread id, frames leaf first).
 pub type SentrySample = (u64, String, Vec<FrameKey>);
 
 fn json_str(v: Option<&Json>) -> Option<String> {
-    v.and_then(Json::as_str).filter(|s| !s.is_empty()).map(str::to_owned)
+    v.and_then(Json::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
 }
 
 pub fn json_frame(f: &Json) -> FrameKey {
@@ -212,7 +230,8 @@ pub fn json_frame(f: &Json) -> FrameKey {
 }
 
 fn json_u64(v: &Json) -> u64 {
-    v.as_u64().unwrap_or_else(|| v.as_str().unwrap().parse().unwrap())
+    v.as_u64()
+        .unwrap_or_else(|| v.as_str().unwrap().parse().unwrap())
 }
 
 fn json_thread(v: &Json) -> String {
@@ -230,7 +249,12 @@ pub fn chunk_samples(payload: &[u8], relay: bool) -> Vec<SentrySample> {
     let frames = p["frames"].as_array().unwrap();
     let stacks = p["stacks"].as_array().unwrap();
     let stack_of = |id: usize| -> Vec<FrameKey> {
-        stacks[id].as_array().unwrap().iter().map(|f| json_frame(&frames[json_u64(f) as usize])).collect()
+        stacks[id]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| json_frame(&frames[json_u64(f) as usize]))
+            .collect()
     };
     let mut out: Vec<SentrySample> = p["samples"]
         .as_array()
@@ -238,7 +262,11 @@ pub fn chunk_samples(payload: &[u8], relay: bool) -> Vec<SentrySample> {
         .iter()
         .map(|s| {
             let us = (s["timestamp"].as_f64().unwrap() * 1e6).round() as u64;
-            (us, json_thread(&s["thread_id"]), stack_of(json_u64(&s["stack_id"]) as usize))
+            (
+                us,
+                json_thread(&s["thread_id"]),
+                stack_of(json_u64(&s["stack_id"]) as usize),
+            )
         })
         .collect();
     if relay {
@@ -250,6 +278,34 @@ pub fn chunk_samples(payload: &[u8], relay: bool) -> Vec<SentrySample> {
         }
         out.retain(|(_, t, _)| non_idle.get(t).is_some_and(|&n| n > 1));
     }
+    out.sort();
+    out
+}
+
+/// Samples of a v1 profile JSON: start (`timestamp`) plus
+/// `elapsed_since_start_ns`, all samples (no transaction window applied).
+pub fn v1_samples(payload: &[u8]) -> Vec<SentrySample> {
+    let v: Json = serde_json::from_slice(payload).unwrap();
+    let start =
+        crate::formats::sentry::time::parse_rfc3339(v["timestamp"].as_str().unwrap()).unwrap();
+    let p = &v["profile"];
+    let frames = p["frames"].as_array().unwrap();
+    let stacks = p["stacks"].as_array().unwrap();
+    let mut out: Vec<SentrySample> = p["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let stack = stacks[json_u64(&s["stack_id"]) as usize]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| json_frame(&frames[json_u64(f) as usize]))
+                .collect();
+            let ns = start + json_u64(&s["elapsed_since_start_ns"]);
+            (ns / 1000, json_thread(&s["thread_id"]), stack)
+        })
+        .collect();
     out.sort();
     out
 }
@@ -295,7 +351,10 @@ pub fn otlp_samples(d: &ProfilesData) -> Vec<SentrySample> {
                 ));
             }
         }
-        let thread = attrs(d, &s.attribute_indices).get("thread.id").cloned().unwrap_or_default();
+        let thread = attrs(d, &s.attribute_indices)
+            .get("thread.id")
+            .cloned()
+            .unwrap_or_default();
         for &ts in &s.timestamps_unix_nano {
             out.push((ts / 1000, thread.clone(), frames.clone()));
         }

@@ -1,0 +1,274 @@
+//! One batch -> request bodies: OTLP -> `profile_chunk`s (the conversion in
+//! `formats::sentry`, which applies Relay's rules), the configured
+//! overrides, one envelope per chunk, compression. Pure CPU, no I/O.
+//!
+//! One chunk per envelope, as the SDKs send them: Relay would take several
+//! `profile_chunk` items in one envelope, but a chunk is then the unit of
+//! delivery, rate limiting (a 429 names the whole request) and refusal
+//! (a 413 or 400 costs one chunk, not the batch).
+//!
+//! Counts are in the runtime's unit, `ProfileBatch::sample_count`: one per
+//! timestamp, or one per aggregated OTLP sample.
+
+use std::io::Write;
+use std::time::SystemTime;
+
+use flate2::write::GzEncoder;
+
+use profcol_pipeline::formats::sentry::keys as k;
+use profcol_pipeline::formats::sentry::{
+    otlp_to_chunks, write_envelope, ChunkResult, Dropped, ExportOptions,
+};
+use profcol_pipeline::proto::{any_value::Value, KeyValue, ProfilesData};
+
+use super::config::Compression;
+use super::rate_limits::category_for_platform;
+
+/// What shapes the bodies (from the exporter's config).
+#[derive(Debug, Clone)]
+pub struct EncodeOptions {
+    pub max_samples_per_chunk: usize,
+    pub max_chunk_duration_ns: u64,
+    pub compression: Compression,
+    /// The DSN for the envelope header (without secret).
+    pub dsn: Option<String>,
+    /// Platform of profiles whose data names none.
+    pub platform: Option<String>,
+    pub environment: Option<String>,
+    pub release: Option<String>,
+}
+
+impl Default for EncodeOptions {
+    fn default() -> Self {
+        let convert = ExportOptions::default();
+        Self {
+            max_samples_per_chunk: convert.max_samples_per_chunk,
+            max_chunk_duration_ns: 60_000_000_000,
+            compression: Compression::Gzip,
+            dsn: None,
+            platform: None,
+            environment: None,
+            release: None,
+        }
+    }
+}
+
+/// One envelope holding one chunk.
+#[derive(Debug, Clone)]
+pub struct Envelope {
+    /// The request body (compressed as configured); `None` for chunks an
+    /// earlier attempt settled.
+    pub body: Option<Vec<u8>>,
+    pub chunk_id: String,
+    pub platform: String,
+    /// Rate-limit category (`profile_chunk` or `profile_chunk_ui`).
+    pub category: &'static str,
+    /// Samples it carries, in `ProfileBatch::sample_count` units.
+    pub samples: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Encoded {
+    /// Every chunk to send, in conversion order (the same on every attempt).
+    pub envelopes: Vec<Envelope>,
+    /// Samples the conversion left out, by reason, in batch units.
+    pub dropped: Vec<(&'static str, u64)>,
+}
+
+/// Converts `data` and builds the envelopes of the chunks from index
+/// `skip` on; earlier ones get no body. `now_unix_nano` stands in for
+/// missing profile start times.
+pub fn encode(
+    data: &ProfilesData,
+    opts: &EncodeOptions,
+    now_unix_nano: u64,
+    sent_at: SystemTime,
+    skip: usize,
+) -> Encoded {
+    let convert = ExportOptions {
+        max_samples_per_chunk: opts.max_samples_per_chunk,
+        max_chunk_duration_ns: opts.max_chunk_duration_ns,
+        now_unix_nano,
+        ..ExportOptions::default()
+    };
+    let results = otlp_to_chunks(data, &convert);
+    let unit = Unit::of(data);
+    let default_platform = opts.platform.as_deref().filter(|_| !platform_stated(data));
+    let mut out = Encoded::default();
+    for mut r in results {
+        for d in &r.dropped {
+            add_dropped(&mut out.dropped, d.reason, unit.dropped(d));
+        }
+        let samples = unit.sent(&r);
+        let Some(chunk) = r.chunk.as_mut() else {
+            continue;
+        };
+        let index = out.envelopes.len();
+        let mut changed = false;
+        if let Some(p) = default_platform {
+            changed |= replace(&mut chunk.platform, p);
+        }
+        if let Some(e) = &opts.environment {
+            changed |= replace_opt(&mut chunk.environment, e);
+        }
+        if let Some(rel) = &opts.release {
+            changed |= replace_opt(&mut chunk.release, rel);
+        }
+        if changed {
+            r.payload = chunk.to_json();
+        }
+        let chunk_id = chunk.chunk_id.clone();
+        let platform = chunk.platform.clone();
+        let body = (index >= skip).then(|| {
+            let envelope = write_envelope(std::iter::once(&r), opts.dsn.as_deref(), sent_at);
+            compress(envelope, opts.compression)
+        });
+        out.envelopes.push(Envelope {
+            body,
+            category: category_for_platform(&platform),
+            chunk_id,
+            platform,
+            samples,
+        });
+    }
+    out
+}
+
+fn add_dropped(out: &mut Vec<(&'static str, u64)>, reason: &'static str, n: u64) {
+    if n == 0 {
+        return;
+    }
+    match out.iter_mut().find(|(r, _)| *r == reason) {
+        Some((_, total)) => *total += n,
+        None => out.push((reason, n)),
+    }
+}
+
+fn replace(field: &mut String, value: &str) -> bool {
+    if field == value {
+        return false;
+    }
+    value.clone_into(field);
+    true
+}
+
+fn replace_opt(field: &mut Option<String>, value: &str) -> bool {
+    if field.as_deref() == Some(value) {
+        return false;
+    }
+    *field = Some(value.to_owned());
+    true
+}
+
+/// Gzip at level 1: level 6 costs several times more CPU for a few percent
+/// (the chunk JSON is repetitive and compresses well either way).
+pub fn compress(envelope: Vec<u8>, compression: Compression) -> Vec<u8> {
+    match compression {
+        Compression::None => envelope,
+        Compression::Gzip => {
+            let mut gz = GzEncoder::new(
+                Vec::with_capacity(envelope.len() / 6 + 64),
+                flate2::Compression::fast(),
+            );
+            // Writing into a Vec cannot fail.
+            gz.write_all(&envelope).expect("gzip into memory");
+            gz.finish().expect("gzip into memory")
+        }
+    }
+}
+
+/// How the conversion's counts map to `ProfileBatch::sample_count`, which
+/// counts a timestamped OTLP sample once per timestamp and an aggregated
+/// one once. The conversion reports Sentry samples (points) and OTLP
+/// samples; which one is the batch unit depends on the samples' kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    /// Every sample has timestamps: one point is one sample.
+    Points,
+    /// Some samples are aggregated: one OTLP sample is one sample (exact
+    /// when none has timestamps; a batch mixing both kinds is counted
+    /// approximately).
+    OtlpSamples,
+}
+
+impl Unit {
+    fn of(data: &ProfilesData) -> Self {
+        let all_timestamped = data
+            .resource_profiles
+            .iter()
+            .flat_map(|r| &r.scope_profiles)
+            .flat_map(|s| &s.profiles)
+            .flat_map(|p| &p.samples)
+            .all(|s| !s.timestamps_unix_nano.is_empty());
+        if all_timestamped {
+            Self::Points
+        } else {
+            Self::OtlpSamples
+        }
+    }
+
+    fn sent(self, r: &ChunkResult) -> u64 {
+        match self {
+            Self::Points => r.sentry_samples,
+            Self::OtlpSamples => r.otlp_samples,
+        }
+    }
+
+    fn dropped(self, d: &Dropped) -> u64 {
+        match self {
+            Self::Points => d.sentry_samples,
+            Self::OtlpSamples => d.otlp_samples,
+        }
+    }
+}
+
+/// Whether the data names a platform the conversion uses (then `platform`
+/// does not apply): a profile's `sentry.platform`, a resource's
+/// `telemetry.sdk.language`, or the frame type of the first location with one.
+fn platform_stated(data: &ProfilesData) -> bool {
+    let Some(dict) = data.dictionary.as_ref() else {
+        return false;
+    };
+    let str_at = |i: i32| {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| dict.string_table.get(i))
+            .map_or("", String::as_str)
+    };
+    let attr_text = |indices: &[i32], key: &str| -> Option<String> {
+        indices.iter().find_map(|&i| {
+            let a = dict.attribute_table.get(usize::try_from(i).ok()?)?;
+            if str_at(a.key_strindex) != key {
+                return None;
+            }
+            match a.value.as_ref()?.value.as_ref()? {
+                Value::StringValue(s) => Some(s.clone()),
+                Value::StringValueStrindex(s) => Some(str_at(*s).to_owned()),
+                _ => None,
+            }
+        })
+    };
+    let language = |attrs: &[KeyValue]| {
+        attrs.iter().any(|kv| {
+            kv.key == k::SDK_LANGUAGE
+                && matches!(kv.value.as_ref().and_then(|v| v.value.as_ref()),
+                    Some(Value::StringValue(l)) if k::platform_from_language(l).is_some())
+        })
+    };
+    let from_frames = dict
+        .location_table
+        .iter()
+        .find_map(|l| attr_text(&l.attribute_indices, k::FRAME_TYPE))
+        .is_some_and(|ft| k::platform_from_frame_type(&ft).is_some());
+    if from_frames {
+        return true;
+    }
+    data.resource_profiles.iter().any(|rp| {
+        rp.resource
+            .as_ref()
+            .is_some_and(|r| language(&r.attributes))
+            || rp.scope_profiles.iter().flat_map(|s| &s.profiles).any(|p| {
+                attr_text(&p.attribute_indices, k::SENTRY_PLATFORM).is_some_and(|s| !s.is_empty())
+            })
+    })
+}

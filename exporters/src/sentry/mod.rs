@@ -1,0 +1,268 @@
+//! Exporter `sentry`: profiles as Sentry `profile_chunk`s (continuous
+//! profiling, sample format v2), POSTed in envelopes to the project's
+//! envelope endpoint, as the Sentry SDKs send them.
+//!
+//! - [`encode`]: OTLP -> chunks that pass Relay's rules -> one gzip'd
+//!   envelope per chunk (on the blocking pool).
+//! - [`client`]: the HTTP request and what each answer means.
+//! - [`rate_limits`]: `X-Sentry-Rate-Limits` / `Retry-After`, per category.
+//! - [`progress`]: what a retry of a part-delivered batch may skip.
+//!
+//! Outcomes: 2xx delivered; 429 retried once the limit has passed (no
+//! request goes out meanwhile); 400 and 413 refuse that chunk for good
+//! (counted as failed, the other chunks still go); other 4xx fail the rest
+//! of the batch; 5xx and connection errors are retried with backoff, and
+//! a retry resends only the chunks not yet delivered.
+//!
+//! ```yaml
+//! exporters:
+//!   sentry:
+//!     dsn: https://abc123@o1.ingest.sentry.io/4507
+//!     platform: go
+//!     environment: production
+//! ```
+
+pub mod client;
+mod config;
+pub mod dsn;
+pub mod encode;
+pub mod progress;
+pub mod rate_limits;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+
+use profcol_pipeline::component::{
+    ExportError, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
+};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+use profcol_pipeline::ProfileBatch;
+
+pub use client::Reply;
+pub use config::{Compression, SentryExporterConfig};
+pub use dsn::Dsn;
+pub use encode::{encode, EncodeOptions, Encoded, Envelope};
+pub use rate_limits::RateLimits;
+
+use client::Client;
+use progress::{Claim, Progress};
+use rate_limits::{PROFILE_CHUNK, PROFILE_CHUNK_UI};
+
+pub struct SentryExporterFactory;
+
+impl ExporterFactory for SentryExporterFactory {
+    fn type_name(&self) -> &'static str {
+        "sentry"
+    }
+
+    fn create(
+        &self,
+        cfg: &ComponentConfig,
+    ) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
+        let c: SentryExporterConfig = cfg.decode()?;
+        let dsn = c.validate(cfg)?;
+        let settings = c.settings();
+        let exporter = SentryExporter::new(&c, dsn).map_err(|e| cfg.error("dsn", e))?;
+        Ok((Arc::new(exporter), settings))
+    }
+}
+
+pub fn factory() -> Arc<dyn ExporterFactory> {
+    Arc::new(SentryExporterFactory)
+}
+
+/// What the exporter did since it was created.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SentryStats {
+    /// Envelopes Sentry accepted (2xx).
+    pub envelopes_delivered: u64,
+    /// Envelopes Sentry refused for good (4xx).
+    pub envelopes_refused: u64,
+    /// Request bytes of delivered envelopes (after compression).
+    pub bytes_delivered: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    envelopes_delivered: AtomicU64,
+    envelopes_refused: AtomicU64,
+    bytes_delivered: AtomicU64,
+}
+
+pub struct SentryExporter {
+    client: Client,
+    opts: Arc<EncodeOptions>,
+    limits: Mutex<RateLimits>,
+    progress: Arc<Progress>,
+    counters: Counters,
+}
+
+impl SentryExporter {
+    /// `dsn` is `cfg.dsn` parsed (see [`SentryExporterConfig::validate`]).
+    pub fn new(cfg: &SentryExporterConfig, dsn: Dsn) -> Result<Self, String> {
+        let client = Client::new(&dsn, cfg.compression, cfg.timeout.get())?;
+        let opts = EncodeOptions {
+            max_samples_per_chunk: cfg.max_samples_per_chunk,
+            max_chunk_duration_ns: u64::try_from(cfg.max_chunk_duration.get().as_nanos())
+                .unwrap_or(u64::MAX),
+            compression: cfg.compression,
+            dsn: Some(dsn.to_string()),
+            platform: cfg.platform.clone(),
+            environment: cfg.environment.clone(),
+            release: cfg.release.clone(),
+        };
+        Ok(Self {
+            client,
+            opts: Arc::new(opts),
+            limits: Mutex::new(RateLimits::default()),
+            progress: Arc::new(Progress::default()),
+            counters: Counters::default(),
+        })
+    }
+
+    pub fn stats(&self) -> SentryStats {
+        let c = &self.counters;
+        SentryStats {
+            envelopes_delivered: c.envelopes_delivered.load(Ordering::Relaxed),
+            envelopes_refused: c.envelopes_refused.load(Ordering::Relaxed),
+            bytes_delivered: c.bytes_delivered.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Batches part way through (waiting for a retry).
+    pub fn batches_in_progress(&self) -> usize {
+        self.progress.len()
+    }
+
+    /// How long `category` stays rate limited.
+    pub fn rate_limited_for(&self, category: &str) -> Option<Duration> {
+        self.limits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remaining(category, Instant::now())
+    }
+
+    /// Settles a batch: what Sentry refused is returned as rejected, unless
+    /// nothing was delivered at all, which fails the batch as a whole.
+    fn settle(claim: Claim, refusal: Option<String>) -> Result<u64, ExportError> {
+        let s = claim.state;
+        claim.finish();
+        match refusal {
+            Some(message) if s.delivered == 0 => Err(ExportError::permanent(message)),
+            _ => Ok(s.rejected),
+        }
+    }
+}
+
+fn unix_nanos_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+#[async_trait]
+impl Exporter for SentryExporter {
+    async fn export(
+        &self,
+        batch: Arc<ProfileBatch>,
+        ctx: &ExporterContext,
+    ) -> Result<u64, ExportError> {
+        // While every chunk category is limited nothing can go out: do not
+        // even convert.
+        if let (Some(a), Some(b)) = (
+            self.rate_limited_for(PROFILE_CHUNK),
+            self.rate_limited_for(PROFILE_CHUNK_UI),
+        ) {
+            return Err(ExportError::Retryable {
+                message: "Sentry rate limit in effect".into(),
+                retry_after: Some(a.min(b)),
+            });
+        }
+        let mut claim = self.progress.claim(&batch, unix_nanos_now());
+        let skip = claim.state.done;
+        let (opts, now) = (self.opts.clone(), claim.state.now_unix_nano);
+        let data = batch.clone();
+        let encoded = tokio::task::spawn_blocking(move || {
+            encode(data.data(), &opts, now, SystemTime::now(), skip)
+        })
+        .await
+        .map_err(|e| {
+            ExportError::permanent(format!("sentry exporter: encoding task failed: {e}"))
+        })?;
+
+        if !claim.state.drops_counted {
+            for &(reason, n) in &encoded.dropped {
+                ctx.dropped(n, reason);
+            }
+            claim.state.drops_counted = true;
+            claim.save();
+        }
+
+        let mut envelopes = encoded.envelopes;
+        let mut refusal = None;
+        for i in skip..envelopes.len() {
+            let Some(body) = envelopes[i].body.take() else {
+                continue;
+            };
+            let env = &envelopes[i];
+            if let Some(wait) = self.rate_limited_for(env.category) {
+                return Err(ExportError::Retryable {
+                    message: format!("Sentry rate limit on {} in effect", env.category),
+                    retry_after: Some(wait),
+                });
+            }
+            let size = body.len() as u64;
+            match self.client.send(body, &self.limits).await {
+                Reply::Delivered => {
+                    self.counters
+                        .envelopes_delivered
+                        .fetch_add(1, Ordering::Relaxed);
+                    self.counters
+                        .bytes_delivered
+                        .fetch_add(size, Ordering::Relaxed);
+                    claim.state.delivered += env.samples;
+                }
+                Reply::Refused { detail, .. } => {
+                    self.counters
+                        .envelopes_refused
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(exporter = %ctx.id, chunk_id = %env.chunk_id, samples = env.samples, error = %detail, "Sentry refused a profile chunk");
+                    claim.state.rejected += env.samples;
+                    refusal = Some(detail);
+                }
+                Reply::Fatal { detail, .. } => {
+                    // Every remaining chunk would get the same answer.
+                    self.counters
+                        .envelopes_refused
+                        .fetch_add(1, Ordering::Relaxed);
+                    let rest: u64 = envelopes[i..].iter().map(|e| e.samples).sum();
+                    tracing::error!(exporter = %ctx.id, samples = rest, error = %detail, "Sentry refused the profile chunks; check the DSN and project");
+                    claim.state.rejected += rest;
+                    claim.state.done = envelopes.len();
+                    return Self::settle(claim, Some(detail));
+                }
+                Reply::Throttled { detail } => {
+                    return Err(ExportError::Retryable {
+                        message: detail,
+                        retry_after: self.rate_limited_for(env.category),
+                    });
+                }
+                Reply::Retry { message } => {
+                    return Err(ExportError::Retryable {
+                        message,
+                        retry_after: None,
+                    })
+                }
+            }
+            claim.state.done = i + 1;
+            claim.save();
+        }
+        Self::settle(claim, refusal)
+    }
+}

@@ -1,0 +1,108 @@
+//! Sentry's rate limits, remembered per data category as the SDKs do
+//! (sentry-python `HttpTransport._update_rate_limits`, sentry-rust
+//! `RateLimiter`): `X-Sentry-Rate-Limits` on any response wins; otherwise a
+//! 429 limits everything until `Retry-After` (seconds or an HTTP date),
+//! 60 s when the header is missing or unreadable.
+
+use std::time::{Duration, Instant, SystemTime};
+
+/// Data category of a `profile_chunk` (Relay `ProfileType::from_platform`).
+pub const PROFILE_CHUNK: &str = "profile_chunk";
+/// Data category of a `profile_chunk` from a UI platform.
+pub const PROFILE_CHUNK_UI: &str = "profile_chunk_ui";
+
+/// What the SDKs wait after a 429 that says nothing more.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// The category Relay counts a chunk of `platform` under.
+pub fn category_for_platform(platform: &str) -> &'static str {
+    match platform {
+        "cocoa" | "android" | "javascript" => PROFILE_CHUNK_UI,
+        _ => PROFILE_CHUNK,
+    }
+}
+
+/// Deadlines of the limits that can concern this exporter: all categories,
+/// and the two profile chunk categories (others are ignored, so this stays
+/// a few fields whatever the server sends).
+#[derive(Debug, Default, Clone)]
+pub struct RateLimits {
+    all: Option<Instant>,
+    profile_chunk: Option<Instant>,
+    profile_chunk_ui: Option<Instant>,
+}
+
+impl RateLimits {
+    /// Updates from one response. `now` is the monotonic clock, `wall` the
+    /// wall clock (for an HTTP-date `Retry-After`).
+    pub fn update(
+        &mut self,
+        status: u16,
+        sentry_rate_limits: Option<&str>,
+        retry_after: Option<&str>,
+        now: Instant,
+        wall: SystemTime,
+    ) {
+        if let Some(h) = sentry_rate_limits {
+            for (categories, wait) in parse_sentry_rate_limits(h) {
+                let until = Some(now + wait);
+                if categories.is_empty() {
+                    self.all = until;
+                }
+                for c in categories.split(';') {
+                    match c {
+                        PROFILE_CHUNK => self.profile_chunk = until,
+                        PROFILE_CHUNK_UI => self.profile_chunk_ui = until,
+                        _ => {}
+                    }
+                }
+            }
+        } else if status == 429 {
+            let wait = retry_after
+                .and_then(|v| parse_retry_after(v, wall))
+                .unwrap_or(DEFAULT_RETRY_AFTER);
+            self.all = Some(now + wait);
+        }
+    }
+
+    /// How long `category` stays limited from `now`, if it is.
+    pub fn remaining(&self, category: &str, now: Instant) -> Option<Duration> {
+        let own = match category {
+            PROFILE_CHUNK => self.profile_chunk,
+            PROFILE_CHUNK_UI => self.profile_chunk_ui,
+            _ => None,
+        };
+        [self.all, own]
+            .into_iter()
+            .flatten()
+            .filter(|&until| until > now)
+            .max()
+            .map(|until| until - now)
+    }
+}
+
+/// `retry_after:categories:scope:reason_code:namespaces`, comma separated;
+/// yields (categories, wait). Malformed groups are skipped, as the SDKs do.
+pub fn parse_sentry_rate_limits(header: &str) -> impl Iterator<Item = (&str, Duration)> {
+    header.split(',').filter_map(|group| {
+        let mut parts = group.trim().split(':');
+        let secs: f64 = parts.next()?.trim().parse().ok()?;
+        let categories = parts.next()?.trim();
+        Some((categories, secs_to_duration(secs)?))
+    })
+}
+
+/// `Retry-After`: delay seconds (the SDKs also accept fractions) or an HTTP date.
+pub fn parse_retry_after(value: &str, wall: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<f64>() {
+        return secs_to_duration(secs);
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(wall).unwrap_or(Duration::ZERO))
+}
+
+fn secs_to_duration(secs: f64) -> Option<Duration> {
+    // A day bounds what a server may ask and keeps `Instant` arithmetic safe.
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0)))
+}

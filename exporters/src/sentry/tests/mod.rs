@@ -1,0 +1,57 @@
+//! Tests of the `sentry` exporter against an in-process Sentry.
+
+mod config;
+mod mock;
+mod progress;
+mod rate_limits;
+mod responses;
+mod round_trip;
+mod runtime;
+mod sentry_view;
+
+use std::sync::Arc;
+
+use prost::Message;
+
+use profcol_pipeline::component::ExporterContext;
+use profcol_pipeline::config::{ComponentConfig, Kind};
+use profcol_pipeline::proto::ProfilesData;
+use profcol_pipeline::telemetry::Telemetry;
+
+use super::*;
+
+pub fn fixture(rel: &str) -> Vec<u8> {
+    let p = format!("{}/../tests/fixtures/{rel}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
+}
+
+/// `tests/fixtures/otlp/go-cpu.otlp.bin`: a Go CPU profile (pprof) as OTLP,
+/// one Profile per sample type, aggregated values and no timestamps.
+pub fn go_cpu() -> ProfilesData {
+    ProfilesData::decode(&fixture("otlp/go-cpu.otlp.bin")[..]).unwrap()
+}
+
+/// One go-cpu Profile over 30 s: one chunk, nothing dropped.
+pub fn long_profile_for_runtime() -> ProfilesData {
+    let mut data = go_cpu();
+    let profiles = &mut data.resource_profiles[0].scope_profiles[0].profiles;
+    profiles.truncate(1);
+    profiles[0].duration_nano = 30_000_000_000;
+    data
+}
+
+/// An exporter for `dsn`, configured by YAML on top of the defaults.
+pub fn exporter(dsn: &str, yaml: &str) -> SentryExporter {
+    let yaml = format!("dsn: {dsn}\n{yaml}");
+    let cfg = ComponentConfig::from_yaml(Kind::Exporter, "sentry", &yaml).unwrap();
+    let c: SentryExporterConfig = cfg.decode().unwrap();
+    let dsn = c.validate(&cfg).unwrap();
+    SentryExporter::new(&c, dsn).unwrap()
+}
+
+pub fn ctx() -> ExporterContext {
+    ExporterContext {
+        id: "sentry".into(),
+        telemetry: Arc::new(Telemetry::new()),
+    }
+}

@@ -1,0 +1,118 @@
+//! Through the real runtime (config loader, queue, retries, metrics): a
+//! 500 is retried, a 429 waits for its limit, a 400 is counted as failed.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use profcol_pipeline::component::{Receiver, ReceiverContext, ReceiverFactory};
+use profcol_pipeline::config::{load_str, ComponentConfig, ConfigErrors};
+use profcol_pipeline::runtime::{build, Registry, RunningService, RuntimeOptions};
+use profcol_pipeline::telemetry::Telemetry;
+use profcol_pipeline::ProfileBatch;
+
+use super::long_profile_for_runtime;
+use super::mock::MockSentry;
+
+/// A receiver that hands over prepared batches when it starts.
+struct Replay(Arc<Mutex<Vec<ProfileBatch>>>);
+
+struct ReplayReceiver(Vec<ProfileBatch>);
+
+impl ReceiverFactory for Replay {
+    fn type_name(&self) -> &'static str {
+        "replay"
+    }
+
+    fn create(&self, _cfg: &ComponentConfig) -> Result<Box<dyn Receiver>, ConfigErrors> {
+        Ok(Box::new(ReplayReceiver(std::mem::take(
+            &mut *self.0.lock().unwrap(),
+        ))))
+    }
+}
+
+#[async_trait]
+impl Receiver for ReplayReceiver {
+    async fn start(
+        self: Box<Self>,
+        ctx: ReceiverContext,
+    ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+        for b in self.0 {
+            ctx.output.consume(b).map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+        Ok(tokio::spawn(async move { ctx.shutdown.cancelled().await }))
+    }
+}
+
+#[tokio::test]
+async fn retries_waits_and_failures_are_counted_by_the_runtime() {
+    let mock = MockSentry::start().await;
+    // Batch A: 500, then delivered. Batch B: rate limited for 50 ms, then
+    // delivered. Batch C: refused.
+    mock.then(500, &[])
+        .then(200, &[])
+        .then(
+            429,
+            &[("x-sentry-rate-limits", "0.05:profile_chunk:project")],
+        )
+        .then(200, &[])
+        .then(400, &[]);
+    let batches = vec![
+        ProfileBatch::new(long_profile_for_runtime()),
+        ProfileBatch::new(long_profile_for_runtime()),
+        ProfileBatch::new(long_profile_for_runtime()),
+    ];
+    let per_batch = batches[0].sample_count();
+    let yaml = format!(
+        r#"
+receivers:
+  replay:
+exporters:
+  sentry:
+    dsn: {dsn}
+    retry_on_failure: {{initial_interval: 10ms, max_interval: 20ms, max_elapsed_time: 10s}}
+    sending_queue: {{num_consumers: 1}}
+service:
+  telemetry: {{metrics: {{level: none}}}}
+  pipelines:
+    profiles: {{receivers: [replay], exporters: [sentry]}}
+"#,
+        dsn = mock.dsn()
+    );
+    let config = load_str(&yaml).unwrap();
+    let registry = Registry::default()
+        .receiver(Arc::new(Replay(Arc::new(Mutex::new(batches)))))
+        .exporter(crate::sentry::factory());
+    let graph = build(&config, &registry).unwrap();
+    let telemetry = Arc::new(Telemetry::new());
+    let svc = RunningService::start(graph, RuntimeOptions::default(), telemetry.clone())
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    svc.shutdown_with(Duration::from_secs(20)).await;
+
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 5, "A twice, B twice, C once");
+    assert_eq!(reqs[0].chunk_key(), reqs[1].chunk_key(), "A retried");
+    assert_eq!(
+        reqs[2].chunk_key(),
+        reqs[3].chunk_key(),
+        "B retried after the limit"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(50),
+        "waited for the rate limit"
+    );
+    assert_eq!(telemetry.accepted("replay"), 3 * per_batch);
+    assert_eq!(telemetry.sent("sentry"), 2 * per_batch, "A and B");
+    assert_eq!(telemetry.send_failed("sentry"), per_batch, "C, not retried");
+    assert_eq!(telemetry.exporter_dropped_total("sentry"), 0);
+    // Every sample accounted for exactly once.
+    assert_eq!(
+        telemetry.accepted("replay"),
+        telemetry.sent("sentry")
+            + telemetry.send_failed("sentry")
+            + telemetry.exporter_dropped_total("sentry")
+    );
+}

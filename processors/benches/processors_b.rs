@@ -1,0 +1,137 @@
+//! `thread_pruning` and `sampling` on a 100k-sample, 20k-stack request,
+//! against the prost decode every request pays anyway.
+//!
+//! `cargo bench -p profcol-processors --bench processors_b -- --warm-up-time 1 --measurement-time 3`
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use prost::Message;
+
+use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, Verdict};
+use profcol_pipeline::config::{ComponentConfig, Kind};
+use profcol_pipeline::model::synth;
+use profcol_pipeline::proto::ProfilesData;
+use profcol_pipeline::telemetry::Telemetry;
+use profcol_pipeline::ProfileBatch;
+
+/// The binary's allocator: freeing the `Vec`s of merged or dropped samples
+/// is a large part of this work, and mimalloc frees several times faster.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const SAMPLES: usize = 100_000;
+const STACKS: usize = 20_000;
+
+fn processor(factory: &dyn ProcessorFactory, yaml: &str) -> Box<dyn Processor> {
+    let cfg =
+        ComponentConfig::from_yaml(Kind::Processor, factory.type_name(), yaml).expect("config");
+    factory.create(&cfg).expect("valid config")
+}
+
+fn bench_processor(c: &mut Criterion, name: &str, batch: &ProfileBatch, mut p: Box<dyn Processor>) {
+    let telemetry = Telemetry::new();
+    let mut g = c.benchmark_group("processors_b");
+    g.throughput(Throughput::Elements(SAMPLES as u64));
+    g.bench_function(name, |b| {
+        b.iter_batched(
+            || batch.clone(),
+            |mut batch| {
+                let mut ctx = ProcessContext::new("bench", name, &telemetry);
+                let v = p.process(&mut batch, &mut ctx);
+                (v == Verdict::Keep, batch)
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+}
+
+fn processors(c: &mut Criterion) {
+    let data = synth::request(SAMPLES, STACKS);
+    let bytes = Bytes::from(data.encode_to_vec());
+    let batch = ProfileBatch::decode(bytes.clone()).expect("decode");
+    // Ten resources of one profile each, for per-profile decisions.
+    let ten = synth::Config {
+        samples: SAMPLES,
+        stacks: STACKS,
+        resources: 10,
+        ..synth::Config::default()
+    }
+    .build();
+    let ten = ProfileBatch::decode(Bytes::from(ten.encode_to_vec())).expect("decode");
+    println!(
+        "request: {} bytes, {} samples, {} stacks",
+        bytes.len(),
+        SAMPLES,
+        batch.dictionary().stack_table.len()
+    );
+
+    {
+        let mut g = c.benchmark_group("processors_b");
+        g.throughput(Throughput::Elements(SAMPLES as u64));
+        g.bench_function("prost_decode", |b| {
+            b.iter(|| ProfilesData::decode(&bytes[..]).unwrap())
+        });
+        g.finish();
+    }
+
+    let tp = profcol_processors::thread_pruning::factory();
+    bench_processor(c, "thread_pruning_default", &batch, processor(&*tp, "{}"));
+    bench_processor(
+        c,
+        "thread_pruning_rename",
+        &batch,
+        processor(
+            &*tp,
+            r#"
+rename_threads:
+  - pattern: 'worker-\d+'
+    replacement: 'worker-*'
+"#,
+        ),
+    );
+    bench_processor(
+        c,
+        "thread_pruning_drop_and_min",
+        &batch,
+        processor(
+            &*tp,
+            r#"
+drop_threads: ['worker-1\d']
+min_samples_per_thread: 2
+"#,
+        ),
+    );
+
+    let s = profcol_processors::sampling::factory();
+    bench_processor(
+        c,
+        "sampling_trace_50",
+        &batch,
+        processor(
+            &*s,
+            "{sampling_percentage: 50, mode: trace, fail_closed: false}",
+        ),
+    );
+    bench_processor(
+        c,
+        "sampling_trace_50_fail_closed",
+        &batch,
+        processor(&*s, "{sampling_percentage: 50, mode: trace}"),
+    );
+    bench_processor(
+        c,
+        "sampling_session_50_ten_resources",
+        &ten,
+        processor(&*s, "{sampling_percentage: 50, mode: session}"),
+    );
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20).warm_up_time(Duration::from_secs(1));
+    targets = processors
+}
+criterion_main!(benches);

@@ -1,0 +1,72 @@
+//! Processor `dictionary_dedup`: rebuilds the batch's dictionary by value
+//! (strings, then mappings, functions, locations, stacks, attributes, links),
+//! so equal entries share one index and, with `gc`, unreferenced entries go;
+//! resolves reference-based attributes; with `merge_samples`, combines samples
+//! of one identity. The resolved view never changes and the encoded size
+//! never grows (beyond the strings that resolving references copies).
+//!
+//! Events: `bytes_before`, `bytes_after`, `entries_removed`,
+//! `samples_merged`, `references_resolved`.
+
+mod config;
+mod dedup;
+mod merge;
+#[cfg(test)]
+pub(crate) mod testdata;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, Verdict};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+use profcol_pipeline::model::ProfileBatch;
+
+pub use config::DictionaryDedupConfig;
+pub use dedup::{dedup_batch, dedup_data, Outcome};
+pub use merge::merge_observations;
+
+pub struct DictionaryDedupFactory;
+
+impl ProcessorFactory for DictionaryDedupFactory {
+    fn type_name(&self) -> &'static str {
+        "dictionary_dedup"
+    }
+
+    fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Processor>, ConfigErrors> {
+        let c: DictionaryDedupConfig = cfg.decode()?;
+        Ok(Box::new(DictionaryDedup { cfg: c }))
+    }
+}
+
+pub fn factory() -> Arc<dyn ProcessorFactory> {
+    Arc::new(DictionaryDedupFactory)
+}
+
+pub struct DictionaryDedup {
+    cfg: DictionaryDedupConfig,
+}
+
+impl DictionaryDedup {
+    pub fn new(cfg: DictionaryDedupConfig) -> Self {
+        Self { cfg }
+    }
+}
+
+impl Processor for DictionaryDedup {
+    fn process(&mut self, batch: &mut ProfileBatch, ctx: &mut ProcessContext) -> Verdict {
+        let out = dedup_batch(batch, &self.cfg);
+        ctx.event("bytes_before", out.bytes_before);
+        ctx.event("bytes_after", out.bytes_after);
+        for (event, n) in [
+            ("entries_removed", out.entries_removed()),
+            ("samples_merged", out.samples_merged),
+            ("references_resolved", out.references_resolved),
+        ] {
+            if n > 0 {
+                ctx.event(event, n);
+            }
+        }
+        Verdict::Keep
+    }
+}
