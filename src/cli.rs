@@ -38,6 +38,15 @@ pub enum Command {
     Validate,
     /// List the component types this build knows.
     Components,
+    /// Run pipeline tests: recorded payloads through a config, checked per exporter.
+    Test {
+        /// Test files (YAML); see README "Testing pipelines".
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Rewrite snapshot files instead of comparing with them.
+        #[arg(long)]
+        update: bool,
+    },
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
@@ -52,6 +61,7 @@ pub fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(Command::Validate) => validate(&cli.config),
+        Some(Command::Test { ref files, update }) => test(files, update),
         None => run(cli),
     }
 }
@@ -95,6 +105,31 @@ fn validate(paths: &[PathBuf]) -> ExitCode {
             }
             ExitCode::FAILURE
         }
+    }
+}
+
+fn test(files: &[PathBuf], update: bool) -> ExitCode {
+    // Components' warnings (a failed export, say) explain failures.
+    init_logs("warn");
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let summary = rt.block_on(crate::harness::run_files(
+        files,
+        update,
+        &mut std::io::stdout(),
+    ));
+    if summary.failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }
 

@@ -14,5 +14,6 @@ pub fn registry() -> Registry {
         .exporter(profcol_exporters::debug::factory())
         .exporter(profcol_exporters::sentry::factory())
         .exporter(profcol_exporters::pprof::factory())
+        .exporter(profcol_exporters::file::factory())
         .extension(crate::health_check::factory())
 }

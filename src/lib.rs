@@ -4,4 +4,5 @@
 pub mod app;
 pub mod cli;
 pub mod components;
+pub mod harness;
 pub mod health_check;

@@ -1,4 +1,5 @@
 //! Conversions between OTLP profiles and other formats. Pure: no I/O.
 
+pub mod otlp_json;
 pub mod pprof;
 pub mod sentry;

@@ -1,0 +1,117 @@
+use std::sync::Arc;
+
+use bytes::Bytes;
+use profcol_pipeline::component::ExporterContext;
+use profcol_pipeline::config::{ComponentConfig, Kind};
+use profcol_pipeline::telemetry::Telemetry;
+use profcol_pipeline::ProfileBatch;
+
+use super::*;
+
+fn component(yaml: &str) -> ComponentConfig {
+    ComponentConfig::from_yaml(Kind::Exporter, "file", yaml).unwrap()
+}
+
+fn batch(name: &str) -> Arc<ProfileBatch> {
+    let p = format!(
+        "{}/../tests/fixtures/otlp/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    Arc::new(ProfileBatch::decode(Bytes::from(std::fs::read(p).unwrap())).unwrap())
+}
+
+fn ctx() -> ExporterContext {
+    ExporterContext {
+        id: "file".into(),
+        telemetry: Arc::new(Telemetry::new()),
+    }
+}
+
+#[test]
+fn config_defaults_and_errors() {
+    let err = factory()
+        .create(&component("{}"))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("exporters::file::path: is required"), "{err}");
+    let c: FileExporterConfig = component("{path: /tmp/x.jsonl}").decode().unwrap();
+    assert_eq!(c.format, Format::Json);
+    assert!(!c.append);
+    let c: FileExporterConfig = component("{path: p, format: proto, append: true}")
+        .decode()
+        .unwrap();
+    assert_eq!((c.format, c.append), (Format::Proto, true));
+    let err = component("{path: p, formt: json}")
+        .decode::<FileExporterConfig>()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("exporters::file") && err.contains("formt"),
+        "{err}"
+    );
+    let err = component("{path: p, format: xml}")
+        .decode::<FileExporterConfig>()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("exporters::file::format"), "{err}");
+}
+
+async fn write_and_read(format: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sub/out");
+    let yaml = format!("{{path: {}, format: {format}}}", path.display());
+    let (exp, _) = factory().create(&component(&yaml)).unwrap();
+    let inputs = [
+        batch("minimal-request.bin"),
+        batch("two-resources-request.bin"),
+    ];
+    exp.start(&ctx()).await.unwrap();
+    for b in &inputs {
+        exp.export(b.clone(), &ctx()).await.unwrap();
+    }
+    let got = read_requests(&std::fs::read(&path).unwrap()).unwrap();
+    let want: Vec<_> = inputs.iter().map(|b| b.data().clone()).collect();
+    assert_eq!(got, want);
+}
+
+#[tokio::test]
+async fn json_lines_read_back_as_written() {
+    write_and_read("json").await;
+}
+
+#[tokio::test]
+async fn length_prefixed_proto_reads_back_as_written() {
+    write_and_read("proto").await;
+}
+
+#[tokio::test]
+async fn start_truncates_unless_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out.bin");
+    for (append, want) in [(false, 1), (true, 2)] {
+        let yaml = format!(
+            "{{path: {}, format: proto, append: {append}}}",
+            path.display()
+        );
+        let (exp, _) = factory().create(&component(&yaml)).unwrap();
+        exp.start(&ctx()).await.unwrap();
+        exp.export(batch("minimal-request.bin"), &ctx())
+            .await
+            .unwrap();
+        assert_eq!(
+            read_requests(&std::fs::read(&path).unwrap()).unwrap().len(),
+            want
+        );
+    }
+}
+
+#[test]
+fn broken_files_are_errors() {
+    assert!(read_requests(&[0, 0, 0, 9, 1])
+        .unwrap_err()
+        .contains("declares 9 bytes"));
+    assert!(read_requests(b"{\"resourceProfiles\": [}\n")
+        .unwrap_err()
+        .starts_with("line 1"));
+}

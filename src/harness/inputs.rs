@@ -1,0 +1,252 @@
+//! Reading recorded payloads and sending them to a running receiver the way
+//! their client did: OTLP over gRPC, Sentry envelopes over HTTP.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_client::ProfilesServiceClient;
+use profcol_pipeline::proto::{ExportProfilesServiceRequest, ProfilesData};
+use prost::Message;
+
+use super::spec::InputFormat;
+
+/// A payload ready to send.
+pub enum Payload {
+    /// One or more OTLP requests (a `file` exporter output holds several).
+    Otlp(Vec<ExportProfilesServiceRequest>),
+    Sentry(HttpRequest),
+}
+
+/// An HTTP request to replay against a Sentry receiver.
+pub struct HttpRequest {
+    pub path: String,
+    pub query: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// Headers that describe the original connection, not the request.
+const HOP_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "connection",
+    "transfer-encoding",
+    "keep-alive",
+    "expect",
+];
+
+pub fn load(path: &Path, format: Option<InputFormat>) -> anyhow::Result<Payload> {
+    let format = format
+        .or_else(|| InputFormat::guess(path))
+        .with_context(|| {
+            format!(
+                "{}: cannot tell the format from the name; set `format:` \
+                 (otlp_proto, otlp_json, otlp_file, sentry_envelope, sentry_request, pprof)",
+                path.display()
+            )
+        })?;
+    let read = |p: &Path| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
+    let otlp = |data: ProfilesData| ExportProfilesServiceRequest {
+        resource_profiles: data.resource_profiles,
+        dictionary: data.dictionary,
+    };
+    Ok(match format {
+        InputFormat::OtlpProto => {
+            let req = ExportProfilesServiceRequest::decode(read(path)?.as_slice())
+                .with_context(|| format!("{}: not an OTLP protobuf request", path.display()))?;
+            Payload::Otlp(vec![req])
+        }
+        InputFormat::OtlpJson => {
+            let data = profcol_pipeline::formats::otlp_json::decode(&read(path)?)
+                .with_context(|| format!("{}: not an OTLP/JSON request", path.display()))?;
+            Payload::Otlp(vec![otlp(data)])
+        }
+        InputFormat::OtlpFile => {
+            let all = profcol_exporters::file::read_requests(&read(path)?)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            Payload::Otlp(all.into_iter().map(otlp).collect())
+        }
+        InputFormat::Pprof => {
+            let profile = profcol_pipeline::formats::pprof::decode_pprof(&read(path)?)
+                .map_err(|e| anyhow::anyhow!("{}: not a pprof profile: {e}", path.display()))?;
+            let data = profcol_pipeline::formats::pprof::pprof_to_otlp(&profile)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            Payload::Otlp(vec![otlp(data)])
+        }
+        InputFormat::SentryEnvelope => {
+            let body = read(path)?;
+            // A recording's meta next to it gives the path, query and auth.
+            let meta = sibling(path, ".envelope", ".meta.json").filter(|m| m.exists());
+            let mut req = match meta {
+                Some(m) => request_from_meta(&m)?,
+                None => HttpRequest {
+                    path: "/api/1/envelope/".into(),
+                    query: String::new(),
+                    headers: Vec::new(),
+                    body: Vec::new(),
+                },
+            };
+            // The `.envelope` is the decoded body.
+            req.headers
+                .retain(|(k, _)| !k.eq_ignore_ascii_case("content-encoding"));
+            req.body = body;
+            Payload::Sentry(req)
+        }
+        InputFormat::SentryRequest => {
+            let meta = sibling(path, ".body.bin", ".meta.json").unwrap_or_else(|| path.to_owned());
+            let mut req = request_from_meta(&meta)?;
+            let raw = sibling(&meta, ".meta.json", ".body.bin").filter(|p| p.exists());
+            let decoded = sibling(&meta, ".meta.json", ".envelope").filter(|p| p.exists());
+            match (raw, decoded) {
+                // The body as sent, still compressed as its headers say.
+                (Some(raw), _) => req.body = read(&raw)?,
+                (None, Some(env)) => {
+                    req.headers
+                        .retain(|(k, _)| !k.eq_ignore_ascii_case("content-encoding"));
+                    req.body = read(&env)?;
+                }
+                (None, None) => bail!(
+                    "{}: no NNNN.body.bin or NNNN.envelope next to the meta",
+                    meta.display()
+                ),
+            }
+            Payload::Sentry(req)
+        }
+    })
+}
+
+/// `dir/0001.body.bin` -> `dir/0001.meta.json`.
+fn sibling(path: &Path, from: &str, to: &str) -> Option<PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    let stem = name.strip_suffix(from)?;
+    Some(path.with_file_name(format!("{stem}{to}")))
+}
+
+fn request_from_meta(meta: &Path) -> anyhow::Result<HttpRequest> {
+    let text = std::fs::read(meta).with_context(|| format!("reading {}", meta.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&text).with_context(|| format!("{}: not JSON", meta.display()))?;
+    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_owned();
+    let headers = v
+        .get("headers")
+        .and_then(|h| h.as_array())
+        .map(|list| {
+            list.iter()
+                .filter_map(|pair| {
+                    let k = pair.get(0)?.as_str()?;
+                    let val = pair.get(1)?.as_str()?;
+                    (!HOP_HEADERS.contains(&k.to_ascii_lowercase().as_str()))
+                        .then(|| (k.to_owned(), val.to_owned()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let path = match s("path") {
+        p if p.is_empty() => "/api/1/envelope/".to_owned(),
+        p => p,
+    };
+    Ok(HttpRequest {
+        path,
+        query: s("query"),
+        headers,
+        body: Vec::new(),
+    })
+}
+
+/// Where a receiver listens and which protocol it speaks.
+#[derive(Debug, Clone)]
+pub enum Target {
+    Otlp(u16),
+    Sentry {
+        port: u16,
+        /// A key the receiver accepts, for recordings whose key was redacted.
+        key: Option<String>,
+    },
+}
+
+pub async fn send(target: &Target, payload: Payload, what: &str) -> anyhow::Result<()> {
+    match (target, payload) {
+        (Target::Otlp(port), Payload::Otlp(requests)) => {
+            let mut client = ProfilesServiceClient::connect(format!("http://127.0.0.1:{port}"))
+                .await
+                .context("connecting to the OTLP receiver")?
+                .max_encoding_message_size(usize::MAX);
+            for req in requests {
+                let resp = client.export(req).await.map_err(|s| {
+                    anyhow::anyhow!("{what}: refused: {:?} {}", s.code(), s.message())
+                })?;
+                if let Some(p) = resp.into_inner().partial_success {
+                    if p.rejected_profiles > 0 || !p.error_message.is_empty() {
+                        bail!(
+                            "{what}: partial success: {} profiles rejected: {}",
+                            p.rejected_profiles,
+                            p.error_message
+                        );
+                    }
+                }
+            }
+            Ok(())
+        }
+        (Target::Sentry { port, key }, Payload::Sentry(req)) => {
+            let mut query = req.query.clone();
+            let has_key = |q: &str, hs: &[(String, String)]| {
+                let redacted = |s: &str| s.contains("REDACTED");
+                (q.contains("sentry_key=") && !redacted(q))
+                    || hs.iter().any(|(k, v)| {
+                        (k.eq_ignore_ascii_case("x-sentry-auth")
+                            || k.eq_ignore_ascii_case("authorization"))
+                            && !redacted(v)
+                    })
+            };
+            let mut headers = req.headers.clone();
+            if let Some(key) = key {
+                if !has_key(&query, &headers) {
+                    headers.retain(|(k, _)| {
+                        !k.eq_ignore_ascii_case("x-sentry-auth")
+                            && !k.eq_ignore_ascii_case("authorization")
+                    });
+                    query = strip_param(&query, "sentry_key");
+                    headers.push((
+                        "X-Sentry-Auth".into(),
+                        format!(
+                            "Sentry sentry_key={key}, sentry_version=7, sentry_client=profcol-test"
+                        ),
+                    ));
+                }
+            }
+            let mut url = format!("http://127.0.0.1:{port}{}", req.path);
+            if !query.is_empty() {
+                url.push('?');
+                url.push_str(&query);
+            }
+            let mut builder = reqwest::Client::new().post(url).body(req.body);
+            for (k, v) in &headers {
+                builder = builder.header(k.as_str(), v.as_str());
+            }
+            let resp = builder
+                .send()
+                .await
+                .context("sending to the Sentry receiver")?;
+            let status = resp.status();
+            if !status.is_success() {
+                let body = resp.text().await.unwrap_or_default();
+                bail!("{what}: refused with {status}: {body}");
+            }
+            Ok(())
+        }
+        (Target::Otlp(_), Payload::Sentry(_)) => {
+            bail!("{what}: an OTLP receiver takes OTLP or pprof input, not a Sentry request")
+        }
+        (Target::Sentry { .. }, Payload::Otlp(_)) => {
+            bail!("{what}: a Sentry receiver takes Sentry envelopes, not OTLP or pprof")
+        }
+    }
+}
+
+fn strip_param(query: &str, name: &str) -> String {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty() && p.split('=').next() != Some(name))
+        .collect::<Vec<_>>()
+        .join("&")
+}

@@ -1,0 +1,111 @@
+//! Points a config at the test run: receivers on free loopback ports, the
+//! `sentry` exporter at the local envelope sink, `pprof` into scratch space.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::bail;
+use serde_yaml_ng::{Mapping, Value};
+
+use super::inputs::Target;
+
+pub struct Patched {
+    pub yaml: Value,
+    /// Receiver id -> where it will listen.
+    pub receivers: BTreeMap<String, Target>,
+}
+
+pub fn pprof_dir(scratch: &Path, exporter_id: &str) -> PathBuf {
+    scratch.join(exporter_id.replace('/', "_"))
+}
+
+pub fn patch(mut yaml: Value, scratch: &Path, sentry_port: u16) -> anyhow::Result<Patched> {
+    let Some(root) = yaml.as_mapping_mut() else {
+        bail!("the config's top level must be a map");
+    };
+    let mut receivers = BTreeMap::new();
+    if let Some(section) = root.get_mut("receivers").and_then(Value::as_mapping_mut) {
+        for (id, body) in section.iter_mut() {
+            let Some(id) = id.as_str() else { continue };
+            let port = free_port()?;
+            let endpoint = Value::from(format!("127.0.0.1:{port}"));
+            match type_of(id) {
+                "otlp" => {
+                    let grpc = child(child(body, "protocols"), "grpc");
+                    set(grpc, "endpoint", endpoint);
+                    receivers.insert(id.to_owned(), Target::Otlp(port));
+                }
+                "sentry" => {
+                    set(body, "endpoint", endpoint);
+                    receivers.insert(id.to_owned(), Target::Sentry { port, key: None });
+                }
+                _ => {}
+            }
+        }
+    }
+    if let Some(section) = root.get_mut("exporters").and_then(Value::as_mapping_mut) {
+        for (id, body) in section.iter_mut() {
+            let Some(id) = id.as_str() else { continue };
+            match type_of(id) {
+                "sentry" => {
+                    let key = "harness";
+                    let project = project_id(body).unwrap_or_else(|| "1".into());
+                    let dsn = format!("http://{key}@127.0.0.1:{sentry_port}/{project}");
+                    set(body, "dsn", Value::from(dsn));
+                }
+                "pprof" => {
+                    let dir = pprof_dir(scratch, id);
+                    set(
+                        body,
+                        "directory",
+                        Value::from(dir.to_string_lossy().into_owned()),
+                    );
+                    set(body, "create_directory", Value::from(true));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(Patched { yaml, receivers })
+}
+
+fn type_of(id: &str) -> &str {
+    id.split('/').next().unwrap_or(id)
+}
+
+/// The project id at the end of the exporter's DSN, when it is literal.
+fn project_id(body: &Value) -> Option<String> {
+    let dsn = body.get("dsn")?.as_str()?;
+    let last = dsn.trim_end_matches('/').rsplit('/').next()?;
+    last.chars()
+        .all(|c| c.is_ascii_digit())
+        .then(|| last.to_owned())
+}
+
+/// The map under `key`, created when missing or null.
+fn child<'a>(v: &'a mut Value, key: &str) -> &'a mut Value {
+    if !v.is_mapping() {
+        *v = Value::Mapping(Mapping::new());
+    }
+    let m = v.as_mapping_mut().expect("just made a map");
+    let entry = m.entry(Value::from(key)).or_insert(Value::Null);
+    if !entry.is_mapping() {
+        *entry = Value::Mapping(Mapping::new());
+    }
+    entry
+}
+
+fn set(v: &mut Value, key: &str, value: Value) {
+    if !v.is_mapping() {
+        *v = Value::Mapping(Mapping::new());
+    }
+    v.as_mapping_mut()
+        .expect("just made a map")
+        .insert(Value::from(key), value);
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}

@@ -1,0 +1,168 @@
+//! `profcol test`: this repository's pipeline tests, and the harness itself.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn profcol(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_profcol"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn repo(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+/// tests/pipelines/*.yaml cover config.yaml and each processor.
+#[test]
+fn the_repository_pipeline_tests_pass() {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(repo("tests/pipelines"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 2);
+    let mut args = vec!["test".to_owned()];
+    args.extend(files.iter().map(|p| p.display().to_string()));
+    let out = Command::new(env!("CARGO_BIN_EXE_profcol"))
+        .args(&args)
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains(" passed, 0 failed"), "{t}");
+}
+
+/// A test file in a scratch dir using the minimal OTLP request.
+fn scratch_test(expect: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        repo("tests/fixtures/otlp/minimal-request.bin"),
+        dir.path().join("min.binpb"),
+    )
+    .unwrap();
+    let file = dir.path().join("t.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+config:
+  receivers: {{ otlp: {{}} }}
+  exporters: {{ debug: {{}} }}
+  service: {{ pipelines: {{ profiles: {{ receivers: [otlp], exporters: [debug] }} }} }}
+tests:
+  - name: minimal
+    inputs: [{{ receiver: otlp, file: min.binpb }}]
+    expect:
+      debug:
+{expect}
+"#
+        ),
+    )
+    .unwrap();
+    (dir, file)
+}
+
+/// The minimal request's folded stacks, as the resolved view prints them.
+fn minimal_stacks() -> Vec<(String, i64)> {
+    let req = common::request("otlp/minimal-request.bin");
+    let data = profcol_pipeline::proto::request_into_data(req);
+    profcol_pipeline::model::resolved::folded(&data)
+        .into_iter()
+        .flat_map(|p| p.samples.into_iter())
+        .collect()
+}
+
+#[test]
+fn a_passing_and_a_failing_test_file() {
+    let (line, value) = minimal_stacks().into_iter().next().unwrap();
+    let (_d, ok) = scratch_test(&format!(
+        "        profiles: 1\n        samples: 3\n        stacks: [\"{line} {value}\"]\n        absent_stacks: [\"no;such;stack\"]\n        attributes: [service.name=holdout-minimal]\n"
+    ));
+    let out = profcol(&["test", ok.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("1 passed, 0 failed"), "{}", text(&out));
+
+    let stack = line.split(' ').next().unwrap().to_owned();
+    let (_d, bad) = scratch_test(&format!(
+        "        samples: 4\n        stacks: [\"{stack} {}\", \"main;nowhere\"]\n",
+        value + 1
+    ));
+    let out = profcol(&["test", bad.to_str().unwrap()]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(t.contains("expected 4 samples, got 3"), "{t}");
+    assert!(
+        t.contains(&format!(
+            "stack \"{stack}\": expected {}, got {value}",
+            value + 1
+        )),
+        "{t}"
+    );
+    assert!(t.contains("missing stack \"main;nowhere\""), "{t}");
+    assert!(t.contains("0 passed, 1 failed"), "{t}");
+}
+
+#[test]
+fn update_writes_the_snapshot_then_it_is_compared() {
+    let (dir, file) = scratch_test("        snapshot: snap/min.txt\n");
+    let f = file.to_str().unwrap();
+    let out = profcol(&["test", f]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("--update"), "{}", text(&out));
+
+    let out = profcol(&["test", "--update", f]);
+    assert!(out.status.success(), "{}", text(&out));
+    let snap = std::fs::read_to_string(dir.path().join("snap/min.txt")).unwrap();
+    let (line, value) = minimal_stacks().into_iter().next().unwrap();
+    assert!(
+        snap.contains(&format!("{line} {value}")) || snap.contains(&line),
+        "{snap}"
+    );
+    assert!(profcol(&["test", f]).status.success());
+
+    // A changed snapshot fails with a diff naming both sides.
+    std::fs::write(
+        dir.path().join("snap/min.txt"),
+        snap.replace(&line, "main;changed"),
+    )
+    .unwrap();
+    let out = profcol(&["test", f]);
+    let t = text(&out);
+    assert!(!out.status.success());
+    assert!(
+        t.contains("-") && t.contains("main;changed") && t.contains(&line),
+        "{t}"
+    );
+}
+
+#[test]
+fn bad_test_files_and_inputs_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("t.yaml");
+    std::fs::write(&f, "config: {}\ntests:\n  - name: x\n    inputz: []\n").unwrap();
+    let out = profcol(&["test", f.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("inputz"), "{}", text(&out));
+
+    let (_d, file) = scratch_test("        profiles: 1\n");
+    let yaml = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("min.binpb", "missing.binpb");
+    std::fs::write(&file, yaml).unwrap();
+    let out = profcol(&["test", file.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("missing.binpb"), "{}", text(&out));
+}
