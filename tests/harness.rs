@@ -166,3 +166,72 @@ fn bad_test_files_and_inputs_are_reported() {
     assert!(!out.status.success());
     assert!(text(&out).contains("missing.binpb"), "{}", text(&out));
 }
+
+/// Traffic recorded by `record_to` replays through `profcol test` to the
+/// same result as the original requests.
+#[test]
+fn a_recorded_capture_replays_to_what_was_captured() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let fixtures = repo("tests/fixtures");
+    let config = |record: bool| {
+        let rec = |sub: &str| {
+            if record {
+                format!(", record_to: {}", d.join(sub).display())
+            } else {
+                String::new()
+            }
+        };
+        format!(
+            "  receivers: {{ sentry: {{ keys: [publickey]{} }}, otlp: {{ {} }} }}\n  exporters: {{ debug: {{}} }}\n  service: {{ pipelines: {{ profiles: {{ receivers: [sentry, otlp], exporters: [debug] }} }} }}\n",
+            rec("rec-sentry"),
+            rec("rec-otlp").trim_start_matches(", "),
+        )
+    };
+    let capture = d.join("capture.yaml");
+    std::fs::write(
+        &capture,
+        format!(
+            "config:\n{}tests:\n  - name: capture\n    inputs:\n      - {{ receiver: sentry, file: {} }}\n      - {{ receiver: otlp, file: {} }}\n    expect:\n      debug: {{ snapshot: snap.txt }}\n",
+            config(true),
+            fixtures.join("sentry-node/manual/0001.meta.json").display(),
+            fixtures.join("otlp/minimal-request.bin").display(),
+        ),
+    )
+    .unwrap();
+    let out = profcol(&["test", "--update", capture.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    // Byte for byte what the receivers parsed, secrets redacted.
+    let recorded = std::fs::read(d.join("rec-sentry/0001.envelope")).unwrap();
+    assert_eq!(
+        recorded,
+        std::fs::read(fixtures.join("sentry-node/manual/0001.envelope")).unwrap()
+    );
+    let meta = std::fs::read_to_string(d.join("rec-sentry/0001.meta.json")).unwrap();
+    assert!(
+        meta.contains("sentry_key=REDACTED") && !meta.contains("sentry_key=publickey"),
+        "{meta}"
+    );
+    assert!(!meta.contains("\"content-encoding\""), "{meta}");
+    let sent = common::request("otlp/minimal-request.bin");
+    let got = std::fs::read(d.join("rec-otlp/0001.binpb")).unwrap();
+    assert_eq!(
+        <opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest as prost::Message>::decode(got.as_slice()).unwrap(),
+        sent
+    );
+
+    // The redacted key is replaced by the receiver's first `keys` entry.
+    let replay = d.join("replay.yaml");
+    std::fs::write(
+        &replay,
+        format!(
+            "config:\n{}tests:\n  - name: replay\n    inputs:\n      - {{ receiver: sentry, file: rec-sentry/0001.meta.json }}\n      - {{ receiver: otlp, file: rec-otlp/0001.binpb }}\n    expect:\n      debug: {{ snapshot: snap.txt }}\n",
+            config(false),
+        ),
+    )
+    .unwrap();
+    let out = profcol(&["test", replay.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("1 passed, 0 failed"), "{}", text(&out));
+}

@@ -2,4 +2,5 @@
 
 pub mod endpoint;
 pub mod otlp;
+pub mod record;
 pub mod sentry;

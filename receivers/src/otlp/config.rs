@@ -3,10 +3,24 @@ use serde::{Deserialize, Serialize};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
 /// `receivers: otlp:` — the Collector's names; only gRPC carries profiles here.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OtlpReceiverConfig {
     pub protocols: Protocols,
+    /// Directory where every accepted request is recorded (see `record`).
+    pub record_to: Option<String>,
+    /// Recordings kept in `record_to`; the oldest go first. 0: no limit.
+    pub record_max_files: usize,
+}
+
+impl Default for OtlpReceiverConfig {
+    fn default() -> Self {
+        Self {
+            protocols: Protocols::default(),
+            record_to: None,
+            record_max_files: 1000,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -68,6 +82,7 @@ impl OtlpReceiverConfig {
                 ),
             );
         }
+        crate::record::validate(self.record_to.as_deref(), cfg, &mut errs);
         if g.transport != "tcp" {
             errs.push(
                 key("transport"),

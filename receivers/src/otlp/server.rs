@@ -42,11 +42,20 @@ impl Receiver for OtlpReceiver {
         let listener =
             crate::endpoint::bind(&g.endpoint, &format!("receivers::{}", ctx.id)).await?;
         tracing::info!(receiver = %ctx.id, endpoint = %g.endpoint, "OTLP gRPC receiver listening");
+        let recorder = match &self.cfg.record_to {
+            Some(dir) => Some(crate::record::Recorder::start(
+                std::path::Path::new(dir),
+                self.cfg.record_max_files,
+                &ctx.id,
+            )?),
+            None => None,
+        };
         let svc = ProfilesService {
             handler: Arc::new(Handler {
                 id: ctx.id.clone(),
                 output: ctx.output.clone(),
                 telemetry: ctx.telemetry.clone(),
+                recorder,
             }),
             max_recv_bytes: (g.max_recv_msg_size_mib as usize) << 20,
         };
@@ -85,6 +94,7 @@ struct Handler {
     id: String,
     output: Output,
     telemetry: Arc<Telemetry>,
+    recorder: Option<crate::record::Recorder>,
 }
 
 impl Handler {
@@ -93,13 +103,18 @@ impl Handler {
         req: Request<Received>,
     ) -> Result<Response<ExportProfilesServiceResponse>, Status> {
         let client_addr = req.remote_addr();
+        // gRPC metadata as HTTP/2 headers, for `record_to`.
+        let headers = self
+            .recorder
+            .as_ref()
+            .map(|_| req.metadata().clone().into_headers());
         let Received { data, bytes } = req.into_inner();
         let data = data.map_err(|msg| {
             self.telemetry
                 .receiver_refused(&self.id, "grpc", 0, "malformed");
             Status::invalid_argument(msg)
         })?;
-        let mut batch = ProfileBatch::from_encoded(data, bytes);
+        let mut batch = ProfileBatch::from_encoded(data, bytes.clone());
         batch.meta.transport = "grpc";
         batch.meta.client_addr = client_addr;
         if let Err(e) = validate(batch.data()) {
@@ -110,9 +125,23 @@ impl Handler {
             )));
         }
         match self.output.consume(batch) {
-            Ok(()) => Ok(Response::new(ExportProfilesServiceResponse {
-                partial_success: None,
-            })),
+            Ok(()) => {
+                if let (Some(r), Some(h)) = (&self.recorder, headers) {
+                    r.record(crate::record::Recording {
+                        method: "POST",
+                        path: EXPORT_PATH.to_owned(),
+                        query: String::new(),
+                        http_version: "HTTP/2.0".to_owned(),
+                        headers: crate::record::headers(&h),
+                        transport: "grpc",
+                        body: bytes,
+                        ext: "binpb",
+                    });
+                }
+                Ok(Response::new(ExportProfilesServiceResponse {
+                    partial_success: None,
+                }))
+            }
             Err(e @ ConsumeError::TooLarge { .. }) => {
                 Err(Status::resource_exhausted(e.to_string()))
             }

@@ -19,6 +19,10 @@ pub struct SentryReceiverConfig {
     pub service_name: Option<String>,
     /// Keep each Sentry payload in the profile's `original_payload`.
     pub include_original_payload: bool,
+    /// Directory where every accepted envelope is recorded (see `record`).
+    pub record_to: Option<String>,
+    /// Recordings kept in `record_to`; the oldest go first. 0: no limit.
+    pub record_max_files: usize,
 }
 
 /// A project id written as a number or a string.
@@ -48,6 +52,8 @@ impl Default for SentryReceiverConfig {
             project_ids: Vec::new(),
             service_name: None,
             include_original_payload: false,
+            record_to: None,
+            record_max_files: 1000,
         }
     }
 }
@@ -64,6 +70,7 @@ impl SentryReceiverConfig {
                 "must be greater than 0",
             );
         }
+        crate::record::validate(self.record_to.as_deref(), cfg, &mut errs);
         if self.max_item_size == 0 {
             errs.push(cfg.key_path("max_item_size"), "must be greater than 0");
         }

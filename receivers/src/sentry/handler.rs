@@ -28,6 +28,7 @@ pub struct Handler {
     output: Output,
     telemetry: Arc<Telemetry>,
     allowed_projects: Vec<String>,
+    recorder: Option<crate::record::Recorder>,
 }
 
 /// An HTTP answer in Relay's shapes.
@@ -63,6 +64,35 @@ impl Handler {
             output,
             telemetry,
             allowed_projects,
+            recorder: None,
+        }
+    }
+
+    /// Records every accepted envelope (`record_to`).
+    pub fn with_recorder(mut self, recorder: Option<crate::record::Recorder>) -> Self {
+        self.recorder = recorder;
+        self
+    }
+
+    fn record(
+        &self,
+        project_id: &str,
+        query: Option<&str>,
+        headers: &HeaderMap,
+        version: http::Version,
+        body: Vec<u8>,
+    ) {
+        if let Some(r) = &self.recorder {
+            r.record(crate::record::Recording {
+                method: "POST",
+                path: format!("/api/{project_id}/envelope/"),
+                query: crate::record::query(query),
+                http_version: format!("{version:?}"),
+                headers: crate::record::headers(headers),
+                transport: "http",
+                body: crate::record::redact_envelope(body.into()),
+                ext: "envelope",
+            });
         }
     }
 
@@ -76,6 +106,7 @@ impl Handler {
         project_id: &str,
         query: Option<&str>,
         headers: &HeaderMap,
+        version: http::Version,
         body: axum::body::Body,
     ) -> Reply {
         if project_id.is_empty() || !project_id.bytes().all(|b| b.is_ascii_digit()) {
@@ -224,6 +255,7 @@ impl Handler {
             .map(str::to_owned)
             .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
         if converted.is_empty() {
+            self.record(project_id, query, headers, version, bytes);
             return ok(&event_id);
         }
         let data = merge_all(converted.into_iter().map(|c| c.data));
@@ -234,7 +266,10 @@ impl Handler {
             envelope_header: envelope.header.clone(),
         };
         match self.output.consume(batch) {
-            Ok(()) => ok(&event_id),
+            Ok(()) => {
+                self.record(project_id, query, headers, version, bytes);
+                ok(&event_id)
+            }
             Err(ConsumeError::Full { retry_after }) => {
                 let secs = retry_after.as_secs().max(1);
                 let mut r = error(

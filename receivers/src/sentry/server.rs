@@ -35,10 +35,11 @@ async fn envelope(
     State(h): State<Arc<Handler>>,
     Path(project_id): Path<String>,
     RawQuery(query): RawQuery,
+    version: axum::http::Version,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Reply {
-    h.handle(&project_id, query.as_deref(), &headers, body)
+    h.handle(&project_id, query.as_deref(), &headers, version, body)
         .await
 }
 
@@ -55,12 +56,23 @@ impl Receiver for SentryReceiver {
         let listener =
             crate::endpoint::bind(&self.cfg.endpoint, &format!("receivers::{}", ctx.id)).await?;
         tracing::info!(receiver = %ctx.id, endpoint = %self.cfg.endpoint, "Sentry envelope receiver listening");
-        let handler = Arc::new(Handler::new(
-            self.cfg,
-            ctx.id.clone(),
-            ctx.output.clone(),
-            ctx.telemetry.clone(),
-        ));
+        let recorder = match &self.cfg.record_to {
+            Some(dir) => Some(crate::record::Recorder::start(
+                std::path::Path::new(dir),
+                self.cfg.record_max_files,
+                &ctx.id,
+            )?),
+            None => None,
+        };
+        let handler = Arc::new(
+            Handler::new(
+                self.cfg,
+                ctx.id.clone(),
+                ctx.output.clone(),
+                ctx.telemetry.clone(),
+            )
+            .with_recorder(recorder),
+        );
         let app = router(handler);
         Ok(tokio::spawn(async move {
             let r = axum::serve(listener, app)
