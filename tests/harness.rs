@@ -235,3 +235,47 @@ fn a_recorded_capture_replays_to_what_was_captured() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("1 passed, 0 failed"), "{}", text(&out));
 }
+
+/// What the `file` exporter writes, in either format, is `profcol test` input.
+#[tokio::test]
+async fn file_exporter_output_is_test_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port();
+    let (json, proto) = (dir.path().join("out.jsonl"), dir.path().join("out.binpb"));
+    let yaml = format!(
+        "receivers: {{ otlp: {{ protocols: {{ grpc: {{ endpoint: \"127.0.0.1:{port}\" }} }} }} }}\n\
+         exporters:\n  file/json: {{ path: {} }}\n  file/proto: {{ path: {}, format: proto }}\n\
+         service:\n  telemetry: {{ metrics: {{ level: none }} }}\n  pipelines: {{ profiles: {{ receivers: [otlp], exporters: [file/json, file/proto] }} }}\n",
+        json.display(),
+        proto.display()
+    );
+    let svc = profcol::app::start_str(&yaml, Default::default())
+        .await
+        .unwrap();
+    let mut c = common::client(port).await;
+    for name in ["otlp/minimal-request.bin", "otlp/two-resources-request.bin"] {
+        c.export(common::request(name)).await.unwrap();
+    }
+    drop(c);
+    svc.shutdown().await;
+
+    let test = dir.path().join("t.yaml");
+    for (file, format) in [(&json, ""), (&proto, ", format: otlp_file")] {
+        std::fs::write(
+            &test,
+            format!(
+                "config:\n  receivers: {{ otlp: {{}} }}\n  exporters: {{ debug: {{}} }}\n  service: {{ pipelines: {{ profiles: {{ receivers: [otlp], exporters: [debug] }} }} }}\n\
+                 tests:\n  - name: replay\n    inputs: [{{ receiver: otlp, file: {}{format} }}]\n    expect:\n      debug: {{ profiles: 3, samples: 8, attributes: [service.name=holdout-b] }}\n",
+                file.display()
+            ),
+        )
+        .unwrap();
+        let out = tokio::task::spawn_blocking({
+            let t = test.clone();
+            move || profcol(&["test", t.to_str().unwrap()])
+        })
+        .await
+        .unwrap();
+        assert!(out.status.success(), "{}: {}", file.display(), text(&out));
+    }
+}

@@ -426,3 +426,58 @@ fn config_defaults_and_errors() {
     assert!(err.starts_with("receivers::sentry"), "{err}");
     assert!(err.contains("max_item_sise"), "{err}");
 }
+
+#[tokio::test]
+async fn record_to_keeps_accepted_envelopes_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tx, _rx) = mpsc::channel(8);
+    let telemetry = Arc::new(Telemetry::new());
+    let output = Output::new(
+        "sentry",
+        vec![tx],
+        Arc::new(Semaphore::new(1 << 30)),
+        1 << 30,
+        telemetry.clone(),
+    );
+    let recorder = crate::record::Recorder::start(dir.path(), 10, "sentry").unwrap();
+    let handler = Handler::new(
+        SentryReceiverConfig::default(),
+        "sentry".into(),
+        output,
+        telemetry,
+    )
+    .with_recorder(Some(recorder));
+    let app = router(Arc::new(handler));
+
+    let (status, _, _) = send(&app, post("/api/1/envelope/", &[], "not an envelope")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let envelope = std::fs::read(fixtures().join("sentry-python/manual/0001.envelope")).unwrap();
+    let auth = "Sentry sentry_key=secretkey, sentry_version=7";
+    let req = post(
+        "/api/1/envelope/",
+        &[("content-encoding", "gzip"), ("x-sentry-auth", auth)],
+        gzip(&envelope),
+    );
+    let (status, _, _) = send(&app, req).await;
+    assert_eq!(status, StatusCode::OK);
+    drop(app); // the recorder finishes writing when the handler goes
+
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(
+        std::fs::read(dir.path().join("0001.envelope")).unwrap(),
+        envelope
+    );
+    let meta = std::fs::read_to_string(dir.path().join("0001.meta.json")).unwrap();
+    assert!(
+        !meta.contains("secretkey") && meta.contains("sentry_key=REDACTED"),
+        "{meta}"
+    );
+    assert!(
+        meta.contains("x-profcol-original-content-encoding"),
+        "{meta}"
+    );
+}
