@@ -98,28 +98,15 @@ fn validate(paths: &[PathBuf]) -> ExitCode {
             println!("config is valid");
             ExitCode::SUCCESS
         }
-        Err(errs) => {
-            eprintln!("invalid configuration ({} errors):", errs.0.len());
-            for e in &errs.0 {
-                eprintln!("  {e}");
-            }
-            ExitCode::FAILURE
-        }
+        Err(errs) => invalid(&errs),
     }
 }
 
 fn test(files: &[PathBuf], update: bool) -> ExitCode {
     // Components' warnings (a failed export, say) explain failures.
     init_logs("warn");
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(rt) = runtime() else {
+        return ExitCode::FAILURE;
     };
     let summary = rt.block_on(crate::harness::run_files(
         files,
@@ -131,6 +118,22 @@ fn test(files: &[PathBuf], update: bool) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+fn invalid(errs: &profcol_pipeline::config::ConfigErrors) -> ExitCode {
+    eprintln!("invalid configuration ({} errors):", errs.0.len());
+    for e in &errs.0 {
+        eprintln!("  {e}");
+    }
+    ExitCode::FAILURE
+}
+
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| eprintln!("error: cannot start the async runtime: {e}"))
+        .ok()
 }
 
 fn init_logs(level: &str) {
@@ -148,24 +151,11 @@ fn run(cli: Cli) -> ExitCode {
     }
     let (cfg, graph) = match crate::app::load(&cli.config) {
         Ok(v) => v,
-        Err(errs) => {
-            eprintln!("invalid configuration ({} errors):", errs.0.len());
-            for e in &errs.0 {
-                eprintln!("  {e}");
-            }
-            return ExitCode::FAILURE;
-        }
+        Err(errs) => return invalid(&errs),
     };
     init_logs(&cfg.service.telemetry.logs_level);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(rt) = runtime() else {
+        return ExitCode::FAILURE;
     };
     let opts = RuntimeOptions {
         memory_limit_bytes: cli.memory_limit_mib.saturating_mul(1 << 20),

@@ -35,3 +35,19 @@ pub fn data_into_request(data: ProfilesData) -> ExportProfilesServiceRequest {
         dictionary: data.dictionary,
     }
 }
+
+/// What a `ProfilesData` without a dictionary refers to: every index 0.
+static EMPTY_DICTIONARY: ProfilesDictionary = ProfilesDictionary {
+    mapping_table: Vec::new(),
+    location_table: Vec::new(),
+    function_table: Vec::new(),
+    link_table: Vec::new(),
+    string_table: Vec::new(),
+    attribute_table: Vec::new(),
+    stack_table: Vec::new(),
+};
+
+/// The dictionary of `data`, or an empty one.
+pub fn dictionary_of(data: &ProfilesData) -> &ProfilesDictionary {
+    data.dictionary.as_ref().unwrap_or(&EMPTY_DICTIONARY)
+}

@@ -214,12 +214,16 @@ pub async fn send(target: &Target, payload: Payload, what: &str) -> anyhow::Resu
                     ));
                 }
             }
+            let mut body = req.body;
+            if let Some(key) = key {
+                body = unredact_dsn(body, key, &headers);
+            }
             let mut url = format!("http://127.0.0.1:{port}{}", req.path);
             if !query.is_empty() {
                 url.push('?');
                 url.push_str(&query);
             }
-            let mut builder = reqwest::Client::new().post(url).body(req.body);
+            let mut builder = reqwest::Client::new().post(url).body(body);
             for (k, v) in &headers {
                 builder = builder.header(k.as_str(), v.as_str());
             }
@@ -243,10 +247,49 @@ pub async fn send(target: &Target, payload: Payload, what: &str) -> anyhow::Resu
     }
 }
 
+/// A recording's envelope `dsn` names the key `REDACTED`; with the key the
+/// receiver accepts in its place, the envelope agrees with the auth header.
+/// Only the header line of an uncompressed body is touched.
+fn unredact_dsn(body: Vec<u8>, key: &str, headers: &[(String, String)]) -> Vec<u8> {
+    if headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("content-encoding"))
+    {
+        return body;
+    }
+    let end = body.iter().position(|b| *b == b'\n').unwrap_or(body.len());
+    let marker = b"//REDACTED@";
+    let Some(at) = body[..end].windows(marker.len()).position(|w| w == marker) else {
+        return body;
+    };
+    let mut out = Vec::with_capacity(body.len() + key.len());
+    out.extend_from_slice(&body[..at + 2]);
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(&body[at + marker.len() - 1..]);
+    out
+}
+
 fn strip_param(query: &str, name: &str) -> String {
     query
         .split('&')
         .filter(|p| !p.is_empty() && p.split('=').next() != Some(name))
         .collect::<Vec<_>>()
         .join("&")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_redacted_dsn_gets_the_replay_key() {
+        let env =
+            b"{\"dsn\":\"https://REDACTED@o1.ingest.sentry.io/42\"}\n{\"type\":\"session\"}\n{}"
+                .to_vec();
+        let out = unredact_dsn(env.clone(), "k3y", &[]);
+        assert!(out.starts_with(b"{\"dsn\":\"https://k3y@o1.ingest.sentry.io/42\"}\n"));
+        assert!(out.ends_with(b"\n{\"type\":\"session\"}\n{}"));
+        let gz = [("Content-Encoding".to_owned(), "gzip".to_owned())];
+        assert_eq!(unredact_dsn(env.clone(), "k3y", &gz), env);
+    }
 }

@@ -90,16 +90,7 @@ impl ProfileBatch {
     }
 
     pub fn dictionary(&self) -> &ProfilesDictionary {
-        static EMPTY: ProfilesDictionary = ProfilesDictionary {
-            mapping_table: Vec::new(),
-            location_table: Vec::new(),
-            function_table: Vec::new(),
-            link_table: Vec::new(),
-            string_table: Vec::new(),
-            attribute_table: Vec::new(),
-            stack_table: Vec::new(),
-        };
-        self.data.dictionary.as_ref().unwrap_or(&EMPTY)
+        crate::proto::dictionary_of(&self.data)
     }
 
     /// The received bytes, if nothing changed the data since.

@@ -65,16 +65,7 @@ impl fmt::Display for Problem {
 /// Checks every index of `data` against its table and the invariants of the
 /// dictionary and of samples. Returns the first problem found.
 pub fn validate(data: &ProfilesData) -> Result<(), ValidationError> {
-    static EMPTY: ProfilesDictionary = ProfilesDictionary {
-        mapping_table: Vec::new(),
-        location_table: Vec::new(),
-        function_table: Vec::new(),
-        link_table: Vec::new(),
-        string_table: Vec::new(),
-        attribute_table: Vec::new(),
-        stack_table: Vec::new(),
-    };
-    let dict = data.dictionary.as_ref().unwrap_or(&EMPTY);
+    let dict = crate::proto::dictionary_of(data);
     let lens = PerTable::lens(dict);
     zero_values(dict)?;
     dictionary(dict, &lens)?;

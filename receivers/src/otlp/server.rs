@@ -42,14 +42,11 @@ impl Receiver for OtlpReceiver {
         let listener =
             crate::endpoint::bind(&g.endpoint, &format!("receivers::{}", ctx.id)).await?;
         tracing::info!(receiver = %ctx.id, endpoint = %g.endpoint, "OTLP gRPC receiver listening");
-        let recorder = match &self.cfg.record_to {
-            Some(dir) => Some(crate::record::Recorder::start(
-                std::path::Path::new(dir),
-                self.cfg.record_max_files,
-                &ctx.id,
-            )?),
-            None => None,
-        };
+        let recorder = crate::record::Recorder::for_config(
+            self.cfg.record_to.as_deref(),
+            self.cfg.record_max_files,
+            &ctx.id,
+        )?;
         let svc = ProfilesService {
             handler: Arc::new(Handler {
                 id: ctx.id.clone(),

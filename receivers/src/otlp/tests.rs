@@ -62,3 +62,162 @@ fn invalid_settings_name_their_key() {
         assert!(err.contains(want), "{yaml}: {err}");
     }
 }
+
+#[test]
+fn record_to_is_off_by_default_and_decodes() {
+    let c = decode("{}").unwrap();
+    assert_eq!((c.record_to.as_deref(), c.record_max_files), (None, 1000));
+    let c = decode("record_to: /var/lib/profcol/otlp\nrecord_max_files: 0\n").unwrap();
+    assert_eq!(
+        (c.record_to.as_deref(), c.record_max_files),
+        (Some("/var/lib/profcol/otlp"), 0)
+    );
+    let err = decode("record_to: \"\"\n").unwrap_err();
+    assert!(
+        err.contains("receivers::otlp::record_to: must be a directory"),
+        "{err}"
+    );
+    let err = decode("record_max_files: -1\n").unwrap_err();
+    assert!(err.contains("receivers::otlp"), "{err}");
+}
+
+mod record_to {
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_client::ProfilesServiceClient;
+    use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
+    use prost::Message;
+    use tokio::sync::{mpsc, Semaphore};
+    use tokio_util::sync::CancellationToken;
+    use tonic::codec::CompressionEncoding;
+
+    use profcol_pipeline::component::{Output, ReceiverContext};
+    use profcol_pipeline::config::{ComponentConfig, Kind};
+    use profcol_pipeline::telemetry::Telemetry;
+
+    fn fixture_request() -> ExportProfilesServiceRequest {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/otlp/minimal-request.bin");
+        ExportProfilesServiceRequest::decode(std::fs::read(path).unwrap().as_slice()).unwrap()
+    }
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    async fn wait_for(path: &Path) {
+        for _ in 0..500 {
+            if path.exists() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{} was not written", path.display());
+    }
+
+    /// The receiver started from YAML, as the service starts it; a gzip
+    /// request with metadata is recorded decompressed, secrets redacted.
+    #[tokio::test]
+    async fn accepted_requests_are_recorded_as_binpb_refused_ones_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec_dir = dir.path().join("captures/otlp");
+        let port = free_port();
+        let yaml = format!(
+            "protocols: {{grpc: {{endpoint: \"127.0.0.1:{port}\"}}}}\nrecord_to: {}\n",
+            rec_dir.display()
+        );
+        let cfg = ComponentConfig::from_yaml(Kind::Receiver, "otlp/prod", &yaml).unwrap();
+        let receiver = super::super::factory().create(&cfg).unwrap();
+        let (tx, mut rx) = mpsc::channel(8);
+        let telemetry = Arc::new(Telemetry::new());
+        let shutdown = CancellationToken::new();
+        let ctx = ReceiverContext {
+            id: "otlp/prod".into(),
+            output: Output::new(
+                "otlp/prod",
+                vec![tx],
+                Arc::new(Semaphore::new(1 << 30)),
+                1 << 30,
+                telemetry.clone(),
+            ),
+            shutdown: shutdown.clone(),
+            telemetry,
+        };
+        let task = receiver.start(ctx).await.unwrap();
+        assert!(rec_dir.is_dir(), "record_to is created at start");
+
+        let mut client = ProfilesServiceClient::connect(format!("http://127.0.0.1:{port}"))
+            .await
+            .unwrap()
+            .send_compressed(CompressionEncoding::Gzip);
+        // Refused by validation: not recorded.
+        let mut invalid = fixture_request();
+        invalid.resource_profiles[0].scope_profiles[0].profiles[0].samples[0].stack_index = 999;
+        let status = client.export(invalid).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+
+        let sent = fixture_request();
+        let mut req = tonic::Request::new(sent.clone());
+        let md = req.metadata_mut();
+        md.insert("authorization", "Bearer s3cr3t".parse().unwrap());
+        md.insert("x-scope-orgid", "tenant-1".parse().unwrap());
+        client.export(req).await.unwrap();
+        assert!(rx.recv().await.is_some());
+
+        wait_for(&rec_dir.join("0001.meta.json")).await;
+        assert_eq!(
+            std::fs::read(rec_dir.join("0001.binpb")).unwrap(),
+            sent.encode_to_vec(),
+            "the decompressed request, byte for byte"
+        );
+        let meta: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(rec_dir.join("0001.meta.json")).unwrap())
+                .unwrap();
+        assert_eq!(meta["seq"], 1);
+        assert_eq!(meta["method"], "POST");
+        assert_eq!(
+            meta["path"],
+            "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
+        );
+        assert_eq!(meta["query"], "");
+        assert_eq!(meta["receiver"], "otlp/prod");
+        assert_eq!(meta["transport"], "grpc");
+        assert_eq!(meta["body"], "0001.binpb");
+        let headers: Vec<(String, String)> =
+            serde_json::from_value(meta["headers"].clone()).unwrap();
+        let get = |k: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(get("authorization"), Some("REDACTED"), "{headers:?}");
+        assert_eq!(get("x-scope-orgid"), Some("tenant-1"), "{headers:?}");
+        assert_eq!(
+            get("x-profcol-original-grpc-encoding"),
+            Some("gzip"),
+            "{headers:?}"
+        );
+        assert_eq!(get("grpc-encoding"), None, "{headers:?}");
+        assert_eq!(get("content-length"), None, "{headers:?}");
+
+        drop(client);
+        shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .unwrap()
+            .unwrap();
+        let mut names: Vec<String> = std::fs::read_dir(&rec_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["0001.binpb", "0001.meta.json"]);
+    }
+}

@@ -56,14 +56,11 @@ impl Receiver for SentryReceiver {
         let listener =
             crate::endpoint::bind(&self.cfg.endpoint, &format!("receivers::{}", ctx.id)).await?;
         tracing::info!(receiver = %ctx.id, endpoint = %self.cfg.endpoint, "Sentry envelope receiver listening");
-        let recorder = match &self.cfg.record_to {
-            Some(dir) => Some(crate::record::Recorder::start(
-                std::path::Path::new(dir),
-                self.cfg.record_max_files,
-                &ctx.id,
-            )?),
-            None => None,
-        };
+        let recorder = crate::record::Recorder::for_config(
+            self.cfg.record_to.as_deref(),
+            self.cfg.record_max_files,
+            &ctx.id,
+        )?;
         let handler = Arc::new(
             Handler::new(
                 self.cfg,

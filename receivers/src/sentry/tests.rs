@@ -427,10 +427,13 @@ fn config_defaults_and_errors() {
     assert!(err.contains("max_item_sise"), "{err}");
 }
 
-#[tokio::test]
-async fn record_to_keeps_accepted_envelopes_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let (tx, _rx) = mpsc::channel(8);
+/// A handler recording into `dir`, keeping `max_files`.
+/// The batches' receiver is returned to keep the inbox open.
+fn recording_app(
+    dir: &std::path::Path,
+    max_files: usize,
+) -> (axum::Router, mpsc::Receiver<Arc<ProfileBatch>>) {
+    let (tx, rx) = mpsc::channel(64);
     let telemetry = Arc::new(Telemetry::new());
     let output = Output::new(
         "sentry",
@@ -439,7 +442,7 @@ async fn record_to_keeps_accepted_envelopes_only() {
         1 << 30,
         telemetry.clone(),
     );
-    let recorder = crate::record::Recorder::start(dir.path(), 10, "sentry").unwrap();
+    let recorder = crate::record::Recorder::start(dir, max_files, "sentry").unwrap();
     let handler = Handler::new(
         SentryReceiverConfig::default(),
         "sentry".into(),
@@ -447,37 +450,188 @@ async fn record_to_keeps_accepted_envelopes_only() {
         telemetry,
     )
     .with_recorder(Some(recorder));
-    let app = router(Arc::new(handler));
+    (router(Arc::new(handler)), rx)
+}
 
+fn file_names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+fn read_meta(dir: &std::path::Path, seq: &str) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join(format!("{seq}.meta.json"))).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn record_to_keeps_accepted_envelopes_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, _rx) = recording_app(dir.path(), 10);
+
+    // Refused requests are not recorded.
     let (status, _, _) = send(&app, post("/api/1/envelope/", &[], "not an envelope")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    let envelope = std::fs::read(fixtures().join("sentry-python/manual/0001.envelope")).unwrap();
-    let auth = "Sentry sentry_key=secretkey, sentry_version=7";
+    let (status, _, _) = send(&app, post("/api/x/envelope/", &[], valid_envelope())).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    let envelope = valid_envelope();
+    let auth = "Sentry sentry_key=secretkey, sentry_version=7, sentry_client=sentry.python/2.75.0";
     let req = post(
-        "/api/1/envelope/",
-        &[("content-encoding", "gzip"), ("x-sentry-auth", auth)],
+        "/api/1/envelope/?sentry_version=7&sentry_key=querykey",
+        &[
+            ("user-agent", "sentry.python/2.75.0"),
+            ("content-encoding", "gzip"),
+            ("x-sentry-auth", auth),
+            ("cookie", "sid=c00kie"),
+        ],
         gzip(&envelope),
     );
     let (status, _, _) = send(&app, req).await;
     assert_eq!(status, StatusCode::OK);
     drop(app); // the recorder finishes writing when the handler goes
 
-    let names: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(file_names(dir.path()), ["0001.envelope", "0001.meta.json"]);
     assert_eq!(
         std::fs::read(dir.path().join("0001.envelope")).unwrap(),
-        envelope
+        envelope,
+        "the uncompressed body, byte for byte"
     );
-    let meta = std::fs::read_to_string(dir.path().join("0001.meta.json")).unwrap();
-    assert!(
-        !meta.contains("secretkey") && meta.contains("sentry_key=REDACTED"),
-        "{meta}"
+    let meta = read_meta(dir.path(), "0001");
+    let text = meta.to_string();
+    for secret in ["secretkey", "querykey", "c00kie"] {
+        assert!(!text.contains(secret), "{secret}: {meta:#}");
+    }
+    assert_eq!(meta["seq"], 1);
+    assert!(meta["time"].as_f64().is_some_and(|t| t > 1.7e9), "{meta:#}");
+    assert_eq!(meta["method"], "POST");
+    assert_eq!(meta["path"], "/api/1/envelope/");
+    assert_eq!(meta["query"], "sentry_version=7&sentry_key=REDACTED");
+    assert_eq!(meta["http_version"], "HTTP/1.1");
+    assert_eq!(meta["receiver"], "sentry");
+    assert_eq!(meta["transport"], "http");
+    assert_eq!(meta["body"], "0001.envelope");
+    let headers: Vec<(String, String)> = serde_json::from_value(meta["headers"].clone()).unwrap();
+    let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+    assert_eq!(
+        headers,
+        [
+            pair("user-agent", "sentry.python/2.75.0"),
+            pair("x-profcol-original-content-encoding", "gzip"),
+            pair(
+                "x-sentry-auth",
+                "Sentry sentry_key=REDACTED, sentry_version=7, sentry_client=sentry.python/2.75.0"
+            ),
+            pair("cookie", "REDACTED"),
+        ],
+        "arrival order, no content-encoding or content-length"
+    );
+}
+
+#[tokio::test]
+async fn record_to_redacts_only_the_key_in_an_envelope_dsn() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, _rx) = recording_app(dir.path(), 0);
+    let envelope = valid_envelope();
+    let items = &envelope[envelope.iter().position(|b| *b == b'\n').unwrap()..];
+    let header = r#"{"event_id":"9ec79c33ec9942ab8353589fcb2e04dc", "dsn":"http://publickey@localhost:3000/1","trace":{"public_key":"publickey","trace_id":"t"}}"#;
+    let sent = [header.as_bytes(), items].concat();
+    let (status, _, _) = send(&app, post("/api/1/envelope/", &[], sent)).await;
+    assert_eq!(status, StatusCode::OK);
+    drop(app);
+
+    let recorded = std::fs::read(dir.path().join("0001.envelope")).unwrap();
+    let want_header = r#"{"event_id":"9ec79c33ec9942ab8353589fcb2e04dc", "dsn":"http://REDACTED@localhost:3000/1","trace":{"public_key":"REDACTED","trace_id":"t"}}"#;
+    assert_eq!(
+        String::from_utf8_lossy(&recorded[..want_header.len()]),
+        want_header
     );
     assert!(
-        meta.contains("x-profcol-original-content-encoding"),
-        "{meta}"
+        recorded[want_header.len()..] == *items,
+        "every item byte is unchanged"
+    );
+}
+
+#[tokio::test]
+async fn record_to_rotates_and_continues_numbering() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, _rx) = recording_app(dir.path(), 2);
+    for _ in 0..3 {
+        let (status, _, _) = send(&app, post("/api/1/envelope/", &[], valid_envelope())).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    drop(app);
+    let kept = [
+        "0002.envelope",
+        "0002.meta.json",
+        "0003.envelope",
+        "0003.meta.json",
+    ];
+    assert_eq!(file_names(dir.path()), kept);
+    // A restart continues after the highest number instead of overwriting.
+    let (app, _rx) = recording_app(dir.path(), 2);
+    let (status, _, _) = send(&app, post("/api/1/envelope/", &[], valid_envelope())).await;
+    assert_eq!(status, StatusCode::OK);
+    drop(app);
+    assert_eq!(
+        file_names(dir.path()),
+        [
+            "0003.envelope",
+            "0003.meta.json",
+            "0004.envelope",
+            "0004.meta.json"
+        ]
+    );
+    assert_eq!(read_meta(dir.path(), "0004")["seq"], 4);
+}
+
+#[tokio::test]
+async fn record_to_config_and_start_up_errors() {
+    use profcol_pipeline::component::ReceiverContext;
+    use profcol_pipeline::config::{ComponentConfig, Kind};
+
+    let decode = |yaml: &str| {
+        let cfg = ComponentConfig::from_yaml(Kind::Receiver, "sentry/prod", yaml).unwrap();
+        let c: SentryReceiverConfig = cfg.decode().unwrap();
+        (cfg, c)
+    };
+    let (_, c) = decode("{}");
+    assert_eq!((c.record_to.as_deref(), c.record_max_files), (None, 1000));
+    let (cfg, c) = decode("record_to: \" \"\n");
+    let err = c.validate(&cfg).unwrap_err().to_string();
+    assert!(
+        err.contains("receivers::sentry/prod::record_to: must be a directory"),
+        "{err}"
+    );
+
+    // A directory that cannot be created fails the start, naming the key.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let (cfg, _) = decode(&format!(
+        "endpoint: 127.0.0.1:0\nrecord_to: {}\nrecord_max_files: 5\n",
+        file.join("rec").display()
+    ));
+    let receiver = super::factory().create(&cfg).unwrap();
+    let (tx, _rx) = mpsc::channel(1);
+    let telemetry = Arc::new(Telemetry::new());
+    let ctx = ReceiverContext {
+        id: "sentry/prod".into(),
+        output: Output::new(
+            "sentry/prod",
+            vec![tx],
+            Arc::new(Semaphore::new(1)),
+            1,
+            telemetry.clone(),
+        ),
+        shutdown: tokio_util::sync::CancellationToken::new(),
+        telemetry,
+    };
+    let err = receiver.start(ctx).await.err().unwrap().to_string();
+    assert!(
+        err.starts_with("receivers::sentry/prod::record_to: cannot create"),
+        "{err}"
     );
 }

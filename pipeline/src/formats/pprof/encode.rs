@@ -611,7 +611,7 @@ pub fn write_pprof<W: Write>(
     opts: &ToPprofOptions,
     out: W,
 ) -> Result<W, PprofError> {
-    let dict = data.dictionary.as_ref().unwrap_or(&super::EMPTY_DICTIONARY);
+    let dict = crate::proto::dictionary_of(data);
     let rp = data
         .resource_profiles
         .get(file.resource)

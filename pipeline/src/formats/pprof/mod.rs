@@ -29,17 +29,6 @@ pub use encode::{encode_pprof_gzip, to_pprof, write_pprof, write_pprof_gzip};
 pub use import::{decode_pprof, decode_pprof_limited, import_pprof, pprof_to_otlp};
 pub use plan::{plan_files, PprofFile, ProfileRef, SampleType};
 
-/// What a `ProfilesData` without a dictionary refers to.
-static EMPTY_DICTIONARY: crate::proto::ProfilesDictionary = crate::proto::ProfilesDictionary {
-    mapping_table: Vec::new(),
-    location_table: Vec::new(),
-    function_table: Vec::new(),
-    link_table: Vec::new(),
-    string_table: Vec::new(),
-    attribute_table: Vec::new(),
-    stack_table: Vec::new(),
-};
-
 /// gzip level used when none is configured: level 1 costs a fraction of the
 /// default 6 for files a few percent larger (see DESIGN.md, performance).
 pub const DEFAULT_GZIP_LEVEL: u32 = 1;

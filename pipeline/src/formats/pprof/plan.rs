@@ -148,7 +148,7 @@ pub fn plan_files(
     data: &ProfilesData,
     opts: &ToPprofOptions,
 ) -> Result<Vec<PprofFile>, PprofError> {
-    let dict = data.dictionary.as_ref().unwrap_or(&super::EMPTY_DICTIONARY);
+    let dict = crate::proto::dictionary_of(data);
     let mut files = Vec::new();
     for (r, rp) in data.resource_profiles.iter().enumerate() {
         // Flatten the resource's profiles so refs can be compared by position.

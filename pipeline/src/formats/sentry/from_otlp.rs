@@ -96,16 +96,7 @@ impl ChunkResult {
 
 /// Converts every Profile of `data` to chunks.
 pub fn otlp_to_chunks(data: &ProfilesData, opts: &ExportOptions) -> Vec<ChunkResult> {
-    static EMPTY: ProfilesDictionary = ProfilesDictionary {
-        mapping_table: Vec::new(),
-        location_table: Vec::new(),
-        function_table: Vec::new(),
-        link_table: Vec::new(),
-        string_table: Vec::new(),
-        attribute_table: Vec::new(),
-        stack_table: Vec::new(),
-    };
-    let dict = Dict(data.dictionary.as_ref().unwrap_or(&EMPTY));
+    let dict = Dict(crate::proto::dictionary_of(data));
     let mut out = Vec::new();
     for rp in &data.resource_profiles {
         let resource = rp.resource.as_ref().map_or(&[][..], |r| &r.attributes[..]);

@@ -3,15 +3,6 @@ use crate::proto::{
     ProfilesData, ProfilesDictionary, Stack,
 };
 
-static EMPTY_DICTIONARY: ProfilesDictionary = ProfilesDictionary {
-    mapping_table: Vec::new(),
-    location_table: Vec::new(),
-    function_table: Vec::new(),
-    link_table: Vec::new(),
-    string_table: Vec::new(),
-    attribute_table: Vec::new(),
-    stack_table: Vec::new(),
-};
 static ZERO_MAPPING: Mapping = Mapping {
     memory_start: 0,
     memory_limit: 0,
@@ -59,7 +50,7 @@ impl<'a> Lookup<'a> {
 
     /// The dictionary of `data`, or an empty one.
     pub fn of(data: &'a ProfilesData) -> Self {
-        Self::new(data.dictionary.as_ref().unwrap_or(&EMPTY_DICTIONARY))
+        Self::new(crate::proto::dictionary_of(data))
     }
 
     pub fn dictionary(&self) -> &'a ProfilesDictionary {
