@@ -7,7 +7,8 @@ mod config;
 #[cfg(test)]
 mod tests;
 
-use std::io::Write;
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -44,10 +45,12 @@ impl ExporterFactory for FileExporterFactory {
         let settings = c.settings();
         Ok((
             Arc::new(FileExporter {
-                path: PathBuf::from(&c.path),
-                format: c.format,
-                append: c.append,
-                file: Mutex::new(None),
+                inner: Arc::new(Inner {
+                    path: PathBuf::from(&c.path),
+                    format: c.format,
+                    append: c.append,
+                    file: Mutex::new(None),
+                }),
             }),
             settings,
         ))
@@ -55,44 +58,37 @@ impl ExporterFactory for FileExporterFactory {
 }
 
 pub struct FileExporter {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     path: PathBuf,
     format: Format,
     append: bool,
-    /// Opened at start; writes of one batch happen under the lock so
-    /// records never interleave.
-    file: Mutex<Option<std::fs::File>>,
+    /// Opened at start; one batch is written under the lock so records
+    /// never interleave.
+    file: Mutex<Option<File>>,
 }
 
-#[async_trait]
-impl Exporter for FileExporter {
-    async fn start(&self, _ctx: &ExporterContext) -> anyhow::Result<()> {
+impl Inner {
+    fn open(&self) -> std::io::Result<()> {
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir)?;
         }
-        // As the Collector: truncated at start unless `append`.
-        let file = std::fs::OpenOptions::new()
+        let file = OpenOptions::new()
             .create(true)
             .append(true)
-            .truncate(false)
-            .open(&self.path)
-            .and_then(|f| {
-                if !self.append {
-                    f.set_len(0)?;
-                }
-                Ok(f)
-            })
-            .map_err(|e| anyhow::anyhow!("opening {}: {e}", self.path.display()))?;
-        *self.file.lock().unwrap() = Some(file);
+            .open(&self.path)?;
+        // As the Collector: truncated at start unless `append`.
+        if !self.append {
+            file.set_len(0)?;
+        }
+        *self.file.lock().unwrap_or_else(|e| e.into_inner()) = Some(file);
         Ok(())
     }
 
-    async fn export(
-        &self,
-        batch: Arc<ProfileBatch>,
-        _ctx: &ExporterContext,
-    ) -> Result<u64, ExportError> {
-        let record = match self.format {
+    fn record(&self, batch: &ProfileBatch) -> Result<Vec<u8>, ExportError> {
+        Ok(match self.format {
             Format::Json => {
                 let mut line = otlp_json::encode(batch.data());
                 line.push(b'\n');
@@ -100,29 +96,78 @@ impl Exporter for FileExporter {
             }
             Format::Proto => {
                 let body = batch.encode_to_bytes();
-                let len = u32::try_from(body.len())
-                    .map_err(|_| ExportError::permanent("batch larger than 4 GiB"))?;
+                let len = u32::try_from(body.len()).map_err(|_| {
+                    ExportError::permanent("file exporter: batch larger than 4 GiB")
+                })?;
                 let mut out = Vec::with_capacity(4 + body.len());
                 out.extend_from_slice(&len.to_be_bytes());
                 out.extend_from_slice(&body);
                 out
             }
-        };
-        let path = self.path.clone();
-        let write = |f: &mut std::fs::File| f.write_all(&record).and_then(|_| f.flush());
-        let mut guard = self.file.lock().unwrap();
+        })
+    }
+
+    fn write(&self, batch: &ProfileBatch) -> Result<(), ExportError> {
+        let record = self.record(batch)?;
+        let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
         let file = guard
             .as_mut()
-            .ok_or_else(|| ExportError::permanent("file exporter used before start"))?;
-        write(file).map_err(|e| {
-            let msg = format!("file exporter: writing {}: {e}", path.display());
-            use std::io::ErrorKind::*;
+            .ok_or_else(|| ExportError::permanent("file exporter: used before start"))?;
+        let classify = |e: std::io::Error| {
+            let msg = format!("file exporter: writing {}: {e}", self.path.display());
             match e.kind() {
-                PermissionDenied | ReadOnlyFilesystem => ExportError::permanent(msg),
+                ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => {
+                    ExportError::permanent(msg)
+                }
                 _ => ExportError::retryable(msg),
             }
-        })?;
+        };
+        let before = file.metadata().map_err(classify)?.len();
+        if let Err(e) = file.write_all(&record).and_then(|_| file.flush()) {
+            // Cut a half-written record off, so a retry or the next batch
+            // does not follow torn bytes.
+            let _ = file.set_len(before);
+            return Err(classify(e));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Exporter for FileExporter {
+    /// Creates the parent directories and opens the file; a path that
+    /// cannot be written fails start-up, where it is easiest to see.
+    async fn start(&self, _ctx: &ExporterContext) -> anyhow::Result<()> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            inner.open().map_err(|e| {
+                anyhow::anyhow!("file exporter: opening {}: {e}", inner.path.display())
+            })
+        })
+        .await?
+    }
+
+    async fn export(
+        &self,
+        batch: Arc<ProfileBatch>,
+        _ctx: &ExporterContext,
+    ) -> Result<u64, ExportError> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || inner.write(&batch))
+            .await
+            .map_err(|e| {
+                ExportError::permanent(format!("file exporter: writer task failed: {e}"))
+            })??;
         Ok(0)
+    }
+
+    /// Closes the file once the queue has drained.
+    async fn shutdown(&self) {
+        let inner = self.inner.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            inner.file.lock().unwrap_or_else(|e| e.into_inner()).take()
+        })
+        .await;
     }
 }
 

@@ -57,6 +57,68 @@ fn config_defaults_and_errors() {
     assert!(err.contains("exporters::file::format"), "{err}");
 }
 
+#[test]
+fn full_config_decodes() {
+    let yaml = "{path: out/p.bin, format: proto, append: true, timeout: 2s,
+        retry_on_failure: {enabled: true, initial_interval: 1s},
+        sending_queue: {num_consumers: 2, queue_size: 50}}";
+    let cfg = component(yaml);
+    let c: FileExporterConfig = cfg.decode().unwrap();
+    assert_eq!(c.path, "out/p.bin");
+    assert_eq!((c.format, c.append), (Format::Proto, true));
+    let (_, s) = factory().create(&cfg).unwrap();
+    assert_eq!(s.timeout, std::time::Duration::from_secs(2));
+    assert!(s.retry_on_failure.enabled);
+    assert_eq!(s.retry_on_failure.initial_interval.get().as_secs(), 1);
+    assert_eq!(
+        (s.sending_queue.num_consumers, s.sending_queue.queue_size),
+        (2, 50)
+    );
+    // The Collector's fileexporter does not retry by default.
+    let (_, s) = factory().create(&component("{path: p}")).unwrap();
+    assert!(!s.retry_on_failure.enabled);
+    let err = factory()
+        .create(&component("{path: p, timeout: 0s}"))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("exporters::file::timeout"), "{err}");
+}
+
+#[tokio::test]
+async fn export_before_start_and_after_shutdown_is_permanent() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = format!("{{path: {}}}", dir.path().join("x").display());
+    let (exp, _) = factory().create(&component(&yaml)).unwrap();
+    let err = exp
+        .export(batch("minimal-request.bin"), &ctx())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ExportError::Permanent { .. }), "{err:?}");
+    exp.start(&ctx()).await.unwrap();
+    exp.export(batch("minimal-request.bin"), &ctx())
+        .await
+        .unwrap();
+    exp.shutdown().await;
+    assert!(exp
+        .export(batch("minimal-request.bin"), &ctx())
+        .await
+        .is_err());
+    let data = std::fs::read(dir.path().join("x")).unwrap();
+    assert_eq!(read_requests(&data).unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_path_that_cannot_be_opened_fails_start() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("file"), b"").unwrap();
+    // A parent that is a file.
+    let yaml = format!("{{path: {}}}", dir.path().join("file/out").display());
+    let (exp, _) = factory().create(&component(&yaml)).unwrap();
+    let err = exp.start(&ctx()).await.unwrap_err().to_string();
+    assert!(err.contains("file exporter: opening"), "{err}");
+}
+
 async fn write_and_read(format: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sub/out");

@@ -15,11 +15,10 @@ use std::time::SystemTime;
 
 use flate2::write::GzEncoder;
 
-use profcol_pipeline::formats::sentry::keys as k;
 use profcol_pipeline::formats::sentry::{
     otlp_to_chunks, write_envelope, ChunkResult, Dropped, ExportOptions,
 };
-use profcol_pipeline::proto::{any_value::Value, KeyValue, ProfilesData};
+use profcol_pipeline::proto::ProfilesData;
 
 use super::config::Compression;
 use super::rate_limits::category_for_platform;
@@ -89,11 +88,11 @@ pub fn encode(
         max_samples_per_chunk: opts.max_samples_per_chunk,
         max_chunk_duration_ns: opts.max_chunk_duration_ns,
         now_unix_nano,
+        default_platform: opts.platform.clone(),
         ..ExportOptions::default()
     };
     let results = otlp_to_chunks(data, &convert);
     let unit = Unit::of(data);
-    let default_platform = opts.platform.as_deref().filter(|_| !platform_stated(data));
     let mut out = Encoded::default();
     for mut r in results {
         for d in &r.dropped {
@@ -105,9 +104,6 @@ pub fn encode(
         };
         let index = out.envelopes.len();
         let mut changed = false;
-        if let Some(p) = default_platform {
-            changed |= replace(&mut chunk.platform, p);
-        }
         if let Some(e) = &opts.environment {
             changed |= replace_opt(&mut chunk.environment, e);
         }
@@ -142,14 +138,6 @@ fn add_dropped(out: &mut Vec<(&'static str, u64)>, reason: &'static str, n: u64)
         Some((_, total)) => *total += n,
         None => out.push((reason, n)),
     }
-}
-
-fn replace(field: &mut String, value: &str) -> bool {
-    if field == value {
-        return false;
-    }
-    value.clone_into(field);
-    true
 }
 
 fn replace_opt(field: &mut Option<String>, value: &str) -> bool {
@@ -220,55 +208,4 @@ impl Unit {
             Self::OtlpSamples => d.otlp_samples,
         }
     }
-}
-
-/// Whether the data names a platform the conversion uses (then `platform`
-/// does not apply): a profile's `sentry.platform`, a resource's
-/// `telemetry.sdk.language`, or the frame type of the first location with one.
-fn platform_stated(data: &ProfilesData) -> bool {
-    let Some(dict) = data.dictionary.as_ref() else {
-        return false;
-    };
-    let str_at = |i: i32| {
-        usize::try_from(i)
-            .ok()
-            .and_then(|i| dict.string_table.get(i))
-            .map_or("", String::as_str)
-    };
-    let attr_text = |indices: &[i32], key: &str| -> Option<String> {
-        indices.iter().find_map(|&i| {
-            let a = dict.attribute_table.get(usize::try_from(i).ok()?)?;
-            if str_at(a.key_strindex) != key {
-                return None;
-            }
-            match a.value.as_ref()?.value.as_ref()? {
-                Value::StringValue(s) => Some(s.clone()),
-                Value::StringValueStrindex(s) => Some(str_at(*s).to_owned()),
-                _ => None,
-            }
-        })
-    };
-    let language = |attrs: &[KeyValue]| {
-        attrs.iter().any(|kv| {
-            kv.key == k::SDK_LANGUAGE
-                && matches!(kv.value.as_ref().and_then(|v| v.value.as_ref()),
-                    Some(Value::StringValue(l)) if k::platform_from_language(l).is_some())
-        })
-    };
-    let from_frames = dict
-        .location_table
-        .iter()
-        .find_map(|l| attr_text(&l.attribute_indices, k::FRAME_TYPE))
-        .is_some_and(|ft| k::platform_from_frame_type(&ft).is_some());
-    if from_frames {
-        return true;
-    }
-    data.resource_profiles.iter().any(|rp| {
-        rp.resource
-            .as_ref()
-            .is_some_and(|r| language(&r.attributes))
-            || rp.scope_profiles.iter().flat_map(|s| &s.profiles).any(|p| {
-                attr_text(&p.attribute_indices, k::SENTRY_PLATFORM).is_some_and(|s| !s.is_empty())
-            })
-    })
 }

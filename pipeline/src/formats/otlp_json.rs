@@ -46,15 +46,23 @@ pub fn decode(json: &[u8]) -> Result<ProfilesData, OtlpJsonError> {
     let mut value: Value =
         serde_json::from_slice(json).map_err(|e| OtlpJsonError(e.to_string()))?;
     walk(&mut value, &|s| hex_to_base64(s));
-    let msg = DynamicMessage::deserialize_with_options(
-        REQUEST_DESCRIPTOR.clone(),
-        value,
-        &DeserializeOptions::new().deny_unknown_fields(false),
-    )
-    .map_err(|e| OtlpJsonError(e.to_string()))?;
+    let opts = DeserializeOptions::new().deny_unknown_fields(false);
+    let msg = DynamicMessage::deserialize_with_options(REQUEST_DESCRIPTOR.clone(), value, &opts)
+        .map_err(|e| located(json, &opts, e))?;
     let req = ExportProfilesServiceRequest::decode(msg.encode_to_vec().as_slice())
         .map_err(|e| OtlpJsonError(e.to_string()))?;
     Ok(crate::proto::request_into_data(req))
+}
+
+/// A `Value` has no positions, so a mapping error is found again on the
+/// text, where serde_json adds the line and column. Hex ids are valid base64,
+/// so that pass fails only where the first one did.
+fn located(json: &[u8], opts: &DeserializeOptions, first: serde_json::Error) -> OtlpJsonError {
+    let mut de = serde_json::Deserializer::from_slice(json);
+    match DynamicMessage::deserialize_with_options(REQUEST_DESCRIPTOR.clone(), &mut de, opts) {
+        Err(e) => OtlpJsonError(e.to_string()),
+        Ok(_) => OtlpJsonError(first.to_string()),
+    }
 }
 
 /// Encodes as OTLP/JSON: lowerCamelCase names, 64-bit integers as strings,
@@ -94,7 +102,8 @@ fn walk(v: &mut Value, fix: &dyn Fn(&str) -> Option<String>) {
     }
 }
 
-/// Hex of an 8- or 16-byte id to base64; anything else (already base64) is left.
+/// Hex of an 8- or 16-byte id to base64; anything else (already base64) is
+/// left. Base64 of such ids is 12 or 24 characters, so the two never mix up.
 fn hex_to_base64(s: &str) -> Option<String> {
     if !matches!(s.len(), 16 | 32) {
         return None;
@@ -172,9 +181,16 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("line 3"), "{e}");
+        let e = decode(b"{\"resourceProfiles\": [{\"scopeProfiles\": [{\"profiles\": [\n  {\"samples\": [{\"values\": [\"x\"]}]}]}]}]}")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("invalid OTLP/JSON") && e.contains("line 2 column"),
+            "{e}"
+        );
         let e = decode(br#"{"resourceProfiles": 5}"#)
             .unwrap_err()
             .to_string();
-        assert!(e.starts_with("invalid OTLP/JSON"), "{e}");
+        assert!(e.contains("line 1 column"), "{e}");
     }
 }

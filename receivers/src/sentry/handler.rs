@@ -332,9 +332,13 @@ impl Handler {
             let ty = item.item_type();
             let result = match ty {
                 "profile_chunk" => sentry::chunk_to_otlp(item.payload, item.platform(), &opts),
-                "profile" => {
-                    sentry::profile_v1_to_otlp(item.payload, transaction, &envelope.header, &opts)
-                }
+                "profile" => sentry::profile_v1_to_otlp(
+                    item.payload,
+                    item.platform(),
+                    transaction,
+                    &envelope.header,
+                    &opts,
+                ),
                 "transaction" if has_profile => {
                     self.telemetry.receiver_item(&self.id, ty, "used");
                     continue;

@@ -119,18 +119,28 @@ fn sentry_samples(b: &ProfileBatch) -> u64 {
 #[tokio::test]
 async fn recorded_envelopes_are_accepted_and_converted() {
     // (fixture, Sentry samples in the payload, event id the SDK set)
-    for (rel, samples) in [
-        ("sentry-python/manual/0001", 1085u64),
-        ("sentry-node/manual/0001", 475),
-        ("sentry-python/v1/0001", 498),
+    for (rel, samples, event_id) in [
+        ("sentry-python/manual/0001", 1085u64, None),
+        ("sentry-node/manual/0001", 475, None),
+        (
+            "sentry-python/v1/0001",
+            498,
+            Some("7fc428df13c34d1e90c82c67fb037c90"),
+        ),
     ] {
         let mut h = harness(SentryReceiverConfig::default(), 8);
         let (status, _, body) = send(&h.app, recorded(rel)).await;
         assert_eq!(status, StatusCode::OK, "{rel}: {body}");
-        assert!(
-            body["id"].as_str().is_some_and(|id| id.len() == 32),
-            "{rel}: {body}"
-        );
+        let id = body["id"].as_str().unwrap_or_default();
+        match event_id {
+            // The envelope's event_id, as Relay answers.
+            Some(e) => assert_eq!(id, e, "{rel}"),
+            // None in the header: a fresh one.
+            None => assert!(
+                id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+                "{rel}: {body}"
+            ),
+        }
         let batch = h.rx.try_recv().expect("one batch per envelope");
         validate(batch.data()).unwrap();
         assert_eq!(batch.profile_count(), 1, "{rel}");
@@ -202,8 +212,14 @@ async fn bad_input_gets_its_status_and_reason_and_the_next_envelope_is_accepted(
         " ".repeat(60 << 20)
     );
 
-    // (case, request, status, item outcome counted)
-    let cases: Vec<(&str, Request<Body>, StatusCode, Option<&str>)> = vec![
+    // (case, request, status, (item type, outcome) counted)
+    type Case = (
+        &'static str,
+        Request<Body>,
+        StatusCode,
+        (&'static str, &'static str),
+    );
+    let cases: Vec<Case> = vec![
         (
             "truncated gzip",
             post(
@@ -212,7 +228,7 @@ async fn bad_input_gets_its_status_and_reason_and_the_next_envelope_is_accepted(
                 truncated,
             ),
             StatusCode::BAD_REQUEST,
-            None,
+            ("envelope", "malformed"),
         ),
         (
             "gzip bomb",
@@ -222,7 +238,7 @@ async fn bad_input_gets_its_status_and_reason_and_the_next_envelope_is_accepted(
                 bomb,
             ),
             StatusCode::PAYLOAD_TOO_LARGE,
-            None,
+            ("envelope", "too_large"),
         ),
         (
             "length past the end",
@@ -232,25 +248,25 @@ async fn bad_input_gets_its_status_and_reason_and_the_next_envelope_is_accepted(
                 "{}\n{\"type\":\"profile_chunk\",\"length\":5000}\n{}\n",
             ),
             StatusCode::BAD_REQUEST,
-            None,
+            ("envelope", "malformed"),
         ),
         (
             "invalid envelope header",
             post("/api/1/envelope/", &[AUTH], "{not json\n"),
             StatusCode::BAD_REQUEST,
-            None,
+            ("envelope", "malformed"),
         ),
         (
             "invalid item JSON",
             post("/api/1/envelope/", &[AUTH], item("{\"version\":\"2\",")),
             StatusCode::OK,
-            Some("profiling_invalid_json"),
+            ("profile_chunk", "profiling_invalid_json"),
         ),
         (
             "unknown stack id",
             post("/api/1/envelope/", &[AUTH], item(&unknown_stack)),
             StatusCode::OK,
-            Some("profiling_malformed_samples"),
+            ("profile_chunk", "profiling_malformed_samples"),
         ),
         (
             "wrong key",
@@ -260,25 +276,25 @@ async fn bad_input_gets_its_status_and_reason_and_the_next_envelope_is_accepted(
                 envelope.clone(),
             ),
             StatusCode::UNAUTHORIZED,
-            None,
+            ("envelope", "unauthorized"),
         ),
         (
             "no key",
             post("/api/1/envelope/", &[], envelope.clone()),
             StatusCode::UNAUTHORIZED,
-            None,
+            ("envelope", "unauthorized"),
         ),
         (
             "60 MiB item",
             post("/api/1/envelope/", &[AUTH], big_item),
             StatusCode::OK,
-            Some("profiling_too_large"),
+            ("profile_chunk", "profiling_too_large"),
         ),
         (
             "empty body",
             post("/api/1/envelope/", &[AUTH], ""),
             StatusCode::BAD_REQUEST,
-            None,
+            ("envelope", "malformed"),
         ),
         (
             "unknown encoding",
@@ -288,7 +304,7 @@ async fn bad_input_gets_its_status_and_reason_and_the_next_envelope_is_accepted(
                 envelope.clone(),
             ),
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            None,
+            ("envelope", "unsupported_encoding"),
         ),
         (
             "dsn for another project",
@@ -301,16 +317,17 @@ async fn bad_input_gets_its_status_and_reason_and_the_next_envelope_is_accepted(
                 ),
             ),
             StatusCode::BAD_REQUEST,
-            None,
+            ("envelope", "dsn_mismatch"),
         ),
         (
             "non-numeric project",
             post("/api/abc/envelope/", &[AUTH], envelope.clone()),
             StatusCode::BAD_REQUEST,
-            None,
+            ("envelope", "invalid_project"),
         ),
     ];
-    for (case, req, want, outcome) in cases {
+    for (case, req, want, (ty, outcome)) in cases {
+        let before = h.telemetry.items("sentry", ty, outcome);
         let (status, _, body) = send(&h.app, req).await;
         assert_eq!(status, want, "{case}: {body}");
         if status != StatusCode::OK {
@@ -319,13 +336,24 @@ async fn bad_input_gets_its_status_and_reason_and_the_next_envelope_is_accepted(
                 "{case}: {body}"
             );
         }
-        if let Some(reason) = outcome {
-            assert_eq!(
-                h.telemetry.items("sentry", "profile_chunk", reason),
-                1,
-                "{case}"
+        // Broken framing, JSON or compression: the parser's words as causes.
+        if [
+            "truncated gzip",
+            "length past the end",
+            "invalid envelope header",
+        ]
+        .contains(&case)
+        {
+            assert!(
+                body["causes"].as_array().is_some_and(|c| !c.is_empty()),
+                "{case}: {body}"
             );
         }
+        assert_eq!(
+            h.telemetry.items("sentry", ty, outcome),
+            before + 1,
+            "{case}: counted as {ty}/{outcome}"
+        );
         assert!(
             h.rx.try_recv().is_err(),
             "{case}: nothing reaches the pipeline"
@@ -634,4 +662,75 @@ async fn record_to_config_and_start_up_errors() {
         err.starts_with("receivers::sentry/prod::record_to: cannot create"),
         "{err}"
     );
+}
+
+/// Every place an SDK puts its key, checked against `keys`, and a body that
+/// arrives in pieces (chunked transfer encoding) and compressed.
+#[tokio::test]
+async fn keys_are_read_from_each_place_and_chunked_bodies_are_accepted() {
+    let cfg = SentryReceiverConfig {
+        keys: vec!["publickey".into()],
+        ..SentryReceiverConfig::default()
+    };
+    let mut h = harness(cfg, 64);
+    for (case, path, headers, want) in [
+        (
+            "query",
+            "/api/1/envelope/?sentry_key=publickey&sentry_version=7",
+            vec![],
+            StatusCode::OK,
+        ),
+        (
+            "query, wrong key",
+            "/api/1/envelope/?sentry_key=other",
+            vec![],
+            StatusCode::UNAUTHORIZED,
+        ),
+        (
+            "Authorization",
+            "/api/1/envelope/",
+            vec![(
+                "authorization",
+                "Sentry sentry_key=publickey, sentry_version=7, sentry_client=sentry.go/0.30.0",
+            )],
+            StatusCode::OK,
+        ),
+        (
+            "Authorization, wrong key",
+            "/api/1/envelope/",
+            vec![("authorization", "Sentry sentry_key=other, sentry_version=7")],
+            StatusCode::UNAUTHORIZED,
+        ),
+        (
+            "X-Sentry-Auth",
+            "/api/1/envelope/",
+            vec![AUTH],
+            StatusCode::OK,
+        ),
+    ] {
+        let (status, _, body) = send(&h.app, post(path, &headers, valid_envelope())).await;
+        assert_eq!(status, want, "{case}: {body}");
+        assert_eq!(h.rx.try_recv().is_ok(), want == StatusCode::OK, "{case}");
+    }
+
+    let compressed = gzip(&valid_envelope());
+    let pieces: Vec<Result<Vec<u8>, std::io::Error>> =
+        compressed.chunks(1000).map(|c| Ok(c.to_vec())).collect();
+    assert!(pieces.len() > 5);
+    let body = Body::from_stream(futures::stream::iter(pieces));
+    let (status, _, body) = send(
+        &h.app,
+        post(
+            "/api/1/envelope/",
+            &[
+                AUTH,
+                ("content-encoding", "gzip"),
+                ("transfer-encoding", "chunked"),
+            ],
+            body,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(sentry_samples(&h.rx.try_recv().unwrap()), 1085);
 }

@@ -8,7 +8,9 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value as Json;
 
 use profcol_pipeline::component::Exporter;
-use profcol_pipeline::formats::sentry::{chunk_to_otlp, parse_envelope, ReceiveOptions};
+use profcol_pipeline::formats::sentry::{
+    chunk_to_otlp, parse_envelope, profile_v1_to_otlp, ReceiveOptions,
+};
 use profcol_pipeline::model::Origin;
 use profcol_pipeline::ProfileBatch;
 
@@ -59,29 +61,63 @@ fn received((payload, platform): (Vec<u8>, Option<String>)) -> (ProfileBatch, Js
     (batch, serde_json::from_slice(&payload).unwrap())
 }
 
+/// The batch the `sentry` receiver makes of the recorded v1 `profile` and
+/// its `transaction`, and the profile as a chunk would hold it (absolute
+/// timestamps, the same tables).
+fn received_v1() -> (ProfileBatch, Json) {
+    let bytes = fixture("sentry-python/v1/0001.envelope");
+    let env = parse_envelope(&bytes).unwrap();
+    let item = |ty: &str| env.items.iter().find(|i| i.item_type() == ty).unwrap();
+    let (profile, tx) = (item("profile"), item("transaction"));
+    let conv = profile_v1_to_otlp(
+        profile.payload,
+        profile.platform(),
+        Some(tx.payload),
+        &env.header,
+        &ReceiveOptions::default(),
+    )
+    .unwrap();
+    let mut view: Json = serde_json::from_slice(profile.payload).unwrap();
+    let start = humantime::parse_rfc3339(view["timestamp"].as_str().unwrap())
+        .unwrap()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    for s in view["profile"]["samples"].as_array_mut().unwrap() {
+        let elapsed: u64 = s["elapsed_since_start_ns"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        s["timestamp"] = ((start + elapsed) as f64 / 1e9).into();
+    }
+    (ProfileBatch::new(conv.data), view)
+}
+
 #[tokio::test]
 async fn recorded_chunks_arrive_as_relay_would_keep_them() {
-    for (rel, platform, chunk, relay_drops) in [
+    for (rel, platform, (batch, input), relay_drops) in [
         (
             "python",
             "python",
-            recorded("sentry-python/manual/0001.envelope"),
+            received(recorded("sentry-python/manual/0001.envelope")),
             0,
         ),
         (
             "node",
             "node",
-            recorded("sentry-node/manual/0001.envelope"),
+            received(recorded("sentry-node/manual/0001.envelope")),
             0,
         ),
         (
             "python + lonely thread",
             "python",
-            python_with_a_lonely_thread(),
+            received(python_with_a_lonely_thread()),
             1,
         ),
+        ("python v1 profile", "python", received_v1(), 0),
     ] {
-        let (batch, input) = received(chunk);
+        let v1 = input["version"] == "1";
         let total = batch.sample_count();
         let mock = MockSentry::start().await;
         let e = exporter(&mock.dsn(), "");
@@ -138,13 +174,20 @@ async fn recorded_chunks_arrive_as_relay_would_keep_them() {
         let mut names = thread_names(&input);
         names.retain(|id, _| want.iter().any(|s| &s.1 == id));
         assert_eq!(thread_names(&out), names, "{rel}");
-        for key in [
-            "chunk_id",
-            "profiler_id",
-            "release",
-            "environment",
-            "client_sdk",
-        ] {
+        let keys: &[&str] = if v1 {
+            // A v1 profile has no chunk or profiler id; its SDK is the
+            // transaction's.
+            &["release", "environment"]
+        } else {
+            &[
+                "chunk_id",
+                "profiler_id",
+                "release",
+                "environment",
+                "client_sdk",
+            ]
+        };
+        for &key in keys {
             assert_eq!(out[key], input[key], "{rel}: {key}");
         }
         assert_eq!(out["version"], "2");

@@ -43,6 +43,8 @@ pub struct ExportOptions {
     pub max_chunk_bytes: usize,
     /// Stands in for a profile's missing `time_unix_nano` (unix ns).
     pub now_unix_nano: u64,
+    /// Platform of a profile whose data names none (else `native`).
+    pub default_platform: Option<String>,
 }
 
 impl Default for ExportOptions {
@@ -54,6 +56,7 @@ impl Default for ExportOptions {
             now_unix_nano: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
+            default_platform: None,
         }
     }
 }
@@ -191,6 +194,8 @@ struct ProfileExport<'d> {
     threads: Vec<ThreadInfo>,
     thread_keys: HashMap<(i32, i32), u32>,
     attr_kinds: HashMap<i32, AttrKind>,
+    /// Platform of the first of this profile's frames that names its runtime.
+    frame_platform: Option<&'static str>,
     chunks_made: u64,
 }
 
@@ -228,6 +233,7 @@ impl<'d> ProfileExport<'d> {
             threads: Vec::new(),
             thread_keys: HashMap::new(),
             attr_kinds: HashMap::new(),
+            frame_platform: None,
             chunks_made: 0,
         }
     }
@@ -415,7 +421,8 @@ impl<'d> ProfileExport<'d> {
                     .and_then(|l| k::platform_from_language(&l))
                     .map(str::to_owned)
             })
-            .or_else(|| self.platform_from_frames().map(str::to_owned))
+            .or_else(|| self.frame_platform.map(str::to_owned))
+            .or_else(|| self.opts.default_platform.clone())
             .unwrap_or_else(|| "native".to_owned());
         let release = nonempty(d.attr_text(pa, k::SENTRY_RELEASE))
             .or_else(|| nonempty(resource_text(res, k::SERVICE_VERSION)));
@@ -451,16 +458,6 @@ impl<'d> ProfileExport<'d> {
             debug_meta: self.debug_meta(),
             measurements,
         }
-    }
-
-    /// Platform from the first location that says which runtime it ran in.
-    fn platform_from_frames(&self) -> Option<&'static str> {
-        self.dict
-            .0
-            .location_table
-            .iter()
-            .find_map(|l| self.dict.attr_text(&l.attribute_indices, k::FRAME_TYPE))
-            .and_then(|ft| k::platform_from_frame_type(&ft))
     }
 
     /// `debug_meta` as received, else built from mappings with build ids.
@@ -545,6 +542,11 @@ impl<'d> ProfileExport<'d> {
             let module = nonempty(text(k::SENTRY_MODULE));
             let package = nonempty(text(k::SENTRY_PACKAGE));
             let platform = nonempty(text(k::SENTRY_PLATFORM));
+            if self.frame_platform.is_none() {
+                self.frame_platform = text(k::FRAME_TYPE)
+                    .as_deref()
+                    .and_then(k::platform_from_frame_type);
+            }
             let filename_attr = text(k::SENTRY_FILENAME);
             let abs_path_attr = text(k::SENTRY_ABS_PATH);
             let addr = (loc.address != 0).then_some(loc.address);

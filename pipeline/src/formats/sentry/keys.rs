@@ -56,6 +56,8 @@ pub const FRAME_TYPE: &str = "profile.frame.type";
 pub const SENTRY_IN_APP: &str = "sentry.in_app";
 pub const SENTRY_MODULE: &str = "sentry.module";
 pub const SENTRY_PACKAGE: &str = "sentry.package";
+/// A frame's `symbol` when `raw_function` took the Function's system name.
+pub const SENTRY_SYMBOL: &str = "sentry.symbol";
 /// The frame's `filename`, when it differs from the Function's filename
 /// (`""` when the frame had none).
 pub const SENTRY_FILENAME: &str = "sentry.filename";

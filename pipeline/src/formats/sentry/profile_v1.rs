@@ -164,9 +164,11 @@ pub struct TraceContext<'a> {
 
 /// Converts one v1 `profile` item. `transaction_payload` is the envelope's
 /// `transaction` item (for the span id, release, environment and SDK);
-/// `envelope_header` supplies the SDK when neither payload names one.
+/// `envelope_header` supplies the SDK when neither payload names one;
+/// `item_platform` (the item header's) must equal the payload's.
 pub fn profile_v1_to_otlp(
     payload: &[u8],
+    item_platform: Option<&str>,
     transaction_payload: Option<&[u8]>,
     envelope_header: &serde_json::Value,
     opts: &ReceiveOptions,
@@ -198,6 +200,7 @@ pub fn profile_v1_to_otlp(
         }
     }
     let platform: &str = &p.platform;
+    super::to_otlp::check_item_platform(item_platform, platform)?;
     let event_id = ids::parse_uuid(&p.event_id)
         .ok_or_else(|| invalid_json(format_args!("event_id {:?} is not a UUID", &*p.event_id)))?;
 

@@ -181,9 +181,9 @@ impl OtlpBuilder {
             let file = nonempty(f.filename.as_ref());
             let fn_file = abs.or(file);
             let name = nonempty(f.function.as_ref()).unwrap_or("");
-            let system = nonempty(f.raw_function.as_ref())
-                .or(nonempty(f.symbol.as_ref()))
-                .unwrap_or("");
+            let raw = nonempty(f.raw_function.as_ref());
+            let symbol = nonempty(f.symbol.as_ref());
+            let system = raw.or(symbol).unwrap_or("");
             let function = self
                 .dict
                 .function_named(name, system, fn_file.unwrap_or(""), 0);
@@ -204,6 +204,9 @@ impl OtlpBuilder {
             }
             if let Some(p) = nonempty(f.package.as_ref()) {
                 attrs.push(self.attr(k::SENTRY_PACKAGE, str_value(p)));
+            }
+            if let Some(sym) = symbol.filter(|s| raw.is_some_and(|r| r != *s)) {
+                attrs.push(self.attr(k::SENTRY_SYMBOL, str_value(sym)));
             }
             if file != fn_file {
                 attrs.push(self.attr(k::SENTRY_FILENAME, str_value(file.unwrap_or(""))));
@@ -557,6 +560,17 @@ pub(crate) fn parse_debug_meta<'a>(
 
 /// Converts one `profile_chunk` item (sample format v2).
 ///
+/// Relay refuses an item whose header names another platform than its payload.
+pub(super) fn check_item_platform(item: Option<&str>, payload: &str) -> Result<(), ItemError> {
+    match item {
+        Some(p) if p != payload => Err(ItemError::new(
+            reason::INVALID_PROFILE_TYPE,
+            format!("item header platform {p:?} differs from the payload's {payload:?}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// `item_platform` is the item header's `platform`, which must equal the
 /// payload's.
 pub fn chunk_to_otlp(
@@ -591,14 +605,7 @@ pub fn chunk_to_otlp(
             "Android profile chunks (method traces) are not supported",
         ));
     }
-    if let Some(p) = item_platform {
-        if p != platform {
-            return Err(ItemError::new(
-                reason::INVALID_PROFILE_TYPE,
-                format!("item header platform {p:?} differs from the payload's {platform:?}"),
-            ));
-        }
-    }
+    check_item_platform(item_platform, platform)?;
     let chunk_id = ids::parse_uuid(&chunk.chunk_id).ok_or_else(|| {
         invalid_json(format_args!(
             "chunk_id {:?} is not a UUID",

@@ -120,6 +120,7 @@ fn v1_profile_becomes_a_chunk() {
     let with_measurements = serde_json::to_vec(&with_measurements).unwrap();
     let conv = profile_v1_to_otlp(
         &with_measurements,
+        None,
         Some(env.items[1].payload),
         &env.header,
         &ReceiveOptions::default(),
@@ -637,4 +638,62 @@ fn mappings_with_build_ids_become_debug_images() {
             "image_size": 0x100000,
         })]
     );
+}
+
+/// `default_platform` fills in per Profile: a batch holding a Python chunk
+/// and a profile whose data names no runtime keeps `python` for the first.
+#[test]
+fn default_platform_applies_per_profile() {
+    let (payload, item_platform) =
+        item_payload("sentry-python/manual/0001.envelope", "profile_chunk");
+    let mut data = chunk_to_otlp(
+        &payload,
+        item_platform.as_deref(),
+        &ReceiveOptions::default(),
+    )
+    .unwrap()
+    .data;
+    let dict = data.dictionary.as_mut().unwrap();
+    dict.location_table.push(Location {
+        address: 0x1234,
+        ..Default::default()
+    });
+    dict.stack_table.push(crate::proto::Stack {
+        location_indices: vec![dict.location_table.len() as i32 - 1],
+    });
+    let stack_index = dict.stack_table.len() as i32 - 1;
+    let python = &data.resource_profiles[0].scope_profiles[0].profiles[0];
+    let bare = Profile {
+        sample_type: python.sample_type,
+        time_unix_nano: python.time_unix_nano,
+        duration_nano: python.duration_nano,
+        samples: vec![Sample {
+            stack_index,
+            // Relay wants more than one sample.
+            timestamps_unix_nano: (1..=3)
+                .map(|i| python.time_unix_nano + i * 10_000_000)
+                .collect(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    data.resource_profiles.push(ResourceProfiles {
+        scope_profiles: vec![ScopeProfiles {
+            profiles: vec![bare],
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    let platforms = |default: Option<&str>| -> Vec<String> {
+        let opts = ExportOptions {
+            default_platform: default.map(str::to_owned),
+            ..ExportOptions::default()
+        };
+        sent(&otlp_to_chunks(&data, &opts))
+            .iter()
+            .map(|r| r.chunk.as_ref().unwrap().platform.clone())
+            .collect()
+    };
+    assert_eq!(platforms(Some("go")), ["python", "go"]);
+    assert_eq!(platforms(None), ["python", "native"]);
 }

@@ -29,7 +29,9 @@ fn convert_envelope(bytes: &[u8]) -> (ConvertedItems, BTreeMap<String, usize>) {
     for item in &env.items {
         let c = match item.item_type() {
             "profile_chunk" => chunk_to_otlp(item.payload, item.platform(), &opts()).unwrap(),
-            "profile" => profile_v1_to_otlp(item.payload, tx, &env.header, &opts()).unwrap(),
+            "profile" => {
+                profile_v1_to_otlp(item.payload, item.platform(), tx, &env.header, &opts()).unwrap()
+            }
             other => {
                 *ignored.entry(other.to_owned()).or_default() += 1;
                 continue;
@@ -375,7 +377,7 @@ fn off_spec_payloads_real_sdks_send_are_accepted() {
 #[test]
 fn frame_fields_and_debug_images_survive() {
     let frames = json!([
-        {"function": "main", "raw_function": "_main", "abs_path": "/src/app/main.py", "filename": "app/main.py",
+        {"function": "main", "raw_function": "_main", "symbol": "_main.cold", "abs_path": "/src/app/main.py", "filename": "app/main.py",
          "module": "app.main", "lineno": 10, "colno": 2, "in_app": true},
         {"function": "helper", "filename": "Helper.java", "module": "com.x.Helper", "lineno": 5, "in_app": false},
         {"function": "native_fn", "symbol": "_ZN6native2fnE", "instruction_addr": "0x7fff0010", "package": "/usr/lib/libx.so"},
@@ -419,9 +421,14 @@ fn frame_fields_and_debug_images_survive() {
     assert_eq!(a0["sentry.module"], "app.main");
     assert_eq!(a0["sentry.filename"], "app/main.py");
     assert!(!a0.contains_key("sentry.abs_path"));
+    assert_eq!(
+        a0["sentry.symbol"], "_main.cold",
+        "raw_function took system_name"
+    );
 
     assert_eq!(func(locs[1]), ("helper", "", "Helper.java"));
     let a1 = attrs(&c.data, &locs[1].attribute_indices);
+    assert!(!a1.contains_key("sentry.symbol"));
     assert_eq!(a1["sentry.abs_path"], "", "marks the missing abs_path");
     assert!(!a1.contains_key("sentry.filename"));
 
@@ -538,9 +545,14 @@ fn v1_parts() -> (Vec<u8>, Vec<u8>, Json) {
 #[test]
 fn v1_profile_links_to_its_transaction() {
     let (profile_bytes, tx, header) = v1_parts();
-    let c = profile_v1_to_otlp(&profile_bytes, Some(&tx), &header, &opts()).unwrap();
+    let c =
+        profile_v1_to_otlp(&profile_bytes, Some("python"), Some(&tx), &header, &opts()).unwrap();
     check_dictionary(&c.data);
     assert_eq!((c.sentry_samples, c.dropped.clone()), (498, vec![]));
+    let e =
+        profile_v1_to_otlp(&profile_bytes, Some("node"), Some(&tx), &header, &opts()).unwrap_err();
+    assert_eq!(e.reason, reason::INVALID_PROFILE_TYPE, "{e:?}");
+    assert!(e.message.contains("\"node\""), "{}", e.message);
     let dict = c.data.dictionary.as_ref().unwrap();
     let p = profile(&c.data);
     assert_eq!(
@@ -602,6 +614,7 @@ fn v1_samples_outside_the_transaction_are_dropped_and_counted() {
         .count() as u64;
     let c = profile_v1_to_otlp(
         &serde_json::to_vec(&v).unwrap(),
+        None,
         Some(&tx),
         &header,
         &opts(),
@@ -617,7 +630,7 @@ fn v1_samples_outside_the_transaction_are_dropped_and_counted() {
     assert_eq!(ts as u64, inside);
 
     // Without the transaction item the trace id still links the samples.
-    let c = profile_v1_to_otlp(&profile_bytes, None, &json!({}), &opts()).unwrap();
+    let c = profile_v1_to_otlp(&profile_bytes, None, None, &json!({}), &opts()).unwrap();
     let dict = c.data.dictionary.as_ref().unwrap();
     let link = &dict.link_table[profile(&c.data).samples[0].link_index as usize];
     assert_eq!(
@@ -630,10 +643,50 @@ fn v1_samples_outside_the_transaction_are_dropped_and_counted() {
     v.as_object_mut().unwrap().remove("transactions");
     let e = profile_v1_to_otlp(
         &serde_json::to_vec(&v).unwrap(),
+        None,
         Some(&tx),
         &header,
         &opts(),
     )
     .unwrap_err();
     assert_eq!(e.reason, reason::NO_TRANSACTION);
+}
+
+/// Thread `priority` goes to OTLP and back; a thread without samples stays
+/// in the OTLP table but is pruned from the outgoing chunk.
+#[test]
+fn thread_priority_survives_the_round_trip() {
+    let frames = json!([{"function": "a"}]);
+    let p = chunk_json(two_samples(), json!([[0]]), frames);
+    let c = chunk_to_otlp(&p, None, &opts()).unwrap();
+    let pa = attrs(&c.data, &profile(&c.data).attribute_indices);
+    let table = &pa["sentry.thread_metadata"];
+    assert!(
+        table.contains("31") && table.contains("idle"),
+        "every thread is kept: {table}"
+    );
+    let out = crate::formats::sentry::otlp_to_chunks(
+        &c.data,
+        &crate::formats::sentry::ExportOptions::default(),
+    );
+    let chunk = out[0].chunk.as_ref().unwrap();
+    let meta = &chunk.profile.thread_metadata;
+    assert_eq!(meta.len(), 1, "{meta:?}");
+    assert_eq!(meta["1"].priority, Some(31));
+    assert_eq!(meta["1"].name.as_deref(), Some("main"));
+}
+
+/// A v1 profile from a mobile SDK names its device.
+#[test]
+fn v1_device_becomes_resource_attributes() {
+    let (profile_bytes, tx, header) = v1_parts();
+    let mut v: Json = serde_json::from_slice(&profile_bytes).unwrap();
+    v["device"] = json!({"architecture": "arm64e", "model": "iPhone14,2",
+                         "manufacturer": "Apple", "is_emulator": false, "locale": "en_US"});
+    let payload = serde_json::to_vec(&v).unwrap();
+    let c = profile_v1_to_otlp(&payload, None, Some(&tx), &header, &opts()).unwrap();
+    let r = resource_attrs(&c.data);
+    assert_eq!(r["device.model.identifier"], "iPhone14,2");
+    assert_eq!(r["device.manufacturer"], "Apple");
+    assert_eq!(r["host.arch"], "arm64");
 }
