@@ -237,6 +237,35 @@ async fn retry_info_and_permanent_errors_are_honoured() {
     assert_eq!(telemetry.send_failed("otlp"), n);
 }
 
+/// A partial success is not retried; the rejected profiles' samples are
+/// counted as failed, the rest as sent.
+#[tokio::test]
+async fn partial_success_is_counted_not_retried() {
+    let sink = Sink::start().await;
+    sink.answer_next([Answer::Partial(1, "one profile too old")]);
+    let (recv, metrics) = (free_port(), free_port());
+    let yaml = config(
+        recv,
+        metrics,
+        &sink_exporter("otlp", sink.addr.port()),
+        "otlp",
+    );
+    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
+        .await
+        .unwrap();
+    let telemetry = svc.telemetry().clone();
+    // Two profiles (samples/count and cpu/nanoseconds) of the same samples.
+    let req = request("otlp/go-cpu.otlp.bin");
+    assert_eq!(req.resource_profiles[0].scope_profiles[0].profiles.len(), 2);
+    let n = samples(std::slice::from_ref(&req));
+    client(recv).await.export(req).await.unwrap();
+    svc.shutdown().await;
+
+    assert_eq!(sink.calls(), 1, "a partial success is not retried");
+    assert_eq!(telemetry.sent("otlp"), n / 2);
+    assert_eq!(telemetry.send_failed("otlp"), n - n / 2);
+}
+
 #[tokio::test]
 async fn bad_input_is_refused_and_the_receiver_keeps_serving() {
     let sink = Sink::start().await;
@@ -292,6 +321,10 @@ async fn bad_input_is_refused_and_the_receiver_keeps_serving() {
         3,
         "the bad request's samples"
     );
+    // Unreadable requests have no samples to count: the requests are.
+    for reason in ["malformed", "invalid", "too_large"] {
+        assert_eq!(telemetry.items("otlp", "request", reason), 1, "{reason}");
+    }
     assert_eq!(telemetry.accepted("otlp"), samples(&[good]));
 }
 

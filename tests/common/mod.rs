@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use opentelemetry_proto::tonic::collector::profiles::v1development::{
     profiles_service_client::ProfilesServiceClient,
     profiles_service_server::{ProfilesService, ProfilesServiceServer},
-    ExportProfilesServiceRequest, ExportProfilesServiceResponse,
+    ExportProfilesPartialSuccess, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
 };
 use prost::Message;
 use tokio_util::sync::CancellationToken;
@@ -42,6 +42,8 @@ pub enum Answer {
     Fail(Code, &'static str),
     /// `RESOURCE_EXHAUSTED` with a `RetryInfo` of this many milliseconds.
     Throttle(u64),
+    /// Accepts, but answers that this many profiles were rejected.
+    Partial(i64, &'static str),
 }
 
 #[derive(Default)]
@@ -80,6 +82,15 @@ impl ProfilesService for SinkSvc {
                     "slow down",
                     details,
                 ))
+            }
+            Some(Answer::Partial(rejected_profiles, msg)) => {
+                s.received.push(req.into_inner());
+                Ok(Response::new(ExportProfilesServiceResponse {
+                    partial_success: Some(ExportProfilesPartialSuccess {
+                        rejected_profiles,
+                        error_message: msg.into(),
+                    }),
+                }))
             }
             None => {
                 s.received.push(req.into_inner());

@@ -93,23 +93,38 @@ impl Exporter for OtlpExporter {
         grpc.ready()
             .await
             .map_err(|e| ExportError::retryable(format!("connecting to {}: {e}", self.endpoint)))?;
+        let counts = (batch.profile_count(), batch.sample_count());
         let mut req = tonic::Request::new(batch);
         *req.metadata_mut() = self.metadata.clone();
         let resp = grpc
             .unary(req, PathAndQuery::from_static(EXPORT_PATH), BatchCodec)
             .await
             .map_err(|s| classify(&s))?;
-        if let Some(p) = resp.into_inner().partial_success {
-            if p.rejected_profiles > 0 || !p.error_message.is_empty() {
-                // As the Collector: a partial success is logged, not retried.
-                tracing::warn!(
-                    endpoint = %self.endpoint,
-                    rejected_profiles = p.rejected_profiles,
-                    message = %p.error_message,
-                    "partial success response"
-                );
-            }
+        let Some(p) = resp.into_inner().partial_success else {
+            return Ok(0);
+        };
+        if p.rejected_profiles > 0 || !p.error_message.is_empty() {
+            // As the Collector: a partial success is logged, not retried.
+            tracing::warn!(
+                endpoint = %self.endpoint,
+                rejected_profiles = p.rejected_profiles,
+                message = %p.error_message,
+                "partial success response"
+            );
         }
-        Ok(0)
+        Ok(rejected_samples(&counts, p.rejected_profiles))
     }
+}
+
+/// Samples the peer rejected, in the runtime's unit. The response names how
+/// many profiles, not which: each is counted at the batch's mean size.
+pub(super) fn rejected_samples((profiles, samples): &(u64, u64), rejected_profiles: i64) -> u64 {
+    let rejected = u64::try_from(rejected_profiles).unwrap_or(0);
+    if rejected == 0 || *profiles == 0 {
+        return 0;
+    }
+    if rejected >= *profiles {
+        return *samples;
+    }
+    (u128::from(*samples) * u128::from(rejected) / u128::from(*profiles)) as u64
 }

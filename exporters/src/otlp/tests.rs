@@ -169,3 +169,20 @@ fn retry_info_sets_the_delay() {
         profcol_pipeline::component::ExportError::Permanent { .. }
     ));
 }
+
+#[test]
+fn partial_success_counts_the_rejected_share() {
+    use super::client::rejected_samples;
+    // (profiles, samples) in the batch, rejected profiles -> samples
+    assert_eq!(rejected_samples(&(2, 100), 0), 0);
+    assert_eq!(rejected_samples(&(2, 100), 1), 50);
+    assert_eq!(rejected_samples(&(2, 100), 2), 100);
+    assert_eq!(rejected_samples(&(2, 100), 7), 100, "never more than sent");
+    assert_eq!(rejected_samples(&(3, 100), 1), 33);
+    assert_eq!(
+        rejected_samples(&(2, 100), -1),
+        0,
+        "a negative count is none"
+    );
+    assert_eq!(rejected_samples(&(0, 0), 1), 0);
+}

@@ -95,6 +95,14 @@ struct Handler {
 }
 
 impl Handler {
+    /// Counts a refused request: its samples (0 when it could not be read)
+    /// and the request itself, both with the reason.
+    fn refused(&self, samples: u64, reason: &str) {
+        self.telemetry
+            .receiver_refused(&self.id, "grpc", samples, reason);
+        self.telemetry.receiver_item(&self.id, "request", reason);
+    }
+
     fn export(
         &self,
         req: Request<Received>,
@@ -107,16 +115,14 @@ impl Handler {
             .map(|_| req.metadata().clone().into_headers());
         let Received { data, bytes } = req.into_inner();
         let data = data.map_err(|msg| {
-            self.telemetry
-                .receiver_refused(&self.id, "grpc", 0, "malformed");
+            self.refused(0, "malformed");
             Status::invalid_argument(msg)
         })?;
         let mut batch = ProfileBatch::from_encoded(data, bytes.clone());
         batch.meta.transport = "grpc";
         batch.meta.client_addr = client_addr;
         if let Err(e) = validate(batch.data()) {
-            self.telemetry
-                .receiver_refused(&self.id, "grpc", batch.sample_count(), "invalid");
+            self.refused(batch.sample_count(), "invalid");
             return Err(Status::invalid_argument(format!(
                 "invalid profiles data: {e}"
             )));
@@ -236,9 +242,7 @@ fn oversize_is_resource_exhausted(
         h.insert("grpc-status", http::HeaderValue::from_static("8"));
     }
     if oversize || bomb {
-        handler
-            .telemetry
-            .receiver_refused(&handler.id, "grpc", 0, "too_large");
+        handler.refused(0, "too_large");
     }
     resp
 }

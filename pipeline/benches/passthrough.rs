@@ -1,0 +1,106 @@
+//! What an OTLP-in, OTLP-out pipeline without mutating processors costs per
+//! request: decode, validate every dictionary index, encode for the
+//! exporter. The baseline is raw prost decode + encode of the same bytes.
+//!
+//! A batch nobody mutates keeps the bytes it arrived as, so "encode" is a
+//! reference-count bump; `decode_validate_reencode` is the cost once a
+//! processor has changed the batch.
+//!
+//! `cargo bench -p profcol-pipeline --bench passthrough`
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use criterion::{Criterion, Throughput};
+use prost::Message;
+
+use profcol_pipeline::model::{synth, validate};
+use profcol_pipeline::proto::{ExportProfilesServiceRequest, ProfilesData};
+use profcol_pipeline::ProfileBatch;
+
+fn raw_prost(bytes: &[u8]) -> usize {
+    let req = ExportProfilesServiceRequest::decode(bytes).unwrap();
+    req.encode_to_vec().len()
+}
+
+fn pass_through(bytes: &Bytes) -> usize {
+    let batch = ProfileBatch::decode(bytes.clone()).unwrap();
+    validate(batch.data()).unwrap();
+    batch.encode_to_bytes().len()
+}
+
+fn reencode(bytes: &Bytes) -> usize {
+    let mut batch = ProfileBatch::decode(bytes.clone()).unwrap();
+    validate(batch.data()).unwrap();
+    // Any mutation drops the received bytes.
+    batch.data_mut();
+    batch.encode_to_bytes().len()
+}
+
+fn best_of(runs: usize, mut f: impl FnMut()) -> Duration {
+    (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .min()
+        .unwrap()
+}
+
+fn main() {
+    // (samples, distinct stacks)
+    let sizes = [(1_000, 400), (100_000, 20_000)];
+    let requests: Vec<(usize, Bytes)> = sizes
+        .iter()
+        .map(|&(n, stacks)| (n, Bytes::from(synth::request(n, stacks).encode_to_vec())))
+        .collect();
+    let mut c = Criterion::default()
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(4))
+        .configure_from_args();
+    for (n, bytes) in &requests {
+        // Sanity: the pass-through answer is the request, byte for byte.
+        let batch = ProfileBatch::decode(bytes.clone()).unwrap();
+        assert_eq!(batch.encode_to_bytes(), *bytes);
+        assert_eq!(
+            ProfilesData::decode(bytes.clone()).unwrap().encode_to_vec(),
+            bytes.to_vec()
+        );
+        let mut g = c.benchmark_group(format!("passthrough_{n}"));
+        g.throughput(Throughput::Elements(*n as u64));
+        g.bench_function("prost_decode_encode", |b| {
+            b.iter(|| raw_prost(black_box(bytes)))
+        });
+        g.bench_function("decode_validate_passthrough", |b| {
+            b.iter(|| pass_through(black_box(bytes)))
+        });
+        g.bench_function("decode_validate_reencode", |b| {
+            b.iter(|| reencode(black_box(bytes)))
+        });
+        g.finish();
+    }
+    c.final_summary();
+
+    println!("\nsummary (best of 15 runs), ratio to raw prost decode+encode:");
+    for (n, bytes) in &requests {
+        let raw = best_of(15, || {
+            black_box(raw_prost(black_box(bytes)));
+        });
+        let pass = best_of(15, || {
+            black_box(pass_through(black_box(bytes)));
+        });
+        let re = best_of(15, || {
+            black_box(reencode(black_box(bytes)));
+        });
+        let rate = |d: Duration| *n as f64 / d.as_secs_f64() / 1e6;
+        println!(
+            "  {n:>7} samples, {:>9} bytes: prost {raw:>9.2?} ({:.1} M samples/s); decode+validate+pass-through {pass:>9.2?} = {:.2}x; decode+validate+re-encode {re:>9.2?} = {:.2}x",
+            bytes.len(),
+            rate(raw),
+            pass.as_secs_f64() / raw.as_secs_f64(),
+            re.as_secs_f64() / raw.as_secs_f64(),
+        );
+    }
+}
