@@ -163,6 +163,15 @@ fn run(cli: Cli) -> ExitCode {
         ..RuntimeOptions::default()
     };
     rt.block_on(async move {
+        // Listening from before start-up on, so no signal is missed between
+        // the first and the second.
+        let mut signals = match Signals::install() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!("cannot install signal handlers: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
         let svc = match RunningService::start(graph, opts, Arc::new(Telemetry::new())).await {
             Ok(s) => s,
             Err(e) => {
@@ -170,10 +179,10 @@ fn run(cli: Cli) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        wait_for_signal().await;
+        signals.next().await;
         // A second signal forces exit without draining.
-        tokio::spawn(async {
-            wait_for_signal().await;
+        tokio::spawn(async move {
+            signals.next().await;
             tracing::warn!("second signal: exiting without draining");
             std::process::exit(130);
         });
@@ -182,18 +191,35 @@ fn run(cli: Cli) -> ExitCode {
     })
 }
 
-async fn wait_for_signal() {
+/// SIGTERM and SIGINT (Ctrl-C).
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
-        tokio::select! {
-            _ = term.recv() => tracing::info!("received SIGTERM"),
-            _ = tokio::signal::ctrl_c() => tracing::info!("received SIGINT"),
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Self {
+                term: signal(SignalKind::terminate())?,
+                int: signal(SignalKind::interrupt())?,
+            })
         }
+        #[cfg(not(unix))]
+        Ok(Self {})
     }
-    #[cfg(not(unix))]
-    {
+
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => tracing::info!("received SIGTERM"),
+            _ = self.int.recv() => tracing::info!("received SIGINT"),
+        }
+        #[cfg(not(unix))]
         let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -102,3 +102,91 @@ impl Extension for HealthCheck {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use profcol_pipeline::config::Kind;
+    use profcol_pipeline::telemetry::Telemetry;
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    fn create(yaml: &str) -> Result<HealthCheckConfig, String> {
+        let cfg = ComponentConfig::from_yaml(Kind::Extension, "health_check", yaml)
+            .map_err(|e| e.to_string())?;
+        HealthCheckFactory.create(&cfg).map_err(|e| e.to_string())?;
+        cfg.decode().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn decodes_defaults_exactly_and_names_bad_keys() {
+        for yaml in ["{}", ""] {
+            assert_eq!(create(yaml).unwrap(), HealthCheckConfig::default());
+        }
+        assert_eq!(
+            HealthCheckConfig::default(),
+            HealthCheckConfig {
+                endpoint: "0.0.0.0:13133".into(),
+                path: "/".into()
+            }
+        );
+        assert_eq!(
+            create("endpoint: 127.0.0.1:1\npath: /health").unwrap(),
+            HealthCheckConfig {
+                endpoint: "127.0.0.1:1".into(),
+                path: "/health".into()
+            }
+        );
+        assert_eq!(
+            create("path: health").unwrap_err(),
+            r#"extensions::health_check::path: must start with '/', got "health""#
+        );
+        assert_eq!(
+            create("check_collector_pipeline: {}").unwrap_err(),
+            r#"extensions::health_check: unknown field "check_collector_pipeline", expected one of "endpoint", "path""#
+        );
+    }
+
+    /// 503 while starting, 200 once ready, 503 again while draining.
+    #[tokio::test]
+    async fn answers_503_until_ready_and_while_draining() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let cfg = HealthCheckConfig {
+            endpoint: format!("127.0.0.1:{port}"),
+            path: "/health".into(),
+        };
+        let health = Arc::new(Health::default());
+        let shutdown = CancellationToken::new();
+        let task = Box::new(HealthCheck(cfg))
+            .start(ExtensionContext {
+                id: "health_check".into(),
+                shutdown: shutdown.clone(),
+                telemetry: Arc::new(Telemetry::new()),
+                health: health.clone(),
+            })
+            .await
+            .unwrap();
+        let url = format!("http://127.0.0.1:{port}/health");
+        let get = || async {
+            let r = reqwest::get(&url).await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        };
+        assert_eq!(
+            get().await,
+            (503, r#"{"status":"Server not available"}"#.into())
+        );
+        health.set_ready(true);
+        assert_eq!(
+            get().await,
+            (200, r#"{"status":"Server available"}"#.into())
+        );
+        health.set_ready(false);
+        assert_eq!(get().await.0, 503);
+        shutdown.cancel();
+        task.await.unwrap();
+    }
+}

@@ -129,13 +129,96 @@ fn components_lists_the_known_types() {
     }
 }
 
-/// SIGTERM drains and exits 0; health_check says 200 while running.
-#[tokio::test]
-async fn sigterm_shuts_down_gracefully() {
-    let dir = tempfile::tempdir().unwrap();
-    let (recv, health, metrics) = (free_port(), free_port(), free_port());
-    let cfg = write(
-        &dir,
+/// A running `profcol` with its stdout/stderr read on threads (a full pipe
+/// would block it).
+struct Running {
+    child: std::process::Child,
+    out: std::thread::JoinHandle<std::io::Result<u64>>,
+    err: std::thread::JoinHandle<std::io::Result<String>>,
+}
+
+impl Running {
+    fn start(args: &[&std::ffi::OsStr]) -> Running {
+        let mut child = profcol()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        let out = std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+        let err = std::thread::spawn(move || {
+            let mut logs = String::new();
+            stderr.read_to_string(&mut logs).map(|_| logs)
+        });
+        Running { child, out, err }
+    }
+
+    /// Kills the process and fails the test with its logs.
+    async fn fail(self, what: &str) -> ! {
+        self.signal("KILL");
+        let (code, logs) = self.wait(Duration::from_secs(10)).await;
+        panic!("{what}; exit {code:?}\n{logs}");
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for exit (polling, so this runtime stays free to answer the
+    /// server's GOAWAY); returns the status and the logs.
+    async fn wait(mut self, limit: Duration) -> (std::process::ExitStatus, String) {
+        let started = Instant::now();
+        let code = loop {
+            if let Some(code) = self.child.try_wait().unwrap() {
+                break code;
+            }
+            if started.elapsed() > limit {
+                self.child.kill().unwrap();
+                panic!("still running {limit:?} after the signal");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        self.out.join().unwrap().unwrap();
+        (code, self.err.join().unwrap().unwrap())
+    }
+}
+
+async fn health_status(port: u16) -> Option<u16> {
+    let r = reqwest::get(format!("http://127.0.0.1:{port}/"))
+        .await
+        .ok()?;
+    Some(r.status().as_u16())
+}
+
+/// Waits until health_check answers 200 (the process needs a moment to bind).
+async fn wait_healthy(port: u16) {
+    let started = Instant::now();
+    while health_status(port).await != Some(200) {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "never became healthy"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One receiver, one exporter (`exporter` with its YAML body), health_check.
+fn running_config(
+    dir: &tempfile::TempDir,
+    health: u16,
+    recv: u16,
+    exporter: &str,
+    body: &str,
+) -> std::path::PathBuf {
+    let metrics = free_port();
+    write(
+        dir,
         "c.yaml",
         &format!(
             r#"
@@ -143,8 +226,7 @@ receivers:
   otlp:
     protocols: {{grpc: {{endpoint: "127.0.0.1:{recv}"}}}}
 exporters:
-  debug:
-    verbosity: detailed
+  {exporter}: {body}
 extensions:
   health_check:
     endpoint: 127.0.0.1:{health}
@@ -153,66 +235,136 @@ service:
   telemetry:
     metrics: {{address: "127.0.0.1:{metrics}"}}
   pipelines:
-    profiles: {{receivers: [otlp], exporters: [debug]}}
-"#
+    profiles: {{receivers: [otlp], exporters: [{exporter}]}}
+"#,
         ),
-    );
-    let mut child = profcol()
-        .arg("--config")
-        .arg(&cfg)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait until healthy (the process needs a moment to bind).
-    let started = Instant::now();
-    let url = format!("http://127.0.0.1:{health}/");
-    loop {
-        if let Ok(r) = reqwest::get(&url).await {
-            if r.status() == 200 {
-                break;
-            }
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "never became healthy"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    )
+}
+
+/// SIGTERM or SIGINT drains and exits 0; health_check says 200 while running.
+async fn graceful_exit(signal: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (recv, health) = (free_port(), free_port());
+    let cfg = running_config(&dir, health, recv, "debug", "{verbosity: detailed}");
+    let p = Running::start(&["--config".as_ref(), cfg.as_os_str()]);
+    wait_healthy(health).await;
     let mut c = client(recv).await;
     c.export(request("otlp/minimal-request.bin")).await.unwrap();
     // The client stays connected: shutdown must not wait on it forever.
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    // Read both pipes while waiting (a full stdout pipe would block the
-    // child) and keep this runtime free to answer the server's GOAWAY.
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-    let err = std::thread::spawn(move || {
-        let mut logs = String::new();
-        stderr.read_to_string(&mut logs).map(|_| logs)
-    });
-    let started = Instant::now();
-    let code = loop {
-        if let Some(code) = child.try_wait().unwrap() {
-            break code;
-        }
-        if started.elapsed() > Duration::from_secs(40) {
-            child.kill().unwrap();
-            panic!("still running 40 s after SIGTERM");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    p.signal(signal);
+    let (code, logs) = p.wait(Duration::from_secs(40)).await;
     drop(c);
-    out.join().unwrap().unwrap();
-    let logs = err.join().unwrap().unwrap();
     assert!(code.success(), "exit {code:?}\n{logs}");
+    assert!(logs.contains(&format!("received SIG{signal}")), "{logs}");
     // The debug exporter printed the profile as folded stacks before exit.
     assert!(logs.contains("Profiles: resource profiles: 1"), "{logs}");
     assert!(logs.contains("thread.name="), "{logs}");
     assert!(logs.contains("shutdown complete"), "{logs}");
+}
+
+#[tokio::test]
+async fn sigterm_shuts_down_gracefully() {
+    graceful_exit("TERM").await;
+}
+
+#[tokio::test]
+async fn sigint_shuts_down_gracefully() {
+    graceful_exit("INT").await;
+}
+
+/// While draining (a batch retrying towards a dead peer) health is 503; a
+/// second signal exits at once with 130 instead of waiting for the deadline.
+#[tokio::test]
+async fn a_second_signal_forces_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (recv, health) = (free_port(), free_port());
+    // A peer that is down: it drops every connection, which the exporter
+    // retries. Holding the port keeps another test from taking it.
+    let down = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dead = down.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((conn, _)) = down.accept().await {
+            drop(conn);
+        }
+    });
+    let cfg = running_config(
+        &dir,
+        health,
+        recv,
+        "otlp",
+        &format!("{{endpoint: '127.0.0.1:{dead}', tls: {{insecure: true}}}}"),
+    );
+    let p = Running::start(&[
+        "--config".as_ref(),
+        cfg.as_os_str(),
+        "--shutdown-timeout".as_ref(),
+        "120s".as_ref(),
+    ]);
+    wait_healthy(health).await;
+    client(recv)
+        .await
+        .export(request("otlp/minimal-request.bin"))
+        .await
+        .unwrap();
+    p.signal("INT");
+    let started = Instant::now();
+    while health_status(health).await != Some(503) {
+        if started.elapsed() > Duration::from_secs(10) {
+            p.fail("health never turned 503").await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Still draining: the batch waits for its next retry.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    if health_status(health).await != Some(503) {
+        p.fail("stopped draining").await;
+    }
+    p.signal("TERM");
+    let (code, logs) = p.wait(Duration::from_secs(10)).await;
+    assert_eq!(code.code(), Some(130), "{logs}");
+    assert!(
+        logs.contains("second signal: exiting without draining"),
+        "{logs}"
+    );
+    assert!(!logs.contains("shutdown complete"), "{logs}");
+}
+
+/// Errors found while building the components (the second pass), each at
+/// its exact otelcol-style path.
+#[test]
+fn component_errors_have_exact_paths() {
+    let pipeline = "service: {pipelines: {profiles: {receivers: [otlp], exporters: [debug]}}}";
+    let cases: Vec<(String, Vec<&str>)> = vec![
+        (
+            format!("receivers: {{otlp: , nosuch/a: }}\nexporters: {{debug: , otlphttp: }}\n{pipeline}"),
+            vec![
+                r#"receivers::nosuch/a: unknown type "nosuch" (known: otlp, sentry)"#,
+                r#"exporters::otlphttp: unknown type "otlphttp" (known: debug, file, otlp, otlp_grpc, pprof, sentry)"#,
+            ],
+        ),
+        (
+            "receivers: {otlp: {protocols: {grpc: {endpoint: '127.0.0.1:8888'}}}}\nexporters: {debug: }\nextensions: {health_check: {endpoint: '0.0.0.0:8888'}}\nservice: {extensions: [health_check], pipelines: {profiles: {receivers: [otlp], exporters: [debug]}}}".to_owned(),
+            vec![
+                "extensions::health_check: endpoint 0.0.0.0:8888 conflicts with receivers::otlp, which listens on the same port",
+                "service::telemetry::metrics: endpoint 127.0.0.1:8888 conflicts with receivers::otlp, which listens on the same port",
+            ],
+        ),
+        (
+            format!("receivers: {{otlp: {{protocols: {{grpc: {{max_recv_msg_size_mib: 0, endpoint: ':4317'}}}}}}}}\nexporters: {{debug: {{verbosity: loud}}, otlp/gw: {{endpoint: 'gw:4317', timeout: 5 sec, compression: lz4}}}}\n{pipeline}"),
+            vec![
+                "receivers::otlp::protocols::grpc::endpoint: invalid endpoint \":4317\": missing host (use 0.0.0.0 for every interface)",
+                "receivers::otlp::protocols::grpc::max_recv_msg_size_mib: must be between 1 and 4095, got 0",
+                r#"exporters::debug::verbosity: unknown value "loud", expected one of "basic", "normal", "detailed""#,
+                r#"exporters::otlp/gw::compression: unknown value "lz4", expected one of "gzip", "zstd", "", "none""#,
+                r#"exporters::otlp/gw::timeout: invalid duration "5 sec""#,
+            ],
+        ),
+    ];
+    for (yaml, want) in cases {
+        let errs = match profcol::app::load_str(&yaml) {
+            Ok(_) => panic!("valid:\n{yaml}"),
+            Err(e) => e.0.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+        };
+        assert_eq!(errs, want, "\n{yaml}");
+    }
 }

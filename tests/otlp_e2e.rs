@@ -9,6 +9,7 @@ use common::{client, free_port, request, Answer, Sink};
 use profcol_pipeline::model::resolved::{resolve, Detail};
 use profcol_pipeline::proto::{request_into_data, ExportProfilesServiceRequest};
 use profcol_pipeline::runtime::RuntimeOptions;
+use tonic::codec::CompressionEncoding;
 use tonic::Code;
 
 const FIXTURES: [&str; 3] = [
@@ -79,18 +80,18 @@ async fn metrics_text(port: u16) -> String {
 async fn recorded_requests_arrive_unchanged_and_are_counted() {
     let sink = Sink::start().await;
     let (recv, metrics) = (free_port(), free_port());
-    let yaml = config(
-        recv,
-        metrics,
-        &sink_exporter("otlp/sink", sink.addr.port()),
-        "otlp/sink",
-    );
+    let exporter =
+        sink_exporter("otlp/sink", sink.addr.port()) + "    headers: {x-scope-orgid: team-a}\n";
+    let yaml = config(recv, metrics, &exporter, "otlp/sink");
     let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
         .await
         .unwrap();
 
     let sent: Vec<_> = FIXTURES.iter().map(|f| request(f)).collect();
-    let mut c = client(recv).await;
+    // zstd-compressed requests (gzip in the fan-out test).
+    let mut c = client(recv)
+        .await
+        .send_compressed(CompressionEncoding::Zstd);
     for r in &sent {
         let resp = c.export(r.clone()).await.unwrap().into_inner();
         assert!(
@@ -98,9 +99,27 @@ async fn recorded_requests_arrive_unchanged_and_are_counted() {
             "full success has no partial_success"
         );
     }
-    let text_before = metrics_text(metrics).await;
+    let n = samples(&sent);
+    assert!(n > 0);
+    // The exporter's count shows on /metrics once the sink has everything.
+    let sent_line =
+        format!("otelcol_exporter_sent_profile_samples_total{{exporter=\"otlp/sink\"}} {n}");
+    let started = std::time::Instant::now();
+    let text_before = loop {
+        let text = metrics_text(metrics).await;
+        if text.contains(&sent_line) {
+            break text;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{text}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     svc.shutdown().await;
 
+    // The configured headers, gzip-compressed by default.
+    for md in sink.metadata() {
+        assert_eq!(md.get("x-scope-orgid").unwrap(), "team-a");
+        assert_eq!(md.get("grpc-encoding").unwrap(), "gzip");
+    }
     let got = sink.received();
     assert_eq!(got.len(), sent.len());
     assert_eq!(resolved(&got), resolved(&sent));
@@ -108,8 +127,6 @@ async fn recorded_requests_arrive_unchanged_and_are_counted() {
     for (g, s) in got.iter().zip(&sent) {
         assert_eq!(g, s);
     }
-    let n = samples(&sent);
-    assert!(n > 0);
     assert!(
         text_before.contains(&format!(
             "otelcol_receiver_accepted_profile_samples_total{{receiver=\"otlp\",transport=\"grpc\"}} {n}"
@@ -119,24 +136,94 @@ async fn recorded_requests_arrive_unchanged_and_are_counted() {
     assert!(text_before.contains("otelcol_exporter_queue_capacity{exporter=\"otlp/sink\"} 1000"));
 }
 
+/// Two pipelines share the receiver and one exporter; a processor in one
+/// pipeline does not change what the other exports.
+#[tokio::test]
+async fn pipelines_share_receivers_and_exporters() {
+    let (shared, other) = (Sink::start().await, Sink::start().await);
+    let (recv, metrics) = (free_port(), free_port());
+    let yaml = format!(
+        r#"
+receivers:
+  otlp:
+    protocols: {{grpc: {{endpoint: "127.0.0.1:{recv}"}}}}
+processors:
+  thread_pruning:
+    rename_threads: [{{pattern: main, replacement: renamed}}]
+exporters:
+{}{}
+service:
+  telemetry: {{metrics: {{address: "127.0.0.1:{metrics}"}}}}
+  pipelines:
+    profiles:
+      receivers: [otlp]
+      exporters: [otlp/shared]
+    profiles/renamed:
+      receivers: [otlp]
+      processors: [thread_pruning]
+      exporters: [otlp/shared, otlp/other]
+"#,
+        sink_exporter("otlp/shared", shared.addr.port()),
+        sink_exporter("otlp/other", other.addr.port())
+    );
+    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
+        .await
+        .unwrap();
+    let telemetry = svc.telemetry().clone();
+    let req = request("otlp/minimal-request.bin");
+    client(recv).await.export(req.clone()).await.unwrap();
+    svc.shutdown().await;
+
+    let n = samples(std::slice::from_ref(&req));
+    assert_eq!(telemetry.accepted("otlp"), n, "counted once per receiver");
+    assert_eq!(telemetry.sent("otlp/shared"), 2 * n, "once per pipeline");
+    assert_eq!(telemetry.sent("otlp/other"), n);
+    let renamed = other.received();
+    assert_eq!(renamed.len(), 1);
+    let view = resolved(&renamed);
+    assert!(
+        view.contains("thread.name=renamed") && !view.contains("thread.name=main"),
+        "{view}"
+    );
+    let mut got = shared.received();
+    got.sort_by_key(|r| resolved(std::slice::from_ref(r)));
+    let mut want = vec![req, renamed[0].clone()];
+    want.sort_by_key(|r| resolved(std::slice::from_ref(r)));
+    assert_eq!(got, want, "the unprocessed copy is the request as sent");
+}
+
 #[tokio::test]
 async fn fan_out_survives_a_dead_exporter() {
     let sink = Sink::start().await;
-    let dead = free_port(); // nothing listens here
+    // A peer that is down: it drops every connection at once. Counting the
+    // connections shows the exporter retried.
+    let down = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dead = down.local_addr().unwrap().port();
+    let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = connections.clone();
+    tokio::spawn(async move {
+        while let Ok((conn, _)) = down.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(conn);
+        }
+    });
     let (recv, metrics) = (free_port(), free_port());
     let exporters = format!(
         "{}{}",
         sink_exporter("otlp/up", sink.addr.port()),
-        sink_exporter("otlp/down", dead).replace("max_elapsed_time: 2s", "max_elapsed_time: 300ms")
+        sink_exporter("otlp_grpc/down", dead)
+            .replace("max_elapsed_time: 2s", "max_elapsed_time: 300ms")
     );
-    let yaml = config(recv, metrics, &exporters, "otlp/up, otlp/down");
+    let yaml = config(recv, metrics, &exporters, "otlp/up, otlp_grpc/down");
     let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
         .await
         .unwrap();
     let telemetry = svc.telemetry().clone();
 
     let sent: Vec<_> = FIXTURES.iter().map(|f| request(f)).collect();
-    let mut c = client(recv).await;
+    let mut c = client(recv)
+        .await
+        .send_compressed(CompressionEncoding::Gzip);
     for r in &sent {
         c.export(r.clone()).await.unwrap();
     }
@@ -146,11 +233,16 @@ async fn fan_out_survives_a_dead_exporter() {
     let n = samples(&sent);
     assert_eq!(telemetry.accepted("otlp"), n);
     assert_eq!(telemetry.sent("otlp/up"), n);
-    assert_eq!(telemetry.sent("otlp/down"), 0);
+    assert_eq!(telemetry.sent("otlp_grpc/down"), 0);
     assert_eq!(
-        telemetry.send_failed("otlp/down"),
+        telemetry.send_failed("otlp_grpc/down"),
         n,
         "each batch retried, then counted as failed"
+    );
+    let tries = connections.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        tries > sent.len(),
+        "more connections than batches: retried ({tries})"
     );
 }
 
@@ -279,7 +371,8 @@ async fn bad_input_is_refused_and_the_receiver_keeps_serving() {
     .replace(
         "        endpoint: 127.0.0.1",
         "        max_recv_msg_size_mib: 16\n        endpoint: 127.0.0.1",
-    );
+    )
+    .replace("    metrics:\n", "    metrics:\n      level: basic\n");
     let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
         .await
         .unwrap();
@@ -314,6 +407,13 @@ async fn bad_input_is_refused_and_the_receiver_keeps_serving() {
     // Still serving.
     let good = request("otlp/minimal-request.bin");
     c.export(good.clone()).await.unwrap();
+    // `level: basic` serves the Collector's own metrics only.
+    let text = metrics_text(metrics).await;
+    assert!(
+        text.contains("otelcol_receiver_refused_profile_samples_total{receiver=\"otlp\",transport=\"grpc\",reason=\"invalid\"} 3"),
+        "{text}"
+    );
+    assert!(!text.contains("profcol_"), "{text}");
     svc.shutdown().await;
     assert_eq!(sink.received(), vec![good.clone()]);
     assert_eq!(
@@ -375,6 +475,57 @@ async fn a_full_pipeline_answers_unavailable() {
             + telemetry.exporter_dropped_total("otlp")
             + telemetry.pipeline_dropped_total("profiles")
             + telemetry.enqueue_failed("otlp")
+    );
+}
+
+/// The byte budget (`--memory-limit-mib`): batches in flight hold their
+/// bytes until every exporter is done; past the budget a request gets
+/// UNAVAILABLE (retry later), one larger than the whole budget
+/// RESOURCE_EXHAUSTED. Both are counted with their reason.
+#[tokio::test]
+async fn the_byte_budget_bounds_what_is_in_flight() {
+    let sink = Sink::start().await;
+    // The sink refuses for a while: accepted batches stay in flight.
+    sink.answer_next(std::iter::repeat_n(
+        Answer::Fail(Code::Unavailable, "down"),
+        1000,
+    ));
+    let (recv, metrics) = (free_port(), free_port());
+    let yaml = config(
+        recv,
+        metrics,
+        &sink_exporter("otlp", sink.addr.port()),
+        "otlp",
+    );
+    let small = request("otlp/minimal-request.bin");
+    let size = prost::Message::encoded_len(&small);
+    let opts = RuntimeOptions {
+        // Room for two small requests, not three.
+        memory_limit_bytes: size * 5 / 2,
+        shutdown_timeout: Duration::from_millis(200),
+        ..RuntimeOptions::default()
+    };
+    let svc = profcol::app::start_str(&yaml, opts).await.unwrap();
+    let telemetry = svc.telemetry().clone();
+    let mut c = client(recv).await;
+    c.export(small.clone()).await.unwrap();
+    c.export(small.clone()).await.unwrap();
+    let full = c.export(small.clone()).await.unwrap_err();
+    assert_eq!(full.code(), Code::Unavailable, "{full:?}");
+    let big = c.export(request("otlp/go-cpu.otlp.bin")).await.unwrap_err();
+    assert_eq!(big.code(), Code::ResourceExhausted, "{big:?}");
+    assert!(
+        big.message().contains("exceeds the memory budget"),
+        "{big:?}"
+    );
+    svc.shutdown().await;
+
+    let n = samples(std::slice::from_ref(&small));
+    assert_eq!(telemetry.accepted("otlp"), 2 * n);
+    assert_eq!(telemetry.refused_for("otlp", "memory_limit"), n);
+    assert_eq!(
+        telemetry.refused_for("otlp", "too_large"),
+        samples(&[request("otlp/go-cpu.otlp.bin")])
     );
 }
 

@@ -3,11 +3,17 @@
 //! request pays anyway). Also merging 10 and 20 requests, to show that
 //! merging dictionaries is linear in their total size.
 //!
+//! Ends with a summary: each processor as a ratio to prost decode (issue
+//! target: `dictionary_dedup` within 1x, `unit_normalization` within 0.3x).
+//!
 //! Runs with mimalloc, the allocator of the `profcol` binary: combining
 //! samples frees one allocation per folded sample, which the system
 //! allocator makes several times dearer.
 //!
 //! `cargo bench -p profcol-processors --bench processors_a`
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use prost::Message;
@@ -103,6 +109,7 @@ fn processors(c: &mut Criterion) {
         scale_to_base: true,
         samples_to_time: true,
     };
+    summary(&bytes, &counted, &to_time);
     g.bench_function("prost_decode_sample_counts", |b| {
         b.iter(|| ProfilesData::decode(&counted[..]).unwrap())
     });
@@ -138,6 +145,96 @@ fn processors(c: &mut Criterion) {
         }
     }
     m.finish();
+}
+
+/// Best of `runs` timings of `f` on a fresh input from `setup` (not timed).
+fn best_of<I, O>(runs: usize, mut setup: impl FnMut() -> I, mut f: impl FnMut(I) -> O) -> Duration {
+    (0..runs)
+        .map(|_| {
+            let input = setup();
+            let t = Instant::now();
+            black_box(f(input));
+            t.elapsed()
+        })
+        .min()
+        .expect("runs > 0")
+}
+
+/// Each processor on a received batch, as a ratio to prost decode of the
+/// same request (`counted`: the request as `samples`/`count` profiles).
+fn summary(bytes: &bytes::Bytes, counted: &bytes::Bytes, to_time: &Options) {
+    const RUNS: usize = 10;
+    let decode = |b: &bytes::Bytes| {
+        let b = b.clone();
+        best_of(RUNS, || (), move |()| ProfilesData::decode(&b[..]).unwrap())
+    };
+    let (base, base_counted) = (decode(bytes), decode(counted));
+    let received = |b: &bytes::Bytes| {
+        let b = b.clone();
+        move || ProfileBatch::decode(b.clone()).unwrap()
+    };
+    let dedup = |cfg: DictionaryDedupConfig| {
+        best_of(RUNS, received(bytes), move |mut batch| {
+            dedup_batch(&mut batch, &cfg);
+            batch
+        })
+    };
+    let normalize = |b: &bytes::Bytes, opts: Options| {
+        best_of(RUNS, received(b), move |mut batch| {
+            normalize_batch(&mut batch, &opts);
+            batch
+        })
+    };
+    let rows = [
+        (
+            "dictionary_dedup",
+            dedup(DictionaryDedupConfig::default()),
+            base,
+            1.0,
+        ),
+        (
+            "dictionary_dedup_tables_only",
+            dedup(DictionaryDedupConfig {
+                merge_samples: false,
+                ..Default::default()
+            }),
+            base,
+            1.0,
+        ),
+        (
+            "unit_normalization_ucum",
+            normalize(bytes, Options::default()),
+            base,
+            0.3,
+        ),
+        (
+            "unit_normalization_pprof_unchanged",
+            normalize(
+                bytes,
+                Options {
+                    target: Target::Pprof,
+                    ..Options::default()
+                },
+            ),
+            base,
+            0.3,
+        ),
+        (
+            "unit_normalization_samples_to_time",
+            normalize(counted, *to_time),
+            base_counted,
+            0.3,
+        ),
+    ];
+    println!(
+        "\nsummary (best of {RUNS} runs, {SAMPLES} samples, {STACKS} stacks): prost decode {base:.2?}"
+    );
+    for (name, took, base, target) in rows {
+        println!(
+            "  {name:<36} {took:>9.2?} = {:.2}x of prost decode (target <= {target}x)",
+            took.as_secs_f64() / base.as_secs_f64()
+        );
+    }
 }
 
 /// `data` with its profiles' sample type set to `samples`/`count`.

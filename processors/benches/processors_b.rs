@@ -1,9 +1,11 @@
 //! `thread_pruning` and `sampling` on a 100k-sample, 20k-stack request,
-//! against the prost decode every request pays anyway.
+//! against the prost decode every request pays anyway. Ends with a summary:
+//! each as a ratio to prost decode (issue target: within 0.3x).
 //!
 //! `cargo bench -p profcol-processors --bench processors_b -- --warm-up-time 1 --measurement-time 3`
 
-use std::time::Duration;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
@@ -30,7 +32,30 @@ fn processor(factory: &dyn ProcessorFactory, yaml: &str) -> Box<dyn Processor> {
     factory.create(&cfg).expect("valid config")
 }
 
-fn bench_processor(c: &mut Criterion, name: &str, batch: &ProfileBatch, mut p: Box<dyn Processor>) {
+/// Best of `runs` timings of `p` on a copy of `batch` (the copy not timed).
+fn best_of(runs: usize, batch: &ProfileBatch, p: &mut dyn Processor) -> Duration {
+    let telemetry = Telemetry::new();
+    (0..runs)
+        .map(|_| {
+            let mut input = batch.clone();
+            let t = Instant::now();
+            let mut ctx = ProcessContext::new("bench", "summary", &telemetry);
+            black_box(p.process(&mut input, &mut ctx));
+            let took = t.elapsed();
+            drop(input);
+            took
+        })
+        .min()
+        .expect("runs > 0")
+}
+
+fn bench_processor(
+    c: &mut Criterion,
+    name: &str,
+    batch: &ProfileBatch,
+    mut p: Box<dyn Processor>,
+) -> (String, Duration) {
+    let took = best_of(10, batch, &mut *p);
     let telemetry = Telemetry::new();
     let mut g = c.benchmark_group("processors_b");
     g.throughput(Throughput::Elements(SAMPLES as u64));
@@ -46,6 +71,7 @@ fn bench_processor(c: &mut Criterion, name: &str, batch: &ProfileBatch, mut p: B
         )
     });
     g.finish();
+    (name.to_owned(), took)
 }
 
 fn processors(c: &mut Criterion) {
@@ -60,7 +86,8 @@ fn processors(c: &mut Criterion) {
         ..synth::Config::default()
     }
     .build();
-    let ten = ProfileBatch::decode(Bytes::from(ten.encode_to_vec())).expect("decode");
+    let ten_bytes = Bytes::from(ten.encode_to_vec());
+    let ten = ProfileBatch::decode(ten_bytes.clone()).expect("decode");
     println!(
         "request: {} bytes, {} samples, {} stacks",
         bytes.len(),
@@ -77,9 +104,15 @@ fn processors(c: &mut Criterion) {
         g.finish();
     }
 
+    let mut rows = Vec::new();
     let tp = profcol_processors::thread_pruning::factory();
-    bench_processor(c, "thread_pruning_default", &batch, processor(&*tp, "{}"));
-    bench_processor(
+    rows.push(bench_processor(
+        c,
+        "thread_pruning_default",
+        &batch,
+        processor(&*tp, "{}"),
+    ));
+    rows.push(bench_processor(
         c,
         "thread_pruning_rename",
         &batch,
@@ -91,8 +124,8 @@ rename_threads:
     replacement: 'worker-*'
 "#,
         ),
-    );
-    bench_processor(
+    ));
+    rows.push(bench_processor(
         c,
         "thread_pruning_drop_and_min",
         &batch,
@@ -103,10 +136,10 @@ drop_threads: ['worker-1\d']
 min_samples_per_thread: 2
 "#,
         ),
-    );
+    ));
 
     let s = profcol_processors::sampling::factory();
-    bench_processor(
+    rows.push(bench_processor(
         c,
         "sampling_trace_50",
         &batch,
@@ -114,19 +147,46 @@ min_samples_per_thread: 2
             &*s,
             "{sampling_percentage: 50, mode: trace, fail_closed: false}",
         ),
-    );
-    bench_processor(
+    ));
+    rows.push(bench_processor(
         c,
         "sampling_trace_50_fail_closed",
         &batch,
         processor(&*s, "{sampling_percentage: 50, mode: trace}"),
-    );
-    bench_processor(
+    ));
+    rows.push(bench_processor(
         c,
         "sampling_session_50_ten_resources",
         &ten,
         processor(&*s, "{sampling_percentage: 50, mode: session}"),
+    ));
+
+    // Each against prost decode of its own request.
+    let decode = |b: &Bytes| {
+        (0..10)
+            .map(|_| {
+                let t = Instant::now();
+                black_box(ProfilesData::decode(&b[..]).unwrap());
+                t.elapsed()
+            })
+            .min()
+            .expect("runs")
+    };
+    let (base, base_ten) = (decode(&bytes), decode(&ten_bytes));
+    println!(
+        "\nsummary (best of 10 runs, {SAMPLES} samples, {STACKS} stacks): prost decode {base:.2?}"
     );
+    for (name, took) in rows {
+        let base = if name.ends_with("ten_resources") {
+            base_ten
+        } else {
+            base
+        };
+        println!(
+            "  {name:<36} {took:>9.2?} = {:.2}x of prost decode (target <= 0.3x)",
+            took.as_secs_f64() / base.as_secs_f64()
+        );
+    }
 }
 
 criterion_group! {

@@ -49,6 +49,8 @@ pub enum Answer {
 #[derive(Default)]
 struct SinkState {
     received: Vec<ExportProfilesServiceRequest>,
+    /// gRPC metadata of every call.
+    metadata: Vec<tonic::metadata::MetadataMap>,
     answers: VecDeque<Answer>,
     calls: usize,
 }
@@ -71,6 +73,7 @@ impl ProfilesService for SinkSvc {
     ) -> Result<Response<ExportProfilesServiceResponse>, Status> {
         let mut s = self.0.lock().unwrap();
         s.calls += 1;
+        s.metadata.push(req.metadata().clone());
         match s.answers.pop_front() {
             Some(Answer::Fail(code, msg)) => Err(Status::new(code, msg)),
             Some(Answer::Throttle(ms)) => {
@@ -132,6 +135,10 @@ impl Sink {
 
     pub fn received(&self) -> Vec<ExportProfilesServiceRequest> {
         self.state.lock().unwrap().received.clone()
+    }
+
+    pub fn metadata(&self) -> Vec<tonic::metadata::MetadataMap> {
+        self.state.lock().unwrap().metadata.clone()
     }
 
     pub fn calls(&self) -> usize {

@@ -161,3 +161,6 @@ impl Exporter for DebugExporter {
         Ok(0)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -20,19 +20,35 @@ pub fn is_retryable(code: Code, has_retry_info: bool) -> bool {
     }
 }
 
+/// The code the Collector would see. tonic reports a connection that broke
+/// under the call (reset, closed before the response) as `UNKNOWN
+/// "transport error"`, carrying the local error as its source; gRPC-Go
+/// reports transport failures as `UNAVAILABLE`, which is retried. An
+/// `UNKNOWN` the peer sent has no source and stays permanent.
+pub fn effective_code(status: &Status) -> Code {
+    let local = std::error::Error::source(status).is_some();
+    if status.code() == Code::Unknown && local {
+        Code::Unavailable
+    } else {
+        status.code()
+    }
+}
+
 /// Maps a failed call to an [`ExportError`], honouring `RetryInfo.retry_delay`.
 pub fn classify(status: &Status) -> ExportError {
     let retry_after = status
         .get_details_retry_info()
         .and_then(|r| r.retry_delay)
         .filter(|d| !d.is_zero());
-    let message = format!(
-        "rpc error: code = {:?} desc = {}",
-        status.code(),
-        status.message()
-    );
+    let code = effective_code(status);
+    let mut message = format!("rpc error: code = {code:?} desc = {}", status.message());
+    let mut source = std::error::Error::source(status);
+    while let Some(e) = source {
+        message.push_str(&format!(": {e}"));
+        source = e.source();
+    }
     let has_info = status.get_details_retry_info().is_some();
-    if is_retryable(status.code(), has_info) {
+    if is_retryable(code, has_info) {
         ExportError::Retryable {
             message,
             retry_after,

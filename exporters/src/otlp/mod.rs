@@ -12,7 +12,7 @@ use std::sync::Arc;
 use profcol_pipeline::component::{Exporter, ExporterFactory, ExporterSettings};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
-pub use classify::{classify, is_retryable};
+pub use classify::{classify, effective_code, is_retryable};
 pub use config::{Compression, OtlpExporterConfig, TlsConfig};
 
 pub struct OtlpExporterFactory;

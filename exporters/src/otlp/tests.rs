@@ -1,5 +1,6 @@
 use tonic::Code;
 
+use profcol_pipeline::component::ExportError;
 use profcol_pipeline::config::{ComponentConfig, Duration, Kind};
 
 use super::*;
@@ -151,6 +152,25 @@ fn retryable_codes_match_the_collector() {
         is_retryable(Code::ResourceExhausted, true),
         "with RetryInfo"
     );
+}
+
+/// A connection that broke under the call is UNAVAILABLE to the Collector
+/// (retried); an UNKNOWN the peer answered is permanent.
+#[test]
+fn a_broken_connection_is_retried_an_unknown_answer_is_not() {
+    let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection reset");
+    let broken = tonic::Status::from_error(Box::new(io));
+    assert_eq!(broken.code(), Code::Unknown, "tonic's own code");
+    assert_eq!(effective_code(&broken), Code::Unavailable);
+    match classify(&broken) {
+        ExportError::Retryable { message, .. } => {
+            assert!(message.contains("connection reset"), "{message}")
+        }
+        e => panic!("{e:?}"),
+    }
+    let answered = tonic::Status::unknown("handler panicked");
+    assert_eq!(effective_code(&answered), Code::Unknown);
+    assert!(matches!(classify(&answered), ExportError::Permanent { .. }));
 }
 
 #[test]

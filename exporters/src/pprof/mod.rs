@@ -137,7 +137,7 @@ impl PprofExporter {
     /// Writes `batch` on the calling thread; returns the paths written.
     /// [`Exporter::export`] runs this on the blocking pool.
     pub fn write_batch(&self, batch: &ProfileBatch) -> Result<Vec<PathBuf>, ExportError> {
-        self.inner.write_batch(batch)
+        self.inner.write_batch(batch, None)
     }
 }
 
@@ -158,7 +158,12 @@ fn source_comments(batch: &ProfileBatch) -> Vec<String> {
 }
 
 impl Inner {
-    fn write_batch(&self, batch: &ProfileBatch) -> Result<Vec<PathBuf>, ExportError> {
+    /// `ctx`, when given, receives the file events as metrics.
+    fn write_batch(
+        &self,
+        batch: &ProfileBatch,
+        ctx: Option<&ExporterContext>,
+    ) -> Result<Vec<PathBuf>, ExportError> {
         let opts = ToPprofOptions {
             resource_attributes_as_labels: self.cfg.resource_attributes_as_labels.clone(),
             merge_sample_types: self.cfg.merge_sample_types,
@@ -204,9 +209,17 @@ impl Inner {
             written.push(target);
         }
         files::sync_directory(&self.directory)?;
+        if let Some(ctx) = ctx {
+            ctx.telemetry
+                .exporter_event(&ctx.id, "file_written", written.len() as u64);
+        }
         match retention::enforce(&self.directory, &self.template, &self.limits) {
             Ok(r) => {
                 if r.files > 0 {
+                    if let Some(ctx) = ctx {
+                        ctx.telemetry
+                            .exporter_event(&ctx.id, "file_removed_by_retention", r.files);
+                    }
                     self.counters
                         .files_removed
                         .fetch_add(r.files, Ordering::Relaxed);
@@ -266,10 +279,11 @@ impl Exporter for PprofExporter {
     async fn export(
         &self,
         batch: Arc<ProfileBatch>,
-        _ctx: &ExporterContext,
+        ctx: &ExporterContext,
     ) -> Result<u64, ExportError> {
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || inner.write_batch(&batch))
+        let ctx = ctx.clone();
+        tokio::task::spawn_blocking(move || inner.write_batch(&batch, Some(&ctx)))
             .await
             .map_err(|e| {
                 ExportError::permanent(format!("pprof exporter: writer task failed: {e}"))

@@ -147,19 +147,34 @@ async fn retention_keeps_the_newest_files_and_nothing_else_is_touched() {
         c.max_files = 2;
         c.file_name = "{profile_id}.pb.gz".into();
     });
+    // Through `export`, as the runtime calls it, so the metrics are counted.
+    let ctx = ctx();
     let mut written = Vec::new();
     for _ in 0..5 {
-        written.extend(e.write_batch(&fixture("minimal-request.bin")).unwrap());
+        let before: std::collections::HashSet<String> = names(dir.path()).into_iter().collect();
+        e.export(Arc::new(fixture("minimal-request.bin")), &ctx)
+            .await
+            .unwrap();
+        written.extend(
+            names(dir.path())
+                .into_iter()
+                .filter(|n| !before.contains(n)),
+        );
     }
-    let kept: Vec<String> = written[3..]
-        .iter()
-        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-        .collect();
-    let mut expect = kept.clone();
+    let mut expect = written[3..].to_vec();
     expect.push("notes.txt".into());
     expect.sort();
     assert_eq!(names(dir.path()), expect);
     assert_eq!(e.stats().files_removed, 3);
+    assert_eq!(ctx.telemetry.exporter_events("pprof", "file_written"), 5);
+    assert_eq!(
+        ctx.telemetry
+            .exporter_events("pprof", "file_removed_by_retention"),
+        3
+    );
+    assert!(ctx.telemetry.encode_text().contains(
+        "profcol_exporter_events_total{exporter=\"pprof\",event=\"file_removed_by_retention\"} 3"
+    ));
 }
 
 #[tokio::test]

@@ -23,6 +23,6 @@ pub use error::{ConfigError, ConfigErrors};
 pub use expand::Originals;
 pub use id::{ComponentId, Kind};
 pub use load::{load, load_partial, load_str, load_str_partial, ComponentConfig, Config};
-pub use service::{PipelineConfig, ServiceConfig, TelemetryConfig};
+pub use service::{MetricsLevel, PipelineConfig, ServiceConfig, TelemetryConfig};
 pub use settings::{QueueSettings, RetrySettings};
 pub use yaml::YamlProvider;

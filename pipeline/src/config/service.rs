@@ -29,6 +29,8 @@ pub struct PipelineConfig {
 pub struct TelemetryConfig {
     /// Where `/metrics` is served; `None` when metrics `level: none`.
     pub metrics_address: Option<SocketAddr>,
+    /// Which metrics `/metrics` serves.
+    pub metrics_level: MetricsLevel,
     /// `service.telemetry.logs.level`: debug, info, warn, error.
     pub logs_level: String,
 }
@@ -37,9 +39,23 @@ impl Default for TelemetryConfig {
     fn default() -> Self {
         Self {
             metrics_address: Some(SocketAddr::from(([127, 0, 0, 1], DEFAULT_METRICS_PORT))),
+            metrics_level: MetricsLevel::Normal,
             logs_level: "info".into(),
         }
     }
+}
+
+/// `service.telemetry.metrics.level`, with the Collector's meaning: `basic`
+/// is the core Collector API's metrics (`otelcol_*`: receiver, processor and
+/// exporter counts, queue gauges); `normal`, the Collector's default, adds
+/// the component-specific ones (`profcol_*`: drops by reason, items).
+/// `detailed` has nothing more yet. `none` turns `/metrics` off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum MetricsLevel {
+    None,
+    Basic,
+    Normal,
+    Detailed,
 }
 
 const DEFAULT_METRICS_PORT: u16 = 8888;
@@ -272,22 +288,26 @@ fn telemetry(raw: &TelemetryRaw, errs: &mut ConfigErrors) -> TelemetryConfig {
     }
 
     let m = &raw.metrics;
-    let disabled = match &m.level {
-        None => false,
-        Some(level) => match one_of(level, &METRICS_LEVELS) {
-            Some(l) => l == "none",
-            None => {
-                errs.push(
-                    "service::telemetry::metrics::level",
-                    format!(
-                        "invalid level {level:?}, expected one of {}",
-                        METRICS_LEVELS.join(", ")
-                    ),
-                );
-                false
+    if let Some(level) = &m.level {
+        match one_of(level, &METRICS_LEVELS) {
+            Some(l) => {
+                out.metrics_level = match l {
+                    "none" => MetricsLevel::None,
+                    "basic" => MetricsLevel::Basic,
+                    "normal" => MetricsLevel::Normal,
+                    _ => MetricsLevel::Detailed,
+                }
             }
-        },
-    };
+            None => errs.push(
+                "service::telemetry::metrics::level",
+                format!(
+                    "invalid level {level:?}, expected one of {}",
+                    METRICS_LEVELS.join(", ")
+                ),
+            ),
+        }
+    }
+    let disabled = out.metrics_level == MetricsLevel::None;
 
     let address = match (&m.address, &m.readers) {
         (Some(_), Some(_)) => {

@@ -502,6 +502,7 @@ service:
         config.service.telemetry,
         TelemetryConfig {
             metrics_address: Some("0.0.0.0:9999".parse().unwrap()),
+            metrics_level: MetricsLevel::Detailed,
             logs_level: "warn".into(),
         }
     );
@@ -568,6 +569,16 @@ fn telemetry_forms() {
     );
     assert_eq!(telemetry("{metrics: {readers: []}}").metrics_address, None);
     assert_eq!(telemetry("{logs: {level: debug}}").logs_level, "debug");
+    // The Collector's default level is normal; levels are case-insensitive.
+    let level = |t: &str| telemetry(t).metrics_level;
+    assert_eq!(level("{}"), MetricsLevel::Normal);
+    assert_eq!(level("{metrics: {level: none}}"), MetricsLevel::None);
+    assert_eq!(level("{metrics: {level: Basic}}"), MetricsLevel::Basic);
+    assert_eq!(level("{metrics: {level: normal}}"), MetricsLevel::Normal);
+    assert_eq!(
+        level("{metrics: {level: DETAILED}}"),
+        MetricsLevel::Detailed
+    );
 }
 
 #[test]

@@ -76,7 +76,9 @@ impl RunningService {
         };
 
         if let Some(addr) = graph.telemetry.metrics_address {
-            let started = serve_metrics(addr, telemetry.clone(), stop_extensions.clone()).await;
+            let level = graph.telemetry.metrics_level;
+            let started =
+                serve_metrics(addr, level, telemetry.clone(), stop_extensions.clone()).await;
             let task = svc.check(started, "service::telemetry::metrics".into())?;
             svc.extensions.push(task);
         }

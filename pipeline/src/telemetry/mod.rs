@@ -12,12 +12,17 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::config::MetricsLevel;
+
 type Labels = Vec<(&'static str, String)>;
 
 /// Metric families; `_total` is appended to counters on exposition, as the
 /// Collector's Prometheus endpoint does.
 pub struct Telemetry {
+    /// Every family: metrics level `normal` and `detailed`.
     registry: Registry,
+    /// The core Collector API's `otelcol_*` families only: level `basic`.
+    basic: Registry,
     receiver_accepted: Family<Labels, Counter>,
     receiver_refused: Family<Labels, Counter>,
     exporter_sent: Family<Labels, Counter>,
@@ -30,6 +35,7 @@ pub struct Telemetry {
     processor_outgoing: Family<Labels, Counter>,
     processor_dropped: Family<Labels, Counter>,
     processor_events: Family<Labels, Counter>,
+    exporter_events: Family<Labels, Counter>,
     pipeline_dropped: Family<Labels, Counter>,
     receiver_items: Family<Labels, Counter>,
 }
@@ -46,34 +52,53 @@ macro_rules! family {
         $reg.register($name, $help, f.clone());
         f
     }};
+    // A core Collector metric, served at every level.
+    ($reg:expr, $basic:expr, $name:literal, $help:literal) => {{
+        let f = family!($reg, $name, $help);
+        $basic.register($name, $help, f.clone());
+        f
+    }};
 }
 
 impl Telemetry {
     pub fn new() -> Self {
-        let mut r = Registry::default();
+        let (mut r, mut b) = (Registry::default(), Registry::default());
         Self {
-            receiver_accepted: family!(r, "otelcol_receiver_accepted_profile_samples", "Samples successfully pushed into the pipeline."),
-            receiver_refused: family!(r, "otelcol_receiver_refused_profile_samples", "Samples that could not be pushed into the pipeline."),
-            exporter_sent: family!(r, "otelcol_exporter_sent_profile_samples", "Samples successfully sent to destination."),
-            exporter_send_failed: family!(r, "otelcol_exporter_send_failed_profile_samples", "Samples in failed attempts to send to destination."),
-            exporter_enqueue_failed: family!(r, "otelcol_exporter_enqueue_failed_profile_samples", "Samples that failed to be added to the sending queue."),
+            receiver_accepted: family!(r, b, "otelcol_receiver_accepted_profile_samples", "Samples successfully pushed into the pipeline."),
+            receiver_refused: family!(r, b, "otelcol_receiver_refused_profile_samples", "Samples that could not be pushed into the pipeline."),
+            exporter_sent: family!(r, b, "otelcol_exporter_sent_profile_samples", "Samples successfully sent to destination."),
+            exporter_send_failed: family!(r, b, "otelcol_exporter_send_failed_profile_samples", "Samples in failed attempts to send to destination."),
+            exporter_enqueue_failed: family!(r, b, "otelcol_exporter_enqueue_failed_profile_samples", "Samples that failed to be added to the sending queue."),
             exporter_dropped: family!(r, "profcol_exporter_dropped_profile_samples", "Samples an exporter decided not to send, by reason."),
-            exporter_queue_size: family!(r, "otelcol_exporter_queue_size", "Current size of the retry queue (in batches)."),
-            exporter_queue_capacity: family!(r, "otelcol_exporter_queue_capacity", "Fixed capacity of the retry queue (in batches)."),
-            processor_incoming: family!(r, "otelcol_processor_incoming_profile_samples", "Samples passed to the processor."),
-            processor_outgoing: family!(r, "otelcol_processor_outgoing_profile_samples", "Samples emitted from the processor."),
+            exporter_queue_size: family!(r, b, "otelcol_exporter_queue_size", "Current size of the retry queue (in batches)."),
+            exporter_queue_capacity: family!(r, b, "otelcol_exporter_queue_capacity", "Fixed capacity of the retry queue (in batches)."),
+            processor_incoming: family!(r, b, "otelcol_processor_incoming_profile_samples", "Samples passed to the processor."),
+            processor_outgoing: family!(r, b, "otelcol_processor_outgoing_profile_samples", "Samples emitted from the processor."),
             processor_dropped: family!(r, "profcol_processor_dropped_profile_samples", "Samples a processor dropped, by reason."),
             processor_events: family!(r, "profcol_processor_events", "Non-sample events a processor counted (unknown units, pruned threads, bytes saved)."),
+            exporter_events: family!(r, "profcol_exporter_events", "Non-sample events an exporter counted (files written, files removed by retention)."),
             pipeline_dropped: family!(r, "profcol_pipeline_dropped_profile_samples", "Samples dropped by the runtime between components, by reason."),
             receiver_items: family!(r, "profcol_receiver_items", "Items a receiver saw, by type and outcome (e.g. Sentry envelope items)."),
             registry: r,
+            basic: b,
         }
     }
 
     /// Prometheus text exposition of every metric.
     pub fn encode_text(&self) -> String {
+        self.encode_text_at(MetricsLevel::Detailed)
+    }
+
+    /// The exposition at a `service.telemetry.metrics.level`: `basic` has
+    /// only the `otelcol_*` families; `none` is empty.
+    pub fn encode_text_at(&self, level: MetricsLevel) -> String {
         let mut s = String::new();
-        encode(&mut s, &self.registry).expect("writing to a String cannot fail");
+        let registry = match level {
+            MetricsLevel::None => return s,
+            MetricsLevel::Basic => &self.basic,
+            MetricsLevel::Normal | MetricsLevel::Detailed => &self.registry,
+        };
+        encode(&mut s, registry).expect("writing to a String cannot fail");
         s
     }
 
@@ -189,6 +214,16 @@ impl Telemetry {
             .inc_by(n);
     }
 
+    pub fn exporter_event(&self, exporter: &str, what: &str, n: u64) {
+        tracing::debug!(exporter, what, n, "exporter event");
+        self.exporter_events
+            .get_or_create(&vec![
+                ("exporter", exporter.to_owned()),
+                ("event", what.to_owned()),
+            ])
+            .inc_by(n);
+    }
+
     /// Samples the runtime dropped between components (`shutdown`, ...).
     pub fn pipeline_dropped(&self, pipeline: &str, samples: u64, reason: &str) {
         tracing::warn!(pipeline, samples, reason, "pipeline dropped samples");
@@ -241,6 +276,13 @@ impl Telemetry {
         sum(&self.pipeline_dropped, &[("pipeline", pipeline)])
     }
 
+    pub fn exporter_events(&self, exporter: &str, what: &str) -> u64 {
+        sum(
+            &self.exporter_events,
+            &[("exporter", exporter), ("event", what)],
+        )
+    }
+
     pub fn items(&self, receiver: &str, item_type: &str, outcome: &str) -> u64 {
         sum(
             &self.receiver_items,
@@ -269,4 +311,32 @@ fn sum(f: &Family<Labels, Counter>, want: &[(&str, &str)]) -> u64 {
         })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `basic` serves the core Collector metrics only, `normal` and
+    /// `detailed` add profcol's own, `none` serves nothing.
+    #[test]
+    fn metrics_level_selects_the_families() {
+        let t = Telemetry::new();
+        t.receiver_accepted("otlp", "grpc", 5);
+        t.pipeline_dropped("profiles", 2, "shutdown");
+        let accepted =
+            "otelcol_receiver_accepted_profile_samples_total{receiver=\"otlp\",transport=\"grpc\"} 5";
+        let dropped =
+            "profcol_pipeline_dropped_profile_samples_total{pipeline=\"profiles\",reason=\"shutdown\"} 2";
+
+        let basic = t.encode_text_at(MetricsLevel::Basic);
+        assert!(basic.contains(accepted), "{basic}");
+        assert!(!basic.contains("profcol_"), "{basic}");
+        for level in [MetricsLevel::Normal, MetricsLevel::Detailed] {
+            let text = t.encode_text_at(level);
+            assert!(text.contains(accepted) && text.contains(dropped), "{text}");
+        }
+        assert_eq!(t.encode_text(), t.encode_text_at(MetricsLevel::Normal));
+        assert_eq!(t.encode_text_at(MetricsLevel::None), "");
+    }
 }

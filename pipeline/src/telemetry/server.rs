@@ -5,10 +5,13 @@ use axum::{extract::State, http::header, response::IntoResponse, routing::get, R
 use tokio_util::sync::CancellationToken;
 
 use super::Telemetry;
+use crate::config::MetricsLevel;
 
-/// Serves `GET /metrics` in Prometheus text format until `shutdown`.
+/// Serves `GET /metrics` in Prometheus text format, the families of `level`,
+/// until `shutdown`.
 pub async fn serve_metrics(
     addr: SocketAddr,
+    level: MetricsLevel,
     telemetry: Arc<Telemetry>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
@@ -17,7 +20,7 @@ pub async fn serve_metrics(
     })?;
     let app = Router::new()
         .route("/metrics", get(metrics))
-        .with_state(telemetry);
+        .with_state((telemetry, level));
     Ok(tokio::spawn(async move {
         let _ = axum::serve(listener, app)
             .with_graceful_shutdown(shutdown.cancelled_owned())
@@ -25,12 +28,12 @@ pub async fn serve_metrics(
     }))
 }
 
-async fn metrics(State(t): State<Arc<Telemetry>>) -> impl IntoResponse {
+async fn metrics(State((t, level)): State<(Arc<Telemetry>, MetricsLevel)>) -> impl IntoResponse {
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        t.encode_text(),
+        t.encode_text_at(level),
     )
 }

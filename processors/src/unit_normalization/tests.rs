@@ -787,6 +787,7 @@ proptest! {
         let mut batch = ProfileBatch::new(d.clone());
         let mut p = UnitNormalization { opts: o };
         run(&mut p, &mut batch);
+        prop_assert_eq!(validate(batch.data()), Ok(()));
         let mut reference = exploded;
         normalize(&mut reference, &o);
         prop_assert_eq!(validate(&reference), Ok(()));

@@ -47,33 +47,6 @@ fn harness(cfg: SentryReceiverConfig, inbox: usize) -> Harness {
     }
 }
 
-/// A recorded request: method, path, query and headers from `.meta.json`,
-/// the raw body (still compressed) from `.body.bin`.
-fn recorded(rel: &str) -> Request<Body> {
-    let meta: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(fixtures().join(format!("{rel}.meta.json"))).unwrap(),
-    )
-    .unwrap();
-    let body = std::fs::read(fixtures().join(format!("{rel}.body.bin"))).unwrap();
-    let query = meta["query"].as_str().unwrap_or("");
-    let uri = if query.is_empty() {
-        meta["path"].as_str().unwrap().to_owned()
-    } else {
-        format!("{}?{query}", meta["path"].as_str().unwrap())
-    };
-    let mut req = Request::builder().method("POST").uri(uri);
-    for h in meta["headers"].as_array().unwrap() {
-        let (k, v) = (h[0].as_str().unwrap(), h[1].as_str().unwrap());
-        // Framing headers belong to the recorded connection, not this one.
-        if !["host", "content-length", "transfer-encoding", "connection"]
-            .contains(&k.to_ascii_lowercase().as_str())
-        {
-            req = req.header(k, v);
-        }
-    }
-    req.body(Body::from(body)).unwrap()
-}
-
 fn post(path: &str, headers: &[(&str, &str)], body: impl Into<Body>) -> Request<Body> {
     let mut req = Request::builder().method("POST").uri(path);
     for (k, v) in headers {
@@ -116,23 +89,165 @@ fn sentry_samples(b: &ProfileBatch) -> u64 {
         .sum()
 }
 
+/// Every recorded request under `tests/fixtures/sentry-*` (any depth), as
+/// `folder/.../NNNN`, sorted: new recordings are replayed without editing here.
+fn recorded_requests() -> Vec<String> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.to_string_lossy().ends_with(".meta.json") {
+                out.push(p);
+            }
+        }
+    }
+    let mut metas = Vec::new();
+    for e in std::fs::read_dir(fixtures()).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir()
+            && p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("sentry-")
+        {
+            walk(&p, &mut metas);
+        }
+    }
+    let mut out: Vec<String> = metas
+        .iter()
+        .map(|p| {
+            let rel = p.strip_prefix(fixtures()).unwrap().to_string_lossy();
+            rel.strip_suffix(".meta.json").unwrap().replace('\\', "/")
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Listens on a free local port with the receiver's routes.
+async fn serve(app: axum::Router) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+/// Sends a recorded request over a real connection, as its client did: the
+/// recorded request line and headers in their order (only `Host` and
+/// `Connection` adapted to this connection), the raw body (still compressed),
+/// chunked when it was recorded so. Returns the status and the JSON answer.
+async fn replay_over_http(addr: std::net::SocketAddr, rel: &str) -> (u16, serde_json::Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let meta: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(fixtures().join(format!("{rel}.meta.json"))).unwrap(),
+    )
+    .unwrap();
+    let body = std::fs::read(fixtures().join(format!("{rel}.body.bin"))).unwrap();
+    let query = meta["query"].as_str().unwrap_or("");
+    let mut head = format!(
+        "{} {}",
+        meta["method"].as_str().unwrap(),
+        meta["path"].as_str().unwrap()
+    );
+    if !query.is_empty() {
+        head += &format!("?{query}");
+    }
+    head += " HTTP/1.1\r\n";
+    let mut chunked = false;
+    for h in meta["headers"].as_array().unwrap() {
+        let (k, v) = (h[0].as_str().unwrap(), h[1].as_str().unwrap());
+        match k.to_ascii_lowercase().as_str() {
+            "host" => head += &format!("{k}: {addr}\r\n"),
+            "connection" => {}
+            "content-length" => {
+                assert_eq!(v.parse::<usize>().unwrap(), body.len(), "{rel}");
+                head += &format!("{k}: {v}\r\n");
+            }
+            "transfer-encoding" => {
+                chunked = v.eq_ignore_ascii_case("chunked");
+                head += &format!("{k}: {v}\r\n");
+            }
+            _ => head += &format!("{k}: {v}\r\n"),
+        }
+    }
+    head += "Connection: close\r\n\r\n";
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(head.as_bytes()).await.unwrap();
+    if chunked {
+        for piece in body.chunks(1000) {
+            conn.write_all(format!("{:x}\r\n", piece.len()).as_bytes())
+                .await
+                .unwrap();
+            conn.write_all(piece).await.unwrap();
+            conn.write_all(b"\r\n").await.unwrap();
+        }
+        conn.write_all(b"0\r\n\r\n").await.unwrap();
+    } else {
+        conn.write_all(&body).await.unwrap();
+    }
+    let mut resp = Vec::new();
+    conn.read_to_end(&mut resp).await.unwrap();
+    let split = resp.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&resp[..split]).to_ascii_lowercase();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let mut payload = resp[split + 4..].to_vec();
+    if head.contains("transfer-encoding: chunked") {
+        let mut out = Vec::new();
+        let mut rest = &payload[..];
+        loop {
+            let eol = rest.windows(2).position(|w| w == b"\r\n").unwrap();
+            let n = usize::from_str_radix(std::str::from_utf8(&rest[..eol]).unwrap(), 16).unwrap();
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&rest[eol + 2..eol + 2 + n]);
+            rest = &rest[eol + 4 + n..];
+        }
+        payload = out;
+    }
+    (
+        status,
+        serde_json::from_slice(&payload).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+/// Receiver counters as Prometheus lines, sorted, for snapshots.
+fn receiver_counters(t: &Telemetry) -> String {
+    let mut lines: Vec<&str> = Vec::new();
+    let text = t.encode_text();
+    for l in text.lines() {
+        if l.starts_with("profcol_receiver_items_total{") || l.starts_with("otelcol_receiver_") {
+            lines.push(l);
+        }
+    }
+    lines.sort_unstable();
+    lines.join("\n")
+}
+
+/// Every recorded SDK request replayed over a real connection (with `keys`
+/// set, so the recorded auth is checked): 200 with the envelope's event id,
+/// every Sentry sample accepted or counted, and a snapshot of the counters and
+/// the resolved profile (folded stacks per thread, counts, attributes).
 #[tokio::test]
-async fn recorded_envelopes_are_accepted_and_converted() {
-    // (fixture, Sentry samples in the payload, event id the SDK set)
-    for (rel, samples, event_id) in [
-        ("sentry-python/manual/0001", 1085u64, None),
-        ("sentry-node/manual/0001", 475, None),
-        (
-            "sentry-python/v1/0001",
-            498,
-            Some("7fc428df13c34d1e90c82c67fb037c90"),
-        ),
-    ] {
-        let mut h = harness(SentryReceiverConfig::default(), 8);
-        let (status, _, body) = send(&h.app, recorded(rel)).await;
-        assert_eq!(status, StatusCode::OK, "{rel}: {body}");
+async fn every_recorded_request_replays_over_http() {
+    let rels = recorded_requests();
+    assert!(rels.len() >= 4, "{rels:?}");
+    for rel in &rels {
+        let cfg = SentryReceiverConfig {
+            keys: vec!["publickey".into()],
+            ..SentryReceiverConfig::default()
+        };
+        let mut h = harness(cfg, 8);
+        let addr = serve(h.app.clone()).await;
+        let (status, body) = replay_over_http(addr, rel).await;
+        assert_eq!(status, 200, "{rel}: {body}");
+
+        // What the recording holds, from the decoded body.
+        let envelope = std::fs::read(fixtures().join(format!("{rel}.envelope"))).unwrap();
+        let parsed = profcol_pipeline::formats::sentry::parse_envelope(&envelope).unwrap();
         let id = body["id"].as_str().unwrap_or_default();
-        match event_id {
+        match parsed.header.get("event_id").and_then(|e| e.as_str()) {
             // The envelope's event_id, as Relay answers.
             Some(e) => assert_eq!(id, e, "{rel}"),
             // None in the header: a fresh one.
@@ -141,35 +256,38 @@ async fn recorded_envelopes_are_accepted_and_converted() {
                 "{rel}: {body}"
             ),
         }
-        let batch = h.rx.try_recv().expect("one batch per envelope");
-        validate(batch.data()).unwrap();
-        assert_eq!(batch.profile_count(), 1, "{rel}");
-        // Every Sentry sample is one timestamp, except v1 samples outside the
-        // transaction, which are counted as dropped.
-        let dropped = h.telemetry.refused("sentry");
-        assert_eq!(sentry_samples(&batch) + dropped, samples, "{rel}");
-        assert_eq!(
-            batch.sample_count(),
-            sentry_samples(&batch),
-            "{rel}: one observation per timestamp"
-        );
-        assert_eq!(
-            h.telemetry.accepted("sentry"),
-            sentry_samples(&batch),
-            "{rel}"
-        );
-        let name = rel.replace('/', "_");
-        insta::assert_snapshot!(name, resolve(batch.data(), Detail::Names).to_text());
-    }
-}
+        let profiles: Vec<serde_json::Value> = parsed
+            .items
+            .iter()
+            .filter(|i| matches!(i.item_type(), "profile" | "profile_chunk"))
+            .map(|i| serde_json::from_slice(i.payload).unwrap())
+            .collect();
+        let sent: u64 = profiles
+            .iter()
+            .map(|p| p["profile"]["samples"].as_array().unwrap().len() as u64)
+            .sum();
 
-#[tokio::test]
-async fn other_items_are_accepted_and_ignored() {
-    let mut h = harness(SentryReceiverConfig::default(), 8);
-    let (status, _, _) = send(&h.app, recorded("sentry-node/manual/0002")).await;
-    assert_eq!(status, StatusCode::OK);
-    assert!(h.rx.try_recv().is_err(), "a session item makes no batch");
-    assert_eq!(h.telemetry.items("sentry", "session", "ignored"), 1);
+        let mut text = format!("status {status}\n{}\n", receiver_counters(&h.telemetry));
+        match h.rx.try_recv() {
+            Ok(batch) => {
+                validate(batch.data()).unwrap();
+                assert_eq!(batch.profile_count() as usize, profiles.len(), "{rel}");
+                // Every Sentry sample is one timestamp, except v1 samples
+                // outside the transaction, which are counted as refused.
+                let accepted = sentry_samples(&batch);
+                assert_eq!(accepted + h.telemetry.refused("sentry"), sent, "{rel}");
+                assert_eq!(batch.sample_count(), accepted, "{rel}");
+                assert_eq!(h.telemetry.accepted("sentry"), accepted, "{rel}");
+                text += &resolve(batch.data(), Detail::Names).to_text();
+            }
+            Err(_) => {
+                assert!(profiles.is_empty(), "{rel}: profiles but no batch");
+                text += "no profiles\n";
+            }
+        }
+        assert!(h.rx.try_recv().is_err(), "{rel}: one batch per envelope");
+        insta::assert_snapshot!(rel.replace('/', "_"), text);
+    }
 }
 
 fn valid_envelope() -> Vec<u8> {
@@ -733,4 +851,77 @@ async fn keys_are_read_from_each_place_and_chunked_bodies_are_accepted() {
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(sentry_samples(&h.rx.try_recv().unwrap()), 1085);
+}
+
+/// v1 over HTTP: samples outside the transaction's window are left out and
+/// counted as refused (`outside_transaction`), the rest are accepted and
+/// linked to the transaction's trace and span. The envelope is rebuilt the
+/// loose way SDKs write it: no `length`, blank lines, no final newline.
+#[tokio::test]
+async fn v1_samples_outside_the_transaction_are_counted_over_http() {
+    let bytes = std::fs::read(fixtures().join("sentry-python/v1/0001.envelope")).unwrap();
+    let env = profcol_pipeline::formats::sentry::parse_envelope(&bytes).unwrap();
+    let mut profile: serde_json::Value = serde_json::from_slice(env.items[0].payload).unwrap();
+    profile["transactions"][0]["relative_end_ns"] = serde_json::json!("1000000000");
+    let samples = profile["profile"]["samples"].as_array().unwrap();
+    let inside = samples
+        .iter()
+        .filter(|s| {
+            let ns: u64 = s["elapsed_since_start_ns"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            ns <= 1_000_000_000
+        })
+        .count() as u64;
+    let total = samples.len() as u64;
+    assert!(inside > 0 && inside < total);
+    let tx = env.items[1].payload;
+    assert!(!tx.contains(&b'\n'));
+    let header_line = &bytes[..bytes.iter().position(|b| *b == b'\n').unwrap()];
+    let body = [
+        header_line,
+        b"\n{\"type\":\"profile\",\"platform\":\"python\"}\n",
+        &serde_json::to_vec(&profile).unwrap(),
+        b"\n\n\n{\"type\":\"transaction\"}\n",
+        tx,
+    ]
+    .concat();
+
+    let mut h = harness(SentryReceiverConfig::default(), 8);
+    let (status, _, answer) = send(&h.app, post("/api/1/envelope/", &[], body)).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["id"], "7fc428df13c34d1e90c82c67fb037c90");
+    let batch = h.rx.try_recv().unwrap();
+    assert_eq!(sentry_samples(&batch), inside);
+    assert_eq!(h.telemetry.accepted("sentry"), inside);
+    assert_eq!(
+        h.telemetry.refused_for("sentry", "outside_transaction"),
+        total - inside
+    );
+    assert_eq!(h.telemetry.items("sentry", "profile", "accepted"), 1);
+    assert_eq!(h.telemetry.items("sentry", "transaction", "used"), 1);
+    let data = batch.data();
+    let dict = data.dictionary.as_ref().unwrap();
+    for s in data
+        .resource_profiles
+        .iter()
+        .flat_map(|r| &r.scope_profiles)
+        .flat_map(|s| &s.profiles)
+        .flat_map(|p| &p.samples)
+    {
+        let link = &dict.link_table[s.link_index as usize];
+        assert_eq!(
+            (hex(&link.trace_id), hex(&link.span_id)),
+            (
+                "9558c43617dd4a2b9bcde612fb8eb31c".into(),
+                "9f04ed82547963b4".into()
+            )
+        );
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }

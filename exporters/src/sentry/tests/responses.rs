@@ -47,6 +47,7 @@ async fn pprof_cpu_profile_is_expanded_into_timestamped_samples() {
         .flat_map(|p| &p.samples)
         .all(|s| s.timestamps_unix_nano.is_empty() && s.values.len() == 1));
     let otlp_samples: usize = profiles.iter().map(|p| p.samples.len()).sum();
+    let duplicate = profiles[1].samples.len() as u64;
 
     let mock = MockSentry::start().await;
     let e = exporter(&mock.dsn(), "platform: go");
@@ -54,7 +55,11 @@ async fn pprof_cpu_profile_is_expanded_into_timestamped_samples() {
     let b = batch(data);
     assert_eq!(e.export(b.clone(), &ctx).await.unwrap(), 0);
     let reqs = mock.requests();
-    assert_eq!(reqs.len(), 2, "one envelope per Profile");
+    assert_eq!(
+        reqs.len(),
+        1,
+        "the two Profiles hold the same samples: sent once"
+    );
     for r in &reqs {
         let bytes = r.envelope();
         let env = profcol_pipeline::formats::sentry::parse_envelope(&bytes).unwrap();
@@ -71,9 +76,13 @@ async fn pprof_cpu_profile_is_expanded_into_timestamped_samples() {
             .collect();
         assert_eq!(ts.len(), 590);
     }
-    // Nothing dropped: every OTLP sample counts as sent.
+    // The cpu/nanoseconds Profile is counted as dropped, with the reason.
     assert_eq!(b.sample_count(), otlp_samples as u64);
-    assert_eq!(ctx.telemetry.exporter_dropped_total("sentry"), 0);
+    assert_eq!(ctx.telemetry.exporter_dropped_total("sentry"), duplicate);
+    assert!(ctx
+        .telemetry
+        .encode_text()
+        .contains(reason::DUPLICATE_SAMPLE_TYPE));
 
     // Without `platform`, the neutral one.
     let mock = MockSentry::start().await;

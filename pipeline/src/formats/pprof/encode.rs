@@ -20,7 +20,9 @@ use super::plan::{kv_key, label_attributes, string};
 use super::proto::{self, tags};
 use super::strings::StringTable;
 use super::{keys, plan_files, PprofError, PprofFile, ToPprofOptions};
-use crate::proto::{any_value::Value, AnyValue, Profile, ProfilesData, ProfilesDictionary, Sample};
+use crate::proto::{
+    any_value::Value, AnyValue, Function, Profile, ProfilesData, ProfilesDictionary, Sample,
+};
 
 /// Output is handed to the writer in chunks of about this size.
 const FLUSH_AT: usize = 64 * 1024;
@@ -198,7 +200,18 @@ impl<'a, W: Write> Encoder<'a, W> {
             .ok_or_else(|| invalid(format!("{what}: string index {idx} out of range")))
     }
 
+    /// pprof id of OTLP function `idx`; 0 for the empty function at index
+    /// 0, which stands for "no function" as pprof's id 0 does.
     fn function_id(&mut self, idx: i32) -> Result<u32, PprofError> {
+        if idx == 0
+            && self
+                .dict
+                .function_table
+                .first()
+                .is_some_and(|f| *f == Function::default())
+        {
+            return Ok(0);
+        }
         let slot = usize::try_from(idx)
             .ok()
             .filter(|&i| i < self.function_ids.len())
@@ -438,6 +451,13 @@ impl<'a, W: Write> Encoder<'a, W> {
     /// Writes the mapping, location and function tables.
     fn tables(&mut self) -> Result<(), PprofError> {
         let dict = self.dict;
+        // Mapping ids in dictionary order, not first use: pprof tools take
+        // mapping 1 for the main binary (`File:` in `-top`, symbolization),
+        // and an imported pprof keeps its mapping order in the dictionary.
+        self.mappings.sort_unstable();
+        for (pos, &slot) in self.mappings.iter().enumerate() {
+            self.mapping_ids[slot] = pos as u32 + 1;
+        }
         // What the file's locations say about each mapping, for mappings
         // that do not carry pprof's has_* flags themselves.
         let mut inferred = vec![[false; 4]; self.mappings.len()];
@@ -590,6 +610,29 @@ impl<'a, W: Write> Encoder<'a, W> {
     }
 }
 
+/// Longest profile attribute value written as a label; see [`profile_comment`].
+const MAX_PROFILE_LABEL_LEN: usize = 256;
+
+/// A profile attribute too large or too structured for a label (Sentry's
+/// `sentry.measurements` JSON, `sentry.thread_metadata`), as key and value.
+/// Labels group and filter samples, and a profile attribute is repeated on
+/// every sample, so these become `comment` lines (`go tool pprof -comments`)
+/// instead.
+fn profile_comment(dict: &ProfilesDictionary, idx: i32) -> Option<(&str, &AnyValue)> {
+    let a = dict.attribute_table.get(usize::try_from(idx).ok()?)?;
+    let v = a.value.as_ref()?;
+    let long = |s: &str| s.len() > MAX_PROFILE_LABEL_LEN;
+    let document = match v.value.as_ref()? {
+        Value::KvlistValue(_) => true,
+        Value::StringValue(s) => long(s),
+        Value::StringValueStrindex(i) => string(dict, *i, "attribute value").is_ok_and(long),
+        Value::BytesValue(b) => b.len() * 2 > MAX_PROFILE_LABEL_LEN,
+        _ => false,
+    };
+    let key = string(dict, a.key_strindex, "attribute key").ok()?;
+    document.then_some((key, v))
+}
+
 /// Lines of a `pprof.profile.comment` attribute (`string[]`, or one string).
 fn comment_lines<'a>(v: &'a AnyValue, dict: &'a ProfilesDictionary, out: &mut Vec<Cow<'a, str>>) {
     match &v.value {
@@ -683,7 +726,9 @@ pub fn write_pprof<W: Write>(
     for (j, p) in first_column.iter().enumerate() {
         extra.clear();
         for ai in label_attributes(dict, p) {
-            extra.push(e.attribute(ai)?);
+            if profile_comment(dict, ai).is_none() {
+                extra.push(e.attribute(ai)?);
+            }
         }
         extra.extend(resource_labels.iter().cloned());
         for (i, s) in p.samples.iter().enumerate() {
@@ -786,6 +831,13 @@ pub fn write_pprof<W: Write>(
         }
     }
     source.extend(opts.comments.iter().map(|c| Cow::Borrowed(c.as_str())));
+    for p in &all {
+        for ai in label_attributes(dict, p) {
+            if let Some((key, v)) = profile_comment(dict, ai) {
+                source.push(Cow::Owned(format!("{key}: {}", render(v, dict))));
+            }
+        }
+    }
     for line in source {
         if !comments.contains(&line) {
             comments.push(line);

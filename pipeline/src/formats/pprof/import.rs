@@ -52,13 +52,46 @@ pub fn decode_pprof_limited(
         if raw.len() > max_decoded {
             return Err(too_large());
         }
-        Ok(proto::Profile::decode(raw.as_slice())?)
+        decode_profile(&raw)
     } else {
         if bytes.len() > max_decoded {
             return Err(too_large());
         }
-        Ok(proto::Profile::decode(bytes)?)
+        decode_profile(bytes)
     }
+}
+
+/// Decodes a `Profile`. Go's pprof writes and reads the string table as
+/// raw bytes, so a file naming a Latin-1 path or a symbol cut mid-character
+/// is valid to every pprof tool but not a protobuf `string`: rather than
+/// refuse the whole profile, such strings are decoded lossily (U+FFFD).
+fn decode_profile(raw: &[u8]) -> Result<proto::Profile, PprofError> {
+    proto::Profile::decode(raw).or_else(|e| decode_lossy(raw).ok_or(PprofError::Decode(e)))
+}
+
+/// [`decode_profile`]'s slow path: the top-level fields are copied without
+/// the string table, which is decoded on the side.
+fn decode_lossy(raw: &[u8]) -> Option<proto::Profile> {
+    use prost::encoding::{decode_key, decode_varint, skip_field, DecodeContext, WireType};
+    let mut rest = Vec::with_capacity(raw.len());
+    let mut strings = Vec::new();
+    let mut buf = raw;
+    while !buf.is_empty() {
+        let field = buf;
+        let (tag, wire_type) = decode_key(&mut buf).ok()?;
+        if tag == proto::tags::profile::STRING_TABLE && wire_type == WireType::LengthDelimited {
+            let len = usize::try_from(decode_varint(&mut buf).ok()?).ok()?;
+            let s = buf.get(..len)?;
+            strings.push(String::from_utf8_lossy(s).into_owned());
+            buf = &buf[len..];
+        } else {
+            skip_field(wire_type, tag, &mut buf, DecodeContext::default()).ok()?;
+            rest.extend_from_slice(&field[..field.len() - buf.len()]);
+        }
+    }
+    let mut p = proto::Profile::decode(rest.as_slice()).ok()?;
+    p.string_table = strings;
+    Some(p)
 }
 
 /// pprof ids -> positions in their table.
@@ -118,7 +151,8 @@ struct Importer<'p, 'd> {
     p: &'p proto::Profile,
     dict: &'d mut DictionaryBuilder,
     /// pprof index/position -> OTLP dictionary index, interned on first use
-    /// so nothing unreferenced lands in the dictionary.
+    /// so nothing unreferenced lands in the dictionary (mappings excepted,
+    /// see [`import_pprof`]).
     strings: Vec<i32>,
     function_ids: Ids,
     functions: Vec<i32>,
@@ -172,6 +206,11 @@ impl<'p> Importer<'p, '_> {
     }
 
     fn function(&mut self, id: u64) -> Result<i32, PprofError> {
+        // A line without a function, as pprof's own parser allows: the
+        // dictionary's empty function.
+        if id == 0 {
+            return Ok(0);
+        }
         let pos = self
             .function_ids
             .position(id)
@@ -412,6 +451,12 @@ pub fn import_pprof(
         location_ids: vec![UNSEEN; p.location.len()],
         labels: ahash::HashMap::default(),
     };
+    // Every mapping, in order, before locations pull them in by first use:
+    // mapping 1 is the main binary by convention, and the exporter writes
+    // mappings in dictionary order.
+    for m in &p.mapping {
+        im.mapping(m.id)?;
+    }
     // Profile-level attributes, shared by every sample type's profile.
     let mut profile_attrs = Vec::new();
     if !p.comment.is_empty() {

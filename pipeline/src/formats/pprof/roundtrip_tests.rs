@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 
-use super::tests::fixture;
+use super::tests::{fixture, go_heap_pprof};
 use super::*;
 
 fn go_available() -> bool {
@@ -215,4 +215,40 @@ fn the_normalisation_still_sees_real_differences() {
         let got = normalise(&pprof_raw(&path, tmp.path()));
         assert_eq!(got != want, differs);
     }
+}
+
+/// The first entry of `-raw`'s mapping table: the main binary for pprof.
+fn first_mapping(raw: &str) -> &str {
+    let table = raw.split_once("\nMappings\n").expect("a mapping table").1;
+    table.lines().next().unwrap().split_once(": ").unwrap().1
+}
+
+#[test]
+fn go_heap_profile_round_trips_for_go_tool_pprof() {
+    if !go_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let original = go_heap_pprof();
+    // Written uncompressed, as some producers do: pprof reads both.
+    let original_path = tmp.path().join("heap.pb");
+    std::fs::write(&original_path, prost::Message::encode_to_vec(&original)).unwrap();
+    let data =
+        pprof_to_otlp(&decode_pprof(&std::fs::read(&original_path).unwrap()).unwrap()).unwrap();
+    let opts = ToPprofOptions {
+        merge_sample_types: true,
+        ..Default::default()
+    };
+    let files = plan_files(&data, &opts).unwrap();
+    assert_eq!(files.len(), 1);
+    let path = tmp.path().join("heap.pb.gz");
+    let out = std::fs::File::create(&path).unwrap();
+    write_pprof_gzip(&data, &files[0], &opts, DEFAULT_GZIP_LEVEL, out).unwrap();
+
+    let want = pprof_raw(&original_path, tmp.path());
+    let got = pprof_raw(&path, tmp.path());
+    assert!(want.contains("inuse_space/bytes[dflt]"), "{want}");
+    assert_same_raw(&got, &want, "heap");
+    assert_eq!(first_mapping(&got), first_mapping(&want));
+    assert!(first_mapping(&got).contains("/srv/app/bin/server"), "{got}");
 }

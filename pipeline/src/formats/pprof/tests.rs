@@ -904,3 +904,331 @@ fn a_link_without_ids_adds_no_labels() {
     );
     assert!(pp.sample[0].label.is_empty());
 }
+
+/// A Go heap profile as `runtime/pprof` writes it: four sample types, a
+/// `space` period, `bytes` num labels without a unit (pprof infers it from
+/// the key) next to one with `num_unit`, a repeated string label, several
+/// mappings with their own `has_*` flags (libc unsymbolized, its frame an
+/// address only, an unreferenced vdso), inlined frames, and a first sample
+/// whose leaf is in libc rather than the main binary.
+pub(super) fn go_heap_pprof() -> proto::Profile {
+    let strings = [
+        "",
+        "alloc_objects",
+        "count",
+        "alloc_space",
+        "bytes",
+        "inuse_objects",
+        "inuse_space",
+        "space",
+        "/srv/app/bin/server",
+        "/usr/lib/x86_64-linux-gnu/libc.so.6",
+        "[vdso]",
+        "4f2b1c0d9e8a",
+        "7c1e5a9b3d20",
+        "main.alloc",
+        "/srv/app/main.go",
+        "main.main",
+        "runtime.mallocgc",
+        "/usr/lib/go/src/runtime/malloc.go",
+        "object_size",
+        "request",
+        "GET /a",
+        "GET /b",
+    ];
+    let l = |key, str, num, num_unit| proto::Label {
+        key,
+        str,
+        num,
+        num_unit,
+    };
+    let line = |function_id, line| proto::Line {
+        function_id,
+        line,
+        column: 0,
+    };
+    let mapping = |id, start, limit, filename, build_id, symbolized| proto::Mapping {
+        id,
+        memory_start: start,
+        memory_limit: limit,
+        file_offset: 0,
+        filename,
+        build_id,
+        has_functions: symbolized,
+        has_filenames: symbolized,
+        has_line_numbers: symbolized,
+        has_inline_frames: symbolized,
+    };
+    let location = |id, mapping_id, address, line| proto::Location {
+        id,
+        mapping_id,
+        address,
+        line,
+        is_folded: false,
+    };
+    let function = |id, name, filename, start_line| proto::Function {
+        id,
+        name,
+        system_name: name,
+        filename,
+        start_line,
+    };
+    proto::Profile {
+        sample_type: vec![
+            proto::ValueType { r#type: 1, unit: 2 },
+            proto::ValueType { r#type: 3, unit: 4 },
+            proto::ValueType { r#type: 5, unit: 2 },
+            proto::ValueType { r#type: 6, unit: 4 },
+        ],
+        sample: vec![
+            proto::Sample {
+                location_id: vec![1, 2, 3],
+                value: vec![10, 1280, 2, 256],
+                label: vec![l(4, 0, 128, 0), l(19, 20, 0, 0)],
+            },
+            proto::Sample {
+                location_id: vec![2, 4],
+                value: vec![5, 5120, 0, 0],
+                label: vec![l(4, 0, 1024, 0), l(18, 0, 1024, 4)],
+            },
+            proto::Sample {
+                location_id: vec![3],
+                value: vec![1, 64, 1, 64],
+                label: vec![l(19, 20, 0, 0), l(19, 21, 0, 0)],
+            },
+        ],
+        mapping: vec![
+            mapping(1, 0x400000, 0x800000, 8, 11, true),
+            mapping(2, 0x7f00_0000_0000, 0x7f00_0020_0000, 9, 12, false),
+            mapping(3, 0x7fff_0000_0000, 0x7fff_0000_2000, 10, 0, false),
+        ],
+        location: vec![
+            location(1, 2, 0x7f00_0000_1234, vec![]),
+            location(2, 1, 0x401000, vec![line(3, 900)]),
+            location(3, 1, 0x402000, vec![line(1, 12), line(2, 30)]),
+            location(4, 1, 0x403000, vec![line(2, 31)]),
+        ],
+        function: vec![
+            function(1, 13, 14, 10),
+            function(2, 15, 14, 25),
+            function(3, 16, 17, 880),
+        ],
+        string_table: strings.iter().map(|s| s.to_string()).collect(),
+        time_nanos: 1_795_318_731_000_000_000,
+        period_type: Some(proto::ValueType { r#type: 7, unit: 4 }),
+        period: 524_288,
+        default_sample_type: 6,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn go_heap_profile_keeps_its_sample_types_mappings_and_num_labels() {
+    let original = go_heap_pprof();
+    let data = pprof_to_otlp(&original).unwrap();
+    let sp = &data.resource_profiles[0].scope_profiles[0];
+    assert_eq!(sp.profiles.len(), 4);
+    let d = data.dictionary.as_ref().unwrap();
+    // The unreferenced vdso mapping is imported too, in table order.
+    let names: Vec<&str> = d.mapping_table[1..]
+        .iter()
+        .map(|m| d.string_table[m.filename_strindex as usize].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "/srv/app/bin/server",
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+            "[vdso]"
+        ]
+    );
+    let bytes_label = attr_view(&data, &sp.profiles[0].samples[1].attribute_indices);
+    assert_eq!(
+        bytes_label,
+        BTreeSet::from([
+            "bytes=IntValue(1024)".to_string(),
+            "object_size=IntValue(1024)bytes".to_string()
+        ])
+    );
+
+    // Merged: the original, mapping order and flags included.
+    let merge = ToPprofOptions {
+        merge_sample_types: true,
+        resource_attributes_as_labels: vec![],
+        comments: vec![],
+    };
+    let (file, back) = one_file(&data, &merge);
+    assert_eq!(
+        file.sample_type_name(),
+        "alloc_objects+alloc_space+inuse_objects+inuse_space"
+    );
+    assert_same(&back, &original);
+    assert_eq!(s(&back, back.default_sample_type), "inuse_space");
+    let pt = back.period_type.unwrap();
+    assert_eq!(
+        (s(&back, pt.r#type), s(&back, pt.unit), back.period),
+        ("space", "bytes", 524_288)
+    );
+    let mappings: Vec<(u64, &str, &str, [bool; 4])> = back
+        .mapping
+        .iter()
+        .map(|m| {
+            (
+                m.id,
+                s(&back, m.filename),
+                s(&back, m.build_id),
+                [
+                    m.has_functions,
+                    m.has_filenames,
+                    m.has_line_numbers,
+                    m.has_inline_frames,
+                ],
+            )
+        })
+        .collect();
+    // Main binary first although the first sample's leaf is in libc; the
+    // vdso no location uses is not written.
+    assert_eq!(
+        mappings,
+        [
+            (1, "/srv/app/bin/server", "4f2b1c0d9e8a", [true; 4]),
+            (
+                2,
+                "/usr/lib/x86_64-linux-gnu/libc.so.6",
+                "7c1e5a9b3d20",
+                [false; 4]
+            ),
+        ]
+    );
+    let leaf = back
+        .location
+        .iter()
+        .find(|l| l.id == back.sample[0].location_id[0])
+        .unwrap();
+    assert!(leaf.line.is_empty() && leaf.address == 0x7f00_0000_1234 && leaf.mapping_id == 2);
+    // num labels keep their (absent or explicit) unit.
+    let units: Vec<(&str, i64, &str)> = back.sample[1]
+        .label
+        .iter()
+        .map(|l| (s(&back, l.key), l.num, s(&back, l.num_unit)))
+        .collect();
+    assert_eq!(units, [("bytes", 1024, ""), ("object_size", 1024, "bytes")]);
+
+    // Separate files by default, one per sample type; only the default
+    // type's file names it.
+    let files = to_pprof(&data, &ToPprofOptions::default()).unwrap();
+    let types: Vec<(String, Vec<i64>, &str)> = files
+        .iter()
+        .map(|(f, p)| {
+            (
+                f.sample_type_name(),
+                p.sample.iter().map(|s| s.value[0]).collect(),
+                s(p, p.default_sample_type),
+            )
+        })
+        .collect();
+    assert_eq!(
+        types,
+        [
+            ("alloc_objects".to_string(), vec![10, 5, 1], ""),
+            ("alloc_space".to_string(), vec![1280, 5120, 64], ""),
+            ("inuse_objects".to_string(), vec![2, 0, 1], ""),
+            ("inuse_space".to_string(), vec![256, 0, 64], "inuse_space"),
+        ]
+    );
+}
+
+#[test]
+fn a_line_without_a_function_stays_one() {
+    // pprof's parser allows `function_id: 0` (a line with no function).
+    let mut p = handmade_pprof();
+    p.location[0].line[0].function_id = 0;
+    let data = pprof_to_otlp(&p).unwrap();
+    let merge = ToPprofOptions {
+        merge_sample_types: true,
+        ..Default::default()
+    };
+    let (_, back) = one_file(&data, &merge);
+    let loc = back
+        .location
+        .iter()
+        .find(|l| l.address == 0x401000)
+        .unwrap();
+    assert_eq!(loc.line[0].function_id, 0);
+    assert_eq!(loc.line[0].line, 5);
+    // Only the function still used is written; no empty one is made up.
+    assert_eq!(back.function.len(), 1);
+    assert_eq!(s(&back, back.function[0].name), "main");
+}
+
+#[test]
+fn strings_that_are_not_utf8_are_decoded_lossily() {
+    // Go writes the string table as bytes: a Latin-1 path is a valid pprof.
+    let mut p = handmade_pprof();
+    p.string_table[6] = "/src/cafXY.go".into();
+    let mut bytes = p.encode_to_vec();
+    let at = bytes.windows(2).position(|w| w == b"XY").unwrap();
+    bytes[at..at + 2].copy_from_slice(&[0xe9, b'_']);
+    assert!(proto::Profile::decode(bytes.as_slice()).is_err());
+
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &bytes).unwrap();
+    for input in [bytes.clone(), gz.finish().unwrap()] {
+        let got = decode_pprof(&input).unwrap();
+        assert_eq!(got.string_table[6], "/src/caf\u{fffd}_.go");
+        let mut want = p.clone();
+        want.string_table[6] = got.string_table[6].clone();
+        assert_eq!(got, want);
+    }
+    // Anything else that does not decode is still an error.
+    assert!(matches!(
+        decode_pprof(&bytes[..at]),
+        Err(PprofError::Decode(_))
+    ));
+}
+
+#[test]
+fn large_or_structured_profile_attributes_become_comments() {
+    let mut b = Build::new();
+    let f = b.frame("a", 0, 1);
+    let st = b.dict.stack(&[f]);
+    let string = |s: &str| AnyValue {
+        value: Some(Value::StringValue(s.into())),
+    };
+    let release = b.dict.attribute_kv("sentry.release", string("app@1.0"), "");
+    let measurements = format!(r#"{{"cpu_usage":[{}]}}"#, "1.5,".repeat(100));
+    let json = b
+        .dict
+        .attribute_kv("sentry.measurements", string(&measurements), "");
+    let threads = b.dict.attribute_kv(
+        "sentry.thread_metadata",
+        AnyValue {
+            value: Some(Value::KvlistValue(crate::proto::KeyValueList {
+                values: vec![KeyValue {
+                    key: "1".into(),
+                    value: Some(string("main")),
+                    ..Default::default()
+                }],
+            })),
+        },
+        "",
+    );
+    let mut p = b.profile("wall", vec![sample(st, vec![], vec![3], 0)]);
+    p.attribute_indices = vec![release, json, threads];
+    let data = b.finish(vec![p]);
+    let (_, pp) = one_file(&data, &ToPprofOptions::default());
+    // A short scalar still labels every sample; the others do not.
+    assert_eq!(
+        view(&pp)[1],
+        "[3] | 0x1000 a@x.c:10 | sentry.release=app@1.0,service.name=svc"
+    );
+    let comments: Vec<&str> = pp.comment.iter().map(|&c| s(&pp, c)).collect();
+    assert!(
+        comments.contains(&format!("sentry.measurements: {measurements}").as_str()),
+        "{comments:?}"
+    );
+    assert!(
+        comments.contains(&"sentry.thread_metadata: {1=main}"),
+        "{comments:?}"
+    );
+}

@@ -4,12 +4,16 @@
 //! at most 50 MiB of JSON). Timestamped samples keep their timestamps;
 //! aggregated ones are expanded (see `expand`). Every chunk passes
 //! [`check_v2`] before it is offered for sending; what Relay would refuse is
-//! counted with the reason instead.
+//! counted with the reason instead. Profiles that are not stacks sampled
+//! over time, or repeat another Profile's samples under another sample
+//! type, are not sent (see `select`).
 //!
 //! Accounting: a Sentry sample is one point; an OTLP Sample counts as sent
 //! iff its first point is sent, so per chunk `otlp_samples` plus the OTLP
 //! part of `dropped`, summed over a profile's results, is exactly the
 //! profile's number of OTLP Samples.
+
+mod select;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -104,8 +108,15 @@ pub fn otlp_to_chunks(data: &ProfilesData, opts: &ExportOptions) -> Vec<ChunkRes
     for rp in &data.resource_profiles {
         let resource = rp.resource.as_ref().map_or(&[][..], |r| &r.attributes[..]);
         for sp in &rp.scope_profiles {
-            for profile in &sp.profiles {
-                ProfileExport::new(dict, resource, profile, opts).run(&mut out);
+            let verdicts = select::select(dict, &sp.profiles);
+            for (profile, verdict) in sp.profiles.iter().zip(verdicts) {
+                match verdict {
+                    None => ProfileExport::new(dict, resource, profile, opts).run(&mut out),
+                    Some(_) if profile.samples.is_empty() => {}
+                    Some(reason) => out.push(ChunkResult::refused(vec![select::all_dropped(
+                        profile, reason,
+                    )])),
+                }
             }
         }
     }
@@ -175,6 +186,7 @@ struct ThreadInfo {
 enum AttrKind {
     ThreadId,
     ThreadName,
+    ProcessPid,
     Other,
 }
 
@@ -192,10 +204,14 @@ struct ProfileExport<'d> {
     stack_ids: HashMap<Vec<u32>, u32>,
     otlp_stacks: HashMap<i32, u32>,
     threads: Vec<ThreadInfo>,
-    thread_keys: HashMap<(i32, i32), u32>,
+    /// (thread.id, thread.name, process.pid) attribute indices -> thread.
+    thread_keys: HashMap<(i32, i32, i32), u32>,
     attr_kinds: HashMap<i32, AttrKind>,
-    /// Platform of the first of this profile's frames that names its runtime.
-    frame_platform: Option<&'static str>,
+    /// Locations per runtime (from `profile.frame.type`), in order of first
+    /// appearance: the most common runtime names the chunk's platform.
+    runtimes: Vec<(&'static str, u32)>,
+    /// Per frame id: the runtime its location's frame type names.
+    frame_runtimes: Vec<Option<&'static str>>,
     chunks_made: u64,
 }
 
@@ -233,7 +249,8 @@ impl<'d> ProfileExport<'d> {
             threads: Vec::new(),
             thread_keys: HashMap::new(),
             attr_kinds: HashMap::new(),
-            frame_platform: None,
+            runtimes: Vec::new(),
+            frame_runtimes: Vec::new(),
             chunks_made: 0,
         }
     }
@@ -421,7 +438,7 @@ impl<'d> ProfileExport<'d> {
                     .and_then(|l| k::platform_from_language(&l))
                     .map(str::to_owned)
             })
-            .or_else(|| self.frame_platform.map(str::to_owned))
+            .or_else(|| self.frame_runtime().map(str::to_owned))
             .or_else(|| self.opts.default_platform.clone())
             .unwrap_or_else(|| "native".to_owned());
         let release = nonempty(d.attr_text(pa, k::SENTRY_RELEASE))
@@ -542,14 +559,29 @@ impl<'d> ProfileExport<'d> {
             let module = nonempty(text(k::SENTRY_MODULE));
             let package = nonempty(text(k::SENTRY_PACKAGE));
             let platform = nonempty(text(k::SENTRY_PLATFORM));
-            if self.frame_platform.is_none() {
-                self.frame_platform = text(k::FRAME_TYPE)
-                    .as_deref()
-                    .and_then(k::platform_from_frame_type);
+            let runtime = text(k::FRAME_TYPE)
+                .as_deref()
+                .and_then(k::platform_from_frame_type);
+            if let Some(r) = runtime {
+                match self.runtimes.iter_mut().find(|(p, _)| *p == r) {
+                    Some((_, n)) => *n += 1,
+                    None => self.runtimes.push((r, 1)),
+                }
             }
             let filename_attr = text(k::SENTRY_FILENAME);
             let abs_path_attr = text(k::SENTRY_ABS_PATH);
-            let addr = (loc.address != 0).then_some(loc.address);
+            // The eBPF profiler puts line numbers or bytecode offsets in the
+            // address of interpreted frames: only machine code has addresses.
+            let addr =
+                (loc.address != 0 && runtime.is_none_or(is_machine_code)).then_some(loc.address);
+            // An unsymbolized native frame (eBPF, perf): its image names it.
+            let package = package.or_else(|| {
+                let m = usize::try_from(loc.mapping_index)
+                    .ok()
+                    .filter(|&i| i > 0 && loc.lines.is_empty())
+                    .and_then(|i| d.0.mapping_table.get(i))?;
+                nonempty(Some(Cow::Borrowed(d.str(m.filename_strindex))))
+            });
             let frame_for =
                 |function: Option<String>, fn_file: &str, line: i64, column: i64| ChunkFrame {
                     abs_path: match &abs_path_attr {
@@ -598,6 +630,7 @@ impl<'d> ProfileExport<'d> {
                 let next = self.frames.len() as u32;
                 let id = *self.frame_ids.entry(f).or_insert_with_key(|f| {
                     self.frames.push(f.clone());
+                    self.frame_runtimes.push(runtime);
                     next
                 });
                 ids.push(id);
@@ -608,6 +641,40 @@ impl<'d> ProfileExport<'d> {
         let r = (start, ids.len() as u32);
         self.location_frames.insert(loc_index, r);
         r
+    }
+
+    /// The runtime of most of the profile's locations; native code only
+    /// when no interpreter or VM shows up (an eBPF stack of a Python
+    /// process holds kernel and libpython frames below the Python ones).
+    fn frame_runtime(&self) -> Option<&'static str> {
+        let best = |native: bool| {
+            self.runtimes
+                .iter()
+                .filter(|(p, _)| (*p == "native") == native)
+                .fold(
+                    None,
+                    |best: Option<(&'static str, u32)>, &(p, n)| match best {
+                        Some((_, m)) if m >= n => best,
+                        _ => Some((p, n)),
+                    },
+                )
+                .map(|(p, _)| p)
+        };
+        best(false).or_else(|| best(true))
+    }
+
+    /// Frame `f` as a chunk of `platform` holds it: a frame of another
+    /// runtime (native code in a Python chunk) names its own platform, as
+    /// in Sentry's hybrid profiles.
+    fn chunk_frame(&self, f: u32, platform: &str) -> ChunkFrame {
+        let mut frame = self.frames[f as usize].clone();
+        if frame.platform.is_none() {
+            let own = k::frame_type(platform).and_then(k::platform_from_frame_type);
+            if let Some(r) = self.frame_runtimes[f as usize].filter(|r| Some(*r) != own) {
+                frame.platform = Some(r.to_owned());
+            }
+        }
+        frame
     }
 
     /// Sentry stack id (profile-wide) of an OTLP stack; frames leaf first.
@@ -641,27 +708,32 @@ impl<'d> ProfileExport<'d> {
     /// Thread (profile-wide index) named by a sample's attributes.
     fn thread(&mut self, attrs: &[i32]) -> u32 {
         let d = self.dict;
-        let (mut id_attr, mut name_attr) = (0, 0);
+        let (mut id_attr, mut name_attr, mut pid_attr) = (0, 0, 0);
         for &i in attrs {
             let kind = *self.attr_kinds.entry(i).or_insert_with(|| match d.attr(i) {
                 Some((k::THREAD_ID, _)) => AttrKind::ThreadId,
                 Some((k::THREAD_NAME, _)) => AttrKind::ThreadName,
+                Some((k::PROCESS_PID, _)) => AttrKind::ProcessPid,
                 _ => AttrKind::Other,
             });
             match kind {
                 AttrKind::ThreadId => id_attr = i,
                 AttrKind::ThreadName => name_attr = i,
+                AttrKind::ProcessPid => pid_attr = i,
                 AttrKind::Other => {}
             }
         }
-        if let Some(&t) = self.thread_keys.get(&(id_attr, name_attr)) {
+        let key = (id_attr, name_attr, pid_attr);
+        if let Some(&t) = self.thread_keys.get(&key) {
             return t;
         }
         let text = |i: i32| d.attr(i).and_then(|(_, v)| d.text(v)).map(Cow::into_owned);
         let name = text(name_attr).filter(|n| !n.is_empty());
+        let pid = text(pid_attr).unwrap_or_default();
         let id = match (text(id_attr), &name) {
             (Some(id), _) if !id.is_empty() => id,
-            (_, Some(name)) => id_from_name(name),
+            (_, Some(name)) => id_from_name(&pid, name),
+            _ if !pid.is_empty() => id_from_name(&pid, ""),
             _ => "0".to_owned(),
         };
         let t = self.threads.len() as u32;
@@ -670,7 +742,7 @@ impl<'d> ProfileExport<'d> {
             name,
             priority: None,
         });
-        self.thread_keys.insert((id_attr, name_attr), t);
+        self.thread_keys.insert(key, t);
         t
     }
 
@@ -792,7 +864,7 @@ impl<'d> ProfileExport<'d> {
                         .iter()
                         .map(|&f| {
                             *frame_map.entry(f).or_insert_with(|| {
-                                profile.frames.push(self.frames[f as usize].clone());
+                                profile.frames.push(self.chunk_frame(f, &meta.platform));
                                 (profile.frames.len() - 1) as u32
                             })
                         })
@@ -871,10 +943,16 @@ fn points_per_value(unit: &str, period_ns: u64) -> Option<PerPoint> {
     }
 }
 
-/// A thread id for a thread known only by name: stable, decimal, and small
-/// enough (53 bits) for any JSON reader.
-fn id_from_name(name: &str) -> String {
-    let h = ids::stable_uuid(&[name.as_bytes()]);
+/// Runtimes whose frames are machine code, with meaningful addresses.
+fn is_machine_code(runtime: &str) -> bool {
+    matches!(runtime, "native" | "go" | "rust")
+}
+
+/// A thread id for a thread known only by name (and process, when samples
+/// of several processes share a Profile, as from the eBPF profiler):
+/// stable, decimal, and small enough (53 bits) for any JSON reader.
+fn id_from_name(pid: &str, name: &str) -> String {
+    let h = ids::stable_uuid(&[pid.as_bytes(), name.as_bytes()]);
     let mut b = [0u8; 8];
     b.copy_from_slice(&h[..8]);
     (u64::from_be_bytes(b) >> 11).to_string()

@@ -68,6 +68,9 @@ pub mod reason {
     pub const MAX_SAMPLES_PER_CHUNK: &str = "max_samples_per_chunk";
     /// A sample type that cannot become wall-clock samples (bytes, ...).
     pub const UNSUPPORTED_SAMPLE_TYPE: &str = "unsupported_sample_type";
+    /// Another Profile of the scope holds the same samples under another
+    /// sample type (pprof `samples/count` and `cpu/nanoseconds`); one is sent.
+    pub const DUPLICATE_SAMPLE_TYPE: &str = "duplicate_sample_type";
     /// A sample with neither timestamps nor a positive value.
     pub const EMPTY_SAMPLE: &str = "empty_sample";
 }

@@ -162,12 +162,24 @@ fn pprof_cpu_profile_is_expanded_into_timestamped_samples() {
     let data = go_cpu();
     let results = otlp_to_chunks(&data, &ExportOptions::default());
     let chunks = sent(&results);
+    let profiles = &data.resource_profiles[0].scope_profiles[0].profiles;
+    assert_eq!(profiles.len(), 2, "samples/count and cpu/nanoseconds");
     assert_eq!(
         chunks.len(),
-        2,
-        "one chunk per Profile (samples/count and cpu/nanoseconds)"
+        1,
+        "the two Profiles hold the same samples: Sentry gets them once"
     );
-    let profiles = &data.resource_profiles[0].scope_profiles[0].profiles;
+    // The count Profile goes; the cpu/nanoseconds one is the duplicate.
+    let dup: Vec<_> = results.iter().flat_map(|r| &r.dropped).collect();
+    assert_eq!(
+        dup,
+        [&crate::formats::sentry::Dropped {
+            reason: reason::DUPLICATE_SAMPLE_TYPE,
+            sentry_samples: 0,
+            otlp_samples: profiles[1].samples.len() as u64,
+        }]
+    );
+    assert_eq!(otlp_accounted(&results), 2 * 472);
     for (r, p) in chunks.iter().zip(profiles) {
         let c = r.chunk.as_ref().unwrap();
         // 590 = sum of counts = 5.9 s of CPU at a 10 ms period.
@@ -195,20 +207,7 @@ fn pprof_cpu_profile_is_expanded_into_timestamped_samples() {
         assert_eq!(c.profile.thread_ids, ["0"]);
         assert!(c.release.is_none() && c.environment.is_none());
         assert_eq!(c.chunk_id.len(), 32);
-        // Per stack, the number of points is the sample's count.
-        let mut per_stack: BTreeMap<u32, usize> = BTreeMap::new();
-        for s in &c.profile.samples {
-            *per_stack.entry(s.stack_id).or_default() += 1;
-        }
-        assert_eq!(per_stack.values().sum::<usize>(), 590);
     }
-    let c0 = chunks[0].chunk.as_ref().unwrap();
-    let c1 = chunks[1].chunk.as_ref().unwrap();
-    assert_eq!(
-        c0.profiler_id, c1.profiler_id,
-        "one process, one profiler session"
-    );
-    assert_eq!(c0.profile.frames, c1.profile.frames);
 
     // Per stack (root-first function names, inlined Lines as frames of
     // their own) the chunk holds as many samples as the OTLP count.
@@ -321,7 +320,8 @@ fn expansion_is_capped_per_chunk_and_the_rest_counted() {
     let sent_samples: u64 = results.iter().map(|r| r.sentry_samples).sum();
     let dropped = dropped_by_reason(&results);
     assert!(dropped[reason::MAX_SAMPLES_PER_CHUNK] > 0);
-    assert_eq!(sent_samples + dropped.values().sum::<u64>(), 2 * 590);
+    // The cpu/nanoseconds Profile repeats the count one: never expanded.
+    assert_eq!(sent_samples + dropped.values().sum::<u64>(), 590);
     assert_eq!(otlp_accounted(&results), 2 * 472);
 }
 
@@ -696,4 +696,285 @@ fn default_platform_applies_per_profile() {
     };
     assert_eq!(platforms(Some("go")), ["python", "go"]);
     assert_eq!(platforms(None), ["python", "native"]);
+}
+
+/// go-cpu with its two sample types renamed.
+fn go_cpu_as(types: [(&str, &str); 2]) -> ProfilesData {
+    let mut data = go_cpu();
+    let dict = data.dictionary.as_mut().unwrap();
+    let mut vts = Vec::new();
+    for (ty, unit) in types {
+        dict.string_table.push(ty.into());
+        dict.string_table.push(unit.into());
+        let n = dict.string_table.len() as i32;
+        vts.push(ValueType {
+            type_strindex: n - 2,
+            unit_strindex: n - 1,
+        });
+    }
+    let profiles = &mut data.resource_profiles[0].scope_profiles[0].profiles;
+    for (p, vt) in profiles.iter_mut().zip(vts) {
+        p.sample_type = Some(vt);
+    }
+    data
+}
+
+/// Heap, block and mutex profiles from pprof are not samples over time:
+/// nothing is sent, and every sample is counted with the reason.
+#[test]
+fn profiles_that_are_not_sampled_stacks_are_not_sent() {
+    for types in [
+        [("alloc_objects", "count"), ("alloc_space", "bytes")],
+        [("inuse_objects", "count"), ("inuse_space", "bytes")],
+        [("contentions", "count"), ("delay", "nanoseconds")],
+        [("goroutine", "count"), ("goroutine", "count")],
+    ] {
+        let results = otlp_to_chunks(&go_cpu_as(types), &ExportOptions::default());
+        assert!(sent(&results).is_empty(), "{types:?}");
+        let reasons: BTreeSet<&str> = results
+            .iter()
+            .flat_map(|r| &r.dropped)
+            .map(|d| d.reason)
+            .collect();
+        assert_eq!(
+            reasons,
+            [reason::UNSUPPORTED_SAMPLE_TYPE].into(),
+            "{types:?}"
+        );
+        assert_eq!(otlp_accounted(&results), 2 * 472, "{types:?}");
+    }
+    // Wall-clock profiles (Node's @datadog/pprof) are sampled stacks: the
+    // count Profile goes (listed second here), the time one repeats it.
+    let mut wall = go_cpu_as([("sample", "count"), ("wall", "nanoseconds")]);
+    wall.resource_profiles[0].scope_profiles[0]
+        .profiles
+        .swap(0, 1);
+    let results = otlp_to_chunks(&wall, &ExportOptions::default());
+    let chunks = sent(&results);
+    assert_eq!(chunks.len(), 1);
+    assert_eq!(chunks[0].chunk.as_ref().unwrap().profile.samples.len(), 590);
+    assert_eq!(
+        dropped_by_reason(&results).keys().collect::<Vec<_>>(),
+        [&reason::DUPLICATE_SAMPLE_TYPE]
+    );
+}
+
+/// Profiles of one scope with different samples are each sent.
+#[test]
+fn only_profiles_with_the_same_samples_are_duplicates() {
+    let mut data = go_cpu();
+    let profiles = &mut data.resource_profiles[0].scope_profiles[0].profiles;
+    profiles[1].samples.pop();
+    let results = otlp_to_chunks(&data, &ExportOptions::default());
+    assert_eq!(sent(&results).len(), 2);
+    assert!(dropped_by_reason(&results).is_empty());
+}
+
+/// What the OpenTelemetry eBPF profiler sends: one Profile of `samples/count`
+/// (timestamps, value 1) and one of off-CPU `events/nanoseconds`; stacks of
+/// Python frames over unsymbolized native frames (an address and a mapping
+/// with a build id, no Line) and kernel frames; samples of several
+/// processes named by `thread.name` (the comm) and `process.pid`.
+fn ebpf_like() -> ProfilesData {
+    let mut b = DictionaryBuilder::new();
+    let text = |v: &str| AnyValue {
+        value: Some(Value::StringValue(v.into())),
+    };
+    let ft = |b: &mut DictionaryBuilder, t: &str| b.attribute_kv("profile.frame.type", text(t), "");
+    let build_id = b.attribute_kv(
+        "process.executable.build_id.gnu",
+        text("dfb85de42daffd09640c8fe377d572de3e168920"),
+        "",
+    );
+    let libc_file = b.string("/usr/lib/x86_64-linux-gnu/libc.so.6");
+    let libc = b.mapping(crate::proto::Mapping {
+        memory_start: 0x7f00_0000_0000,
+        memory_limit: 0x7f00_0020_0000,
+        file_offset: 0,
+        filename_strindex: libc_file,
+        attribute_indices: vec![build_id],
+    });
+    let native_ft = ft(&mut b, "native");
+    let native = b.location(Location {
+        mapping_index: libc,
+        address: 0x2a3f0,
+        lines: vec![],
+        attribute_indices: vec![native_ft],
+    });
+    let syscall = b.function_named("do_syscall_64", "", "", 0);
+    let kernel_ft = ft(&mut b, "kernel");
+    let kernel = b.location(Location {
+        mapping_index: 0,
+        address: 0xffff_ffff_8100_0000,
+        lines: vec![Line {
+            function_index: syscall,
+            line: 0,
+            column: 0,
+        }],
+        attribute_indices: vec![kernel_ft],
+    });
+    let py_ft = ft(&mut b, "cpython");
+    let py = |b: &mut DictionaryBuilder, name: &str, line: i64| {
+        let f = b.function_named(name, "", "/srv/app/app.py", 0);
+        b.location(Location {
+            mapping_index: 0,
+            // The eBPF profiler's line number / bytecode offset.
+            address: line as u64,
+            lines: vec![Line {
+                function_index: f,
+                line,
+                column: 0,
+            }],
+            attribute_indices: vec![py_ft],
+        })
+    };
+    let handle = py(&mut b, "handle", 12);
+    let main = py(&mut b, "main", 40);
+    let stack = b.stack(&[kernel, native, handle, main]);
+    let comm = b.attribute_kv("thread.name", text("python3"), "");
+    let mut samples = Vec::new();
+    for (pid, t0) in [(100, 0u64), (200, 5_000_000)] {
+        let pid = b.attribute_kv(
+            "process.pid",
+            AnyValue {
+                value: Some(Value::IntValue(pid)),
+            },
+            "",
+        );
+        samples.push(Sample {
+            stack_index: stack,
+            attribute_indices: vec![comm, pid],
+            link_index: 0,
+            values: vec![1; 3],
+            timestamps_unix_nano: (0..3)
+                .map(|i| 1_000_000_000_000 + t0 + i * 50_000_000)
+                .collect(),
+        });
+    }
+    let vt = |b: &mut DictionaryBuilder, t: &str, u: &str| ValueType {
+        type_strindex: b.string(t),
+        unit_strindex: b.string(u),
+    };
+    let on_cpu = Profile {
+        sample_type: Some(vt(&mut b, "samples", "count")),
+        period_type: Some(vt(&mut b, "cpu", "nanoseconds")),
+        period: 50_000_000,
+        samples: samples.clone(),
+        time_unix_nano: 1_000_000_000_000,
+        duration_nano: 1_000_000_000,
+        ..Default::default()
+    };
+    let mut off = samples[0].clone();
+    off.values = vec![2_000_000, 3_000_000, 4_000_000];
+    let off_cpu = Profile {
+        sample_type: Some(vt(&mut b, "events", "nanoseconds")),
+        samples: vec![off],
+        time_unix_nano: 1_000_000_000_000,
+        duration_nano: 1_000_000_000,
+        ..Default::default()
+    };
+    ProfilesData {
+        resource_profiles: vec![ResourceProfiles {
+            resource: Some(Resource {
+                attributes: vec![KeyValue {
+                    key: "host.name".into(),
+                    value: Some(text("node-1")),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            scope_profiles: vec![ScopeProfiles {
+                profiles: vec![on_cpu, off_cpu],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        dictionary: Some(b.finish()),
+    }
+}
+
+#[test]
+fn ebpf_profiler_data_becomes_a_hybrid_chunk() {
+    let results = otlp_to_chunks(&ebpf_like(), &ExportOptions::default());
+    let chunks = sent(&results);
+    assert_eq!(chunks.len(), 1, "{results:?}");
+    let c = chunks[0].chunk.as_ref().unwrap();
+    // Python frames on top: a Python chunk whose native and kernel frames
+    // say they are native, as in Sentry's hybrid profiles.
+    assert_eq!(c.platform, "python");
+    let frames: Vec<_> = c.profile.stacks[0]
+        .iter()
+        .map(|&f| &c.profile.frames[f as usize])
+        .collect();
+    let view: Vec<_> = frames
+        .iter()
+        .map(|f| {
+            (
+                f.function.as_deref(),
+                f.platform.as_deref(),
+                f.instruction_addr,
+                f.package.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        view,
+        [
+            (
+                Some("do_syscall_64"),
+                Some("native"),
+                Some(0xffff_ffff_8100_0000),
+                None
+            ),
+            (
+                None,
+                Some("native"),
+                Some(0x2a3f0),
+                Some("/usr/lib/x86_64-linux-gnu/libc.so.6")
+            ),
+            (Some("handle"), None, None, None),
+            (Some("main"), None, None, None),
+        ],
+        "leaf first; no addresses on Python frames"
+    );
+    let images = &c.debug_meta.as_ref().unwrap().images;
+    assert_eq!(
+        images[0]["code_file"],
+        "/usr/lib/x86_64-linux-gnu/libc.so.6"
+    );
+
+    // Two processes, one comm: two threads of the same name.
+    let threads: BTreeSet<&str> = c
+        .profile
+        .samples
+        .iter()
+        .map(|s| c.profile.thread_ids[s.thread as usize].as_str())
+        .collect();
+    assert_eq!(threads.len(), 2);
+    let names: BTreeSet<&str> = c
+        .profile
+        .thread_metadata
+        .values()
+        .map(|t| t.name.as_deref().unwrap())
+        .collect();
+    assert_eq!(names, ["python3"].into());
+    assert_eq!(chunks[0].sentry_samples, 6);
+
+    // Off-CPU events are not CPU samples: counted, not sent.
+    assert_eq!(
+        results.iter().flat_map(|r| &r.dropped).collect::<Vec<_>>(),
+        [&crate::formats::sentry::Dropped {
+            reason: reason::UNSUPPORTED_SAMPLE_TYPE,
+            sentry_samples: 3,
+            otlp_samples: 1,
+        }]
+    );
+    // Relay reads it back.
+    let back = chunk_to_otlp(
+        &chunks[0].payload,
+        Some("python"),
+        &ReceiveOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(back.sentry_samples, 6);
 }

@@ -690,3 +690,115 @@ fn v1_device_becomes_resource_attributes() {
     assert_eq!(r["device.manufacturer"], "Apple");
     assert_eq!(r["host.arch"], "arm64");
 }
+
+/// A v1 profile shaped like the Cocoa SDK's: numeric and hex thread ids,
+/// dispatch queues, `timestamp` as RFC 3339, string numbers in the
+/// transaction, a Mach-O image. Everything lands somewhere.
+#[test]
+fn v1_cocoa_shaped_profile_keeps_threads_queues_and_images() {
+    let payload = serde_json::to_vec(&json!({
+        "version": "1",
+        "event_id": "41fed0925670468bb0457f61a74688ec",
+        "platform": "cocoa",
+        "timestamp": "2026-11-22T03:36:44.638532Z",
+        "release": "app@1.0 (5)",
+        "device": {"architecture": "arm64e", "is_emulator": false, "locale": "en_US",
+                   "manufacturer": "Apple", "model": "iPhone14,2"},
+        "os": {"name": "iOS", "version": "17.1", "build_number": "21B74"},
+        "debug_meta": {"images": [{"type": "macho", "code_file": "/private/var/App.app/App",
+            "debug_id": "32420279-25e2-34e6-8bc7-8a006a8f2425",
+            "image_addr": "0x0000000102580000", "image_size": 1720320,
+            "image_vmaddr": "0x0000000100000000"}]},
+        "transactions": [{"id": "30976f2ddbe04ac9b6bffe6e35d4710c", "name": "launch",
+            "trace_id": "4b25bc58f14243d8b208d1e22a054164", "active_thread_id": "259",
+            "relative_start_ns": "0", "relative_end_ns": "90000000"}],
+        "profile": {
+            "samples": [
+                {"stack_id": 0, "thread_id": 259, "elapsed_since_start_ns": "10000000", "queue_address": "0x000000016f3f2a80"},
+                {"stack_id": 0, "thread_id": "259", "elapsed_since_start_ns": "20000000", "queue_address": "0x000000016f3f2a80"},
+                {"stack_id": 1, "thread_id": "0x16b8f3000", "elapsed_since_start_ns": "20000000"},
+                {"stack_id": 1, "thread_id": "0x16b8f3000", "elapsed_since_start_ns": "30000000"},
+            ],
+            "stacks": [[0, 1], [1]],
+            "frames": [
+                {"function": "-[AppDelegate launch]", "instruction_addr": "0x00000001025a1234", "in_app": true},
+                {"function": "main", "instruction_addr": "0x0000000102581000"},
+            ],
+            "thread_metadata": {"259": {"name": "main", "priority": 31}},
+            "queue_metadata": {"0x000000016f3f2a80": {"label": "com.apple.main-thread"}},
+        }
+    }))
+    .unwrap();
+    let c = profile_v1_to_otlp(&payload, Some("cocoa"), None, &json!({}), &opts()).unwrap();
+    check_dictionary(&c.data);
+    assert_eq!(c.sentry_samples, 4);
+    let p = profile(&c.data);
+    let threads: BTreeMap<String, BTreeMap<String, String>> = p
+        .samples
+        .iter()
+        .map(|s| {
+            let a = attrs(&c.data, &s.attribute_indices);
+            (a["thread.id"].clone(), a)
+        })
+        .collect();
+    // The numeric and the string "259" are one thread, an integer in OTLP.
+    let main = &threads["259"];
+    assert_eq!(main["thread.name"], "main");
+    assert_eq!(main["sentry.queue_address"], "0x000000016f3f2a80");
+    let s = p
+        .samples
+        .iter()
+        .find(|s| attrs(&c.data, &s.attribute_indices)["thread.id"] == "259")
+        .unwrap();
+    assert!(matches!(
+        attr_values(&c.data, &s.attribute_indices)["thread.id"].value,
+        Some(Value::IntValue(259))
+    ));
+    assert_eq!(s.timestamps_unix_nano.len(), 2);
+    // A hex id stays the string it was.
+    let hex = p
+        .samples
+        .iter()
+        .find(|s| attrs(&c.data, &s.attribute_indices)["thread.id"] == "0x16b8f3000")
+        .unwrap();
+    assert!(matches!(
+        &attr_values(&c.data, &hex.attribute_indices)["thread.id"].value,
+        Some(Value::StringValue(v)) if v == "0x16b8f3000"
+    ));
+
+    let pa = attrs(&c.data, &p.attribute_indices);
+    let queues: Json = serde_json::from_str(&pa["sentry.queue_metadata"]).unwrap();
+    assert_eq!(
+        queues["0x000000016f3f2a80"]["label"],
+        "com.apple.main-thread"
+    );
+    assert_eq!(pa["sentry.device.locale"], "en_US");
+    let r = resource_attrs(&c.data);
+    assert_eq!(r["os.name"], "iOS");
+    assert_eq!(r["os.build_id"], "21B74");
+    assert_eq!(r["host.arch"], "arm64");
+    assert_eq!(r["telemetry.sdk.language"], "swift");
+
+    // Frames map into the image by address.
+    let dict = c.data.dictionary.as_ref().unwrap();
+    let loc =
+        &dict.location_table[dict.stack_table[s.stack_index as usize].location_indices[0] as usize];
+    assert_eq!(loc.address, 0x1025a1234);
+    let m = &dict.mapping_table[loc.mapping_index as usize];
+    assert_eq!(
+        dict.string_table[m.filename_strindex as usize],
+        "/private/var/App.app/App"
+    );
+    assert_eq!(
+        attrs(&c.data, &loc.attribute_indices)["profile.frame.type"],
+        "native"
+    );
+    // Start: the RFC 3339 timestamp plus the first sample's 10 ms.
+    assert_eq!(p.time_unix_nano, 1_795_318_604_638_532_000 + 10_000_000);
+    // The Link carries the transaction's trace.
+    let link = &dict.link_table[s.link_index as usize];
+    assert_eq!(
+        hex::encode(&link.trace_id),
+        "4b25bc58f14243d8b208d1e22a054164"
+    );
+}

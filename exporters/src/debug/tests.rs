@@ -1,0 +1,131 @@
+use prost::Message;
+
+use profcol_pipeline::config::{ComponentConfig, Kind};
+use profcol_pipeline::proto::ProfilesData;
+
+use super::*;
+
+fn fixture(name: &str) -> ProfileBatch {
+    let p = format!(
+        "{}/../tests/fixtures/otlp/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"));
+    ProfileBatch::new(ProfilesData::decode(bytes.as_slice()).unwrap())
+}
+
+fn create(yaml: &str) -> Result<(DebugConfig, ExporterSettings), String> {
+    let cfg =
+        ComponentConfig::from_yaml(Kind::Exporter, "debug", yaml).map_err(|e| e.to_string())?;
+    let decoded: DebugConfig = cfg.decode().map_err(|e| e.to_string())?;
+    let (_, settings) = DebugExporterFactory
+        .create(&cfg)
+        .map_err(|e| e.to_string())?;
+    Ok((decoded, settings))
+}
+
+#[test]
+fn empty_config_takes_the_collector_defaults() {
+    for yaml in ["{}", ""] {
+        let (c, settings) = create(yaml).unwrap();
+        assert_eq!(c, DebugConfig::default());
+        assert_eq!(
+            (
+                c.verbosity,
+                c.sampling_initial,
+                c.sampling_thereafter,
+                c.use_internal_logger
+            ),
+            (Verbosity::Basic, 2, 1, true)
+        );
+        // Like the Collector's: no queue, no retries.
+        assert!(!settings.sending_queue.enabled && !settings.retry_on_failure.enabled);
+    }
+}
+
+#[test]
+fn exact_decode() {
+    let (c, _) = create(
+        "verbosity: detailed\nsampling_initial: 5\nsampling_thereafter: 10\nuse_internal_logger: false",
+    )
+    .unwrap();
+    assert_eq!(
+        c,
+        DebugConfig {
+            verbosity: Verbosity::Detailed,
+            sampling_initial: 5,
+            sampling_thereafter: 10,
+            use_internal_logger: false,
+        }
+    );
+    assert_eq!(
+        create("verbosity: normal").unwrap().0.verbosity,
+        Verbosity::Normal
+    );
+}
+
+#[test]
+fn invalid_settings_name_their_key() {
+    for (yaml, want) in [
+        (
+            "verbosity: loud",
+            r#"exporters::debug::verbosity: unknown value "loud", expected one of "basic", "normal", "detailed""#,
+        ),
+        (
+            "sampling_thereafter: 0",
+            "exporters::debug::sampling_thereafter: must be at least 1",
+        ),
+        (
+            "timeout: 5s",
+            r#"exporters::debug: unknown field "timeout", expected one of "verbosity", "sampling_initial", "sampling_thereafter", "use_internal_logger""#,
+        ),
+    ] {
+        assert_eq!(create(yaml).unwrap_err(), want, "{yaml:?}");
+    }
+}
+
+#[test]
+fn verbosities_render_as_the_collector_does() {
+    let batch = fixture("minimal-request.bin");
+    let summary = "Profiles: resource profiles: 1, profiles: 1, samples: 3";
+    assert_eq!(render(&batch, Verbosity::Basic), summary);
+    assert_eq!(
+        render(&batch, Verbosity::Normal),
+        format!(
+            "{summary}\n  resource #0 profile 0102030405060708090a0b0c0d0e0f10 cpu/nanoseconds: 3 samples, duration 1000ms"
+        )
+    );
+    let detailed = render(&batch, Verbosity::Detailed);
+    assert!(detailed.starts_with(&format!("{summary}\n")), "{detailed}");
+    for line in [
+        "  resource: service.name=holdout-minimal",
+        "  main;work 10000000",
+        "  main;work;leaf [thread.name=main] 20000000",
+    ] {
+        assert!(
+            detailed.lines().any(|l| l == line),
+            "{line:?} in\n{detailed}"
+        );
+    }
+
+    // One line per profile at `normal`.
+    let two = fixture("go-cpu.otlp.bin");
+    let normal = render(&two, Verbosity::Normal);
+    assert_eq!(
+        normal.lines().count(),
+        1 + two.profile_count() as usize,
+        "{normal}"
+    );
+    assert_eq!(render(&two, Verbosity::Basic).lines().count(), 1);
+}
+
+#[test]
+fn sampling_logs_the_first_batches_then_one_in_n() {
+    let (c, _) = create("sampling_initial: 2\nsampling_thereafter: 3").unwrap();
+    let e = DebugExporter {
+        cfg: c,
+        seen: AtomicU64::new(0),
+    };
+    let logged: Vec<bool> = (0..8).map(|_| e.sampled()).collect();
+    assert_eq!(logged, [true, true, true, false, false, true, false, false]);
+}

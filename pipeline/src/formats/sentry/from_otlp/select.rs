@@ -1,0 +1,102 @@
+//! Which Profiles of a scope become chunks.
+//!
+//! A Sentry chunk holds stacks sampled over time (CPU or wall clock). So:
+//! - a Profile whose sample type measures something else (allocations,
+//!   bytes, lock contention, goroutines, off-CPU events) is not sent
+//!   ([`reason::UNSUPPORTED_SAMPLE_TYPE`]);
+//! - of Profiles holding the same samples under different sample types (a
+//!   pprof CPU profile imports as `samples/count` and `cpu/nanoseconds`,
+//!   a Node wall profile as `sample/count` and `wall/nanoseconds`) one is
+//!   sent, a count type before a time type, so that Sentry does not see
+//!   every sample twice; the others are [`reason::DUPLICATE_SAMPLE_TYPE`].
+
+use super::{time_unit_ns, Dict, Dropped};
+use crate::formats::sentry::reason;
+use crate::proto::{Profile, Sample};
+
+/// Sample types that are samples of running (or, for wall clock, live)
+/// stacks, as pprof, the eBPF profiler, async-profiler and the Sentry
+/// receiver name them; `""` is a Profile without a sample type.
+const SAMPLED_TYPES: &[&str] = &[
+    "",
+    "samples",
+    "sample",
+    "cpu",
+    "cpu_time",
+    "wall",
+    "wall_time",
+    "itimer",
+];
+
+/// Per Profile (in order): `None` to send it, else why it is not sent.
+pub(super) fn select(dict: Dict<'_>, profiles: &[Profile]) -> Vec<Option<&'static str>> {
+    let mut verdicts = Vec::with_capacity(profiles.len());
+    let mut candidates = Vec::new();
+    for (i, p) in profiles.iter().enumerate() {
+        match rank(dict, p) {
+            Ok(r) => {
+                candidates.push((r, i));
+                verdicts.push(None);
+            }
+            Err(reason) => verdicts.push(Some(reason)),
+        }
+    }
+    if candidates.len() > 1 {
+        candidates.sort_unstable();
+        let mut kept: Vec<usize> = Vec::new();
+        for (_, i) in candidates {
+            if kept
+                .iter()
+                .any(|&j| same_samples(&profiles[i], &profiles[j]))
+            {
+                verdicts[i] = Some(reason::DUPLICATE_SAMPLE_TYPE);
+            } else {
+                kept.push(i);
+            }
+        }
+    }
+    verdicts
+}
+
+/// What a Profile that is not sent counts as dropped.
+pub(super) fn all_dropped(p: &Profile, reason: &'static str) -> Dropped {
+    Dropped {
+        reason,
+        sentry_samples: p
+            .samples
+            .iter()
+            .map(|s| s.timestamps_unix_nano.len() as u64)
+            .sum(),
+        otlp_samples: p.samples.len() as u64,
+    }
+}
+
+/// 0 for counts of samples, 1 for time; `Err` for what is not sampling.
+fn rank(dict: Dict<'_>, p: &Profile) -> Result<u8, &'static str> {
+    let (ty, unit) = p.sample_type.map_or(("", ""), |t| {
+        (dict.str(t.type_strindex), dict.str(t.unit_strindex))
+    });
+    if !SAMPLED_TYPES.iter().any(|t| t.eq_ignore_ascii_case(ty)) {
+        return Err(reason::UNSUPPORTED_SAMPLE_TYPE);
+    }
+    match unit {
+        "" | "count" | "samples" => Ok(0),
+        u if time_unit_ns(u).is_some() => Ok(1),
+        _ => Err(reason::UNSUPPORTED_SAMPLE_TYPE),
+    }
+}
+
+/// The same recording: same time range and, sample by sample, the same
+/// stack, attributes, link and timestamps (values differ by type).
+fn same_samples(a: &Profile, b: &Profile) -> bool {
+    let same = |x: &Sample, y: &Sample| {
+        x.stack_index == y.stack_index
+            && x.link_index == y.link_index
+            && x.attribute_indices == y.attribute_indices
+            && x.timestamps_unix_nano == y.timestamps_unix_nano
+    };
+    a.time_unix_nano == b.time_unix_nano
+        && a.duration_nano == b.duration_nano
+        && a.samples.len() == b.samples.len()
+        && a.samples.iter().zip(&b.samples).all(|(x, y)| same(x, y))
+}
