@@ -1,5 +1,5 @@
-//! Combining samples that became identical once thread attributes were
-//! dropped or renamed.
+//! Rewriting sample attributes and combining the samples that became
+//! identical once thread attributes were dropped or renamed.
 //!
 //! As the proto asks ("Samples having the same identity SHOULD be combined by
 //! inserting timestamps and values to the data arrays"), the data points of
@@ -8,62 +8,89 @@
 //! than summed: every consumer sums a sample's values, and the number of
 //! observations (the unit every profcol metric counts) stays the same, so a
 //! merge never looks like a loss in the accounting.
+//!
+//! Cost. A 100k-sample profile is far larger than the caches (and the
+//! TLB) a random-access structure over its samples would need, so every
+//! structure looked up at random here is small: a sample's identity other
+//! than its stack is numbered exactly, without hashing ([`RestCode`]), and
+//! grouping looks first in two slots per stack, 8 bytes each, then in a hash
+//! table of the few identities left over. A sample folded into another is
+//! never rewritten, only read; the later members' data points are gathered
+//! into flat buffers as the members are removed, so each first sample grows
+//! once, to its final size.
 
 use hashbrown::HashTable;
 
-use profcol_pipeline::model::dictionary::{samples_identity, SampleShape};
+use profcol_pipeline::model::dictionary::{samples_identity, SampleIdentity, SampleShape};
 use profcol_pipeline::proto::{Profile, Sample};
 
-/// A sample's identity and shape, packed so that the lookup compares keys
-/// held in the table instead of following each sample's attribute vector.
-/// Attribute sets of up to two entries (a thread id and a name) are held
-/// exactly, sorted; larger ones as an order-free hash, confirmed on the
-/// samples themselves.
+/// Everything of a sample's identity and shape but its stack, packed so that
+/// lookups compare keys held in the tables instead of following each
+/// sample's attribute vector. Attribute sets of up to two entries (a thread
+/// id and a name) are held exactly, sorted; larger ones as an order-free
+/// hash, confirmed on the samples themselves.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Key {
-    stack: i32,
+struct Rest {
     link: i32,
     attrs: [u32; 2],
     /// Shape in bits 0-1, attribute count (saturated at 3) in bits 2-3.
     meta: u32,
 }
 
-impl Key {
-    pub fn of(s: &Sample) -> Self {
-        let a = &s.attribute_indices;
-        let attrs = match a.len() {
+fn shape_bits(s: &Sample) -> u32 {
+    match SampleShape::of(s) {
+        SampleShape::Aggregated => 0,
+        SampleShape::Timestamps => 1,
+        SampleShape::TimedValues => 2,
+    }
+}
+
+impl Rest {
+    /// The rest of a sample whose attributes are `attrs`.
+    fn of(s: &Sample, attrs: &[i32]) -> Self {
+        let pair = match attrs.len() {
             0 => [0, 0],
-            1 => [a[0] as u32, 0],
-            2 => [a[0].min(a[1]) as u32, a[0].max(a[1]) as u32],
+            1 => [attrs[0] as u32, 0],
+            2 => [attrs[0].min(attrs[1]) as u32, attrs[0].max(attrs[1]) as u32],
             _ => {
-                let set = a
+                let set = attrs
                     .iter()
                     .fold(0u64, |acc, &x| acc.wrapping_add(mix(x as u32 as u64)));
                 [set as u32, (set >> 32) as u32]
             }
         };
-        let shape = match SampleShape::of(s) {
-            SampleShape::Aggregated => 0,
-            SampleShape::Timestamps => 1,
-            SampleShape::TimedValues => 2,
-        };
+        Self {
+            link: s.link_index,
+            attrs: pair,
+            meta: shape_bits(s) | (attrs.len().min(3) as u32) << 2,
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Key {
+    stack: i32,
+    rest: Rest,
+}
+
+impl Key {
+    fn of(s: &Sample) -> Self {
         Self {
             stack: s.stack_index,
-            link: s.link_index,
-            attrs,
-            meta: shape | (a.len().min(3) as u32) << 2,
+            rest: Rest::of(s, &s.attribute_indices),
         }
     }
 
     /// Key equality is identity when the attribute set is held inline.
     fn exact(&self) -> bool {
-        self.meta >> 2 <= 2
+        self.rest.meta >> 2 <= 2
     }
 
     fn hash(&self) -> u64 {
-        let a = (self.stack as u32 as u64) | ((self.link as u32 as u64) << 32);
-        let b = (self.attrs[0] as u64) | ((self.attrs[1] as u64) << 32);
-        mix(mix(a ^ self.meta as u64) ^ b)
+        let r = &self.rest;
+        let a = (self.stack as u32 as u64) | ((r.link as u32 as u64) << 32);
+        let b = (r.attrs[0] as u64) | ((r.attrs[1] as u64) << 32);
+        mix(mix(a ^ r.meta as u64) ^ b)
     }
 }
 
@@ -76,96 +103,399 @@ fn mix(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+const NONE: u32 = u32::MAX;
+
+/// In a rewrite map: the attribute is removed.
+pub(crate) const DROP: u32 = u32::MAX;
+
+/// Sizes of the dictionary tables a sample's identity indexes, once
+/// rewritten.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Tables {
+    pub stacks: usize,
+    pub attributes: usize,
+    pub links: usize,
+}
+
+/// Numbers [`Rest`]s exactly, without hashing, when the tables are small
+/// enough for every combination to fit a `u32`: the common case, where
+/// samples carry at most a thread id and a name.
+#[derive(Clone, Copy)]
+struct RestCode {
+    attributes: u64,
+    links: u64,
+}
+
+impl RestCode {
+    fn new(t: Tables) -> Option<Self> {
+        let (a, l) = (t.attributes as u64 + 1, t.links as u64);
+        // link, two attributes, 4 bits of meta.
+        let combos = l.checked_mul(a)?.checked_mul(a)?.checked_mul(16)?;
+        (combos < u64::from(NONE)).then_some(Self {
+            attributes: a,
+            links: l,
+        })
+    }
+
+    /// The number of `r`, or `None` when it does not identify the sample's
+    /// rest (more than two attributes, or an index outside its table).
+    #[inline]
+    fn of(&self, r: &Rest) -> Option<u32> {
+        let link = u64::try_from(r.link).ok().filter(|&l| l < self.links)?;
+        if r.meta >> 2 > 2 {
+            return None;
+        }
+        let [a0, a1] = r.attrs;
+        let (a0, a1) = (u64::from(a0) + 1, u64::from(a1) + 1);
+        if a0 >= self.attributes || a1 >= self.attributes {
+            // Also catches negative indices, which became large as u32.
+            return None;
+        }
+        let code =
+            ((u64::from(r.meta) * self.attributes + a1) * self.attributes + a0) * self.links + link;
+        Some(code as u32)
+    }
+}
+
+/// What attribute index `a` becomes: `map[a]` for the indices `map` covers
+/// (`None` for [`DROP`]), others (even invalid ones) unchanged.
+#[inline]
+fn mapped(map: &[u32], a: i32) -> Option<i32> {
+    match usize::try_from(a).ok().and_then(|i| map.get(i)) {
+        Some(&DROP) => None,
+        Some(&m) => Some(m as i32),
+        None => Some(a),
+    }
+}
+
+fn rewrite(map: &[u32], attrs: &mut Vec<i32>) {
+    if let [a] = attrs[..] {
+        // Most samples hold one attribute (a thread name).
+        match mapped(map, a) {
+            None => attrs.clear(),
+            Some(m) => attrs[0] = m,
+        }
+        return;
+    }
+    attrs.retain_mut(|a| match mapped(map, *a) {
+        None => false,
+        Some(m) => {
+            *a = m;
+            true
+        }
+    });
+}
+
+/// Finds each sample's group: groups are numbered in the order of their
+/// first samples.
+#[derive(Default)]
+struct Groups {
+    /// Per group, the (timestamps, values) its later members add, then
+    /// (once offsets are assigned) where the next of them go.
+    added: Vec<(u32, u32)>,
+    /// (rest code, group) of the first two coded identities seen with each
+    /// stack, group NONE when unused.
+    heads: Vec<[(u32, u32); 2]>,
+    /// Stacks whose slots are set, to clear them afterwards.
+    touched: Vec<u32>,
+    /// Other coded identities: (stack << 32 | code) -> group.
+    coded: HashTable<(u64, u32)>,
+    /// Identities that cannot be coded -> (group, where the first sample's
+    /// attributes are in `attrs`).
+    table: HashTable<(Key, u32, u32, u32)>,
+    /// The attribute lists of the first samples of groups with more than two
+    /// attributes, compared as sets.
+    attrs: Vec<i32>,
+}
+
+impl Groups {
+    fn new_group(&mut self) -> u32 {
+        self.added.push((0, 0));
+        self.added.len() as u32 - 1
+    }
+
+    /// The group of a sample of stack `st` whose rest is coded `code`, and
+    /// whether it is new: no earlier sample has its identity and shape.
+    /// Exact: the code is the identity with the stack.
+    #[inline]
+    fn coded(&mut self, st: u32, code: u32) -> (u32, bool) {
+        let next = self.added.len() as u32;
+        let [w0, w1] = &mut self.heads[st as usize];
+        if w0.1 != NONE && w0.0 == code {
+            return (w0.1, false);
+        }
+        if w0.1 == NONE {
+            *w0 = (code, next);
+            self.touched.push(st);
+            return (self.new_group(), true);
+        }
+        if w1.1 != NONE && w1.0 == code {
+            return (w1.1, false);
+        }
+        if w1.1 == NONE {
+            *w1 = (code, next);
+            return (self.new_group(), true);
+        }
+        let key = (u64::from(st) << 32) | u64::from(code);
+        let h = mix(key);
+        if let Some(&(_, g)) = self.coded.find(h, |&(other, _)| other == key) {
+            return (g, false);
+        }
+        self.coded.insert_unique(h, (key, next), |&(k, _)| mix(k));
+        (self.new_group(), true)
+    }
+
+    /// [`Self::coded`] for a sample whose identity cannot be coded, through
+    /// the hash table; `s` is rewritten.
+    fn slow(&mut self, s: &Sample) -> (u32, bool) {
+        let key = Key::of(s);
+        let h = key.hash();
+        let attrs = &self.attrs;
+        let found = self.table.find(h, |(other, _, at, len)| {
+            *other == key
+                && (key.exact()
+                    || samples_identity(s)
+                        == SampleIdentity {
+                            stack_index: key.stack,
+                            attribute_indices: &attrs[*at as usize..(*at + *len) as usize],
+                            link_index: key.rest.link,
+                        })
+        });
+        if let Some(&(_, g, _, _)) = found {
+            return (g, false);
+        }
+        let (at, len) = if key.exact() {
+            (0, 0)
+        } else {
+            let at = self.attrs.len() as u32;
+            self.attrs.extend_from_slice(&s.attribute_indices);
+            (at, s.attribute_indices.len() as u32)
+        };
+        let g = self.new_group();
+        self.table
+            .insert_unique(h, (key, g, at, len), |(k, ..)| k.hash());
+        (g, true)
+    }
+}
+
 /// Buffers reused from batch to batch, so a steady stream allocates nothing
 /// here.
 #[derive(Default)]
 pub(crate) struct Merger {
-    /// [`Key::of`] each sample of the profile, pushed by the caller while the
-    /// sample is in cache.
-    pub keys: Vec<Key>,
-    /// first[k]: the first sample of k's group.
-    first: Vec<u32>,
-    /// extra[f]: the data points the rest of its group adds to sample f.
-    extra: Vec<u32>,
-    table: HashTable<(Key, u32)>,
+    groups: Groups,
+    /// Per removed sample, in order: its group and numbers of timestamps
+    /// and values, which are in `staged_*`.
+    members: Vec<(u32, u32, u32)>,
+    staged_times: Vec<u64>,
+    staged_values: Vec<i64>,
+    /// Per group and one past the last: where its added points start in
+    /// `times` / `values`, which hold them group by group.
+    starts: Vec<(u32, u32)>,
+    times: Vec<u64>,
+    values: Vec<i64>,
+    /// A sample's attributes once rewritten.
+    attrs: Vec<i32>,
 }
 
 impl Merger {
-    /// Folds samples of `profile` with the same identity and shape into the
-    /// first of them, which keeps its position; `self.keys` must hold one key
-    /// per sample. Returns how many samples were folded.
-    ///
-    /// The first pass finds each sample's group without touching the samples
-    /// (and stops there when every group has one sample); the second grows
-    /// each group's first sample once, to its final size, appends the others
-    /// to it and compacts in place.
-    pub fn merge(&mut self, profile: &mut Profile) -> usize {
+    /// Rewrites the attributes of the samples of `profile` through `map`
+    /// (`map[a]` replaces index `a`; [`DROP`] removes it; indices past the
+    /// map stay), then folds the samples with the same identity and shape
+    /// into the first of them, which keeps its position. `tables` are the
+    /// sizes of the tables the rewritten samples index. Returns how many
+    /// samples were folded.
+    pub fn merge(&mut self, profile: &mut Profile, tables: Tables, map: &[u32]) -> usize {
         let samples = &mut profile.samples;
         let n = samples.len();
-        assert_eq!(self.keys.len(), n, "one key per sample");
-        let (keys, first, extra, table) = (
-            &self.keys,
-            &mut self.first,
-            &mut self.extra,
-            &mut self.table,
-        );
-        first.clear();
-        extra.clear();
-        extra.resize(n, 0);
-        table.clear();
-        table.reserve(n, |(k, _)| k.hash());
-        let mut merged = 0;
-        for (k, key) in keys.iter().enumerate() {
-            let h = key.hash();
-            let same = |(other, i): &(Key, u32)| {
-                other == key
-                    && (key.exact()
-                        || samples_identity(&samples[*i as usize]) == samples_identity(&samples[k]))
-            };
-            let k32 = u32::try_from(k).expect("over 2^32 samples in one profile");
-            match table.find(h, same) {
-                Some(&(_, f)) => {
-                    first.push(f);
-                    let s = &samples[k];
-                    extra[f as usize] += s.values.len().max(s.timestamps_unix_nano.len()) as u32;
-                    merged += 1;
-                }
-                None => {
-                    first.push(k32);
-                    table.insert_unique(h, (*key, k32), |(k, _)| k.hash());
-                }
-            }
+        u32::try_from(n).expect("over 2^32 samples in one profile");
+        let groups = &mut self.groups;
+        groups.added.clear();
+        groups.coded.clear();
+        groups.table.clear();
+        groups.attrs.clear();
+        self.members.clear();
+        self.staged_times.clear();
+        self.staged_values.clear();
+        // Slots pay off when the profile revisits its stacks; a stack table
+        // far larger than the profile would only cost its clearing.
+        let code = RestCode::new(tables).filter(|_| tables.stacks <= 4 * n + 1024);
+        if code.is_some() && groups.heads.len() < tables.stacks {
+            groups.heads.resize(tables.stacks, [(0, NONE); 2]);
         }
-        self.keys.clear();
+
+        // 1. In one pass: each sample's group; a group's first sample is
+        // rewritten and kept, the others' points set aside and the samples
+        // removed (never rewritten unless compared as sets).
+        let attrs = &mut self.attrs;
+        let (members, staged_times, staged_values) = (
+            &mut self.members,
+            &mut self.staged_times,
+            &mut self.staged_values,
+        );
+        samples.retain_mut(|s| {
+            let coded = code.and_then(|c| {
+                let st = u32::try_from(s.stack_index)
+                    .ok()
+                    .filter(|&st| (st as usize) < tables.stacks)?;
+                Some((st, c.of(&rest_of(s, map, attrs)?)?))
+            });
+            let (g, new) = match coded {
+                Some((st, code)) => groups.coded(st, code),
+                None => {
+                    rewrite(map, &mut s.attribute_indices);
+                    let (g, new) = groups.slow(s);
+                    // Already rewritten.
+                    return new || member(s, g, groups, members, staged_times, staged_values);
+                }
+            };
+            if new {
+                rewrite(map, &mut s.attribute_indices);
+                return true;
+            }
+            member(s, g, groups, members, staged_times, staged_values)
+        });
+        for &st in &groups.touched {
+            groups.heads[st as usize] = [(0, NONE); 2];
+        }
+        groups.touched.clear();
+        let merged = self.members.len();
         if merged == 0 {
             return 0;
         }
-        for k in 0..n {
-            let f = first[k] as usize;
-            if f == k {
-                // Same shape throughout the group: only the non-empty
-                // arrays grow, each by the group's other points.
-                let s = &mut samples[k];
-                let more = extra[k] as usize;
-                if !s.values.is_empty() {
-                    s.values.reserve_exact(more);
-                }
-                if !s.timestamps_unix_nano.is_empty() {
-                    s.timestamps_unix_nano.reserve_exact(more);
-                }
-            } else {
-                let (head, tail) = samples.split_at_mut(k);
-                let (into, s) = (&mut head[f], std::mem::take(&mut tail[0]));
-                into.values.extend_from_slice(&s.values);
-                into.timestamps_unix_nano
-                    .extend_from_slice(&s.timestamps_unix_nano);
+
+        // 2. The set-aside points, group by group.
+        self.starts.clear();
+        let (mut times, mut values) = (0u32, 0u32);
+        for a in self.groups.added.iter_mut() {
+            self.starts.push((times, values));
+            let (t, v) = *a;
+            *a = (times, values);
+            times += t;
+            values += v;
+        }
+        self.starts.push((times, values));
+        self.times.clear();
+        self.times.resize(times as usize, 0);
+        self.values.clear();
+        self.values.resize(values as usize, 0);
+        let (mut t, mut v) = (0usize, 0usize);
+        for &(g, tn, vn) in &self.members {
+            let at = &mut self.groups.added[g as usize];
+            put(
+                &mut self.times,
+                &mut at.0,
+                &self.staged_times[t..t + tn as usize],
+            );
+            put(
+                &mut self.values,
+                &mut at.1,
+                &self.staged_values[v..v + vn as usize],
+            );
+            t += tn as usize;
+            v += vn as usize;
+        }
+
+        // 3. The samples left are the groups' first ones, in group order:
+        // each grows once, to its final size.
+        for (g, s) in samples.iter_mut().enumerate() {
+            let ((t0, v0), (t1, v1)) = (self.starts[g], self.starts[g + 1]);
+            if t0 < t1 {
+                grow(
+                    &mut s.timestamps_unix_nano,
+                    &self.times[t0 as usize..t1 as usize],
+                );
+            }
+            if v0 < v1 {
+                grow(&mut s.values, &self.values[v0 as usize..v1 as usize]);
             }
         }
-        let mut k = 0;
-        samples.retain(|_| {
-            k += 1;
-            first[k - 1] as usize == k - 1
-        });
         merged
     }
+}
+
+/// Sets aside the points of `s`, a later member of group `g`; returns false
+/// (the sample goes).
+#[inline]
+fn member(
+    s: &Sample,
+    g: u32,
+    groups: &mut Groups,
+    members: &mut Vec<(u32, u32, u32)>,
+    staged_times: &mut Vec<u64>,
+    staged_values: &mut Vec<i64>,
+) -> bool {
+    let (t, v) = (&s.timestamps_unix_nano, &s.values);
+    let added = &mut groups.added[g as usize];
+    added.0 += t.len() as u32;
+    added.1 += v.len() as u32;
+    members.push((g, t.len() as u32, v.len() as u32));
+    push(staged_times, t);
+    push(staged_values, v);
+    false
+}
+
+/// `to.extend_from_slice(from)`; samples mostly hold one point: those skip
+/// the call to `memcpy`.
+#[inline]
+fn push<T: Copy>(to: &mut Vec<T>, from: &[T]) {
+    match from {
+        [] => {}
+        [x] => to.push(*x),
+        _ => to.extend_from_slice(from),
+    }
+}
+
+/// The rewritten [`Rest`] of `s` when it has at most two attributes once
+/// rewritten (else `None`), without touching the sample.
+#[inline]
+fn rest_of(s: &Sample, map: &[u32], buf: &mut Vec<i32>) -> Option<Rest> {
+    let a = &s.attribute_indices;
+    let (m0, m1) = match a.len() {
+        0 => (None, None),
+        1 => (mapped(map, a[0]), None),
+        2 => (mapped(map, a[0]), mapped(map, a[1])),
+        _ => {
+            buf.clear();
+            buf.extend(a.iter().filter_map(|&x| mapped(map, x)));
+            match buf[..] {
+                [] => (None, None),
+                [x] => (Some(x), None),
+                [x, y] => (Some(x), Some(y)),
+                _ => return None,
+            }
+        }
+    };
+    // As `Rest::of` on the rewritten list.
+    let (count, pair) = match (m0, m1) {
+        (None, None) => (0, [0, 0]),
+        (Some(x), None) | (None, Some(x)) => (1, [x as u32, 0]),
+        (Some(x), Some(y)) => (2, [x.min(y) as u32, x.max(y) as u32]),
+    };
+    Some(Rest {
+        link: s.link_index,
+        attrs: pair,
+        meta: shape_bits(s) | count << 2,
+    })
+}
+
+/// Copies `from` to `to` at `*at`, and moves `*at` past it. Samples mostly
+/// hold one point: those skip the call to `memcpy`.
+#[inline]
+fn put<T: Copy>(to: &mut [T], at: &mut u32, from: &[T]) {
+    let i = *at as usize;
+    match from {
+        [] => {}
+        [x] => to[i] = *x,
+        _ => to[i..i + from.len()].copy_from_slice(from),
+    }
+    *at += from.len() as u32;
+}
+
+/// Appends `more` to `v` in one new allocation of the final size (cheaper
+/// than growing the old one in place, which copies anyway).
+fn grow<T: Copy>(v: &mut Vec<T>, more: &[T]) {
+    let mut out = Vec::with_capacity(v.len() + more.len());
+    push(&mut out, v);
+    push(&mut out, more);
+    *v = out;
 }

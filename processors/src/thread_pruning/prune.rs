@@ -16,10 +16,12 @@ use hashbrown::HashMap;
 use profcol_pipeline::component::{ProcessContext, Verdict};
 use profcol_pipeline::model::dictionary::{gc, remove_empty_profiles, Lookup};
 use profcol_pipeline::model::ProfileBatch;
-use profcol_pipeline::proto::{any_value::Value, KeyValueAndUnit, Profile, ProfilesData, Sample};
+use profcol_pipeline::proto::{
+    any_value::Value, KeyValueAndUnit, Profile, ProfilesData, Sample, Stack,
+};
 
 use super::config::Rules;
-use super::merge::{Key, Merger};
+use super::merge::{Merger, Tables, DROP};
 use super::thread_table::{self, TableChange};
 
 /// Drop reasons, the `reason` label of the dropped-samples metric.
@@ -32,10 +34,10 @@ pub(crate) const THREAD_METADATA: &str = "sentry.thread_metadata";
 
 const NONE: u32 = u32::MAX;
 
-/// Per-sample decision.
+/// Per-sample decision of a profile planned to the end (one where no
+/// sample is dropped by name, see [`ProfilePlan::deferred`]).
 const KEEP: u8 = 0;
-const BY_NAME: u8 = 1;
-const BY_COUNT: u8 = 2;
+const BY_COUNT: u8 = 1;
 
 /// What the rules do to one entry of the attribute table.
 #[derive(Clone, Copy)]
@@ -59,6 +61,8 @@ struct AttrPlans {
     attrs: Vec<AttrPlan>,
     /// Thread id text -> canonical number.
     ids: HashMap<String, u32>,
+    /// How many canonical thread names there are.
+    names: usize,
     /// Renamed `thread.name` entries to append to the table.
     new_attrs: Vec<KeyValueAndUnit>,
     /// Some entry is dropped or renamed: sample attribute lists may change.
@@ -168,6 +172,7 @@ fn plan_attributes(lookup: &Lookup<'_>, rules: &Rules) -> AttrPlans {
     AttrPlans {
         attrs,
         ids,
+        names: names.len(),
         new_attrs,
         rewrites,
     }
@@ -180,19 +185,220 @@ struct ProfilePlan {
     /// Some kept sample's attribute list changes.
     rewrite: bool,
     table: Option<(usize, TableChange)>,
+    /// Planning stopped at the first sample dropped by name: the profile
+    /// changes, and its decisions are taken while its samples are removed
+    /// (one pass over them instead of two).
+    deferred: bool,
 }
 
 /// Buffers the processor keeps from batch to batch.
 #[derive(Default)]
 pub(crate) struct Scratch {
-    groups: Vec<u64>,
-    counts: HashMap<u64, u64>,
+    /// The thread (group number) of each sample counted.
+    groups: Vec<u32>,
+    /// Non-idle observations per group number, counted up to the minimum.
+    counts: Vec<u64>,
+    /// (id, name) -> group number, when there are too many pairs to number
+    /// them directly.
+    numbers: HashMap<u64, u32>,
     referenced: Vec<bool>,
     merger: Merger,
 }
 
 fn observations(s: &Sample) -> u64 {
     s.values.len().max(s.timestamps_unix_nano.len()).max(1) as u64
+}
+
+/// What the thread rules see in one sample's attributes.
+struct Thread {
+    id: u32,
+    name: u32,
+    rejected: bool,
+    /// The thread id the sample names once `drop_attributes` applied.
+    ref_id: u32,
+}
+
+#[inline]
+fn thread_of(s: &Sample, plans: &AttrPlans) -> Thread {
+    let mut t = Thread {
+        id: NONE,
+        name: NONE,
+        rejected: false,
+        ref_id: NONE,
+    };
+    for &a in &s.attribute_indices {
+        let Some(x) = plans.get(a) else { continue };
+        if x.thread_id != NONE {
+            t.id = x.thread_id;
+            if !x.dropped {
+                t.ref_id = x.thread_id;
+            }
+        }
+        if x.thread_name != NONE {
+            t.name = x.thread_name;
+            t.rejected = x.name_rejected;
+        }
+    }
+    t
+}
+
+/// The rules of one profile, and how its threads are numbered for
+/// `min_samples_per_thread`.
+struct ThreadRules {
+    filters: bool,
+    by_count: bool,
+    track_refs: bool,
+    kept_without_name: bool,
+    min: u64,
+    /// Group numbers are (id + 1) * columns + name + 1 when `direct`.
+    columns: usize,
+    direct: bool,
+}
+
+impl ThreadRules {
+    /// Also readies `scratch` for a profile of `samples` samples.
+    fn new(
+        plans: &AttrPlans,
+        rules: &Rules,
+        track_refs: bool,
+        samples: usize,
+        scratch: &mut Scratch,
+    ) -> Self {
+        let by_count = rules.min_samples_per_thread > 0;
+        // Group number 0: samples without a thread, never counted nor
+        // dropped by count. Others number (id, name) pairs directly when
+        // there are few enough pairs.
+        let columns = plans.names + 1;
+        let direct = (plans.ids.len() + 1)
+            .checked_mul(columns)
+            .filter(|&cells| cells <= samples.max(1 << 12));
+        scratch.groups.clear();
+        scratch.counts.clear();
+        scratch.numbers.clear();
+        if by_count {
+            scratch.counts.resize(direct.unwrap_or(1), 0);
+            scratch.counts[0] = u64::MAX;
+        }
+        if track_refs {
+            scratch.referenced.clear();
+            scratch.referenced.resize(plans.ids.len(), false);
+        }
+        Self {
+            filters: !rules.keep_threads.is_empty() || !rules.drop_threads.is_empty(),
+            by_count,
+            track_refs,
+            kept_without_name: rules.name_kept(None),
+            min: rules.min_samples_per_thread,
+            columns,
+            direct: direct.is_some(),
+        }
+    }
+
+    /// Whether `drop_threads` / `keep_threads` drop the sample.
+    #[inline]
+    fn by_name(&self, t: &Thread) -> bool {
+        self.filters
+            && if t.name == NONE {
+                !self.kept_without_name
+            } else {
+                t.rejected
+            }
+    }
+
+    /// Counts a sample for `min_samples_per_thread` (`by_count` only) and
+    /// returns its group number.
+    #[inline]
+    fn count(
+        &self,
+        s: &Sample,
+        t: &Thread,
+        non_idle: impl Fn(i32) -> bool,
+        scratch: &mut Scratch,
+    ) -> u32 {
+        let group = if self.direct {
+            // NONE + 1 wraps to 0: (NONE, NONE) is group 0.
+            t.id.wrapping_add(1) as usize * self.columns + t.name.wrapping_add(1) as usize
+        } else if t.id == NONE && t.name == NONE {
+            0
+        } else {
+            let counts = &mut scratch.counts;
+            let pair = (u64::from(t.id) << 32) | u64::from(t.name);
+            *scratch.numbers.entry(pair).or_insert_with(|| {
+                counts.push(0);
+                (counts.len() - 1) as u32
+            }) as usize
+        };
+        // Counting stops at the minimum: only `count < min` is asked, and
+        // the stack lookup is the costly part.
+        if scratch.counts[group] < self.min && non_idle(s.stack_index) {
+            scratch.counts[group] += observations(s);
+        }
+        group as u32
+    }
+
+    /// Whether samples of group `g` go for `min_samples_per_thread`.
+    #[inline]
+    fn few(&self, g: u32, scratch: &Scratch) -> bool {
+        scratch.counts[g as usize] < self.min
+    }
+
+    /// Recomputes `rewrite` and the referenced thread ids from the samples
+    /// that survive.
+    fn survivors<'s>(
+        &self,
+        samples: impl Iterator<Item = &'s Sample>,
+        plans: &AttrPlans,
+        scratch: &mut Scratch,
+    ) -> bool {
+        let mut rewrite = false;
+        scratch.referenced.iter_mut().for_each(|r| *r = false);
+        for s in samples {
+            rewrite |= plans.changes(&s.attribute_indices);
+            if self.track_refs {
+                for &a in &s.attribute_indices {
+                    if let Some(x) = plans.get(a) {
+                        if x.thread_id != NONE && !x.dropped {
+                            scratch.referenced[x.thread_id as usize] = true;
+                        }
+                    }
+                }
+            }
+        }
+        rewrite
+    }
+}
+
+/// The profile's `sentry.thread_metadata` attribute (its position in the
+/// profile's attributes), if any.
+fn table_at(p: &Profile, plans: &AttrPlans) -> Option<usize> {
+    p.attribute_indices
+        .iter()
+        .position(|&a| plans.get(a).is_some_and(|x| x.thread_table))
+}
+
+/// The change to the thread table `attr`, given the referenced ids in
+/// `scratch`.
+fn table_change(
+    attr: &KeyValueAndUnit,
+    plans: &AttrPlans,
+    rules: &Rules,
+    scratch: &Scratch,
+) -> Option<TableChange> {
+    let entries = attr.value.as_ref().and_then(thread_table::entries)?;
+    let referenced = &scratch.referenced;
+    let change = thread_table::prune(entries, rules, |id| {
+        plans.ids.get(id).is_some_and(|&n| referenced[n as usize])
+    });
+    (!matches!(change, TableChange::Unchanged)).then_some(change)
+}
+
+fn non_idle(stacks: &[Stack]) -> impl Fn(i32) -> bool + '_ {
+    |i| {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| stacks.get(i))
+            .is_some_and(|s| !s.location_indices.is_empty())
+    }
 }
 
 fn plan_profile(
@@ -202,112 +408,123 @@ fn plan_profile(
     rules: &Rules,
     scratch: &mut Scratch,
 ) -> ProfilePlan {
-    let table_at = p
-        .attribute_indices
-        .iter()
-        .position(|&a| plans.get(a).is_some_and(|x| x.thread_table));
+    let table_at = table_at(p, plans);
     let filters = !rules.keep_threads.is_empty() || !rules.drop_threads.is_empty();
     let by_count = rules.min_samples_per_thread > 0;
     let track_refs = table_at.is_some();
     let mut decisions = Vec::new();
     let mut rewrite = false;
-    if filters || by_count || plans.rewrites || track_refs {
-        if filters || by_count {
-            decisions = vec![KEEP; p.samples.len()];
-        }
-        if track_refs {
-            scratch.referenced.clear();
-            scratch.referenced.resize(plans.ids.len(), false);
-        }
-        scratch.groups.clear();
-        scratch.counts.clear();
-        for (k, s) in p.samples.iter().enumerate() {
-            let (mut id, mut name, mut rejected, mut ref_id) = (NONE, NONE, false, NONE);
-            for &a in &s.attribute_indices {
-                let Some(x) = plans.get(a) else { continue };
-                if x.thread_id != NONE {
-                    id = x.thread_id;
-                    if !x.dropped {
-                        ref_id = x.thread_id;
-                    }
-                }
-                if x.thread_name != NONE {
-                    name = x.thread_name;
-                    rejected = x.name_rejected;
-                }
-            }
-            if filters
-                && (if name == NONE {
-                    !rules.name_kept(None)
-                } else {
-                    rejected
-                })
-            {
-                decisions[k] = BY_NAME;
-                continue;
+    if !(filters || by_count || track_refs) {
+        // Only whether some sample's attributes change.
+        rewrite = plans.rewrites
+            && p.samples
+                .iter()
+                .any(|s| plans.changes(&s.attribute_indices));
+    } else {
+        let r = ThreadRules::new(plans, rules, track_refs, p.samples.len(), scratch);
+        let non_idle = non_idle(&lookup.dictionary().stack_table);
+        for s in &p.samples {
+            let t = thread_of(s, plans);
+            if r.by_name(&t) {
+                // The profile changes: decided while applying.
+                return ProfilePlan {
+                    decisions: Vec::new(),
+                    rewrite: false,
+                    table: None,
+                    deferred: true,
+                };
             }
             if by_count {
-                let group = if id == NONE && name == NONE {
-                    u64::MAX
-                } else {
-                    (u64::from(id) << 32) | u64::from(name)
-                };
-                scratch.groups.push(group);
-                if group != u64::MAX && !lookup.stack(s.stack_index).location_indices.is_empty() {
-                    *scratch.counts.entry(group).or_default() += observations(s);
-                }
+                let g = r.count(s, &t, &non_idle, scratch);
+                scratch.groups.push(g);
             }
             rewrite |= plans.changes(&s.attribute_indices);
-            if track_refs && ref_id != NONE {
-                scratch.referenced[ref_id as usize] = true;
+            if track_refs && t.ref_id != NONE {
+                scratch.referenced[t.ref_id as usize] = true;
             }
         }
         if by_count {
             // Second pass: groups are known only once every sample was seen.
-            let min = rules.min_samples_per_thread;
-            let mut groups = scratch.groups.iter();
             let mut any_removed = false;
-            for d in decisions.iter_mut().filter(|d| **d == KEEP) {
-                let g = *groups.next().expect("one group per sample kept by name");
-                if g != u64::MAX && scratch.counts.get(&g).copied().unwrap_or(0) < min {
-                    *d = BY_COUNT;
-                    any_removed = true;
-                }
-            }
-            if any_removed && (track_refs || rewrite) {
-                // References and rewrites must only count surviving samples.
-                rewrite = false;
-                scratch.referenced.iter_mut().for_each(|r| *r = false);
-                for (s, _) in p.samples.iter().zip(&decisions).filter(|(_, &d)| d == KEEP) {
-                    rewrite |= plans.changes(&s.attribute_indices);
-                    for &a in &s.attribute_indices {
-                        if let Some(x) = plans.get(a) {
-                            if track_refs && x.thread_id != NONE && !x.dropped {
-                                scratch.referenced[x.thread_id as usize] = true;
-                            }
-                        }
+            decisions = scratch
+                .groups
+                .iter()
+                .map(|&g| {
+                    let few = r.few(g, scratch);
+                    any_removed |= few;
+                    if few {
+                        BY_COUNT
+                    } else {
+                        KEEP
                     }
-                }
+                })
+                .collect();
+            if !any_removed {
+                decisions = Vec::new();
+            } else if track_refs || rewrite {
+                // References and rewrites must only count surviving samples.
+                let kept = p.samples.iter().zip(&decisions).filter(|(_, &d)| d == KEEP);
+                rewrite = r.survivors(kept.map(|(s, _)| s), plans, scratch);
             }
-        }
-        if decisions.iter().all(|&d| d == KEEP) {
-            decisions = Vec::new();
         }
     }
     let table = table_at.and_then(|at| {
         let attr = lookup.attribute(p.attribute_indices[at]);
-        let entries = attr.value.as_ref().and_then(thread_table::entries)?;
-        let referenced = &scratch.referenced;
-        let change = thread_table::prune(entries, rules, |id| {
-            plans.ids.get(id).is_some_and(|&n| referenced[n as usize])
-        });
-        (!matches!(change, TableChange::Unchanged)).then_some((at, change))
+        table_change(attr, plans, rules, scratch).map(|c| (at, c))
     });
     ProfilePlan {
         decisions,
         rewrite,
         table,
+        deferred: false,
     }
+}
+
+/// For a deferred profile: takes the thread decisions while removing the
+/// samples they drop, in one pass (and a second only for
+/// `min_samples_per_thread`); returns (observations dropped by name, by
+/// count, whether a surviving sample's attributes change).
+fn decide_and_drop(
+    p: &mut Profile,
+    stacks: &[Stack],
+    plans: &AttrPlans,
+    rules: &Rules,
+    track_refs: bool,
+    scratch: &mut Scratch,
+) -> (u64, u64, bool) {
+    let r = ThreadRules::new(plans, rules, track_refs, p.samples.len(), scratch);
+    let non_idle = non_idle(stacks);
+    let (mut by_name, mut by_count, mut rewrite) = (0u64, 0u64, false);
+    p.samples.retain(|s| {
+        let t = thread_of(s, plans);
+        if r.by_name(&t) {
+            by_name += observations(s);
+            return false;
+        }
+        if r.by_count {
+            let g = r.count(s, &t, &non_idle, scratch);
+            scratch.groups.push(g);
+        }
+        rewrite |= plans.changes(&s.attribute_indices);
+        if track_refs && t.ref_id != NONE {
+            scratch.referenced[t.ref_id as usize] = true;
+        }
+        true
+    });
+    if r.by_count && scratch.groups.iter().any(|&g| r.few(g, scratch)) {
+        let mut k = 0;
+        p.samples.retain(|s| {
+            let few = r.few(scratch.groups[k], scratch);
+            k += 1;
+            by_count += if few { observations(s) } else { 0 };
+            !few
+        });
+        if track_refs || rewrite {
+            // References and rewrites must only count surviving samples.
+            rewrite = r.survivors(p.samples.iter(), plans, scratch);
+        }
+    }
+    (by_name, by_count, rewrite)
 }
 
 /// Runs the pass over `batch`; see the module docs.
@@ -328,11 +545,11 @@ pub(crate) fn prune(
     };
     let changes = profiles
         .iter()
-        .any(|p| !p.decisions.is_empty() || p.rewrite || p.table.is_some());
+        .any(|p| p.deferred || !p.decisions.is_empty() || p.rewrite || p.table.is_some());
     if !changes {
         return Verdict::Keep;
     }
-    apply(batch.data_mut(), plans, profiles, &mut scratch.merger, ctx);
+    apply(batch.data_mut(), plans, profiles, rules, scratch, ctx);
     if batch.is_empty() {
         Verdict::Drop
     } else {
@@ -351,7 +568,8 @@ fn apply(
     data: &mut ProfilesData,
     mut plans: AttrPlans,
     profiles: Vec<ProfilePlan>,
-    merger: &mut Merger,
+    rules: &Rules,
+    scratch: &mut Scratch,
     ctx: &mut ProcessContext<'_>,
 ) {
     let ProfilesData {
@@ -359,7 +577,21 @@ fn apply(
         dictionary,
     } = data;
     let (mut by_name, mut by_count, mut pruned) = (0u64, 0u64, 0u64);
-    let mut attribute_table = dictionary.as_mut().map(|d| &mut d.attribute_table);
+    // What each attribute index becomes in samples.
+    let map: Vec<u32> = plans
+        .attrs
+        .iter()
+        .map(|x| if x.dropped { DROP } else { x.target as u32 })
+        .collect();
+    let tables = dictionary.as_ref().map_or(Tables::default(), |d| Tables {
+        stacks: d.stack_table.len(),
+        attributes: d.attribute_table.len() + plans.new_attrs.len(),
+        links: d.link_table.len(),
+    });
+    let (stacks, mut attribute_table) = match dictionary.as_mut() {
+        Some(d) => (&d.stack_table[..], Some(&mut d.attribute_table)),
+        None => (&[][..], None),
+    };
     if let Some(t) = attribute_table.as_deref_mut() {
         // New entries go at the end: no existing index moves until `gc`.
         t.append(&mut plans.new_attrs);
@@ -368,35 +600,34 @@ fn apply(
         .iter_mut()
         .flat_map(|r| &mut r.scope_profiles)
         .flat_map(|s| &mut s.profiles);
-    for (p, plan) in all.zip(profiles) {
-        if !plan.decisions.is_empty() {
+    for (p, mut plan) in all.zip(profiles) {
+        if plan.deferred {
+            let table_at = table_at(p, &plans);
+            let (n, c, rewrite) =
+                decide_and_drop(p, stacks, &plans, rules, table_at.is_some(), scratch);
+            by_name += n;
+            by_count += c;
+            plan.rewrite = rewrite;
+            plan.table = table_at.and_then(|at| {
+                let table = attribute_table.as_deref()?;
+                let attr = usize::try_from(p.attribute_indices[at])
+                    .ok()
+                    .and_then(|i| table.get(i))?;
+                table_change(attr, &plans, rules, scratch).map(|c| (at, c))
+            });
+        } else if !plan.decisions.is_empty() {
             let mut k = 0;
             p.samples.retain(|s| {
                 let d = plan.decisions[k];
                 k += 1;
-                match d {
-                    BY_NAME => by_name += observations(s),
-                    BY_COUNT => by_count += observations(s),
-                    _ => return true,
+                if d == BY_COUNT {
+                    by_count += observations(s);
                 }
-                false
+                d == KEEP
             });
         }
         if plan.rewrite {
-            merger.keys.clear();
-            for s in &mut p.samples {
-                if plans.changes(&s.attribute_indices) {
-                    s.attribute_indices
-                        .retain(|&a| !plans.get(a).is_some_and(|x| x.dropped));
-                    for a in &mut s.attribute_indices {
-                        if let Some(x) = plans.get(*a) {
-                            *a = x.target;
-                        }
-                    }
-                }
-                merger.keys.push(Key::of(s));
-            }
-            merger.merge(p);
+            scratch.merger.merge(p, tables, &map);
         }
         let (Some((at, change)), Some(table)) = (plan.table, attribute_table.as_deref_mut()) else {
             continue;

@@ -11,11 +11,10 @@ use std::borrow::Cow;
 use std::io::Write;
 use std::ops::Range;
 
-use flate2::write::GzEncoder;
-use flate2::Compression;
-use prost::encoding::{encode_key, encoded_len_varint, WireType};
+use prost::encoding::{encoded_len_varint, WireType};
 use prost::Message;
 
+use super::gzip::GzipWriter;
 use super::plan::{kv_key, label_attributes, string};
 use super::proto::{self, tags};
 use super::strings::StringTable;
@@ -92,9 +91,12 @@ fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
     buf.push(v as u8);
 }
 
+#[inline]
 fn put_varint_field(buf: &mut Vec<u8>, tag: u32, v: u64) {
     if v != 0 {
-        encode_key(tag, WireType::Varint, buf);
+        // Every tag written here is below 16: a one-byte key.
+        debug_assert!(tag < 16);
+        buf.push((tag << 3) as u8 | WireType::Varint as u8);
         put_varint(buf, v);
     }
 }
@@ -109,6 +111,54 @@ fn put_len_prefix(buf: &mut Vec<u8>, tag: u32, len: usize) {
 
 fn len_field_len(tag: u32, len: usize) -> usize {
     key_len(tag) + encoded_len_varint(len as u64) + len
+}
+
+fn line_len(l: &proto::Line) -> usize {
+    use tags::line::*;
+    varint_field_len(FUNCTION_ID, l.function_id)
+        + varint_field_len(LINE, l.line as u64)
+        + varint_field_len(COLUMN, l.column as u64)
+}
+
+/// Appends `l` as a `Profile.location` field, byte for byte what prost
+/// writes, without prost's separate length pass: locations are much of a
+/// small file's tables.
+fn put_location(buf: &mut Vec<u8>, l: &proto::Location) {
+    use tags::location::*;
+    let mut len = varint_field_len(ID, l.id)
+        + varint_field_len(MAPPING_ID, l.mapping_id)
+        + varint_field_len(ADDRESS, l.address)
+        + varint_field_len(IS_FOLDED, u64::from(l.is_folded));
+    for line in &l.line {
+        len += len_field_len(LINE, line_len(line));
+    }
+    put_len_prefix(buf, tags::profile::LOCATION, len);
+    put_varint_field(buf, ID, l.id);
+    put_varint_field(buf, MAPPING_ID, l.mapping_id);
+    put_varint_field(buf, ADDRESS, l.address);
+    for line in &l.line {
+        put_len_prefix(buf, LINE, line_len(line));
+        put_varint_field(buf, tags::line::FUNCTION_ID, line.function_id);
+        put_varint_field(buf, tags::line::LINE, line.line as u64);
+        put_varint_field(buf, tags::line::COLUMN, line.column as u64);
+    }
+    put_varint_field(buf, IS_FOLDED, u64::from(l.is_folded));
+}
+
+/// Appends `f` as a `Profile.function` field, as [`put_location`] does.
+fn put_function(buf: &mut Vec<u8>, f: &proto::Function) {
+    use tags::function::*;
+    let len = varint_field_len(ID, f.id)
+        + varint_field_len(NAME, f.name as u64)
+        + varint_field_len(SYSTEM_NAME, f.system_name as u64)
+        + varint_field_len(FILENAME, f.filename as u64)
+        + varint_field_len(START_LINE, f.start_line as u64);
+    put_len_prefix(buf, tags::profile::FUNCTION, len);
+    put_varint_field(buf, ID, f.id);
+    put_varint_field(buf, NAME, f.name as u64);
+    put_varint_field(buf, SYSTEM_NAME, f.system_name as u64);
+    put_varint_field(buf, FILENAME, f.filename as u64);
+    put_varint_field(buf, START_LINE, f.start_line as u64);
 }
 
 /// A sample's value for its sample type: the sum of its values, or the
@@ -489,7 +539,8 @@ impl<'a, W: Write> Encoder<'a, W> {
             location.is_folded = self
                 .bool_attribute(&loc.attribute_indices, keys::LOCATION_IS_FOLDED)?
                 .unwrap_or(false);
-            self.message(tags::profile::LOCATION, &location)?;
+            put_location(&mut self.buf, &location);
+            self.flush_if_full()?;
         }
 
         for i in 0..self.functions.len() {
@@ -501,7 +552,8 @@ impl<'a, W: Write> Encoder<'a, W> {
                 filename: self.string(f.filename_strindex, "function file name")?,
                 start_line: f.start_line,
             };
-            self.message(tags::profile::FUNCTION, &msg)?;
+            put_function(&mut self.buf, &msg);
+            self.flush_if_full()?;
         }
 
         for (i, inferred) in inferred.into_iter().enumerate() {
@@ -874,7 +926,9 @@ pub fn write_pprof<W: Write>(
     Ok(e.out)
 }
 
-/// Writes `file` gzip-compressed at `level` (0-9) to `out`.
+/// Writes `file` gzip-compressed at `level` (0-9) to `out`, streaming: the
+/// compressed bytes reach `out` in pieces of about 128 KiB, so `out` (a
+/// `File`) needs no buffering of its own.
 pub fn write_pprof_gzip<W: Write>(
     data: &ProfilesData,
     file: &PprofFile,
@@ -882,8 +936,7 @@ pub fn write_pprof_gzip<W: Write>(
     level: u32,
     out: W,
 ) -> Result<W, PprofError> {
-    let gz = GzEncoder::new(out, Compression::new(level.min(9)));
-    let gz = write_pprof(data, file, opts, gz)?;
+    let gz = write_pprof(data, file, opts, GzipWriter::new(out, level))?;
     Ok(gz.finish()?)
 }
 
@@ -909,4 +962,66 @@ pub fn to_pprof(
             Ok((f, proto::Profile::decode(bytes.as_slice())?))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod hand_encoding_tests {
+    use super::*;
+
+    #[test]
+    fn locations_and_functions_are_encoded_as_prost_encodes_them() {
+        let line = |function_id, line, column| proto::Line {
+            function_id,
+            line,
+            column,
+        };
+        let locations = [
+            proto::Location::default(),
+            proto::Location {
+                id: 1,
+                mapping_id: 0,
+                address: 0x40_1234,
+                line: vec![],
+                is_folded: false,
+            },
+            proto::Location {
+                id: 300,
+                mapping_id: 2,
+                address: u64::MAX,
+                line: vec![line(1, 12, 0), line(0, -1, 7), line(70_000, 0, -3)],
+                is_folded: true,
+            },
+        ];
+        for l in &locations {
+            let mut ours = Vec::new();
+            put_location(&mut ours, l);
+            let mut theirs = Vec::new();
+            prost::encoding::message::encode(tags::profile::LOCATION, l, &mut theirs);
+            assert_eq!(ours, theirs, "{l:?}");
+        }
+        let functions = [
+            proto::Function::default(),
+            proto::Function {
+                id: 1,
+                name: 5,
+                system_name: 5,
+                filename: 0,
+                start_line: 0,
+            },
+            proto::Function {
+                id: 100_000,
+                name: 1 << 40,
+                system_name: 3,
+                filename: 200,
+                start_line: -2,
+            },
+        ];
+        for f in &functions {
+            let mut ours = Vec::new();
+            put_function(&mut ours, f);
+            let mut theirs = Vec::new();
+            prost::encoding::message::encode(tags::profile::FUNCTION, f, &mut theirs);
+            assert_eq!(ours, theirs, "{f:?}");
+        }
+    }
 }

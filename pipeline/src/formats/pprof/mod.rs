@@ -14,6 +14,7 @@
 //! Pure: no I/O beyond the writer handed in.
 
 mod encode;
+mod gzip;
 mod import;
 pub mod keys;
 mod plan;

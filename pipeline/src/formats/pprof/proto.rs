@@ -175,4 +175,23 @@ pub mod tags {
         pub const NUM: u32 = 3;
         pub const NUM_UNIT: u32 = 4;
     }
+    pub mod location {
+        pub const ID: u32 = 1;
+        pub const MAPPING_ID: u32 = 2;
+        pub const ADDRESS: u32 = 3;
+        pub const LINE: u32 = 4;
+        pub const IS_FOLDED: u32 = 5;
+    }
+    pub mod line {
+        pub const FUNCTION_ID: u32 = 1;
+        pub const LINE: u32 = 2;
+        pub const COLUMN: u32 = 3;
+    }
+    pub mod function {
+        pub const ID: u32 = 1;
+        pub const NAME: u32 = 2;
+        pub const SYSTEM_NAME: u32 = 3;
+        pub const FILENAME: u32 = 4;
+        pub const START_LINE: u32 = 5;
+    }
 }

@@ -17,9 +17,12 @@ pub(super) struct StringTable<'a> {
 
 impl<'a> StringTable<'a> {
     pub fn new(dict_len: usize) -> Self {
+        // Most of a file's strings come from the dictionary: sizing the
+        // index for all of them up front saves rehashing every string
+        // each time it grows.
         let mut t = Self {
             values: Vec::new(),
-            index: HashTable::new(),
+            index: HashTable::with_capacity(dict_len + 16),
             hasher: ahash::RandomState::with_seeds(1, 2, 3, 4),
             by_dict: vec![0; dict_len],
         };

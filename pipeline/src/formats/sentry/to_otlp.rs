@@ -571,6 +571,13 @@ pub(super) fn check_item_platform(item: Option<&str>, payload: &str) -> Result<(
     }
 }
 
+fn android_chunk() -> ItemError {
+    ItemError::new(
+        reason::PLATFORM_NOT_SUPPORTED,
+        "Android profile chunks (method traces) are not supported",
+    )
+}
+
 /// `item_platform` is the item header's `platform`, which must equal the
 /// payload's.
 pub fn chunk_to_otlp(
@@ -588,7 +595,22 @@ pub fn chunk_to_otlp(
             ),
         ));
     }
-    let chunk = ProfileChunk::parse(payload).map_err(invalid_json)?;
+    // Android chunks carry a method trace (`sampled_profile`), not the v2
+    // sample format: name that rather than the fields they lack.
+    if item_platform == Some("android") {
+        return Err(android_chunk());
+    }
+    let chunk = ProfileChunk::parse(payload).map_err(|e| {
+        #[derive(serde::Deserialize)]
+        struct PlatformOnly<'a> {
+            #[serde(borrow)]
+            platform: Option<std::borrow::Cow<'a, str>>,
+        }
+        match serde_json::from_slice::<PlatformOnly>(payload) {
+            Ok(PlatformOnly { platform: Some(p) }) if p == "android" => android_chunk(),
+            _ => invalid_json(e),
+        }
+    })?;
     if chunk.version != 2 {
         return Err(ItemError::new(
             reason::PLATFORM_NOT_SUPPORTED,
@@ -600,10 +622,7 @@ pub fn chunk_to_otlp(
     }
     let platform: &str = &chunk.platform;
     if platform == "android" {
-        return Err(ItemError::new(
-            reason::PLATFORM_NOT_SUPPORTED,
-            "Android profile chunks (method traces) are not supported",
-        ));
+        return Err(android_chunk());
     }
     check_item_platform(item_platform, platform)?;
     let chunk_id = ids::parse_uuid(&chunk.chunk_id).ok_or_else(|| {

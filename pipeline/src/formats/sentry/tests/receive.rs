@@ -315,6 +315,16 @@ fn structural_validation_uses_relay_reasons() {
         frames.clone(),
     );
     assert_eq!(refused(&p).reason, reason::PLATFORM_NOT_SUPPORTED);
+    // What the Android SDK really sends: a method trace instead of `profile`.
+    let android = serde_json::to_vec(&json!({
+        "version": "2", "platform": "android", "sampled_profile": "AAAA",
+        "profiler_id": "0f1e2d3c4b5a69788796a5b4c3d2e1f0",
+        "chunk_id": "1f1e2d3c4b5a69788796a5b4c3d2e1f0",
+    }))
+    .unwrap();
+    assert_eq!(refused(&android).reason, reason::PLATFORM_NOT_SUPPORTED);
+    let e = chunk_to_otlp(&android, Some("android"), &opts()).unwrap_err();
+    assert_eq!(e.reason, reason::PLATFORM_NOT_SUPPORTED);
 
     let ok = chunk_json(two_samples(), json!([[0, 1]]), frames);
     let e = chunk_to_otlp(&ok, Some("node"), &opts()).unwrap_err();
