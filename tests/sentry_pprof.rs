@@ -9,43 +9,14 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use common::{fixture, free_port};
 use profcol_pipeline::runtime::RuntimeOptions;
-
-fn go_available() -> bool {
-    let found = Command::new("go")
-        .arg("version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "`go` is not installed: CI must install golang-go to run this test"
-        );
-        eprintln!("skipping: `go` is not installed (apt-get install golang-go)");
-    }
-    found
-}
+use profcol_pipeline::testing::{go_available, go_tool_pprof};
 
 fn go_pprof(args: &[&str], file: &Path) -> String {
-    let tmp = file.parent().unwrap();
-    let out = Command::new("go")
-        .args(["tool", "pprof"])
-        .args(args)
-        .arg(file)
-        .env("PPROF_TMPDIR", tmp)
-        .env("PPROF_BINARY_PATH", tmp)
-        .output()
-        .expect("run go tool pprof");
-    assert!(
-        out.status.success(),
-        "go tool pprof {args:?} {file:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    go_tool_pprof(args, file, file.parent().unwrap())
 }
 
 /// Sends a recording (`NNNN.meta.json` + `NNNN.body.bin`) as its SDK did.

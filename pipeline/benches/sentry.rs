@@ -7,7 +7,6 @@
 
 use std::fmt::Write;
 use std::hint::black_box;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
@@ -30,9 +29,7 @@ impl Case {
 }
 
 fn recorded_python() -> Case {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/sentry-python/manual/0001.envelope");
-    let envelope = std::fs::read(path).unwrap();
+    let envelope = profcol_pipeline::testing::fixture("sentry-python/manual/0001.envelope");
     let samples = ProfileChunk::parse(envelope::parse(&envelope).unwrap().items[0].payload)
         .unwrap()
         .profile

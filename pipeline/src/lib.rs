@@ -9,5 +9,7 @@ pub mod model;
 pub mod proto;
 pub mod runtime;
 pub mod telemetry;
+#[doc(hidden)]
+pub mod testing;
 
 pub use model::{BatchMeta, ProfileBatch};

@@ -2,8 +2,6 @@
 //! (duplicates, orphans, inlined lines, attributes, links, timestamps), and
 //! the same operations on recorded OTLP payloads.
 
-use std::path::PathBuf;
-
 use proptest::prelude::*;
 use prost::Message;
 
@@ -674,10 +672,7 @@ proptest! {
 // ---------------------------------------------------------------- fixtures
 
 fn fixture(name: &str) -> ProfilesData {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/otlp")
-        .join(name);
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let bytes = profcol_pipeline::testing::fixture(&format!("otlp/{name}"));
     let req = ExportProfilesServiceRequest::decode(bytes.as_slice()).unwrap();
     profcol_pipeline::proto::request_into_data(req)
 }

@@ -4,7 +4,6 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use opentelemetry_proto::tonic::collector::profiles::v1development::{
@@ -25,12 +24,7 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-pub fn fixture(rel: &str) -> Vec<u8> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(rel);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
+pub use profcol_pipeline::testing::fixture;
 
 pub fn request(rel: &str) -> ExportProfilesServiceRequest {
     ExportProfilesServiceRequest::decode(fixture(rel).as_slice()).unwrap()

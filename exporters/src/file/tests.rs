@@ -13,11 +13,8 @@ fn component(yaml: &str) -> ComponentConfig {
 }
 
 fn batch(name: &str) -> Arc<ProfileBatch> {
-    let p = format!(
-        "{}/../tests/fixtures/otlp/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    Arc::new(ProfileBatch::decode(Bytes::from(std::fs::read(p).unwrap())).unwrap())
+    let bytes = profcol_pipeline::testing::fixture(&format!("otlp/{name}"));
+    Arc::new(ProfileBatch::decode(Bytes::from(bytes)).unwrap())
 }
 
 fn ctx() -> ExporterContext {

@@ -14,11 +14,7 @@ use profcol_pipeline::ProfileBatch;
 use super::*;
 
 fn fixture(name: &str) -> ProfileBatch {
-    let p = format!(
-        "{}/../tests/fixtures/otlp/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"));
+    let bytes = profcol_pipeline::testing::fixture(&format!("otlp/{name}"));
     ProfileBatch::new(ProfilesData::decode(bytes.as_slice()).unwrap())
 }
 

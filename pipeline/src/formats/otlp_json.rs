@@ -122,8 +122,7 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> Vec<u8> {
-        let p = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/otlp/");
-        std::fs::read(format!("{p}{name}")).unwrap()
+        crate::testing::fixture(&format!("otlp/{name}"))
     }
 
     fn proto(name: &str) -> ProfilesData {

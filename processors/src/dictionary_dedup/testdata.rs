@@ -3,8 +3,6 @@
 //! reference-based attributes, every sample shape, unit spellings from
 //! several producers), and a way to run a processor with real telemetry.
 
-use std::path::PathBuf;
-
 use proptest::prelude::*;
 
 use profcol_pipeline::component::{ProcessContext, Processor, Verdict};
@@ -19,12 +17,7 @@ use profcol_pipeline::telemetry::Telemetry;
 
 // ---------------------------------------------------------------- fixtures
 
-pub fn fixture_bytes(rel: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures")
-        .join(rel);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
+pub use profcol_pipeline::testing::fixture as fixture_bytes;
 
 /// A recorded OTLP request (`tests/fixtures/otlp/NAME`), as received: the
 /// batch keeps its bytes for pass-through.

@@ -1,5 +1,4 @@
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use bytes::Bytes;
 use proptest::prelude::*;
@@ -61,12 +60,7 @@ fn text(data: &ProfilesData) -> String {
     resolve(data, Detail::Names).to_text()
 }
 
-fn fixture(rel: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures")
-        .join(rel);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
+use profcol_pipeline::testing::fixture;
 
 fn sentry_fixture(rel: &str) -> ProfileBatch {
     let bytes = fixture(rel);

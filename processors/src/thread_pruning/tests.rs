@@ -1,5 +1,4 @@
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use bytes::Bytes;
 use proptest::prelude::*;
@@ -80,12 +79,7 @@ fn text(data: &ProfilesData) -> String {
     resolve(data, Detail::Names).to_text()
 }
 
-fn fixture(rel: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures")
-        .join(rel);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
+use profcol_pipeline::testing::fixture;
 
 fn otlp_fixture(rel: &str) -> ProfileBatch {
     ProfileBatch::decode(Bytes::from(fixture(rel))).unwrap()

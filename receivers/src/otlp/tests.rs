@@ -82,7 +82,7 @@ fn record_to_is_off_by_default_and_decodes() {
 }
 
 mod record_to {
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -98,9 +98,8 @@ mod record_to {
     use profcol_pipeline::telemetry::Telemetry;
 
     fn fixture_request() -> ExportProfilesServiceRequest {
-        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/fixtures/otlp/minimal-request.bin");
-        ExportProfilesServiceRequest::decode(std::fs::read(path).unwrap().as_slice()).unwrap()
+        let bytes = profcol_pipeline::testing::fixture("otlp/minimal-request.bin");
+        ExportProfilesServiceRequest::decode(bytes.as_slice()).unwrap()
     }
 
     fn free_port() -> u16 {

@@ -19,9 +19,7 @@ use super::config::SentryReceiverConfig;
 use super::handler::Handler;
 use super::server::router;
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
-}
+use profcol_pipeline::testing::fixtures_dir as fixtures;
 
 struct Harness {
     app: axum::Router,

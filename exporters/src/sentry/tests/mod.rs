@@ -20,10 +20,7 @@ use profcol_pipeline::telemetry::Telemetry;
 
 use super::*;
 
-pub fn fixture(rel: &str) -> Vec<u8> {
-    let p = format!("{}/../tests/fixtures/{rel}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
-}
+pub use profcol_pipeline::testing::fixture;
 
 /// `tests/fixtures/otlp/go-cpu.otlp.bin`: a Go CPU profile (pprof) as OTLP,
 /// one Profile per sample type, aggregated values and no timestamps.

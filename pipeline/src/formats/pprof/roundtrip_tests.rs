@@ -7,40 +7,13 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Command;
 
 use super::tests::{fixture, go_heap_pprof};
 use super::*;
-
-fn go_available() -> bool {
-    let found = Command::new("go")
-        .arg("version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "`go` is not installed: CI must install golang-go to run the pprof round trip"
-        );
-        eprintln!("skipping: `go` is not installed (apt-get install golang-go)");
-    }
-    found
-}
+use crate::testing::{go_available, go_tool_pprof};
 
 fn pprof_raw(path: &Path, tmp: &Path) -> String {
-    let out = Command::new("go")
-        .args(["tool", "pprof", "-raw"])
-        .arg(path)
-        .env("PPROF_TMPDIR", tmp)
-        .env("PPROF_BINARY_PATH", tmp)
-        .output()
-        .expect("run go tool pprof");
-    assert!(
-        out.status.success(),
-        "go tool pprof -raw {path:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    go_tool_pprof(&["-raw"], path, tmp)
 }
 
 /// `-raw` output with what may legitimately differ taken out:
@@ -142,9 +115,7 @@ fn recorded_pprof_round_trips_through_otlp_for_go_tool_pprof() {
     }
     let tmp = tempfile::tempdir().unwrap();
     for name in ["go-cpu.pb.gz", "dd-wall.pb.gz"] {
-        let original_path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/fixtures/pprof")
-            .join(name);
+        let original_path = crate::testing::fixtures_dir().join("pprof").join(name);
         let original = decode_pprof(&fixture(&format!("pprof/{name}"))).unwrap();
         let data = pprof_to_otlp(&original).unwrap();
         let opts = ToPprofOptions {
@@ -181,8 +152,7 @@ fn the_normalisation_still_sees_real_differences() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let original_path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/pprof/go-cpu.pb.gz");
+    let original_path = crate::testing::fixtures_dir().join("pprof/go-cpu.pb.gz");
     let want = normalise(&pprof_raw(&original_path, tmp.path()));
     let original = decode_pprof(&fixture("pprof/go-cpu.pb.gz")).unwrap();
 

@@ -9,10 +9,7 @@ use crate::proto::{
     Mapping, Profile, ProfilesData, Resource, ResourceProfiles, Sample, ScopeProfiles, ValueType,
 };
 
-pub(super) fn fixture(path: &str) -> Vec<u8> {
-    let p = format!("{}/../tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
-}
+pub(super) use crate::testing::fixture;
 
 fn otlp_fixture(name: &str) -> ProfilesData {
     ProfilesData::decode(fixture(&format!("otlp/{name}")).as_slice()).unwrap()

@@ -10,14 +10,7 @@ use serde_json::Value as Json;
 use crate::formats::sentry::envelope;
 use crate::proto::{any_value::Value, AnyValue, ProfilesData};
 
-pub fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
-}
-
-pub fn fixture(rel: &str) -> Vec<u8> {
-    let p = fixtures().join(rel);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
+pub use crate::testing::{fixture, fixtures_dir as fixtures};
 
 /// Every recorded envelope under `tests/fixtures/sentry-*`.
 pub fn recorded_envelopes() -> Vec<PathBuf> {
