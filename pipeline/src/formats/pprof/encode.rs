@@ -927,17 +927,24 @@ pub fn write_pprof<W: Write>(
 }
 
 /// Writes `file` gzip-compressed at `level` (0-9) to `out`, streaming: the
-/// compressed bytes reach `out` in pieces of about 128 KiB, so `out` (a
-/// `File`) needs no buffering of its own.
-pub fn write_pprof_gzip<W: Write>(
+/// compressed bytes reach `out` in pieces of 128 KiB or more, so `out` (a
+/// `File`) needs no buffering of its own. Files past 64 KiB are compressed
+/// on the other cores while they are encoded.
+pub fn write_pprof_gzip<W: Write + Send>(
     data: &ProfilesData,
     file: &PprofFile,
     opts: &ToPprofOptions,
     level: u32,
     out: W,
 ) -> Result<W, PprofError> {
-    let gz = write_pprof(data, file, opts, GzipWriter::new(out, level))?;
-    Ok(gz.finish()?)
+    std::thread::scope(|scope| {
+        let mut gz = GzipWriter::new(out, level, scope);
+        let written = write_pprof(data, file, opts, &mut gz).map(drop);
+        // Finished on error too: it joins the compression threads.
+        let out = gz.finish();
+        written?;
+        Ok(out?)
+    })
 }
 
 /// `file` as a gzip-compressed pprof file in memory.

@@ -222,3 +222,27 @@ fn go_heap_profile_round_trips_for_go_tool_pprof() {
     assert_eq!(first_mapping(&got), first_mapping(&want));
     assert!(first_mapping(&got).contains("/srv/app/bin/server"), "{got}");
 }
+
+/// A file large enough to be compressed in many blocks on several threads
+/// reads in Go exactly as the same profile written uncompressed.
+#[test]
+fn multi_block_gzip_reads_in_go_as_the_plain_file() {
+    if !go_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let data = crate::model::synth::request(20_000, 4_000);
+    let opts = ToPprofOptions::default();
+    let file = &plan_files(&data, &opts).unwrap()[0];
+    let plain = write_pprof(&data, file, &opts, Vec::new()).unwrap();
+    assert!(plain.len() > 8 * 64 * 1024, "{} bytes", plain.len());
+    let plain_path = tmp.path().join("plain.pb");
+    std::fs::write(&plain_path, &plain).unwrap();
+    let gz_path = tmp.path().join("parallel.pb.gz");
+    let out = std::fs::File::create(&gz_path).unwrap();
+    write_pprof_gzip(&data, file, &opts, DEFAULT_GZIP_LEVEL, out).unwrap();
+
+    let want = pprof_raw(&plain_path, tmp.path());
+    assert!(want.lines().count() > 20_000, "{}", &want[..500]);
+    assert_eq!(pprof_raw(&gz_path, tmp.path()), want);
+}
