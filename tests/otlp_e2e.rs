@@ -399,6 +399,13 @@ async fn bad_input_is_refused_and_the_receiver_keeps_serving() {
         "message names the bad index: {} ({stacks} stacks)",
         status.message()
     );
+    // Such indices are what a sender on another revision of the unstable
+    // proto produces: the message says which one profcol reads.
+    assert!(
+        status.message().contains("opentelemetry-proto v1.10.0"),
+        "{}",
+        status.message()
+    );
 
     // Over max_recv_msg_size_mib: refused before it is read.
     let status = raw_export(recv, vec![0u8; 100 << 20]).await.unwrap_err();

@@ -86,6 +86,13 @@ fn tokio_stream_from(
     })
 }
 
+/// profiles/v1development still changes its field numbers between
+/// opentelemetry-proto releases, so a sender built on another release
+/// produces requests that decode into broken indices: say which one we speak.
+const REVISION_HINT: &str =
+    " (profcol reads profiles/v1development as in opentelemetry-proto v1.10.0; \
+     a sender built on another release of this unstable proto encodes it differently)";
+
 /// Turns one request into a batch for the pipelines.
 struct Handler {
     id: String,
@@ -116,7 +123,7 @@ impl Handler {
         let Received { data, bytes } = req.into_inner();
         let data = data.map_err(|msg| {
             self.refused(0, "malformed");
-            Status::invalid_argument(msg)
+            Status::invalid_argument(format!("{msg}{REVISION_HINT}"))
         })?;
         let mut batch = ProfileBatch::from_encoded(data, bytes.clone());
         batch.meta.transport = "grpc";
@@ -124,7 +131,7 @@ impl Handler {
         if let Err(e) = validate(batch.data()) {
             self.refused(batch.sample_count(), "invalid");
             return Err(Status::invalid_argument(format!(
-                "invalid profiles data: {e}"
+                "invalid profiles data: {e}{REVISION_HINT}"
             )));
         }
         match self.output.consume(batch) {
