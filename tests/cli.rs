@@ -20,6 +20,17 @@ fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::PathBuf 
 
 #[test]
 fn the_shipped_config_is_valid() {
+    // validate binds no socket: it passes while config.yaml's ports are
+    // taken (where this test can take them; else something else holds them).
+    let _held: Vec<_> = [
+        "0.0.0.0:4317",
+        "0.0.0.0:3000",
+        "127.0.0.1:13133",
+        "127.0.0.1:8888",
+    ]
+    .iter()
+    .filter_map(|a| std::net::TcpListener::bind(a).ok())
+    .collect();
     let out = profcol()
         .args(["validate", "--config"])
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/config.yaml"))
@@ -349,10 +360,17 @@ fn component_errors_have_exact_paths() {
                 "service::telemetry::metrics: endpoint 127.0.0.1:8888 conflicts with receivers::otlp, which listens on the same port",
             ],
         ),
+        // `:port` (every interface, as in Go) clashes with `localhost:port`.
         (
-            format!("receivers: {{otlp: {{protocols: {{grpc: {{max_recv_msg_size_mib: 0, endpoint: ':4317'}}}}}}}}\nexporters: {{debug: {{verbosity: loud}}, otlp/gw: {{endpoint: 'gw:4317', timeout: 5 sec, compression: lz4}}}}\n{pipeline}"),
+            format!("receivers: {{otlp: {{protocols: {{grpc: {{endpoint: ':4317'}}}}}}, sentry: {{endpoint: 'localhost:4317'}}}}\nexporters: {{debug: }}\nservice: {{pipelines: {{profiles: {{receivers: [otlp, sentry], exporters: [debug]}}}}}}"),
             vec![
-                "receivers::otlp::protocols::grpc::endpoint: invalid endpoint \":4317\": missing host (use 0.0.0.0 for every interface)",
+                "receivers::sentry: endpoint localhost:4317 conflicts with receivers::otlp, which listens on the same port",
+            ],
+        ),
+        (
+            format!("receivers: {{otlp: {{protocols: {{grpc: {{max_recv_msg_size_mib: 0, endpoint: '4317'}}}}}}}}\nexporters: {{debug: {{verbosity: loud}}, otlp/gw: {{endpoint: 'gw:4317', timeout: 5 sec, compression: lz4}}}}\n{pipeline}"),
+            vec![
+                "receivers::otlp::protocols::grpc::endpoint: invalid endpoint \"4317\": expected host:port",
                 "receivers::otlp::protocols::grpc::max_recv_msg_size_mib: must be between 1 and 4095, got 0",
                 r#"exporters::debug::verbosity: unknown value "loud", expected one of "basic", "normal", "detailed""#,
                 r#"exporters::otlp/gw::compression: unknown value "lz4", expected one of "gzip", "zstd", "", "none""#,

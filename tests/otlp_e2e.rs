@@ -246,12 +246,13 @@ async fn fan_out_survives_a_dead_exporter() {
     );
 }
 
+/// One consumer whose first send is held, then fails and is retried: at
+/// shutdown most batches are still queued, and draining delivers them all.
 #[tokio::test]
 async fn shutdown_with_data_in_flight_loses_nothing() {
     let sink = Sink::start().await;
-    // The first sends fail and are retried while shutdown is already draining.
     sink.answer_next([
-        Answer::Fail(Code::Unavailable, "warming up"),
+        Answer::Hold(1500),
         Answer::Fail(Code::Unavailable, "warming up"),
     ]);
     let (recv, metrics) = (free_port(), free_port());
@@ -260,6 +261,10 @@ async fn shutdown_with_data_in_flight_loses_nothing() {
         metrics,
         &sink_exporter("otlp", sink.addr.port()),
         "otlp",
+    )
+    .replace(
+        "      max_elapsed_time: 2s\n",
+        "      max_elapsed_time: 2s\n    sending_queue:\n      num_consumers: 1\n",
     );
     let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
         .await
@@ -273,6 +278,10 @@ async fn shutdown_with_data_in_flight_loses_nothing() {
         c.export(req.clone()).await.unwrap();
         sent += 1;
     }
+    assert!(
+        telemetry.sent("otlp") < telemetry.accepted("otlp"),
+        "data still in flight when shutdown starts"
+    );
     svc.shutdown().await;
 
     let n = samples(&[req]) * sent;
@@ -293,7 +302,7 @@ async fn shutdown_with_data_in_flight_loses_nothing() {
 async fn retry_info_and_permanent_errors_are_honoured() {
     let sink = Sink::start().await;
     sink.answer_next([
-        Answer::Throttle(30),
+        Answer::Throttle(400),
         Answer::Fail(Code::InvalidArgument, "bad data"),
     ]);
     let (recv, metrics) = (free_port(), free_port());
@@ -325,8 +334,87 @@ async fn retry_info_and_permanent_errors_are_honoured() {
         3,
         "one retry after RetryInfo, none after INVALID_ARGUMENT"
     );
+    let t = sink.call_times();
+    assert!(
+        t[1] - t[0] >= Duration::from_millis(400),
+        "the retry waited for RetryInfo's 400ms, not the 10ms backoff: {:?}",
+        t[1] - t[0]
+    );
     assert_eq!(telemetry.sent("otlp"), n);
     assert_eq!(telemetry.send_failed("otlp"), n);
+}
+
+/// A peer that never recovers: retries go on (`max_elapsed_time: 0`) until
+/// the one shutdown deadline, then what is left is counted as dropped.
+#[tokio::test]
+async fn the_shutdown_deadline_bounds_retries_and_counts_the_rest() {
+    let sink = Sink::start().await;
+    sink.answer_next(std::iter::repeat_n(
+        Answer::Fail(Code::Unavailable, "down"),
+        1000,
+    ));
+    let (recv, metrics) = (free_port(), free_port());
+    let yaml = config(
+        recv,
+        metrics,
+        &sink_exporter("otlp", sink.addr.port()),
+        "otlp",
+    )
+    .replace("max_elapsed_time: 2s", "max_elapsed_time: 0s");
+    let options = RuntimeOptions {
+        shutdown_timeout: Duration::from_millis(500),
+        ..RuntimeOptions::default()
+    };
+    let svc = profcol::app::start_str(&yaml, options).await.unwrap();
+    let telemetry = svc.telemetry().clone();
+    let req = request("otlp/minimal-request.bin");
+    let mut c = client(recv).await;
+    for _ in 0..5 {
+        c.export(req.clone()).await.unwrap();
+    }
+    let started = std::time::Instant::now();
+    svc.shutdown().await;
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_secs(3),
+        "shutdown waits for the deadline, then stops: {took:?}"
+    );
+    let n = samples(std::slice::from_ref(&req)) * 5;
+    assert_eq!(telemetry.accepted("otlp"), n);
+    assert_eq!(telemetry.sent("otlp"), 0);
+    let dropped =
+        telemetry.exporter_dropped_total("otlp") + telemetry.pipeline_dropped_total("profiles");
+    assert_eq!(dropped + telemetry.send_failed("otlp"), n);
+    assert!(dropped > 0, "dropped at the deadline with reason shutdown");
+}
+
+/// zstd at level 1 (the `Compressing` layer) arrives as the peer decodes it.
+#[tokio::test]
+async fn zstd_requests_arrive_unchanged() {
+    let sink = Sink::start().await;
+    let (recv, metrics) = (free_port(), free_port());
+    let yaml = config(
+        recv,
+        metrics,
+        &format!(
+            "{}    compression: zstd\n",
+            sink_exporter("otlp", sink.addr.port())
+        ),
+        "otlp",
+    );
+    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
+        .await
+        .unwrap();
+    let reqs: Vec<_> = FIXTURES.iter().map(|f| request(f)).collect();
+    let mut c = client(recv).await;
+    for r in &reqs {
+        c.export(r.clone()).await.unwrap();
+    }
+    svc.shutdown().await;
+    assert_eq!(resolved(&sink.received()), resolved(&reqs));
+    for md in sink.metadata() {
+        assert_eq!(md.get("grpc-encoding").unwrap(), "zstd");
+    }
 }
 
 /// A partial success is not retried; the rejected profiles' samples are

@@ -8,17 +8,48 @@ pub fn check(endpoint: &str) -> Result<(), String> {
     if port.parse::<u16>().is_err() {
         return Err(format!("invalid endpoint {endpoint:?}: bad port {port:?}"));
     }
-    if host.is_empty() {
-        return Err(format!(
-            "invalid endpoint {endpoint:?}: missing host (use 0.0.0.0 for every interface)"
-        ));
+    if host.contains(char::is_whitespace) {
+        return Err(format!("invalid endpoint {endpoint:?}: bad host {host:?}"));
     }
     Ok(())
 }
 
+/// The address to bind: as Go's `net.Listen`, which the Collector uses, an
+/// empty host (`:4317`) means every interface.
+pub fn listen_address(endpoint: &str) -> std::borrow::Cow<'_, str> {
+    if endpoint.starts_with(':') {
+        format!("0.0.0.0{endpoint}").into()
+    } else {
+        endpoint.into()
+    }
+}
+
 /// Binds a TCP listener, resolving host names such as `localhost`.
 pub async fn bind(endpoint: &str, owner: &str) -> anyhow::Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(endpoint)
+    tokio::net::TcpListener::bind(&*listen_address(endpoint))
         .await
         .map_err(|e| anyhow::anyhow!("{owner}: cannot listen on {endpoint}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_read_as_the_collector_reads_them() {
+        for ok in ["0.0.0.0:4317", ":4317", "localhost:3000", "[::1]:13133"] {
+            assert_eq!(check(ok), Ok(()), "{ok}");
+        }
+        for bad in ["4317", "host:port", "host:70000", "a b:1"] {
+            assert!(check(bad).is_err(), "{bad}");
+        }
+        assert_eq!(listen_address(":4317"), "0.0.0.0:4317");
+        assert_eq!(listen_address("127.0.0.1:1"), "127.0.0.1:1");
+    }
+
+    #[tokio::test]
+    async fn an_empty_host_listens_on_every_interface() {
+        let l = bind(":0", "test").await.unwrap();
+        assert!(l.local_addr().unwrap().ip().is_unspecified());
+    }
 }

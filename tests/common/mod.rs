@@ -38,6 +38,8 @@ pub enum Answer {
     Throttle(u64),
     /// Accepts, but answers that this many profiles were rejected.
     Partial(i64, &'static str),
+    /// Accepts after holding the call this many milliseconds.
+    Hold(u64),
 }
 
 #[derive(Default)]
@@ -47,6 +49,7 @@ struct SinkState {
     metadata: Vec<tonic::metadata::MetadataMap>,
     answers: VecDeque<Answer>,
     calls: usize,
+    call_times: Vec<std::time::Instant>,
 }
 
 /// An OTLP profiles gRPC server that stores every request it accepts.
@@ -65,10 +68,18 @@ impl ProfilesService for SinkSvc {
         &self,
         req: Request<ExportProfilesServiceRequest>,
     ) -> Result<Response<ExportProfilesServiceResponse>, Status> {
+        let answer = {
+            let mut s = self.0.lock().unwrap();
+            s.calls += 1;
+            s.call_times.push(std::time::Instant::now());
+            s.metadata.push(req.metadata().clone());
+            s.answers.pop_front()
+        };
+        if let Some(Answer::Hold(ms)) = answer {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
         let mut s = self.0.lock().unwrap();
-        s.calls += 1;
-        s.metadata.push(req.metadata().clone());
-        match s.answers.pop_front() {
+        match answer {
             Some(Answer::Fail(code, msg)) => Err(Status::new(code, msg)),
             Some(Answer::Throttle(ms)) => {
                 use tonic_types::{ErrorDetails, StatusExt};
@@ -89,7 +100,7 @@ impl ProfilesService for SinkSvc {
                     }),
                 }))
             }
-            None => {
+            None | Some(Answer::Hold(_)) => {
                 s.received.push(req.into_inner());
                 Ok(Response::new(ExportProfilesServiceResponse::default()))
             }
@@ -137,6 +148,11 @@ impl Sink {
 
     pub fn calls(&self) -> usize {
         self.state.lock().unwrap().calls
+    }
+
+    /// When each call arrived.
+    pub fn call_times(&self) -> Vec<std::time::Instant> {
+        self.state.lock().unwrap().call_times.clone()
     }
 
     pub fn stop(&self) {

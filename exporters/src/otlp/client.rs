@@ -2,16 +2,16 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use http::uri::PathAndQuery;
-use tonic::codec::CompressionEncoding;
 use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue, MetadataMap};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
-use profcol_pipeline::component::{ExportError, Exporter, ExporterContext};
+use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext};
 use profcol_pipeline::proto::EXPORT_PATH;
 use profcol_pipeline::ProfileBatch;
 
 use super::classify::classify;
 use super::codec::BatchCodec;
+use super::compress::Compressing;
 use super::config::{Compression, OtlpExporterConfig};
 
 pub struct OtlpExporter {
@@ -20,7 +20,7 @@ pub struct OtlpExporter {
     // `profcol validate` builds exporters without one.
     channel: OnceLock<Channel>,
     metadata: MetadataMap,
-    compression: Option<CompressionEncoding>,
+    compression: Compression,
     endpoint: String,
 }
 
@@ -66,11 +66,7 @@ impl OtlpExporter {
             endpoint_cfg: ep,
             channel: OnceLock::new(),
             metadata,
-            compression: match cfg.compression {
-                Compression::Gzip => Some(CompressionEncoding::Gzip),
-                Compression::Zstd => Some(CompressionEncoding::Zstd),
-                Compression::None => None,
-            },
+            compression: cfg.compression,
             endpoint: uri,
         })
     }
@@ -82,14 +78,12 @@ impl Exporter for OtlpExporter {
         &self,
         batch: Arc<ProfileBatch>,
         _ctx: &ExporterContext,
-    ) -> Result<u64, ExportError> {
+    ) -> Result<ExportOutcome, ExportError> {
         let channel = self
             .channel
             .get_or_init(|| self.endpoint_cfg.connect_lazy());
-        let mut grpc = tonic::client::Grpc::new(channel.clone());
-        if let Some(c) = self.compression {
-            grpc = grpc.send_compressed(c);
-        }
+        let mut grpc =
+            tonic::client::Grpc::new(Compressing::new(channel.clone(), self.compression));
         grpc.ready()
             .await
             .map_err(|e| ExportError::retryable(format!("connecting to {}: {e}", self.endpoint)))?;
@@ -101,7 +95,7 @@ impl Exporter for OtlpExporter {
             .await
             .map_err(|s| classify(&s))?;
         let Some(p) = resp.into_inner().partial_success else {
-            return Ok(0);
+            return Ok(ExportOutcome::delivered());
         };
         if p.rejected_profiles > 0 || !p.error_message.is_empty() {
             // As the Collector: a partial success is logged, not retried.
@@ -112,7 +106,10 @@ impl Exporter for OtlpExporter {
                 "partial success response"
             );
         }
-        Ok(rejected_samples(&counts, p.rejected_profiles))
+        Ok(ExportOutcome::rejected(rejected_samples(
+            &counts,
+            p.rejected_profiles,
+        )))
     }
 }
 

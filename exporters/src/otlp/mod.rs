@@ -3,6 +3,7 @@
 mod classify;
 mod client;
 mod codec;
+mod compress;
 mod config;
 #[cfg(test)]
 mod tests;

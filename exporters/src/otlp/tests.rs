@@ -60,15 +60,33 @@ sending_queue: {enabled: true, num_consumers: 2, queue_size: 50, block_on_overfl
 "#,
     )
     .unwrap();
-    assert_eq!(c.endpoint, "gateway:4317");
-    assert!(c.tls.insecure && c.plaintext());
-    assert_eq!(c.headers["x-scope-orgid"], "team-a");
-    assert_eq!(c.compression, Compression::Zstd);
-    assert_eq!(c.timeout, Duration::from_millis(250));
-    assert!(!c.retry_on_failure.enabled);
-    assert_eq!(c.retry_on_failure.multiplier, 2.0);
-    assert_eq!(c.sending_queue.queue_size, 50);
-    assert!(c.sending_queue.block_on_overflow);
+    let want = OtlpExporterConfig {
+        endpoint: "gateway:4317".into(),
+        tls: TlsConfig {
+            insecure: true,
+            ..TlsConfig::default()
+        },
+        headers: [("x-scope-orgid".to_string(), "team-a".to_string())].into(),
+        compression: Compression::Zstd,
+        timeout: Duration::from_millis(250),
+        retry_on_failure: profcol_pipeline::config::RetrySettings {
+            enabled: false,
+            initial_interval: Duration::from_secs(1),
+            max_interval: Duration::from_secs(2),
+            max_elapsed_time: Duration::from_secs(0),
+            multiplier: 2.0,
+            ..Default::default()
+        },
+        sending_queue: profcol_pipeline::config::QueueSettings {
+            enabled: true,
+            num_consumers: 2,
+            queue_size: 50,
+            block_on_overflow: true,
+            storage: None,
+        },
+    };
+    assert_eq!(c, want);
+    assert!(c.plaintext());
 }
 
 #[test]

@@ -189,8 +189,15 @@ fn check_ports(
 ) {
     let mut seen: Vec<(SocketAddr, String)> = Vec::new();
     let mut claim = |owner: String, endpoint: &str, errs: &mut ConfigErrors| {
-        let Ok(addr) = endpoint.parse::<SocketAddr>() else {
-            return; // host names are resolved at start-up
+        // `:port` is every interface (Go's reading) and `localhost` is
+        // loopback; other host names are resolved at start-up.
+        let normalized = match endpoint.rsplit_once(':') {
+            Some(("", port)) => format!("0.0.0.0:{port}"),
+            Some(("localhost", port)) => format!("127.0.0.1:{port}"),
+            _ => endpoint.to_string(),
+        };
+        let Ok(addr) = normalized.parse::<SocketAddr>() else {
+            return;
         };
         let clash = seen.iter().find(|(other, _)| {
             other.port() == addr.port()

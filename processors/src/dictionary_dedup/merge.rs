@@ -26,7 +26,7 @@ pub fn merge_observations(profile: &mut Profile) -> usize {
     let samples = &mut profile.samples;
     let n = samples.len();
     assert!(n < KEEP as usize, "over 2^32 samples");
-    let hasher = ahash::RandomState::with_seeds(0x0b5e, 0x7a71, 0x0d5, 0x5a3);
+    let hasher = ahash::RandomState::new();
     let key = |s: &Sample| hasher.hash_one((samples_identity(s), SampleShape::of(s)));
     let mut firsts: HashTable<u32> = HashTable::with_capacity(n);
     // Per sample: the survivor it is folded into, or KEEP. Allocated at the

@@ -25,7 +25,7 @@ impl<T: DictHash + PartialEq + Default> Interner<T> {
         let mut t = Self {
             values: Vec::with_capacity(cap.max(1)),
             index: HashTable::with_capacity(cap.max(1)),
-            hasher: ahash::RandomState::with_seeds(0x5eed, 0x0f, 0x9c01, 0xd1c7),
+            hasher: ahash::RandomState::new(),
         };
         t.intern(T::default());
         t
@@ -38,7 +38,7 @@ impl<T: DictHash + PartialEq + Default> Interner<T> {
         let mut t = Self {
             values: Vec::new(),
             index: HashTable::with_capacity(values.len().max(1)),
-            hasher: ahash::RandomState::with_seeds(0x5eed, 0x0f, 0x9c01, 0xd1c7),
+            hasher: ahash::RandomState::new(),
         };
         if values.is_empty() {
             t.intern(T::default());

@@ -115,7 +115,7 @@ pub fn sample_total(s: &Sample) -> i64 {
 pub fn merge_samples(profile: &mut Profile) -> usize {
     let samples = std::mem::take(&mut profile.samples);
     let n = samples.len();
-    let hasher = ahash::RandomState::with_seeds(0x5a3b, 0x1e, 0x77, 0x3c);
+    let hasher = ahash::RandomState::new();
     let key_hash = |s: &Sample| hasher.hash_one((samples_identity(s), SampleShape::of(s)));
     let mut out: Vec<Sample> = Vec::with_capacity(n);
     let mut seen: HashTable<u32> = HashTable::with_capacity(n);
