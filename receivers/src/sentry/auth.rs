@@ -10,7 +10,9 @@ pub struct Dsn {
 }
 
 /// `Sentry sentry_key=abc, sentry_version=7, sentry_client=...` from
-/// `X-Sentry-Auth`, or `Authorization` with the `Sentry` scheme.
+/// `X-Sentry-Auth`, or `Authorization` with the `Sentry` scheme; else
+/// `Authorization: Basic base64(KEY:secret)`, the key being the user part
+/// (Relay's `auth_from_parts`).
 pub fn key_from_headers(headers: &HeaderMap) -> Option<String> {
     for name in ["x-sentry-auth", "authorization"] {
         for v in headers.get_all(name) {
@@ -26,7 +28,41 @@ pub fn key_from_headers(headers: &HeaderMap) -> Option<String> {
             }
         }
     }
-    None
+    headers.get_all("authorization").iter().find_map(|v| {
+        let (scheme, creds) = v.to_str().ok()?.trim().split_once(char::is_whitespace)?;
+        if !scheme.eq_ignore_ascii_case("basic") {
+            return None;
+        }
+        let decoded = String::from_utf8(base64_decode(creds.trim())?).ok()?;
+        let (key, _secret) = decoded.split_once(':')?;
+        (!key.is_empty()).then(|| key.to_owned())
+    })
+}
+
+/// Standard base64 (RFC 4648, `=` padding optional); `None` when malformed.
+fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let s = s.trim_end_matches('=');
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in s.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    // A single leftover character cannot encode a byte.
+    (bits < 6).then_some(out)
 }
 
 fn param(list: &str, key: &str) -> Option<String> {
@@ -89,6 +125,20 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("authorization", "Bearer xyz".parse().unwrap());
         assert_eq!(key_from_headers(&h), None);
+
+        // Basic auth: base64("publickey:") and base64("k:secret").
+        for (value, want) in [
+            ("Basic cHVibGlja2V5Og==", Some("publickey")),
+            ("basic cHVibGlja2V5Og", Some("publickey")),
+            ("Basic azpzZWNyZXQ=", Some("k")),
+            ("Basic cHVibGlja2V5", None), // no ':'
+            ("Basic Og==", None),         // empty key
+            ("Basic !!!", None),
+        ] {
+            let mut h = HeaderMap::new();
+            h.insert("authorization", value.parse().unwrap());
+            assert_eq!(key_from_headers(&h).as_deref(), want, "{value}");
+        }
 
         assert_eq!(
             key_from_query(Some("sentry_version=7&sentry_key=publickey&sentry_client=sentry.javascript.node%2F11.1.0"))

@@ -241,7 +241,7 @@ impl Handler {
                 "unauthorized",
                 error(
                     StatusCode::UNAUTHORIZED,
-                    "missing authorization: no sentry_key in X-Sentry-Auth, the query or the dsn",
+                    "missing authorization: no sentry_key in X-Sentry-Auth, Authorization, the query or the dsn",
                     vec![],
                 ),
             ),
@@ -331,7 +331,12 @@ impl Handler {
         for item in &envelope.items {
             let ty = item.item_type();
             let result = match ty {
-                "profile_chunk" => sentry::chunk_to_otlp(item.payload, item.platform(), &opts),
+                "profile_chunk" => sentry::to_otlp::chunk_to_otlp_in_envelope(
+                    item.payload,
+                    item.platform(),
+                    &envelope.header,
+                    &opts,
+                ),
                 "profile" => sentry::profile_v1_to_otlp(
                     item.payload,
                     item.platform(),

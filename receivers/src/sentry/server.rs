@@ -1,10 +1,13 @@
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderName, Method, Request, Uri};
 use axum::routing::post;
 use axum::Router;
+use tower::ServiceExt;
+use tower_http::cors::{Any, CorsLayer};
 
 use profcol_pipeline::component::{Receiver, ReceiverContext};
 
@@ -22,13 +25,79 @@ impl SentryReceiver {
 }
 
 /// The routes, separate from the listener so tests can drive them directly.
+///
+/// As in Relay, runs of slashes in the path are folded into one before
+/// routing (`//api/42//envelope/` is `/api/42/envelope/`), and browsers may
+/// post from any origin (CORS, with the preflight answered).
 pub fn router(handler: Arc<Handler>) -> Router {
-    Router::new()
+    let routes = Router::new()
         .route("/api/{project_id}/envelope/", post(envelope))
         .route("/api/{project_id}/envelope", post(envelope))
         // The body is read (and limited) by the handler while decompressing.
         .layer(DefaultBodyLimit::disable())
-        .with_state(handler)
+        .layer(cors())
+        .with_state(handler);
+    Router::new().fallback_service(routes.map_request(|mut req: Request<axum::body::Body>| {
+        fold_duplicate_slashes(req.uri_mut());
+        req
+    }))
+}
+
+/// Relay's CORS policy for its store endpoints (`middlewares/cors.rs`):
+/// any origin, `POST`, the headers SDKs send, and the answers' rate-limit
+/// headers exposed so a browser SDK can read them and back off.
+fn cors() -> CorsLayer {
+    let names = |names: &[&'static str]| -> Vec<HeaderName> {
+        names.iter().map(|n| HeaderName::from_static(n)).collect()
+    };
+    CorsLayer::new()
+        .allow_methods(Method::POST)
+        .allow_headers(names(&[
+            "x-sentry-auth",
+            "x-requested-with",
+            "x-forwarded-for",
+            "origin",
+            "referer",
+            "accept",
+            "content-type",
+            "authentication",
+            "authorization",
+            "content-encoding",
+            "transfer-encoding",
+        ]))
+        .allow_origin(Any)
+        .expose_headers(names(&[
+            "x-sentry-error",
+            "x-sentry-rate-limits",
+            "retry-after",
+        ]))
+        .max_age(Duration::from_secs(3600))
+}
+
+/// Folds every run of `/` in the path (not the query) into one, as Relay's
+/// `NormalizePath` does.
+fn fold_duplicate_slashes(uri: &mut Uri) {
+    let path = uri.path();
+    if !path.contains("//") {
+        return;
+    }
+    let mut folded = String::with_capacity(path.len());
+    for c in path.chars() {
+        if !(c == '/' && folded.ends_with('/')) {
+            folded.push(c);
+        }
+    }
+    if let Some(q) = uri.query() {
+        folded.push('?');
+        folded.push_str(q);
+    }
+    let mut parts = uri.clone().into_parts();
+    if let Ok(pq) = folded.parse() {
+        parts.path_and_query = Some(pq);
+        if let Ok(u) = Uri::from_parts(parts) {
+            *uri = u;
+        }
+    }
 }
 
 async fn envelope(

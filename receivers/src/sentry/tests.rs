@@ -823,6 +823,19 @@ async fn keys_are_read_from_each_place_and_chunked_bodies_are_accepted() {
             vec![AUTH],
             StatusCode::OK,
         ),
+        (
+            // Relay reads `Authorization: Basic base64(KEY:)` too.
+            "Authorization: Basic",
+            "/api/1/envelope/",
+            vec![("authorization", "Basic cHVibGlja2V5Og==")],
+            StatusCode::OK,
+        ),
+        (
+            "Authorization: Basic, wrong key",
+            "/api/1/envelope/",
+            vec![("authorization", "Basic b3RoZXI6c2VjcmV0")],
+            StatusCode::UNAUTHORIZED,
+        ),
     ] {
         let (status, _, body) = send(&h.app, post(path, &headers, valid_envelope())).await;
         assert_eq!(status, want, "{case}: {body}");
@@ -922,4 +935,166 @@ async fn v1_samples_outside_the_transaction_are_counted_over_http() {
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Relay folds runs of slashes in the path before routing (its
+/// `NormalizePath`); the query is left alone.
+#[tokio::test]
+async fn duplicate_slashes_in_the_path_are_folded() {
+    let cfg = SentryReceiverConfig {
+        keys: vec!["publickey".into()],
+        ..SentryReceiverConfig::default()
+    };
+    let mut h = harness(cfg, 8);
+    for path in [
+        "//api/42/envelope/?sentry_key=publickey",
+        "/api//42///envelope//?sentry_key=publickey",
+        "///api/42/envelope?sentry_key=publickey",
+    ] {
+        let (status, _, body) = send(&h.app, post(path, &[], valid_envelope())).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+        let batch = h.rx.try_recv().unwrap();
+        assert_eq!(sentry_samples(&batch), 1085, "{path}");
+        match &batch.meta.origin {
+            profcol_pipeline::model::Origin::Sentry { project_id, .. } => {
+                assert_eq!(project_id, "42", "{path}")
+            }
+            other => panic!("{path}: {other:?}"),
+        }
+    }
+    // Still the key from the (untouched) query.
+    let (status, _, _) = send(
+        &h.app,
+        post("//api/42/envelope/?sentry_key=other", &[], valid_envelope()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _, _) = send(&h.app, post("/api/42/nope/", &[], valid_envelope())).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// Browser SDKs post cross-origin: as in Relay, any origin may, the
+/// preflight is answered, and the answers' rate-limit headers are exposed
+/// so the SDK can read them on a 429 (and on a 200).
+#[tokio::test]
+async fn browsers_may_post_from_any_origin_and_read_the_rate_limits() {
+    let mut h = harness(SentryReceiverConfig::default(), 1);
+    let origin = ("origin", "https://shop.example");
+
+    let preflight = Request::builder()
+        .method("OPTIONS")
+        .uri("/api/1/envelope/?sentry_key=publickey&sentry_version=7")
+        .header("origin", "https://shop.example")
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "content-type")
+        .body(Body::empty())
+        .unwrap();
+    let (status, headers, _) = send(&h.app, preflight).await;
+    assert!(status.is_success(), "{status}");
+    assert_eq!(headers["access-control-allow-origin"], "*");
+    assert_eq!(headers["access-control-allow-methods"], "POST");
+    let allowed = headers["access-control-allow-headers"].to_str().unwrap();
+    for name in [
+        "content-type",
+        "x-sentry-auth",
+        "content-encoding",
+        "authorization",
+    ] {
+        assert!(
+            allowed.split(',').any(|h| h.trim() == name),
+            "{name}: {allowed}"
+        );
+    }
+    assert_eq!(headers["access-control-max-age"], "3600");
+    assert!(h.rx.try_recv().is_err(), "a preflight carries no envelope");
+    // Also where the path has doubled slashes.
+    let preflight = Request::builder()
+        .method("OPTIONS")
+        .uri("//api/1//envelope/")
+        .header("origin", "https://shop.example")
+        .header("access-control-request-method", "POST")
+        .body(Body::empty())
+        .unwrap();
+    let (status, headers, _) = send(&h.app, preflight).await;
+    assert!(status.is_success(), "{status}");
+    assert_eq!(headers["access-control-allow-origin"], "*");
+
+    let exposed = |headers: &axum::http::HeaderMap| -> Vec<String> {
+        let v = headers["access-control-expose-headers"].to_str().unwrap();
+        let mut names: Vec<String> = v.split(',').map(|s| s.trim().to_owned()).collect();
+        names.sort();
+        names
+    };
+    let want = ["retry-after", "x-sentry-error", "x-sentry-rate-limits"];
+    let (status, headers, _) = send(
+        &h.app,
+        post("/api/1/envelope/", &[origin], valid_envelope()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers["access-control-allow-origin"], "*");
+    assert_eq!(exposed(&headers), want);
+    // The inbox of one is now full.
+    let (status, headers, _) = send(
+        &h.app,
+        post("/api/1/envelope/", &[origin], valid_envelope()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(headers["access-control-allow-origin"], "*");
+    assert_eq!(exposed(&headers), want);
+    assert!(headers.contains_key("x-sentry-rate-limits") && headers.contains_key("retry-after"));
+    assert!(h.rx.try_recv().is_ok());
+}
+
+/// The Cocoa SDK sends its chunks without `client_sdk`; the envelope
+/// header's `sdk` names it instead. The handler hands the header over.
+#[tokio::test]
+async fn a_cocoa_chunk_takes_its_sdk_from_the_envelope_header() {
+    let chunk = serde_json::json!({
+        "version": "2", "platform": "cocoa", "release": "app@1.0",
+        "chunk_id": "0c2a5e3bc5a24b4e9f3a0e1a22a6d5c1",
+        "profiler_id": "d8f8e8b7a6b54b3c9a1d2e3f4a5b6c7d",
+        "profile": {
+            "samples": [
+                {"timestamp": 1795318570.0, "stack_id": 0, "thread_id": "259"},
+                {"timestamp": 1795318570.01, "stack_id": 0, "thread_id": "259"},
+            ],
+            "stacks": [[0]],
+            "frames": [{"function": "main", "instruction_addr": "0x102581000"}],
+        },
+    });
+    let body = format!(
+        "{{\"sdk\":{{\"name\":\"sentry.cocoa\",\"version\":\"8.40.1\"}}}}\n{{\"type\":\"profile_chunk\",\"platform\":\"cocoa\"}}\n{chunk}\n"
+    );
+    let mut h = harness(SentryReceiverConfig::default(), 4);
+    let (status, _, answer) = send(&h.app, post("/api/1/envelope/", &[], body)).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let batch = h.rx.try_recv().unwrap();
+    let rp = &batch.data().resource_profiles[0];
+    let resource: std::collections::BTreeMap<&str, String> = rp
+        .resource
+        .as_ref()
+        .unwrap()
+        .attributes
+        .iter()
+        .map(|kv| {
+            (
+                kv.key.as_str(),
+                format!("{:?}", kv.value.as_ref().unwrap().value),
+            )
+        })
+        .collect();
+    assert!(
+        resource["telemetry.sdk.name"].contains("sentry.cocoa"),
+        "{resource:?}"
+    );
+    assert!(
+        resource["telemetry.sdk.version"].contains("8.40.1"),
+        "{resource:?}"
+    );
+    assert_eq!(
+        rp.scope_profiles[0].scope.as_ref().unwrap().name,
+        "sentry.cocoa"
+    );
 }

@@ -136,8 +136,13 @@ pub struct TransactionMeta<'a> {
 pub struct TransactionEvent<'a> {
     #[serde(borrow, default)]
     pub event_id: Option<CowStr<'a>>,
+    /// The transaction's name.
+    #[serde(borrow, default)]
+    pub transaction: Option<CowStr<'a>>,
     #[serde(borrow, default)]
     pub release: Option<CowStr<'a>>,
+    #[serde(borrow, default)]
+    pub dist: Option<CowStr<'a>>,
     #[serde(borrow, default)]
     pub environment: Option<CowStr<'a>>,
     #[serde(borrow, default)]
@@ -163,12 +168,15 @@ pub struct TraceContext<'a> {
 }
 
 /// Converts one v1 `profile` item. `transaction_payload` is the envelope's
-/// `transaction` item (for the span id, release, environment and SDK);
-/// `envelope_header` supplies the SDK when neither payload names one;
-/// `item_platform` (the item header's) must equal the payload's.
+/// `transaction` item (for the span id, the SDK, and, as in Relay's
+/// `parse_sample_profile`, the transaction name, `environment` and `dist`,
+/// which override the profile's, and `release` where the profile has none);
+/// `envelope_header` supplies the SDK when neither payload names one.
+/// `item_platform` (the item header's) is not checked: Relay checks it
+/// only for `profile_chunk` items.
 pub fn profile_v1_to_otlp(
     payload: &[u8],
-    item_platform: Option<&str>,
+    _item_platform: Option<&str>,
     transaction_payload: Option<&[u8]>,
     envelope_header: &serde_json::Value,
     opts: &ReceiveOptions,
@@ -200,7 +208,6 @@ pub fn profile_v1_to_otlp(
         }
     }
     let platform: &str = &p.platform;
-    super::to_otlp::check_item_platform(item_platform, platform)?;
     let event_id = ids::parse_uuid(&p.event_id)
         .ok_or_else(|| invalid_json(format_args!("event_id {:?} is not a UUID", &*p.event_id)))?;
 
@@ -252,6 +259,12 @@ pub fn profile_v1_to_otlp(
     let debug_meta = parse_debug_meta(p.debug_meta)?;
 
     let mut b = OtlpBuilder::new(platform, data.samples.len());
+    // Relay strips pointer-authentication codes from v1 Cocoa profiles of
+    // arm64 and arm64e devices.
+    let arch = p.device.as_ref().and_then(|d| d.architecture.as_deref());
+    if platform == "cocoa" && matches!(arch, Some("arm64" | "arm64e")) {
+        b.strip_pointer_authentication();
+    }
     b.add_images(&debug_meta.images);
     let locations = b.add_frames(&data.frames);
     let stacks = b.add_stacks(&data.stacks, &locations);
@@ -315,15 +328,19 @@ pub fn profile_v1_to_otlp(
         ));
     }
 
-    let release = p.release.as_deref().or(event.release.as_deref());
-    let environment = p.environment.as_deref().or(event.environment.as_deref());
+    // Relay's precedence (`parse_sample_profile`): the transaction event's
+    // name, environment and dist win; its release only fills a gap.
+    let release = p.release.as_deref().or(nonempty(event.release.as_deref()));
+    let environment = nonempty(event.environment.as_deref()).or(p.environment.as_deref());
+    let dist = nonempty(event.dist.as_deref()).or(p.dist.as_deref());
+    let tx_name = nonempty(event.transaction.as_deref()).or(tx.name.as_deref());
     b.profile_str(k::SENTRY_EVENT_ID, Some(&p.event_id));
     b.profile_str(k::SENTRY_PLATFORM, Some(platform));
     b.profile_str(k::SENTRY_RELEASE, release);
     b.profile_str(k::SENTRY_ENVIRONMENT, environment);
-    b.profile_str(k::SENTRY_DIST, p.dist.as_deref());
+    b.profile_str(k::SENTRY_DIST, dist);
     b.profile_str(k::SENTRY_VERSION, Some("1"));
-    b.profile_str(k::SENTRY_TRANSACTION_NAME, tx.name.as_deref());
+    b.profile_str(k::SENTRY_TRANSACTION_NAME, tx_name);
     b.profile_str(k::SENTRY_TRANSACTION, Some(tx_raw.get()));
     if let Some(meta) = meta {
         b.thread_table_attr(meta);
@@ -343,9 +360,7 @@ pub fn profile_v1_to_otlp(
         b.profile_str(k::SENTRY_DEVICE_LOCALE, d.locale.as_deref());
     }
 
-    let header_sdk = envelope_header
-        .get("sdk")
-        .and_then(|s| ClientSdk::deserialize(s).ok());
+    let header_sdk = super::to_otlp::envelope_sdk(envelope_header);
     let sdk = p
         .client_sdk
         .as_ref()
@@ -397,4 +412,8 @@ pub fn profile_v1_to_otlp(
         sentry_samples: accepted,
         dropped,
     })
+}
+
+fn nonempty(s: Option<&str>) -> Option<&str> {
+    s.filter(|s| !s.is_empty())
 }

@@ -24,6 +24,11 @@ use crate::proto::{
 /// sample at 101 Hz.
 pub const DEFAULT_PERIOD_NS: u64 = 1_000_000_000 / 101;
 
+/// The address bits left after stripping arm64 pointer-authentication codes
+/// (Relay's `strip_pointer_authentication_code`, after PLCrashReporter): the
+/// upper bits of a Cocoa return address may carry a signature.
+pub const PAC_STRIP_MASK: u64 = 0x0000_000F_FFFF_FFFF;
+
 pub(crate) fn str_value(s: &str) -> AnyValue {
     AnyValue {
         value: Some(Value::StringValue(s.to_owned())),
@@ -62,6 +67,8 @@ fn nonempty<'s>(s: Option<&'s CowStr<'_>>) -> Option<&'s str> {
 pub(crate) struct OtlpBuilder {
     pub dict: DictionaryBuilder,
     platform: String,
+    /// Applied to every `instruction_addr` (see [`PAC_STRIP_MASK`]).
+    addr_mask: u64,
     /// (start, limit, mapping index), sorted by start.
     ranges: Vec<(u64, u64, i32)>,
     /// Sample attribute sets (thread, queue) by their key text.
@@ -89,6 +96,7 @@ impl OtlpBuilder {
         Self {
             dict: DictionaryBuilder::new(),
             platform: platform.to_owned(),
+            addr_mask: u64::MAX,
             ranges: Vec::new(),
             sets: HashMap::new(),
             set_attrs: Vec::new(),
@@ -105,6 +113,13 @@ impl OtlpBuilder {
             max_ts: 0,
             profile_attrs: Vec::new(),
         }
+    }
+
+    /// Strips pointer-authentication bits from every following frame's
+    /// address, as Relay does for Cocoa, so that signed return addresses
+    /// fall into their `debug_meta` image.
+    pub fn strip_pointer_authentication(&mut self) {
+        self.addr_mask = PAC_STRIP_MASK;
     }
 
     pub fn attr(&mut self, key: &str, value: AnyValue) -> i32 {
@@ -226,7 +241,7 @@ impl OtlpBuilder {
             } else {
                 Vec::new()
             };
-            let address = f.instruction_addr.unwrap_or(0);
+            let address = f.instruction_addr.unwrap_or(0) & self.addr_mask;
             let mapping_index = if f.instruction_addr.is_some() {
                 self.mapping_for(address)
             } else {
@@ -558,14 +573,25 @@ pub(crate) fn parse_debug_meta<'a>(
     }
 }
 
-/// Converts one `profile_chunk` item (sample format v2).
-///
-/// Relay refuses an item whose header names another platform than its payload.
+/// Relay's profile type of a platform (`ProfileType::from_platform`): the
+/// data category (`profile_chunk_ui` or `profile_chunk`) a chunk counts in.
+fn is_ui_profile(platform: &str) -> bool {
+    matches!(platform, "cocoa" | "android" | "javascript")
+}
+
+/// Relay compares only the profile types of the item header's `platform` and
+/// the payload's (a `node` header on a `python` chunk passes, a `cocoa`
+/// header does not); a header without `platform` passes.
 pub(super) fn check_item_platform(item: Option<&str>, payload: &str) -> Result<(), ItemError> {
+    let kind = |ui| if ui { "ui" } else { "backend" };
     match item {
-        Some(p) if p != payload => Err(ItemError::new(
+        Some(p) if is_ui_profile(p) != is_ui_profile(payload) => Err(ItemError::new(
             reason::INVALID_PROFILE_TYPE,
-            format!("item header platform {p:?} differs from the payload's {payload:?}"),
+            format!(
+                "item header platform {p:?} (a {} profile) differs in profile type from the payload's {payload:?} (a {} profile)",
+                kind(is_ui_profile(p)),
+                kind(is_ui_profile(payload)),
+            ),
         )),
         _ => Ok(()),
     }
@@ -578,11 +604,33 @@ fn android_chunk() -> ItemError {
     )
 }
 
-/// `item_platform` is the item header's `platform`, which must equal the
-/// payload's.
+/// The envelope header's `sdk` ({name, version}), for payloads that name none.
+pub(super) fn envelope_sdk(header: &serde_json::Value) -> Option<ClientSdk<'_>> {
+    use serde::Deserialize;
+    header
+        .get("sdk")
+        .and_then(|s| ClientSdk::deserialize(s).ok())
+}
+
+/// Converts one `profile_chunk` item (sample format v2) without its
+/// envelope; see [`chunk_to_otlp_in_envelope`].
 pub fn chunk_to_otlp(
     payload: &[u8],
     item_platform: Option<&str>,
+    opts: &ReceiveOptions,
+) -> Result<Converted, ItemError> {
+    chunk_to_otlp_in_envelope(payload, item_platform, &serde_json::Value::Null, opts)
+}
+
+/// Converts one `profile_chunk` item (sample format v2).
+///
+/// `item_platform` is the item header's `platform`, whose profile type must
+/// be the payload's; `envelope_header` supplies the SDK when the chunk names
+/// none (the Cocoa SDK sends no `client_sdk`).
+pub fn chunk_to_otlp_in_envelope(
+    payload: &[u8],
+    item_platform: Option<&str>,
+    envelope_header: &serde_json::Value,
     opts: &ReceiveOptions,
 ) -> Result<Converted, ItemError> {
     if payload.len() > opts.max_item_size {
@@ -597,9 +645,6 @@ pub fn chunk_to_otlp(
     }
     // Android chunks carry a method trace (`sampled_profile`), not the v2
     // sample format: name that rather than the fields they lack.
-    if item_platform == Some("android") {
-        return Err(android_chunk());
-    }
     let chunk = ProfileChunk::parse(payload).map_err(|e| {
         #[derive(serde::Deserialize)]
         struct PlatformOnly<'a> {
@@ -647,6 +692,10 @@ pub fn chunk_to_otlp(
     let debug_meta = parse_debug_meta(chunk.debug_meta)?;
 
     let mut b = OtlpBuilder::new(platform, data.samples.len());
+    // Relay strips pointer-authentication codes from every Cocoa chunk.
+    if platform == "cocoa" {
+        b.strip_pointer_authentication();
+    }
     b.add_images(&debug_meta.images);
     let locations = b.add_frames(&data.frames);
     let stacks = b.add_stacks(&data.stacks, &locations);
@@ -703,7 +752,8 @@ pub fn chunk_to_otlp(
         b.profile_str(k::SENTRY_DEBUG_META, chunk.debug_meta.map(|m| m.get()));
     }
 
-    let sdk = chunk.client_sdk.as_ref();
+    let header_sdk = envelope_sdk(envelope_header);
+    let sdk = chunk.client_sdk.as_ref().or(header_sdk.as_ref());
     let resource = resource_attributes(
         ResourceInfo {
             platform,

@@ -327,12 +327,18 @@ fn structural_validation_uses_relay_reasons() {
     assert_eq!(e.reason, reason::PLATFORM_NOT_SUPPORTED);
 
     let ok = chunk_json(two_samples(), json!([[0, 1]]), frames);
-    let e = chunk_to_otlp(&ok, Some("node"), &opts()).unwrap_err();
+    // Relay compares the profile types (ui: cocoa, android, javascript;
+    // else backend) of the item header's platform and the payload's.
+    let e = chunk_to_otlp(&ok, Some("cocoa"), &opts()).unwrap_err();
     assert_eq!(e.reason, reason::INVALID_PROFILE_TYPE);
     assert!(
-        e.message.contains("node") && e.message.contains("python"),
+        e.message.contains("cocoa") && e.message.contains("python"),
         "{e}"
     );
+    for header in ["javascript", "android"] {
+        let e = chunk_to_otlp(&ok, Some(header), &opts()).unwrap_err();
+        assert_eq!(e.reason, reason::INVALID_PROFILE_TYPE, "{header}");
+    }
     let small = ReceiveOptions {
         max_item_size: ok.len() - 1,
         ..opts()
@@ -559,10 +565,12 @@ fn v1_profile_links_to_its_transaction() {
         profile_v1_to_otlp(&profile_bytes, Some("python"), Some(&tx), &header, &opts()).unwrap();
     check_dictionary(&c.data);
     assert_eq!((c.sentry_samples, c.dropped.clone()), (498, vec![]));
-    let e =
-        profile_v1_to_otlp(&profile_bytes, Some("node"), Some(&tx), &header, &opts()).unwrap_err();
-    assert_eq!(e.reason, reason::INVALID_PROFILE_TYPE, "{e:?}");
-    assert!(e.message.contains("\"node\""), "{}", e.message);
+    // Relay does not check a v1 `profile` item's header platform at all.
+    for other in ["node", "cocoa"] {
+        let again =
+            profile_v1_to_otlp(&profile_bytes, Some(other), Some(&tx), &header, &opts()).unwrap();
+        assert_eq!(again.sentry_samples, 498, "{other}");
+    }
     let dict = c.data.dictionary.as_ref().unwrap();
     let p = profile(&c.data);
     assert_eq!(
@@ -811,4 +819,392 @@ fn v1_cocoa_shaped_profile_keeps_threads_queues_and_images() {
         hex::encode(&link.trace_id),
         "4b25bc58f14243d8b208d1e22a054164"
     );
+}
+
+/// The item header's `platform` only has to name the payload's profile
+/// type, as in Relay: a `node` header on a `python` chunk, or a
+/// `javascript` header on a `cocoa` chunk, passes.
+#[test]
+fn item_header_platform_of_the_same_profile_type_is_accepted() {
+    let frames = json!([{"function": "a"}]);
+    let python = chunk_json(two_samples(), json!([[0]]), frames.clone());
+    for header in [None, Some("python"), Some("node"), Some("go")] {
+        let c = chunk_to_otlp(&python, header, &opts()).unwrap();
+        assert_eq!(c.sentry_samples, 2, "{header:?}");
+    }
+    let cocoa = chunk_with(
+        |v| v["platform"] = json!("cocoa"),
+        two_samples(),
+        json!([[0]]),
+        frames,
+    );
+    for header in ["cocoa", "javascript"] {
+        chunk_to_otlp(&cocoa, Some(header), &opts()).unwrap();
+    }
+    let e = chunk_to_otlp(&cocoa, Some("python"), &opts()).unwrap_err();
+    assert_eq!(e.reason, reason::INVALID_PROFILE_TYPE);
+}
+
+/// One frame of `addr` under a Mach-O image at 0x102580000..+1720320.
+fn cocoa_frames_and_image(addr: &str) -> (Json, Json) {
+    (
+        json!([{"function": "-[AppDelegate launch]", "instruction_addr": addr}]),
+        json!({"images": [{"type": "macho", "code_file": "/private/var/App.app/App",
+            "debug_id": "32420279-25e2-34e6-8bc7-8a006a8f2425",
+            "image_addr": "0x0000000102580000", "image_size": 1720320}]}),
+    )
+}
+
+/// The first sample's leaf Location and its Mapping's file name.
+fn leaf_location(c: &Converted) -> (u64, String) {
+    let dict = c.data.dictionary.as_ref().unwrap();
+    let p = profile(&c.data);
+    let stack = &dict.stack_table[p.samples[0].stack_index as usize];
+    let loc = &dict.location_table[stack.location_indices[0] as usize];
+    let m = &dict.mapping_table[loc.mapping_index as usize];
+    (
+        loc.address,
+        dict.string_table[m.filename_strindex as usize].clone(),
+    )
+}
+
+/// Cocoa return addresses may carry a pointer-authentication code in their
+/// upper bits. Relay masks them with 0x0000000FFFFFFFFF (v2: every Cocoa
+/// chunk; v1: Cocoa on arm64/arm64e), so they land in their image.
+#[test]
+fn cocoa_pointer_authentication_bits_are_stripped() {
+    const SIGNED: &str = "0x8a1d000102581234";
+    const STRIPPED: u64 = 0x1_0258_1234;
+    let (frames, images) = cocoa_frames_and_image(SIGNED);
+    let chunk = |platform: &str| {
+        let images = images.clone();
+        chunk_with(
+            |v| {
+                v["platform"] = json!(platform);
+                v["debug_meta"] = images;
+            },
+            two_samples(),
+            json!([[0]]),
+            frames.clone(),
+        )
+    };
+    let c = chunk_to_otlp(&chunk("cocoa"), Some("cocoa"), &opts()).unwrap();
+    check_dictionary(&c.data);
+    assert_eq!(
+        leaf_location(&c),
+        (STRIPPED, "/private/var/App.app/App".to_owned())
+    );
+    // Other platforms keep the address as sent (and so miss the image).
+    let c = chunk_to_otlp(&chunk("native"), None, &opts()).unwrap();
+    assert_eq!(leaf_location(&c), (0x8a1d_0001_0258_1234, String::new()));
+
+    // v1: only Cocoa profiles of arm64 and arm64e devices.
+    let v1 = |arch: &str| {
+        serde_json::to_vec(&json!({
+            "version": "1", "platform": "cocoa",
+            "event_id": "41fed0925670468bb0457f61a74688ec",
+            "timestamp": "2026-11-22T03:36:44.638532Z",
+            "device": {"architecture": arch, "is_emulator": false, "locale": "en_US",
+                       "manufacturer": "Apple", "model": "iPhone14,2"},
+            "os": {"name": "iOS", "version": "17.1", "build_number": "21B74"},
+            "debug_meta": images,
+            "transactions": [{"id": "30976f2ddbe04ac9b6bffe6e35d4710c", "name": "launch",
+                "trace_id": "4b25bc58f14243d8b208d1e22a054164",
+                "relative_start_ns": "0", "relative_end_ns": "90000000"}],
+            "profile": {
+                "samples": [
+                    {"stack_id": 0, "thread_id": "259", "elapsed_since_start_ns": "10000000"},
+                    {"stack_id": 0, "thread_id": "259", "elapsed_since_start_ns": "20000000"},
+                ],
+                "stacks": [[0]],
+                "frames": frames,
+            }
+        }))
+        .unwrap()
+    };
+    for (arch, want) in [
+        ("arm64e", (STRIPPED, "/private/var/App.app/App")),
+        ("arm64", (STRIPPED, "/private/var/App.app/App")),
+        ("x86_64", (0x8a1d_0001_0258_1234, "")),
+    ] {
+        let c = profile_v1_to_otlp(&v1(arch), None, None, &json!({}), &opts()).unwrap();
+        assert_eq!(leaf_location(&c), (want.0, want.1.to_owned()), "{arch}");
+    }
+}
+
+/// The Cocoa SDK sends chunks without `client_sdk`: the envelope header's
+/// `sdk` names the SDK then (as it does for v1); the chunk's own wins.
+#[test]
+fn a_chunk_without_client_sdk_takes_the_envelope_header_sdk() {
+    use crate::formats::sentry::to_otlp::chunk_to_otlp_in_envelope;
+    let header = json!({"event_id": "0c2a5e3bc5a24b4e9f3a0e1a22a6d5c1",
+                        "sdk": {"name": "sentry.cocoa", "version": "8.40.1"}});
+    let cocoa = chunk_with(
+        |v| {
+            v["platform"] = json!("cocoa");
+            v.as_object_mut().unwrap().remove("client_sdk");
+        },
+        two_samples(),
+        json!([[0]]),
+        json!([{"function": "main"}]),
+    );
+    let c = chunk_to_otlp_in_envelope(&cocoa, Some("cocoa"), &header, &opts()).unwrap();
+    let r = resource_attrs(&c.data);
+    assert_eq!(r["telemetry.sdk.name"], "sentry.cocoa");
+    assert_eq!(r["telemetry.sdk.version"], "8.40.1");
+    assert_eq!(r["telemetry.sdk.language"], "swift");
+    let scope = c.data.resource_profiles[0].scope_profiles[0]
+        .scope
+        .clone()
+        .unwrap();
+    assert_eq!(
+        (scope.name.as_str(), scope.version.as_str()),
+        ("sentry.cocoa", "8.40.1")
+    );
+
+    // Without a header sdk: no telemetry.sdk.name, scope "sentry".
+    let c = chunk_to_otlp(&cocoa, Some("cocoa"), &opts()).unwrap();
+    assert!(!resource_attrs(&c.data).contains_key("telemetry.sdk.name"));
+
+    // The chunk's own client_sdk wins over the header's.
+    let python = chunk_json(two_samples(), json!([[0]]), json!([{"function": "f"}]));
+    let c = chunk_to_otlp_in_envelope(&python, None, &header, &opts()).unwrap();
+    assert_eq!(
+        resource_attrs(&c.data)["telemetry.sdk.name"],
+        "sentry.python"
+    );
+}
+
+/// Relay (`parse_sample_profile`) lets the transaction event's name,
+/// `environment` and `dist` override the profile's; its `release` only
+/// fills in when the profile has none.
+#[test]
+fn v1_transaction_event_metadata_takes_precedence_as_in_relay() {
+    let (profile_bytes, tx, header) = v1_parts();
+    let mut p: Json = serde_json::from_slice(&profile_bytes).unwrap();
+    p["dist"] = json!("7");
+    let mut t: Json = serde_json::from_slice(&tx).unwrap();
+    t["transaction"] = json!("GET /checkout");
+    t["environment"] = json!("production");
+    t["dist"] = json!("42");
+    t["release"] = json!("from-tx@2.0");
+    let (pb, tb) = (
+        serde_json::to_vec(&p).unwrap(),
+        serde_json::to_vec(&t).unwrap(),
+    );
+    let c = profile_v1_to_otlp(&pb, None, Some(&tb), &header, &opts()).unwrap();
+    let pa = attrs(&c.data, &profile(&c.data).attribute_indices);
+    assert_eq!(pa["sentry.transaction.name"], "GET /checkout");
+    assert_eq!(pa["sentry.environment"], "production");
+    assert_eq!(pa["sentry.dist"], "42");
+    assert_eq!(
+        pa["sentry.release"], "holdout-py@1.0.0",
+        "the profile's release wins"
+    );
+    // The transaction metadata stays as the SDK sent it.
+    let sent: Json = serde_json::from_str(&pa["sentry.transaction"]).unwrap();
+    assert_eq!(sent["name"], "holdout-v1-tx");
+    let r = resource_attrs(&c.data);
+    assert_eq!(r["deployment.environment.name"], "production");
+    assert_eq!(r["service.version"], "holdout-py@1.0.0");
+
+    // A profile without release takes the transaction's.
+    p.as_object_mut().unwrap().remove("release");
+    let pb = serde_json::to_vec(&p).unwrap();
+    let c = profile_v1_to_otlp(&pb, None, Some(&tb), &header, &opts()).unwrap();
+    let pa = attrs(&c.data, &profile(&c.data).attribute_indices);
+    assert_eq!(pa["sentry.release"], "from-tx@2.0");
+    assert_eq!(resource_attrs(&c.data)["service.name"], "from-tx");
+
+    // Without those fields in the event, the profile's own stay.
+    for key in ["transaction", "environment", "dist"] {
+        t.as_object_mut().unwrap().remove(key);
+    }
+    let tb = serde_json::to_vec(&t).unwrap();
+    let c = profile_v1_to_otlp(&pb, None, Some(&tb), &header, &opts()).unwrap();
+    let pa = attrs(&c.data, &profile(&c.data).attribute_indices);
+    assert_eq!(pa["sentry.transaction.name"], "holdout-v1-tx");
+    assert_eq!(pa["sentry.environment"], "holdout");
+    assert_eq!(pa["sentry.dist"], "7");
+}
+
+/// The recorded v1 profile, edited: each case is refused with Relay's
+/// reason, or accepted where real SDKs are looser than Relay's types.
+#[test]
+fn v1_refusals_use_relay_reasons() {
+    let (profile_bytes, tx, header) = v1_parts();
+    let base: Json = serde_json::from_slice(&profile_bytes).unwrap();
+    let convert = |edit: &dyn Fn(&mut Json), o: &ReceiveOptions| {
+        let mut v = base.clone();
+        edit(&mut v);
+        profile_v1_to_otlp(
+            &serde_json::to_vec(&v).unwrap(),
+            None,
+            Some(&tx),
+            &header,
+            o,
+        )
+    };
+    let tx0 = |key: &'static str, value: Json| {
+        move |v: &mut Json| v["transactions"][0][key] = value.clone()
+    };
+    type Edit = Box<dyn Fn(&mut Json)>;
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        (
+            "unknown stack index",
+            Box::new(|v| v["profile"]["samples"][3]["stack_id"] = json!(999)),
+            reason::MALFORMED_SAMPLES,
+        ),
+        (
+            "unknown frame index",
+            Box::new(|v| {
+                v["profile"]["stacks"][2]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!(9999))
+            }),
+            reason::MALFORMED_STACKS,
+        ),
+        (
+            "no samples",
+            Box::new(|v| v["profile"]["samples"] = json!([])),
+            reason::NOT_ENOUGH_SAMPLES,
+        ),
+        (
+            "every sample outside the transaction",
+            Box::new(|v| {
+                v["transactions"][0]["relative_start_ns"] = json!("5000000000");
+                v["transactions"][0]["relative_end_ns"] = json!("6000000000");
+            }),
+            reason::NOT_ENOUGH_SAMPLES,
+        ),
+        (
+            "transaction trace_id not a UUID",
+            Box::new(tx0("trace_id", json!("nope"))),
+            reason::INVALID_TRANSACTION_METADATA,
+        ),
+        (
+            "transaction without a name",
+            Box::new(tx0("name", json!(""))),
+            reason::INVALID_TRANSACTION_METADATA,
+        ),
+        (
+            "transaction id missing",
+            Box::new(|v| drop(v["transactions"][0].as_object_mut().unwrap().remove("id"))),
+            reason::INVALID_TRANSACTION_METADATA,
+        ),
+        (
+            "transaction start after its end",
+            Box::new(tx0("relative_start_ns", json!("3000000000"))),
+            reason::INVALID_TRANSACTION_METADATA,
+        ),
+        (
+            "transaction not an object",
+            Box::new(|v| v["transactions"][0] = json!("tx")),
+            reason::INVALID_TRANSACTION_METADATA,
+        ),
+        (
+            "missing version",
+            Box::new(|v| drop(v.as_object_mut().unwrap().remove("version"))),
+            reason::PLATFORM_NOT_SUPPORTED,
+        ),
+        (
+            "version 3",
+            Box::new(|v| v["version"] = json!("3")),
+            reason::PLATFORM_NOT_SUPPORTED,
+        ),
+        (
+            "event_id not a UUID",
+            Box::new(|v| v["event_id"] = json!("x")),
+            reason::INVALID_JSON,
+        ),
+        (
+            "samples not a list",
+            Box::new(|v| v["profile"]["samples"] = json!({})),
+            reason::INVALID_JSON,
+        ),
+    ];
+    for (case, edit, want) in &cases {
+        let e = convert(edit.as_ref(), &opts()).unwrap_err();
+        assert_eq!(e.reason, *want, "{case}: {e}");
+    }
+    let e = convert(
+        &|_| {},
+        &ReceiveOptions {
+            max_item_size: profile_bytes.len() / 2,
+            ..opts()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(e.reason, reason::TOO_LARGE, "{e}");
+    assert_eq!(
+        profile_v1_to_otlp(b"{\"version\":\"1\",", None, Some(&tx), &header, &opts())
+            .unwrap_err()
+            .reason,
+        reason::INVALID_JSON
+    );
+
+    // `timestamp` as float unix seconds (v2's form) is read too.
+    let c = convert(&|v| v["timestamp"] = json!(1795318604.638532), &opts()).unwrap();
+    assert_eq!(c.sentry_samples, 498);
+    assert_eq!(
+        profile(&c.data).time_unix_nano,
+        1_795_318_604_638_532_000 + 11_958_514
+    );
+}
+
+/// An empty stack (a thread sampled while idle) is OTLP's empty stack 0;
+/// its samples are counted like any other.
+#[test]
+fn a_chunk_with_an_empty_stack_converts_and_counts_its_samples() {
+    let p = chunk_json(
+        json!([
+            {"timestamp": 1795318570.00, "stack_id": 0, "thread_id": "1"},
+            {"timestamp": 1795318570.01, "stack_id": 1, "thread_id": "1"},
+            {"timestamp": 1795318570.02, "stack_id": 0, "thread_id": "1"},
+        ]),
+        json!([[], [0]]),
+        json!([{"function": "work"}]),
+    );
+    let c = chunk_to_otlp(&p, None, &opts()).unwrap();
+    check_dictionary(&c.data);
+    assert_eq!(c.sentry_samples, 3);
+    let prof = profile(&c.data);
+    let dict = c.data.dictionary.as_ref().unwrap();
+    assert!(dict.stack_table[0].location_indices.is_empty());
+    let idle = prof.samples.iter().find(|s| s.stack_index == 0).unwrap();
+    assert_eq!(
+        idle.timestamps_unix_nano,
+        [1_795_318_570_000_000_000, 1_795_318_570_020_000_000]
+    );
+    let busy = prof.samples.iter().find(|s| s.stack_index != 0).unwrap();
+    assert_eq!(busy.timestamps_unix_nano.len(), 1);
+    let ts: usize = prof
+        .samples
+        .iter()
+        .map(|s| s.timestamps_unix_nano.len())
+        .sum();
+    assert_eq!(ts, 3);
+    assert_eq!(folded(&c.data).values().sum::<usize>(), 3);
+}
+
+/// Threads with one sample each show no interval: the period is the SDKs'
+/// 101 Hz, and the duration covers the samples plus one period.
+#[test]
+fn the_period_defaults_to_101_hz_when_no_thread_has_two_samples() {
+    let p = chunk_json(
+        json!([
+            {"timestamp": 1795318570.0, "stack_id": 0, "thread_id": "1"},
+            {"timestamp": 1795318570.5, "stack_id": 0, "thread_id": "2"},
+            {"timestamp": 1795318571.0, "stack_id": 0, "thread_id": "3"},
+        ]),
+        json!([[0]]),
+        json!([{"function": "f"}]),
+    );
+    let c = chunk_to_otlp(&p, None, &opts()).unwrap();
+    let prof = profile(&c.data);
+    assert_eq!(prof.period, 1_000_000_000 / 101);
+    assert_eq!(prof.period, 9_900_990);
+    assert_eq!(prof.duration_nano, 1_000_000_000 + 9_900_990);
+    assert_eq!(c.sentry_samples, 3);
 }
