@@ -52,8 +52,8 @@ pub mod reason {
     pub const NOT_ENOUGH_SAMPLES: &str = "profiling_not_enough_samples";
     pub const TOO_LARGE: &str = "profiling_too_large";
     pub const PLATFORM_NOT_SUPPORTED: &str = "profiling_platform_not_supported";
-    /// The item header's `platform` differs from the payload's (Relay
-    /// refuses a mismatching profile type with this reason).
+    /// The item header's `platform` names another profile type (ui or
+    /// backend) than the payload's, which Relay refuses with this reason.
     pub const INVALID_PROFILE_TYPE: &str = "profiling_invalid_profile_type";
     pub const NO_TRANSACTION: &str = "profiling_no_transaction_associated";
     pub const INVALID_TRANSACTION_METADATA: &str = "profiling_invalid_transaction_metadata";
