@@ -362,7 +362,7 @@ fn component_errors_have_exact_paths() {
         ),
         // `:port` (every interface, as in Go) clashes with `localhost:port`.
         (
-            format!("receivers: {{otlp: {{protocols: {{grpc: {{endpoint: ':4317'}}}}}}, sentry: {{endpoint: 'localhost:4317'}}}}\nexporters: {{debug: }}\nservice: {{pipelines: {{profiles: {{receivers: [otlp, sentry], exporters: [debug]}}}}}}"),
+            "receivers: {otlp: {protocols: {grpc: {endpoint: ':4317'}}}, sentry: {endpoint: 'localhost:4317'}}\nexporters: {debug: }\nservice: {pipelines: {profiles: {receivers: [otlp, sentry], exporters: [debug]}}}".to_owned(),
             vec![
                 "receivers::sentry: endpoint localhost:4317 conflicts with receivers::otlp, which listens on the same port",
             ],

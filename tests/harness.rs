@@ -167,55 +167,120 @@ fn bad_test_files_and_inputs_are_reported() {
     assert!(text(&out).contains("missing.binpb"), "{}", text(&out));
 }
 
-/// Traffic recorded by `record_to` replays through `profcol test` to the
-/// same result as the original requests.
-#[test]
-fn a_recorded_capture_replays_to_what_was_captured() {
+/// Sends a recorded Sentry request (`NNNN.meta.json` + `NNNN.body.bin`) as
+/// its SDK did.
+async fn replay_sentry(port: u16, recording: &Path) {
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(recording.with_extension("json")).unwrap()).unwrap();
+    let query = meta["query"].as_str().unwrap_or("");
+    let url = format!(
+        "http://127.0.0.1:{port}{}?{query}",
+        meta["path"].as_str().unwrap()
+    );
+    let body = std::fs::read(recording.with_extension("").with_extension("body.bin")).unwrap();
+    let mut req = reqwest::Client::new().post(url).body(body);
+    for pair in meta["headers"].as_array().unwrap() {
+        let (k, v) = (pair[0].as_str().unwrap(), pair[1].as_str().unwrap());
+        let hop = ["host", "content-length", "transfer-encoding", "connection"];
+        if !hop.contains(&k.to_ascii_lowercase().as_str()) {
+            req = req.header(k, v);
+        }
+    }
+    let resp = req.send().await.unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+}
+
+/// `profcol test` in a blocking task, so a collector in this process keeps running.
+async fn profcol_async(args: &[&str]) -> Output {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        profcol(&args)
+    })
+    .await
+    .unwrap()
+}
+
+/// Traffic recorded by `record_to` in a running collector replays through
+/// `profcol test` to the same result as the original requests. `profcol
+/// test` itself records nothing, although the config under test sets
+/// `record_to`: testing a production config must not put test traffic into
+/// its capture directory.
+#[tokio::test]
+async fn a_recorded_capture_replays_to_what_was_captured() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let fixtures = repo("tests/fixtures");
-    let config = |record: bool| {
-        let rec = |sub: &str| {
-            if record {
-                format!(", record_to: {}", d.join(sub).display())
-            } else {
-                String::new()
-            }
-        };
-        format!(
-            "  receivers: {{ sentry: {{ keys: [publickey]{} }}, otlp: {{ {} }} }}\n  exporters: {{ debug: {{}} }}\n  service: {{ pipelines: {{ profiles: {{ receivers: [sentry, otlp], exporters: [debug] }} }} }}\n",
-            rec("rec-sentry"),
-            rec("rec-otlp").trim_start_matches(", "),
-        )
-    };
-    let capture = d.join("capture.yaml");
+    let (rec_sentry, rec_otlp) = (d.join("rec-sentry"), d.join("rec-otlp"));
+    let pipelines = "  exporters: { debug: {} }\n  service: { pipelines: { profiles: { receivers: [sentry, otlp], exporters: [debug] } } }\n";
+    let recording = format!(
+        "  receivers: {{ sentry: {{ keys: [publickey], record_to: {} }}, otlp: {{ record_to: {}, record_max_files: 5 }} }}\n{pipelines}",
+        rec_sentry.display(),
+        rec_otlp.display(),
+    );
+
+    // The original requests through `profcol test`, with the recording
+    // config: their snapshot, and no recordings.
+    let original = d.join("original.yaml");
     std::fs::write(
-        &capture,
+        &original,
         format!(
-            "config:\n{}tests:\n  - name: capture\n    inputs:\n      - {{ receiver: sentry, file: {} }}\n      - {{ receiver: otlp, file: {} }}\n    expect:\n      debug: {{ snapshot: snap.txt }}\n",
-            config(true),
+            "config:\n{recording}tests:\n  - name: original\n    inputs:\n      - {{ receiver: sentry, file: {} }}\n      - {{ receiver: otlp, file: {} }}\n    expect:\n      debug: {{ snapshot: snap.txt }}\n",
             fixtures.join("sentry-node/manual/0001.meta.json").display(),
             fixtures.join("otlp/minimal-request.bin").display(),
         ),
     )
     .unwrap();
-    let out = profcol(&["test", "--update", capture.to_str().unwrap()]);
+    let out = profcol_async(&["test", "--update", original.to_str().unwrap()]).await;
     assert!(out.status.success(), "{}", text(&out));
+    assert!(d.join("snap.txt").exists());
+    for rec in [&rec_sentry, &rec_otlp] {
+        assert!(
+            !rec.exists(),
+            "profcol test recorded into {}: {:?}",
+            rec.display(),
+            std::fs::read_dir(rec).map(|r| r.count())
+        );
+    }
+
+    // The same requests captured by a running collector.
+    let (sentry_port, otlp_port) = (common::free_port(), common::free_port());
+    let yaml = format!(
+        "receivers:\n  sentry: {{ endpoint: \"127.0.0.1:{sentry_port}\", keys: [publickey], record_to: {} }}\n  otlp: {{ protocols: {{ grpc: {{ endpoint: \"127.0.0.1:{otlp_port}\" }} }}, record_to: {} }}\n\
+         exporters: {{ debug: {{}} }}\n\
+         service:\n  telemetry: {{ metrics: {{ level: none }} }}\n  pipelines: {{ profiles: {{ receivers: [sentry, otlp], exporters: [debug] }} }}\n",
+        rec_sentry.display(),
+        rec_otlp.display(),
+    );
+    let svc = profcol::app::start_str(&yaml, Default::default())
+        .await
+        .unwrap();
+    replay_sentry(
+        sentry_port,
+        &fixtures.join("sentry-node/manual/0001.meta.json"),
+    )
+    .await;
+    let mut c = common::client(otlp_port).await;
+    c.export(common::request("otlp/minimal-request.bin"))
+        .await
+        .unwrap();
+    drop(c);
+    svc.shutdown().await;
 
     // Byte for byte what the receivers parsed, secrets redacted.
-    let recorded = std::fs::read(d.join("rec-sentry/0001.envelope")).unwrap();
+    let recorded = std::fs::read(rec_sentry.join("0001.envelope")).unwrap();
     assert_eq!(
         recorded,
         std::fs::read(fixtures.join("sentry-node/manual/0001.envelope")).unwrap()
     );
-    let meta = std::fs::read_to_string(d.join("rec-sentry/0001.meta.json")).unwrap();
+    let meta = std::fs::read_to_string(rec_sentry.join("0001.meta.json")).unwrap();
     assert!(
         meta.contains("sentry_key=REDACTED") && !meta.contains("sentry_key=publickey"),
         "{meta}"
     );
     assert!(!meta.contains("\"content-encoding\""), "{meta}");
     let sent = common::request("otlp/minimal-request.bin");
-    let got = std::fs::read(d.join("rec-otlp/0001.binpb")).unwrap();
+    let got = std::fs::read(rec_otlp.join("0001.binpb")).unwrap();
     assert_eq!(
         <opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest as prost::Message>::decode(got.as_slice()).unwrap(),
         sent
@@ -226,28 +291,31 @@ fn a_recorded_capture_replays_to_what_was_captured() {
     std::fs::write(
         &replay,
         format!(
-            "config:\n{}tests:\n  - name: replay\n    inputs:\n      - {{ receiver: sentry, file: rec-sentry/0001.meta.json }}\n      - {{ receiver: otlp, file: rec-otlp/0001.binpb }}\n    expect:\n      debug: {{ snapshot: snap.txt }}\n",
-            config(false),
+            "config:\n  receivers: {{ sentry: {{ keys: [publickey] }}, otlp: {{}} }}\n{pipelines}tests:\n  - name: replay\n    inputs:\n      - {{ receiver: sentry, file: rec-sentry/0001.meta.json }}\n      - {{ receiver: otlp, file: rec-otlp/0001.binpb }}\n    expect:\n      debug: {{ snapshot: snap.txt }}\n",
         ),
     )
     .unwrap();
-    let out = profcol(&["test", replay.to_str().unwrap()]);
+    let out = profcol_async(&["test", replay.to_str().unwrap()]).await;
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("1 passed, 0 failed"), "{}", text(&out));
 }
 
-/// What the `file` exporter writes, in either format, is `profcol test` input.
+/// What the `file` exporter writes, in either format, is `profcol test`
+/// input under the usual names, without `format:`.
 #[tokio::test]
 async fn file_exporter_output_is_test_input() {
     let dir = tempfile::tempdir().unwrap();
     let port = common::free_port();
-    let (json, proto) = (dir.path().join("out.jsonl"), dir.path().join("out.binpb"));
+    let [jsonl, json, binpb, pb] =
+        ["out.jsonl", "out.json", "out.binpb", "out.pb"].map(|n| dir.path().join(n));
     let yaml = format!(
         "receivers: {{ otlp: {{ protocols: {{ grpc: {{ endpoint: \"127.0.0.1:{port}\" }} }} }} }}\n\
-         exporters:\n  file/json: {{ path: {} }}\n  file/proto: {{ path: {}, format: proto }}\n\
-         service:\n  telemetry: {{ metrics: {{ level: none }} }}\n  pipelines: {{ profiles: {{ receivers: [otlp], exporters: [file/json, file/proto] }} }}\n",
+         exporters:\n  file/jsonl: {{ path: {} }}\n  file/json: {{ path: {} }}\n  file/binpb: {{ path: {}, format: proto }}\n  file/pb: {{ path: {}, format: proto }}\n\
+         service:\n  telemetry: {{ metrics: {{ level: none }} }}\n  pipelines: {{ profiles: {{ receivers: [otlp], exporters: [file/jsonl, file/json, file/binpb, file/pb] }} }}\n",
+        jsonl.display(),
         json.display(),
-        proto.display()
+        binpb.display(),
+        pb.display(),
     );
     let svc = profcol::app::start_str(&yaml, Default::default())
         .await
@@ -260,7 +328,13 @@ async fn file_exporter_output_is_test_input() {
     svc.shutdown().await;
 
     let test = dir.path().join("t.yaml");
-    for (file, format) in [(&json, ""), (&proto, ", format: otlp_file")] {
+    for (file, format) in [
+        (&jsonl, ""),
+        (&json, ""),
+        (&binpb, ""),
+        (&pb, ""),
+        (&binpb, ", format: otlp_file"),
+    ] {
         std::fs::write(
             &test,
             format!(
@@ -270,12 +344,7 @@ async fn file_exporter_output_is_test_input() {
             ),
         )
         .unwrap();
-        let out = tokio::task::spawn_blocking({
-            let t = test.clone();
-            move || profcol(&["test", t.to_str().unwrap()])
-        })
-        .await
-        .unwrap();
+        let out = profcol_async(&["test", test.to_str().unwrap()]).await;
         assert!(out.status.success(), "{}: {}", file.display(), text(&out));
     }
 }

@@ -50,22 +50,31 @@ pub fn load(path: &Path, format: Option<InputFormat>) -> anyhow::Result<Payload>
         resource_profiles: data.resource_profiles,
         dictionary: data.dictionary,
     };
+    let file_output = |bytes: &[u8]| -> anyhow::Result<Payload> {
+        let all = profcol_exporters::file::read_requests(bytes)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        Ok(Payload::Otlp(all.into_iter().map(otlp).collect()))
+    };
     Ok(match format {
         InputFormat::OtlpProto => {
-            let req = ExportProfilesServiceRequest::decode(read(path)?.as_slice())
+            let bytes = read(path)?;
+            if is_length_prefixed(&bytes) {
+                return file_output(&bytes);
+            }
+            let req = ExportProfilesServiceRequest::decode(bytes.as_slice())
                 .with_context(|| format!("{}: not an OTLP protobuf request", path.display()))?;
             Payload::Otlp(vec![req])
         }
         InputFormat::OtlpJson => {
-            let data = profcol_pipeline::formats::otlp_json::decode(&read(path)?)
+            let bytes = read(path)?;
+            if holds_several_json_values(&bytes) {
+                return file_output(&bytes);
+            }
+            let data = profcol_pipeline::formats::otlp_json::decode(&bytes)
                 .with_context(|| format!("{}: not an OTLP/JSON request", path.display()))?;
             Payload::Otlp(vec![otlp(data)])
         }
-        InputFormat::OtlpFile => {
-            let all = profcol_exporters::file::read_requests(&read(path)?)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-            Payload::Otlp(all.into_iter().map(otlp).collect())
-        }
+        InputFormat::OtlpFile => file_output(&read(path)?)?,
         InputFormat::Pprof => {
             let profile = profcol_pipeline::formats::pprof::decode_pprof(&read(path)?)
                 .map_err(|e| anyhow::anyhow!("{}: not a pprof profile: {e}", path.display()))?;
@@ -113,6 +122,26 @@ pub fn load(path: &Path, format: Option<InputFormat>) -> anyhow::Result<Payload>
             Payload::Sentry(req)
         }
     })
+}
+
+/// Whether `bytes` is the `file` exporter's proto output (each request
+/// after its length as 4 big-endian bytes) rather than one request. A
+/// protobuf message never starts with a byte below 0x08 (that would be
+/// field number 0), while the length prefix of a record under 128 MiB does.
+fn is_length_prefixed(bytes: &[u8]) -> bool {
+    bytes.first().is_some_and(|&b| b < 0x08)
+}
+
+/// Whether `bytes` holds several JSON values one after the other (the `file`
+/// exporter's JSON lines) rather than one request, which may be
+/// pretty-printed over many lines.
+fn holds_several_json_values(bytes: &[u8]) -> bool {
+    serde_json::Deserializer::from_slice(bytes)
+        .into_iter::<serde::de::IgnoredAny>()
+        .take(2)
+        .filter(Result::is_ok)
+        .count()
+        > 1
 }
 
 /// `dir/0001.body.bin` -> `dir/0001.meta.json`.
@@ -280,6 +309,63 @@ fn strip_param(query: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn fixture(rel: &str) -> Vec<u8> {
+        profcol_pipeline::testing::fixture(rel)
+    }
+
+    fn requests(payload: Payload) -> Vec<ExportProfilesServiceRequest> {
+        match payload {
+            Payload::Otlp(r) => r,
+            Payload::Sentry(_) => panic!("expected OTLP"),
+        }
+    }
+
+    /// `.binpb` and `.json` are read as one request, or as what the `file`
+    /// exporter writes (length-prefixed protobuf, JSON lines) when they hold
+    /// several.
+    #[test]
+    fn proto_and_json_inputs_may_be_file_exporter_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let load_file = |name: &str, bytes: &[u8]| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, bytes).unwrap();
+            requests(load(&p, None).unwrap())
+        };
+        let one = fixture("otlp/minimal-request.bin");
+        let two = fixture("otlp/two-resources-request.bin");
+        let want: Vec<ExportProfilesServiceRequest> = [&one, &two]
+            .map(|b| ExportProfilesServiceRequest::decode(b.as_slice()).unwrap())
+            .to_vec();
+
+        // Plain: one request each.
+        assert_eq!(load_file("one.binpb", &one), want[..1]);
+        let pretty = fixture("otlp/minimal-request.json");
+        assert!(pretty.iter().filter(|&&b| b == b'\n').count() > 100);
+        assert_eq!(load_file("one.json", &pretty).len(), 1);
+
+        // The file exporter's proto format under a `.binpb`, `.pb` or `.bin` name.
+        let mut framed = Vec::new();
+        for b in [&one, &two] {
+            framed.extend_from_slice(&(b.len() as u32).to_be_bytes());
+            framed.extend_from_slice(b);
+        }
+        for name in ["out.binpb", "out.pb", "out.bin"] {
+            assert_eq!(load_file(name, &framed), want, "{name}");
+        }
+
+        // JSON lines under a `.json` name.
+        let data = want.iter().map(|r| profcol_pipeline::proto::ProfilesData {
+            resource_profiles: r.resource_profiles.clone(),
+            dictionary: r.dictionary.clone(),
+        });
+        let mut lines = Vec::new();
+        for d in data {
+            lines.extend(profcol_pipeline::formats::otlp_json::encode(&d));
+            lines.push(b'\n');
+        }
+        assert_eq!(load_file("out.json", &lines), want);
+    }
 
     #[test]
     fn a_redacted_dsn_gets_the_replay_key() {

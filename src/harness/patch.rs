@@ -1,5 +1,6 @@
-//! Points a config at the test run: receivers on free loopback ports, the
-//! `sentry` exporter at the local envelope sink, `pprof` into scratch space.
+//! Points a config at the test run: receivers on free loopback ports and not
+//! recording, the `sentry` exporter at the local envelope sink, `pprof` into
+//! scratch space.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,11 @@ pub fn patch(mut yaml: Value, scratch: &Path, sentry_port: u16) -> anyhow::Resul
     if let Some(section) = root.get_mut("receivers").and_then(Value::as_mapping_mut) {
         for (id, body) in section.iter_mut() {
             let Some(id) = id.as_str() else { continue };
+            if let Some(m) = body.as_mapping_mut() {
+                for key in RECORDING_KEYS {
+                    m.remove(key);
+                }
+            }
             let port = free_port()?;
             let endpoint = Value::from(format!("127.0.0.1:{port}"));
             match type_of(id) {
@@ -82,6 +88,10 @@ fn project_id(body: &Value) -> Option<String> {
         .then(|| last.to_owned())
 }
 
+/// Receiver keys that would write test traffic outside the scratch space: a
+/// production config's `record_to` names its real capture directory.
+const RECORDING_KEYS: [&str; 2] = ["record_to", "record_max_files"];
+
 /// The map under `key`, created when missing or null.
 fn child<'a>(v: &'a mut Value, key: &str) -> &'a mut Value {
     if !v.is_mapping() {
@@ -108,4 +118,29 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn receivers_do_not_record_test_traffic() {
+        let yaml: Value = serde_yaml_ng::from_str(
+            "receivers:\n  otlp: { record_to: /var/lib/profcol/otlp, record_max_files: 10 }\n  sentry/mobile: { keys: [k], record_to: /var/lib/profcol/sentry }\n  sentry/plain:\n",
+        )
+        .unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let patched = patch(yaml, scratch.path(), 1).unwrap();
+        let receivers = patched.yaml["receivers"].as_mapping().unwrap();
+        assert_eq!(receivers.len(), 3);
+        for (id, body) in receivers {
+            for key in RECORDING_KEYS {
+                assert!(body.get(key).is_none(), "{id:?} keeps {key}: {body:?}");
+            }
+        }
+        // Everything else stays.
+        assert_eq!(patched.yaml["receivers"]["sentry/mobile"]["keys"][0], "k");
+        assert_eq!(patched.receivers.len(), 3);
+    }
 }

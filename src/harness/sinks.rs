@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 use axum::routing::post;
-use profcol_pipeline::component::{ExportError, Exporter, ExporterContext};
+use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext};
 use profcol_pipeline::model::ProfileBatch;
 use tokio_util::sync::CancellationToken;
 
@@ -35,10 +35,10 @@ impl Exporter for Capture {
         &self,
         batch: Arc<ProfileBatch>,
         ctx: &ExporterContext,
-    ) -> Result<u64, ExportError> {
+    ) -> Result<ExportOutcome, ExportError> {
         let r = match &self.inner {
             Some(e) => e.export(batch.clone(), ctx).await,
-            None => Ok(0),
+            None => Ok(ExportOutcome::delivered()),
         };
         if let Err(e) = &r {
             self.errors

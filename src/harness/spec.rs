@@ -48,9 +48,14 @@ pub struct InputSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InputFormat {
-    /// One `ExportProfilesServiceRequest` in protobuf (`.binpb`, `.bin`, `.pb`).
+    /// One `ExportProfilesServiceRequest` in protobuf (`.binpb`, `.bin`,
+    /// `.pb`). A file starting with a byte no protobuf message starts with
+    /// (below 0x08) is the `file` exporter's length-prefixed output instead,
+    /// and every request in it is sent.
     OtlpProto,
-    /// One OTLP/JSON request (`.json`).
+    /// One OTLP/JSON request (`.json`), possibly pretty-printed. A file
+    /// holding several JSON values is the `file` exporter's JSON lines
+    /// instead, and every request in it is sent.
     OtlpJson,
     /// What the `file` exporter writes: JSON lines or length-prefixed protobuf.
     OtlpFile,
@@ -91,7 +96,9 @@ impl InputFormat {
 pub struct Expectation {
     /// Number of OTLP Profiles.
     pub profiles: Option<u64>,
-    /// Number of OTLP Samples.
+    /// Number of observations, as every profcol metric counts them: each
+    /// OTLP `Sample` counts `max(len(values), len(timestamps), 1)`, so a
+    /// Sentry input gives its number of Sentry samples.
     pub samples: Option<u64>,
     /// Sum of sample values per sample type, keyed `type/unit` or `type`.
     #[serde(default)]

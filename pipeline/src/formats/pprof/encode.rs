@@ -19,8 +19,9 @@ use super::plan::{kv_key, label_attributes, string};
 use super::proto::{self, tags};
 use super::strings::StringTable;
 use super::{keys, plan_files, PprofError, PprofFile, ToPprofOptions};
+use crate::model::dictionary::Lookup;
 use crate::proto::{
-    any_value::Value, AnyValue, Function, Profile, ProfilesData, ProfilesDictionary, Sample,
+    any_value::Value, AnyValue, KeyValueAndUnit, Profile, ProfilesData, ProfilesDictionary, Sample,
 };
 
 /// Output is handed to the writer in chunks of about this size.
@@ -44,9 +45,14 @@ const NOT_YET: Labels = Labels {
 
 struct Encoder<'a, W: Write> {
     dict: &'a ProfilesDictionary,
+    /// Reads table entries at positions already checked against the
+    /// per-table vectors below: index 0 of an empty table reads as the
+    /// table's zero value.
+    lookup: Lookup<'a>,
     strings: StringTable<'a>,
     /// OTLP index -> pprof id (0: not referenced yet), and the referenced
-    /// OTLP indices in id order.
+    /// OTLP indices in id order. Per-index vectors have at least one entry
+    /// (see [`slots`]).
     location_ids: Vec<u32>,
     locations: Vec<usize>,
     function_ids: Vec<u32>,
@@ -215,21 +221,40 @@ fn id_of(pos: usize) -> u64 {
     pos as u64 + 1
 }
 
+/// Number of valid indices into an OTLP table of `len` entries: index 0 is
+/// the proto's null reference and valid even into an empty table, where it
+/// reads as the zero value (as `model::validate` accepts and
+/// [`Lookup`] reads it).
+fn slots(len: usize) -> usize {
+    len.max(1)
+}
+
+/// `idx` as a position below `len` ([`slots`] of its table), else an error
+/// naming `what`.
+fn slot(idx: i32, len: usize, what: &str) -> Result<usize, PprofError> {
+    usize::try_from(idx)
+        .ok()
+        .filter(|&i| i < len)
+        .ok_or_else(|| invalid(format!("{what} index {idx} out of range")))
+}
+
 impl<'a, W: Write> Encoder<'a, W> {
     fn new(dict: &'a ProfilesDictionary, out: W) -> Self {
         Self {
             dict,
+            lookup: Lookup::new(dict),
             strings: StringTable::new(dict.string_table.len()),
-            location_ids: vec![0; dict.location_table.len()],
+            location_ids: vec![0; slots(dict.location_table.len())],
             locations: Vec::new(),
-            function_ids: vec![0; dict.function_table.len()],
+            function_ids: vec![0; slots(dict.function_table.len())],
             functions: Vec::new(),
+            // Mapping index 0 is "no mapping" and never gets an id.
             mapping_ids: vec![0; dict.mapping_table.len()],
             mappings: Vec::new(),
-            stacks: vec![NO_STACK; dict.stack_table.len()],
+            stacks: vec![NO_STACK; slots(dict.stack_table.len())],
             stack_bytes: Vec::new(),
-            attributes: vec![NOT_YET; dict.attribute_table.len()],
-            links: vec![NOT_YET; dict.link_table.len()],
+            attributes: vec![NOT_YET; slots(dict.attribute_table.len())],
+            links: vec![NOT_YET; slots(dict.link_table.len())],
             labels: Vec::new(),
             buf: Vec::with_capacity(FLUSH_AT + 4096),
             out,
@@ -250,22 +275,12 @@ impl<'a, W: Write> Encoder<'a, W> {
             .ok_or_else(|| invalid(format!("{what}: string index {idx} out of range")))
     }
 
-    /// pprof id of OTLP function `idx`; 0 for the empty function at index
-    /// 0, which stands for "no function" as pprof's id 0 does.
+    /// pprof id of OTLP function `idx`. Index 0 (the empty function, also
+    /// when the table is empty) gets an id and an empty `Function` like any
+    /// other: a line with `function_id: 0` makes Go's pprof refuse the file
+    /// ("location id: N has a line with nil function").
     fn function_id(&mut self, idx: i32) -> Result<u32, PprofError> {
-        if idx == 0
-            && self
-                .dict
-                .function_table
-                .first()
-                .is_some_and(|f| *f == Function::default())
-        {
-            return Ok(0);
-        }
-        let slot = usize::try_from(idx)
-            .ok()
-            .filter(|&i| i < self.function_ids.len())
-            .ok_or_else(|| invalid(format!("function index {idx} out of range")))?;
+        let slot = slot(idx, self.function_ids.len(), "function")?;
         if self.function_ids[slot] == 0 {
             self.functions.push(slot);
             self.function_ids[slot] = self.functions.len() as u32;
@@ -289,12 +304,9 @@ impl<'a, W: Write> Encoder<'a, W> {
     }
 
     fn location_id(&mut self, idx: i32) -> Result<u32, PprofError> {
-        let slot = usize::try_from(idx)
-            .ok()
-            .filter(|&i| i < self.location_ids.len())
-            .ok_or_else(|| invalid(format!("location index {idx} out of range")))?;
+        let slot = slot(idx, self.location_ids.len(), "location")?;
         if self.location_ids[slot] == 0 {
-            let loc = &self.dict.location_table[slot];
+            let loc = self.lookup.location(idx);
             self.mapping_id(loc.mapping_index)?;
             for line in &loc.lines {
                 self.function_id(line.function_index)?;
@@ -313,17 +325,14 @@ impl<'a, W: Write> Encoder<'a, W> {
         samples: impl Iterator<Item = &'s Sample>,
     ) -> Result<(), PprofError> {
         for s in samples {
-            let slot = usize::try_from(s.stack_index)
-                .ok()
-                .filter(|&i| i < self.stacks.len())
-                .ok_or_else(|| invalid(format!("stack index {} out of range", s.stack_index)))?;
+            let slot = slot(s.stack_index, self.stacks.len(), "stack")?;
             self.stacks[slot] = WANTED;
         }
-        let dict = self.dict;
-        for (slot, stack) in dict.stack_table.iter().enumerate() {
+        for slot in 0..self.stacks.len() {
             if self.stacks[slot] != WANTED {
                 continue;
             }
+            let stack = self.lookup.stack(slot as i32);
             let start = self.stack_bytes.len();
             for &li in &stack.location_indices {
                 let id = self.location_id(li)?;
@@ -390,12 +399,9 @@ impl<'a, W: Write> Encoder<'a, W> {
     }
 
     fn attribute(&mut self, idx: i32) -> Result<Labels, PprofError> {
-        let slot = usize::try_from(idx)
-            .ok()
-            .filter(|&i| i < self.attributes.len())
-            .ok_or_else(|| invalid(format!("attribute index {idx} out of range")))?;
+        let slot = slot(idx, self.attributes.len(), "attribute")?;
         if self.attributes[slot].bytes.start == UNSET {
-            let a = &self.dict.attribute_table[slot];
+            let a = self.lookup.attribute(idx);
             let key = self.string(a.key_strindex, "attribute key")?;
             let unit = self.string(a.unit_strindex, "attribute unit")?;
             let start = self.labels.len();
@@ -414,12 +420,9 @@ impl<'a, W: Write> Encoder<'a, W> {
 
     /// `trace_id` / `span_id` labels (lowercase hex) of link `idx`.
     fn link(&mut self, idx: i32) -> Result<Range<usize>, PprofError> {
-        let slot = usize::try_from(idx)
-            .ok()
-            .filter(|&i| i < self.links.len())
-            .ok_or_else(|| invalid(format!("link index {idx} out of range")))?;
+        let slot = slot(idx, self.links.len(), "link")?;
         if self.links[slot].bytes.start == UNSET {
-            let link = &self.dict.link_table[slot];
+            let link = self.lookup.link(idx);
             let start = self.labels.len();
             for (key, id) in [
                 (keys::TRACE_ID_LABEL, &link.trace_id),
@@ -513,7 +516,7 @@ impl<'a, W: Write> Encoder<'a, W> {
         let mut inferred = vec![[false; 4]; self.mappings.len()];
         let mut location = proto::Location::default();
         for i in 0..self.locations.len() {
-            let loc = &dict.location_table[self.locations[i]];
+            let loc = self.lookup.location(self.locations[i] as i32);
             let mapping_id = self.mapping_id(loc.mapping_index)?;
             location.line.clear();
             for l in &loc.lines {
@@ -526,7 +529,7 @@ impl<'a, W: Write> Encoder<'a, W> {
             if mapping_id != 0 {
                 let f = &mut inferred[mapping_id as usize - 1];
                 for l in &loc.lines {
-                    let func = &dict.function_table[l.function_index as usize];
+                    let func = self.lookup.function(l.function_index);
                     f[0] |= func.name_strindex != 0 || func.system_name_strindex != 0;
                     f[1] |= func.filename_strindex != 0;
                     f[2] |= l.line != 0;
@@ -544,7 +547,7 @@ impl<'a, W: Write> Encoder<'a, W> {
         }
 
         for i in 0..self.functions.len() {
-            let f = &dict.function_table[self.functions[i]];
+            let f = self.lookup.function(self.functions[i] as i32);
             let msg = proto::Function {
                 id: id_of(i),
                 name: self.string(f.name_strindex, "function name")?,
@@ -588,6 +591,12 @@ impl<'a, W: Write> Encoder<'a, W> {
         Ok(())
     }
 
+    /// Attribute `i`, checked: index 0 of an empty table is the zero value.
+    fn attribute_entry(&self, i: i32) -> Result<&'a KeyValueAndUnit, PprofError> {
+        slot(i, self.attributes.len(), "attribute")?;
+        Ok(self.lookup.attribute(i))
+    }
+
     /// The attribute named `key` among `indices`.
     fn find_attribute(
         &self,
@@ -596,10 +605,7 @@ impl<'a, W: Write> Encoder<'a, W> {
     ) -> Result<Option<&'a AnyValue>, PprofError> {
         let dict = self.dict;
         for &i in indices {
-            let a = usize::try_from(i)
-                .ok()
-                .and_then(|i| dict.attribute_table.get(i))
-                .ok_or_else(|| invalid(format!("attribute index {i} out of range")))?;
+            let a = self.attribute_entry(i)?;
             if string(dict, a.key_strindex, "attribute key")? == key {
                 return Ok(a.value.as_ref());
             }
@@ -642,7 +648,7 @@ impl<'a, W: Write> Encoder<'a, W> {
         }
         let dict = self.dict;
         for &i in indices {
-            let a = &dict.attribute_table[i as usize];
+            let a = self.attribute_entry(i)?;
             if string(dict, a.key_strindex, "attribute key")?.starts_with(keys::BUILD_ID_PREFIX) {
                 if let Some(v) = &a.value {
                     return self.build_id_value(v);
@@ -798,20 +804,22 @@ pub fn write_pprof<W: Write>(
     // Informational fields, from every profile in the file.
     let all: Vec<&Profile> = columns.iter().flatten().copied().collect();
     let first = all[0];
-    let mut drop_frames = 0;
-    let mut keep_frames = 0;
+    // drop_frames, keep_frames, doc_url: the first profile that has one.
+    let mut string_fields = [0i64; 3];
     for p in &all {
-        if drop_frames == 0 {
-            if let Some(s) = e.string_attribute(&p.attribute_indices, keys::DROP_FRAMES)? {
-                drop_frames = e.strings.borrowed(s);
-            }
-        }
-        if keep_frames == 0 {
-            if let Some(s) = e.string_attribute(&p.attribute_indices, keys::KEEP_FRAMES)? {
-                keep_frames = e.strings.borrowed(s);
+        for (field, key) in
+            string_fields
+                .iter_mut()
+                .zip([keys::DROP_FRAMES, keys::KEEP_FRAMES, keys::DOC_URL])
+        {
+            if *field == 0 {
+                if let Some(s) = e.string_attribute(&p.attribute_indices, key)? {
+                    *field = e.strings.borrowed(s);
+                }
             }
         }
     }
+    let [drop_frames, keep_frames, doc_url] = string_fields;
     let start = file.time_unix_nano;
     let end = all
         .iter()
@@ -922,6 +930,7 @@ pub fn write_pprof<W: Write>(
         tags::profile::DEFAULT_SAMPLE_TYPE,
         default_sample_type as u64,
     );
+    put_varint_field(b, tags::profile::DOC_URL, doc_url as u64);
     e.out.write_all(&e.buf)?;
     Ok(e.out)
 }

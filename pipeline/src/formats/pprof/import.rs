@@ -6,9 +6,11 @@
 //! with several values becomes an array; `num_unit` becomes the unit), a
 //! `trace_id` + `span_id` label pair becomes a `Link`, and the pprof fields
 //! OTLP lacks become the semantic-convention attributes in [`super::keys`].
-//! Ids may be any unique nonzero numbers; references to unknown ids, string
-//! indices out of range and sample value counts that do not match the
-//! sample types are errors, as in pprof's own `CheckValid`.
+//! Ids may be any unique nonzero numbers; references to unknown location or
+//! function ids, string indices out of range and sample value counts that do
+//! not match the sample types are errors, as in pprof's own `CheckValid`. An
+//! unknown mapping id is read as no mapping, as Go's parser reads it, with a
+//! warning.
 
 use std::io::Read;
 
@@ -162,6 +164,9 @@ struct Importer<'p, 'd> {
     locations: Ids,
     /// Attribute index of each distinct single-valued label.
     labels: ahash::HashMap<proto::Label, i32>,
+    /// Locations naming a mapping id the profile does not have, and the
+    /// first such id, for one warning per profile.
+    unknown_mappings: (usize, u64),
 }
 
 fn invalid(msg: String) -> PprofError {
@@ -232,10 +237,15 @@ impl<'p> Importer<'p, '_> {
         if id == 0 {
             return Ok(0);
         }
-        let pos = self
-            .mapping_ids
-            .position(id)
-            .ok_or_else(|| invalid(format!("unknown mapping id {id}")))?;
+        let Some(pos) = self.mapping_ids.position(id) else {
+            // Go's parser reads an unknown mapping id as no mapping (a nil
+            // `Location.Mapping`), which its tools accept: so does profcol.
+            if self.unknown_mappings.0 == 0 {
+                self.unknown_mappings.1 = id;
+            }
+            self.unknown_mappings.0 += 1;
+            return Ok(0);
+        };
         if self.mappings[pos] == UNSEEN {
             let m = &self.p.mapping[pos];
             let mut attrs = Vec::with_capacity(5);
@@ -450,6 +460,7 @@ pub fn import_pprof(
         locations: Ids::new(p.location.iter().map(|l| l.id), "location")?,
         location_ids: vec![UNSEEN; p.location.len()],
         labels: ahash::HashMap::default(),
+        unknown_mappings: (0, 0),
     };
     // Every mapping, in order, before locations pull them in by first use:
     // mapping 1 is the main binary by convention, and the exporter writes
@@ -474,6 +485,7 @@ pub fn import_pprof(
     for (key, idx) in [
         (keys::DROP_FRAMES, p.drop_frames),
         (keys::KEEP_FRAMES, p.keep_frames),
+        (keys::DOC_URL, p.doc_url),
     ] {
         let s = im.str_at(idx)?;
         if !s.is_empty() {
@@ -531,6 +543,14 @@ pub fn import_pprof(
                 timestamps_unix_nano: Vec::new(),
             });
         }
+    }
+
+    if let (locations @ 1.., first) = im.unknown_mappings {
+        tracing::warn!(
+            locations,
+            mapping_id = first,
+            "pprof locations name a mapping id the profile does not have; read as no mapping"
+        );
     }
 
     let mut scope_attrs = Vec::new();

@@ -10,6 +10,8 @@ pub const SAMPLE_TYPE_ORDER: &str = "pprof.scope.sample_type_order";
 pub const COMMENT: &str = "pprof.profile.comment";
 pub const DROP_FRAMES: &str = "pprof.profile.drop_frames";
 pub const KEEP_FRAMES: &str = "pprof.profile.keep_frames";
+/// Profile attribute: the pprof `doc_url` (a documentation link).
+pub const DOC_URL: &str = "pprof.profile.doc_url";
 pub const LOCATION_IS_FOLDED: &str = "pprof.location.is_folded";
 pub const HAS_FUNCTIONS: &str = "pprof.mapping.has_functions";
 pub const HAS_FILENAMES: &str = "pprof.mapping.has_filenames";

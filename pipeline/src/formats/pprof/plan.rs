@@ -58,16 +58,23 @@ impl PprofFile {
     }
 }
 
+/// String `idx` of the dictionary; index 0 of an empty string table is the
+/// zero value `""`, as `model::validate` accepts it.
 pub(super) fn string<'a>(
     dict: &'a ProfilesDictionary,
     idx: i32,
     what: &str,
 ) -> Result<&'a str, PprofError> {
-    usize::try_from(idx)
+    match usize::try_from(idx)
         .ok()
         .and_then(|i| dict.string_table.get(i))
-        .map(String::as_str)
-        .ok_or_else(|| PprofError::InvalidOtlp(format!("{what}: string index {idx} out of range")))
+    {
+        Some(s) => Ok(s),
+        None if idx == 0 && dict.string_table.is_empty() => Ok(""),
+        None => Err(PprofError::InvalidOtlp(format!(
+            "{what}: string index {idx} out of range"
+        ))),
+    }
 }
 
 /// Key of a resource or scope attribute, resolving `key_strindex` if the

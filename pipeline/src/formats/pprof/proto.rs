@@ -44,6 +44,9 @@ pub struct Profile {
     /// String index of the preferred sample type; unset means the last one.
     #[prost(int64, tag = "14")]
     pub default_sample_type: i64,
+    /// Documentation link for this profile (string index).
+    #[prost(int64, tag = "15")]
+    pub doc_url: i64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, prost::Message)]
@@ -163,6 +166,7 @@ pub mod tags {
         pub const PERIOD: u32 = 12;
         pub const COMMENT: u32 = 13;
         pub const DEFAULT_SAMPLE_TYPE: u32 = 14;
+        pub const DOC_URL: u32 = 15;
     }
     pub mod sample {
         pub const LOCATION_ID: u32 = 1;

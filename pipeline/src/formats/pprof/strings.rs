@@ -23,7 +23,7 @@ impl<'a> StringTable<'a> {
         let mut t = Self {
             values: Vec::new(),
             index: HashTable::with_capacity(dict_len + 16),
-            hasher: ahash::RandomState::with_seeds(1, 2, 3, 4),
+            hasher: ahash::RandomState::new(),
             by_dict: vec![0; dict_len],
         };
         t.intern(Cow::Borrowed(""));
@@ -54,8 +54,11 @@ impl<'a> StringTable<'a> {
     }
 
     /// Index of OTLP string `idx` of `table`; `None` if out of range.
+    /// Index 0 of an empty table is the zero value `""`.
     pub fn dict(&mut self, table: &'a [String], idx: i32) -> Option<i64> {
-        let slot = *self.by_dict.get(usize::try_from(idx).ok()?)?;
+        let Some(&slot) = usize::try_from(idx).ok().and_then(|i| self.by_dict.get(i)) else {
+            return (idx == 0 && table.is_empty()).then_some(0);
+        };
         if slot != 0 {
             return Some(i64::from(slot - 1));
         }

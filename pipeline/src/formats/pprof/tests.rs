@@ -1135,27 +1135,372 @@ fn go_heap_profile_keeps_its_sample_types_mappings_and_num_labels() {
     );
 }
 
+/// `go tool pprof -raw` of `p` (written uncompressed), which must open it;
+/// `None` when `go` is not installed (see [`crate::testing::go_available`]).
+fn go_raw(p: &proto::Profile) -> Option<String> {
+    if !crate::testing::go_available() {
+        return None;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("profile.pb");
+    std::fs::write(&path, p.encode_to_vec()).unwrap();
+    Some(crate::testing::go_tool_pprof(&["-raw"], &path, tmp.path()))
+}
+
+/// The function a location's first line names, which must exist.
+fn function_of<'p>(p: &'p proto::Profile, loc: &proto::Location) -> &'p proto::Function {
+    let id = loc.line[0].function_id;
+    assert_ne!(id, 0, "a line with function_id 0: {loc:?}");
+    p.function
+        .iter()
+        .find(|f| f.id == id)
+        .unwrap_or_else(|| panic!("no function {id}"))
+}
+
 #[test]
-fn a_line_without_a_function_stays_one() {
-    // pprof's parser allows `function_id: 0` (a line with no function).
+fn a_line_without_a_function_gets_an_empty_function() {
+    // OTLP function index 0 (the empty function) reaches the encoder from
+    // pprof input with `function_id: 0` or an all-empty function (both
+    // become dictionary index 0), and from OTLP or Sentry input whose frame
+    // has a line but no name or file. Go's pprof refuses `function_id: 0`
+    // ("location id: N has a line with nil function"): it gets a real id.
+    let mut no_function = handmade_pprof();
+    no_function.location[0].line[0].function_id = 0;
+    let mut empty_function = handmade_pprof();
+    empty_function.function.push(proto::Function {
+        id: 4,
+        ..Default::default()
+    });
+    empty_function.location[0].line[0].function_id = 4;
+    for (what, p) in [
+        ("function_id 0", no_function),
+        ("empty function", empty_function),
+    ] {
+        let data = pprof_to_otlp(&p).unwrap();
+        let merge = ToPprofOptions {
+            merge_sample_types: true,
+            ..Default::default()
+        };
+        let (_, back) = one_file(&data, &merge);
+        let loc = back
+            .location
+            .iter()
+            .find(|l| l.address == 0x401000)
+            .unwrap();
+        assert_eq!(loc.line[0].line, 5, "{what}");
+        let f = function_of(&back, loc);
+        assert_eq!((f.name, f.system_name, f.filename), (0, 0, 0), "{what}");
+        let names: BTreeSet<&str> = back.function.iter().map(|f| s(&back, f.name)).collect();
+        assert_eq!(names, BTreeSet::from(["", "main"]), "{what}");
+        if let Some(raw) = go_raw(&back) {
+            assert!(raw.contains("main main.go:9"), "{what}: {raw}");
+        }
+    }
+
+    // OTLP: a location whose line uses function index 0.
+    let mut b = Build::new();
+    let named = b.frame("work", 0, 1);
+    let unnamed = b.dict.location(Location {
+        mapping_index: 0,
+        address: 0x2000,
+        lines: vec![Line {
+            function_index: 0,
+            line: 42,
+            column: 0,
+        }],
+        attribute_indices: vec![],
+    });
+    let st = b.dict.stack(&[unnamed, named]);
+    let p = b.profile("wall", vec![sample(st, vec![], vec![1], 0)]);
+    let data = b.finish(vec![p]);
+    crate::model::validate::validate(&data).unwrap();
+    let (_, pp) = one_file(&data, &ToPprofOptions::default());
+    let leaf = pp
+        .location
+        .iter()
+        .find(|l| l.id == pp.sample[0].location_id[0])
+        .unwrap();
+    assert_eq!(function_of(&pp, leaf).name, 0);
+    assert_eq!(leaf.line[0].line, 42);
+    if let Some(raw) = go_raw(&pp) {
+        assert!(raw.contains("work x.c:10"), "{raw}");
+    }
+}
+
+fn one_profile(dict: crate::proto::ProfilesDictionary, profile: Profile) -> ProfilesData {
+    ProfilesData {
+        resource_profiles: vec![ResourceProfiles {
+            resource: None,
+            scope_profiles: vec![ScopeProfiles {
+                scope: None,
+                profiles: vec![profile],
+                schema_url: String::new(),
+            }],
+            schema_url: String::new(),
+        }],
+        dictionary: Some(dict),
+    }
+}
+
+#[test]
+fn index_0_of_an_empty_table_is_its_zero_value() {
+    // What `validate` accepts, the encoder writes: index 0 is the null
+    // reference, valid even into an empty table.
+    let everything_empty = one_profile(
+        crate::proto::ProfilesDictionary::default(),
+        Profile {
+            attribute_indices: vec![0],
+            samples: vec![Sample {
+                stack_index: 0,
+                attribute_indices: vec![0],
+                link_index: 0,
+                values: vec![5],
+                timestamps_unix_nano: vec![],
+            }],
+            ..Default::default()
+        },
+    );
+    crate::model::validate::validate(&everything_empty).unwrap();
+    let (file, p) = one_file(&everything_empty, &ToPprofOptions::default());
+    assert_eq!(file.sample_types[0].r#type, "");
+    assert_eq!(p.sample.len(), 1);
+    assert_eq!(p.sample[0].value, [5]);
+    assert!(p.sample[0].location_id.is_empty() && p.sample[0].label.is_empty());
+    assert_eq!(p.sample_type.len(), 1);
+    go_raw(&p);
+
+    // Strings and stacks present; no functions, links, mappings or
+    // attributes: a line naming function 0 and samples naming link 0.
+    let dict = crate::proto::ProfilesDictionary {
+        string_table: ["", "cpu", "nanoseconds"].map(String::from).to_vec(),
+        location_table: vec![
+            Location::default(),
+            Location {
+                mapping_index: 0,
+                address: 0x10,
+                lines: vec![Line {
+                    function_index: 0,
+                    line: 7,
+                    column: 0,
+                }],
+                attribute_indices: vec![0],
+            },
+        ],
+        stack_table: vec![
+            crate::proto::Stack::default(),
+            crate::proto::Stack {
+                location_indices: vec![1, 0],
+            },
+        ],
+        ..Default::default()
+    };
+    let data = one_profile(
+        dict,
+        Profile {
+            sample_type: Some(ValueType {
+                type_strindex: 1,
+                unit_strindex: 2,
+            }),
+            samples: vec![sample(1, vec![0], vec![3], 0), sample(0, vec![], vec![], 2)],
+            ..Default::default()
+        },
+    );
+    crate::model::validate::validate(&data).unwrap();
+    let (file, p) = one_file(&data, &ToPprofOptions::default());
+    assert_eq!(file.sample_type_name(), "cpu");
+    assert_eq!(
+        p.sample.iter().map(|s| s.value[0]).collect::<Vec<_>>(),
+        [3, 2]
+    );
+    assert_eq!(p.sample[0].location_id.len(), 2);
+    assert_eq!(p.function.len(), 1);
+    assert_eq!(p.function[0].name, 0);
+    assert!(p.mapping.is_empty());
+    if let Some(raw) = go_raw(&p) {
+        assert!(raw.contains("cpu/nanoseconds"), "{raw}");
+    }
+
+    // Other indices into an empty table are still errors.
+    let mut bad = data.clone();
+    bad.resource_profiles[0].scope_profiles[0].profiles[0].samples[0].link_index = 1;
+    assert!(matches!(
+        to_pprof(&bad, &ToPprofOptions::default()),
+        Err(PprofError::InvalidOtlp(m)) if m.contains("link index 1")
+    ));
+    let mut bad = data;
+    bad.dictionary.as_mut().unwrap().location_table[1].lines[0].function_index = 1;
+    assert!(matches!(
+        to_pprof(&bad, &ToPprofOptions::default()),
+        Err(PprofError::InvalidOtlp(m)) if m.contains("function index 1")
+    ));
+}
+
+#[test]
+fn an_unknown_mapping_id_is_no_mapping() {
+    // Go's parser reads a location's unknown mapping id as no mapping.
     let mut p = handmade_pprof();
-    p.location[0].line[0].function_id = 0;
+    p.location[0].mapping_id = 99;
     let data = pprof_to_otlp(&p).unwrap();
+    let d = data.dictionary.as_ref().unwrap();
+    let loc = d
+        .location_table
+        .iter()
+        .find(|l| l.address == 0x401000)
+        .unwrap();
+    assert_eq!(loc.mapping_index, 0);
     let merge = ToPprofOptions {
         merge_sample_types: true,
         ..Default::default()
     };
     let (_, back) = one_file(&data, &merge);
-    let loc = back
-        .location
-        .iter()
-        .find(|l| l.address == 0x401000)
-        .unwrap();
-    assert_eq!(loc.line[0].function_id, 0);
-    assert_eq!(loc.line[0].line, 5);
-    // Only the function still used is written; no empty one is made up.
-    assert_eq!(back.function.len(), 1);
-    assert_eq!(s(&back, back.function[0].name), "main");
+    let by_address = |a| back.location.iter().find(|l| l.address == a).unwrap();
+    assert_eq!(by_address(0x401000).mapping_id, 0);
+    assert_ne!(by_address(0x402000).mapping_id, 0);
+
+    // Unknown function and location ids are still errors.
+    let mut p = handmade_pprof();
+    p.location[0].line[0].function_id = 99;
+    assert!(
+        matches!(pprof_to_otlp(&p), Err(PprofError::InvalidPprof(m)) if m.contains("function id 99"))
+    );
+    let mut p = handmade_pprof();
+    p.sample[1].location_id = vec![99];
+    assert!(
+        matches!(pprof_to_otlp(&p), Err(PprofError::InvalidPprof(m)) if m.contains("location id 99"))
+    );
+}
+
+#[test]
+fn huge_sparse_ids_import_as_small_ones_do() {
+    // Ids far above the table sizes take the hash-map path (a dense table
+    // indexed by id would need terabytes).
+    let big = 1u64 << 40;
+    let mut p = handmade_pprof();
+    for m in &mut p.mapping {
+        m.id += big;
+    }
+    for l in &mut p.location {
+        l.id += big + 1;
+        l.mapping_id += big;
+        for line in &mut l.line {
+            line.function_id += big + 2;
+        }
+    }
+    for f in &mut p.function {
+        f.id += big + 2;
+    }
+    for smp in &mut p.sample {
+        for id in &mut smp.location_id {
+            *id += big + 1;
+        }
+    }
+    assert_eq!(
+        pprof_to_otlp(&p).unwrap(),
+        pprof_to_otlp(&handmade_pprof()).unwrap()
+    );
+
+    let mut dup = p.clone();
+    dup.location[1].id = dup.location[0].id;
+    assert!(
+        matches!(pprof_to_otlp(&dup), Err(PprofError::InvalidPprof(m)) if m.contains("duplicate location id"))
+    );
+    let mut unknown = p;
+    unknown.sample[0].location_id[0] += 1 << 20;
+    assert!(
+        matches!(pprof_to_otlp(&unknown), Err(PprofError::InvalidPprof(m)) if m.contains("unknown location id"))
+    );
+}
+
+#[test]
+fn doc_url_survives_a_round_trip() {
+    let mut p = handmade_pprof();
+    p.string_table
+        .push("https://example.com/profiles/cpu".into());
+    p.doc_url = p.string_table.len() as i64 - 1;
+    let data = pprof_to_otlp(&p).unwrap();
+    for profile in &data.resource_profiles[0].scope_profiles[0].profiles {
+        assert!(
+            attr_view(&data, &profile.attribute_indices).contains(
+                r#"pprof.profile.doc_url=StringValue("https://example.com/profiles/cpu")"#
+            ),
+            "{:?}",
+            attr_view(&data, &profile.attribute_indices)
+        );
+    }
+    let merge = ToPprofOptions {
+        merge_sample_types: true,
+        resource_attributes_as_labels: vec![],
+        comments: vec![],
+    };
+    let (_, back) = one_file(&data, &merge);
+    assert_eq!(s(&back, back.doc_url), "https://example.com/profiles/cpu");
+    // Not a label.
+    assert_eq!(view(&back), view(&p));
+    // Separate files each keep it.
+    for (_, f) in to_pprof(&data, &ToPprofOptions::default()).unwrap() {
+        assert_eq!(s(&f, f.doc_url), "https://example.com/profiles/cpu");
+    }
+    // Field 15 on the wire, as in profile.proto.
+    let bytes = proto::Profile {
+        doc_url: 1,
+        ..Default::default()
+    }
+    .encode_to_vec();
+    assert_eq!(bytes, [15 << 3, 1]);
+}
+
+#[test]
+fn profiles_of_one_resource_with_one_sample_type_share_a_file() {
+    let mut b = Build::new();
+    let fa = b.frame("a", 0, 1);
+    let fb = b.frame("b", 0, 1);
+    let sa = b.dict.stack(&[fa]);
+    let sb = b.dict.stack(&[fb, fa]);
+    let mut first = b.profile("cpu", vec![sample(sa, vec![], vec![1], 0)]);
+    first.time_unix_nano = 2_000;
+    let mut second = b.profile(
+        "cpu",
+        vec![
+            sample(sb, vec![], vec![2], 0),
+            sample(sa, vec![], vec![3], 0),
+        ],
+    );
+    second.time_unix_nano = 1_000;
+    let other = b.profile("alloc", vec![sample(sa, vec![], vec![9], 0)]);
+    let data = b.finish(vec![first, other, second]);
+
+    let files = to_pprof(&data, &ToPprofOptions::default()).unwrap();
+    let names: Vec<String> = files.iter().map(|f| f.0.sample_type_name()).collect();
+    assert_eq!(names, ["cpu", "alloc"]);
+    let (file, p) = &files[0];
+    assert_eq!(
+        file.columns,
+        [vec![
+            ProfileRef {
+                scope: 0,
+                profile: 0
+            },
+            ProfileRef {
+                scope: 0,
+                profile: 2
+            }
+        ]]
+    );
+    assert_eq!(file.otlp_samples, 3);
+    assert_eq!(file.time_unix_nano, 1_000);
+    assert_eq!(p.time_nanos, 1_000);
+    // 1000 .. 2000 + 10: the span of both profiles.
+    assert_eq!(p.duration_nanos, 1_010);
+    // Both profiles' samples, in order, in one file with one sample type.
+    assert_eq!(
+        view(p),
+        [
+            "type cpu/count",
+            "[1] | 0x1000 a@x.c:10 | service.name=svc",
+            "[2] | 0x1000 b@x.c:10 ; 0x1000 a@x.c:10 | service.name=svc",
+            "[3] | 0x1000 a@x.c:10 | service.name=svc",
+        ]
+    );
 }
 
 #[test]
