@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use profcol_pipeline::component::{
-    ExportError, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
+    ExportError, ExportOutcome, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
 };
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors, QueueSettings, RetrySettings};
 use profcol_pipeline::ProfileBatch;
@@ -149,7 +149,7 @@ impl Exporter for DebugExporter {
         &self,
         batch: Arc<ProfileBatch>,
         ctx: &ExporterContext,
-    ) -> Result<u64, ExportError> {
+    ) -> Result<ExportOutcome, ExportError> {
         if self.sampled() {
             let text = self.render(&batch);
             if self.cfg.use_internal_logger {
@@ -158,7 +158,7 @@ impl Exporter for DebugExporter {
                 println!("{text}");
             }
         }
-        Ok(0)
+        Ok(ExportOutcome::delivered())
     }
 }
 

@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use prost::Message;
 
 use profcol_pipeline::component::{
-    ExportError, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
+    ExportError, ExportOutcome, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
 };
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pipeline::formats::otlp_json;
@@ -151,14 +151,14 @@ impl Exporter for FileExporter {
         &self,
         batch: Arc<ProfileBatch>,
         _ctx: &ExporterContext,
-    ) -> Result<u64, ExportError> {
+    ) -> Result<ExportOutcome, ExportError> {
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || inner.write(&batch))
             .await
             .map_err(|e| {
                 ExportError::permanent(format!("file exporter: writer task failed: {e}"))
             })??;
-        Ok(0)
+        Ok(ExportOutcome::delivered())
     }
 
     /// Closes the file once the queue has drained.

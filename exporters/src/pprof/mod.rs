@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use profcol_pipeline::component::{
-    ExportError, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
+    ExportError, ExportOutcome, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
 };
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pipeline::formats::pprof::{plan_files, write_pprof_gzip, PprofError, ToPprofOptions};
@@ -280,7 +280,7 @@ impl Exporter for PprofExporter {
         &self,
         batch: Arc<ProfileBatch>,
         ctx: &ExporterContext,
-    ) -> Result<u64, ExportError> {
+    ) -> Result<ExportOutcome, ExportError> {
         let inner = self.inner.clone();
         let ctx = ctx.clone();
         tokio::task::spawn_blocking(move || inner.write_batch(&batch, Some(&ctx)))
@@ -288,6 +288,6 @@ impl Exporter for PprofExporter {
             .map_err(|e| {
                 ExportError::permanent(format!("pprof exporter: writer task failed: {e}"))
             })??;
-        Ok(0)
+        Ok(ExportOutcome::delivered())
     }
 }

@@ -57,7 +57,10 @@ async fn writes_a_gzip_pprof_file_named_by_the_template() {
         },
         ..Default::default()
     };
-    assert_eq!(e.export(Arc::new(batch), &ctx()).await.unwrap(), 0);
+    assert_eq!(
+        e.export(Arc::new(batch), &ctx()).await.unwrap(),
+        ExportOutcome::delivered()
+    );
 
     // 1_700_000_000 s is 2023-11-14T22:13:20Z.
     assert_eq!(

@@ -35,6 +35,9 @@ pub struct EncodeOptions {
     pub platform: Option<String>,
     pub environment: Option<String>,
     pub release: Option<String>,
+    /// Stands in for the process in the `profiler_id` of resources that
+    /// name none (see `ExportOptions::instance_id`): one per exporter.
+    pub instance_id: [u8; 16],
 }
 
 impl Default for EncodeOptions {
@@ -48,6 +51,7 @@ impl Default for EncodeOptions {
             platform: None,
             environment: None,
             release: None,
+            instance_id: convert.instance_id,
         }
     }
 }
@@ -89,6 +93,7 @@ pub fn encode(
         max_chunk_duration_ns: opts.max_chunk_duration_ns,
         now_unix_nano,
         default_platform: opts.platform.clone(),
+        instance_id: opts.instance_id,
         ..ExportOptions::default()
     };
     let results = otlp_to_chunks(data, &convert);

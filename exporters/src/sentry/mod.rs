@@ -14,6 +14,11 @@
 //! of the batch; 5xx and connection errors are retried with backoff, and
 //! a retry resends only the chunks not yet delivered.
 //!
+//! Accounting: the exporter counts nothing itself. The attempt that settles
+//! a batch returns what Sentry refused and what the conversion left out
+//! (by reason) in its [`ExportOutcome`], and the runtime counts those and
+//! the rest as sent; a batch that fails as a whole is counted whole.
+//!
 //! ```yaml
 //! exporters:
 //!   sentry:
@@ -39,7 +44,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 
 use profcol_pipeline::component::{
-    ExportError, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
+    ExportError, ExportOutcome, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
 };
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pipeline::ProfileBatch;
@@ -116,6 +121,8 @@ impl SentryExporter {
             platform: cfg.platform.clone(),
             environment: cfg.environment.clone(),
             release: cfg.release.clone(),
+            // Made once per exporter, stable while it runs.
+            instance_id: profcol_pipeline::formats::sentry::ids::random_uuid(),
         };
         Ok(Self {
             client,
@@ -148,14 +155,23 @@ impl SentryExporter {
             .remaining(category, Instant::now())
     }
 
-    /// Settles a batch: what Sentry refused is returned as rejected, unless
-    /// nothing was delivered at all, which fails the batch as a whole.
-    fn settle(claim: Claim, refusal: Option<String>) -> Result<u64, ExportError> {
+    /// Settles a batch: what Sentry refused is returned as rejected and
+    /// what the conversion left out as dropped (the runtime counts both, and
+    /// the rest as sent), unless nothing was delivered at all, which fails
+    /// the batch as a whole.
+    fn settle(
+        claim: Claim,
+        refusal: Option<String>,
+        dropped: Vec<(&'static str, u64)>,
+    ) -> Result<ExportOutcome, ExportError> {
         let s = claim.state;
         claim.finish();
         match refusal {
             Some(message) if s.delivered == 0 => Err(ExportError::permanent(message)),
-            _ => Ok(s.rejected),
+            _ => Ok(ExportOutcome {
+                rejected: s.rejected,
+                dropped,
+            }),
         }
     }
 }
@@ -172,7 +188,7 @@ impl Exporter for SentryExporter {
         &self,
         batch: Arc<ProfileBatch>,
         ctx: &ExporterContext,
-    ) -> Result<u64, ExportError> {
+    ) -> Result<ExportOutcome, ExportError> {
         // While every chunk category is limited nothing can go out: do not
         // even convert.
         if let (Some(a), Some(b)) = (
@@ -196,15 +212,10 @@ impl Exporter for SentryExporter {
             ExportError::permanent(format!("sentry exporter: encoding task failed: {e}"))
         })?;
 
-        if !claim.state.drops_counted {
-            for &(reason, n) in &encoded.dropped {
-                ctx.dropped(n, reason);
-            }
-            claim.state.drops_counted = true;
-            claim.save();
-        }
-
-        let mut envelopes = encoded.envelopes;
+        // The conversion's drops are the same on every attempt (the same
+        // `now`, the same chunks): they are reported once, by the attempt
+        // that settles the batch, and counted by the runtime with the rest.
+        let (mut envelopes, dropped) = (encoded.envelopes, encoded.dropped);
         let mut refusal = None;
         for i in skip..envelopes.len() {
             let Some(body) = envelopes[i].body.take() else {
@@ -245,7 +256,7 @@ impl Exporter for SentryExporter {
                     tracing::error!(exporter = %ctx.id, samples = rest, error = %detail, "Sentry refused the profile chunks; check the DSN and project");
                     claim.state.rejected += rest;
                     claim.state.done = envelopes.len();
-                    return Self::settle(claim, Some(detail));
+                    return Self::settle(claim, Some(detail), dropped);
                 }
                 Reply::Throttled { detail } => {
                     return Err(ExportError::Retryable {
@@ -263,6 +274,6 @@ impl Exporter for SentryExporter {
             claim.state.done = i + 1;
             claim.save();
         }
-        Self::settle(claim, refusal)
+        Self::settle(claim, refusal, dropped)
     }
 }

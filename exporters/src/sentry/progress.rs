@@ -1,6 +1,6 @@
 //! How far the export of a batch got, so that a retry (the runtime calls
 //! `export` again with the same `Arc`) resends only the chunks not yet
-//! delivered and counts the conversion's drops once.
+//! delivered and cuts the same chunks.
 //!
 //! Keyed by the batch's address. Each entry holds a `Weak` to the batch,
 //! which keeps the allocation (not the data) alive, so the address cannot
@@ -29,8 +29,6 @@ pub struct BatchState {
     pub delivered: u64,
     /// Samples in chunks Sentry refused for good (400, 413).
     pub rejected: u64,
-    /// The conversion's drops have been counted.
-    pub drops_counted: bool,
 }
 
 impl BatchState {
@@ -40,7 +38,6 @@ impl BatchState {
             done: 0,
             delivered: 0,
             rejected: 0,
-            drops_counted: false,
         }
     }
 }

@@ -2,7 +2,9 @@
 //! (sentry-python `HttpTransport._update_rate_limits`, sentry-rust
 //! `RateLimiter`): `X-Sentry-Rate-Limits` on any response wins; otherwise a
 //! 429 limits everything until `Retry-After` (seconds or an HTTP date),
-//! 60 s when the header is missing or unreadable.
+//! 60 s when the header is missing or unreadable. A new limit never
+//! shortens one in effect: the later expiry of the two is kept (sentry-java
+//! and sentry-dart `applyRetryAfterOnlyIfLonger`).
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -45,14 +47,14 @@ impl RateLimits {
     ) {
         if let Some(h) = sentry_rate_limits {
             for (categories, wait) in parse_sentry_rate_limits(h) {
-                let until = Some(now + wait);
+                let until = now + wait;
                 if categories.is_empty() {
-                    self.all = until;
+                    extend(&mut self.all, until);
                 }
                 for c in categories.split(';') {
                     match c {
-                        PROFILE_CHUNK => self.profile_chunk = until,
-                        PROFILE_CHUNK_UI => self.profile_chunk_ui = until,
+                        PROFILE_CHUNK => extend(&mut self.profile_chunk, until),
+                        PROFILE_CHUNK_UI => extend(&mut self.profile_chunk_ui, until),
                         _ => {}
                     }
                 }
@@ -61,7 +63,7 @@ impl RateLimits {
             let wait = retry_after
                 .and_then(|v| parse_retry_after(v, wall))
                 .unwrap_or(DEFAULT_RETRY_AFTER);
-            self.all = Some(now + wait);
+            extend(&mut self.all, now + wait);
         }
     }
 
@@ -79,6 +81,11 @@ impl RateLimits {
             .max()
             .map(|until| until - now)
     }
+}
+
+/// Limits until `until`, unless already limited for longer.
+fn extend(limit: &mut Option<Instant>, until: Instant) {
+    *limit = Some(limit.map_or(until, |old| old.max(until)));
 }
 
 /// `retry_after:categories:scope:reason_code:namespaces`, comma separated;

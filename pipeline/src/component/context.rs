@@ -180,9 +180,10 @@ pub struct ExporterContext {
 }
 
 impl ExporterContext {
-    /// Counts samples the exporter itself decided not to send (e.g. a Sentry
-    /// chunk Relay would reject), so accounting still adds up.
-    pub fn dropped(&self, samples: u64, reason: DropReason) {
+    /// Counts dropped samples. Only the runtime calls it: an exporter returns
+    /// what it decided not to send in `ExportOutcome::dropped`, so that every
+    /// sample is counted exactly once whatever happens to the batch.
+    pub(crate) fn dropped(&self, samples: u64, reason: DropReason) {
         self.telemetry.exporter_dropped(&self.id, samples, reason);
     }
 }

@@ -8,6 +8,6 @@ pub use context::{
     ConsumeError, DropReason, ExporterContext, Output, ProcessContext, ReceiverContext,
 };
 pub use traits::{
-    ExportError, Exporter, ExporterFactory, ExporterSettings, Extension, ExtensionFactory,
-    Processor, ProcessorFactory, Receiver, ReceiverFactory, Verdict,
+    ExportError, ExportOutcome, Exporter, ExporterFactory, ExporterSettings, Extension,
+    ExtensionFactory, Processor, ProcessorFactory, Receiver, ReceiverFactory, Verdict,
 };

@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::context::{ExporterContext, ProcessContext, ReceiverContext};
+use super::context::{DropReason, ExporterContext, ProcessContext, ReceiverContext};
 use crate::config::{ComponentConfig, ConfigErrors, QueueSettings, RetrySettings};
 use crate::model::ProfileBatch;
 
@@ -102,6 +102,41 @@ impl ExportError {
     }
 }
 
+/// What became of a batch an export attempt finished (`Ok` of
+/// [`Exporter::export`]). The runtime counts each `dropped` entry as dropped
+/// with its reason, `rejected` as failed, and the rest of the batch as sent,
+/// so that every sample is counted exactly once. An exporter reports its own
+/// drops here rather than counting them itself: an attempt that fails is
+/// counted whole by the runtime, and only the attempt that finishes the
+/// batch says what was left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExportOutcome {
+    /// Samples the peer rejected (partial success).
+    pub rejected: u64,
+    /// Samples the exporter chose not to send, by reason.
+    pub dropped: Vec<(DropReason, u64)>,
+}
+
+impl ExportOutcome {
+    /// Every sample was delivered.
+    pub fn delivered() -> Self {
+        Self::default()
+    }
+
+    /// The peer rejected `samples` of the batch; the rest was delivered.
+    pub fn rejected(samples: u64) -> Self {
+        Self {
+            rejected: samples,
+            dropped: Vec::new(),
+        }
+    }
+
+    /// Samples in `dropped`.
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.iter().map(|&(_, n)| n).sum()
+    }
+}
+
 #[async_trait]
 pub trait Exporter: Send + Sync {
     /// Called once before the first export (open connections, directories).
@@ -110,13 +145,14 @@ pub trait Exporter: Send + Sync {
     }
 
     /// Sends one batch. The runtime applies the timeout and the retries;
-    /// the exporter only classifies what went wrong. Returns the number of
-    /// samples the peer rejected through partial success, if any.
+    /// the exporter only classifies what went wrong. On success, returns
+    /// what the peer rejected through partial success and what the exporter
+    /// left out itself; an `Err` counts the whole batch as failed.
     async fn export(
         &self,
         batch: Arc<ProfileBatch>,
         ctx: &ExporterContext,
-    ) -> Result<u64, ExportError>;
+    ) -> Result<ExportOutcome, ExportError>;
 
     /// Called after the queue has drained.
     async fn shutdown(&self) {}

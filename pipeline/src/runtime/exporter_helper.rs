@@ -154,9 +154,19 @@ async fn send_with_retry(
             }
         };
         let (message, retry_after) = match attempt {
-            Ok(Ok(rejected)) => {
-                let rejected = rejected.min(samples);
-                ctx.telemetry.exporter_sent(&ctx.id, samples - rejected);
+            Ok(Ok(outcome)) => {
+                // The exporter's own drops first, then the peer's
+                // rejections; whatever is left was delivered.
+                let mut left = samples;
+                for &(reason, n) in &outcome.dropped {
+                    let n = n.min(left);
+                    if n > 0 {
+                        ctx.dropped(n, reason);
+                        left -= n;
+                    }
+                }
+                let rejected = outcome.rejected.min(left);
+                ctx.telemetry.exporter_sent(&ctx.id, left - rejected);
                 if rejected > 0 {
                     ctx.telemetry.exporter_send_failed(
                         &ctx.id,
@@ -188,7 +198,10 @@ async fn send_with_retry(
             );
             return;
         }
-        let delay = retry_after.unwrap_or_else(|| backoff.next_delay());
+        // As the Collector: the backoff always advances, and a peer's
+        // RetryInfo / Retry-After can only lengthen the wait.
+        let backoff_delay = backoff.next_delay();
+        let delay = retry_after.map_or(backoff_delay, |r| r.max(backoff_delay));
         let max = settings.retry_on_failure.max_elapsed_time.get();
         if !max.is_zero() && started.elapsed() + delay > max {
             ctx.telemetry.exporter_send_failed(

@@ -72,8 +72,8 @@ impl Telemetry {
             exporter_dropped: family!(r, "profcol_exporter_dropped_profile_samples", "Samples an exporter decided not to send, by reason."),
             exporter_queue_size: family!(r, b, "otelcol_exporter_queue_size", "Current size of the retry queue (in batches)."),
             exporter_queue_capacity: family!(r, b, "otelcol_exporter_queue_capacity", "Fixed capacity of the retry queue (in batches)."),
-            processor_incoming: family!(r, b, "otelcol_processor_incoming_profile_samples", "Samples passed to the processor."),
-            processor_outgoing: family!(r, b, "otelcol_processor_outgoing_profile_samples", "Samples emitted from the processor."),
+            processor_incoming: family!(r, b, "otelcol_processor_incoming_items", "Number of items (profile samples) passed to the processor."),
+            processor_outgoing: family!(r, b, "otelcol_processor_outgoing_items", "Number of items (profile samples) emitted from the processor."),
             processor_dropped: family!(r, "profcol_processor_dropped_profile_samples", "Samples a processor dropped, by reason."),
             processor_events: family!(r, "profcol_processor_events", "Non-sample events a processor counted (unknown units, pruned threads, bytes saved)."),
             exporter_events: family!(r, "profcol_exporter_events", "Non-sample events an exporter counted (files written, files removed by retention)."),
@@ -179,9 +179,12 @@ impl Telemetry {
     }
 
     pub fn processor_in_out(&self, pipeline: &str, processor: &str, incoming: u64, outgoing: u64) {
+        // The Collector's processorhelper labels, plus the pipeline (one
+        // processor id may run in several).
         let l = vec![
-            ("pipeline", pipeline.to_owned()),
             ("processor", processor.to_owned()),
+            ("otel_signal", "profiles".to_owned()),
+            ("pipeline", pipeline.to_owned()),
         ];
         self.processor_incoming.get_or_create(&l).inc_by(incoming);
         self.processor_outgoing.get_or_create(&l).inc_by(outgoing);

@@ -10,13 +10,13 @@ fn progress_survives_a_failed_attempt_and_is_forgotten_when_settled() {
     let batch = Arc::new(ProfileBatch::default());
     let mut c = p.claim(&batch, 7);
     c.state.done = 2;
-    c.state.drops_counted = true;
+    c.state.rejected = 3;
     c.save();
     drop(c); // a failed (or cancelled) attempt
     let c = p.claim(&batch, 99);
     assert_eq!(
-        (c.state.done, c.state.now_unix_nano, c.state.drops_counted),
-        (2, 7, true)
+        (c.state.done, c.state.now_unix_nano, c.state.rejected),
+        (2, 7, 3)
     );
     c.finish();
     assert!(p.is_empty());

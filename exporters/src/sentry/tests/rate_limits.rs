@@ -26,7 +26,7 @@ fn sentry_rate_limits_header_per_category() {
         "expires"
     );
 
-    // Empty categories: everything; the latest answer replaces the limit.
+    // Empty categories: everything.
     let mut rl = RateLimits::default();
     rl.update(
         429,
@@ -47,6 +47,22 @@ fn sentry_rate_limits_header_per_category() {
         Some(5),
         "all still limits it"
     );
+
+    // A shorter limit does not shorten a longer one in effect, of the same
+    // category or of all; a longer one extends it.
+    let mut rl = RateLimits::default();
+    rl.update(200, Some("60:profile_chunk"), None, now, SystemTime::now());
+    rl.update(200, Some("1:profile_chunk"), None, now, SystemTime::now());
+    assert_eq!(secs(rl.remaining(PROFILE_CHUNK, now)), Some(60));
+    rl.update(200, Some("90:profile_chunk"), None, now, SystemTime::now());
+    assert_eq!(secs(rl.remaining(PROFILE_CHUNK, now)), Some(90));
+    rl.update(429, Some("30::org"), None, now, SystemTime::now());
+    rl.update(429, None, Some("2"), now, SystemTime::now());
+    assert_eq!(secs(rl.remaining(PROFILE_CHUNK_UI, now)), Some(30));
+    // Also when the shorter one comes later in time.
+    let later = now + Duration::from_secs(10);
+    rl.update(200, Some("5:profile_chunk"), None, later, SystemTime::now());
+    assert_eq!(secs(rl.remaining(PROFILE_CHUNK, later)), Some(80));
 
     // Limits on other categories concern nobody here; junk groups are skipped.
     let mut rl = RateLimits::default();

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use profcol_pipeline::component::{ExportError, Exporter};
+use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter};
 use profcol_pipeline::formats::sentry::reason;
 use profcol_pipeline::proto::ProfilesData;
 use profcol_pipeline::ProfileBatch;
@@ -53,7 +53,7 @@ async fn pprof_cpu_profile_is_expanded_into_timestamped_samples() {
     let e = exporter(&mock.dsn(), "platform: go");
     let ctx = ctx();
     let b = batch(data);
-    assert_eq!(e.export(b.clone(), &ctx).await.unwrap(), 0);
+    let outcome = e.export(b.clone(), &ctx).await.unwrap();
     let reqs = mock.requests();
     assert_eq!(
         reqs.len(),
@@ -76,13 +76,17 @@ async fn pprof_cpu_profile_is_expanded_into_timestamped_samples() {
             .collect();
         assert_eq!(ts.len(), 590);
     }
-    // The cpu/nanoseconds Profile is counted as dropped, with the reason.
+    // The cpu/nanoseconds Profile is returned as dropped, with the reason,
+    // for the runtime to count; nothing is counted twice.
     assert_eq!(b.sample_count(), otlp_samples as u64);
-    assert_eq!(ctx.telemetry.exporter_dropped_total("sentry"), duplicate);
-    assert!(ctx
-        .telemetry
-        .encode_text()
-        .contains(reason::DUPLICATE_SAMPLE_TYPE));
+    assert_eq!(
+        outcome,
+        ExportOutcome {
+            rejected: 0,
+            dropped: vec![(reason::DUPLICATE_SAMPLE_TYPE, duplicate)],
+        }
+    );
+    assert_eq!(ctx.telemetry.exporter_dropped_total("sentry"), 0);
 
     // Without `platform`, the neutral one.
     let mock = MockSentry::start().await;
@@ -121,16 +125,17 @@ async fn expansion_beyond_max_samples_per_chunk_is_counted_as_dropped() {
     let e = exporter(&mock.dsn(), "max_samples_per_chunk: 100");
     let ctx = ctx();
     let b = batch(go_cpu());
-    assert_eq!(e.export(b.clone(), &ctx).await.unwrap(), 0);
+    let outcome = e.export(b.clone(), &ctx).await.unwrap();
+    assert_eq!(outcome.rejected, 0);
     for r in mock.requests() {
         assert!(r.chunk()["profile"]["samples"].as_array().unwrap().len() <= 100);
     }
-    let dropped = ctx.telemetry.exporter_dropped_total("sentry");
+    let dropped = outcome.dropped_total();
     assert!(dropped > 0 && dropped < b.sample_count(), "{dropped}");
-    assert!(ctx
-        .telemetry
-        .encode_text()
-        .contains(reason::MAX_SAMPLES_PER_CHUNK));
+    assert!(outcome
+        .dropped
+        .iter()
+        .any(|(r, n)| *r == reason::MAX_SAMPLES_PER_CHUNK && *n > 0));
 }
 
 #[tokio::test]
@@ -206,7 +211,11 @@ async fn client_errors_are_not_retried() {
     let mock = MockSentry::start().await;
     mock.then(413, &[]);
     let e = exporter(&mock.dsn(), "");
-    let rejected = e.export(batch(long_profile(130)), &ctx()).await.unwrap();
+    let rejected = e
+        .export(batch(long_profile(130)), &ctx())
+        .await
+        .unwrap()
+        .rejected;
     let reqs = mock.requests();
     assert_eq!(reqs.len(), 3);
     let first_chunk_samples = reqs[0].chunk()["profile"]["samples"]
@@ -226,7 +235,11 @@ async fn client_errors_are_not_retried() {
     let mock = MockSentry::start().await;
     mock.then(200, &[]).then(401, &[]);
     let e = exporter(&mock.dsn(), "");
-    let rejected = e.export(batch(long_profile(130)), &ctx()).await.unwrap();
+    let rejected = e
+        .export(batch(long_profile(130)), &ctx())
+        .await
+        .unwrap()
+        .rejected;
     assert_eq!(mock.requests().len(), 2, "nothing sent after a 401");
     assert!(rejected > 0 && rejected < 472);
 }
@@ -246,7 +259,10 @@ async fn a_retry_resends_only_the_chunks_not_yet_delivered() {
     }
     assert_eq!(e.batches_in_progress(), 1);
     // The runtime retries with the same Arc.
-    assert_eq!(e.export(b.clone(), &ctx()).await.unwrap(), 0);
+    assert_eq!(
+        e.export(b.clone(), &ctx()).await.unwrap(),
+        ExportOutcome::delivered()
+    );
     let keys: Vec<(String, usize)> = mock.requests().iter().map(|r| r.chunk_key()).collect();
     assert_eq!(keys.len(), 4, "1 delivered + 1 failed + the 2 left");
     assert_eq!(keys[1], keys[2], "the failed chunk is sent again");
@@ -268,7 +284,7 @@ async fn a_retry_resends_only_the_chunks_not_yet_delivered() {
 }
 
 #[tokio::test]
-async fn drops_are_counted_once_however_many_attempts() {
+async fn drops_are_reported_once_however_many_attempts() {
     let mock = MockSentry::start().await;
     mock.then(503, &[]).then(502, &[]);
     let e = exporter(&mock.dsn(), "max_samples_per_chunk: 100");
@@ -280,25 +296,20 @@ async fn drops_are_counted_once_however_many_attempts() {
             Err(ExportError::Retryable { .. })
         ));
     }
-    let after_failures = ctx.telemetry.exporter_dropped_total("sentry");
-    assert!(after_failures > 0);
-    e.export(b.clone(), &ctx).await.unwrap();
-    assert_eq!(
-        ctx.telemetry.exporter_dropped_total("sentry"),
-        after_failures
-    );
+    // A failed attempt counts nothing: the runtime counts the whole batch
+    // if it gives up.
+    assert_eq!(ctx.telemetry.exporter_dropped_total("sentry"), 0);
+    let outcome = e.export(b.clone(), &ctx).await.unwrap();
+    assert!(outcome.dropped_total() > 0);
+    assert_eq!(ctx.telemetry.exporter_dropped_total("sentry"), 0);
 
-    // A fresh exporter counts the same for one clean attempt.
+    // A fresh exporter reports the same for one clean attempt.
     let mock2 = MockSentry::start().await;
-    let ctx2 = super::ctx();
-    exporter(&mock2.dsn(), "max_samples_per_chunk: 100")
-        .export(batch(go_cpu()), &ctx2)
+    let fresh = exporter(&mock2.dsn(), "max_samples_per_chunk: 100")
+        .export(batch(go_cpu()), &super::ctx())
         .await
         .unwrap();
-    assert_eq!(
-        ctx2.telemetry.exporter_dropped_total("sentry"),
-        after_failures
-    );
+    assert_eq!(fresh, outcome);
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
 //! Through the real runtime (config loader, queue, retries, metrics): a
-//! 500 is retried, a 429 waits for its limit, a 400 is counted as failed.
+//! 500 is retried, a 429 waits for its limit, a 400 is counted as failed,
+//! and every sample is counted exactly once however the batch ends.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,8 +13,8 @@ use profcol_pipeline::runtime::{build, Registry, RunningService, RuntimeOptions}
 use profcol_pipeline::telemetry::Telemetry;
 use profcol_pipeline::ProfileBatch;
 
-use super::long_profile_for_runtime;
 use super::mock::MockSentry;
+use super::{go_cpu, long_profile_for_runtime};
 
 /// A receiver that hands over prepared batches when it starts.
 struct Replay(Arc<Mutex<Vec<ProfileBatch>>>);
@@ -115,4 +116,100 @@ service:
             + telemetry.send_failed("sentry")
             + telemetry.exporter_dropped_total("sentry")
     );
+}
+
+/// Runs `batches` through a collector whose `sentry` exporter sends to
+/// `mock` (one consumer, so in order) and returns its metrics after a drain.
+async fn run(mock: &MockSentry, retry: &str, batches: Vec<ProfileBatch>) -> Arc<Telemetry> {
+    let yaml = format!(
+        r#"
+receivers:
+  replay:
+exporters:
+  sentry:
+    dsn: {dsn}
+    retry_on_failure: {retry}
+    sending_queue: {{num_consumers: 1}}
+service:
+  telemetry: {{metrics: {{level: none}}}}
+  pipelines:
+    profiles: {{receivers: [replay], exporters: [sentry]}}
+"#,
+        dsn = mock.dsn()
+    );
+    let config = load_str(&yaml).unwrap();
+    let registry = Registry::default()
+        .receiver(Arc::new(Replay(Arc::new(Mutex::new(batches)))))
+        .exporter(crate::sentry::factory());
+    let graph = build(&config, &registry).unwrap();
+    let telemetry = Arc::new(Telemetry::new());
+    let svc = RunningService::start(graph, RuntimeOptions::default(), telemetry.clone())
+        .await
+        .unwrap();
+    svc.shutdown_with(Duration::from_secs(20)).await;
+    telemetry
+}
+
+fn assert_counted_once(t: &Telemetry) {
+    assert_eq!(
+        t.accepted("replay"),
+        t.sent("sentry") + t.send_failed("sentry") + t.exporter_dropped_total("sentry"),
+        "every sample counted exactly once:\n{}",
+        t.encode_text()
+    );
+}
+
+/// go-cpu holds the same samples twice (`samples/count` and
+/// `cpu/nanoseconds`): one Profile is sent, the other is dropped as
+/// `duplicate_sample_type`. Those drops are counted once, whether the batch
+/// is delivered after a retry or fails, and never also as sent or failed.
+#[tokio::test]
+async fn the_exporters_own_drops_are_counted_once_by_the_runtime() {
+    let data = go_cpu();
+    let profiles = &data.resource_profiles[0].scope_profiles[0].profiles;
+    let duplicate = profiles[1].samples.len() as u64;
+    let per_batch = ProfileBatch::new(go_cpu()).sample_count();
+    assert!(duplicate > 0 && duplicate < per_batch);
+
+    // A: 500, then delivered on the retry. B: refused for good (400).
+    let mock = MockSentry::start().await;
+    mock.then(500, &[]).then(200, &[]).then(400, &[]);
+    let t = run(
+        &mock,
+        "{initial_interval: 10ms, max_interval: 20ms, max_elapsed_time: 10s}",
+        vec![ProfileBatch::new(go_cpu()), ProfileBatch::new(go_cpu())],
+    )
+    .await;
+    assert_eq!(mock.requests().len(), 3, "A twice, B once");
+    assert_eq!(t.accepted("replay"), 2 * per_batch);
+    assert_eq!(t.exporter_dropped_total("sentry"), duplicate, "A's, once");
+    assert_eq!(t.sent("sentry"), per_batch - duplicate, "A's sent Profile");
+    assert_eq!(t.send_failed("sentry"), per_batch, "B as a whole");
+    assert!(t
+        .encode_text()
+        .contains(profcol_pipeline::formats::sentry::reason::DUPLICATE_SAMPLE_TYPE));
+    assert_counted_once(&t);
+
+    // Retries run out: the batch fails as a whole, its drops included.
+    let mock = MockSentry::start().await;
+    for _ in 0..50 {
+        mock.then(503, &[]);
+    }
+    let t = run(
+        &mock,
+        "{initial_interval: 10ms, max_interval: 10ms, max_elapsed_time: 50ms, randomization_factor: 0}",
+        vec![ProfileBatch::new(go_cpu())],
+    )
+    .await;
+    assert!(mock.requests().len() >= 2, "retried");
+    assert_eq!(t.send_failed("sentry"), per_batch);
+    assert_eq!(t.sent("sentry") + t.exporter_dropped_total("sentry"), 0);
+    assert_counted_once(&t);
+
+    // Retries disabled.
+    let mock = MockSentry::start().await;
+    mock.then(503, &[]);
+    let t = run(&mock, "{enabled: false}", vec![ProfileBatch::new(go_cpu())]).await;
+    assert_eq!(t.send_failed("sentry"), per_batch);
+    assert_counted_once(&t);
 }

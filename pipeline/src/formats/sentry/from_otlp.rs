@@ -28,14 +28,13 @@ use super::outgoing::{
     ChunkFrame, ChunkProfile, ChunkSample, ClientSdk, DebugMeta, ProfileChunk, ThreadMetadata,
 };
 use super::reason;
-use super::relay_rules::{check_v2, MAX_CHUNK_DURATION_NS};
+use super::relay_rules::{
+    check_v2, exceeds_max_duration, relay_reads_image, MAX_CHUNK_DURATION_NS, RELAY_IMAGE_TYPES,
+};
 use super::to_otlp::DEFAULT_PERIOD_NS;
 use crate::proto::{
     any_value::Value, AnyValue, KeyValue, KeyValueList, Profile, ProfilesData, ProfilesDictionary,
 };
-
-/// Debug image types Relay's profiling parser accepts.
-const RELAY_IMAGE_TYPES: &[&str] = &["macho", "symbolic", "sourcemap", "proguard", "jvm"];
 
 #[derive(Debug, Clone)]
 pub struct ExportOptions {
@@ -49,6 +48,11 @@ pub struct ExportOptions {
     pub now_unix_nano: u64,
     /// Platform of a profile whose data names none (else `native`).
     pub default_platform: Option<String>,
+    /// Random, made once per exporter: goes into the `profiler_id` of
+    /// resources that name no process (no `service.instance.id`,
+    /// `host.name` or `process.pid`), so that replicas of one service do
+    /// not share a profiler session. The default is made once per process.
+    pub instance_id: [u8; 16],
 }
 
 impl Default for ExportOptions {
@@ -61,8 +65,15 @@ impl Default for ExportOptions {
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
             default_platform: None,
+            instance_id: process_instance_id(),
         }
     }
+}
+
+/// A random id made on first use, the same for the rest of the process.
+fn process_instance_id() -> [u8; 16] {
+    static ID: std::sync::OnceLock<[u8; 16]> = std::sync::OnceLock::new();
+    *ID.get_or_init(ids::random_uuid)
 }
 
 /// Samples left out, by reason.
@@ -178,7 +189,7 @@ fn nonempty(s: Option<Cow<'_, str>>) -> Option<String> {
 struct ThreadInfo {
     id: String,
     name: Option<String>,
-    priority: Option<i64>,
+    priority: Option<u32>,
 }
 
 /// What a sample attribute means to the exporter (cached per index).
@@ -212,6 +223,10 @@ struct ProfileExport<'d> {
     runtimes: Vec<(&'static str, u32)>,
     /// Per frame id: the runtime its location's frame type names.
     frame_runtimes: Vec<Option<&'static str>>,
+    /// Per frame id: the mappings of the locations it stands for.
+    frame_mappings: Vec<Vec<i32>>,
+    /// `debug_meta` image per mapping index (`None`: none Relay would read).
+    mapping_images: HashMap<i32, Option<serde_json::Value>>,
     chunks_made: u64,
 }
 
@@ -223,7 +238,8 @@ struct Meta {
     release: Option<String>,
     environment: Option<String>,
     client_sdk: ClientSdk,
-    debug_meta: Option<DebugMeta>,
+    /// `debug_meta` as received; `None`: built per chunk from its mappings.
+    received_debug_meta: Option<Option<DebugMeta>>,
     measurements: Option<Box<serde_json::value::RawValue>>,
 }
 
@@ -251,6 +267,8 @@ impl<'d> ProfileExport<'d> {
             attr_kinds: HashMap::new(),
             runtimes: Vec::new(),
             frame_runtimes: Vec::new(),
+            frame_mappings: Vec::new(),
+            mapping_images: HashMap::new(),
             chunks_made: 0,
         }
     }
@@ -268,11 +286,15 @@ impl<'d> ProfileExport<'d> {
             .opts
             .max_chunk_duration_ns
             .clamp(1, MAX_CHUNK_DURATION_NS);
+        // A window also ends where Relay, subtracting the timestamps as
+        // serialized, would find more than 66 s.
         let mut windows = Vec::new();
         let mut i = 0;
         while i < points.len() {
-            let end = points[i].ts.saturating_add(window);
-            let j = i + points[i..].partition_point(|p| p.ts < end);
+            let start = points[i].ts;
+            let end = start.saturating_add(window);
+            let j = i + points[i..]
+                .partition_point(|p| p.ts < end && !exceeds_max_duration(start, p.ts));
             windows.push(i..j);
             i = j;
         }
@@ -422,6 +444,11 @@ impl<'d> ProfileExport<'d> {
                     part(k::HOST_NAME),
                     part(k::PROCESS_PID),
                 );
+                if inst.is_empty() && host.is_empty() && pid.is_empty() {
+                    // Nothing tells replicas of the service apart: this
+                    // exporter's own session, not one shared with them.
+                    return ids::stable_uuid(&[svc.as_bytes(), &self.opts.instance_id]);
+                }
                 ids::stable_uuid(&[
                     svc.as_bytes(),
                     inst.as_bytes(),
@@ -472,66 +499,100 @@ impl<'d> ProfileExport<'d> {
             release,
             environment,
             client_sdk,
-            debug_meta: self.debug_meta(),
+            received_debug_meta: self.received_debug_meta(),
             measurements,
         }
     }
 
-    /// `debug_meta` as received, else built from mappings with build ids.
-    fn debug_meta(&self) -> Option<DebugMeta> {
+    /// `debug_meta` as received (`sentry.debug_meta`), without the images
+    /// Relay could not read; `None` when nothing was received.
+    fn received_debug_meta(&self) -> Option<Option<DebugMeta>> {
         let d = self.dict;
-        let relay_ok = |img: &serde_json::Value| {
-            img.get("type")
-                .and_then(|t| t.as_str())
-                .is_some_and(|t| RELAY_IMAGE_TYPES.contains(&t))
+        let raw = d.attr_text(&self.profile.attribute_indices, k::SENTRY_DEBUG_META)?;
+        let serde_json::Value::Object(mut m) = serde_json::from_str(&raw).ok()? else {
+            return None;
         };
-        if let Some(raw) = d.attr_text(&self.profile.attribute_indices, k::SENTRY_DEBUG_META) {
-            if let Ok(serde_json::Value::Object(mut m)) = serde_json::from_str(&raw) {
-                if let Some(serde_json::Value::Array(images)) = m.remove("images") {
-                    let images: Vec<_> = images.into_iter().filter(relay_ok).collect();
-                    return (!images.is_empty()).then_some(DebugMeta { images });
+        let Some(serde_json::Value::Array(images)) = m.remove("images") else {
+            return None;
+        };
+        let images: Vec<_> = images.into_iter().filter(relay_reads_image).collect();
+        Some((!images.is_empty()).then_some(DebugMeta { images }))
+    }
+
+    /// The `debug_meta` image of mapping `m`, if it has a build id or a
+    /// debug id, and Relay would read it (an image with an unreadable
+    /// `debug_id` would fail the whole chunk: it is left out alone).
+    fn mapping_image(&mut self, m: i32) -> Option<serde_json::Value> {
+        if let Some(img) = self.mapping_images.get(&m) {
+            return img.clone();
+        }
+        let d = self.dict;
+        let img = usize::try_from(m)
+            .ok()
+            .filter(|&i| i > 0)
+            .and_then(|i| d.0.mapping_table.get(i))
+            .and_then(|m| {
+                let attr = |key| nonempty(d.attr_text(&m.attribute_indices, key));
+                let gnu = attr(k::BUILD_ID_GNU).and_then(|h| hex::decode(h).ok());
+                let debug_id = attr(k::SENTRY_DEBUG_ID)
+                    .or_else(|| gnu.as_deref().and_then(ids::debug_id_from_build_id))?;
+                let code_id = attr(k::SENTRY_CODE_ID).or_else(|| gnu.as_ref().map(hex::encode));
+                let ty = attr(k::SENTRY_IMAGE_TYPE)
+                    .filter(|t| RELAY_IMAGE_TYPES.contains(&t.as_str()))
+                    .unwrap_or_else(|| "symbolic".to_owned());
+                let mut img = serde_json::Map::new();
+                img.insert("type".into(), ty.into());
+                img.insert("debug_id".into(), debug_id.into());
+                if let Some(c) = code_id {
+                    img.insert("code_id".into(), c.into());
                 }
-            }
+                let file = d.str(m.filename_strindex);
+                if !file.is_empty() {
+                    img.insert("code_file".into(), file.into());
+                }
+                if let Some(f) = attr(k::SENTRY_DEBUG_FILE) {
+                    img.insert("debug_file".into(), f.into());
+                }
+                if let Some(a) = attr(k::SENTRY_ARCH) {
+                    img.insert("arch".into(), a.into());
+                }
+                img.insert("image_addr".into(), format!("{:#x}", m.memory_start).into());
+                if m.memory_limit > m.memory_start {
+                    img.insert(
+                        "image_size".into(),
+                        (m.memory_limit - m.memory_start).into(),
+                    );
+                }
+                if let Some(vm) = attr(k::SENTRY_IMAGE_VMADDR).and_then(|v| v.parse::<u64>().ok()) {
+                    img.insert("image_vmaddr".into(), format!("{vm:#x}").into());
+                }
+                Some(serde_json::Value::Object(img))
+            })
+            .filter(relay_reads_image);
+        self.mapping_images.insert(m, img.clone());
+        img
+    }
+
+    /// `debug_meta` of a chunk holding the (profile-wide) `frames`: as
+    /// received, else the images of the mappings those frames come from,
+    /// in mapping table order.
+    fn chunk_debug_meta(
+        &mut self,
+        meta: &Meta,
+        frames: impl Iterator<Item = u32>,
+    ) -> Option<DebugMeta> {
+        if let Some(received) = &meta.received_debug_meta {
+            return received.clone();
         }
-        let mut images = Vec::new();
-        for m in d.0.mapping_table.iter().skip(1) {
-            let attr = |key| nonempty(d.attr_text(&m.attribute_indices, key));
-            let gnu = attr(k::BUILD_ID_GNU).and_then(|h| hex::decode(h).ok());
-            let debug_id = attr(k::SENTRY_DEBUG_ID)
-                .or_else(|| gnu.as_deref().and_then(ids::debug_id_from_build_id));
-            let code_id = attr(k::SENTRY_CODE_ID).or_else(|| gnu.as_ref().map(hex::encode));
-            let Some(debug_id) = debug_id else { continue };
-            let ty = attr(k::SENTRY_IMAGE_TYPE)
-                .filter(|t| RELAY_IMAGE_TYPES.contains(&t.as_str()))
-                .unwrap_or_else(|| "symbolic".to_owned());
-            let mut img = serde_json::Map::new();
-            img.insert("type".into(), ty.into());
-            img.insert("debug_id".into(), debug_id.into());
-            if let Some(c) = code_id {
-                img.insert("code_id".into(), c.into());
-            }
-            let file = d.str(m.filename_strindex);
-            if !file.is_empty() {
-                img.insert("code_file".into(), file.into());
-            }
-            if let Some(f) = attr(k::SENTRY_DEBUG_FILE) {
-                img.insert("debug_file".into(), f.into());
-            }
-            if let Some(a) = attr(k::SENTRY_ARCH) {
-                img.insert("arch".into(), a.into());
-            }
-            img.insert("image_addr".into(), format!("{:#x}", m.memory_start).into());
-            if m.memory_limit > m.memory_start {
-                img.insert(
-                    "image_size".into(),
-                    (m.memory_limit - m.memory_start).into(),
-                );
-            }
-            if let Some(vm) = attr(k::SENTRY_IMAGE_VMADDR).and_then(|v| v.parse::<u64>().ok()) {
-                img.insert("image_vmaddr".into(), format!("{vm:#x}").into());
-            }
-            images.push(serde_json::Value::Object(img));
-        }
+        let mut mappings: Vec<i32> = frames
+            .flat_map(|f| self.frame_mappings[f as usize].iter().copied())
+            .collect();
+        mappings.sort_unstable();
+        mappings.dedup();
+        let images: Vec<_> = mappings
+            .into_iter()
+            .filter_map(|m| self.mapping_image(m))
+            .collect();
         (!images.is_empty()).then_some(DebugMeta { images })
     }
 
@@ -556,7 +617,7 @@ impl<'d> ProfileExport<'d> {
                     Some(Value::BoolValue(b)) => Some(b),
                     _ => None,
                 });
-            let module = nonempty(text(k::SENTRY_MODULE));
+            let mut module = nonempty(text(k::SENTRY_MODULE));
             let package = nonempty(text(k::SENTRY_PACKAGE));
             let platform = nonempty(text(k::SENTRY_PLATFORM));
             let runtime = text(k::FRAME_TYPE)
@@ -574,13 +635,20 @@ impl<'d> ProfileExport<'d> {
             // address of interpreted frames: only machine code has addresses.
             let addr =
                 (loc.address != 0 && runtime.is_none_or(is_machine_code)).then_some(loc.address);
-            // An unsymbolized native frame (eBPF, perf): its image names it.
+            // An unsymbolized native frame (eBPF, perf): its image names it,
+            // in `package`. Relay's `Frame` has no `package` and drops it,
+            // which would leave Sentry only an address: the file's name goes
+            // in `module` too.
             let package = package.or_else(|| {
                 let m = usize::try_from(loc.mapping_index)
                     .ok()
                     .filter(|&i| i > 0 && loc.lines.is_empty())
                     .and_then(|i| d.0.mapping_table.get(i))?;
-                nonempty(Some(Cow::Borrowed(d.str(m.filename_strindex))))
+                let file = nonempty(Some(Cow::Borrowed(d.str(m.filename_strindex))))?;
+                if module.is_none() {
+                    module = Some(basename(&file).to_owned());
+                }
+                Some(file)
             });
             let frame_for =
                 |function: Option<String>, fn_file: &str, line: i64, column: i64| ChunkFrame {
@@ -593,8 +661,9 @@ impl<'d> ProfileExport<'d> {
                         None => nonempty(Some(Cow::Borrowed(fn_file))),
                     },
                     function,
-                    lineno: u64::try_from(line).ok().filter(|l| *l > 0),
-                    colno: u64::try_from(column).ok().filter(|c| *c > 0),
+                    // Relay reads `u32`s: a bigger number is left out.
+                    lineno: u32::try_from(line).ok().filter(|l| *l > 0),
+                    colno: u32::try_from(column).ok().filter(|c| *c > 0),
                     in_app,
                     instruction_addr: addr,
                     module: module.clone(),
@@ -631,8 +700,15 @@ impl<'d> ProfileExport<'d> {
                 let id = *self.frame_ids.entry(f).or_insert_with_key(|f| {
                     self.frames.push(f.clone());
                     self.frame_runtimes.push(runtime);
+                    self.frame_mappings.push(Vec::new());
                     next
                 });
+                if loc.mapping_index > 0 {
+                    let ms = &mut self.frame_mappings[id as usize];
+                    if !ms.contains(&loc.mapping_index) {
+                        ms.push(loc.mapping_index);
+                    }
+                }
                 ids.push(id);
             }
         }
@@ -747,7 +823,7 @@ impl<'d> ProfileExport<'d> {
     }
 
     /// Names and priorities from the `sentry.thread_metadata` table.
-    fn thread_table(&self) -> HashMap<&'d str, (Option<&'d str>, Option<i64>)> {
+    fn thread_table(&self) -> HashMap<&'d str, (Option<&'d str>, Option<u32>)> {
         let mut out = HashMap::new();
         let table = self
             .profile
@@ -771,7 +847,8 @@ impl<'d> ProfileExport<'d> {
                         f.value.as_ref().and_then(|v| v.value.as_ref()),
                     ) {
                         ("name", Some(Value::StringValue(s))) => name = Some(s.as_str()),
-                        ("priority", Some(Value::IntValue(p))) => priority = Some(*p),
+                        // Relay reads a `u32`: another number is left out.
+                        ("priority", Some(Value::IntValue(p))) => priority = u32::try_from(*p).ok(),
                         _ => {}
                     }
                 }
@@ -900,10 +977,11 @@ impl<'d> ProfileExport<'d> {
             }
         }
         profile.thread_metadata = thread_metadata;
+        let debug_meta = self.chunk_debug_meta(meta, frame_map.keys().copied());
         ProfileChunk {
             chunk_id: self.next_chunk_id(meta),
             profiler_id: meta.profiler_id.clone(),
-            debug_meta: meta.debug_meta.clone(),
+            debug_meta,
             environment: meta.environment.clone(),
             platform: meta.platform.clone(),
             release: meta.release.clone(),
@@ -946,6 +1024,13 @@ fn points_per_value(unit: &str, period_ns: u64) -> Option<PerPoint> {
 /// Runtimes whose frames are machine code, with meaningful addresses.
 fn is_machine_code(runtime: &str) -> bool {
     matches!(runtime, "native" | "go" | "rust")
+}
+
+/// The last component of a path (`/usr/lib/libc.so.6` -> `libc.so.6`).
+fn basename(path: &str) -> &str {
+    path.rsplit(['/', '\\'])
+        .find(|p| !p.is_empty())
+        .unwrap_or(path)
 }
 
 /// A thread id for a thread known only by name (and process, when samples

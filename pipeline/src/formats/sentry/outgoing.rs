@@ -64,12 +64,16 @@ pub struct ChunkSample {
     pub home: bool,
 }
 
+/// A frame as Relay's `Frame` reads it. Line and column are `u32` there:
+/// a bigger number would make the whole chunk invalid JSON to Relay, so
+/// the types leave no room for one. Relay's `Frame` has no `package`; it is
+/// sent for other readers and Relay drops it (see `module`).
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq, Hash)]
 pub struct ChunkFrame {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub abs_path: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub colno: Option<u64>,
+    pub colno: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filename: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -82,7 +86,7 @@ pub struct ChunkFrame {
     )]
     pub instruction_addr: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub lineno: Option<u64>,
+    pub lineno: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub module: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -91,12 +95,13 @@ pub struct ChunkFrame {
     pub platform: Option<String>,
 }
 
+/// Relay's `ThreadMetadata`: `priority` is a `u32` there.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct ThreadMetadata {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub priority: Option<i64>,
+    pub priority: Option<u32>,
 }
 
 fn serialize_addr<S: Serializer>(addr: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
@@ -113,11 +118,12 @@ impl ProfileChunk {
         serde_json::to_vec(self).expect("profile chunk serializes")
     }
 
-    /// Seconds between the first and last sample.
+    /// Seconds between the first and last sample, as Relay computes them
+    /// from the serialized timestamps.
     pub fn duration_secs(&self) -> f64 {
         let ts = self.profile.samples.iter().map(|s| s.timestamp_unix_nano);
         match (ts.clone().min(), ts.max()) {
-            (Some(a), Some(b)) => (b - a) as f64 / 1e9,
+            (Some(a), Some(b)) => unix_nanos_to_secs(b) - unix_nanos_to_secs(a),
             _ => 0.0,
         }
     }

@@ -8,20 +8,100 @@
 //!    stack naming an unknown frame (`profiling_malformed_stacks`): refuse;
 //! 4. sort samples by timestamp;
 //! 5. more than 66 s between first and last sample: refuse
-//!    (`profiling_duration_is_too_long`);
+//!    (`profiling_duration_is_too_long`). Relay subtracts the timestamps as
+//!    it parsed them, float seconds, so this check does too (see
+//!    [`exceeds_max_duration`]);
 //! 6. drop `thread_metadata` of threads without samples.
 //!
 //! Before those, what Relay's deserializer insists on: UUID `chunk_id` and
 //! `profiler_id`, and no `android` platform (routed to another format).
+//! Debug images whose ids Relay cannot parse would fail the whole chunk the
+//! same way; [`relay_reads_image`] tells which to leave out.
 
 use hashbrown::HashMap;
 
 use super::ids::parse_uuid;
 use super::outgoing::ProfileChunk;
 use super::reason;
+use super::time::unix_nanos_to_secs;
 
 /// Relay's `MAX_PROFILE_CHUNK_DURATION`.
 pub const MAX_CHUNK_DURATION_NS: u64 = 66_000_000_000;
+/// The same in the seconds Relay compares with.
+pub const MAX_CHUNK_DURATION_SECS: f64 = 66.0;
+
+/// Debug image types Relay's profiling parser accepts.
+pub const RELAY_IMAGE_TYPES: &[&str] = &["macho", "symbolic", "sourcemap", "proguard", "jvm"];
+
+/// Whether Relay finds more than 66 s between samples at `first` and
+/// `last` (unix ns, `first <= last`): it compares the difference of the
+/// timestamps as serialized (float seconds at microsecond precision) with
+/// 66.0, which can exceed 66 s when the nanoseconds do not.
+pub fn exceeds_max_duration(first: u64, last: u64) -> bool {
+    unix_nanos_to_secs(last) - unix_nanos_to_secs(first) > MAX_CHUNK_DURATION_SECS
+}
+
+/// Whether Relay's `DebugImage` reads `image` (a `debug_meta.images`
+/// entry): a known `type`, a `debug_id` (alias `id`) that is a `DebugId`,
+/// a `uuid` (alias `build_id`) that is a UUID. Any other image makes Relay
+/// refuse the whole chunk as invalid JSON.
+pub fn relay_reads_image(image: &serde_json::Value) -> bool {
+    let field = |names: &[&str]| names.iter().find_map(|n| image.get(*n));
+    let ok_or_absent = |names: &[&str], ok: fn(&str) -> bool| match field(names) {
+        None | Some(serde_json::Value::Null) => true,
+        Some(serde_json::Value::String(s)) => ok(s),
+        Some(_) => false,
+    };
+    image
+        .get("type")
+        .and_then(|t| t.as_str())
+        .is_some_and(|t| RELAY_IMAGE_TYPES.contains(&t))
+        && ok_or_absent(&["debug_id", "id"], is_debug_id)
+        && ok_or_absent(&["uuid", "build_id"], is_uuid)
+}
+
+/// A debug id as Relay parses it (`debugid::DebugId::from_str`): a UUID,
+/// hyphenated (36 chars) or simple (32 hex digits), optionally followed by
+/// an age of 1 to 8 hex digits, after a `-` when hyphenated and directly
+/// when simple (the Breakpad form). What both the older (regex) and the
+/// current parser accept.
+pub fn is_debug_id(s: &str) -> bool {
+    let b = s.as_bytes();
+    let age = if b.get(8) == Some(&b'-') {
+        if b.len() < 36 || !uuid_bytes(&b[..36]) {
+            return false;
+        }
+        match &b[36..] {
+            [] => return true,
+            [b'-', age @ ..] if !age.is_empty() => age,
+            _ => return false,
+        }
+    } else {
+        if b.len() < 32 || !b[..32].iter().all(u8::is_ascii_hexdigit) {
+            return false;
+        }
+        &b[32..]
+    };
+    age.len() <= 8 && age.iter().all(u8::is_ascii_hexdigit)
+}
+
+/// A UUID as Relay's `uuid` parses it: 32 hex digits, or 36 chars with
+/// hyphens after 8, 12, 16 and 20 digits (braced and URN forms are left
+/// out: no SDK sends them).
+pub fn is_uuid(s: &str) -> bool {
+    uuid_bytes(s.as_bytes())
+}
+
+fn uuid_bytes(b: &[u8]) -> bool {
+    match b.len() {
+        32 => b.iter().all(u8::is_ascii_hexdigit),
+        36 => b.iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        }),
+        _ => false,
+    }
+}
 
 /// Samples step 1 removed from an accepted chunk.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -85,10 +165,10 @@ pub fn check_v2(chunk: &mut ProfileChunk) -> Result<Pruned, &'static str> {
     }
     // 4.
     p.samples.sort_by_key(|s| s.timestamp_unix_nano);
-    // 5.
+    // 5. On the timestamps as serialized, as Relay compares them.
     let first = p.samples[0].timestamp_unix_nano;
     let last = p.samples[p.samples.len() - 1].timestamp_unix_nano;
-    if last - first > MAX_CHUNK_DURATION_NS {
+    if exceeds_max_duration(first, last) {
         return Err(reason::DURATION_TOO_LONG);
     }
     // 6.

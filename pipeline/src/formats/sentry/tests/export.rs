@@ -617,6 +617,10 @@ fn mappings_with_build_ids_become_debug_images() {
         filename_strindex: file,
         attribute_indices: vec![attr],
     });
+    let mapping = dict.mapping_table.len() as i32 - 1;
+    for loc in dict.location_table.iter_mut().skip(1) {
+        loc.mapping_index = mapping;
+    }
     // A mapping without a build id gives no image.
     dict.mapping_table.push(crate::proto::Mapping {
         memory_start: 0x600000,
@@ -977,4 +981,370 @@ fn ebpf_profiler_data_becomes_a_hybrid_chunk() {
     )
     .unwrap();
     assert_eq!(back.sentry_samples, 6);
+}
+
+fn text(v: &str) -> AnyValue {
+    AnyValue {
+        value: Some(Value::StringValue(v.into())),
+    }
+}
+
+/// 2026-11-22, as in the recordings.
+const T0: u64 = 1_795_318_570_000_000_000;
+
+/// Unsymbolized native code: one Location (an address, no Line) in mapping
+/// `/lib/libN.so` per entry of `mappings` (their attributes), one stack
+/// each, and samples of stack `i` on thread `1` at `T0 + times[i]`.
+fn native_stacks(
+    mappings: &[&[(&str, &str)]],
+    times: &[&[u64]],
+    profile_attrs: &[(&str, AnyValue)],
+) -> ProfilesData {
+    let mut b = DictionaryBuilder::new();
+    let thread = b.attribute_kv(
+        "thread.id",
+        AnyValue {
+            value: Some(Value::IntValue(1)),
+        },
+        "",
+    );
+    let mut stacks = Vec::new();
+    for (i, attrs) in mappings.iter().enumerate() {
+        let attribute_indices = attrs
+            .iter()
+            .map(|(k, v)| b.attribute_kv(k, text(v), ""))
+            .collect();
+        let filename_strindex = b.string(&format!("/lib/lib{i}.so"));
+        let base = 0x10_0000 * (i as u64 + 1);
+        let mapping_index = b.mapping(crate::proto::Mapping {
+            memory_start: base,
+            memory_limit: base + 0x1000,
+            file_offset: 0,
+            filename_strindex,
+            attribute_indices,
+        });
+        let loc = b.location(Location {
+            mapping_index,
+            address: base + 0x10,
+            lines: vec![],
+            attribute_indices: vec![],
+        });
+        stacks.push(b.stack(&[loc]));
+    }
+    let samples = times
+        .iter()
+        .zip(&stacks)
+        .filter(|(t, _)| !t.is_empty())
+        .map(|(t, &stack_index)| Sample {
+            stack_index,
+            attribute_indices: vec![thread],
+            link_index: 0,
+            values: vec![],
+            timestamps_unix_nano: t.iter().map(|t| T0 + t).collect(),
+        })
+        .collect();
+    let attribute_indices = profile_attrs
+        .iter()
+        .map(|(k, v)| b.attribute_kv(k, v.clone(), ""))
+        .collect();
+    let sample_type = ValueType {
+        type_strindex: b.string("samples"),
+        unit_strindex: b.string("count"),
+    };
+    ProfilesData {
+        resource_profiles: vec![ResourceProfiles {
+            resource: Some(Resource::default()),
+            scope_profiles: vec![ScopeProfiles {
+                profiles: vec![Profile {
+                    sample_type: Some(sample_type),
+                    samples,
+                    time_unix_nano: T0,
+                    duration_nano: 200_000_000_000,
+                    attribute_indices,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        dictionary: Some(b.finish()),
+    }
+}
+
+const MS: u64 = 1_000_000;
+const BUILD_ID_A: &str = "dfb85de42daffd09640c8fe377d572de3e168920";
+const BUILD_ID_B: &str = "0123456789abcdef0123456789abcdef01234567";
+const BUILD_ID_C: &str = "fedcba9876543210fedcba9876543210fedcba98";
+
+fn code_files(c: &crate::formats::sentry::OutgoingChunk) -> Vec<&str> {
+    c.debug_meta
+        .iter()
+        .flat_map(|m| &m.images)
+        .map(|i| i["code_file"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_chunk_lists_only_the_images_its_frames_come_from() {
+    let gnu = "process.executable.build_id.gnu";
+    // lib0 is sampled in the first minute, lib1 100 s later, lib2 never.
+    let data = native_stacks(
+        &[
+            &[(gnu, BUILD_ID_A)],
+            &[(gnu, BUILD_ID_B)],
+            &[(gnu, BUILD_ID_C)],
+        ],
+        &[
+            &[0, 10 * MS, 20 * MS],
+            &[100_000 * MS, 100_010 * MS, 100_020 * MS],
+            &[],
+        ],
+        &[],
+    );
+    let results = otlp_to_chunks(&data, &ExportOptions::default());
+    let chunks = sent(&results);
+    assert_eq!(chunks.len(), 2, "{results:?}");
+    let files: Vec<Vec<&str>> = chunks
+        .iter()
+        .map(|r| code_files(r.chunk.as_ref().unwrap()))
+        .collect();
+    assert_eq!(files, [["/lib/lib0.so"], ["/lib/lib1.so"]]);
+    let c = chunks[1].chunk.as_ref().unwrap();
+    assert_eq!(
+        c.debug_meta.as_ref().unwrap().images[0]["debug_id"],
+        ids::debug_id_from_build_id(&hex::decode(BUILD_ID_B).unwrap()).unwrap()
+    );
+}
+
+/// Relay's `Frame` has no `package`: an unsymbolized frame named by its
+/// mapping also gets the file's name as `module`, or Sentry would see only
+/// an address.
+#[test]
+fn unsymbolized_native_frames_are_named_by_module_too() {
+    let data = native_stacks(&[&[]], &[&[0, 10 * MS, 20 * MS]], &[]);
+    let results = otlp_to_chunks(&data, &ExportOptions::default());
+    let c = sent(&results)[0].chunk.as_ref().unwrap();
+    let f = &c.profile.frames[0];
+    assert_eq!(
+        (
+            f.module.as_deref(),
+            f.package.as_deref(),
+            f.function.as_deref()
+        ),
+        (Some("lib0.so"), Some("/lib/lib0.so"), None)
+    );
+
+    // The eBPF profiler's libc frame too; symbolized frames get no module.
+    let results = otlp_to_chunks(&ebpf_like(), &ExportOptions::default());
+    let c = sent(&results)[0].chunk.as_ref().unwrap();
+    let modules: Vec<Option<&str>> = c.profile.stacks[0]
+        .iter()
+        .map(|&f| c.profile.frames[f as usize].module.as_deref())
+        .collect();
+    assert_eq!(modules, [None, Some("libc.so.6"), None, None]);
+}
+
+/// A debug id Relay cannot parse makes it refuse the whole chunk: only that
+/// image is left out, from mappings and from a received `debug_meta` alike.
+#[test]
+fn images_with_unreadable_debug_ids_are_left_out_alone() {
+    let id = "sentry.debug_id";
+    let data = native_stacks(
+        &[
+            &[(id, "not-a-uuid")],
+            &[(id, "dfb8e43a-f242-3d73-a453-aeb6a777ef75-a")],
+            &[("process.executable.build_id.gnu", BUILD_ID_A)],
+            &[(id, "DFB8E43AF2423D73A453AEB6A777EF75a")],
+            &[(id, "dfb8e43a-f242-3d73-a453-aeb6a777ef75-")],
+        ],
+        &[
+            &[0, 10 * MS],
+            &[1, 11 * MS],
+            &[2, 12 * MS],
+            &[3, 13 * MS],
+            &[4, 14 * MS],
+        ],
+        &[],
+    );
+    let results = otlp_to_chunks(&data, &ExportOptions::default());
+    let chunks = sent(&results);
+    assert_eq!(chunks.len(), 1, "{results:?}");
+    let c = chunks[0].chunk.as_ref().unwrap();
+    assert_eq!(
+        code_files(c),
+        ["/lib/lib1.so", "/lib/lib2.so", "/lib/lib3.so"]
+    );
+    assert_eq!(c.profile.samples.len(), 10, "every sample is still sent");
+
+    let received = serde_json::json!({"images": [
+        {"type": "macho", "debug_id": "bogus", "image_addr": "0x1000"},
+        {"type": "macho", "debug_id": "32420279-25E2-34E6-8BC7-8A006A8F2425", "image_addr": "0x2000"},
+        {"type": "proguard", "uuid": "not-a-uuid"},
+        {"type": "proguard", "uuid": "32420279-25e2-34e6-8bc7-8a006a8f2425"},
+    ]});
+    let data = native_stacks(
+        &[&[]],
+        &[&[0, 10 * MS]],
+        &[("sentry.debug_meta", text(&received.to_string()))],
+    );
+    let results = otlp_to_chunks(&data, &ExportOptions::default());
+    let c = sent(&results)[0].chunk.as_ref().unwrap();
+    let images = &c.debug_meta.as_ref().unwrap().images;
+    assert_eq!(
+        images,
+        &vec![received["images"][1].clone(), received["images"][3].clone()]
+    );
+}
+
+/// Relay reads `lineno`, `colno` and a thread's `priority` as `u32`: a
+/// value out of that range would make it refuse the chunk as invalid JSON,
+/// so it is left out.
+#[test]
+fn numbers_out_of_relays_range_are_left_out() {
+    let mut data = hand_built(
+        vec![],
+        &[
+            ("a", Some(Value::IntValue(11)), 3),
+            ("b", Some(Value::IntValue(12)), 3),
+            ("c", Some(Value::IntValue(13)), 3),
+        ],
+    );
+    let dict = data.dictionary.as_mut().unwrap();
+    let loc = dict
+        .location_table
+        .iter_mut()
+        .find(|l| l.address == 0x1000)
+        .unwrap();
+    loc.lines[0].line = i64::from(u32::MAX) + 1;
+    loc.lines[0].column = 5;
+    loc.lines[1].line = i64::from(u32::MAX);
+    loc.lines[1].column = 1 << 40;
+    let thread = |priority: i64| AnyValue {
+        value: Some(Value::KvlistValue(crate::proto::KeyValueList {
+            values: vec![KeyValue {
+                key: "priority".into(),
+                value: Some(AnyValue {
+                    value: Some(Value::IntValue(priority)),
+                }),
+                ..Default::default()
+            }],
+        })),
+    };
+    let table = AnyValue {
+        value: Some(Value::KvlistValue(crate::proto::KeyValueList {
+            values: [("11", -1), ("12", 1 << 33), ("13", 31)]
+                .into_iter()
+                .map(|(id, p)| KeyValue {
+                    key: id.into(),
+                    value: Some(thread(p)),
+                    ..Default::default()
+                })
+                .collect(),
+        })),
+    };
+    let key = dict.string_table.len() as i32;
+    dict.string_table.push("sentry.thread_metadata".into());
+    dict.attribute_table.push(crate::proto::KeyValueAndUnit {
+        key_strindex: key,
+        value: Some(table),
+        unit_strindex: 0,
+    });
+    let attr = dict.attribute_table.len() as i32 - 1;
+    data.resource_profiles[0].scope_profiles[0].profiles[0]
+        .attribute_indices
+        .push(attr);
+
+    let results = otlp_to_chunks(&data, &ExportOptions::default());
+    let out: Json = serde_json::from_slice(&sent(&results)[0].payload).unwrap();
+    let frames = &out["profile"]["frames"];
+    assert_eq!(frames[0]["lineno"], Json::Null);
+    assert_eq!(frames[0]["colno"], 5);
+    assert_eq!(frames[1]["lineno"], u32::MAX);
+    assert_eq!(frames[1]["colno"], Json::Null);
+    let meta = &out["profile"]["thread_metadata"];
+    assert_eq!(meta["11"], serde_json::json!({"name": "a"}));
+    assert_eq!(meta["12"], serde_json::json!({"name": "b"}));
+    assert_eq!(meta["13"], serde_json::json!({"name": "c", "priority": 31}));
+}
+
+/// Relay subtracts the timestamps as it parsed them, float seconds. Across
+/// a power of two (2^31 s is 2038-01-19) two timestamps exactly 66 s apart
+/// in microseconds are more than 66.0 apart as floats: a window of 66 s
+/// minus a few hundred ns in nanoseconds ends before such a sample.
+#[test]
+fn windows_end_where_relay_would_count_more_than_66_seconds() {
+    let first: u64 = 2_147_483_618_000_006_100;
+    let last = first + 66_000_000_000 - 300;
+    let secs = crate::formats::sentry::time::unix_nanos_to_secs;
+    assert!(secs(last) - secs(first) > 66.0, "the case Relay refuses");
+
+    let mut data = hand_built(vec![], &[("t", Some(Value::IntValue(1)), 1)]);
+    let p = &mut data.resource_profiles[0].scope_profiles[0].profiles[0];
+    p.time_unix_nano = first;
+    p.duration_nano = 70_000_000_000;
+    p.samples[0].timestamps_unix_nano = vec![
+        first,
+        first + 10 * MS,
+        first + 20 * MS,
+        last - 20 * MS,
+        last - 10 * MS,
+        last,
+        last + 5 * MS,
+    ];
+    let opts = ExportOptions {
+        max_chunk_duration_ns: 66_000_000_000,
+        ..ExportOptions::default()
+    };
+    let results = otlp_to_chunks(&data, &opts);
+    assert!(dropped_by_reason(&results).is_empty(), "{results:?}");
+    let chunks = sent(&results);
+    let sizes: Vec<usize> = chunks
+        .iter()
+        .map(|r| r.chunk.as_ref().unwrap().profile.samples.len())
+        .collect();
+    assert_eq!(sizes, [5, 2]);
+    for r in chunks {
+        // As Relay sees it.
+        let out: Json = serde_json::from_slice(&r.payload).unwrap();
+        let ts: Vec<f64> = out["profile"]["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["timestamp"].as_f64().unwrap())
+            .collect();
+        assert!(ts[ts.len() - 1] - ts[0] <= 66.0, "{ts:?}");
+    }
+}
+
+/// Without `service.instance.id`, `host.name` or `process.pid`, replicas
+/// of a service would share one profiler session: each exporter uses its
+/// own (stable while it runs) instead.
+#[test]
+fn profiler_id_without_process_attributes_is_the_exporters_own() {
+    let threads = [("t", Some(Value::IntValue(1)), 3)];
+    let id = |res: Vec<(&str, &str)>, instance: u8| {
+        let opts = ExportOptions {
+            instance_id: [instance; 16],
+            ..ExportOptions::default()
+        };
+        let results = otlp_to_chunks(&hand_built(res, &threads), &opts);
+        results[0].chunk.as_ref().unwrap().profiler_id.clone()
+    };
+    let svc = || vec![("service.name", "api")];
+    assert_eq!(id(svc(), 1), id(svc(), 1), "stable for one exporter");
+    assert_ne!(id(svc(), 1), id(svc(), 2), "another replica's exporter");
+    assert_ne!(
+        id(svc(), 1),
+        id(vec![("service.name", "web")], 1),
+        "another service"
+    );
+    // A resource that names its process keeps the derived id.
+    let host = || vec![("service.name", "api"), ("host.name", "h1")];
+    assert_eq!(id(host(), 1), id(host(), 2));
+    // The default is made once per process.
+    let default = |res| {
+        let results = otlp_to_chunks(&hand_built(res, &threads), &ExportOptions::default());
+        results[0].chunk.as_ref().unwrap().profiler_id.clone()
+    };
+    assert_eq!(default(svc()), default(svc()));
 }

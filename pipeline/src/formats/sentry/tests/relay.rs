@@ -7,7 +7,9 @@ use crate::formats::sentry::outgoing::{
     ChunkFrame, ChunkProfile, ChunkSample, ClientSdk, ProfileChunk, ThreadMetadata,
 };
 use crate::formats::sentry::reason;
-use crate::formats::sentry::relay_rules::{check_v2, Pruned};
+use crate::formats::sentry::relay_rules::{
+    check_v2, exceeds_max_duration, is_debug_id, relay_reads_image, Pruned,
+};
 
 const S: u64 = 1_000_000_000;
 
@@ -167,4 +169,75 @@ fn serialized_chunk_has_relays_shape() {
             }
         })
     );
+}
+
+#[test]
+fn duration_is_measured_on_the_timestamps_as_serialized() {
+    let at = |ns: u64, thread: u32| ChunkSample {
+        timestamp_unix_nano: ns,
+        stack_id: 0,
+        thread,
+        home: true,
+    };
+    // 66 s minus 300 ns, across 2^31 s (2038-01-19): the microseconds are
+    // exactly 66 s apart, the float seconds Relay subtracts 66.00000024.
+    let first = 2_147_483_618_000_006_100;
+    let last = first + 66 * S - 300;
+    let mut c = chunk(vec![at(first, 0), at(last, 0)]);
+    let v: serde_json::Value = serde_json::from_slice(&c.to_json()).unwrap();
+    let ts = |i: usize| v["profile"]["samples"][i]["timestamp"].as_f64().unwrap();
+    assert!(ts(1) - ts(0) > 66.0, "what Relay computes");
+    assert!(exceeds_max_duration(first, last));
+    assert_eq!(check_v2(&mut c), Err(reason::DURATION_TOO_LONG));
+
+    // The same span inside a binade is exactly 66.0: accepted.
+    let first = 1_795_318_570_000_006_100;
+    let mut c = chunk(vec![at(first, 0), at(first + 66 * S - 300, 0)]);
+    assert!(!exceeds_max_duration(first, first + 66 * S - 300));
+    assert!(check_v2(&mut c).is_ok());
+    // And 66 s plus a few hundred ns that round to 66 s: Relay accepts it.
+    let first = 1_795_318_570_000_006_400;
+    let mut c = chunk(vec![at(first, 0), at(first + 66 * S + 50, 0)]);
+    assert!(check_v2(&mut c).is_ok());
+}
+
+#[test]
+fn debug_ids_as_relay_parses_them() {
+    for ok in [
+        "dfb8e43a-f242-3d73-a453-aeb6a777ef75",
+        "DFB8E43A-F242-3D73-A453-AEB6A777EF75",
+        "dfb8e43a-f242-3d73-a453-aeb6a777ef75-a",
+        "dfb8e43a-f242-3d73-a453-aeb6a777ef75-ffffffff",
+        "dfb8e43af2423d73a453aeb6a777ef75",
+        "DFB8E43AF2423D73A453AEB6A777EF75a",
+    ] {
+        assert!(is_debug_id(ok), "{ok}");
+    }
+    for bad in [
+        "",
+        "not-a-uuid",
+        "dfb8e43a-f242-3d73-a453-aeb6a777ef7",
+        "dfb8e43a-f242-3d73-a453-aeb6a777ef75-",
+        "dfb8e43a-f242-3d73-a453-aeb6a777ef75a",
+        "dfb8e43a-f242-3d73-a453-aeb6a777ef75-123456789",
+        "dfb8e43af2423d73a453aeb6a777ef75-a",
+        "dfb8e43a-f2423d73-a453-aeb6a777ef75",
+        "zfb8e43a-f242-3d73-a453-aeb6a777ef75",
+        "dfb8e43a-f242-3d73-a453-aeb6a777ef75-é",
+    ] {
+        assert!(!is_debug_id(bad), "{bad}");
+    }
+    let img = |v: serde_json::Value| relay_reads_image(&v);
+    assert!(img(serde_json::json!({"type": "symbolic"})));
+    assert!(img(
+        serde_json::json!({"type": "macho", "id": "dfb8e43af2423d73a453aeb6a777ef75"})
+    ));
+    assert!(!img(serde_json::json!({"type": "macho", "id": "x"})));
+    assert!(!img(
+        serde_json::json!({"type": "elf", "debug_id": "dfb8e43af2423d73a453aeb6a777ef75"})
+    ));
+    assert!(!img(serde_json::json!({"type": "symbolic", "debug_id": 7})));
+    assert!(!img(
+        serde_json::json!({"type": "proguard", "build_id": "x"})
+    ));
 }
