@@ -167,29 +167,6 @@ fn bad_test_files_and_inputs_are_reported() {
     assert!(text(&out).contains("missing.binpb"), "{}", text(&out));
 }
 
-/// Sends a recorded Sentry request (`NNNN.meta.json` + `NNNN.body.bin`) as
-/// its SDK did.
-async fn replay_sentry(port: u16, recording: &Path) {
-    let meta: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(recording.with_extension("json")).unwrap()).unwrap();
-    let query = meta["query"].as_str().unwrap_or("");
-    let url = format!(
-        "http://127.0.0.1:{port}{}?{query}",
-        meta["path"].as_str().unwrap()
-    );
-    let body = std::fs::read(recording.with_extension("").with_extension("body.bin")).unwrap();
-    let mut req = reqwest::Client::new().post(url).body(body);
-    for pair in meta["headers"].as_array().unwrap() {
-        let (k, v) = (pair[0].as_str().unwrap(), pair[1].as_str().unwrap());
-        let hop = ["host", "content-length", "transfer-encoding", "connection"];
-        if !hop.contains(&k.to_ascii_lowercase().as_str()) {
-            req = req.header(k, v);
-        }
-    }
-    let resp = req.send().await.unwrap();
-    assert!(resp.status().is_success(), "{}", resp.status());
-}
-
 /// `profcol test` in a blocking task, so a collector in this process keeps running.
 async fn profcol_async(args: &[&str]) -> Output {
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
@@ -255,11 +232,7 @@ async fn a_recorded_capture_replays_to_what_was_captured() {
     let svc = profcol::app::start_str(&yaml, Default::default())
         .await
         .unwrap();
-    replay_sentry(
-        sentry_port,
-        &fixtures.join("sentry-node/manual/0001.meta.json"),
-    )
-    .await;
+    common::replay_sentry(sentry_port, &fixtures.join("sentry-node/manual/0001"), None).await;
     let mut c = common::client(otlp_port).await;
     c.export(common::request("otlp/minimal-request.bin"))
         .await

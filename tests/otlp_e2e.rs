@@ -54,6 +54,14 @@ fn sink_exporter(name: &str, port: u16) -> String {
     )
 }
 
+/// A config whose one `otlp` exporter sends to `sink`, with the receiver's
+/// and the metrics endpoint's ports.
+fn to_sink(sink: &Sink) -> (String, u16, u16) {
+    let (recv, metrics) = (free_port(), free_port());
+    let exporter = sink_exporter("otlp", sink.addr.port());
+    (config(recv, metrics, &exporter, "otlp"), recv, metrics)
+}
+
 fn resolved(reqs: &[ExportProfilesServiceRequest]) -> String {
     reqs.iter()
         .map(|r| resolve(&request_into_data(r.clone()), Detail::Full).to_text())
@@ -255,14 +263,8 @@ async fn shutdown_with_data_in_flight_loses_nothing() {
         Answer::Hold(1500),
         Answer::Fail(Code::Unavailable, "warming up"),
     ]);
-    let (recv, metrics) = (free_port(), free_port());
-    let yaml = config(
-        recv,
-        metrics,
-        &sink_exporter("otlp", sink.addr.port()),
-        "otlp",
-    )
-    .replace(
+    let (yaml, recv, _) = to_sink(&sink);
+    let yaml = yaml.replace(
         "      max_elapsed_time: 2s\n",
         "      max_elapsed_time: 2s\n    sending_queue:\n      num_consumers: 1\n",
     );
@@ -305,13 +307,7 @@ async fn retry_info_and_permanent_errors_are_honoured() {
         Answer::Throttle(400),
         Answer::Fail(Code::InvalidArgument, "bad data"),
     ]);
-    let (recv, metrics) = (free_port(), free_port());
-    let yaml = config(
-        recv,
-        metrics,
-        &sink_exporter("otlp", sink.addr.port()),
-        "otlp",
-    );
+    let (yaml, recv, _) = to_sink(&sink);
     let svc = profcol::app::start_str(
         &yaml.replace(
             "      max_elapsed_time: 2s\n",
@@ -353,14 +349,8 @@ async fn the_shutdown_deadline_bounds_retries_and_counts_the_rest() {
         Answer::Fail(Code::Unavailable, "down"),
         1000,
     ));
-    let (recv, metrics) = (free_port(), free_port());
-    let yaml = config(
-        recv,
-        metrics,
-        &sink_exporter("otlp", sink.addr.port()),
-        "otlp",
-    )
-    .replace("max_elapsed_time: 2s", "max_elapsed_time: 0s");
+    let (yaml, recv, _) = to_sink(&sink);
+    let yaml = yaml.replace("max_elapsed_time: 2s", "max_elapsed_time: 0s");
     let options = RuntimeOptions {
         shutdown_timeout: Duration::from_millis(500),
         ..RuntimeOptions::default()
@@ -423,13 +413,7 @@ async fn zstd_requests_arrive_unchanged() {
 async fn partial_success_is_counted_not_retried() {
     let sink = Sink::start().await;
     sink.answer_next([Answer::Partial(1, "one profile too old")]);
-    let (recv, metrics) = (free_port(), free_port());
-    let yaml = config(
-        recv,
-        metrics,
-        &sink_exporter("otlp", sink.addr.port()),
-        "otlp",
-    );
+    let (yaml, recv, _) = to_sink(&sink);
     let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
         .await
         .unwrap();
@@ -449,18 +433,13 @@ async fn partial_success_is_counted_not_retried() {
 #[tokio::test]
 async fn bad_input_is_refused_and_the_receiver_keeps_serving() {
     let sink = Sink::start().await;
-    let (recv, metrics) = (free_port(), free_port());
-    let yaml = config(
-        recv,
-        metrics,
-        &sink_exporter("otlp", sink.addr.port()),
-        "otlp",
-    )
-    .replace(
-        "        endpoint: 127.0.0.1",
-        "        max_recv_msg_size_mib: 16\n        endpoint: 127.0.0.1",
-    )
-    .replace("    metrics:\n", "    metrics:\n      level: basic\n");
+    let (yaml, recv, metrics) = to_sink(&sink);
+    let yaml = yaml
+        .replace(
+            "        endpoint: 127.0.0.1",
+            "        max_recv_msg_size_mib: 16\n        endpoint: 127.0.0.1",
+        )
+        .replace("    metrics:\n", "    metrics:\n      level: basic\n");
     let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
         .await
         .unwrap();
@@ -530,8 +509,8 @@ async fn a_full_pipeline_answers_unavailable() {
         Answer::Fail(Code::Unavailable, "down"),
         1000,
     ));
-    let (recv, metrics) = (free_port(), free_port());
-    let yaml = config(recv, metrics, &sink_exporter("otlp", sink.addr.port()), "otlp").replace(
+    let (yaml, recv, _) = to_sink(&sink);
+    let yaml = yaml.replace(
         "      max_elapsed_time: 2s\n",
         "      max_elapsed_time: 2s\n    sending_queue:\n      queue_size: 1\n      num_consumers: 1\n      block_on_overflow: true\n",
     );
@@ -585,13 +564,7 @@ async fn the_byte_budget_bounds_what_is_in_flight() {
         Answer::Fail(Code::Unavailable, "down"),
         1000,
     ));
-    let (recv, metrics) = (free_port(), free_port());
-    let yaml = config(
-        recv,
-        metrics,
-        &sink_exporter("otlp", sink.addr.port()),
-        "otlp",
-    );
+    let (yaml, recv, _) = to_sink(&sink);
     let small = request("otlp/minimal-request.bin");
     let size = prost::Message::encoded_len(&small);
     let opts = RuntimeOptions {

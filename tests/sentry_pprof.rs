@@ -11,35 +11,12 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{fixture, free_port};
+use common::{free_port, replay_fixture};
 use profcol_pipeline::runtime::RuntimeOptions;
 use profcol_pipeline::testing::{go_available, go_tool_pprof};
 
 fn go_pprof(args: &[&str], file: &Path) -> String {
     go_tool_pprof(args, file, file.parent().unwrap())
-}
-
-/// Sends a recording (`NNNN.meta.json` + `NNNN.body.bin`) as its SDK did.
-async fn replay(port: u16, recording: &str) {
-    let meta: serde_json::Value =
-        serde_json::from_slice(&fixture(&format!("{recording}.meta.json"))).unwrap();
-    let mut url = format!("http://127.0.0.1:{port}{}", meta["path"].as_str().unwrap());
-    let query = meta["query"].as_str().unwrap_or("");
-    if !query.is_empty() {
-        url = format!("{url}?{query}");
-    }
-    let mut req = reqwest::Client::new()
-        .post(url)
-        .body(fixture(&format!("{recording}.body.bin")));
-    for pair in meta["headers"].as_array().unwrap() {
-        let (k, v) = (pair[0].as_str().unwrap(), pair[1].as_str().unwrap());
-        let hop = ["host", "content-length", "transfer-encoding", "connection"];
-        if !hop.contains(&k.to_ascii_lowercase().as_str()) {
-            req = req.header(k, v);
-        }
-    }
-    let resp = req.send().await.unwrap();
-    assert!(resp.status().is_success(), "{recording}: {}", resp.status());
 }
 
 fn collector_yaml(port: u16, dir: &Path) -> String {
@@ -86,7 +63,7 @@ async fn sentry_to_pprof(dir: &Path, recordings: &[&str]) -> Vec<PathBuf> {
         .await
         .unwrap();
     for r in recordings {
-        replay(port, r).await;
+        replay_fixture(port, r, None).await;
     }
     // Shutdown drains the exporter's queue.
     tokio::time::timeout(Duration::from_secs(30), svc.shutdown())
@@ -175,7 +152,7 @@ async fn a_directory_lost_at_run_time_fails_exports_but_not_the_collector() {
     // The directory is replaced by a regular file: every write fails.
     std::fs::remove_dir(&dir).unwrap();
     std::fs::write(&dir, "not a directory").unwrap();
-    replay(port, "sentry-python/manual/0001").await;
+    replay_fixture(port, "sentry-python/manual/0001", None).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while telemetry.send_failed("pprof") == 0 {
         assert!(std::time::Instant::now() < deadline, "no failure counted");
@@ -185,7 +162,7 @@ async fn a_directory_lost_at_run_time_fails_exports_but_not_the_collector() {
 
     // Back: the collector is still serving, and writes the next chunk.
     std::fs::remove_file(&dir).unwrap();
-    replay(port, "sentry-node/manual/0001").await;
+    replay_fixture(port, "sentry-node/manual/0001", None).await;
     tokio::time::timeout(Duration::from_secs(30), svc.shutdown())
         .await
         .unwrap();

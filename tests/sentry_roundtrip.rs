@@ -20,7 +20,7 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value as Json;
 
-use common::{fixture, free_port};
+use common::{fixture, free_port, replay_fixture};
 use profcol_pipeline::runtime::RuntimeOptions;
 
 /// One request the mock Sentry received.
@@ -102,32 +102,6 @@ impl Drop for MockSentry {
     fn drop(&mut self) {
         self.server.abort();
     }
-}
-
-/// Sends a recording (`NNNN.meta.json` + `NNNN.body.bin`) as its SDK did,
-/// or, given `body`, that envelope instead (uncompressed) with the
-/// recorded headers.
-async fn replay(port: u16, recording: &str, body: Option<Vec<u8>>) {
-    let meta: Json = serde_json::from_slice(&fixture(&format!("{recording}.meta.json"))).unwrap();
-    let mut url = format!("http://127.0.0.1:{port}{}", meta["path"].as_str().unwrap());
-    let query = meta["query"].as_str().unwrap_or("");
-    if !query.is_empty() {
-        url = format!("{url}?{query}");
-    }
-    let mut skip = vec!["host", "content-length", "transfer-encoding", "connection"];
-    if body.is_some() {
-        skip.push("content-encoding");
-    }
-    let body = body.unwrap_or_else(|| fixture(&format!("{recording}.body.bin")));
-    let mut req = reqwest::Client::new().post(url).body(body);
-    for pair in meta["headers"].as_array().unwrap() {
-        let (k, v) = (pair[0].as_str().unwrap(), pair[1].as_str().unwrap());
-        if !skip.contains(&k.to_ascii_lowercase().as_str()) {
-            req = req.header(k, v);
-        }
-    }
-    let resp = req.send().await.unwrap();
-    assert!(resp.status().is_success(), "{recording}: {}", resp.status());
 }
 
 /// The recorded chunk plus a thread with a single sample, which Relay
@@ -294,7 +268,7 @@ async fn recorded_requests_reach_sentry_as_relay_would_keep_them() {
                 .await
                 .unwrap();
         let telemetry = svc.telemetry().clone();
-        replay(port, recording, body).await;
+        replay_fixture(port, recording, body).await;
         // Shutdown drains the exporter's queue.
         tokio::time::timeout(Duration::from_secs(30), svc.shutdown())
             .await

@@ -166,3 +166,50 @@ pub async fn client(port: u16) -> ProfilesServiceClient<tonic::transport::Channe
         .unwrap()
         .max_encoding_message_size(usize::MAX)
 }
+
+/// Sends a recorded Sentry request (`NNNN.meta.json` beside `NNNN.body.bin`,
+/// `recording` being the path without the extensions) as its SDK did: the
+/// raw body with its headers, in arrival order. Given `body`, that envelope
+/// is sent instead, uncompressed, with the recorded headers.
+pub async fn replay_sentry(port: u16, recording: &std::path::Path, body: Option<Vec<u8>>) {
+    let read = |ext: &str| {
+        let mut name = recording.as_os_str().to_owned();
+        name.push(ext);
+        std::fs::read(&name).unwrap_or_else(|e| panic!("{name:?}: {e}"))
+    };
+    let meta: serde_json::Value = serde_json::from_slice(&read(".meta.json")).unwrap();
+    let mut url = format!("http://127.0.0.1:{port}{}", meta["path"].as_str().unwrap());
+    let query = meta["query"].as_str().unwrap_or("");
+    if !query.is_empty() {
+        url = format!("{url}?{query}");
+    }
+    let mut skip = vec!["host", "content-length", "transfer-encoding", "connection"];
+    if body.is_some() {
+        skip.push("content-encoding");
+    }
+    let body = body.unwrap_or_else(|| read(".body.bin"));
+    let mut req = reqwest::Client::new().post(url).body(body);
+    for pair in meta["headers"].as_array().unwrap() {
+        let (k, v) = (pair[0].as_str().unwrap(), pair[1].as_str().unwrap());
+        if !skip.contains(&k.to_ascii_lowercase().as_str()) {
+            req = req.header(k, v);
+        }
+    }
+    let resp = req.send().await.unwrap();
+    assert!(
+        resp.status().is_success(),
+        "{}: {}",
+        recording.display(),
+        resp.status()
+    );
+}
+
+/// [`replay_sentry`] of a recording under the fixtures directory.
+pub async fn replay_fixture(port: u16, recording: &str, body: Option<Vec<u8>>) {
+    replay_sentry(
+        port,
+        &profcol_pipeline::testing::fixtures_dir().join(recording),
+        body,
+    )
+    .await
+}

@@ -39,30 +39,14 @@ pub fn key_from_headers(headers: &HeaderMap) -> Option<String> {
     })
 }
 
-/// Standard base64 (RFC 4648, `=` padding optional); `None` when malformed.
+/// Standard base64 (RFC 4648), `=` padding optional; `None` when malformed.
 fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let s = s.trim_end_matches('=');
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in s.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    // A single leftover character cannot encode a byte.
-    (bits < 6).then_some(out)
+    use base64::engine::{general_purpose, DecodePaddingMode, GeneralPurpose};
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        general_purpose::PAD.with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    base64::Engine::decode(&LENIENT, s).ok()
 }
 
 fn param(list: &str, key: &str) -> Option<String> {

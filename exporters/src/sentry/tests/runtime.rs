@@ -65,33 +65,13 @@ async fn retries_waits_and_failures_are_counted_by_the_runtime() {
         ProfileBatch::new(long_profile_for_runtime()),
     ];
     let per_batch = batches[0].sample_count();
-    let yaml = format!(
-        r#"
-receivers:
-  replay:
-exporters:
-  sentry:
-    dsn: {dsn}
-    retry_on_failure: {{initial_interval: 10ms, max_interval: 20ms, max_elapsed_time: 10s}}
-    sending_queue: {{num_consumers: 1}}
-service:
-  telemetry: {{metrics: {{level: none}}}}
-  pipelines:
-    profiles: {{receivers: [replay], exporters: [sentry]}}
-"#,
-        dsn = mock.dsn()
-    );
-    let config = load_str(&yaml).unwrap();
-    let registry = Registry::default()
-        .receiver(Arc::new(Replay(Arc::new(Mutex::new(batches)))))
-        .exporter(crate::sentry::factory());
-    let graph = build(&config, &registry).unwrap();
-    let telemetry = Arc::new(Telemetry::new());
-    let svc = RunningService::start(graph, RuntimeOptions::default(), telemetry.clone())
-        .await
-        .unwrap();
     let started = std::time::Instant::now();
-    svc.shutdown_with(Duration::from_secs(20)).await;
+    let telemetry = run(
+        &mock,
+        "{initial_interval: 10ms, max_interval: 20ms, max_elapsed_time: 10s}",
+        batches,
+    )
+    .await;
 
     let reqs = mock.requests();
     assert_eq!(reqs.len(), 5, "A twice, B twice, C once");
@@ -109,13 +89,7 @@ service:
     assert_eq!(telemetry.sent("sentry"), 2 * per_batch, "A and B");
     assert_eq!(telemetry.send_failed("sentry"), per_batch, "C, not retried");
     assert_eq!(telemetry.exporter_dropped_total("sentry"), 0);
-    // Every sample accounted for exactly once.
-    assert_eq!(
-        telemetry.accepted("replay"),
-        telemetry.sent("sentry")
-            + telemetry.send_failed("sentry")
-            + telemetry.exporter_dropped_total("sentry")
-    );
+    assert_counted_once(&telemetry);
 }
 
 /// Runs `batches` through a collector whose `sentry` exporter sends to
