@@ -126,7 +126,8 @@ pub fn render(batch: &ProfileBatch, verbosity: Verbosity) -> String {
                             hex::encode(&p.profile_id),
                             s(st.type_strindex),
                             s(st.unit_strindex),
-                            p.samples.len(),
+                            // Observations, the unit of `basic` and the metrics.
+                            profcol_pipeline::model::profile_sample_count(p),
                             p.duration_nano / 1_000_000,
                         ));
                     }

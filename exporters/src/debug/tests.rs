@@ -113,6 +113,30 @@ fn verbosities_render_as_the_collector_does() {
         "{normal}"
     );
     assert_eq!(render(&two, Verbosity::Basic).lines().count(), 1);
+
+    // Both count observations: a sample with 3 timestamps counts 3.
+    let linked = fixture("two-resources-request.bin");
+    let total: u64 = render(&linked, Verbosity::Normal)
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let n = l.split(": ").nth(1).unwrap().split(' ').next().unwrap();
+            n.parse::<u64>().unwrap()
+        })
+        .sum();
+    assert_eq!(total, linked.sample_count());
+    let messages: usize = linked
+        .data()
+        .resource_profiles
+        .iter()
+        .flat_map(|r| &r.scope_profiles)
+        .flat_map(|s| &s.profiles)
+        .map(|p| p.samples.len())
+        .sum();
+    assert!(
+        total > messages as u64,
+        "{total} observations, {messages} Samples"
+    );
 }
 
 #[test]
