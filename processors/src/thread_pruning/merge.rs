@@ -15,14 +15,22 @@
 //! than its stack is numbered exactly, without hashing ([`RestCode`]), and
 //! grouping looks first in two slots per stack, 8 bytes each, then in a hash
 //! table of the few identities left over. A sample folded into another is
-//! never rewritten, only read; the later members' data points are gathered
-//! into flat buffers as the members are removed, so each first sample grows
-//! once, to its final size.
+//! never rewritten, only read; the later members' data points are set aside
+//! in flat buffers as the members are removed, then ordered by group with a
+//! counting sort, so each first sample grows once, to its final size.
+//!
+//! The pass over the samples does only the work that needs the sample at
+//! hand: counting what each group receives (a random access per member) is
+//! left to the counting sort, a tight loop over small arrays. The pass also
+//! marks what the samples it keeps refer to ([`Marks`]), so that the garbage
+//! collection after it need not visit them again.
 
 use hashbrown::HashTable;
 
 use profcol_pipeline::model::dictionary::{samples_identity, SampleIdentity, SampleShape};
 use profcol_pipeline::proto::{Profile, Sample};
+
+use super::gc::Marks;
 
 /// Everything of a sample's identity and shape but its stack, packed so that
 /// lookups compare keys held in the tables instead of following each
@@ -190,9 +198,8 @@ fn rewrite(map: &[u32], attrs: &mut Vec<i32>) {
 /// first samples.
 #[derive(Default)]
 struct Groups {
-    /// Per group, the (timestamps, values) its later members add, then
-    /// (once offsets are assigned) where the next of them go.
-    added: Vec<(u32, u32)>,
+    /// How many groups there are.
+    count: u32,
     /// (rest code, group) of the first two coded identities seen with each
     /// stack, group NONE when unused.
     heads: Vec<[(u32, u32); 2]>,
@@ -210,8 +217,8 @@ struct Groups {
 
 impl Groups {
     fn new_group(&mut self) -> u32 {
-        self.added.push((0, 0));
-        self.added.len() as u32 - 1
+        self.count += 1;
+        self.count - 1
     }
 
     /// The group of a sample of stack `st` whose rest is coded `code`, and
@@ -219,7 +226,7 @@ impl Groups {
     /// Exact: the code is the identity with the stack.
     #[inline]
     fn coded(&mut self, st: u32, code: u32) -> (u32, bool) {
-        let next = self.added.len() as u32;
+        let next = self.count;
         let [w0, w1] = &mut self.heads[st as usize];
         if w0.1 != NONE && w0.0 == code {
             return (w0.1, false);
@@ -288,9 +295,10 @@ pub(crate) struct Merger {
     members: Vec<(u32, u32, u32)>,
     staged_times: Vec<u64>,
     staged_values: Vec<i64>,
-    /// Per group and one past the last: where its added points start in
-    /// `times` / `values`, which hold them group by group.
-    starts: Vec<(u32, u32)>,
+    /// Per group, where its added points end in `times` / `values`, which
+    /// hold them group by group.
+    tpos: Vec<u32>,
+    vpos: Vec<u32>,
     times: Vec<u64>,
     values: Vec<i64>,
     /// A sample's attributes once rewritten.
@@ -302,14 +310,21 @@ impl Merger {
     /// (`map[a]` replaces index `a`; [`DROP`] removes it; indices past the
     /// map stay), then folds the samples with the same identity and shape
     /// into the first of them, which keeps its position. `tables` are the
-    /// sizes of the tables the rewritten samples index. Returns how many
-    /// samples were folded.
-    pub fn merge(&mut self, profile: &mut Profile, tables: Tables, map: &[u32]) -> usize {
+    /// sizes of the tables the rewritten samples index. What the samples
+    /// left refer to is marked in `marks`. Returns how many samples were
+    /// folded.
+    pub fn merge(
+        &mut self,
+        profile: &mut Profile,
+        tables: Tables,
+        map: &[u32],
+        marks: &mut Marks,
+    ) -> usize {
         let samples = &mut profile.samples;
         let n = samples.len();
         u32::try_from(n).expect("over 2^32 samples in one profile");
         let groups = &mut self.groups;
-        groups.added.clear();
+        groups.count = 0;
         groups.coded.clear();
         groups.table.clear();
         groups.attrs.clear();
@@ -324,36 +339,21 @@ impl Merger {
         }
 
         // 1. In one pass: each sample's group; a group's first sample is
-        // rewritten and kept, the others' points set aside and the samples
-        // removed (never rewritten unless compared as sets).
-        let attrs = &mut self.attrs;
-        let (members, staged_times, staged_values) = (
-            &mut self.members,
-            &mut self.staged_times,
-            &mut self.staged_values,
-        );
-        samples.retain_mut(|s| {
-            let coded = code.and_then(|c| {
-                let st = u32::try_from(s.stack_index)
-                    .ok()
-                    .filter(|&st| (st as usize) < tables.stacks)?;
-                Some((st, c.of(&rest_of(s, map, attrs)?)?))
-            });
-            let (g, new) = match coded {
-                Some((st, code)) => groups.coded(st, code),
-                None => {
-                    rewrite(map, &mut s.attribute_indices);
-                    let (g, new) = groups.slow(s);
-                    // Already rewritten.
-                    return new || member(s, g, groups, members, staged_times, staged_values);
-                }
-            };
-            if new {
-                rewrite(map, &mut s.attribute_indices);
-                return true;
-            }
-            member(s, g, groups, members, staged_times, staged_values)
-        });
+        // rewritten, marked and kept, the others' points set aside and the
+        // samples removed (never rewritten unless compared as sets).
+        let mut pass = Pass {
+            code,
+            tables,
+            map,
+            groups,
+            attrs: &mut self.attrs,
+            members: &mut self.members,
+            staged_times: &mut self.staged_times,
+            staged_values: &mut self.staged_values,
+            marks,
+        };
+        samples.retain_mut(|s| pass.keep(s));
+        let groups = &mut self.groups;
         for &st in &groups.touched {
             groups.heads[st as usize] = [(0, NONE); 2];
         }
@@ -363,75 +363,160 @@ impl Merger {
             return 0;
         }
 
-        // 2. The set-aside points, group by group.
-        self.starts.clear();
-        let (mut times, mut values) = (0u32, 0u32);
-        for a in self.groups.added.iter_mut() {
-            self.starts.push((times, values));
-            let (t, v) = *a;
-            *a = (times, values);
-            times += t;
-            values += v;
-        }
-        self.starts.push((times, values));
-        self.times.clear();
-        self.times.resize(times as usize, 0);
-        self.values.clear();
-        self.values.resize(values as usize, 0);
-        let (mut t, mut v) = (0usize, 0usize);
-        for &(g, tn, vn) in &self.members {
-            let at = &mut self.groups.added[g as usize];
-            put(
-                &mut self.times,
-                &mut at.0,
-                &self.staged_times[t..t + tn as usize],
-            );
-            put(
-                &mut self.values,
-                &mut at.1,
-                &self.staged_values[v..v + vn as usize],
-            );
-            t += tn as usize;
-            v += vn as usize;
-        }
+        // 2. The set-aside points, group by group (a counting sort).
+        let groups = self.groups.count as usize;
+        let (members, tpos, vpos) = (&self.members, &mut self.tpos, &mut self.vpos);
+        by_group(
+            members,
+            |m| m.1,
+            &self.staged_times,
+            groups,
+            tpos,
+            &mut self.times,
+        );
+        by_group(
+            members,
+            |m| m.2,
+            &self.staged_values,
+            groups,
+            vpos,
+            &mut self.values,
+        );
 
         // 3. The samples left are the groups' first ones, in group order:
         // each grows once, to its final size.
-        for (g, s) in samples.iter_mut().enumerate() {
-            let ((t0, v0), (t1, v1)) = (self.starts[g], self.starts[g + 1]);
-            if t0 < t1 {
-                grow(
-                    &mut s.timestamps_unix_nano,
-                    &self.times[t0 as usize..t1 as usize],
-                );
+        if !self.times.is_empty() {
+            let mut start = 0;
+            for (s, &end) in samples.iter_mut().zip(tpos.iter()) {
+                if start < end {
+                    grow(
+                        &mut s.timestamps_unix_nano,
+                        &self.times[start as usize..end as usize],
+                    );
+                }
+                start = end;
             }
-            if v0 < v1 {
-                grow(&mut s.values, &self.values[v0 as usize..v1 as usize]);
+        }
+        if !self.values.is_empty() {
+            let mut start = 0;
+            for (s, &end) in samples.iter_mut().zip(vpos.iter()) {
+                if start < end {
+                    grow(&mut s.values, &self.values[start as usize..end as usize]);
+                }
+                start = end;
             }
         }
         merged
     }
 }
 
-/// Sets aside the points of `s`, a later member of group `g`; returns false
-/// (the sample goes).
-#[inline]
-fn member(
-    s: &Sample,
-    g: u32,
-    groups: &mut Groups,
-    members: &mut Vec<(u32, u32, u32)>,
-    staged_times: &mut Vec<u64>,
-    staged_values: &mut Vec<i64>,
-) -> bool {
-    let (t, v) = (&s.timestamps_unix_nano, &s.values);
-    let added = &mut groups.added[g as usize];
-    added.0 += t.len() as u32;
-    added.1 += v.len() as u32;
-    members.push((g, t.len() as u32, v.len() as u32));
-    push(staged_times, t);
-    push(staged_values, v);
-    false
+/// Orders the points set aside, `staged` (`count(m)` of them per member
+/// `m`, in order), group by group into `out`, keeping their order within a
+/// group; `pos[g]` is then where group `g`'s points end (and `g + 1`'s
+/// start).
+fn by_group<T: Copy + Default>(
+    members: &[(u32, u32, u32)],
+    count: impl Fn(&(u32, u32, u32)) -> u32,
+    staged: &[T],
+    groups: usize,
+    pos: &mut Vec<u32>,
+    out: &mut Vec<T>,
+) {
+    out.clear();
+    pos.clear();
+    if staged.is_empty() {
+        return;
+    }
+    pos.resize(groups, 0);
+    // Mostly one point per member: then no slices to cut.
+    let mut ones = true;
+    for m in members {
+        let n = count(m);
+        ones &= n == 1;
+        pos[m.0 as usize] += n;
+    }
+    let mut sum = 0;
+    for p in pos.iter_mut() {
+        let n = *p;
+        *p = sum;
+        sum += n;
+    }
+    out.resize(staged.len(), T::default());
+    if ones {
+        for (m, &x) in members.iter().zip(staged) {
+            let at = &mut pos[m.0 as usize];
+            out[*at as usize] = x;
+            *at += 1;
+        }
+    } else {
+        let mut k = 0;
+        for m in members {
+            let n = count(m) as usize;
+            put(out, &mut pos[m.0 as usize], &staged[k..k + n]);
+            k += n;
+        }
+    }
+}
+
+/// Step 1 of [`Merger::merge`], one sample at a time.
+struct Pass<'a> {
+    code: Option<RestCode>,
+    tables: Tables,
+    map: &'a [u32],
+    groups: &'a mut Groups,
+    attrs: &'a mut Vec<i32>,
+    members: &'a mut Vec<(u32, u32, u32)>,
+    staged_times: &'a mut Vec<u64>,
+    staged_values: &'a mut Vec<i64>,
+    marks: &'a mut Marks,
+}
+
+impl Pass<'_> {
+    /// Whether `s` starts a group (and stays, rewritten and marked); if not,
+    /// its points are set aside. Inlined: this runs once per sample.
+    #[inline(always)]
+    fn keep(&mut self, s: &mut Sample) -> bool {
+        let (map, tables) = (self.map, self.tables);
+        let coded = self.code.and_then(|c| {
+            let st = u32::try_from(s.stack_index)
+                .ok()
+                .filter(|&st| (st as usize) < tables.stacks)?;
+            Some((st, c.of(&rest_of(s, map, self.attrs)?)?))
+        });
+        let (g, new) = match coded {
+            Some((st, code)) => self.groups.coded(st, code),
+            None => return self.slow(s),
+        };
+        if new {
+            rewrite(map, &mut s.attribute_indices);
+            self.marks.sample(s);
+            return true;
+        }
+        self.member(s, g)
+    }
+
+    /// [`Self::keep`] for a sample whose identity cannot be coded.
+    #[inline(never)]
+    fn slow(&mut self, s: &mut Sample) -> bool {
+        rewrite(self.map, &mut s.attribute_indices);
+        let (g, new) = self.groups.slow(s);
+        if new {
+            self.marks.sample(s);
+            return true;
+        }
+        self.member(s, g)
+    }
+
+    /// Sets aside the points of `s`, a later member of group `g`; returns
+    /// false (the sample goes).
+    #[inline(always)]
+    fn member(&mut self, s: &Sample, g: u32) -> bool {
+        let (t, v) = (&s.timestamps_unix_nano, &s.values);
+        self.members.push((g, t.len() as u32, v.len() as u32));
+        push(self.staged_times, t);
+        push(self.staged_values, v);
+        false
+    }
 }
 
 /// `to.extend_from_slice(from)`; samples mostly hold one point: those skip

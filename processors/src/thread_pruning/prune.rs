@@ -9,18 +9,20 @@
 //!    samples that became identical are combined ([`super::merge`]);
 //! 3. the thread table keeps the threads a kept sample names by `thread.id`
 //!    (after `drop_attributes`), with renamed names;
-//! 4. empty profiles are removed and the dictionary garbage-collected.
+//! 4. empty profiles are removed and the dictionary garbage-collected
+//!    ([`super::gc`]: the result of `model::dictionary::gc`, cheaper).
 
 use hashbrown::HashMap;
 
 use profcol_pipeline::component::{ProcessContext, Verdict};
-use profcol_pipeline::model::dictionary::{gc, remove_empty_profiles, Lookup};
+use profcol_pipeline::model::dictionary::{remove_empty_profiles, Lookup};
 use profcol_pipeline::model::ProfileBatch;
 use profcol_pipeline::proto::{
     any_value::Value, KeyValueAndUnit, Profile, ProfilesData, Sample, Stack,
 };
 
 use super::config::Rules;
+use super::gc::{gc, Marks};
 use super::merge::{Merger, Tables, DROP};
 use super::thread_table::{self, TableChange};
 
@@ -203,6 +205,11 @@ pub(crate) struct Scratch {
     numbers: HashMap<u64, u32>,
     referenced: Vec<bool>,
     merger: Merger,
+    /// What the samples of merged profiles refer to, and, per profile left
+    /// once empty ones are removed (in order), whether its samples were
+    /// merged (and so are in `marks`).
+    marks: Marks,
+    marked: Vec<bool>,
 }
 
 fn observations(s: &Sample) -> u64 {
@@ -596,6 +603,10 @@ fn apply(
         // New entries go at the end: no existing index moves until `gc`.
         t.append(&mut plans.new_attrs);
     }
+    scratch
+        .marks
+        .reset(tables.stacks, tables.links, tables.attributes);
+    scratch.marked.clear();
     let all = resource_profiles
         .iter_mut()
         .flat_map(|r| &mut r.scope_profiles)
@@ -627,7 +638,11 @@ fn apply(
             });
         }
         if plan.rewrite {
-            scratch.merger.merge(p, tables, &map);
+            scratch.merger.merge(p, tables, &map, &mut scratch.marks);
+        }
+        if !p.samples.is_empty() {
+            // Left after `remove_empty_profiles`, in order.
+            scratch.marked.push(plan.rewrite);
         }
         let (Some((at, change)), Some(table)) = (plan.table, attribute_table.as_deref_mut()) else {
             continue;
@@ -658,5 +673,5 @@ fn apply(
         ctx.event("thread_metadata_pruned", pruned);
     }
     remove_empty_profiles(data);
-    gc(data);
+    gc(data, &scratch.marks, &scratch.marked);
 }
