@@ -14,19 +14,9 @@ pub fn check(endpoint: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The address to bind: as Go's `net.Listen`, which the Collector uses, an
-/// empty host (`:4317`) means every interface.
-pub fn listen_address(endpoint: &str) -> std::borrow::Cow<'_, str> {
-    if endpoint.starts_with(':') {
-        format!("0.0.0.0{endpoint}").into()
-    } else {
-        endpoint.into()
-    }
-}
-
 /// Binds a TCP listener, resolving host names such as `localhost`.
 pub async fn bind(endpoint: &str, owner: &str) -> anyhow::Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(&*listen_address(endpoint))
+    tokio::net::TcpListener::bind(&*profcol_pipeline::config::listen_address(endpoint))
         .await
         .map_err(|e| anyhow::anyhow!("{owner}: cannot listen on {endpoint}: {e}"))
 }
@@ -43,8 +33,6 @@ mod tests {
         for bad in ["4317", "host:port", "host:70000", "a b:1"] {
             assert!(check(bad).is_err(), "{bad}");
         }
-        assert_eq!(listen_address(":4317"), "0.0.0.0:4317");
-        assert_eq!(listen_address("127.0.0.1:1"), "127.0.0.1:1");
     }
 
     #[tokio::test]

@@ -7,6 +7,7 @@
 
 mod decode;
 mod duration;
+mod endpoint;
 mod error;
 mod expand;
 mod id;
@@ -19,6 +20,7 @@ mod yaml;
 mod tests;
 
 pub use duration::Duration;
+pub use endpoint::listen_address;
 pub use error::{ConfigError, ConfigErrors};
 pub use expand::Originals;
 pub use id::{ComponentId, Kind};

@@ -189,12 +189,11 @@ fn check_ports(
 ) {
     let mut seen: Vec<(SocketAddr, String)> = Vec::new();
     let mut claim = |owner: String, endpoint: &str, errs: &mut ConfigErrors| {
-        // `:port` is every interface (Go's reading) and `localhost` is
-        // loopback; other host names are resolved at start-up.
-        let normalized = match endpoint.rsplit_once(':') {
-            Some(("", port)) => format!("0.0.0.0:{port}"),
-            Some(("localhost", port)) => format!("127.0.0.1:{port}"),
-            _ => endpoint.to_string(),
+        // `localhost` is loopback; other host names are resolved at start-up.
+        let bound = crate::config::listen_address(endpoint);
+        let normalized = match bound.strip_prefix("localhost:") {
+            Some(port) => format!("127.0.0.1:{port}").into(),
+            None => bound,
         };
         let Ok(addr) = normalized.parse::<SocketAddr>() else {
             return;
