@@ -15,22 +15,26 @@
 //! than its stack is numbered exactly, without hashing ([`RestCode`]), and
 //! grouping looks first in two slots per stack, 8 bytes each, then in a hash
 //! table of the few identities left over. A sample folded into another is
-//! never rewritten, only read; the later members' data points are set aside
-//! in flat buffers as the members are removed, then ordered by group with a
+//! never rewritten, only read; the later members' data points are set aside,
+//! each tagged with its group (one push per point, no record per member), in
+//! flat buffers as the members are removed, then ordered by group with a
 //! counting sort, so each first sample grows once, to its final size.
 //!
 //! The pass over the samples does only the work that needs the sample at
 //! hand: counting what each group receives (a random access per member) is
-//! left to the counting sort, a tight loop over small arrays. The pass also
-//! marks what the samples it keeps refer to ([`Marks`]), so that the garbage
-//! collection after it need not visit them again.
+//! left to the counting sort, a tight loop over small arrays; and a sample
+//! with one attribute (most are) gets its rest's number with one load from a
+//! table made per call ([`Singles`]) instead of rewriting and combining the
+//! parts. The pass also marks what the samples it keeps refer to
+//! ([`SampleMarks`]), so that the garbage collection after it need not visit
+//! them again.
 
 use hashbrown::HashTable;
 
-use profcol_pipeline::model::dictionary::{samples_identity, SampleIdentity, SampleShape};
+use profcol_pipeline::model::dictionary::{
+    samples_identity, SampleIdentity, SampleMarks, SampleShape,
+};
 use profcol_pipeline::proto::{Profile, Sample};
-
-use super::gc::Marks;
 
 /// Everything of a sample's identity and shape but its stack, packed so that
 /// lookups compare keys held in the tables instead of following each
@@ -132,6 +136,9 @@ pub(crate) struct Tables {
 struct RestCode {
     attributes: u64,
     links: u64,
+    /// What a step of the shape adds to a number (the shape is its most
+    /// significant part).
+    per_shape: u32,
 }
 
 impl RestCode {
@@ -142,6 +149,7 @@ impl RestCode {
         (combos < u64::from(NONE)).then_some(Self {
             attributes: a,
             links: l,
+            per_shape: (a * a * l) as u32,
         })
     }
 
@@ -162,6 +170,50 @@ impl RestCode {
         let code =
             ((u64::from(r.meta) * self.attributes + a1) * self.attributes + a0) * self.links + link;
         Some(code as u32)
+    }
+}
+
+/// The numbers of the rests of samples with a single attribute, by the
+/// attribute's index (before rewriting), for shape 0 and link 0: a sample's
+/// is then `singles[a] + shape * per_shape + link`, as [`RestCode::of`]
+/// numbers it. [`NONE`] where the attribute cannot be coded.
+#[derive(Default)]
+struct Singles(Vec<u32>);
+
+impl Singles {
+    /// Fills the table for the indices below `len` (none past it can be
+    /// coded), unless a profile of `n` samples would not pay for that: then
+    /// it stays empty and every sample takes the general way.
+    fn fill(&mut self, c: RestCode, map: &[u32], len: usize, n: usize) {
+        self.0.clear();
+        if len > 4 * n + 1024 {
+            return;
+        }
+        let len = i32::try_from(len).unwrap_or(i32::MAX);
+        self.0.extend((0..len).map(|a| {
+            let m = mapped(map, a);
+            let rest = Rest {
+                link: 0,
+                attrs: [m.unwrap_or(0) as u32, 0],
+                meta: u32::from(m.is_some()) << 2,
+            };
+            c.of(&rest).unwrap_or(NONE)
+        }));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The number of the rest of `s`, whose only attribute is `a`, or `None`
+    /// when it cannot be coded.
+    #[inline]
+    fn of(&self, c: RestCode, s: &Sample, a: i32) -> Option<u32> {
+        let base = *self.0.get(usize::try_from(a).ok()?)?;
+        let link = u32::try_from(s.link_index)
+            .ok()
+            .filter(|&l| u64::from(l) < c.links)?;
+        (base != NONE).then(|| base + shape_bits(s) * c.per_shape + link)
     }
 }
 
@@ -290,11 +342,9 @@ impl Groups {
 #[derive(Default)]
 pub(crate) struct Merger {
     groups: Groups,
-    /// Per removed sample, in order: its group and numbers of timestamps
-    /// and values, which are in `staged_*`.
-    members: Vec<(u32, u32, u32)>,
-    staged_times: Vec<u64>,
-    staged_values: Vec<i64>,
+    /// The points of the removed samples, in order, each with its group.
+    staged_times: Vec<(u32, u64)>,
+    staged_values: Vec<(u32, i64)>,
     /// Per group, where its added points end in `times` / `values`, which
     /// hold them group by group.
     tpos: Vec<u32>,
@@ -303,6 +353,7 @@ pub(crate) struct Merger {
     values: Vec<i64>,
     /// A sample's attributes once rewritten.
     attrs: Vec<i32>,
+    singles: Singles,
 }
 
 impl Merger {
@@ -318,7 +369,7 @@ impl Merger {
         profile: &mut Profile,
         tables: Tables,
         map: &[u32],
-        marks: &mut Marks,
+        marks: &mut SampleMarks,
     ) -> usize {
         let samples = &mut profile.samples;
         let n = samples.len();
@@ -328,14 +379,18 @@ impl Merger {
         groups.coded.clear();
         groups.table.clear();
         groups.attrs.clear();
-        self.members.clear();
         self.staged_times.clear();
         self.staged_values.clear();
         // Slots pay off when the profile revisits its stacks; a stack table
         // far larger than the profile would only cost its clearing.
         let code = RestCode::new(tables).filter(|_| tables.stacks <= 4 * n + 1024);
-        if code.is_some() && groups.heads.len() < tables.stacks {
-            groups.heads.resize(tables.stacks, [(0, NONE); 2]);
+        if let Some(c) = code {
+            if groups.heads.len() < tables.stacks {
+                groups.heads.resize(tables.stacks, [(0, NONE); 2]);
+            }
+            // Past both, an index stays as it is and out of the table.
+            let len = map.len().max(tables.attributes);
+            self.singles.fill(c, map, len, n);
         }
 
         // 1. In one pass: each sample's group; a group's first sample is
@@ -345,9 +400,9 @@ impl Merger {
             code,
             tables,
             map,
+            singles: &self.singles,
             groups,
             attrs: &mut self.attrs,
-            members: &mut self.members,
             staged_times: &mut self.staged_times,
             staged_values: &mut self.staged_values,
             marks,
@@ -358,30 +413,16 @@ impl Merger {
             groups.heads[st as usize] = [(0, NONE); 2];
         }
         groups.touched.clear();
-        let merged = self.members.len();
+        let merged = n - samples.len();
         if merged == 0 {
             return 0;
         }
 
         // 2. The set-aside points, group by group (a counting sort).
         let groups = self.groups.count as usize;
-        let (members, tpos, vpos) = (&self.members, &mut self.tpos, &mut self.vpos);
-        by_group(
-            members,
-            |m| m.1,
-            &self.staged_times,
-            groups,
-            tpos,
-            &mut self.times,
-        );
-        by_group(
-            members,
-            |m| m.2,
-            &self.staged_values,
-            groups,
-            vpos,
-            &mut self.values,
-        );
+        let (tpos, vpos) = (&mut self.tpos, &mut self.vpos);
+        by_group(&self.staged_times, groups, tpos, &mut self.times);
+        by_group(&self.staged_values, groups, vpos, &mut self.values);
 
         // 3. The samples left are the groups' first ones, in group order:
         // each grows once, to its final size.
@@ -410,14 +451,11 @@ impl Merger {
     }
 }
 
-/// Orders the points set aside, `staged` (`count(m)` of them per member
-/// `m`, in order), group by group into `out`, keeping their order within a
-/// group; `pos[g]` is then where group `g`'s points end (and `g + 1`'s
-/// start).
+/// Orders the points set aside, `staged`, group by group into `out`,
+/// keeping their order within a group; `pos[g]` is then where group `g`'s
+/// points end (and `g + 1`'s start).
 fn by_group<T: Copy + Default>(
-    members: &[(u32, u32, u32)],
-    count: impl Fn(&(u32, u32, u32)) -> u32,
-    staged: &[T],
+    staged: &[(u32, T)],
     groups: usize,
     pos: &mut Vec<u32>,
     out: &mut Vec<T>,
@@ -428,12 +466,8 @@ fn by_group<T: Copy + Default>(
         return;
     }
     pos.resize(groups, 0);
-    // Mostly one point per member: then no slices to cut.
-    let mut ones = true;
-    for m in members {
-        let n = count(m);
-        ones &= n == 1;
-        pos[m.0 as usize] += n;
+    for &(g, _) in staged {
+        pos[g as usize] += 1;
     }
     let mut sum = 0;
     for p in pos.iter_mut() {
@@ -442,19 +476,10 @@ fn by_group<T: Copy + Default>(
         sum += n;
     }
     out.resize(staged.len(), T::default());
-    if ones {
-        for (m, &x) in members.iter().zip(staged) {
-            let at = &mut pos[m.0 as usize];
-            out[*at as usize] = x;
-            *at += 1;
-        }
-    } else {
-        let mut k = 0;
-        for m in members {
-            let n = count(m) as usize;
-            put(out, &mut pos[m.0 as usize], &staged[k..k + n]);
-            k += n;
-        }
+    for &(g, x) in staged {
+        let at = &mut pos[g as usize];
+        out[*at as usize] = x;
+        *at += 1;
     }
 }
 
@@ -463,12 +488,12 @@ struct Pass<'a> {
     code: Option<RestCode>,
     tables: Tables,
     map: &'a [u32],
+    singles: &'a Singles,
     groups: &'a mut Groups,
     attrs: &'a mut Vec<i32>,
-    members: &'a mut Vec<(u32, u32, u32)>,
-    staged_times: &'a mut Vec<u64>,
-    staged_values: &'a mut Vec<i64>,
-    marks: &'a mut Marks,
+    staged_times: &'a mut Vec<(u32, u64)>,
+    staged_values: &'a mut Vec<(u32, i64)>,
+    marks: &'a mut SampleMarks,
 }
 
 impl Pass<'_> {
@@ -481,7 +506,11 @@ impl Pass<'_> {
             let st = u32::try_from(s.stack_index)
                 .ok()
                 .filter(|&st| (st as usize) < tables.stacks)?;
-            Some((st, c.of(&rest_of(s, map, self.attrs)?)?))
+            let code = match s.attribute_indices[..] {
+                [a] if !self.singles.is_empty() => self.singles.of(c, s, a)?,
+                _ => c.of(&rest_of(s, map, self.attrs)?)?,
+            };
+            Some((st, code))
         });
         let (g, new) = match coded {
             Some((st, code)) => self.groups.coded(st, code),
@@ -511,10 +540,8 @@ impl Pass<'_> {
     /// false (the sample goes).
     #[inline(always)]
     fn member(&mut self, s: &Sample, g: u32) -> bool {
-        let (t, v) = (&s.timestamps_unix_nano, &s.values);
-        self.members.push((g, t.len() as u32, v.len() as u32));
-        push(self.staged_times, t);
-        push(self.staged_values, v);
+        stage(self.staged_times, g, &s.timestamps_unix_nano);
+        stage(self.staged_values, g, &s.values);
         false
     }
 }
@@ -527,6 +554,17 @@ fn push<T: Copy>(to: &mut Vec<T>, from: &[T]) {
         [] => {}
         [x] => to.push(*x),
         _ => to.extend_from_slice(from),
+    }
+}
+
+/// Appends the points `from` of group `g` to `to`; samples mostly hold one
+/// point: those skip the loop.
+#[inline]
+fn stage<T: Copy>(to: &mut Vec<(u32, T)>, g: u32, from: &[T]) {
+    match from {
+        [] => {}
+        [x] => to.push((g, *x)),
+        _ => to.extend(from.iter().map(|&x| (g, x))),
     }
 }
 
@@ -561,19 +599,6 @@ fn rest_of(s: &Sample, map: &[u32], buf: &mut Vec<i32>) -> Option<Rest> {
         attrs: pair,
         meta: shape_bits(s) | count << 2,
     })
-}
-
-/// Copies `from` to `to` at `*at`, and moves `*at` past it. Samples mostly
-/// hold one point: those skip the call to `memcpy`.
-#[inline]
-fn put<T: Copy>(to: &mut [T], at: &mut u32, from: &[T]) {
-    let i = *at as usize;
-    match from {
-        [] => {}
-        [x] => to[i] = *x,
-        _ => to[i..i + from.len()].copy_from_slice(from),
-    }
-    *at += from.len() as u32;
 }
 
 /// Appends `more` to `v` in one new allocation of the final size (cheaper

@@ -17,7 +17,6 @@
 //! `min_samples_per_thread`; a batch left without samples is dropped.
 
 mod config;
-mod gc;
 mod merge;
 mod prune;
 mod thread_table;

@@ -9,20 +9,21 @@
 //!    samples that became identical are combined ([`super::merge`]);
 //! 3. the thread table keeps the threads a kept sample names by `thread.id`
 //!    (after `drop_attributes`), with renamed names;
-//! 4. empty profiles are removed and the dictionary garbage-collected
-//!    ([`super::gc`]: the result of `model::dictionary::gc`, cheaper).
+//! 4. empty profiles are removed and the dictionary garbage-collected,
+//!    without visiting again the samples the merge marked.
 
 use hashbrown::HashMap;
 
 use profcol_pipeline::component::{ProcessContext, Verdict};
-use profcol_pipeline::model::dictionary::{remove_empty_profiles, Lookup};
+use profcol_pipeline::model::dictionary::{
+    gc_with, remove_empty_profiles, GcOptions, Lookup, SampleMarks,
+};
 use profcol_pipeline::model::ProfileBatch;
 use profcol_pipeline::proto::{
     any_value::Value, KeyValueAndUnit, Profile, ProfilesData, Sample, Stack,
 };
 
 use super::config::Rules;
-use super::gc::{gc, Marks};
 use super::merge::{Merger, Tables, DROP};
 use super::thread_table::{self, TableChange};
 
@@ -208,7 +209,7 @@ pub(crate) struct Scratch {
     /// What the samples of merged profiles refer to, and, per profile left
     /// once empty ones are removed (in order), whether its samples were
     /// merged (and so are in `marks`).
-    marks: Marks,
+    marks: SampleMarks,
     marked: Vec<bool>,
 }
 
@@ -673,5 +674,13 @@ fn apply(
         ctx.event("thread_metadata_pruned", pruned);
     }
     remove_empty_profiles(data);
-    gc(data, &scratch.marks, &scratch.marked);
+    // The pass removes stacks only with the samples it drops; orphans the
+    // input already had below the stacks are dictionary_dedup's to remove.
+    gc_with(
+        data,
+        &GcOptions {
+            premarked: Some((&scratch.marks, &scratch.marked)),
+            whole_below_live_stacks: true,
+        },
+    );
 }

@@ -112,20 +112,23 @@ impl Build {
         let mut locs: Vec<i32> = frames
             .split(';')
             .filter(|f| !f.is_empty())
-            .map(|f| {
-                let function = self.b.function_named(f, "", "", 0);
-                self.b.location(Location {
-                    lines: vec![Line {
-                        function_index: function,
-                        line: 0,
-                        column: 0,
-                    }],
-                    ..Default::default()
-                })
-            })
+            .map(|f| self.location(f))
             .collect();
         locs.reverse();
         self.b.stack(&locs)
+    }
+
+    /// The location of a frame in function `name`.
+    fn location(&mut self, name: &str) -> i32 {
+        let function = self.b.function_named(name, "", "", 0);
+        self.b.location(Location {
+            lines: vec![Line {
+                function_index: function,
+                line: 0,
+                column: 0,
+            }],
+            ..Default::default()
+        })
     }
 
     fn thread(&mut self, id: Option<&str>, name: Option<&str>) -> Vec<i32> {
@@ -578,6 +581,59 @@ fn renamed_threads_merge_and_orphans_go() {
             .filter(|a| *a == "thread.name=worker-*")
             .count(),
         1
+    );
+    validate(batch.data()).unwrap();
+}
+
+/// Locations (and their functions) nothing refers to go only when the pass
+/// removed a stack: otherwise they were orphans of the input, left to
+/// dictionary_dedup rather than found by walking every stack.
+#[test]
+fn orphans_below_the_stacks_go_only_with_a_stack() {
+    let build = || {
+        let mut b = Build::default();
+        b.at("main;work", None, Some("worker-1"), 1)
+            .at("main;work", None, Some("worker-2"), 1)
+            .at("main;gone", None, Some("gc-1"), 1);
+        b.location("unused");
+        b.batch()
+    };
+    let functions = |batch: &ProfileBatch| {
+        let lookup = Lookup::of(batch.data());
+        let d = lookup.dictionary();
+        let names: Vec<String> = d
+            .function_table
+            .iter()
+            .map(|f| lookup.string(f.name_strindex).to_owned())
+            .collect();
+        (names, d.location_table.len())
+    };
+    let mut batch = build();
+    let mut p =
+        create("rename_threads: [{pattern: 'worker-\\d+', replacement: 'worker-*'}]").unwrap();
+    run(&mut *p, &mut batch);
+    assert!(!strings(batch.data()).iter().any(|s| s == "worker-1"));
+    assert_eq!(
+        functions(&batch),
+        (
+            vec![
+                "".into(),
+                "main".into(),
+                "work".into(),
+                "gone".into(),
+                "unused".into()
+            ],
+            5
+        )
+    );
+    validate(batch.data()).unwrap();
+
+    let mut batch = build();
+    let mut p = create("drop_threads: ['gc-.*']").unwrap();
+    run(&mut *p, &mut batch);
+    assert_eq!(
+        functions(&batch),
+        (vec!["".into(), "main".into(), "work".into()], 3)
     );
     validate(batch.data()).unwrap();
 }

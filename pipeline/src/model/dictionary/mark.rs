@@ -1,6 +1,6 @@
-use crate::proto::{ProfilesData, ProfilesDictionary, ResourceProfiles};
+use crate::proto::{ProfilesData, ProfilesDictionary, ResourceProfiles, Sample};
 
-use super::{visit, PerTable, Table};
+use super::{visit, GcOptions, PerTable, Table};
 
 /// Which dictionary entries are reachable from the data, one flag per entry.
 /// Index 0 of a non-empty table is always live: it is the null value.
@@ -102,6 +102,70 @@ impl Live {
     }
 }
 
+/// What some samples refer to, marked by a pass that had them at hand, so
+/// that the collection after it need not visit them again
+/// ([`super::GcOptions::premarked`]): one flag per entry of the stack, link
+/// and attribute tables.
+#[derive(Clone, Debug, Default)]
+pub struct SampleMarks {
+    stacks: Vec<bool>,
+    links: Vec<bool>,
+    attributes: Vec<bool>,
+    /// References past the tables as they were sized: a table may grow
+    /// between the marking and the collection.
+    beyond: Vec<(Table, i32)>,
+}
+
+impl SampleMarks {
+    /// No marks, for tables of these sizes.
+    pub fn reset(&mut self, stacks: usize, links: usize, attributes: usize) {
+        for (v, n) in [
+            (&mut self.stacks, stacks),
+            (&mut self.links, links),
+            (&mut self.attributes, attributes),
+        ] {
+            v.clear();
+            v.resize(n, false);
+        }
+        self.beyond.clear();
+    }
+
+    #[inline]
+    pub fn sample(&mut self, s: &Sample) {
+        let beyond = &mut self.beyond;
+        note(&mut self.stacks, Table::Stack, s.stack_index, beyond);
+        note(&mut self.links, Table::Link, s.link_index, beyond);
+        for &a in &s.attribute_indices {
+            note(&mut self.attributes, Table::Attribute, a, beyond);
+        }
+    }
+
+    fn add_to(&self, live: &mut Live) {
+        for (to, from) in [
+            (&mut live.stacks, &self.stacks),
+            (&mut live.links, &self.links),
+            (&mut live.attributes, &self.attributes),
+        ] {
+            to.iter_mut().zip(from).for_each(|(t, &m)| *t |= m);
+        }
+        for &(t, i) in &self.beyond {
+            live.set(t, i);
+        }
+    }
+}
+
+#[inline]
+fn note(flags: &mut [bool], t: Table, i: i32, beyond: &mut Vec<(Table, i32)>) {
+    let Ok(at) = usize::try_from(i) else {
+        // A negative index marks nothing, as in `mark`.
+        return;
+    };
+    match flags.get_mut(at) {
+        Some(f) => *f = true,
+        None => beyond.push((t, i)),
+    }
+}
+
 /// Marks the entries reachable from samples, profiles and resource/scope
 /// attributes, then follows the dictionary's own references top down
 /// (stacks, locations, mappings, functions, attributes; strings last), so
@@ -114,12 +178,37 @@ pub fn mark(data: &ProfilesData) -> Live {
 }
 
 pub fn mark_parts(dict: &ProfilesDictionary, resources: &[ResourceProfiles]) -> Live {
-    let mut live = Live::sized(PerTable::lens(dict));
-    visit::resources(resources, &mut |t, &i| live.set(t, i));
+    mark_with(dict, resources, &GcOptions::default())
+}
 
-    for (i, s) in dict.stack_table.iter().enumerate() {
-        if live.stacks[i] {
-            visit::stack(s, &mut |t, j| live.set(t, *j));
+/// [`mark_parts`] as [`GcOptions`] say.
+pub(crate) fn mark_with(
+    dict: &ProfilesDictionary,
+    resources: &[ResourceProfiles],
+    opts: &GcOptions<'_>,
+) -> Live {
+    let mut live = Live::sized(PerTable::lens(dict));
+    let (marks, marked) = match opts.premarked {
+        Some((marks, marked)) => (Some(marks), marked),
+        None => (None, &[][..]),
+    };
+    let mut marked = marked.iter();
+    visit::resources_with(resources, &mut |t, &i| live.set(t, i), &mut || {
+        !marked.next().copied().unwrap_or(false)
+    });
+    if let Some(marks) = marks {
+        marks.add_to(&mut live);
+    }
+
+    if opts.whole_below_live_stacks && live.stacks.iter().all(|&l| l) {
+        for t in [Table::Location, Table::Mapping, Table::Function] {
+            live.table_mut(t).fill(true);
+        }
+    } else {
+        for (i, s) in dict.stack_table.iter().enumerate() {
+            if live.stacks[i] {
+                visit::stack(s, &mut |t, j| live.set(t, *j));
+            }
         }
     }
     for (i, l) in dict.location_table.iter().enumerate() {

@@ -30,11 +30,11 @@ pub mod visit;
 
 pub use builder::DictionaryBuilder;
 pub use dedup::{dedup, dedup_with};
-pub use gc::{gc, GcStats};
+pub use gc::{gc, gc_with, GcOptions, GcStats};
 pub use hashing::DictHash;
 pub use interner::Interner;
 pub use lookup::Lookup;
-pub use mark::{mark, mark_parts, Live};
+pub use mark::{mark, mark_parts, Live, SampleMarks};
 pub use merge::{merge, merge_all, Merger};
 pub use references::resolve_references;
 pub use remap::{Remap, TableRemap};

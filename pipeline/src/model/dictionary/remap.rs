@@ -1,6 +1,6 @@
 use crate::proto::{ProfilesData, ProfilesDictionary, ResourceProfiles};
 
-use super::{visit, Table};
+use super::{visit, Live, Table};
 
 /// Old index -> new index for one table.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -27,6 +27,9 @@ impl TableRemap {
     /// Keeps the entries flagged in `keep`, in order: the new index of an
     /// entry is the number of kept entries before it. Dropped entries map to 0.
     pub fn compacting(keep: &[bool]) -> Self {
+        if keep.iter().all(|&k| k) {
+            return Self::identity();
+        }
         let mut next = 0;
         let map = keep
             .iter()
@@ -101,6 +104,19 @@ impl Remap {
         }
     }
 
+    /// Keeps the entries `live` flags, in order ([`TableRemap::compacting`]).
+    pub fn compacting(live: &Live) -> Self {
+        Self {
+            strings: TableRemap::compacting(&live.strings),
+            mappings: TableRemap::compacting(&live.mappings),
+            locations: TableRemap::compacting(&live.locations),
+            functions: TableRemap::compacting(&live.functions),
+            links: TableRemap::compacting(&live.links),
+            attributes: TableRemap::compacting(&live.attributes),
+            stacks: TableRemap::compacting(&live.stacks),
+        }
+    }
+
     pub fn table(&self, t: Table) -> &TableRemap {
         match t {
             Table::String => &self.strings,
@@ -144,7 +160,11 @@ impl Remap {
         if self.is_identity() {
             return;
         }
-        visit::resources_mut(resources, &mut |t, i| *i = self.map(t, *i));
+        // Samples, by far the most indices, only refer to these tables.
+        let samples = [Table::Stack, Table::Link, Table::Attribute]
+            .iter()
+            .any(|&t| !self.table(t).is_identity());
+        visit::resources_mut_with(resources, &mut |t, i| *i = self.map(t, *i), &mut || samples);
     }
 
     /// Rewrites the references between dictionary entries (not the tables'

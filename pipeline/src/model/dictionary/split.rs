@@ -1,6 +1,6 @@
 use crate::proto::{ProfilesData, ProfilesDictionary, ResourceProfiles};
 
-use super::{mark_parts, Remap, TableRemap};
+use super::{mark_parts, Remap};
 
 /// A self-contained `ProfilesData` for `resources`, which refer to `dict`:
 /// copies only the entries they use, re-indexed in their old order. Costs one
@@ -8,15 +8,7 @@ use super::{mark_parts, Remap, TableRemap};
 /// passes; fine for the few resources a batch holds).
 pub fn extract(dict: &ProfilesDictionary, mut resources: Vec<ResourceProfiles>) -> ProfilesData {
     let live = mark_parts(dict, &resources);
-    let remap = Remap {
-        strings: TableRemap::compacting(&live.strings),
-        mappings: TableRemap::compacting(&live.mappings),
-        locations: TableRemap::compacting(&live.locations),
-        functions: TableRemap::compacting(&live.functions),
-        links: TableRemap::compacting(&live.links),
-        attributes: TableRemap::compacting(&live.attributes),
-        stacks: TableRemap::compacting(&live.stacks),
-    };
+    let remap = Remap::compacting(&live);
     let mut out = ProfilesDictionary {
         string_table: copy_live(&dict.string_table, &live.strings),
         mapping_table: copy_live(&dict.mapping_table, &live.mappings),

@@ -11,11 +11,22 @@ use crate::proto::{
 use super::Table;
 
 macro_rules! visitors {
-    ($resources:ident, $key_values:ident, $any_value:ident, $mapping:ident, $location:ident,
-     $function:ident, $attribute:ident, $stack:ident; $($m:ident)?) => {
+    ($resources:ident, $resources_with:ident, $key_values:ident, $any_value:ident,
+     $mapping:ident, $location:ident, $function:ident, $attribute:ident, $stack:ident;
+     $($m:ident)?) => {
         /// Index fields outside the dictionary: resource and scope attributes,
         /// profiles (sample and period types, attributes) and samples.
         pub fn $resources<F: FnMut(Table, &$($m)? i32)>(resources: &$($m)? [ResourceProfiles], f: &mut F) {
+            $resources_with(resources, f, &mut || true);
+        }
+
+        /// [`resources`], visiting a profile's samples only when
+        /// `samples()`, called once per profile in order, says so.
+        pub fn $resources_with<F: FnMut(Table, &$($m)? i32), S: FnMut() -> bool>(
+            resources: &$($m)? [ResourceProfiles],
+            f: &mut F,
+            samples: &mut S,
+        ) {
             for rp in resources {
                 if let Some(r) = &$($m)? rp.resource {
                     $key_values(&$($m)? r.attributes, f);
@@ -35,6 +46,9 @@ macro_rules! visitors {
                         }
                         for a in &$($m)? p.attribute_indices {
                             f(Table::Attribute, a);
+                        }
+                        if !samples() {
+                            continue;
                         }
                         for s in &$($m)? p.samples {
                             f(Table::Stack, &$($m)? s.stack_index);
@@ -111,6 +125,7 @@ macro_rules! visitors {
     };
 }
 
-visitors!(resources, key_values, any_value, mapping, location, function, attribute, stack;);
-visitors!(resources_mut, key_values_mut, any_value_mut, mapping_mut, location_mut, function_mut,
-    attribute_mut, stack_mut; mut);
+visitors!(resources, resources_with, key_values, any_value, mapping, location, function,
+    attribute, stack;);
+visitors!(resources_mut, resources_mut_with, key_values_mut, any_value_mut, mapping_mut,
+    location_mut, function_mut, attribute_mut, stack_mut; mut);
