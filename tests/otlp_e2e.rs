@@ -141,7 +141,9 @@ async fn recorded_requests_arrive_unchanged_and_are_counted() {
         )),
         "{text_before}"
     );
-    assert!(text_before.contains("otelcol_exporter_queue_capacity{exporter=\"otlp/sink\"} 1000"));
+    assert!(text_before.contains(
+        "otelcol_exporter_queue_capacity{exporter=\"otlp/sink\",data_type=\"profiles\"} 1000"
+    ));
 }
 
 /// Two pipelines share the receiver and one exporter; a processor in one

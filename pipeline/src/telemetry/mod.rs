@@ -173,7 +173,12 @@ impl Telemetry {
     }
 
     pub fn exporter_queue(&self, exporter: &str, size: i64, capacity: i64) {
-        let l = vec![("exporter", exporter.to_owned())];
+        // As the Collector's queue gauges, which name the signal since one
+        // exporter id may queue several (collector#9943).
+        let l = vec![
+            ("exporter", exporter.to_owned()),
+            ("data_type", "profiles".to_owned()),
+        ];
         self.exporter_queue_size.get_or_create(&l).set(size);
         self.exporter_queue_capacity.get_or_create(&l).set(capacity);
     }
