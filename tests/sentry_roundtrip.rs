@@ -9,100 +9,13 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::Read;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
 use serde_json::Value as Json;
 
 use common::{fixture, free_port, replay_fixture};
+use profcol_exporters::sentry::mock::MockSentry;
 use profcol_pipeline::runtime::RuntimeOptions;
-
-/// One request the mock Sentry received.
-#[derive(Clone)]
-struct Request {
-    path: String,
-    headers: HeaderMap,
-    body: Bytes,
-}
-
-impl Request {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-
-    /// The body after undoing `Content-Encoding`.
-    fn envelope(&self) -> Vec<u8> {
-        match self.header("content-encoding") {
-            Some("gzip") => {
-                let mut out = Vec::new();
-                flate2::read::GzDecoder::new(&self.body[..])
-                    .read_to_end(&mut out)
-                    .unwrap();
-                out
-            }
-            None => self.body.to_vec(),
-            Some(other) => panic!("unexpected content-encoding {other}"),
-        }
-    }
-}
-
-type Requests = Arc<Mutex<Vec<Request>>>;
-
-/// Sentry's envelope endpoint, reduced to recording and answering 200.
-struct MockSentry {
-    addr: SocketAddr,
-    requests: Requests,
-    server: tokio::task::JoinHandle<()>,
-}
-
-async fn record(
-    State(requests): State<Requests>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    requests.lock().unwrap().push(Request {
-        path: uri.path().to_owned(),
-        headers,
-        body,
-    });
-    (StatusCode::OK, "{}").into_response()
-}
-
-impl MockSentry {
-    async fn start() -> Self {
-        let requests = Requests::default();
-        let app = axum::Router::new()
-            .fallback(record)
-            .with_state(requests.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
-        Self {
-            addr,
-            requests,
-            server,
-        }
-    }
-
-    fn requests(&self) -> Vec<Request> {
-        self.requests.lock().unwrap().clone()
-    }
-}
-
-impl Drop for MockSentry {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
-}
 
 /// The recorded chunk plus a thread with a single sample, which Relay
 /// drops (the recordings have none): an envelope holding it, and the chunk.
@@ -214,7 +127,7 @@ fn thread_names(profile: &Json, threads: &BTreeMap<String, usize>) -> BTreeMap<S
         .collect()
 }
 
-fn collector_yaml(receiver: u16, sentry: SocketAddr) -> String {
+fn collector_yaml(receiver: u16, dsn: &str) -> String {
     let metrics = free_port();
     format!(
         r#"
@@ -223,7 +136,7 @@ receivers:
     endpoint: 127.0.0.1:{receiver}
 exporters:
   sentry:
-    dsn: http://public@{sentry}/42
+    dsn: {dsn}
     retry_on_failure:
       initial_interval: 10ms
       max_interval: 20ms
@@ -263,10 +176,12 @@ async fn recorded_requests_reach_sentry_as_relay_would_keep_them() {
 
         let mock = MockSentry::start().await;
         let port = free_port();
-        let svc =
-            profcol::app::start_str(&collector_yaml(port, mock.addr), RuntimeOptions::default())
-                .await
-                .unwrap();
+        let svc = profcol::app::start_str(
+            &collector_yaml(port, &mock.dsn()),
+            RuntimeOptions::default(),
+        )
+        .await
+        .unwrap();
         let telemetry = svc.telemetry().clone();
         replay_fixture(port, recording, body).await;
         // Shutdown drains the exporter's queue.

@@ -31,6 +31,8 @@ pub mod client;
 mod config;
 pub mod dsn;
 pub mod encode;
+#[cfg(any(test, feature = "testing"))]
+pub mod mock;
 pub mod progress;
 pub mod rate_limits;
 

@@ -1,7 +1,6 @@
 //! Tests of the `sentry` exporter against an in-process Sentry.
 
 mod config;
-mod mock;
 mod progress;
 mod rate_limits;
 mod responses;

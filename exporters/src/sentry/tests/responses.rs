@@ -10,8 +10,8 @@ use profcol_pipeline::formats::sentry::reason;
 use profcol_pipeline::proto::ProfilesData;
 use profcol_pipeline::ProfileBatch;
 
-use super::mock::MockSentry;
 use super::{ctx, exporter, go_cpu};
+use crate::sentry::mock::MockSentry;
 use crate::sentry::rate_limits::{PROFILE_CHUNK, PROFILE_CHUNK_UI};
 
 fn batch(data: ProfilesData) -> Arc<ProfileBatch> {

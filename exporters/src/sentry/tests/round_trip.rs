@@ -14,10 +14,10 @@ use profcol_pipeline::formats::sentry::{
 use profcol_pipeline::model::Origin;
 use profcol_pipeline::ProfileBatch;
 
-use super::mock::MockSentry;
 use super::sentry_view::{assert_same_samples, samples, thread_names};
 use super::{ctx, exporter, fixture};
 use crate::sentry::client::{CLIENT_NAME, ENVELOPE_CONTENT_TYPE};
+use crate::sentry::mock::MockSentry;
 
 /// A recorded `profile_chunk` payload and its item header platform.
 fn recorded(rel: &str) -> (Vec<u8>, Option<String>) {

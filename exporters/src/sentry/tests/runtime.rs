@@ -13,8 +13,8 @@ use profcol_pipeline::runtime::{build, Registry, RunningService, RuntimeOptions}
 use profcol_pipeline::telemetry::Telemetry;
 use profcol_pipeline::ProfileBatch;
 
-use super::mock::MockSentry;
 use super::{go_cpu, long_profile_for_runtime};
+use crate::sentry::mock::MockSentry;
 
 /// A receiver that hands over prepared batches when it starts.
 struct Replay(Arc<Mutex<Vec<ProfileBatch>>>);

@@ -1,5 +1,6 @@
-//! An in-process Sentry: records every request and answers from a script
-//! (200 once the script is used up).
+//! An in-process Sentry for tests: records every request and answers from a
+//! script (200 once the script is used up). Shared with the workspace's
+//! end-to-end tests through the `testing` feature.
 
 use std::collections::VecDeque;
 use std::io::Read;
