@@ -18,7 +18,7 @@
 //! never rewritten, only read; the later members' data points are set aside,
 //! each tagged with its group (one push per point, no record per member), in
 //! flat buffers as the members are removed, then ordered by group with a
-//! counting sort, so each first sample grows once, to its final size.
+//! counting sort, so each first sample grows at most once, to its final size.
 //!
 //! The pass over the samples does only the work that needs the sample at
 //! hand: counting what each group receives (a random access per member) is
@@ -425,7 +425,7 @@ impl Merger {
         by_group(&self.staged_values, groups, vpos, &mut self.values);
 
         // 3. The samples left are the groups' first ones, in group order:
-        // each grows once, to its final size.
+        // each grows at most once, to its final size.
         if !self.times.is_empty() {
             let mut start = 0;
             for (s, &end) in samples.iter_mut().zip(tpos.iter()) {
@@ -601,9 +601,14 @@ fn rest_of(s: &Sample, map: &[u32], buf: &mut Vec<i32>) -> Option<Rest> {
     })
 }
 
-/// Appends `more` to `v` in one new allocation of the final size (cheaper
-/// than growing the old one in place, which copies anyway).
+/// Appends `more` to `v`: in place when it fits (prost leaves decoded
+/// vectors room for four points), else in one new allocation of the final
+/// size (cheaper than growing the old one, which copies anyway).
 fn grow<T: Copy>(v: &mut Vec<T>, more: &[T]) {
+    if v.capacity() - v.len() >= more.len() {
+        push(v, more);
+        return;
+    }
     let mut out = Vec::with_capacity(v.len() + more.len());
     push(&mut out, v);
     push(&mut out, more);

@@ -977,9 +977,14 @@ proptest! {
     #[test]
     fn leaves_a_valid_batch_and_accounts_for_every_sample(profiles in arb_profiles(), which in 0..CONFIGS.len()) {
         let mut batch = build(&profiles);
+        // As a receiver decodes it: vectors with room to grow in place.
+        let mut decoded = ProfileBatch::decode(Bytes::from(batch.data().encode_to_vec())).unwrap();
         let (before, total) = (batch.sample_count(), profile_total(batch.data()));
         let mut p = create(CONFIGS[which]).unwrap();
         let (v, dropped, _) = run(&mut *p, &mut batch);
+        let (v_decoded, dropped_decoded, _) = run(&mut *p, &mut decoded);
+        prop_assert_eq!((v, &dropped), (v_decoded, &dropped_decoded));
+        prop_assert_eq!(text(batch.data()), text(decoded.data()));
         let after = if v == Verdict::Drop { 0 } else { batch.sample_count() };
         prop_assert_eq!(before, after + dropped.values().sum::<u64>());
         if v == Verdict::Drop {
