@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use profcol_pipeline::config::Kind;
-use profcol_pipeline::runtime::{RunningService, RuntimeOptions};
+use profcol_pipeline::config::{Config, ConfigErrors, Kind};
+use profcol_pipeline::runtime::{Graph, RunningService, RuntimeOptions};
 use profcol_pipeline::telemetry::Telemetry;
 
 #[derive(Parser, Debug)]
@@ -93,13 +93,25 @@ fn validate(paths: &[PathBuf]) -> ExitCode {
     if let Err(code) = require_config(paths) {
         return code;
     }
-    match crate::app::load(paths) {
+    match load(paths) {
         Ok(_) => {
             println!("config is valid");
             ExitCode::SUCCESS
         }
         Err(errs) => invalid(&errs),
     }
+}
+
+/// Loads the config and builds every component. Components warn while
+/// they are built (a sampling rate that rounds to zero, say), before the
+/// configured logger exists: those warnings go to stderr from here.
+fn load(paths: &[PathBuf]) -> Result<(Config, Graph), ConfigErrors> {
+    let early = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .finish();
+    tracing::subscriber::with_default(early, || crate::app::load(paths))
 }
 
 fn test(files: &[PathBuf], update: bool) -> ExitCode {
@@ -151,7 +163,7 @@ fn run(cli: Cli) -> ExitCode {
     if let Err(code) = require_config(&cli.config) {
         return code;
     }
-    let (cfg, graph) = match crate::app::load(&cli.config) {
+    let (cfg, graph) = match load(&cli.config) {
         Ok(v) => v,
         Err(errs) => return invalid(&errs),
     };

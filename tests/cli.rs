@@ -386,3 +386,25 @@ fn component_errors_have_exact_paths() {
         assert_eq!(errs, want, "\n{yaml}");
     }
 }
+
+#[test]
+fn warnings_from_building_components_reach_stderr() {
+    // Components are built before the configured logger exists.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        &dir,
+        "tiny.yaml",
+        "receivers: {otlp: {protocols: {grpc: {endpoint: \"127.0.0.1:1\"}}}}\nprocessors: {sampling: {sampling_percentage: 0.001}}\nexporters: {debug: {}}\nservice: {pipelines: {profiles: {receivers: [otlp], processors: [sampling], exporters: [debug]}}}\n",
+    );
+    let out = profcol()
+        .args(["validate", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("WARN") && err.contains("sampling_percentage rounds to zero"),
+        "{err}"
+    );
+}

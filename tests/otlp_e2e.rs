@@ -542,6 +542,10 @@ async fn a_full_pipeline_answers_unavailable() {
     svc.shutdown().await;
     let n = samples(std::slice::from_ref(&req));
     assert_eq!(telemetry.refused("otlp"), unavailable * n);
+    assert_eq!(
+        telemetry.items("otlp", "request", "pipeline_full"),
+        unavailable
+    );
     // Accounting: whatever was accepted is failed or dropped at shutdown.
     let accepted = telemetry.accepted("otlp");
     assert_eq!(
@@ -582,6 +586,7 @@ async fn the_byte_budget_bounds_what_is_in_flight() {
     c.export(small.clone()).await.unwrap();
     let full = c.export(small.clone()).await.unwrap_err();
     assert_eq!(full.code(), Code::Unavailable, "{full:?}");
+    assert_eq!(full.message(), "the memory limit is reached, retry later");
     let big = c.export(request("otlp/go-cpu.otlp.bin")).await.unwrap_err();
     assert_eq!(big.code(), Code::ResourceExhausted, "{big:?}");
     assert!(
@@ -597,6 +602,10 @@ async fn the_byte_budget_bounds_what_is_in_flight() {
         telemetry.refused_for("otlp", "too_large"),
         samples(&[request("otlp/go-cpu.otlp.bin")])
     );
+    // The refused requests themselves, by reason.
+    for reason in ["memory_limit", "too_large"] {
+        assert_eq!(telemetry.items("otlp", "request", reason), 1, "{reason}");
+    }
 }
 
 /// Sends raw bytes as the request message, as a broken client would.

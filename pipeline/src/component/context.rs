@@ -23,16 +23,43 @@ pub struct Output {
 /// Why a batch was not accepted. Nothing of a refused batch was kept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConsumeError {
-    /// A pipeline inbox or the byte budget is full: the client should retry
-    /// later (gRPC `UNAVAILABLE`, HTTP 429/503).
-    #[error("the pipeline is full, retry later")]
-    Full { retry_after: Duration },
+    /// A pipeline inbox (`pipeline_full`) or the memory limit
+    /// (`memory_limit`) is full: the client should retry later (gRPC
+    /// `UNAVAILABLE`, HTTP 429).
+    #[error("{}, retry later", full_message(.reason))]
+    Full {
+        retry_after: Duration,
+        reason: DropReason,
+    },
     /// Larger than the whole byte budget: can never be accepted (413).
     #[error("batch of {size} bytes exceeds the memory budget of {budget} bytes")]
     TooLarge { size: usize, budget: usize },
     /// The collector is shutting down.
     #[error("the collector is shutting down")]
     ShuttingDown,
+}
+
+const MEMORY_LIMIT: DropReason = "memory_limit";
+const PIPELINE_FULL: DropReason = "pipeline_full";
+
+fn full_message(reason: &DropReason) -> &'static str {
+    if *reason == MEMORY_LIMIT {
+        "the memory limit is reached"
+    } else {
+        "the pipeline is full"
+    }
+}
+
+impl ConsumeError {
+    /// The reason the refused samples are counted with, also the outcome
+    /// of the refused request or envelope.
+    pub fn reason(&self) -> DropReason {
+        match self {
+            Self::Full { reason, .. } => reason,
+            Self::TooLarge { .. } => "too_large",
+            Self::ShuttingDown => "shutdown",
+        }
+    }
 }
 
 /// Held by a batch while it is in flight; returns its bytes to the budget.
@@ -66,34 +93,27 @@ impl Output {
     pub fn consume(&self, mut batch: ProfileBatch) -> Result<(), ConsumeError> {
         let samples = batch.sample_count();
         let transport = batch.meta.transport;
-        let refuse = |e: ConsumeError, reason: DropReason| {
+        let refuse = |e: ConsumeError| {
             self.telemetry
-                .receiver_refused(&self.receiver, transport, samples, reason);
+                .receiver_refused(&self.receiver, transport, samples, e.reason());
             Err(e)
         };
         let size = batch.encoded_len().max(1);
         if size > self.budget_bytes {
-            return refuse(
-                ConsumeError::TooLarge {
-                    size,
-                    budget: self.budget_bytes,
-                },
-                "too_large",
-            );
+            return refuse(ConsumeError::TooLarge {
+                size,
+                budget: self.budget_bytes,
+            });
         }
         let permits = u32::try_from(size).unwrap_or(u32::MAX);
         let share = match self.budget.clone().try_acquire_many_owned(permits) {
             Ok(p) => p,
-            Err(tokio::sync::TryAcquireError::Closed) => {
-                return refuse(ConsumeError::ShuttingDown, "shutdown")
-            }
+            Err(tokio::sync::TryAcquireError::Closed) => return refuse(ConsumeError::ShuttingDown),
             Err(tokio::sync::TryAcquireError::NoPermits) => {
-                return refuse(
-                    ConsumeError::Full {
-                        retry_after: Duration::from_secs(1),
-                    },
-                    "memory_limit",
-                )
+                return refuse(ConsumeError::Full {
+                    retry_after: Duration::from_secs(1),
+                    reason: MEMORY_LIMIT,
+                })
             }
         };
         let mut reserved = Vec::with_capacity(self.inboxes.len());
@@ -101,15 +121,13 @@ impl Output {
             match inbox.try_reserve() {
                 Ok(p) => reserved.push(p),
                 Err(mpsc::error::TrySendError::Closed(())) => {
-                    return refuse(ConsumeError::ShuttingDown, "shutdown")
+                    return refuse(ConsumeError::ShuttingDown)
                 }
                 Err(mpsc::error::TrySendError::Full(())) => {
-                    return refuse(
-                        ConsumeError::Full {
-                            retry_after: Duration::from_secs(1),
-                        },
-                        "pipeline_full",
-                    )
+                    return refuse(ConsumeError::Full {
+                        retry_after: Duration::from_secs(1),
+                        reason: PIPELINE_FULL,
+                    })
                 }
             }
         }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::expand::{expand_str, Expanded, Resolved};
+use super::yaml::parse_document;
 use super::*;
 
 /// A component config shaped like an OTLP exporter plus a receiver's
@@ -815,6 +816,25 @@ fn bad_expansion_inside_a_list_names_the_index() {
             r#"service::extensions: references extension "a" which is not configured"#,
         ]
     );
+}
+
+#[test]
+fn an_unquoted_reference_inside_a_flow_list_gets_a_hint() {
+    let errs = load_errors("receivers:\n  sentry:\n    keys: [${env:KEY}]\n");
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].contains("line 3")
+            && errs[0].contains(r#"quote a ${...} reference: "${env:NAME}""#),
+        "{errs:?}"
+    );
+    // Quoted, or in a block list, it parses.
+    for keys in ["[\"${env:KEY}\"]", "\n      - ${env:KEY}"] {
+        let yaml = format!("receivers:\n  sentry:\n    keys: {keys}\n");
+        assert!(parse_document(&yaml).is_ok(), "{keys}");
+    }
+    // Other syntax errors get no hint.
+    let errs = load_errors("receivers: [a, b\n");
+    assert!(!errs[0].contains("quote"), "{errs:?}");
 }
 
 fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> PathBuf {

@@ -78,8 +78,7 @@ pub(super) type Problems = Vec<(Vec<String>, String)>;
 /// Parses one YAML document whose top level is a map (an empty document is
 /// an empty map).
 pub(super) fn parse_document(text: &str) -> Result<Dict, Problems> {
-    let mut yaml: Yaml =
-        serde_yaml_ng::from_str(text).map_err(|e| vec![(Vec::new(), e.to_string())])?;
+    let mut yaml: Yaml = serde_yaml_ng::from_str(text).map_err(|e| syntax(text, &e))?;
     yaml.apply_merge()
         .map_err(|e| vec![(Vec::new(), e.to_string())])?;
     let mut problems = Problems::new();
@@ -97,10 +96,25 @@ pub(super) fn parse_document(text: &str) -> Result<Dict, Problems> {
     }
 }
 
+/// A YAML syntax error, with a hint for the usual cause: in YAML, `{`
+/// cannot start a plain value inside `[ ]` or `{ }`, so an unquoted
+/// `${env:X}` there breaks the document (the Collector's parser agrees).
+fn syntax(text: &str, e: &serde_yaml_ng::Error) -> Problems {
+    let line = e
+        .location()
+        .and_then(|l| text.lines().nth(l.line().saturating_sub(1)));
+    let hint = match line {
+        Some(l) if l.contains("${") && (l.contains('[') || l.replace("${", "").contains('{')) => {
+            " (inside [ ] or { }, quote a ${...} reference: \"${env:NAME}\", or write the list as a block)"
+        }
+        _ => "",
+    };
+    vec![(Vec::new(), format!("{e}{hint}"))]
+}
+
 /// Parses a YAML snippet that may be any value (a component section).
 pub(super) fn parse_value(text: &str) -> Result<Value, Problems> {
-    let mut yaml: Yaml =
-        serde_yaml_ng::from_str(text).map_err(|e| vec![(Vec::new(), e.to_string())])?;
+    let mut yaml: Yaml = serde_yaml_ng::from_str(text).map_err(|e| syntax(text, &e))?;
     yaml.apply_merge()
         .map_err(|e| vec![(Vec::new(), e.to_string())])?;
     let mut problems = Problems::new();

@@ -22,6 +22,8 @@ pub struct QueueHandle {
     id: Arc<str>,
     tx: mpsc::Sender<Arc<ProfileBatch>>,
     block_on_overflow: bool,
+    /// Only a real `sending_queue` has queue gauges, as in the Collector.
+    gauges: bool,
     telemetry: Arc<Telemetry>,
 }
 
@@ -51,6 +53,9 @@ impl QueueHandle {
     }
 
     fn update_gauge(&self) {
+        if !self.gauges {
+            return;
+        }
         let cap = self.tx.max_capacity();
         self.telemetry
             .exporter_queue(&self.id, (cap - self.tx.capacity()) as i64, cap as i64);
@@ -87,11 +92,13 @@ pub async fn spawn(
     } else {
         (1, 1, true)
     };
+    let gauges = settings.sending_queue.enabled;
     let (tx, rx) = mpsc::channel(capacity);
     let handle = QueueHandle {
         id: id.clone().into(),
         tx,
         block_on_overflow: block,
+        gauges,
         telemetry: telemetry.clone(),
     };
     handle.update_gauge();
@@ -116,8 +123,10 @@ pub async fn spawn(
                     (next, rx.len(), rx.max_capacity())
                 };
                 let Some(batch) = next else { break };
-                ctx.telemetry
-                    .exporter_queue(&ctx.id, len as i64, cap as i64);
+                if gauges {
+                    ctx.telemetry
+                        .exporter_queue(&ctx.id, len as i64, cap as i64);
+                }
                 if stop.is_cancelled() {
                     ctx.dropped(batch.sample_count(), "shutdown");
                     continue;
@@ -264,7 +273,60 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Duration as D;
+    use crate::component::ExportOutcome;
+    use crate::config::{Duration as D, QueueSettings};
+
+    struct Nop;
+
+    #[async_trait::async_trait]
+    impl Exporter for Nop {
+        async fn export(
+            &self,
+            _: Arc<ProfileBatch>,
+            _: &ExporterContext,
+        ) -> Result<ExportOutcome, ExportError> {
+            Ok(ExportOutcome::default())
+        }
+    }
+
+    #[tokio::test]
+    async fn only_a_sending_queue_has_queue_gauges() {
+        for enabled in [true, false] {
+            let telemetry = Arc::new(Telemetry::new());
+            let settings = ExporterSettings {
+                timeout: Duration::from_secs(1),
+                retry_on_failure: RetrySettings::default(),
+                sending_queue: QueueSettings {
+                    enabled,
+                    ..QueueSettings::default()
+                },
+            };
+            let stop = CancellationToken::new();
+            let (queue, task) = spawn(
+                "nop".into(),
+                Arc::new(Nop),
+                settings,
+                telemetry.clone(),
+                stop,
+            )
+            .await
+            .unwrap();
+            queue.enqueue(Arc::new(ProfileBatch::default())).await;
+            drop(queue);
+            task.await.unwrap();
+            let text = telemetry.encode_text();
+            assert_eq!(
+                text.contains("otelcol_exporter_queue_capacity{exporter=\"nop\""),
+                enabled,
+                "{text}"
+            );
+            assert_eq!(
+                text.contains("otelcol_exporter_queue_size{"),
+                enabled,
+                "{text}"
+            );
+        }
+    }
 
     #[test]
     fn backoff_grows_to_the_maximum_within_jitter() {

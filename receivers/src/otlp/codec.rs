@@ -57,12 +57,35 @@ impl Decoder for RequestDecoder {
         let bytes = src.copy_to_bytes(src.remaining());
         // `ExportProfilesServiceRequest` and `ProfilesData` share their wire
         // format; decoding as `ProfilesData` saves a move later.
-        let data = ProfilesData::decode(bytes.clone()).map_err(|e| {
-            format!(
-                "cannot decode ExportProfilesServiceRequest ({} bytes): {e}",
-                bytes.len()
-            )
-        });
+        let data = ProfilesData::decode(bytes.clone()).map_err(|e| decode_error(bytes.len(), &e));
         Ok(Some(Received { data, bytes }))
+    }
+}
+
+/// The message of a request that does not decode; prost names the field path
+/// from the type decoded, which the sender knows as the request.
+fn decode_error(len: usize, e: &prost::DecodeError) -> String {
+    let e = e
+        .to_string()
+        .replacen(" ProfilesData.", " ExportProfilesServiceRequest.", 1);
+    format!("cannot decode ExportProfilesServiceRequest ({len} bytes): {e}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_errors_name_the_request_type() {
+        // resource_profiles[0] holds a truncated varint.
+        let bytes = [0x0a, 0x02, 0x08, 0xff];
+        let e = ProfilesData::decode(&bytes[..]).unwrap_err();
+        let msg = decode_error(bytes.len(), &e);
+        assert!(
+            msg.starts_with("cannot decode ExportProfilesServiceRequest (4 bytes): ")
+                && msg.contains("ExportProfilesServiceRequest.resource_profiles: ")
+                && !msg.contains("ProfilesData"),
+            "{msg}"
+        );
     }
 }

@@ -152,10 +152,15 @@ impl Handler {
                     partial_success: None,
                 }))
             }
+            // The samples were counted as refused by `consume`; the request
+            // is counted by `oversize_is_resource_exhausted`, which sees
+            // every RESOURCE_EXHAUSTED answer.
             Err(e @ ConsumeError::TooLarge { .. }) => {
                 Err(Status::resource_exhausted(e.to_string()))
             }
             Err(e @ (ConsumeError::Full { .. } | ConsumeError::ShuttingDown)) => {
+                self.telemetry
+                    .receiver_item(&self.id, "request", e.reason());
                 Err(Status::unavailable(e.to_string()))
             }
         }

@@ -259,26 +259,35 @@ impl Handler {
             self.record(project_id, query, headers, version, bytes);
             return ok(&event_id);
         }
-        let data = merge_all(converted.into_iter().map(|c| c.data));
+        let items: Vec<&str> = converted.iter().map(|(ty, _)| *ty).collect();
+        let data = merge_all(converted.into_iter().map(|(_, c)| c.data));
         let mut batch = ProfileBatch::new(data);
         batch.meta.transport = "http";
         batch.meta.origin = Origin::Sentry {
             project_id: project_id.to_owned(),
             envelope_header: envelope.header.clone(),
         };
-        match self.output.consume(batch) {
+        let consumed = self.output.consume(batch);
+        // Items count as accepted only once the pipelines took them; a
+        // refused envelope's items take its reason (their samples were
+        // counted as refused by `consume`).
+        let outcome = consumed
+            .as_ref()
+            .map_or_else(|e| e.reason(), |()| "accepted");
+        for ty in items {
+            self.telemetry.receiver_item(&self.id, ty, outcome);
+        }
+        let e = match consumed {
             Ok(()) => {
                 self.record(project_id, query, headers, version, bytes);
-                ok(&event_id)
+                return ok(&event_id);
             }
-            Err(ConsumeError::Full { retry_after }) => {
+            Err(e) => e,
+        };
+        let reply = match e {
+            ConsumeError::Full { retry_after, .. } => {
                 let secs = retry_after.as_secs().max(1);
-                let mut r = error(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "the pipeline is full, retry later",
-                    vec![],
-                )
-                .0;
+                let mut r = error(StatusCode::TOO_MANY_REQUESTS, e.to_string(), vec![]).0;
                 let h = r.headers_mut();
                 h.insert("retry-after", HeaderValue::from(secs));
                 if let Ok(v) =
@@ -288,13 +297,14 @@ impl Handler {
                 }
                 Reply(r)
             }
-            Err(e @ ConsumeError::TooLarge { .. }) => {
+            ConsumeError::TooLarge { .. } => {
                 error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string(), vec![])
             }
-            Err(e @ ConsumeError::ShuttingDown) => {
+            ConsumeError::ShuttingDown => {
                 error(StatusCode::SERVICE_UNAVAILABLE, e.to_string(), vec![])
             }
-        }
+        };
+        self.refuse(e.reason(), reply)
     }
 
     /// 401 for a key not in `keys`.
@@ -314,7 +324,14 @@ impl Handler {
 
     /// Converts every profile item; a refused item is counted with its
     /// Relay-style reason and the rest of the envelope goes on, as in Relay.
-    fn convert(&self, envelope: &Envelope<'_>, project_id: &str, _raw: &[u8]) -> Vec<Converted> {
+    /// Returns each converted item with its type, to be counted once the
+    /// pipelines took them or not.
+    fn convert<'e>(
+        &self,
+        envelope: &'e Envelope<'_>,
+        project_id: &str,
+        _raw: &[u8],
+    ) -> Vec<(&'e str, Converted)> {
         let opts = ReceiveOptions {
             service_name: self.cfg.service_name.clone(),
             include_original_payload: self.cfg.include_original_payload,
@@ -355,12 +372,11 @@ impl Handler {
             };
             match result {
                 Ok(c) => {
-                    self.telemetry.receiver_item(&self.id, ty, "accepted");
                     for (reason, n) in &c.dropped {
                         self.telemetry
                             .receiver_refused(&self.id, "http", *n, reason);
                     }
-                    out.push(c);
+                    out.push((ty, c));
                 }
                 Err(e) => {
                     tracing::warn!(receiver = %self.id, item = ty, reason = e.reason, error = %e.message, "item refused");

@@ -28,13 +28,18 @@ struct Harness {
 }
 
 fn harness(cfg: SentryReceiverConfig, inbox: usize) -> Harness {
+    harness_with_budget(cfg, inbox, 1 << 30)
+}
+
+/// With a memory limit of `budget` bytes.
+fn harness_with_budget(cfg: SentryReceiverConfig, inbox: usize, budget: usize) -> Harness {
     let (tx, rx) = mpsc::channel(inbox);
     let telemetry = Arc::new(Telemetry::new());
     let output = Output::new(
         "sentry",
         vec![tx],
-        Arc::new(Semaphore::new(1 << 30)),
-        1 << 30,
+        Arc::new(Semaphore::new(budget)),
+        budget,
         telemetry.clone(),
     );
     let handler = Handler::new(cfg, "sentry".into(), output, telemetry.clone());
@@ -493,7 +498,8 @@ async fn a_full_pipeline_answers_429_with_rate_limits() {
     let h = harness(SentryReceiverConfig::default(), 1);
     let (first, _, _) = send(&h.app, post("/api/1/envelope/", &[], valid_envelope())).await;
     assert_eq!(first, StatusCode::OK);
-    let (status, headers, _) = send(&h.app, post("/api/1/envelope/", &[], valid_envelope())).await;
+    let (status, headers, body) =
+        send(&h.app, post("/api/1/envelope/", &[], valid_envelope())).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(headers["retry-after"], "1");
     let limits = headers["x-sentry-rate-limits"].to_str().unwrap();
@@ -502,6 +508,32 @@ async fn a_full_pipeline_answers_429_with_rate_limits() {
         "{limits}"
     );
     assert_eq!(h.telemetry.refused_for("sentry", "pipeline_full"), 1085);
+    assert_eq!(body["detail"], "the pipeline is full, retry later");
+    // The refused envelope's item is not accepted: it and the envelope
+    // carry the reason.
+    let items = |outcome| h.telemetry.items("sentry", "profile_chunk", outcome);
+    assert_eq!((items("accepted"), items("pipeline_full")), (1, 1));
+    assert_eq!(h.telemetry.items("sentry", "envelope", "pipeline_full"), 1);
+}
+
+#[tokio::test]
+async fn the_memory_limit_answers_429_and_says_so() {
+    // Room for one envelope's batch, not two.
+    let mut probe = harness(SentryReceiverConfig::default(), 1);
+    send(&probe.app, post("/api/1/envelope/", &[], valid_envelope())).await;
+    let size = probe.rx.recv().await.unwrap().encoded_len();
+    let h = harness_with_budget(SentryReceiverConfig::default(), 4, size * 3 / 2);
+    let (first, _, _) = send(&h.app, post("/api/1/envelope/", &[], valid_envelope())).await;
+    assert_eq!(first, StatusCode::OK);
+    let (status, headers, body) =
+        send(&h.app, post("/api/1/envelope/", &[], valid_envelope())).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(headers["retry-after"], "1");
+    assert_eq!(body["detail"], "the memory limit is reached, retry later");
+    assert_eq!(h.telemetry.refused_for("sentry", "memory_limit"), 1085);
+    let items = |outcome| h.telemetry.items("sentry", "profile_chunk", outcome);
+    assert_eq!((items("accepted"), items("memory_limit")), (1, 1));
+    assert_eq!(h.telemetry.items("sentry", "envelope", "memory_limit"), 1);
 }
 
 #[tokio::test]
