@@ -493,27 +493,34 @@ async fn bad_input_gets_its_status_and_reason_and_the_next_envelope_is_accepted(
     assert_eq!(status, StatusCode::OK);
 }
 
-#[tokio::test]
-async fn a_full_pipeline_answers_429_with_rate_limits() {
-    let h = harness(SentryReceiverConfig::default(), 1);
+/// Sends two envelopes where `h` has room for one: the second gets 429
+/// with `detail`, and it and its item are counted with `reason`, not as
+/// accepted. Returns the 429's headers.
+async fn second_envelope_refused(h: &Harness, reason: &str, detail: &str) -> axum::http::HeaderMap {
     let (first, _, _) = send(&h.app, post("/api/1/envelope/", &[], valid_envelope())).await;
     assert_eq!(first, StatusCode::OK);
     let (status, headers, body) =
         send(&h.app, post("/api/1/envelope/", &[], valid_envelope())).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(headers["retry-after"], "1");
+    assert_eq!(body["detail"], detail);
+    assert_eq!(h.telemetry.refused_for("sentry", reason), 1085);
+    let items = |outcome| h.telemetry.items("sentry", "profile_chunk", outcome);
+    assert_eq!((items("accepted"), items(reason)), (1, 1));
+    assert_eq!(h.telemetry.items("sentry", "envelope", reason), 1);
+    headers
+}
+
+#[tokio::test]
+async fn a_full_pipeline_answers_429_with_rate_limits() {
+    let h = harness(SentryReceiverConfig::default(), 1);
+    let headers =
+        second_envelope_refused(&h, "pipeline_full", "the pipeline is full, retry later").await;
     let limits = headers["x-sentry-rate-limits"].to_str().unwrap();
     assert!(
         limits.starts_with("1:") && limits.contains("profile_chunk"),
         "{limits}"
     );
-    assert_eq!(h.telemetry.refused_for("sentry", "pipeline_full"), 1085);
-    assert_eq!(body["detail"], "the pipeline is full, retry later");
-    // The refused envelope's item is not accepted: it and the envelope
-    // carry the reason.
-    let items = |outcome| h.telemetry.items("sentry", "profile_chunk", outcome);
-    assert_eq!((items("accepted"), items("pipeline_full")), (1, 1));
-    assert_eq!(h.telemetry.items("sentry", "envelope", "pipeline_full"), 1);
 }
 
 #[tokio::test]
@@ -523,17 +530,12 @@ async fn the_memory_limit_answers_429_and_says_so() {
     send(&probe.app, post("/api/1/envelope/", &[], valid_envelope())).await;
     let size = probe.rx.recv().await.unwrap().encoded_len();
     let h = harness_with_budget(SentryReceiverConfig::default(), 4, size * 3 / 2);
-    let (first, _, _) = send(&h.app, post("/api/1/envelope/", &[], valid_envelope())).await;
-    assert_eq!(first, StatusCode::OK);
-    let (status, headers, body) =
-        send(&h.app, post("/api/1/envelope/", &[], valid_envelope())).await;
-    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(headers["retry-after"], "1");
-    assert_eq!(body["detail"], "the memory limit is reached, retry later");
-    assert_eq!(h.telemetry.refused_for("sentry", "memory_limit"), 1085);
-    let items = |outcome| h.telemetry.items("sentry", "profile_chunk", outcome);
-    assert_eq!((items("accepted"), items("memory_limit")), (1, 1));
-    assert_eq!(h.telemetry.items("sentry", "envelope", "memory_limit"), 1);
+    second_envelope_refused(
+        &h,
+        "memory_limit",
+        "the memory limit is reached, retry later",
+    )
+    .await;
 }
 
 #[tokio::test]
