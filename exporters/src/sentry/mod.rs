@@ -278,4 +278,8 @@ impl Exporter for SentryExporter {
         }
         Self::settle(claim, refusal, dropped)
     }
+
+    fn delivered_before_giving_up(&self, batch: &Arc<ProfileBatch>) -> u64 {
+        self.progress.give_up(batch)
+    }
 }

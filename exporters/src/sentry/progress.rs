@@ -92,6 +92,17 @@ impl Progress {
         }
     }
 
+    /// The runtime gave up on the batch: forgets its progress and returns
+    /// how many of its samples earlier attempts delivered (0 while an export
+    /// holds it: that export settles it).
+    pub fn give_up(&self, batch: &Arc<ProfileBatch>) -> u64 {
+        let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        match map.get(&key(batch)) {
+            Some(e) if !e.claimed => map.remove(&key(batch)).map_or(0, |e| e.state.delivered),
+            _ => 0,
+        }
+    }
+
     /// Batches with recorded progress.
     pub fn len(&self) -> usize {
         self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()

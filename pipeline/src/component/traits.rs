@@ -154,6 +154,15 @@ pub trait Exporter: Send + Sync {
         ctx: &ExporterContext,
     ) -> Result<ExportOutcome, ExportError>;
 
+    /// Called when the runtime gives up on `batch` (retries ran out, a
+    /// permanent error, shutdown): how many of its samples earlier attempts
+    /// delivered. Those are counted as sent, the rest as failed or dropped.
+    /// An exporter that sends a batch in one request delivers all or
+    /// nothing: 0, the default.
+    fn delivered_before_giving_up(&self, _batch: &Arc<ProfileBatch>) -> u64 {
+        0
+    }
+
     /// Called after the queue has drained.
     async fn shutdown(&self) {}
 }

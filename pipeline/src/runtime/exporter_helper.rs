@@ -152,13 +152,25 @@ async fn send_with_retry(
     stop: &CancellationToken,
 ) {
     let samples = batch.sample_count();
+    // Giving up: what earlier attempts delivered is sent, the rest is
+    // counted by `rest` (as failed, or dropped at shutdown).
+    let give_up = |rest: &dyn Fn(u64)| {
+        let delivered = exporter.delivered_before_giving_up(&batch).min(samples);
+        if delivered > 0 {
+            ctx.telemetry.exporter_sent(&ctx.id, delivered);
+        }
+        if samples > delivered {
+            rest(samples - delivered);
+        }
+    };
+    let shutdown = |n: u64| ctx.dropped(n, "shutdown");
     let started = Instant::now();
     let mut backoff = Backoff::new(&settings.retry_on_failure);
     loop {
         let attempt = tokio::select! {
             r = tokio::time::timeout(settings.timeout.max(Duration::from_millis(1)), exporter.export(batch.clone(), ctx)) => r,
             _ = stop.cancelled() => {
-                ctx.dropped(samples, "shutdown");
+                give_up(&shutdown);
                 return;
             }
         };
@@ -186,11 +198,13 @@ async fn send_with_retry(
                 return;
             }
             Ok(Err(ExportError::Permanent { message })) => {
-                ctx.telemetry.exporter_send_failed(
-                    &ctx.id,
-                    samples,
-                    &format!("not retryable: {message}"),
-                );
+                give_up(&|n| {
+                    ctx.telemetry.exporter_send_failed(
+                        &ctx.id,
+                        n,
+                        &format!("not retryable: {message}"),
+                    )
+                });
                 return;
             }
             Ok(Err(ExportError::Retryable {
@@ -200,11 +214,13 @@ async fn send_with_retry(
             Err(_) => (format!("timed out after {:?}", settings.timeout), None),
         };
         if !settings.retry_on_failure.enabled {
-            ctx.telemetry.exporter_send_failed(
-                &ctx.id,
-                samples,
-                &format!("retries disabled: {message}"),
-            );
+            give_up(&|n| {
+                ctx.telemetry.exporter_send_failed(
+                    &ctx.id,
+                    n,
+                    &format!("retries disabled: {message}"),
+                )
+            });
             return;
         }
         // As the Collector: the backoff always advances, and a peer's
@@ -213,21 +229,18 @@ async fn send_with_retry(
         let delay = retry_after.map_or(backoff_delay, |r| r.max(backoff_delay));
         let max = settings.retry_on_failure.max_elapsed_time.get();
         if !max.is_zero() && started.elapsed() + delay > max {
-            ctx.telemetry.exporter_send_failed(
-                &ctx.id,
-                samples,
-                &format!(
-                    "no more retries left after {:?}: {message}",
-                    started.elapsed()
-                ),
+            let why = format!(
+                "no more retries left after {:?}: {message}",
+                started.elapsed()
             );
+            give_up(&|n| ctx.telemetry.exporter_send_failed(&ctx.id, n, &why));
             return;
         }
         tracing::warn!(exporter = %ctx.id, error = %message, interval = ?delay, "exporting failed, will retry");
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = stop.cancelled() => {
-                ctx.dropped(samples, "shutdown");
+                give_up(&shutdown);
                 return;
             }
         }

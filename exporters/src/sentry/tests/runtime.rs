@@ -95,6 +95,16 @@ async fn retries_waits_and_failures_are_counted_by_the_runtime() {
 /// Runs `batches` through a collector whose `sentry` exporter sends to
 /// `mock` (one consumer, so in order) and returns its metrics after a drain.
 async fn run(mock: &MockSentry, retry: &str, batches: Vec<ProfileBatch>) -> Arc<Telemetry> {
+    run_with(mock, "", retry, batches).await
+}
+
+/// [`run`] with more `sentry` exporter settings (`key: value` lines).
+async fn run_with(
+    mock: &MockSentry,
+    settings: &str,
+    retry: &str,
+    batches: Vec<ProfileBatch>,
+) -> Arc<Telemetry> {
     let yaml = format!(
         r#"
 receivers:
@@ -102,6 +112,7 @@ receivers:
 exporters:
   sentry:
     dsn: {dsn}
+    {settings}
     retry_on_failure: {retry}
     sending_queue: {{num_consumers: 1}}
 service:
@@ -186,4 +197,36 @@ async fn the_exporters_own_drops_are_counted_once_by_the_runtime() {
     let t = run(&mock, "{enabled: false}", vec![ProfileBatch::new(go_cpu())]).await;
     assert_eq!(t.send_failed("sentry"), per_batch);
     assert_counted_once(&t);
+}
+
+/// A batch cut into three chunks: the first is delivered, then Sentry fails
+/// until the retries run out. The delivered chunk counts as sent, only the
+/// rest as failed, however the runtime gives up.
+#[tokio::test]
+async fn giving_up_after_a_partial_delivery_counts_what_was_delivered() {
+    let per_batch = ProfileBatch::new(long_profile_for_runtime()).sample_count();
+    for retry in [
+        "{initial_interval: 10ms, max_interval: 10ms, max_elapsed_time: 50ms, randomization_factor: 0}",
+        "{enabled: false}",
+    ] {
+        let mock = MockSentry::start().await;
+        mock.then(200, &[]);
+        for _ in 0..50 {
+            mock.then(503, &[]);
+        }
+        let t = run_with(
+            &mock,
+            "max_chunk_duration: 10s",
+            retry,
+            vec![ProfileBatch::new(long_profile_for_runtime())],
+        )
+        .await;
+        let reqs = mock.requests();
+        assert!(reqs.len() >= 2, "{retry}");
+        assert_ne!(reqs[0].chunk_key(), reqs[1].chunk_key(), "the first chunk is not resent");
+        let (sent, failed) = (t.sent("sentry"), t.send_failed("sentry"));
+        assert!(sent > 0 && failed > 0, "{retry}: sent {sent}, failed {failed}");
+        assert_eq!(sent + failed, per_batch, "{retry}");
+        assert_counted_once(&t);
+    }
 }
