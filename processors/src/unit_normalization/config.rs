@@ -13,6 +13,8 @@ pub struct UnitNormalizationConfig {
     pub scale_to_base: bool,
     /// Turn `samples`/`count` profiles with a time `period_type` into time
     /// profiles (`cpu`/`ns`, `wall`/`ns`): each observation is worth one period.
+    /// A count profile whose scope already holds that time profile over the
+    /// same window (a pprof CPU profile's `cpu`/`nanoseconds`) is left as is.
     pub samples_to_time: bool,
 }
 

@@ -2,8 +2,10 @@
 //! `sample_type`, `period_type` and attribute entries (`target: ucum` or
 //! `pprof`), recognizing the spellings of pprof, Sentry and UCUM; optionally
 //! values scaled to the base unit (`scale_to_base`) and `samples`/`count`
-//! profiles turned into time profiles (`samples_to_time`). Unknown units pass
-//! unchanged and are counted as the `unknown_unit` event.
+//! profiles turned into time profiles (`samples_to_time`), except those whose
+//! scope already holds that time over the same window (event
+//! `profile_to_time_skipped`). Unknown units pass unchanged and are counted
+//! as the `unknown_unit` event.
 
 mod config;
 mod normalize;
@@ -63,6 +65,7 @@ impl Processor for UnitNormalization {
             ("profile_scaled", out.profiles_scaled),
             ("attribute_scaled", out.attributes_scaled),
             ("profile_to_time", out.profiles_to_time),
+            ("profile_to_time_skipped", out.to_time_skipped),
             ("value_saturated", out.saturated),
         ] {
             if n > 0 {

@@ -13,7 +13,7 @@
 //! strings orphaned on the way are removed. Samples never refer to strings,
 //! so none of this visits them.
 
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashSet};
 
 use profcol_pipeline::model::dictionary::{visit, Interner, Lookup, Remap, Table, TableRemap};
 use profcol_pipeline::model::ProfileBatch;
@@ -45,6 +45,10 @@ pub struct Outcome {
     pub attributes_scaled: u64,
     /// `samples`/`count` profiles turned into time profiles.
     pub profiles_to_time: u64,
+    /// `samples`/`count` profiles not turned into time profiles because their
+    /// scope already holds the time profile the conversion would make, over
+    /// the same window: the same recording under another sample type.
+    pub to_time_skipped: u64,
     /// Values that would overflow i64 and were saturated.
     pub saturated: u64,
     /// False when the batch was left as it was.
@@ -56,10 +60,7 @@ pub struct Outcome {
 pub fn normalize_batch(batch: &mut ProfileBatch, opts: &Options) -> Outcome {
     let plan = Planner::new(batch.data(), opts).plan();
     if !plan.changes {
-        return Outcome {
-            unknown_units: plan.unknown,
-            ..Outcome::default()
-        };
+        return plan.unchanged();
     }
     apply(batch.data_mut(), plan)
 }
@@ -68,10 +69,7 @@ pub fn normalize_batch(batch: &mut ProfileBatch, opts: &Options) -> Outcome {
 pub fn normalize(data: &mut ProfilesData, opts: &Options) -> Outcome {
     let plan = Planner::new(data, opts).plan();
     if !plan.changes {
-        return Outcome {
-            unknown_units: plan.unknown,
-            ..Outcome::default()
-        };
+        return plan.unchanged();
     }
     apply(data, plan)
 }
@@ -118,7 +116,20 @@ struct Plan {
     /// One per attribute entry with a known unit.
     attributes: Vec<AttributePlan>,
     unknown: u64,
+    /// `samples`/`count` profiles not turned into time: a sibling has it.
+    to_time_skipped: u64,
     changes: bool,
+}
+
+impl Plan {
+    /// What a call that changes nothing did.
+    fn unchanged(&self) -> Outcome {
+        Outcome {
+            unknown_units: self.unknown,
+            to_time_skipped: self.to_time_skipped,
+            ..Outcome::default()
+        }
+    }
 }
 
 struct Planner<'a> {
@@ -128,6 +139,10 @@ struct Planner<'a> {
     /// Parsed unit per string index: each distinct string is parsed once.
     units: HashMap<i32, Option<Unit>>,
     plan: Plan,
+    /// Time profiles of the scope being planned, as (lower-cased sample type
+    /// name, `time_unix_nano`, `duration_nano`); built on the scope's first
+    /// `samples`/`count` profile that would be turned into time.
+    time_profiles: Option<HashSet<(String, u64, u64)>>,
 }
 
 impl<'a> Planner<'a> {
@@ -138,20 +153,26 @@ impl<'a> Planner<'a> {
             opts: *opts,
             units: HashMap::new(),
             plan: Plan::default(),
+            time_profiles: None,
         }
     }
 
     /// The unit at string index `i`; counts an unknown non-empty spelling.
     fn unit(&mut self, i: i32) -> Option<Unit> {
-        let lookup = self.lookup;
-        let u = *self
-            .units
-            .entry(i)
-            .or_insert_with(|| units::parse(lookup.string(i)));
-        if u.is_none() && !lookup.string(i).is_empty() {
+        let u = self.parsed(i);
+        if u.is_none() && !self.lookup.string(i).is_empty() {
             self.plan.unknown += 1;
         }
         u
+    }
+
+    /// The unit at string index `i`, without counting it.
+    fn parsed(&mut self, i: i32) -> Option<Unit> {
+        let lookup = self.lookup;
+        *self
+            .units
+            .entry(i)
+            .or_insert_with(|| units::parse(lookup.string(i)))
     }
 
     fn slot(&mut self, old: i32, target: &'static str) -> Slot {
@@ -165,15 +186,17 @@ impl<'a> Planner<'a> {
     }
 
     fn plan(mut self) -> Plan {
-        let profiles = self
+        let scopes = self
             .data
             .resource_profiles
             .iter()
-            .flat_map(|r| &r.scope_profiles)
-            .flat_map(|s| &s.profiles);
-        for p in profiles {
-            let plan = self.profile(p);
-            self.plan.profiles.push(plan);
+            .flat_map(|r| &r.scope_profiles);
+        for scope in scopes {
+            self.time_profiles = None;
+            for p in &scope.profiles {
+                let plan = self.profile(p, &scope.profiles);
+                self.plan.profiles.push(plan);
+            }
         }
         let attributes = self
             .data
@@ -197,7 +220,39 @@ impl<'a> Planner<'a> {
         self.plan
     }
 
-    fn profile(&mut self, p: &Profile) -> ProfilePlan {
+    /// Whether `scope` (the profiles of `p`'s scope) holds a profile whose
+    /// sample type is named `name` (ASCII case aside) in a unit of time and
+    /// that covers `p`'s window (same `time_unix_nano` and `duration_nano`).
+    /// That is how one recording with several sample types arrives: a pprof
+    /// file becomes one Profile per sample type in one scope, each with the
+    /// file's time and duration (profcol's pprof import, the Collector's
+    /// `pkg/translator/pprof`), so a Go CPU profile's `samples`/`count`
+    /// already has its time as the `cpu`/`nanoseconds` next to it.
+    ///
+    /// Per profile, never per sample: the scope's time profiles are indexed
+    /// once, on its first candidate.
+    fn has_time_sibling(&mut self, p: &Profile, scope: &[Profile], name: &str) -> bool {
+        if self.time_profiles.is_none() {
+            let mut set = HashSet::new();
+            for q in scope {
+                let Some(st) = q.sample_type else { continue };
+                if self
+                    .parsed(st.unit_strindex)
+                    .is_some_and(|u| u.dimension == Dimension::Time)
+                {
+                    let ty = self.lookup.string(st.type_strindex).to_ascii_lowercase();
+                    set.insert((ty, q.time_unix_nano, q.duration_nano));
+                }
+            }
+            self.time_profiles = Some(set);
+        }
+        let key = (name.to_ascii_lowercase(), p.time_unix_nano, p.duration_nano);
+        self.time_profiles
+            .as_ref()
+            .is_some_and(|set| set.contains(&key))
+    }
+
+    fn profile(&mut self, p: &Profile, scope: &[Profile]) -> ProfilePlan {
         let target = self.opts.target;
         let mut plan = ProfilePlan {
             multiplier: 1,
@@ -234,21 +289,35 @@ impl<'a> Planner<'a> {
                     .as_str(),
                 "samples" | "sample"
             );
-        match (
+        // The time profile a conversion would make, unless the scope has it.
+        let to_time = match (
             self.opts.samples_to_time && counts_samples,
             period_ns,
             period,
         ) {
             (true, Some(ns), Some((pt, _))) => {
+                let name = self.lookup.string(pt.type_strindex);
+                let (time_type, name) = if name.is_empty() {
+                    (TimeType::Cpu, "cpu")
+                } else {
+                    (TimeType::Index(pt.type_strindex), name)
+                };
+                if self.has_time_sibling(p, scope, name) {
+                    self.plan.to_time_skipped += 1;
+                    None
+                } else {
+                    Some((ns, time_type))
+                }
+            }
+            _ => None,
+        };
+        match to_time {
+            Some((ns, time_type)) => {
                 plan.sample_unit = Some(self.slot(st.unit_strindex, NANOSECOND.name(target)));
                 plan.multiplier = ns;
-                plan.to_time = Some(if self.lookup.string(pt.type_strindex).is_empty() {
-                    TimeType::Cpu
-                } else {
-                    TimeType::Index(pt.type_strindex)
-                });
+                plan.to_time = Some(time_type);
             }
-            _ => {
+            None => {
                 let (unit, factor) = if self.opts.scale_to_base {
                     (u.base(), u.factor)
                 } else {
@@ -351,9 +420,8 @@ impl Strings<'_> {
 
 fn apply(data: &mut ProfilesData, plan: Plan) -> Outcome {
     let mut out = Outcome {
-        unknown_units: plan.unknown,
         changed: true,
-        ..Outcome::default()
+        ..plan.unchanged()
     };
     let ProfilesData {
         resource_profiles,

@@ -600,6 +600,223 @@ fn sample_counts_become_time_with_one_period_per_observation() {
     assert_eq!(units_of(&d), ["cpu/ns /ns 5"]);
 }
 
+/// Sum of the values of the profiles whose sample type is `name` (ASCII
+/// case aside) in a unit of `dimension`, in that dimension's base unit. A
+/// timestamp-only sample is worth one unit per timestamp.
+fn total(d: &ProfilesData, name: &str, dimension: Dimension) -> i64 {
+    let l = Lookup::of(d);
+    profiles(d)
+        .filter_map(|p| {
+            let st = p.sample_type?;
+            let u = parse(l.string(st.unit_strindex)).filter(|u| u.dimension == dimension)?;
+            l.string(st.type_strindex)
+                .eq_ignore_ascii_case(name)
+                .then_some((p, u))
+        })
+        .map(|(p, u)| {
+            let values: i64 = p
+                .samples
+                .iter()
+                .map(|s| match s.values.as_slice() {
+                    [] => s.timestamps_unix_nano.len() as i64,
+                    v => v.iter().sum(),
+                })
+                .sum();
+            values * u.factor
+        })
+        .sum()
+}
+
+/// The recorded Go CPU profile: `samples`/`count` then `cpu`/`nanoseconds`
+/// over the same 590 samples, in one scope.
+fn go_cpu() -> ProfilesData {
+    let d = testdata::otlp_batch("go-cpu.otlp.bin").into_data();
+    assert_eq!(
+        units_of(&d),
+        [
+            "samples/count cpu/nanoseconds 10000000",
+            "cpu/nanoseconds cpu/nanoseconds 10000000"
+        ]
+    );
+    d
+}
+
+#[test]
+fn a_pprof_cpu_profile_keeps_its_cpu_time() {
+    let d = go_cpu();
+    // go-cpu.top.txt: Total samples = 5.90s, 590 samples of 10 ms.
+    let cpu_ns = total(&d, "cpu", Dimension::Time);
+    assert_eq!(cpu_ns, 5_900_000_000);
+    assert_eq!(total(&d, "samples", Dimension::Count), 590);
+    for target in [Target::Ucum, Target::Pprof] {
+        for scale in [false, true] {
+            let o = opts(target, scale, true);
+            let mut batch = ProfileBatch::new(d.clone());
+            let mut p = UnitNormalization { opts: o };
+            let (_, events) = run(&mut p, &mut batch);
+            let after = batch.data();
+            // The count profile is the cpu profile's own observations: it
+            // stays a count, and CPU time is counted once.
+            assert_eq!(total(after, "cpu", Dimension::Time), cpu_ns, "{o:?}");
+            assert_eq!(total(after, "samples", Dimension::Count), 590, "{o:?}");
+            assert_eq!(events.get("profile_to_time_skipped"), Some(&1), "{o:?}");
+            assert_eq!(events.get("profile_to_time"), None, "{o:?}");
+            assert_eq!(
+                after.resource_profiles[0].scope_profiles[0].profiles.len(),
+                2
+            );
+            assert_eq!(validate(after), Ok(()));
+        }
+    }
+    // Counted even when nothing else changes: the batch keeps its bytes.
+    let mut batch = testdata::otlp_batch("go-cpu.otlp.bin");
+    let out = normalize_batch(&mut batch, &opts(Target::Pprof, false, true));
+    assert_eq!(out.to_time_skipped, 1);
+    assert!(!out.changed);
+    assert!(batch.encoded().is_some());
+    // Without `samples_to_time` there is nothing to skip.
+    let mut batch = testdata::otlp_batch("go-cpu.otlp.bin");
+    let out = normalize_batch(&mut batch, &opts(Target::Ucum, false, false));
+    assert_eq!(out.to_time_skipped, 0);
+}
+
+#[test]
+fn a_count_profile_without_its_time_is_still_converted() {
+    let o = opts(Target::Pprof, false, true);
+    let converted = |mut d: ProfilesData| {
+        let out = normalize(&mut d, &o);
+        assert_eq!(validate(&d), Ok(()));
+        (out.profiles_to_time, out.to_time_skipped, d)
+    };
+
+    // A sample count with a cpu period and nothing else in its scope (the
+    // eBPF profiler, a Python or Node sampler): it is the only CPU time.
+    let d = profile_with(
+        "samples",
+        "count",
+        "cpu",
+        "nanoseconds",
+        10_000_000,
+        vec![sample(&[], &[3], &[]), sample(&[], &[], &[7, 8])],
+    );
+    let (to_time, skipped, d) = converted(d);
+    assert_eq!((to_time, skipped), (1, 0));
+    assert_eq!(units_of(&d), ["cpu/nanoseconds cpu/nanoseconds 10000000"]);
+    assert_eq!(total(&d, "cpu", Dimension::Time), 50_000_000);
+
+    // The Go profile without its cpu/nanoseconds profile.
+    let mut d = go_cpu();
+    d.resource_profiles[0].scope_profiles[0].profiles.pop();
+    let (to_time, skipped, d) = converted(d);
+    assert_eq!((to_time, skipped), (1, 0));
+    assert_eq!(total(&d, "cpu", Dimension::Time), 5_900_000_000);
+
+    // A cpu profile of another window is another recording.
+    let mut d = go_cpu();
+    let cpu = &mut d.resource_profiles[0].scope_profiles[0].profiles[1];
+    cpu.time_unix_nano += 60_000_000_000;
+    let (to_time, skipped, _) = converted(d);
+    assert_eq!((to_time, skipped), (1, 0));
+    let mut d = go_cpu();
+    d.resource_profiles[0].scope_profiles[0].profiles[1].duration_nano += 1;
+    assert_eq!(converted(d).0, 1);
+
+    // So is one in another scope (the processor does not compare samples).
+    let mut d = go_cpu();
+    let scope = &mut d.resource_profiles[0].scope_profiles;
+    let mut other = scope[0].clone();
+    other.profiles.remove(0);
+    scope[0].profiles.pop();
+    scope.push(other);
+    let (to_time, skipped, d) = converted(d);
+    assert_eq!((to_time, skipped), (1, 0));
+    assert_eq!(total(&d, "cpu", Dimension::Time), 11_800_000_000);
+
+    // A sibling that counts is not the time the conversion would make.
+    let mut d = go_cpu();
+    let mut b = DictionaryBuilder::from_dictionary(d.dictionary.take().unwrap());
+    let count = b.string("count");
+    d.dictionary = Some(b.finish());
+    let cpu = &mut d.resource_profiles[0].scope_profiles[0].profiles[1];
+    cpu.sample_type.as_mut().unwrap().unit_strindex = count;
+    assert_eq!(converted(d).0, 1);
+}
+
+#[test]
+fn a_time_sibling_is_recognized_by_name_unit_and_window() {
+    // Two profiles of one recording, as a pprof import makes them.
+    let pair = |count: (&str, &str), period: (&str, &str), time: (&str, &str)| {
+        let mut b = DictionaryBuilder::new();
+        let mut vt = |(t, u): (&str, &str)| {
+            Some(ValueType {
+                type_strindex: b.string(t),
+                unit_strindex: b.string(u),
+            })
+        };
+        let base = Profile {
+            period_type: vt(period),
+            period: 10,
+            time_unix_nano: 1_700_000_000_000_000_000,
+            duration_nano: 10_000_000_000,
+            ..Default::default()
+        };
+        let profiles = vec![
+            Profile {
+                sample_type: vt(count),
+                samples: vec![sample(&[], &[2], &[])],
+                ..base.clone()
+            },
+            Profile {
+                sample_type: vt(time),
+                samples: vec![sample(&[], &[20], &[])],
+                ..base
+            },
+        ];
+        ProfilesData {
+            resource_profiles: vec![resource(profiles)],
+            dictionary: Some(b.finish()),
+        }
+    };
+    let skipped = |mut d: ProfilesData| {
+        let out = normalize(&mut d, &opts(Target::Ucum, true, true));
+        assert_eq!(out.to_time_skipped + out.profiles_to_time, 1);
+        out.to_time_skipped == 1
+    };
+    // Any spelling of a time unit, any case of the name.
+    assert!(skipped(pair(
+        ("samples", "count"),
+        ("cpu", "ns"),
+        ("cpu", "ms")
+    )));
+    assert!(skipped(pair(
+        ("Sample", "{samples}"),
+        ("wall", "us"),
+        ("WALL", "nanosecond")
+    )));
+    // A nameless period type converts to `cpu`.
+    assert!(skipped(pair(
+        ("samples", "count"),
+        ("", "ns"),
+        ("cpu", "ns")
+    )));
+    // Another name is another measurement.
+    assert!(!skipped(pair(
+        ("samples", "count"),
+        ("cpu", "ns"),
+        ("wall", "ns")
+    )));
+    assert!(!skipped(pair(
+        ("samples", "count"),
+        ("wall", "ns"),
+        ("cpu", "ns")
+    )));
+    assert!(!skipped(pair(
+        ("samples", "count"),
+        ("cpu", "ns"),
+        ("cpu", "bytes")
+    )));
+}
+
 #[test]
 fn a_normalized_batch_passes_through_with_its_bytes() {
     let mut first = testdata::otlp_batch("go-cpu.otlp.bin");
