@@ -29,11 +29,11 @@ fn build((cfg, mut errs): (Config, ConfigErrors)) -> Result<(Config, Graph), Con
             // A section the loader already faulted (an `${env:...}` that did
             // not expand, say) is not reported a second time.
             let seen: Vec<String> = errs.0.iter().map(|e| e.path.clone()).collect();
-            errs.0.extend(more.0.into_iter().filter(|e| {
-                !seen.iter().any(|p| {
-                    !p.is_empty() && (e.path == *p || e.path.starts_with(&format!("{p}::")))
-                })
-            }));
+            errs.0.extend(
+                more.0
+                    .into_iter()
+                    .filter(|e| !seen.iter().any(|p| !p.is_empty() && e.is_at_or_under(p))),
+            );
             Err(errs)
         }
     }

@@ -24,8 +24,8 @@ pub struct Cli {
     #[arg(long, global = true, default_value = "30s", value_parser = parse_duration)]
     pub shutdown_timeout: std::time::Duration,
 
-    /// Memory for batches in flight, in MiB; past it receivers ask clients to retry.
-    #[arg(long, global = true, default_value_t = 1024)]
+    /// Memory for batches in flight, in MiB (at least 1); past it receivers ask clients to retry.
+    #[arg(long, global = true, default_value_t = 1024, value_parser = parse_memory_limit)]
     pub memory_limit_mib: usize,
 
     #[command(subcommand)]
@@ -51,6 +51,15 @@ pub enum Command {
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     profcol_pipeline::config::Duration::parse(s).map(|d| d.get())
+}
+
+/// A budget of 0 would refuse every batch: a usage error, like any bad flag.
+fn parse_memory_limit(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be greater than 0 (a budget of 0 bytes refuses every batch)".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("expected a whole number of MiB: {e}")),
+    }
 }
 
 pub fn main() -> ExitCode {

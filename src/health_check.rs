@@ -35,18 +35,25 @@ impl ExtensionFactory for HealthCheckFactory {
     }
 
     fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Extension>, ConfigErrors> {
-        let c: HealthCheckConfig = cfg.decode()?;
+        let (c, ()) = cfg.decode_checked(|c: &HealthCheckConfig| c.validate(cfg))?;
+        Ok(Box::new(HealthCheck(c)))
+    }
+}
+
+impl HealthCheckConfig {
+    /// Checks every key, reporting all problems at once.
+    pub fn validate(&self, cfg: &ComponentConfig) -> Result<(), ConfigErrors> {
         let mut errs = ConfigErrors::default();
-        if let Err(e) = profcol_receivers::endpoint::check(&c.endpoint) {
+        if let Err(e) = profcol_receivers::endpoint::check(&self.endpoint) {
             errs.push(cfg.key_path("endpoint"), e);
         }
-        if !c.path.starts_with('/') {
+        if !self.path.starts_with('/') {
             errs.push(
                 cfg.key_path("path"),
-                format!("must start with '/', got {:?}", c.path),
+                format!("must start with '/', got {:?}", self.path),
             );
         }
-        errs.into_result(Box::new(HealthCheck(c)) as Box<dyn Extension>)
+        errs.into_result(())
     }
 }
 
@@ -144,6 +151,13 @@ mod tests {
         assert_eq!(
             create("check_collector_pipeline: {}").unwrap_err(),
             r#"extensions::health_check: unknown field "check_collector_pipeline", expected one of "endpoint", "path""#
+        );
+        // Every problem at once: the unknown key does not hide the checks.
+        assert_eq!(
+            create("check_collector_pipeline: {}\nendpoint: '13133'\npath: health").unwrap_err(),
+            "extensions::health_check: unknown field \"check_collector_pipeline\", expected one of \"endpoint\", \"path\"\n\
+             extensions::health_check::endpoint: invalid endpoint \"13133\": expected host:port\n\
+             extensions::health_check::path: must start with '/', got \"health\""
         );
     }
 

@@ -101,6 +101,121 @@ service:
     }
 }
 
+/// Every error of one component, not just the first: a key that fails to
+/// decode does not hide the checks of the others, and what start-up would
+/// refuse about a directory is reported too.
+#[test]
+fn validate_lists_every_error_of_one_component() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(
+        &dir,
+        "bad.yaml",
+        r#"
+receivers:
+  otlp:
+    protocols: {grpc: {endpoint: "127.0.0.1:1"}}
+exporters:
+  sentry:
+    compression: zstd
+    dsn: sentry.example.com/1
+    platform: Android
+    environment: "a b"
+  debug: {verbosity: loud, sampling_thereafter: 0}
+  otlp:
+    endpoint: gw:4317
+    headers: {"bad name": "värde"}
+  pprof: {directory: /proc/nope, create_directory: false}
+service:
+  pipelines:
+    profiles: {receivers: [otlp], exporters: [debug, sentry, otlp, pprof]}
+"#,
+    );
+    let out = profcol()
+        .args(["validate", "--config"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    let want = [
+        "invalid configuration (9 errors):",
+        r#"  exporters::debug::verbosity: unknown value "loud", expected one of "basic", "normal", "detailed""#,
+        "  exporters::debug::sampling_thereafter: must be at least 1",
+        "  exporters::otlp::headers::bad name: invalid header name",
+        "  exporters::otlp::headers::bad name: invalid header value: only printable ASCII is allowed",
+        "  exporters::pprof::directory: /proc/nope does not exist and create_directory is false",
+        r#"  exporters::sentry::compression: unknown value "zstd", expected one of "gzip", "", "none""#,
+        r#"  exporters::sentry::dsn: invalid DSN "sentry.example.com/1": relative URL without a base"#,
+        r#"  exporters::sentry::platform: "Android" is not a Sentry platform (lowercase letters, digits and '-')"#,
+        r#"  exporters::sentry::environment: "a b" is not a valid Sentry environment (no spaces, newlines or '/', not "None")"#,
+    ];
+    assert_eq!(lines, want, "{err}");
+}
+
+/// `--memory-limit-mib 0` would refuse every batch: a usage error (exit 2),
+/// as any bad flag, before the config is even read.
+#[test]
+fn a_zero_memory_limit_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        &dir,
+        "c.yaml",
+        "receivers: {otlp: {protocols: {grpc: {endpoint: \"127.0.0.1:1\"}}}}\nexporters: {debug: {}}\nservice: {pipelines: {profiles: {receivers: [otlp], exporters: [debug]}}}\n",
+    );
+    for args in [
+        vec!["--memory-limit-mib", "0", "--config"],
+        vec!["validate", "--memory-limit-mib", "0", "--config"],
+    ] {
+        // Without the check the collector would start (and refuse every
+        // batch): stop it rather than wait for it.
+        let mut child = profcol()
+            .args(&args)
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > Duration::from_secs(20) {
+                child.kill().unwrap();
+                panic!("{args:?}: started instead of refusing the flag");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("invalid value '0' for '--memory-limit-mib <MEMORY_LIMIT_MIB>': must be greater than 0"),
+            "{args:?}: {err}"
+        );
+    }
+    let out = profcol()
+        .args(["validate", "--memory-limit-mib", "lots", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("expected a whole number of MiB"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // 1 MiB is fine.
+    let out = profcol()
+        .args(["validate", "--memory-limit-mib", "1", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn later_config_files_win() {
     let dir = tempfile::tempdir().unwrap();

@@ -22,14 +22,31 @@ const QUEUE: usize = 64;
 /// Replaces secrets in recorded headers, queries and envelope headers.
 pub const REDACTED: &str = "REDACTED";
 
-/// `record_to` must not be empty when set.
+/// `record_to` must not be empty when set, nor name what [`Recorder::start`]
+/// will refuse and can be seen without creating anything: a path that
+/// exists but is not a directory, or one below a file.
 pub fn validate(
     record_to: Option<&str>,
     cfg: &profcol_pipeline::config::ComponentConfig,
     errs: &mut profcol_pipeline::config::ConfigErrors,
 ) {
-    if record_to.is_some_and(|d| d.trim().is_empty()) {
+    let Some(dir) = record_to else {
+        return;
+    };
+    if dir.trim().is_empty() {
         errs.push(cfg.key_path("record_to"), "must be a directory, not empty");
+        return;
+    }
+    let dir = Path::new(dir);
+    let problem = match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => None,
+        Ok(_) => Some(format!("{} exists but is not a directory", dir.display())),
+        // Created at start.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => Some(format!("cannot use {}: {e}", dir.display())),
+    };
+    if let Some(p) = problem {
+        errs.push(cfg.key_path("record_to"), p);
     }
 }
 

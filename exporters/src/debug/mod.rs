@@ -45,6 +45,17 @@ impl Default for DebugConfig {
     }
 }
 
+impl DebugConfig {
+    /// Checks every key, reporting all problems at once.
+    pub fn validate(&self, cfg: &ComponentConfig) -> Result<(), ConfigErrors> {
+        let mut errs = ConfigErrors::default();
+        if self.sampling_thereafter == 0 {
+            errs.push(cfg.key_path("sampling_thereafter"), "must be at least 1");
+        }
+        errs.into_result(())
+    }
+}
+
 pub struct DebugExporterFactory;
 
 impl ExporterFactory for DebugExporterFactory {
@@ -56,10 +67,7 @@ impl ExporterFactory for DebugExporterFactory {
         &self,
         cfg: &ComponentConfig,
     ) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
-        let c: DebugConfig = cfg.decode()?;
-        if c.sampling_thereafter == 0 {
-            return Err(cfg.error("sampling_thereafter", "must be at least 1"));
-        }
+        let (c, ()) = cfg.decode_checked(|c: &DebugConfig| c.validate(cfg))?;
         // The Collector's debug exporter has no queue and no retries.
         let settings = ExporterSettings {
             timeout: std::time::Duration::from_secs(5),

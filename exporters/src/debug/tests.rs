@@ -80,6 +80,22 @@ fn invalid_settings_name_their_key() {
     }
 }
 
+/// Every problem of the section, the decode error included, at once.
+#[test]
+fn every_problem_is_reported_at_once() {
+    let cfg = ComponentConfig::from_yaml(
+        Kind::Exporter,
+        "debug",
+        "verbosity: loud\nsampling_thereafter: 0",
+    )
+    .unwrap();
+    assert_eq!(
+        DebugExporterFactory.create(&cfg).err().unwrap().to_string(),
+        "exporters::debug::verbosity: unknown value \"loud\", expected one of \"basic\", \"normal\", \"detailed\"\n\
+         exporters::debug::sampling_thereafter: must be at least 1"
+    );
+}
+
 #[test]
 fn verbosities_render_as_the_collector_does() {
     let batch = fixture("minimal-request.bin");

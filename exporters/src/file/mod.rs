@@ -9,7 +9,7 @@ mod tests;
 
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -40,8 +40,14 @@ impl ExporterFactory for FileExporterFactory {
         &self,
         cfg: &ComponentConfig,
     ) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
-        let c: FileExporterConfig = cfg.decode()?;
-        c.validate(&cfg.path())?;
+        let (c, ()) = cfg.decode_checked(|c: &FileExporterConfig| {
+            // What start-up would refuse, so that `validate` reports it too.
+            let usable = match c.path.trim() {
+                "" => Ok(()),
+                path => check_path(Path::new(path)).map_err(|e| cfg.error("path", e)),
+            };
+            ConfigErrors::both(c.validate(&cfg.path()), usable).map(drop)
+        })?;
         let settings = c.settings();
         Ok((
             Arc::new(FileExporter {
@@ -68,6 +74,27 @@ struct Inner {
     /// Opened at start; one batch is written under the lock so records
     /// never interleave.
     file: Mutex<Option<File>>,
+}
+
+/// What [`Inner::open`] at start-up would refuse, found without creating,
+/// truncating or writing anything: a path that is a directory, an existing
+/// file that cannot be opened for writing, or a path that cannot be looked
+/// at (a parent that is a file, say). A missing file and missing parent
+/// directories are fine: start-up creates them.
+fn check_path(path: &Path) -> Result<(), String> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Err(format!("{} is a directory", path.display())),
+        // Only a regular file is opened here: opening a FIFO for writing
+        // would wait for a reader.
+        Ok(m) if m.is_file() => File::options()
+            .append(true)
+            .open(path)
+            .map(drop)
+            .map_err(|e| format!("cannot open {} for writing: {e}", path.display())),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("cannot use {}: {e}", path.display())),
+    }
 }
 
 impl Inner {

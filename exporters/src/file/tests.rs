@@ -82,6 +82,51 @@ fn full_config_decodes() {
     assert!(err.contains("exporters::file::timeout"), "{err}");
 }
 
+/// What start-up would refuse about `path`, `validate` (the factory)
+/// reports too, together with the other problems of the section.
+#[test]
+fn an_unusable_path_is_a_config_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f");
+    std::fs::write(&file, b"kept").unwrap();
+    for (yaml, want) in [
+        (
+            format!("{{path: {}, timeout: 0s}}", dir.path().display()),
+            vec![
+                "exporters::file::timeout: must be greater than 0".to_owned(),
+                format!(
+                    "exporters::file::path: {} is a directory",
+                    dir.path().display()
+                ),
+            ],
+        ),
+        (
+            format!("{{path: {}}}", file.join("x.jsonl").display()),
+            vec![format!(
+                "exporters::file::path: cannot use {}: Not a directory (os error 20)",
+                file.join("x.jsonl").display()
+            )],
+        ),
+    ] {
+        let errs = match factory().create(&component(&yaml)) {
+            Err(e) => e.0.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            Ok(_) => panic!("accepted {yaml}"),
+        };
+        assert_eq!(errs, want, "{yaml}");
+    }
+    // An existing file is checked without being truncated, and missing
+    // parent directories are left for start-up to create.
+    factory()
+        .create(&component(&format!("{{path: {}}}", file.display())))
+        .unwrap();
+    assert_eq!(std::fs::read(&file).unwrap(), b"kept");
+    let nested = dir.path().join("a/b/x.jsonl");
+    factory()
+        .create(&component(&format!("{{path: {}}}", nested.display())))
+        .unwrap();
+    assert!(!dir.path().join("a").exists());
+}
+
 #[tokio::test]
 async fn export_before_start_and_after_shutdown_is_permanent() {
     let dir = tempfile::tempdir().unwrap();
@@ -108,10 +153,12 @@ async fn export_before_start_and_after_shutdown_is_permanent() {
 #[tokio::test]
 async fn a_path_that_cannot_be_opened_fails_start() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("file"), b"").unwrap();
-    // A parent that is a file.
     let yaml = format!("{{path: {}}}", dir.path().join("file/out").display());
     let (exp, _) = factory().create(&component(&yaml)).unwrap();
+    // A parent that became a file after the config was checked (creating
+    // the exporter refuses one that already is, see above).
+    std::fs::write(dir.path().join("file"), b"").unwrap();
+    assert!(factory().create(&component(&yaml)).is_err());
     let err = exp.start(&ctx()).await.unwrap_err().to_string();
     assert!(err.contains("file exporter: opening"), "{err}");
 }

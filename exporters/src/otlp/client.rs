@@ -2,17 +2,18 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use http::uri::PathAndQuery;
-use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue, MetadataMap};
+use tonic::metadata::MetadataMap;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pipeline::proto::EXPORT_PATH;
 use profcol_pipeline::ProfileBatch;
 
 use super::classify::classify;
 use super::codec::BatchCodec;
 use super::compress::Compressing;
-use super::config::{Compression, OtlpExporterConfig};
+use super::config::{metadata_entry, Compression, OtlpExporterConfig};
 
 pub struct OtlpExporter {
     endpoint_cfg: Endpoint,
@@ -25,9 +26,15 @@ pub struct OtlpExporter {
 }
 
 impl OtlpExporter {
-    /// Checks the settings; the channel connects lazily on the first export,
-    /// so a gateway that starts later is fine.
-    pub fn new(cfg: OtlpExporterConfig) -> Result<Self, String> {
+    /// Checks what only building the client can tell (the endpoint as a
+    /// URI, the TLS files), reporting every problem at its key path under
+    /// `section`. Headers [`OtlpExporterConfig::validate`] refuses are left
+    /// out here: it reports them, and the factory runs both (an error both
+    /// find, such as a missing endpoint, is listed once). The channel
+    /// connects lazily on the first export, so a gateway that starts later
+    /// is fine.
+    pub fn new(cfg: &OtlpExporterConfig, section: &ComponentConfig) -> Result<Self, ConfigErrors> {
+        let mut errs = ConfigErrors::default();
         let plaintext = cfg.plaintext();
         let bare = cfg
             .endpoint
@@ -35,40 +42,75 @@ impl OtlpExporter {
             .trim_start_matches("https://")
             .trim_end_matches('/');
         let uri = format!("{}://{bare}", if plaintext { "http" } else { "https" });
-        let mut ep = Endpoint::from_shared(uri.clone())
-            .map_err(|e| format!("invalid endpoint {:?}: {e}", cfg.endpoint))?
-            .tcp_nodelay(true)
-            .connect_timeout(cfg.timeout.get());
-        if !plaintext {
-            let mut tls = ClientTlsConfig::new().with_native_roots();
-            if let Some(ca) = &cfg.tls.ca_file {
-                let pem = std::fs::read(ca).map_err(|e| format!("tls::ca_file {ca}: {e}"))?;
-                tls = tls.ca_certificate(Certificate::from_pem(pem));
+        let ep = if cfg.endpoint.is_empty() {
+            errs.push(section.key_path("endpoint"), "is required");
+            None
+        } else {
+            match Endpoint::from_shared(uri.clone()) {
+                Ok(ep) => Some(ep.tcp_nodelay(true).connect_timeout(cfg.timeout.get())),
+                Err(e) => {
+                    errs.push(
+                        section.key_path("endpoint"),
+                        format!("invalid endpoint {:?}: {e}", cfg.endpoint),
+                    );
+                    None
+                }
             }
-            if let (Some(c), Some(k)) = (&cfg.tls.cert_file, &cfg.tls.key_file) {
-                let cert = std::fs::read(c).map_err(|e| format!("tls::cert_file {c}: {e}"))?;
-                let key = std::fs::read(k).map_err(|e| format!("tls::key_file {k}: {e}"))?;
-                tls = tls.identity(Identity::from_pem(cert, key));
+        };
+        let mut tls = None;
+        if !plaintext {
+            let mut read = |key: &str, file: &Option<String>| -> Option<Vec<u8>> {
+                let file = file.as_ref()?;
+                std::fs::read(file)
+                    .map_err(|e| {
+                        errs.push(
+                            section.key_path(&format!("tls::{key}")),
+                            format!("cannot read {file}: {e}"),
+                        )
+                    })
+                    .ok()
+            };
+            let ca = read("ca_file", &cfg.tls.ca_file);
+            let cert = read("cert_file", &cfg.tls.cert_file);
+            let key = read("key_file", &cfg.tls.key_file);
+            let mut t = ClientTlsConfig::new().with_native_roots();
+            if let Some(pem) = ca {
+                t = t.ca_certificate(Certificate::from_pem(pem));
+            }
+            if let (Some(cert), Some(key)) = (cert, key) {
+                t = t.identity(Identity::from_pem(cert, key));
             }
             if let Some(name) = &cfg.tls.server_name_override {
-                tls = tls.domain_name(name.clone());
+                t = t.domain_name(name.clone());
             }
-            ep = ep.tls_config(tls).map_err(|e| format!("tls: {e}"))?;
+            tls = Some(t);
         }
+        let ep = match (ep, tls) {
+            (Some(ep), Some(tls)) => match ep.tls_config(tls) {
+                Ok(ep) => Some(ep),
+                Err(e) => {
+                    errs.push(section.key_path("tls"), e.to_string());
+                    None
+                }
+            },
+            (ep, _) => ep,
+        };
         let mut metadata = MetadataMap::new();
         for (k, v) in &cfg.headers {
-            let key = AsciiMetadataKey::from_bytes(k.as_bytes())
-                .map_err(|e| format!("headers::{k}: {e}"))?;
-            let value: AsciiMetadataValue = v.parse().map_err(|e| format!("headers::{k}: {e}"))?;
-            metadata.insert(key, value);
+            if let (Ok(key), Ok(value)) = metadata_entry(k, v) {
+                metadata.insert(key, value);
+            }
         }
-        Ok(Self {
-            endpoint_cfg: ep,
-            channel: OnceLock::new(),
-            metadata,
-            compression: cfg.compression,
-            endpoint: uri,
-        })
+        match ep {
+            Some(ep) if errs.is_empty() => Ok(Self {
+                endpoint_cfg: ep,
+                channel: OnceLock::new(),
+                metadata,
+                compression: cfg.compression,
+                endpoint: uri,
+            }),
+            _ => Err(errs),
+        }
     }
 }
 

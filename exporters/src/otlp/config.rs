@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue};
 
 use profcol_pipeline::component::ExporterSettings;
 use profcol_pipeline::config::{
@@ -94,21 +95,13 @@ impl OtlpExporterConfig {
             );
         }
         for (k, v) in &self.headers {
-            if tonic::metadata::MetadataKey::<tonic::metadata::Ascii>::from_bytes(k.as_bytes())
-                .is_err()
-            {
-                errs.push(
-                    cfg.key_path(&format!("headers::{k}")),
-                    "invalid header name",
-                );
-            } else if v
-                .parse::<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>()
-                .is_err()
-            {
-                errs.push(
-                    cfg.key_path(&format!("headers::{k}")),
-                    "invalid header value",
-                );
+            let at = cfg.key_path(&format!("headers::{k}"));
+            let (key, value) = metadata_entry(k, v);
+            if let Err(e) = key {
+                errs.push(&at, e);
+            }
+            if let Err(e) = value {
+                errs.push(at, e);
             }
         }
         self.retry_on_failure
@@ -121,4 +114,26 @@ impl OtlpExporterConfig {
     fn cert_pair_incomplete(&self) -> bool {
         self.tls.cert_file.is_some() != self.tls.key_file.is_some()
     }
+}
+
+/// One `headers` entry as gRPC metadata, the name and the value checked
+/// apart so that both problems are reported. A value must be printable
+/// ASCII (0x20-0x7E), as gRPC's spec and grpc-go have it: tonic alone
+/// would let bytes above 0x7E through.
+pub(super) fn metadata_entry(
+    name: &str,
+    value: &str,
+) -> (
+    Result<AsciiMetadataKey, &'static str>,
+    Result<AsciiMetadataValue, &'static str>,
+) {
+    let key = AsciiMetadataKey::from_bytes(name.as_bytes()).map_err(|_| "invalid header name");
+    let value = if value.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+        value
+            .parse::<AsciiMetadataValue>()
+            .map_err(|_| "invalid header value")
+    } else {
+        Err("invalid header value: only printable ASCII is allowed")
+    };
+    (key, value)
 }

@@ -31,10 +31,10 @@ impl ExporterFactory for OtlpExporterFactory {
         &self,
         cfg: &ComponentConfig,
     ) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
-        let c: OtlpExporterConfig = cfg.decode()?;
-        c.validate(cfg)?;
+        let (c, ((), exporter)) = cfg.decode_checked(|c: &OtlpExporterConfig| {
+            ConfigErrors::both(c.validate(cfg), client::OtlpExporter::new(c, cfg))
+        })?;
         let settings = c.settings();
-        let exporter = client::OtlpExporter::new(c).map_err(|e| cfg.error("endpoint", e))?;
         Ok((Arc::new(exporter), settings))
     }
 }

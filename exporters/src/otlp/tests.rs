@@ -141,6 +141,66 @@ fn invalid_settings_name_their_key() {
     }
 }
 
+fn create_errors(yaml: &str) -> Vec<String> {
+    let cfg = ComponentConfig::from_yaml(Kind::Exporter, "otlp/gw", yaml).unwrap();
+    match factory().create(&cfg) {
+        Err(e) => e.0.iter().map(ToString::to_string).collect(),
+        Ok(_) => panic!("accepted {yaml}"),
+    }
+}
+
+/// What `profcol validate` reports: every problem of the section at its
+/// key path, the decode errors, the checks and what building the client
+/// finds (the TLS files) together.
+#[test]
+fn every_problem_is_reported_at_once() {
+    // One header with a bad name and a bad value: both.
+    assert_eq!(
+        create_errors("endpoint: a:1\nheaders: {\"bad name\": \"värde\"}"),
+        [
+            "exporters::otlp/gw::headers::bad name: invalid header name",
+            "exporters::otlp/gw::headers::bad name: invalid header value: only printable ASCII is allowed",
+        ]
+    );
+    // A non-ASCII value under a good name (tonic alone would take it).
+    assert_eq!(
+        create_errors("endpoint: a:1\nheaders: {x-team: \"é\", x-ok: \"a b\"}"),
+        ["exporters::otlp/gw::headers::x-team: invalid header value: only printable ASCII is allowed"]
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let missing = |name: &str| dir.path().join(name).display().to_string();
+    let errs = create_errors(&format!(
+        "endpoint: https://gw:4317\ncompression: lz4\ntimeout: 0s\n\
+         tls: {{ca_file: {}, cert_file: {}, key_file: {}}}",
+        missing("ca.pem"),
+        missing("cert.pem"),
+        missing("key.pem")
+    ));
+    assert_eq!(
+        errs,
+        [
+            r#"exporters::otlp/gw::compression: unknown value "lz4", expected one of "gzip", "zstd", "", "none""#.to_owned(),
+            "exporters::otlp/gw::timeout: must be greater than 0".to_owned(),
+            format!("exporters::otlp/gw::tls::ca_file: cannot read {}: No such file or directory (os error 2)", missing("ca.pem")),
+            format!("exporters::otlp/gw::tls::cert_file: cannot read {}: No such file or directory (os error 2)", missing("cert.pem")),
+            format!("exporters::otlp/gw::tls::key_file: cannot read {}: No such file or directory (os error 2)", missing("key.pem")),
+        ]
+    );
+    // A missing endpoint is reported once, though both the checks and the
+    // client find it.
+    assert_eq!(
+        create_errors("sending_queue: {num_consumers: 0}"),
+        [
+            "exporters::otlp/gw::endpoint: is required",
+            "exporters::otlp/gw::sending_queue::num_consumers: must be greater than 0",
+        ]
+    );
+    assert_eq!(
+        create_errors("endpoint: 'gw:4317/a b'"),
+        [r#"exporters::otlp/gw::endpoint: invalid endpoint "gw:4317/a b": invalid URI"#]
+    );
+}
+
 /// The Collector's OTLP exporter retries exactly these codes.
 #[test]
 fn retryable_codes_match_the_collector() {

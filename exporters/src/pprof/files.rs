@@ -79,6 +79,25 @@ pub fn ensure_directory(dir: &Path, create: bool) -> Result<(), ExportError> {
     }
 }
 
+/// What [`ensure_directory`] and the clean-up at start-up would refuse,
+/// found without creating anything: `dir` exists but is not a directory or
+/// cannot be read, is missing while `create` is false, or cannot be looked
+/// at (a parent that is a file, say).
+pub fn check_directory(dir: &Path, create: bool) -> Result<(), String> {
+    match fs::metadata(dir) {
+        Ok(m) if m.is_dir() => fs::read_dir(dir)
+            .map(drop)
+            .map_err(|e| format!("cannot read {}: {e}", dir.display())),
+        Ok(_) => Err(format!("{} exists but is not a directory", dir.display())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound && create => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(format!(
+            "{} does not exist and create_directory is false",
+            dir.display()
+        )),
+        Err(e) => Err(format!("cannot use {}: {e}", dir.display())),
+    }
+}
+
 /// A written, fsynced file under its temporary name; removed on drop unless
 /// published.
 pub struct Staged {

@@ -57,8 +57,8 @@ impl ExporterFactory for PprofExporterFactory {
         &self,
         cfg: &ComponentConfig,
     ) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
-        let c: PprofExporterConfig = cfg.decode()?;
-        let exporter = PprofExporter::new(c, &cfg.path())?;
+        let (_, exporter) = cfg
+            .decode_checked(|c: &PprofExporterConfig| PprofExporter::new(c.clone(), &cfg.path()))?;
         let settings = exporter.inner.cfg.settings();
         Ok((Arc::new(exporter), settings))
     }
@@ -101,9 +101,17 @@ pub struct PprofExporter {
 }
 
 impl PprofExporter {
-    /// Validates `cfg` (errors under `path`, e.g. `exporters::pprof`).
+    /// Validates `cfg` (errors under `path`, e.g. `exporters::pprof`), and
+    /// checks `directory` as start-up will, without creating it: a missing
+    /// one with `create_directory: false`, or a path that is not a
+    /// directory, is an error here already.
     pub fn new(cfg: PprofExporterConfig, path: &str) -> Result<Self, ConfigErrors> {
-        let template = cfg.validate(path)?;
+        let usable = match cfg.directory.trim() {
+            "" => Ok(()),
+            dir => files::check_directory(Path::new(dir), cfg.create_directory)
+                .map_err(|e| ConfigErrors::one(format!("{path}::directory"), e)),
+        };
+        let (template, ()) = ConfigErrors::both(cfg.validate(path), usable)?;
         let limits = retention::Limits {
             max_files: cfg.max_files,
             max_bytes: cfg.max_total_bytes(),

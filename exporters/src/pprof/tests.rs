@@ -267,9 +267,16 @@ async fn invalid_data_fails_permanently_and_writes_nothing() {
 async fn a_path_below_a_regular_file_is_a_clear_permanent_error() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("plain-file");
-    std::fs::write(&file, "x").unwrap();
     let target = file.join("profiles");
     let e = exporter(&target, |_| {});
+    // A parent that became a file after the exporter was created (creating
+    // it refuses one that already is).
+    std::fs::write(&file, "x").unwrap();
+    let cfg = PprofExporterConfig {
+        directory: target.to_string_lossy().into_owned(),
+        ..Default::default()
+    };
+    assert!(PprofExporter::new(cfg, "exporters::pprof").is_err());
     let err = e
         .export(Arc::new(fixture("minimal-request.bin")), &ctx())
         .await
@@ -304,7 +311,24 @@ async fn a_directory_root_cannot_write_to_is_a_permanent_error() {
 async fn a_missing_directory_is_created_only_when_allowed() {
     let dir = tempfile::tempdir().unwrap();
     let nested = dir.path().join("a/b");
+    // Creating the exporter (what `validate` does) already refuses it ...
+    let cfg = PprofExporterConfig {
+        directory: nested.to_string_lossy().into_owned(),
+        create_directory: false,
+        ..Default::default()
+    };
+    let err = PprofExporter::new(cfg, "exporters::pprof").err().unwrap();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "exporters::pprof::directory: {} does not exist and create_directory is false",
+            nested.display()
+        )
+    );
+    // ... and a directory removed after that fails export and start-up.
+    std::fs::create_dir_all(&nested).unwrap();
     let e = exporter(&nested, |c| c.create_directory = false);
+    std::fs::remove_dir(&nested).unwrap();
     let err = e
         .export(Arc::new(fixture("minimal-request.bin")), &ctx())
         .await
@@ -445,6 +469,51 @@ fn config_decodes_with_collector_names_and_reports_every_error() {
         errs.contains("exporters::pprof::compression_level"),
         "{errs}"
     );
+
+    // What start-up would refuse about the directory, `validate` reports
+    // too, together with the other problems.
+    let file = tempfile::NamedTempFile::new().unwrap();
+    for (yaml, want) in [
+        (
+            "directory: /proc/nope\ncreate_directory: false\ncompression_level: 10\n".to_owned(),
+            vec![
+                "exporters::pprof::compression_level: must be between 0 and 9, got 10".to_owned(),
+                "exporters::pprof::directory: /proc/nope does not exist and create_directory is false".to_owned(),
+            ],
+        ),
+        (
+            format!("directory: {}\n", file.path().display()),
+            vec![format!(
+                "exporters::pprof::directory: {} exists but is not a directory",
+                file.path().display()
+            )],
+        ),
+        (
+            format!("directory: {}\n", file.path().join("sub").display()),
+            vec![format!(
+                "exporters::pprof::directory: cannot use {}: Not a directory (os error 20)",
+                file.path().join("sub").display()
+            )],
+        ),
+    ] {
+        let cfg = ComponentConfig::from_yaml(Kind::Exporter, "pprof", &yaml).unwrap();
+        let errs = match factory().create(&cfg) {
+            Err(e) => e.0.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            Ok(_) => panic!("accepted {yaml}"),
+        };
+        assert_eq!(errs, want, "{yaml}");
+    }
+    // A missing directory is fine when it may be created (at start-up:
+    // creating the exporter leaves the file system alone).
+    let missing = std::path::PathBuf::from(format!("{}.d/e", file.path().display()));
+    let cfg = ComponentConfig::from_yaml(
+        Kind::Exporter,
+        "pprof",
+        &format!("directory: {}\n", missing.display()),
+    )
+    .unwrap();
+    assert!(factory().create(&cfg).is_ok());
+    assert!(!missing.parent().unwrap().exists());
 
     let typo = ComponentConfig::from_yaml(Kind::Exporter, "pprof", "directory: /x\nmax_file: 3\n")
         .unwrap();

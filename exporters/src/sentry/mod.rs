@@ -72,8 +72,7 @@ impl ExporterFactory for SentryExporterFactory {
         &self,
         cfg: &ComponentConfig,
     ) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
-        let c: SentryExporterConfig = cfg.decode()?;
-        let dsn = c.validate(cfg)?;
+        let (c, dsn) = cfg.decode_checked(|c: &SentryExporterConfig| c.validate(cfg))?;
         let settings = c.settings();
         let exporter = SentryExporter::new(&c, dsn).map_err(|e| cfg.error("dsn", e))?;
         Ok((Arc::new(exporter), settings))

@@ -38,13 +38,41 @@ pub(super) fn decode_partial<T: DeserializeOwned>(
     originals: &Originals,
     base: &str,
 ) -> (Option<T>, ConfigErrors) {
+    let partial = decode_lenient(value, originals, base);
+    (partial.value, partial.errors)
+}
+
+/// What [`decode_lenient`] could decode.
+pub(super) struct Partial<T> {
+    /// `None` only when nothing could be decoded (the value's own shape is
+    /// wrong, or a required field is missing).
+    pub value: Option<T>,
+    pub errors: ConfigErrors,
+    /// Full key paths of the values that failed to decode, were reported in
+    /// `errors` and now hold their defaults in `value`.
+    pub defaulted: Vec<String>,
+}
+
+/// As [`decode_partial`], also naming the keys that took their defaults.
+pub(super) fn decode_lenient<T: DeserializeOwned>(
+    value: &Value,
+    originals: &Originals,
+    base: &str,
+) -> Partial<T> {
     let mut value = std::borrow::Cow::Borrowed(value);
     let mut errs = ConfigErrors::default();
     let mut removed: Vec<Vec<String>> = Vec::new();
+    let mut defaulted = Vec::new();
     for _ in 0..MAX_PASSES {
         let root = PathNode::root();
         let err = match T::deserialize(ValueDe::new(&value, &root, originals)) {
-            Ok(v) => return (Some(v), errs),
+            Ok(v) => {
+                return Partial {
+                    value: Some(v),
+                    errors: errs,
+                    defaulted,
+                }
+            }
             Err(e) => e,
         };
         // A required field we removed ourselves was already reported.
@@ -52,7 +80,7 @@ pub(super) fn decode_partial<T: DeserializeOwned>(
             let mut p = err.path.clone();
             p.push((*f).to_owned());
             if removed.contains(&p) {
-                return (None, errs);
+                break;
             }
         }
         let silent = matches!(err.kind, Kind::NullFromExpansion);
@@ -60,16 +88,21 @@ pub(super) fn decode_partial<T: DeserializeOwned>(
             Some(p) if remove(value.to_mut(), &p) => {
                 if !silent {
                     errs.push(join(base, &err.path), err.to_string());
+                    defaulted.push(join(base, &p));
                 }
                 removed.push(p);
             }
             _ => {
                 errs.push(join(base, &err.path), err.to_string());
-                return (None, errs);
+                break;
             }
         }
     }
-    (None, errs)
+    Partial {
+        value: None,
+        errors: errs,
+        defaulted,
+    }
 }
 
 fn join(base: &str, path: &[String]) -> String {

@@ -8,6 +8,16 @@ pub struct ConfigError {
     pub message: String,
 }
 
+impl ConfigError {
+    /// Whether the error is at `path` or at a key below it
+    /// (`exporters::otlp::tls::ca_file` is under `exporters::otlp::tls`).
+    pub fn is_at_or_under(&self, path: &str) -> bool {
+        self.path
+            .strip_prefix(path)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
+    }
+}
+
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.path.is_empty() {
@@ -43,6 +53,27 @@ impl ConfigErrors {
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// Both values, or the errors of both: a component's independent checks
+    /// all run and are all reported, none hides another. An error both
+    /// report (same path, same message) is listed once.
+    pub fn both<A, B>(
+        a: Result<A, ConfigErrors>,
+        b: Result<B, ConfigErrors>,
+    ) -> Result<(A, B), ConfigErrors> {
+        match (a, b) {
+            (Ok(a), Ok(b)) => Ok((a, b)),
+            (Err(e), Ok(_)) | (Ok(_), Err(e)) => Err(e),
+            (Err(mut e), Err(more)) => {
+                for m in more.0 {
+                    if !e.0.contains(&m) {
+                        e.0.push(m);
+                    }
+                }
+                Err(e)
+            }
+        }
     }
 
     /// `Ok(v)` when nothing was recorded.

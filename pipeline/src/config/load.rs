@@ -5,7 +5,7 @@ use figment::value::{Dict, Value};
 use figment::Figment;
 use serde::de::DeserializeOwned;
 
-use super::decode::{decode_value, describe};
+use super::decode::{decode_lenient, decode_value, describe};
 use super::expand::{expand_tree, Originals};
 use super::service::{kind_noun, parse_service, Defined};
 use super::yaml::{parse_value, Problems, YamlProvider};
@@ -68,6 +68,38 @@ impl ComponentConfig {
     /// list field.
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T, ConfigErrors> {
         decode_value(&self.value, &self.originals, &self.path())
+    }
+
+    /// Decodes the section as [`Self::decode`] does, then runs `check`, the
+    /// component's own checks, which report every problem they find at its
+    /// key path rather than stopping at the first. This is how factories
+    /// read their section, so that `validate` lists every error at once.
+    ///
+    /// A key that fails to decode (`compression: lz4`) is reported and takes
+    /// its default, and `check` still runs on the rest. What `check` finds at
+    /// or under such a key is left out, since the decode error already names
+    /// it. Only a section that cannot be decoded at all (a required field
+    /// missing, a list item of the wrong shape) skips `check`.
+    pub fn decode_checked<T: DeserializeOwned, R>(
+        &self,
+        check: impl FnOnce(&T) -> Result<R, ConfigErrors>,
+    ) -> Result<(T, R), ConfigErrors> {
+        let partial = decode_lenient::<T>(&self.value, &self.originals, &self.path());
+        let mut errs = partial.errors;
+        let Some(value) = partial.value else {
+            return Err(errs);
+        };
+        match check(&value) {
+            Ok(r) => errs.into_result((value, r)),
+            Err(more) => {
+                errs.0.extend(
+                    more.0
+                        .into_iter()
+                        .filter(|e| !partial.defaulted.iter().any(|d| e.is_at_or_under(d))),
+                );
+                Err(errs)
+            }
+        }
     }
 
     /// An error at `key` (`retry_on_failure::multiplier`) inside this section.
@@ -285,14 +317,8 @@ fn from_root_partial(
         &mut errs,
     );
     config.service = service;
-    errs.0.retain(|e| {
-        !failed.iter().any(|f| {
-            e.path == *f
-                || e.path
-                    .strip_prefix(f.as_str())
-                    .is_some_and(|r| r.starts_with("::"))
-        })
-    });
+    errs.0
+        .retain(|e| !failed.iter().any(|f| e.is_at_or_under(f)));
     expand_errs.extend(errs);
     Ok((config, expand_errs))
 }

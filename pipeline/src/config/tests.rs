@@ -281,6 +281,130 @@ fn every_bad_key_of_a_section_is_reported_at_once() {
     );
 }
 
+/// A component's own checks, as a factory runs them after decoding: every
+/// problem is pushed at its key path, none returns early.
+fn check_sample(cfg: &ComponentConfig, s: &Sample) -> Result<(), ConfigErrors> {
+    let mut errs = ConfigErrors::default();
+    if s.endpoint.is_empty() {
+        errs.push(cfg.key_path("endpoint"), "is required");
+    }
+    if s.timeout.get().is_zero() {
+        errs.push(cfg.key_path("timeout"), "must be greater than 0");
+    }
+    if s.ratio > 1.0 {
+        errs.push(cfg.key_path("ratio"), "must be at most 1");
+    }
+    s.retry_on_failure
+        .validate(&cfg.key_path("retry_on_failure"), &mut errs);
+    errs.into_result(())
+}
+
+fn checked_errors(yaml: &str) -> Vec<String> {
+    let cfg = exporter(yaml);
+    match cfg.decode_checked(|s: &Sample| check_sample(&cfg, s)) {
+        Ok((v, ())) => panic!("expected errors for {yaml:?}, decoded {v:?}"),
+        Err(e) => e.0.iter().map(ToString::to_string).collect(),
+    }
+}
+
+#[test]
+fn decode_checked_runs_every_check_after_a_decode_error() {
+    // The decode errors first, then what the checks found in the rest.
+    assert_eq!(
+        checked_errors(
+            "compression: lz4\nendpoint: ''\nratio: 2\nretry_on_failure: {multiplier: 0.5}"
+        ),
+        vec![
+            r#"exporters::otlp/gw::compression: unknown value "lz4", expected one of "gzip", "zstd", "none""#,
+            "exporters::otlp/gw::endpoint: is required",
+            "exporters::otlp/gw::ratio: must be at most 1",
+            "exporters::otlp/gw::retry_on_failure::multiplier: must be at least 1, got 0.5",
+        ]
+    );
+    // An unknown key does not hide the checks either.
+    assert_eq!(
+        checked_errors("endpointt: x\nendpoint: ''"),
+        vec![
+            r#"exporters::otlp/gw: unknown field "endpointt", expected one of "endpoint", "port", "insecure", "ratio", "timeout", "headers", "tags", "retry_on_failure", "sending_queue", "protocols", "compression""#,
+            "exporters::otlp/gw::endpoint: is required",
+        ]
+    );
+    // A key that failed to decode takes its default, and what the checks
+    // say at or under it is not reported on top of the decode error.
+    let cfg = exporter("endpoint: [a]\ntimeout: 0s\nretry_on_failure: 5");
+    let err = cfg
+        .decode_checked(|s: &Sample| {
+            assert_eq!(s.endpoint, Sample::default().endpoint);
+            let mut errs = check_sample(&cfg, s).err().unwrap_or_default();
+            errs.push(cfg.key_path("endpoint"), "about the default");
+            errs.push(
+                cfg.key_path("retry_on_failure::multiplier"),
+                "about the default",
+            );
+            errs.push(cfg.key_path("endpoint_name"), "elsewhere");
+            errs.into_result(())
+        })
+        .unwrap_err();
+    assert_eq!(
+        err.0.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        vec![
+            "exporters::otlp/gw::endpoint: invalid type: expected a string, got a list",
+            "exporters::otlp/gw::retry_on_failure: invalid type: expected a map, got integer 5",
+            "exporters::otlp/gw::timeout: must be greater than 0",
+            "exporters::otlp/gw::endpoint_name: elsewhere",
+        ]
+    );
+    // Nothing wrong: the value and what the checks returned.
+    let cfg = exporter("endpoint: gw:4317");
+    let (s, ()) = cfg
+        .decode_checked(|s: &Sample| check_sample(&cfg, s))
+        .unwrap();
+    assert_eq!(s.endpoint, "gw:4317");
+    // A section that cannot be decoded at all skips the checks.
+    let cfg = exporter("tags: [a, {x: 1}]\nendpoint: ''");
+    let err = cfg
+        .decode_checked(|_: &Sample| -> Result<(), ConfigErrors> {
+            panic!("checked what did not decode")
+        })
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "exporters::otlp/gw::tags::1: invalid type: expected a string, got a map"
+    );
+}
+
+#[test]
+fn both_keeps_every_error_of_either_once() {
+    let a: Result<u8, _> = Err(ConfigErrors::one("x::a", "bad"));
+    let b: Result<u8, _> = Err(ConfigErrors(vec![
+        ConfigError {
+            path: "x::a".into(),
+            message: "bad".into(),
+        },
+        ConfigError {
+            path: "x::b".into(),
+            message: "worse".into(),
+        },
+    ]));
+    assert_eq!(
+        ConfigErrors::both(a, b).unwrap_err().to_string(),
+        "x::a: bad\nx::b: worse"
+    );
+    assert_eq!(
+        ConfigErrors::both(Ok::<_, ConfigErrors>(1), Ok::<_, ConfigErrors>(2)),
+        Ok((1, 2))
+    );
+    assert!(ConfigErrors::both(
+        Ok::<_, ConfigErrors>(1),
+        Err::<u8, _>(ConfigErrors::one("y", "z"))
+    )
+    .is_err());
+    let e = ConfigErrors::one("exporters::otlp::tls::ca_file", "x");
+    assert!(e.0[0].is_at_or_under("exporters::otlp::tls"));
+    assert!(e.0[0].is_at_or_under("exporters::otlp::tls::ca_file"));
+    assert!(!e.0[0].is_at_or_under("exporters::otlp::tl"));
+}
+
 #[test]
 fn missing_required_field_is_reported_at_its_parent() {
     #[derive(Debug, Deserialize)]

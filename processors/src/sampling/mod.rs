@@ -38,8 +38,7 @@ impl ProcessorFactory for SamplingFactory {
     }
 
     fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Processor>, ConfigErrors> {
-        let c: SamplingConfig = cfg.decode()?;
-        let percentage = c.validate(cfg)?;
+        let (c, percentage) = cfg.decode_checked(|c: &SamplingConfig| c.validate(cfg))?;
         let sampler = HashSampler::new(percentage, c.hash_seed);
         if percentage > 0.0 && sampler.keeps_nothing() {
             // As the Collector does: below 1/16384 the rate truncates to 0.

@@ -377,6 +377,29 @@ fn invalid_values_are_reported_at_their_key_paths() {
     }
 }
 
+/// What `profcol validate` reports: a key that fails to decode does not
+/// hide the checks of the others.
+#[test]
+fn every_problem_is_reported_at_once() {
+    assert_eq!(
+        create("mode: span").err().unwrap(),
+        "processors::sampling::mode: unknown value \"span\", expected one of \"session\", \"profile\", \"trace\"\n\
+         processors::sampling::sampling_percentage: required: the percentage of profiles to keep, between 0 and 100"
+    );
+    assert_eq!(
+        create("sampling_percentage: 101\nhash_seed: -1")
+            .err()
+            .unwrap(),
+        "processors::sampling::hash_seed: invalid value: expected u32, got integer -1\n\
+         processors::sampling::sampling_percentage: must be between 0 and 100"
+    );
+    // A percentage that does not decode is reported once, not again as missing.
+    assert_eq!(
+        create("sampling_percentage: lots").err().unwrap(),
+        "processors::sampling::sampling_percentage: invalid type: expected f32, got string \"lots\""
+    );
+}
+
 // ---- behaviour ----
 
 fn linked_batch() -> ProfileBatch {

@@ -43,8 +43,7 @@ impl ProcessorFactory for ThreadPruningFactory {
     }
 
     fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Processor>, ConfigErrors> {
-        let c: ThreadPruningConfig = cfg.decode()?;
-        let rules = Rules::compile(&c, cfg)?;
+        let (_, rules) = cfg.decode_checked(|c: &ThreadPruningConfig| Rules::compile(c, cfg))?;
         Ok(Box::new(ThreadPruning {
             rules,
             scratch: prune::Scratch::default(),

@@ -423,6 +423,20 @@ processors::thread_pruning::keep_threads::0: invalid regex `*`: repetition opera
     }
 }
 
+/// What `profcol validate` reports: a key that fails to decode does not
+/// hide the checks of the others.
+#[test]
+fn every_problem_is_reported_at_once() {
+    assert_eq!(
+        create("min_samples_per_thread: -1\ndrop_threads: ['[unclosed']\ndrop_attributes: ['']")
+            .err()
+            .unwrap(),
+        "processors::thread_pruning::min_samples_per_thread: invalid value: expected u64, got integer -1\n\
+         processors::thread_pruning::drop_attributes::0: must not be empty\n\
+         processors::thread_pruning::drop_threads::0: invalid regex `[unclosed`: unclosed character class"
+    );
+}
+
 #[test]
 fn rename_rules_apply_in_order_first_full_match_wins() {
     let c = ThreadPruningConfig {

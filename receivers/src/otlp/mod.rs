@@ -21,8 +21,7 @@ impl ReceiverFactory for OtlpReceiverFactory {
     }
 
     fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Receiver>, ConfigErrors> {
-        let c: OtlpReceiverConfig = cfg.decode()?;
-        c.validate(cfg)?;
+        let (c, ()) = cfg.decode_checked(|c: &OtlpReceiverConfig| c.validate(cfg))?;
         Ok(Box::new(server::OtlpReceiver::new(c)))
     }
 }

@@ -63,6 +63,30 @@ fn invalid_settings_name_their_key() {
     }
 }
 
+/// What `profcol validate` reports: every problem of the section, a key
+/// that fails to decode together with the checks of the others.
+#[test]
+fn every_problem_is_reported_at_once() {
+    let cfg = ComponentConfig::from_yaml(
+        Kind::Receiver,
+        "otlp",
+        "protocols: {grpc: {endpoint: nope, max_recv_msg_size_mib: 0, max_concurrent_streams: -1, transport: unix}}\nrecord_to: ''",
+    )
+    .unwrap();
+    let err = match OtlpReceiverFactory.create(&cfg) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("accepted a bad config"),
+    };
+    assert_eq!(
+        err,
+        "receivers::otlp::protocols::grpc::max_concurrent_streams: invalid value: expected u32, got integer -1\n\
+         receivers::otlp::protocols::grpc::endpoint: invalid endpoint \"nope\": expected host:port\n\
+         receivers::otlp::protocols::grpc::max_recv_msg_size_mib: must be between 1 and 4095, got 0\n\
+         receivers::otlp::record_to: must be a directory, not empty\n\
+         receivers::otlp::protocols::grpc::transport: unsupported transport \"unix\" (only \"tcp\")"
+    );
+}
+
 #[test]
 fn record_to_is_off_by_default_and_decodes() {
     let c = decode("{}").unwrap();

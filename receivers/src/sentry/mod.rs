@@ -25,8 +25,7 @@ impl ReceiverFactory for SentryReceiverFactory {
     }
 
     fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Receiver>, ConfigErrors> {
-        let c: SentryReceiverConfig = cfg.decode()?;
-        c.validate(cfg)?;
+        let (c, ()) = cfg.decode_checked(|c: &SentryReceiverConfig| c.validate(cfg))?;
         Ok(Box::new(server::SentryReceiver::new(c)))
     }
 }

@@ -553,6 +553,7 @@ async fn project_ids_restrict_the_url() {
 
 #[test]
 fn config_defaults_and_errors() {
+    use profcol_pipeline::component::ReceiverFactory;
     use profcol_pipeline::config::{ComponentConfig, Kind};
     let cfg = ComponentConfig::from_yaml(Kind::Receiver, "sentry", "{}").unwrap();
     let c: SentryReceiverConfig = cfg.decode().unwrap();
@@ -595,6 +596,25 @@ fn config_defaults_and_errors() {
     assert!(
         err.contains("receivers::sentry::max_item_size: must be greater than 0"),
         "{err}"
+    );
+    // The factory (what `profcol validate` runs) reports a key that fails
+    // to decode together with the checks of the others.
+    let cfg = ComponentConfig::from_yaml(
+        Kind::Receiver,
+        "sentry",
+        "keys: abc\nproject_ids: [x1]\nmax_item_size: 0\nservice_name: ''\n",
+    )
+    .unwrap();
+    let err = match super::SentryReceiverFactory.create(&cfg) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("accepted a bad config"),
+    };
+    assert_eq!(
+        err,
+        "receivers::sentry::keys: invalid type: expected a sequence, got string \"abc\"\n\
+         receivers::sentry::max_item_size: must be greater than 0\n\
+         receivers::sentry::project_ids::0: invalid project id \"x1\": must be a number\n\
+         receivers::sentry::service_name: must not be empty (remove the key to derive it from release)"
     );
     let cfg = ComponentConfig::from_yaml(Kind::Receiver, "sentry", "max_item_sise: 1\n").unwrap();
     let err = cfg
@@ -784,15 +804,47 @@ async fn record_to_config_and_start_up_errors() {
         "{err}"
     );
 
-    // A directory that cannot be created fails the start, naming the key.
+    // A directory that cannot be created fails the start, naming the key:
+    // here one below a file that appeared after the config was checked.
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("a-file");
-    std::fs::write(&file, "").unwrap();
     let (cfg, _) = decode(&format!(
         "endpoint: 127.0.0.1:0\nrecord_to: {}\nrecord_max_files: 5\n",
         file.join("rec").display()
     ));
     let receiver = super::factory().create(&cfg).unwrap();
+    std::fs::write(&file, "").unwrap();
+    // Creating the receiver (what `validate` does) refuses one that already
+    // is, and a path that is a file, without creating anything.
+    for (path, want) in [
+        (
+            file.join("rec"),
+            format!(
+                "receivers::sentry/prod::record_to: cannot use {}: Not a directory (os error 20)",
+                file.join("rec").display()
+            ),
+        ),
+        (
+            file.clone(),
+            format!(
+                "receivers::sentry/prod::record_to: {} exists but is not a directory",
+                file.display()
+            ),
+        ),
+    ] {
+        let (cfg, _) = decode(&format!("record_to: {}\n", path.display()));
+        let err = match super::factory().create(&cfg) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("accepted {}", path.display()),
+        };
+        assert_eq!(err, want);
+    }
+    let (cfg, _) = decode(&format!(
+        "record_to: {}\n",
+        dir.path().join("new/rec").display()
+    ));
+    assert!(super::factory().create(&cfg).is_ok());
+    assert!(!dir.path().join("new").exists());
     let (tx, _rx) = mpsc::channel(1);
     let telemetry = Arc::new(Telemetry::new());
     let ctx = ReceiverContext {

@@ -209,3 +209,59 @@ fn factory_builds_from_yaml() {
     let bad = ComponentConfig::from_yaml(Kind::Exporter, "sentry", "dsn: nope").unwrap();
     assert!(factory().create(&bad).is_err());
 }
+
+/// What `profcol validate` reports: the factory lists every problem of the
+/// section, the decode error of one key included, not just the first.
+#[test]
+fn every_problem_of_a_section_is_reported_at_once() {
+    let cfg = ComponentConfig::from_yaml(
+        Kind::Exporter,
+        "sentry/prod",
+        "compression: zstd\ndsn: sentry.example.com/1\nplatform: Android\nenvironment: \"a b\"\n",
+    )
+    .unwrap();
+    let err = match factory().create(&cfg) {
+        Err(e) => e,
+        Ok(_) => panic!("accepted a bad config"),
+    };
+    let paths: Vec<&str> = err.0.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "exporters::sentry/prod::compression",
+            "exporters::sentry/prod::dsn",
+            "exporters::sentry/prod::platform",
+            "exporters::sentry/prod::environment",
+        ],
+        "{err}"
+    );
+    assert!(
+        err.0[0]
+            .message
+            .starts_with(r#"unknown value "zstd", expected one of"#),
+        "{err}"
+    );
+    assert!(err.0[1].message.starts_with("invalid DSN"), "{err}");
+    assert!(
+        err.0[2]
+            .message
+            .starts_with(r#""Android" is not a Sentry platform"#),
+        "{err}"
+    );
+    assert!(
+        err.0[3]
+            .message
+            .starts_with(r#""a b" is not a valid Sentry environment"#),
+        "{err}"
+    );
+    // A key that failed to decode is reported once, not again as the
+    // default it fell back to (`dsn` empty: "is required").
+    let cfg =
+        ComponentConfig::from_yaml(Kind::Exporter, "sentry", "dsn: [x]\ntimeout: 0s\n").unwrap();
+    let err = factory().create(&cfg).err().unwrap().to_string();
+    assert_eq!(
+        err,
+        "exporters::sentry::dsn: invalid type: expected a string, got a list\n\
+         exporters::sentry::timeout: must be greater than 0"
+    );
+}
