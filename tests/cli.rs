@@ -18,6 +18,34 @@ fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::PathBuf 
     p
 }
 
+/// `profcol validate --config CONFIG`.
+fn validate(config: impl AsRef<std::ffi::OsStr>) -> std::process::Output {
+    profcol()
+        .args(["validate", "--config"])
+        .arg(config)
+        .output()
+        .unwrap()
+}
+
+/// A config file in `dir`: otlp to debug through `processors` (type, YAML
+/// settings), in order.
+fn otlp_to_debug(dir: &tempfile::TempDir, processors: &[(&str, &str)]) -> std::path::PathBuf {
+    let settings: Vec<String> = processors
+        .iter()
+        .map(|(t, y)| format!("{t}: {y}"))
+        .collect();
+    let names: Vec<&str> = processors.iter().map(|(t, _)| *t).collect();
+    write(
+        dir,
+        "c.yaml",
+        &format!(
+            "receivers: {{otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:1\"}}}}}}}}\nprocessors: {{{}}}\nexporters: {{debug: {{}}}}\nservice: {{pipelines: {{profiles: {{receivers: [otlp], processors: [{}], exporters: [debug]}}}}}}\n",
+            settings.join(", "),
+            names.join(", ")
+        ),
+    )
+}
+
 #[test]
 fn the_shipped_config_is_valid() {
     // validate binds no socket: it passes while config.yaml's ports are
@@ -31,11 +59,7 @@ fn the_shipped_config_is_valid() {
     .iter()
     .filter_map(|a| std::net::TcpListener::bind(a).ok())
     .collect();
-    let out = profcol()
-        .args(["validate", "--config"])
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/config.yaml"))
-        .output()
-        .unwrap();
+    let out = validate(concat!(env!("CARGO_MANIFEST_DIR"), "/config.yaml"));
     assert!(
         out.status.success(),
         "{}",
@@ -82,11 +106,7 @@ service:
       exporters: [otlp/gw]
 "#,
     );
-    let out = profcol()
-        .args(["validate", "--config"])
-        .arg(&bad)
-        .output()
-        .unwrap();
+    let out = validate(&bad);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     for want in [
@@ -130,11 +150,7 @@ service:
     profiles: {receivers: [otlp], exporters: [debug, sentry, otlp, pprof]}
 "#,
     );
-    let out = profcol()
-        .args(["validate", "--config"])
-        .arg(&bad)
-        .output()
-        .unwrap();
+    let out = validate(&bad);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     let lines: Vec<&str> = err.lines().collect();
@@ -158,11 +174,7 @@ service:
 #[test]
 fn a_zero_memory_limit_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = write(
-        &dir,
-        "c.yaml",
-        "receivers: {otlp: {protocols: {grpc: {endpoint: \"127.0.0.1:1\"}}}}\nexporters: {debug: {}}\nservice: {pipelines: {profiles: {receivers: [otlp], exporters: [debug]}}}\n",
-    );
+    let cfg = otlp_to_debug(&dir, &[]);
     for args in [
         vec!["--memory-limit-mib", "0", "--config"],
         vec!["validate", "--memory-limit-mib", "0", "--config"],
@@ -219,11 +231,7 @@ fn a_zero_memory_limit_is_a_usage_error() {
 #[test]
 fn later_config_files_win() {
     let dir = tempfile::tempdir().unwrap();
-    let base = write(
-        &dir,
-        "base.yaml",
-        "receivers: {otlp: {protocols: {grpc: {endpoint: \"127.0.0.1:1\"}}}}\nexporters: {debug: {}}\nservice: {pipelines: {profiles: {receivers: [otlp], exporters: [debug]}}}\n",
-    );
+    let base = otlp_to_debug(&dir, &[]);
     let overlay = write(&dir, "over.yaml", "exporters: {debug: {verbosity: loud}}\n");
     let out = profcol()
         .args(["validate", "--config"])
@@ -506,16 +514,8 @@ fn component_errors_have_exact_paths() {
 fn warnings_from_building_components_reach_stderr() {
     // Components are built before the configured logger exists.
     let dir = tempfile::tempdir().unwrap();
-    let cfg = write(
-        &dir,
-        "tiny.yaml",
-        "receivers: {otlp: {protocols: {grpc: {endpoint: \"127.0.0.1:1\"}}}}\nprocessors: {sampling: {sampling_percentage: 0.001}}\nexporters: {debug: {}}\nservice: {pipelines: {profiles: {receivers: [otlp], processors: [sampling], exporters: [debug]}}}\n",
-    );
-    let out = profcol()
-        .args(["validate", "--config"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
+    let cfg = otlp_to_debug(&dir, &[("sampling", "{sampling_percentage: 0.001}")]);
+    let out = validate(&cfg);
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
