@@ -38,7 +38,9 @@ use crate::proto::{
 
 #[derive(Debug, Clone)]
 pub struct ExportOptions {
-    /// Most Sentry samples in one chunk; expansion beyond is dropped.
+    /// Most Sentry samples in one chunk, timestamped or spread from
+    /// aggregated values; a fuller chunk is thinned evenly and the rest
+    /// counted as dropped.
     pub max_samples_per_chunk: usize,
     /// Longest time window of one chunk; at most 66 s.
     pub max_chunk_duration_ns: u64,
