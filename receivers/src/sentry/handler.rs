@@ -249,6 +249,24 @@ impl Handler {
         }
 
         let converted = self.convert(&envelope, project_id, &bytes);
+        // The transactions a v1 profile came with: `used` with an accepted
+        // profile, else `ignored`.
+        let paired = if envelope.items.iter().any(|i| i.item_type() == "profile") {
+            envelope
+                .items
+                .iter()
+                .filter(|i| i.item_type() == "transaction")
+                .count()
+        } else {
+            0
+        };
+        let with_profile = converted.iter().any(|(ty, _)| *ty == "profile");
+        let count_transactions = |outcome: &str| {
+            for _ in 0..paired {
+                self.telemetry
+                    .receiver_item(&self.id, "transaction", outcome);
+            }
+        };
         let event_id = envelope
             .header
             .get("event_id")
@@ -256,6 +274,7 @@ impl Handler {
             .map(str::to_owned)
             .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
         if converted.is_empty() {
+            count_transactions("ignored");
             self.record(project_id, query, headers, version, bytes);
             return ok(&event_id);
         }
@@ -277,6 +296,11 @@ impl Handler {
         for ty in items {
             self.telemetry.receiver_item(&self.id, ty, outcome);
         }
+        count_transactions(match outcome {
+            "accepted" if with_profile => "used",
+            "accepted" => "ignored",
+            refused => refused,
+        });
         let e = match consumed {
             Ok(()) => {
                 self.record(project_id, query, headers, version, bytes);
@@ -361,10 +385,8 @@ impl Handler {
                     &envelope.header,
                     &opts,
                 ),
-                "transaction" if has_profile => {
-                    self.telemetry.receiver_item(&self.id, ty, "used");
-                    continue;
-                }
+                // Counted by `handle`, once its profile's fate is known.
+                "transaction" if has_profile => continue,
                 _ => {
                     self.telemetry.receiver_item(&self.id, ty, "ignored");
                     continue;

@@ -1017,6 +1017,28 @@ async fn v1_samples_outside_the_transaction_are_counted_over_http() {
             )
         );
     }
+
+    // The same envelope with its profile refused: the transaction served
+    // nothing.
+    let mut broken = profile.clone();
+    broken["profile"]["samples"] = serde_json::json!([]);
+    let body = [
+        header_line,
+        b"\n{\"type\":\"profile\",\"platform\":\"python\"}\n",
+        &serde_json::to_vec(&broken).unwrap(),
+        b"\n{\"type\":\"transaction\"}\n",
+        tx,
+    ]
+    .concat();
+    let (status, _, _) = send(&h.app, post("/api/1/envelope/", &[], body)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        h.telemetry
+            .items("sentry", "profile", "profiling_not_enough_samples"),
+        1
+    );
+    assert_eq!(h.telemetry.items("sentry", "transaction", "used"), 1);
+    assert_eq!(h.telemetry.items("sentry", "transaction", "ignored"), 1);
 }
 
 fn hex(b: &[u8]) -> String {

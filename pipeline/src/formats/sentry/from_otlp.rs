@@ -31,6 +31,7 @@ use super::reason;
 use super::relay_rules::{
     check_v2, exceeds_max_duration, relay_reads_image, MAX_CHUNK_DURATION_NS, RELAY_IMAGE_TYPES,
 };
+use super::time::secs_to_unix_nanos;
 use super::to_otlp::DEFAULT_PERIOD_NS;
 use crate::proto::{
     any_value::Value, AnyValue, KeyValue, KeyValueList, Profile, ProfilesData, ProfilesDictionary,
@@ -284,10 +285,19 @@ impl<'d> ProfileExport<'d> {
             return;
         }
         points.sort_by_key(|p| p.ts);
-        let window = self
+        let max = self
             .opts
             .max_chunk_duration_ns
             .clamp(1, MAX_CHUNK_DURATION_NS);
+        // A Profile longer than `max` is cut into windows of equal length,
+        // not into full ones and a sliver (an SDK's 60 s chunk often runs a
+        // few ms over: its tail alone would be too few samples to send).
+        let span = points[points.len() - 1].ts - points[0].ts;
+        let window = if span < max {
+            max
+        } else {
+            span / (span / max + 1) + 1
+        };
         // A window also ends where Relay, subtracting the timestamps as
         // serialized, would find more than 66 s.
         let mut windows = Vec::new();
@@ -301,11 +311,16 @@ impl<'d> ProfileExport<'d> {
             i = j;
         }
         let mut meta = self.meta();
-        if windows.len() > 1 {
-            // Measurements cover the original chunk, not a part of it.
-            meta.measurements = None;
-        }
-        for w in windows {
+        let measurements = meta.measurements.take();
+        // Where each window starts: its part of the measurements.
+        let starts: Vec<u64> = windows.iter().map(|w| points[w.start].ts).collect();
+        for (k, w) in windows.into_iter().enumerate() {
+            meta.measurements = match &measurements {
+                Some(m) if starts.len() > 1 => {
+                    measurements_between(m, (k > 0).then(|| starts[k]), starts.get(k + 1).copied())
+                }
+                m => m.clone(),
+            };
             let mut pts = points[w].to_vec();
             let (thinned, thinned_homes) = thin(&mut pts, self.opts.max_samples_per_chunk.max(1));
             let mut dropped = Vec::new();
@@ -438,6 +453,15 @@ impl<'d> ProfileExport<'d> {
             .attr_text(pa, k::SENTRY_PROFILER_ID)
             .as_deref()
             .and_then(ids::parse_uuid)
+            .or_else(|| {
+                // A v1 profile belongs to its transaction alone: its own
+                // session, not one shared with the service's other v1
+                // profiles (concurrent transactions, other workers), whose
+                // samples would land on the same thread timeline.
+                let v1 = d.attr_text(pa, k::SENTRY_VERSION).as_deref() == Some("1");
+                let event = d.attr_text(pa, k::SENTRY_EVENT_ID).filter(|_| v1)?;
+                Some(ids::stable_uuid(&[b"sentry v1 profile", event.as_bytes()]))
+            })
             .unwrap_or_else(|| {
                 let part = |key| resource_text(res, key).unwrap_or_default();
                 let (svc, inst, host, pid) = (
@@ -993,6 +1017,38 @@ impl<'d> ProfileExport<'d> {
             profile,
         }
     }
+}
+
+/// The values of a chunk's `measurements` (Sentry's JSON: per name a
+/// `unit` and `values` of `{timestamp, value}`, timestamps in float
+/// seconds) from `from` to before `to` (unix ns; `None`: no bound), for one
+/// part of a chunk being split; `None` when no value falls there.
+fn measurements_between(
+    all: &serde_json::value::RawValue,
+    from: Option<u64>,
+    to: Option<u64>,
+) -> Option<Box<serde_json::value::RawValue>> {
+    let mut all: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(all.get()).ok()?;
+    all.retain(|_, m| {
+        let Some(values) = m.get_mut("values").and_then(|v| v.as_array_mut()) else {
+            return false;
+        };
+        values.retain(|v| {
+            let secs = match v.get("timestamp") {
+                Some(serde_json::Value::Number(n)) => n.as_f64(),
+                Some(serde_json::Value::String(s)) => s.parse().ok(),
+                _ => None,
+            };
+            secs.and_then(secs_to_unix_nanos)
+                .is_some_and(|t| from.is_none_or(|f| t >= f) && to.is_none_or(|e| t < e))
+        });
+        !values.is_empty()
+    });
+    if all.is_empty() {
+        return None;
+    }
+    serde_json::value::to_raw_value(&all).ok()
 }
 
 #[derive(Clone, Copy)]

@@ -20,6 +20,26 @@ use super::to_otlp::{
 use super::{ids, reason, Converted, ItemError, ReceiveOptions};
 use crate::proto::{AnyValue, Link};
 
+/// Only what tells a profile's format (Relay's `MinimalProfile`).
+#[derive(Deserialize)]
+struct FormatOnly {
+    #[serde(default)]
+    version: Option<Version>,
+}
+
+fn unsupported(version: Option<Version>) -> ItemError {
+    match version {
+        Some(Version(v)) => ItemError::new(
+            reason::PLATFORM_NOT_SUPPORTED,
+            format!("profile with sample format version {v} is not supported"),
+        ),
+        None => ItemError::new(
+            reason::PLATFORM_NOT_SUPPORTED,
+            "profile without a sample format version (Android legacy) is not supported",
+        ),
+    }
+}
+
 #[derive(Debug, Deserialize)]
 pub struct ProfileV1<'a> {
     #[serde(default)]
@@ -191,21 +211,16 @@ pub fn profile_v1_to_otlp(
             ),
         ));
     }
-    let p: ProfileV1 = serde_json::from_slice(payload).map_err(invalid_json)?;
-    match p.version {
-        Some(Version(1)) => {}
-        Some(Version(v)) => {
-            return Err(ItemError::new(
-                reason::PLATFORM_NOT_SUPPORTED,
-                format!("profile with sample format version {v} is not supported"),
-            ))
+    let p: ProfileV1 = serde_json::from_slice(payload).map_err(|e| {
+        // Other formats (Android's legacy one has no `profile` at all) fail
+        // the v1 parse: as Relay, tell them by their version first.
+        match serde_json::from_slice::<FormatOnly>(payload) {
+            Ok(f) if f.version != Some(Version(1)) => unsupported(f.version),
+            _ => invalid_json(e),
         }
-        None => {
-            return Err(ItemError::new(
-                reason::PLATFORM_NOT_SUPPORTED,
-                "profile without a sample format version (Android legacy) is not supported",
-            ))
-        }
+    })?;
+    if p.version != Some(Version(1)) {
+        return Err(unsupported(p.version));
     }
     let platform: &str = &p.platform;
     let event_id = ids::parse_uuid(&p.event_id)

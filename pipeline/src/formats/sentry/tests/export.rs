@@ -133,6 +133,32 @@ fn v1_profile_becomes_a_chunk() {
     assert_eq!(chunks.len(), 1);
     let c = chunks[0].chunk.as_ref().unwrap();
     assert_eq!(c.chunk_id, "658ec8e9f50748f189579c29ebf417e5");
+    // Its own profiler session, stable across attempts: two concurrent
+    // transactions' profiles do not share a thread timeline.
+    let session = |event_id: &str| {
+        let mut p: Json = serde_json::from_slice(&with_measurements).unwrap();
+        p["event_id"] = event_id.into();
+        let conv = profile_v1_to_otlp(
+            &serde_json::to_vec(&p).unwrap(),
+            None,
+            Some(env.items[1].payload),
+            &env.header,
+            &ReceiveOptions::default(),
+        )
+        .unwrap();
+        let results = otlp_to_chunks(&conv.data, &ExportOptions::default());
+        sent(&results)[0]
+            .chunk
+            .as_ref()
+            .unwrap()
+            .profiler_id
+            .clone()
+    };
+    let other = "0123456789abcdef0123456789abcdef";
+    assert_eq!(session("658ec8e9f50748f189579c29ebf417e5"), c.profiler_id);
+    assert_ne!(session(other), c.profiler_id);
+    assert_eq!(session(other), session(other));
+    assert_ne!(c.profiler_id, c.chunk_id);
     assert!(
         c.measurements.is_none(),
         "v1 measurements have a shape chunks may not carry"
@@ -1289,7 +1315,8 @@ fn windows_end_where_relay_would_count_more_than_66_seconds() {
         last - 20 * MS,
         last - 10 * MS,
         last,
-        last + 5 * MS,
+        // Under 66 s after `first` in nanoseconds: one window by length.
+        last + 100,
     ];
     let opts = ExportOptions {
         max_chunk_duration_ns: 66_000_000_000,
@@ -1347,4 +1374,108 @@ fn profiler_id_without_process_attributes_is_the_exporters_own() {
         results[0].chunk.as_ref().unwrap().profiler_id.clone()
     };
     assert_eq!(default(svc()), default(svc()));
+}
+
+/// An SDK's 60 s chunk that runs a little over (a timer, not a cut) is
+/// split into halves, not into 60 s and a sliver too small to send; its
+/// measurements go with the part of the chunk they fall in.
+#[test]
+fn a_chunk_slightly_over_the_window_is_split_evenly_with_its_measurements() {
+    let start = 1_710_958_500.0_f64;
+    // 101 Hz on two threads for 60.015 s.
+    let n = 6063;
+    let samples: Vec<Json> = (0..n)
+        .flat_map(|i| {
+            let t = start + i as f64 * 60.015 / (n - 1) as f64;
+            ["1", "2"].map(|th| serde_json::json!({"stack_id": 0, "thread_id": th, "timestamp": t}))
+        })
+        .collect();
+    let values = |every: f64| -> Vec<Json> {
+        (0..)
+            .map(|i| start + i as f64 * every)
+            .take_while(|t| *t <= start + 60.015)
+            .map(|t| serde_json::json!({"timestamp": t, "value": 16_700_000}))
+            .collect()
+    };
+    let chunk = serde_json::json!({
+        "version": "2",
+        "chunk_id": "0123456789abcdef0123456789abcdef",
+        "profiler_id": "fedcba9876543210fedcba9876543210",
+        "platform": "cocoa",
+        "release": "app@1.0",
+        "client_sdk": {"name": "sentry.cocoa", "version": "8.40.0"},
+        "measurements": {
+            "slow_frame_renders": {"unit": "nanosecond", "values": values(7.5)},
+            "frozen_frame_renders": {"unit": "nanosecond", "values": values(40.0)},
+        },
+        "profile": {
+            "samples": samples,
+            "stacks": [[0]],
+            "frames": [{"function": "main", "in_app": true}],
+            "thread_metadata": {"1": {"name": "main"}, "2": {"name": "worker"}},
+        },
+    });
+    let conv = chunk_to_otlp(
+        &serde_json::to_vec(&chunk).unwrap(),
+        Some("cocoa"),
+        &ReceiveOptions::default(),
+    )
+    .unwrap();
+    // The sentry exporter's default window.
+    let opts = ExportOptions {
+        max_chunk_duration_ns: 60_000_000_000,
+        ..ExportOptions::default()
+    };
+    let results = otlp_to_chunks(&conv.data, &opts);
+    assert!(dropped_by_reason(&results).is_empty(), "{results:?}");
+    let chunks = sent(&results);
+    let sizes: Vec<usize> = chunks
+        .iter()
+        .map(|r| r.chunk.as_ref().unwrap().profile.samples.len())
+        .collect();
+    assert_eq!(sizes.iter().sum::<usize>(), 2 * n, "{sizes:?}");
+    assert_eq!(sizes.len(), 2);
+    assert!(sizes[0].abs_diff(sizes[1]) <= 4, "halves: {sizes:?}");
+
+    // Each measurement value once, in the chunk whose samples it falls among.
+    let mut seen: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for (k, r) in chunks.iter().enumerate() {
+        let out: Json = serde_json::from_slice(&r.payload).unwrap();
+        let ts: Vec<f64> = out["profile"]["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["timestamp"].as_f64().unwrap())
+            .collect();
+        let (first, next) = (
+            ts[0],
+            chunks.get(k + 1).map(|c| {
+                let o: Json = serde_json::from_slice(&c.payload).unwrap();
+                o["profile"]["samples"][0]["timestamp"].as_f64().unwrap()
+            }),
+        );
+        for (name, m) in out["measurements"].as_object().unwrap() {
+            assert_eq!(m["unit"], "nanosecond");
+            for v in m["values"].as_array().unwrap() {
+                let t = v["timestamp"].as_f64().unwrap();
+                assert!(k == 0 || t >= first, "{name} at {t} before chunk {k}");
+                assert!(next.is_none_or(|n| t < n), "{name} at {t} after chunk {k}");
+                seen.entry(name.clone()).or_default().push(t);
+            }
+        }
+    }
+    let count = |name: &str| {
+        chunk["measurements"][name]["values"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    assert_eq!(
+        seen["slow_frame_renders"].len(),
+        count("slow_frame_renders")
+    );
+    assert_eq!(
+        seen["frozen_frame_renders"].len(),
+        count("frozen_frame_renders")
+    );
 }

@@ -1114,6 +1114,23 @@ fn v1_refusals_use_relay_reasons() {
             reason::PLATFORM_NOT_SUPPORTED,
         ),
         (
+            // Android's legacy format: no version, no `profile` at all.
+            "android legacy",
+            Box::new(|v| {
+                let o = v.as_object_mut().unwrap();
+                o.remove("version");
+                o.remove("profile");
+                o.insert("platform".into(), json!("android"));
+                o.insert("sampled_profile".into(), json!("AAAA"));
+            }),
+            reason::PLATFORM_NOT_SUPPORTED,
+        ),
+        (
+            "version 1 without its profile",
+            Box::new(|v| drop(v.as_object_mut().unwrap().remove("profile"))),
+            reason::INVALID_JSON,
+        ),
+        (
             "event_id not a UUID",
             Box::new(|v| v["event_id"] = json!("x")),
             reason::INVALID_JSON,
