@@ -26,6 +26,35 @@ fn otlp_accounted(results: &[ChunkResult]) -> u64 {
         .sum()
 }
 
+/// `data` cut into chunks of at most `window_ns`, nothing dropped, and the
+/// number of samples of each.
+fn sent_whole(data: &ProfilesData, window_ns: u64) -> (Vec<ChunkResult>, Vec<usize>) {
+    let opts = ExportOptions {
+        max_chunk_duration_ns: window_ns,
+        ..ExportOptions::default()
+    };
+    let results = otlp_to_chunks(data, &opts);
+    assert!(dropped_by_reason(&results).is_empty(), "{results:?}");
+    let sizes = sent(&results)
+        .iter()
+        .map(|r| r.chunk.as_ref().unwrap().profile.samples.len())
+        .collect();
+    (results, sizes)
+}
+
+/// A sent chunk as Relay reads it, and its sample timestamps (float
+/// seconds, as sent).
+fn as_sent(r: &ChunkResult) -> (Json, Vec<f64>) {
+    let out: Json = serde_json::from_slice(&r.payload).unwrap();
+    let ts = out["profile"]["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["timestamp"].as_f64().unwrap())
+        .collect();
+    (out, ts)
+}
+
 fn dropped_by_reason(results: &[ChunkResult]) -> BTreeMap<&'static str, u64> {
     let mut out = BTreeMap::new();
     for d in results.iter().flat_map(|r| &r.dropped) {
@@ -1318,27 +1347,11 @@ fn windows_end_where_relay_would_count_more_than_66_seconds() {
         // Under 66 s after `first` in nanoseconds: one window by length.
         last + 100,
     ];
-    let opts = ExportOptions {
-        max_chunk_duration_ns: 66_000_000_000,
-        ..ExportOptions::default()
-    };
-    let results = otlp_to_chunks(&data, &opts);
-    assert!(dropped_by_reason(&results).is_empty(), "{results:?}");
+    let (results, sizes) = sent_whole(&data, 66_000_000_000);
     let chunks = sent(&results);
-    let sizes: Vec<usize> = chunks
-        .iter()
-        .map(|r| r.chunk.as_ref().unwrap().profile.samples.len())
-        .collect();
     assert_eq!(sizes, [5, 2]);
     for r in chunks {
-        // As Relay sees it.
-        let out: Json = serde_json::from_slice(&r.payload).unwrap();
-        let ts: Vec<f64> = out["profile"]["samples"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["timestamp"].as_f64().unwrap())
-            .collect();
+        let (_, ts) = as_sent(r);
         assert!(ts[ts.len() - 1] - ts[0] <= 66.0, "{ts:?}");
     }
 }
@@ -1422,17 +1435,8 @@ fn a_chunk_slightly_over_the_window_is_split_evenly_with_its_measurements() {
     )
     .unwrap();
     // The sentry exporter's default window.
-    let opts = ExportOptions {
-        max_chunk_duration_ns: 60_000_000_000,
-        ..ExportOptions::default()
-    };
-    let results = otlp_to_chunks(&conv.data, &opts);
-    assert!(dropped_by_reason(&results).is_empty(), "{results:?}");
+    let (results, sizes) = sent_whole(&conv.data, 60_000_000_000);
     let chunks = sent(&results);
-    let sizes: Vec<usize> = chunks
-        .iter()
-        .map(|r| r.chunk.as_ref().unwrap().profile.samples.len())
-        .collect();
     assert_eq!(sizes.iter().sum::<usize>(), 2 * n, "{sizes:?}");
     assert_eq!(sizes.len(), 2);
     assert!(sizes[0].abs_diff(sizes[1]) <= 4, "halves: {sizes:?}");
@@ -1440,20 +1444,8 @@ fn a_chunk_slightly_over_the_window_is_split_evenly_with_its_measurements() {
     // Each measurement value once, in the chunk whose samples it falls among.
     let mut seen: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for (k, r) in chunks.iter().enumerate() {
-        let out: Json = serde_json::from_slice(&r.payload).unwrap();
-        let ts: Vec<f64> = out["profile"]["samples"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["timestamp"].as_f64().unwrap())
-            .collect();
-        let (first, next) = (
-            ts[0],
-            chunks.get(k + 1).map(|c| {
-                let o: Json = serde_json::from_slice(&c.payload).unwrap();
-                o["profile"]["samples"][0]["timestamp"].as_f64().unwrap()
-            }),
-        );
+        let (out, ts) = as_sent(r);
+        let (first, next) = (ts[0], chunks.get(k + 1).map(|c| as_sent(c).1[0]));
         for (name, m) in out["measurements"].as_object().unwrap() {
             assert_eq!(m["unit"], "nanosecond");
             for v in m["values"].as_array().unwrap() {
