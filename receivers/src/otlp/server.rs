@@ -10,7 +10,7 @@ use tonic::server::{NamedService, UnaryService};
 use tonic::{Request, Response, Status};
 
 use profcol_pipeline::component::{ConsumeError, Output, Receiver, ReceiverContext};
-use profcol_pipeline::model::validate::validate;
+use profcol_pipeline::model::validate::{validate, Problem};
 use profcol_pipeline::proto::{ExportProfilesServiceResponse, EXPORT_PATH};
 use profcol_pipeline::telemetry::Telemetry;
 use profcol_pipeline::ProfileBatch;
@@ -130,8 +130,14 @@ impl Handler {
         batch.meta.client_addr = client_addr;
         if let Err(e) = validate(batch.data()) {
             self.refused(batch.sample_count(), "invalid");
+            // Broken indices and zero values are what another revision's
+            // encoding decodes into; an empty sample is the sender's own.
+            let hint = match e.problem {
+                Problem::OutOfRange { .. } | Problem::NotZeroValue { .. } => REVISION_HINT,
+                Problem::ValueCountMismatch { .. } | Problem::EmptySample => "",
+            };
             return Err(Status::invalid_argument(format!(
-                "invalid profiles data: {e}{REVISION_HINT}"
+                "invalid profiles data: {e}{hint}"
             )));
         }
         match self.output.consume(batch) {

@@ -184,6 +184,19 @@ mod record_to {
         invalid.resource_profiles[0].scope_profiles[0].profiles[0].samples[0].stack_index = 999;
         let status = client.export(invalid).await.unwrap_err();
         assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        // Broken indices may come from another revision of the proto: the
+        // message says which one profcol reads. An empty sample cannot.
+        assert!(status.message().contains("v1.10.0"), "{status:?}");
+        let mut empty = fixture_request();
+        let s = &mut empty.resource_profiles[0].scope_profiles[0].profiles[0].samples[0];
+        s.values.clear();
+        s.timestamps_unix_nano.clear();
+        let status = client.export(empty).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        assert!(
+            status.message().contains("samples[0]") && !status.message().contains("v1.10.0"),
+            "{status:?}"
+        );
 
         let sent = fixture_request();
         let mut req = tonic::Request::new(sent.clone());

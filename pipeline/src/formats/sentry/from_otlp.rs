@@ -464,23 +464,18 @@ impl<'d> ProfileExport<'d> {
             })
             .unwrap_or_else(|| {
                 let part = |key| resource_text(res, key).unwrap_or_default();
-                let (svc, inst, host, pid) = (
-                    part(k::SERVICE_NAME),
-                    part(k::SERVICE_INSTANCE_ID),
-                    part(k::HOST_NAME),
-                    part(k::PROCESS_PID),
-                );
-                if inst.is_empty() && host.is_empty() && pid.is_empty() {
+                let svc = part(k::SERVICE_NAME);
+                // What tells one process apart from the service's others
+                // (the eBPF profiler often names only its container).
+                let instance = PROCESS_IDENTITY.map(part);
+                if instance.iter().all(|p| p.is_empty()) {
                     // Nothing tells replicas of the service apart: this
                     // exporter's own session, not one shared with them.
                     return ids::stable_uuid(&[svc.as_bytes(), &self.opts.instance_id]);
                 }
-                ids::stable_uuid(&[
-                    svc.as_bytes(),
-                    inst.as_bytes(),
-                    host.as_bytes(),
-                    pid.as_bytes(),
-                ])
+                let mut parts = vec![svc.as_bytes()];
+                parts.extend(instance.iter().map(|p| p.as_bytes()));
+                ids::stable_uuid(&parts)
             });
         let profile_id = <[u8; 16]>::try_from(self.profile.profile_id.as_slice())
             .ok()
@@ -719,7 +714,14 @@ impl<'d> ProfileExport<'d> {
                 frames.push(frame_for(name, file, line.line, line.column));
             }
             if frames.is_empty() {
-                frames.push(frame_for(None, "", 0, 0));
+                // Nothing else names it (the eBPF profiler's `abort-marker`
+                // and `*-error` pseudo-frames): its frame type does, so such
+                // frames stay apart and readable.
+                let name = (addr.is_none() && package.is_none())
+                    .then(|| nonempty(text(k::FRAME_TYPE)))
+                    .flatten()
+                    .map(|t| format!("[{t}]"));
+                frames.push(frame_for(name, "", 0, 0));
             }
             for f in frames {
                 let next = self.frames.len() as u32;
@@ -1018,6 +1020,17 @@ impl<'d> ProfileExport<'d> {
         }
     }
 }
+
+/// Resource attributes that tell one process of a service from another,
+/// for its profiler session.
+const PROCESS_IDENTITY: [&str; 6] = [
+    k::SERVICE_INSTANCE_ID,
+    k::HOST_NAME,
+    k::PROCESS_PID,
+    k::CONTAINER_ID,
+    k::K8S_POD_UID,
+    k::HOST_ID,
+];
 
 /// The values of a chunk's `measurements` (Sentry's JSON: per name a
 /// `unit` and `values` of `{timestamp, value}`, timestamps in float

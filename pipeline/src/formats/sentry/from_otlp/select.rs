@@ -47,7 +47,7 @@ pub(super) fn select(dict: Dict<'_>, profiles: &[Profile]) -> Vec<Option<&'stati
         for (_, i) in candidates {
             if kept
                 .iter()
-                .any(|&j| same_samples(&profiles[i], &profiles[j]))
+                .any(|&j| same_recording(dict, &profiles[i], &profiles[j]))
             {
                 verdicts[i] = Some(reason::DUPLICATE_SAMPLE_TYPE);
             } else {
@@ -86,8 +86,19 @@ fn rank(dict: Dict<'_>, p: &Profile) -> Result<u8, &'static str> {
     }
 }
 
-/// The same recording: same time range and, sample by sample, the same
-/// stack, attributes, link and timestamps (values differ by type).
+/// One recording under two sample types: the types differ (two Profiles
+/// of one type are two recordings, both sent), and so may the values, but
+/// not the time range nor, sample by sample, the stack, attributes, link
+/// and timestamps.
+fn same_recording(dict: Dict<'_>, a: &Profile, b: &Profile) -> bool {
+    let ty = |p: &Profile| {
+        p.sample_type.map_or(("", ""), |t| {
+            (dict.str(t.type_strindex), dict.str(t.unit_strindex))
+        })
+    };
+    ty(a) != ty(b) && same_samples(a, b)
+}
+
 fn same_samples(a: &Profile, b: &Profile) -> bool {
     let same = |x: &Sample, y: &Sample| {
         x.stack_index == y.stack_index

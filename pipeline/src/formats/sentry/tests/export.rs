@@ -818,7 +818,9 @@ fn profiles_that_are_not_sampled_stacks_are_not_sent() {
     );
 }
 
-/// Profiles of one scope with different samples are each sent.
+/// Profiles of one scope with different samples are each sent; so are two
+/// of the same sample type, whose values differ: two recordings, not one
+/// under two types.
 #[test]
 fn only_profiles_with_the_same_samples_are_duplicates() {
     let mut data = go_cpu();
@@ -827,6 +829,20 @@ fn only_profiles_with_the_same_samples_are_duplicates() {
     let results = otlp_to_chunks(&data, &ExportOptions::default());
     assert_eq!(sent(&results).len(), 2);
     assert!(dropped_by_reason(&results).is_empty());
+
+    let mut data = go_cpu_as([("samples", "count"), ("samples", "count")]);
+    for s in &mut data.resource_profiles[0].scope_profiles[0].profiles[1].samples {
+        for v in &mut s.values {
+            *v *= 2;
+        }
+    }
+    let results = otlp_to_chunks(&data, &ExportOptions::default());
+    assert!(sent(&results).len() >= 2);
+    let dropped = dropped_by_reason(&results);
+    assert!(
+        !dropped.contains_key(reason::DUPLICATE_SAMPLE_TYPE),
+        "{dropped:?}"
+    );
 }
 
 /// What the OpenTelemetry eBPF profiler sends: one Profile of `samples/count`
@@ -1381,6 +1397,13 @@ fn profiler_id_without_process_attributes_is_the_exporters_own() {
     // A resource that names its process keeps the derived id.
     let host = || vec![("service.name", "api"), ("host.name", "h1")];
     assert_eq!(id(host(), 1), id(host(), 2));
+    // So does one that names only its container or pod (the eBPF
+    // profiler's): two containers are two sessions.
+    for key in ["container.id", "k8s.pod.uid", "host.id"] {
+        let one = || vec![(key, "aaaa")];
+        assert_eq!(id(one(), 1), id(one(), 2), "{key}");
+        assert_ne!(id(one(), 1), id(vec![(key, "bbbb")], 1), "{key}");
+    }
     // The default is made once per process.
     let default = |res| {
         let results = otlp_to_chunks(&hand_built(res, &threads), &ExportOptions::default());
@@ -1470,4 +1493,57 @@ fn a_chunk_slightly_over_the_window_is_split_evenly_with_its_measurements() {
         seen["frozen_frame_renders"].len(),
         count("frozen_frame_renders")
     );
+}
+
+/// The eBPF profiler's pseudo-frames (an aborted unwind, an interpreter
+/// error) have no line, address or mapping: their frame type names them,
+/// so the two stay apart instead of both becoming an empty frame.
+#[test]
+fn ebpf_pseudo_frames_are_named_by_their_frame_type() {
+    let mut data = ebpf_like();
+    let d = data.dictionary.as_mut().unwrap();
+    let key = d.string_table.len() as i32;
+    d.string_table.push("profile.frame.type".into());
+    let mut leaf = Vec::new();
+    for t in ["abort-marker", "cpython-error"] {
+        d.attribute_table.push(crate::proto::KeyValueAndUnit {
+            key_strindex: key,
+            value: Some(AnyValue {
+                value: Some(Value::StringValue(t.into())),
+            }),
+            unit_strindex: 0,
+        });
+        d.location_table.push(Location {
+            attribute_indices: vec![d.attribute_table.len() as i32 - 1],
+            ..Default::default()
+        });
+        leaf.push(d.location_table.len() as i32 - 1);
+    }
+    // Each pseudo-frame on top of the first sample's stack.
+    let base = d.stack_table[1].location_indices.clone();
+    let samples = &mut data.resource_profiles[0].scope_profiles[0].profiles[0].samples;
+    let mut more = Vec::new();
+    for l in leaf {
+        let mut locations = vec![l];
+        locations.extend(&base);
+        d.stack_table.push(crate::proto::Stack {
+            location_indices: locations,
+        });
+        let mut s = samples[0].clone();
+        s.stack_index = d.stack_table.len() as i32 - 1;
+        more.push(s);
+    }
+    samples.extend(more);
+    crate::model::validate(&data).unwrap();
+
+    let results = otlp_to_chunks(&data, &ExportOptions::default());
+    let c = sent(&results)[0].chunk.as_ref().unwrap();
+    let names: BTreeSet<Option<&str>> = c
+        .profile
+        .frames
+        .iter()
+        .map(|f| f.function.as_deref())
+        .collect();
+    assert!(names.contains(&Some("[abort-marker]")), "{names:?}");
+    assert!(names.contains(&Some("[cpython-error]")), "{names:?}");
 }
