@@ -432,6 +432,49 @@ async fn partial_success_is_counted_not_retried() {
     assert_eq!(telemetry.send_failed("otlp"), n - n / 2);
 }
 
+/// One invalid Profile of a request is left out, the rest accepted, as
+/// OTLP's partial success: the answer says how many and why.
+#[tokio::test]
+async fn an_invalid_profile_is_rejected_alone() {
+    let sink = Sink::start().await;
+    let (yaml, recv, _) = to_sink(&sink);
+    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
+        .await
+        .unwrap();
+    let telemetry = svc.telemetry().clone();
+    let mut req = request("otlp/go-cpu.otlp.bin");
+    let n = samples(std::slice::from_ref(&req));
+    let profiles = &mut req.resource_profiles[0].scope_profiles[0].profiles;
+    let bad = profiles[1].samples.len() as u64;
+    profiles[1].samples[3].values.clear();
+    let answer = client(recv)
+        .await
+        .export(req.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    svc.shutdown().await;
+
+    let partial = answer.partial_success.expect("partial success");
+    assert_eq!(partial.rejected_profiles, 1);
+    assert!(
+        partial
+            .error_message
+            .contains("profiles[1].samples[3]: neither values nor timestamps"),
+        "{}",
+        partial.error_message
+    );
+    let got = sink.received();
+    assert_eq!(got.len(), 1);
+    let kept = &got[0].resource_profiles[0].scope_profiles[0].profiles;
+    assert_eq!(
+        kept,
+        &req.resource_profiles[0].scope_profiles[0].profiles[..1]
+    );
+    assert_eq!(telemetry.refused_for("otlp", "invalid"), bad);
+    assert_eq!(telemetry.accepted("otlp"), n - bad);
+}
+
 #[tokio::test]
 async fn bad_input_is_refused_and_the_receiver_keeps_serving() {
     let sink = Sink::start().await;

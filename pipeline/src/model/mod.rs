@@ -8,4 +8,4 @@ pub mod validate;
 
 pub use batch::{profile_sample_count, BatchMeta, Origin, ProfileBatch};
 pub use resolved::{folded, resolve, Detail, ResolvedProfile, ResolvedView};
-pub use validate::{validate, Problem, ValidationError};
+pub use validate::{invalid_profiles, validate, Problem, ProfileAt, ValidationError};

@@ -9,8 +9,8 @@
 use std::fmt;
 
 use crate::proto::{
-    any_value::Value, AnyValue, KeyValue, ProfilesData, ProfilesDictionary, ResourceProfiles,
-    ValueType,
+    any_value::Value, AnyValue, KeyValue, Profile, ProfilesData, ProfilesDictionary,
+    ResourceProfiles, ValueType,
 };
 
 use super::dictionary::{PerTable, Table};
@@ -65,11 +65,39 @@ impl fmt::Display for Problem {
 /// Checks every index of `data` against its table and the invariants of the
 /// dictionary and of samples. Returns the first problem found.
 pub fn validate(data: &ProfilesData) -> Result<(), ValidationError> {
+    checked(data, &mut |_, e| Err(e))
+}
+
+/// Where a Profile is: (resource, scope, profile) indices.
+pub type ProfileAt = (usize, usize, usize);
+
+/// As [`validate`], but a problem inside one Profile (its sample type,
+/// attributes or samples) only marks that Profile: returns each invalid
+/// Profile with its first problem, in order. `Err` for a problem no Profile
+/// can be kept through (the dictionary, a resource's or a scope's
+/// attributes).
+pub fn invalid_profiles(
+    data: &ProfilesData,
+) -> Result<Vec<(ProfileAt, ValidationError)>, ValidationError> {
+    let mut bad = Vec::new();
+    checked(data, &mut |at, e| {
+        bad.push((at, e));
+        Ok(())
+    })?;
+    Ok(bad)
+}
+
+type OnProfileError<'a> = dyn FnMut(ProfileAt, ValidationError) -> Result<(), ValidationError> + 'a;
+
+fn checked(
+    data: &ProfilesData,
+    on_profile: &mut OnProfileError<'_>,
+) -> Result<(), ValidationError> {
     let dict = crate::proto::dictionary_of(data);
     let lens = PerTable::lens(dict);
     zero_values(dict)?;
     dictionary(dict, &lens)?;
-    resources(&data.resource_profiles, &lens)
+    resources(&data.resource_profiles, &lens, on_profile)
 }
 
 /// Index 0 is always valid (the null reference); others must be in the table.
@@ -203,7 +231,11 @@ fn dictionary(d: &ProfilesDictionary, n: &PerTable) -> Result<(), ValidationErro
     Ok(())
 }
 
-fn resources(rps: &[ResourceProfiles], n: &PerTable) -> Result<(), ValidationError> {
+fn resources(
+    rps: &[ResourceProfiles],
+    n: &PerTable,
+    on_profile: &mut OnProfileError<'_>,
+) -> Result<(), ValidationError> {
     for (r, rp) in rps.iter().enumerate() {
         if let Some(res) = &rp.resource {
             key_values(&res.attributes, n)
@@ -219,52 +251,59 @@ fn resources(rps: &[ResourceProfiles], n: &PerTable) -> Result<(), ValidationErr
             }
             for (p, prof) in sp.profiles.iter().enumerate() {
                 let at = || format!("resource_profiles[{r}].scope_profiles[{s}].profiles[{p}]");
-                value_type(prof.sample_type.as_ref(), n)
-                    .map_err(|e| e.under(|| format!("{}.sample_type", at())))?;
-                value_type(prof.period_type.as_ref(), n)
-                    .map_err(|e| e.under(|| format!("{}.period_type", at())))?;
-                for (k, &a) in prof.attribute_indices.iter().enumerate() {
-                    check!(n, Table::Attribute, a, "{}.attribute_indices[{k}]", at());
-                }
-                for (i, smp) in prof.samples.iter().enumerate() {
-                    check!(
-                        n,
-                        Table::Stack,
-                        smp.stack_index,
-                        "{}.samples[{i}].stack_index",
-                        at()
-                    );
-                    for (k, &a) in smp.attribute_indices.iter().enumerate() {
-                        check!(
-                            n,
-                            Table::Attribute,
-                            a,
-                            "{}.samples[{i}].attribute_indices[{k}]",
-                            at()
-                        );
-                    }
-                    check!(
-                        n,
-                        Table::Link,
-                        smp.link_index,
-                        "{}.samples[{i}].link_index",
-                        at()
-                    );
-                    let (values, timestamps) = (smp.values.len(), smp.timestamps_unix_nano.len());
-                    if values == 0 && timestamps == 0 {
-                        return Err(ValidationError {
-                            path: format!("{}.samples[{i}]", at()),
-                            problem: Problem::EmptySample,
-                        });
-                    }
-                    if values != 0 && timestamps != 0 && values != timestamps {
-                        return Err(ValidationError {
-                            path: format!("{}.samples[{i}].values", at()),
-                            problem: Problem::ValueCountMismatch { values, timestamps },
-                        });
-                    }
+                if let Err(e) = profile(prof, n, at) {
+                    on_profile((r, s, p), e)?;
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+fn profile(prof: &Profile, n: &PerTable, at: impl Fn() -> String) -> Result<(), ValidationError> {
+    value_type(prof.sample_type.as_ref(), n)
+        .map_err(|e| e.under(|| format!("{}.sample_type", at())))?;
+    value_type(prof.period_type.as_ref(), n)
+        .map_err(|e| e.under(|| format!("{}.period_type", at())))?;
+    for (k, &a) in prof.attribute_indices.iter().enumerate() {
+        check!(n, Table::Attribute, a, "{}.attribute_indices[{k}]", at());
+    }
+    for (i, smp) in prof.samples.iter().enumerate() {
+        check!(
+            n,
+            Table::Stack,
+            smp.stack_index,
+            "{}.samples[{i}].stack_index",
+            at()
+        );
+        for (k, &a) in smp.attribute_indices.iter().enumerate() {
+            check!(
+                n,
+                Table::Attribute,
+                a,
+                "{}.samples[{i}].attribute_indices[{k}]",
+                at()
+            );
+        }
+        check!(
+            n,
+            Table::Link,
+            smp.link_index,
+            "{}.samples[{i}].link_index",
+            at()
+        );
+        let (values, timestamps) = (smp.values.len(), smp.timestamps_unix_nano.len());
+        if values == 0 && timestamps == 0 {
+            return Err(ValidationError {
+                path: format!("{}.samples[{i}]", at()),
+                problem: Problem::EmptySample,
+            });
+        }
+        if values != 0 && timestamps != 0 && values != timestamps {
+            return Err(ValidationError {
+                path: format!("{}.samples[{i}].values", at()),
+                problem: Problem::ValueCountMismatch { values, timestamps },
+            });
         }
     }
     Ok(())
@@ -412,6 +451,35 @@ mod tests {
         let mut d = d;
         d.resource_profiles[0].scope_profiles[0].profiles[1].samples[7].stack_index = -1;
         assert!(err(&d).ends_with("stack_index: -1 out of range (stack_table has 10 entries)"));
+    }
+
+    #[test]
+    fn invalid_profiles_are_told_apart_from_what_spoils_everything() {
+        let mut bad = sample(1, 1, 0);
+        bad.stack_index = 42;
+        let d = with_samples(
+            dict(1, 10),
+            vec![
+                vec![sample(1, 1, 0)],
+                vec![sample(1, 1, 0), bad],
+                vec![sample(1, 0, 0)],
+            ],
+        );
+        let found = invalid_profiles(&d).unwrap();
+        let at: Vec<ProfileAt> = found.iter().map(|(at, _)| *at).collect();
+        assert_eq!(at, [(0, 0, 1), (0, 0, 2)]);
+        assert_eq!(found[1].1.problem, Problem::EmptySample);
+        // The first of them is what `validate` reports.
+        assert_eq!(err(&d), found[0].1.to_string());
+        // A broken dictionary spoils every Profile.
+        let mut d = d;
+        d.dictionary.as_mut().unwrap().string_table[0] = "x".into();
+        assert_eq!(
+            invalid_profiles(&d).unwrap_err().problem,
+            Problem::NotZeroValue {
+                table: Table::String
+            }
+        );
     }
 
     #[test]

@@ -10,8 +10,10 @@ use tonic::server::{NamedService, UnaryService};
 use tonic::{Request, Response, Status};
 
 use profcol_pipeline::component::{ConsumeError, Output, Receiver, ReceiverContext};
-use profcol_pipeline::model::validate::{validate, Problem};
-use profcol_pipeline::proto::{ExportProfilesServiceResponse, EXPORT_PATH};
+use profcol_pipeline::model::{invalid_profiles, Problem, ProfileAt, ValidationError};
+use profcol_pipeline::proto::{
+    ExportProfilesPartialSuccess, ExportProfilesServiceResponse, ProfilesData, EXPORT_PATH,
+};
 use profcol_pipeline::telemetry::Telemetry;
 use profcol_pipeline::ProfileBatch;
 
@@ -93,6 +95,38 @@ const REVISION_HINT: &str =
     " (profcol reads profiles/v1development as in opentelemetry-proto v1.10.0; \
      a sender built on another release of this unstable proto encodes it differently)";
 
+fn profile_count(data: &ProfilesData) -> usize {
+    data.resource_profiles
+        .iter()
+        .flat_map(|r| &r.scope_profiles)
+        .map(|s| s.profiles.len())
+        .sum()
+}
+
+/// Removes the Profiles at `at` (in order), then scopes and resources left
+/// empty; returns how many samples went with them.
+fn remove_profiles(data: &mut ProfilesData, at: impl Iterator<Item = ProfileAt>) -> u64 {
+    let mut removed = 0;
+    let mut at = at.peekable();
+    for (r, rp) in data.resource_profiles.iter_mut().enumerate() {
+        for (s, sp) in rp.scope_profiles.iter_mut().enumerate() {
+            let mut p = 0;
+            sp.profiles.retain(|prof| {
+                let gone = at.next_if_eq(&(r, s, p)).is_some();
+                p += 1;
+                if gone {
+                    removed += prof.samples.len() as u64;
+                }
+                !gone
+            });
+        }
+        rp.scope_profiles.retain(|s| !s.profiles.is_empty());
+    }
+    data.resource_profiles
+        .retain(|r| !r.scope_profiles.is_empty());
+    removed
+}
+
 /// Turns one request into a batch for the pipelines.
 struct Handler {
     id: String,
@@ -128,17 +162,40 @@ impl Handler {
         let mut batch = ProfileBatch::from_encoded(data, bytes.clone());
         batch.meta.transport = "grpc";
         batch.meta.client_addr = client_addr;
-        if let Err(e) = validate(batch.data()) {
-            self.refused(batch.sample_count(), "invalid");
+        let invalid = |e: &ValidationError| {
             // Broken indices and zero values are what another revision's
             // encoding decodes into; an empty sample is the sender's own.
             let hint = match e.problem {
                 Problem::OutOfRange { .. } | Problem::NotZeroValue { .. } => REVISION_HINT,
                 Problem::ValueCountMismatch { .. } | Problem::EmptySample => "",
             };
-            return Err(Status::invalid_argument(format!(
-                "invalid profiles data: {e}{hint}"
-            )));
+            format!("invalid profiles data: {e}{hint}")
+        };
+        let refuse = |samples: u64, e: &ValidationError| {
+            self.refused(samples, "invalid");
+            Err(Status::invalid_argument(invalid(e)))
+        };
+        // Invalid Profiles are left out and the rest accepted (OTLP's
+        // partial success), unless nothing valid is left.
+        let mut partial = None;
+        match invalid_profiles(batch.data()) {
+            Err(e) => return refuse(batch.sample_count(), &e),
+            Ok(bad) if bad.is_empty() => {}
+            Ok(bad) if bad.len() == profile_count(batch.data()) => {
+                return refuse(batch.sample_count(), &bad[0].1)
+            }
+            Ok(bad) => {
+                let meta = std::mem::take(&mut batch.meta);
+                let mut data = std::mem::take(batch.data_mut());
+                let removed = remove_profiles(&mut data, bad.iter().map(|(at, _)| *at));
+                self.telemetry
+                    .receiver_refused(&self.id, "grpc", removed, "invalid");
+                partial = Some(ExportProfilesPartialSuccess {
+                    rejected_profiles: bad.len() as i64,
+                    error_message: invalid(&bad[0].1),
+                });
+                batch = ProfileBatch::new(data).with_meta(meta);
+            }
         }
         match self.output.consume(batch) {
             Ok(()) => {
@@ -155,7 +212,7 @@ impl Handler {
                     });
                 }
                 Ok(Response::new(ExportProfilesServiceResponse {
-                    partial_success: None,
+                    partial_success: partial,
                 }))
             }
             // The samples were counted as refused by `consume`; the request
