@@ -69,6 +69,17 @@ fn resolved(reqs: &[ExportProfilesServiceRequest]) -> String {
         .join("\n")
 }
 
+/// [`resolved`] per request, sorted: an exporter's consumers send
+/// concurrently, so requests may arrive in another order.
+fn resolved_in_any_order(reqs: &[ExportProfilesServiceRequest]) -> Vec<String> {
+    let mut v: Vec<String> = reqs
+        .iter()
+        .map(|r| resolved(std::slice::from_ref(r)))
+        .collect();
+    v.sort();
+    v
+}
+
 fn samples(reqs: &[ExportProfilesServiceRequest]) -> u64 {
     reqs.iter()
         .map(|r| profcol_pipeline::ProfileBatch::new(request_into_data(r.clone())).sample_count())
@@ -128,13 +139,14 @@ async fn recorded_requests_arrive_unchanged_and_are_counted() {
         assert_eq!(md.get("x-scope-orgid").unwrap(), "team-a");
         assert_eq!(md.get("grpc-encoding").unwrap(), "gzip");
     }
-    let got = sink.received();
-    assert_eq!(got.len(), sent.len());
-    assert_eq!(resolved(&got), resolved(&sent));
-    // Nothing mutated the batches, so the exact bytes were forwarded.
-    for (g, s) in got.iter().zip(&sent) {
-        assert_eq!(g, s);
-    }
+    // Nothing mutated the batches, so the exact requests were forwarded, in
+    // whatever order the exporter's concurrent consumers sent them.
+    let sorted = |reqs: &[ExportProfilesServiceRequest]| {
+        let mut v: Vec<Vec<u8>> = reqs.iter().map(prost::Message::encode_to_vec).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(sorted(&sink.received()), sorted(&sent));
     assert!(
         text_before.contains(&format!(
             "otelcol_receiver_accepted_profile_samples_total{{receiver=\"otlp\",transport=\"grpc\"}} {n}"
@@ -239,7 +251,10 @@ async fn fan_out_survives_a_dead_exporter() {
     }
     svc.shutdown().await;
 
-    assert_eq!(resolved(&sink.received()), resolved(&sent));
+    assert_eq!(
+        resolved_in_any_order(&sink.received()),
+        resolved_in_any_order(&sent)
+    );
     let n = samples(&sent);
     assert_eq!(telemetry.accepted("otlp"), n);
     assert_eq!(telemetry.sent("otlp/up"), n);
@@ -403,7 +418,10 @@ async fn zstd_requests_arrive_unchanged() {
         c.export(r.clone()).await.unwrap();
     }
     svc.shutdown().await;
-    assert_eq!(resolved(&sink.received()), resolved(&reqs));
+    assert_eq!(
+        resolved_in_any_order(&sink.received()),
+        resolved_in_any_order(&reqs)
+    );
     for md in sink.metadata() {
         assert_eq!(md.get("grpc-encoding").unwrap(), "zstd");
     }

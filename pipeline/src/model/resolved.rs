@@ -246,10 +246,17 @@ impl Resolver<'_> {
                 lk.string(f.name_strindex),
                 lk.string(f.system_name_strindex),
             );
+            let file = lk.string(f.filename_strindex);
             if !name.is_empty() {
                 out.push_str(name);
             } else if !system.is_empty() {
                 out.push_str(system);
+            } else if !file.is_empty() {
+                // An anonymous function (JavaScript's): where it is.
+                out.push_str(file);
+                if line.line > 0 {
+                    write!(out, ":{}", line.line).unwrap();
+                }
             } else {
                 write!(out, "{:#x}", loc.address).unwrap();
             }
@@ -488,29 +495,46 @@ mod tests {
     }
 
     #[test]
-    fn frame_names_fall_back_to_system_name_then_address() {
+    fn frame_names_fall_back_to_system_name_then_file_then_address() {
         let mut b = DictionaryBuilder::new();
         let mangled = b.function_named("", "_ZN4core3fmt5writeE", "lib.rs", 3);
-        let anonymous = b.function_named("", "", "x.c", 7);
+        let anonymous = b.function_named("", "", "app.js", 7);
+        let unnamed = b.function_named("", "", "", 0);
         let l1 = b.location(Location {
             lines: vec![line(mangled)],
             address: 0x10,
             ..Default::default()
         });
         let l2 = b.location(Location {
-            lines: vec![line(anonymous)],
+            lines: vec![Line {
+                line: 12,
+                ..line(anonymous)
+            }],
             address: 0x20,
             ..Default::default()
         });
         let l3 = b.location(Location {
+            lines: vec![line(anonymous)],
+            address: 0x30,
+            ..Default::default()
+        });
+        let l4 = b.location(Location {
+            lines: vec![line(unnamed)],
+            address: 0x40,
+            ..Default::default()
+        });
+        let l5 = b.location(Location {
             address: 0xabc,
             ..Default::default()
         });
-        let stack = b.stack(&[l1, l2, l3]);
+        let stack = b.stack(&[l1, l2, l3, l4, l5]);
         let d = data(b, vec![sample(stack, vec![], vec![1], vec![])]);
         assert_eq!(
             lines(&d),
-            vec![("0xabc;0x20;_ZN4core3fmt5writeE".to_owned(), 1)]
+            vec![(
+                "0xabc;0x40;app.js;app.js:12;_ZN4core3fmt5writeE".to_owned(),
+                1
+            )]
         );
     }
 
