@@ -165,6 +165,61 @@ fn bad_test_files_and_inputs_are_reported() {
     let out = profcol(&["test", file.to_str().unwrap()]);
     assert!(!out.status.success());
     assert!(text(&out).contains("missing.binpb"), "{}", text(&out));
+
+    // `--update` writes no snapshot from a run whose inputs failed.
+    let (dir, file) = scratch_test("        snapshot: snap/min.txt\n");
+    let yaml = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("min.binpb", "missing.binpb");
+    std::fs::write(&file, yaml).unwrap();
+    let out = profcol(&["test", "--update", file.to_str().unwrap()]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(!dir.path().join("snap/min.txt").exists());
+}
+
+/// A stack expectation names attributes the stack must have (the unit
+/// tests cover naming only some); a config may take its sections from a
+/// `<<` merge key.
+#[test]
+fn stacks_match_on_the_attributes_named_and_merge_keys_work() {
+    let (line, value) = minimal_stacks()
+        .into_iter()
+        .find(|(l, _)| l.contains(" ["))
+        .expect("a stack with attributes");
+    let (stack, attrs) = line.split_once(" [").unwrap();
+    let first = attrs.trim_end_matches(']').split(", ").next().unwrap();
+    let (dir, file) = scratch_test(&format!(
+        "        stacks: [\"{stack} [{first}] {value}\"]\n        absent_stacks: [\"{stack} [{first}]\"]\n"
+    ));
+    let out = profcol(&["test", file.to_str().unwrap()]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(t.contains("must be absent"), "{t}");
+    assert!(!t.contains("missing stack"), "{t}");
+
+    std::fs::write(
+        dir.path().join("merged.yaml"),
+        "<<: {receivers: {otlp: {}}, exporters: {debug: {}}}\nservice: {pipelines: {profiles: {receivers: [otlp], exporters: [debug]}}}\n",
+    )
+    .unwrap();
+    let yaml = std::fs::read_to_string(&file).unwrap();
+    let body = &yaml[yaml.find("tests:").unwrap()..];
+    let body = body.replace(
+        &format!("        absent_stacks: [\"{stack} [{first}]\"]\n"),
+        "",
+    );
+    std::fs::write(&file, format!("config: merged.yaml\n{body}")).unwrap();
+    let out = profcol(&["test", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    // The file's `config` may be left out when each test has its own.
+    let body = body.replacen("inputs:", "config: merged.yaml\n    inputs:", 1);
+    std::fs::write(&file, &body).unwrap();
+    let out = profcol(&["test", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    std::fs::write(&file, body.replacen("config: merged.yaml\n    ", "", 1)).unwrap();
+    let out = profcol(&["test", file.to_str().unwrap()]);
+    assert!(text(&out).contains("no config"), "{}", text(&out));
 }
 
 /// `profcol test` in a blocking task, so a collector in this process keeps running.

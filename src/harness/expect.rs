@@ -176,12 +176,20 @@ fn split_value(entry: &str) -> (&str, Option<i64>) {
     (entry, None)
 }
 
-/// A pattern without attributes matches a line with any.
+/// A pattern matches a line of the same stack that has at least the
+/// attributes it lists in `[...]` (none listed: any).
 fn matches(line: &str, pattern: &str) -> bool {
-    line == pattern
-        || line
-            .strip_prefix(pattern)
-            .is_some_and(|r| r.starts_with(' '))
+    let stack = pattern.split_once(" [").map_or(pattern, |(s, _)| s);
+    let Some(rest) = line.strip_prefix(stack) else {
+        return false;
+    };
+    if !(rest.is_empty() || rest.starts_with(' ')) {
+        return false;
+    }
+    let have = sample_attrs(line);
+    sample_attrs(pattern)
+        .iter()
+        .all(|w| have.iter().any(|a| attr_matches(a, w)))
 }
 
 fn closest(lines: &[(&str, i64)], pattern: &str) -> String {
@@ -243,6 +251,11 @@ mod tests {
         assert!(matches("a;b", "a;b"));
         assert!(!matches("a;bc", "a;b"));
         assert!(!matches("a;b;c [t=1]", "a;b"));
+        // Listed attributes must be there; others may be.
+        assert!(matches("a;b [t=1, u=2]", "a;b [u=2]"));
+        assert!(matches("a;b [t=1, u=2] {trace_id=0}", "a;b [t=1, u=2]"));
+        assert!(!matches("a;b [t=1, u=2]", "a;b [u=3]"));
+        assert!(!matches("a;b", "a;b [u=2]"));
         assert_eq!(
             sample_attrs("a;b [t=1, u=x y] {trace_id=0}"),
             ["t=1", "u=x y"]

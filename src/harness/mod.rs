@@ -49,8 +49,12 @@ pub async fn run_files(files: &[PathBuf], update: bool, out: &mut dyn std::io::W
         };
         let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
         for case in &tf.tests {
-            let source = case.config.as_ref().unwrap_or(&tf.config);
-            let result = run_case(case, source, &base, update).await;
+            let result = match case.config.as_ref().or(tf.config.as_ref()) {
+                Some(source) => run_case(case, source, &base, update).await,
+                None => Err(anyhow::anyhow!(
+                    "no config: give the file or this test a `config`"
+                )),
+            };
             let (failures, updated) = match result {
                 Ok(o) => o,
                 Err(e) => (vec![format!("{e:#}")], Vec::new()),
@@ -84,7 +88,7 @@ async fn run_case(
     base: &Path,
     update: bool,
 ) -> anyhow::Result<CaseOutcome> {
-    let yaml = match source {
+    let mut yaml: serde_yaml_ng::Value = match source {
         ConfigSource::Path(p) => {
             let p = base.join(p);
             let text = std::fs::read_to_string(&p)
@@ -94,6 +98,9 @@ async fn run_case(
         }
         ConfigSource::Inline(v) => v.clone(),
     };
+    // Resolved before the config is patched, as the loader resolves them:
+    // a `<<: *base` at the top holds the sections to patch.
+    yaml.apply_merge().context("config: `<<` merge keys")?;
     let scratch = tempfile::tempdir().context("creating a scratch directory")?;
     let sentry_sink = SentrySink::start().await?;
     let patched = patch::patch(yaml, scratch.path(), sentry_sink.port)?;
@@ -172,6 +179,8 @@ async fn run_case(
     failures.extend(errors.lock().unwrap().drain(..));
     failures.extend(sentry_sink.errors.lock().unwrap().drain(..));
 
+    // A snapshot is only rewritten from a run whose inputs all went in.
+    let update = update && failures.is_empty();
     let mut updated = Vec::new();
     for (id, want) in &case.expect {
         let Some((ty, batches)) = captured.get(id) else {

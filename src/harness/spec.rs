@@ -9,8 +9,10 @@ use serde::Deserialize;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TestFile {
-    /// Path to a config (relative to the test file) or the config inline.
-    pub config: ConfigSource,
+    /// Path to a config (relative to the test file) or the config inline;
+    /// may be left out when every test has its own.
+    #[serde(default)]
+    pub config: Option<ConfigSource>,
     pub tests: Vec<TestCase>,
 }
 
