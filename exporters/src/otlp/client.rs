@@ -28,11 +28,10 @@ pub struct OtlpExporter {
 impl OtlpExporter {
     /// Checks what only building the client can tell (the endpoint as a
     /// URI, the TLS files), reporting every problem at its key path under
-    /// `section`. Headers [`OtlpExporterConfig::validate`] refuses are left
-    /// out here: it reports them, and the factory runs both (an error both
-    /// find, such as a missing endpoint, is listed once). The channel
-    /// connects lazily on the first export, so a gateway that starts later
-    /// is fine.
+    /// `section`. A missing endpoint and headers
+    /// [`OtlpExporterConfig::validate`] refuses are left out here: it
+    /// reports them, and the factory runs both. The channel connects lazily
+    /// on the first export, so a gateway that starts later is fine.
     pub fn new(cfg: &OtlpExporterConfig, section: &ComponentConfig) -> Result<Self, ConfigErrors> {
         let mut errs = ConfigErrors::default();
         let plaintext = cfg.plaintext();
@@ -43,7 +42,6 @@ impl OtlpExporter {
             .trim_end_matches('/');
         let uri = format!("{}://{bare}", if plaintext { "http" } else { "https" });
         let ep = if cfg.endpoint.is_empty() {
-            errs.push(section.key_path("endpoint"), "is required");
             None
         } else {
             match Endpoint::from_shared(uri.clone()) {

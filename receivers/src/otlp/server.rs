@@ -10,7 +10,8 @@ use tonic::server::{NamedService, UnaryService};
 use tonic::{Request, Response, Status};
 
 use profcol_pipeline::component::{ConsumeError, Output, Receiver, ReceiverContext};
-use profcol_pipeline::model::{invalid_profiles, Problem, ProfileAt, ValidationError};
+use profcol_pipeline::model::dictionary::retain_profiles;
+use profcol_pipeline::model::{invalid_profiles, Problem, ValidationError};
 use profcol_pipeline::proto::{
     ExportProfilesPartialSuccess, ExportProfilesServiceResponse, ProfilesData, EXPORT_PATH,
 };
@@ -103,30 +104,6 @@ fn profile_count(data: &ProfilesData) -> usize {
         .sum()
 }
 
-/// Removes the Profiles at `at` (in order), then scopes and resources left
-/// empty; returns how many samples went with them.
-fn remove_profiles(data: &mut ProfilesData, at: impl Iterator<Item = ProfileAt>) -> u64 {
-    let mut removed = 0;
-    let mut at = at.peekable();
-    for (r, rp) in data.resource_profiles.iter_mut().enumerate() {
-        for (s, sp) in rp.scope_profiles.iter_mut().enumerate() {
-            let mut p = 0;
-            sp.profiles.retain(|prof| {
-                let gone = at.next_if_eq(&(r, s, p)).is_some();
-                p += 1;
-                if gone {
-                    removed += prof.samples.len() as u64;
-                }
-                !gone
-            });
-        }
-        rp.scope_profiles.retain(|s| !s.profiles.is_empty());
-    }
-    data.resource_profiles
-        .retain(|r| !r.scope_profiles.is_empty());
-    removed
-}
-
 /// Turns one request into a batch for the pipelines.
 struct Handler {
     id: String,
@@ -187,7 +164,13 @@ impl Handler {
             Ok(bad) => {
                 let meta = std::mem::take(&mut batch.meta);
                 let mut data = std::mem::take(batch.data_mut());
-                let removed = remove_profiles(&mut data, bad.iter().map(|(at, _)| *at));
+                let mut bad_at = bad.iter().map(|(at, _)| *at).peekable();
+                let mut removed = 0;
+                retain_profiles(&mut data, |at, p| {
+                    let gone = bad_at.next_if_eq(&at).is_some();
+                    removed += if gone { p.samples.len() as u64 } else { 0 };
+                    !gone
+                });
                 self.telemetry
                     .receiver_refused(&self.id, "grpc", removed, "invalid");
                 partial = Some(ExportProfilesPartialSuccess {

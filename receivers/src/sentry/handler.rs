@@ -248,10 +248,11 @@ impl Handler {
             None => {}
         }
 
-        let converted = self.convert(&envelope, project_id, &bytes);
+        let has_profile = envelope.items.iter().any(|i| i.item_type() == "profile");
+        let converted = self.convert(&envelope, has_profile, project_id, &bytes);
         // The transactions a v1 profile came with: `used` with an accepted
         // profile, else `ignored`.
-        let paired = if envelope.items.iter().any(|i| i.item_type() == "profile") {
+        let paired = if has_profile {
             envelope
                 .items
                 .iter()
@@ -353,6 +354,7 @@ impl Handler {
     fn convert<'e>(
         &self,
         envelope: &'e Envelope<'_>,
+        has_profile: bool,
         project_id: &str,
         _raw: &[u8],
     ) -> Vec<(&'e str, Converted)> {
@@ -362,7 +364,6 @@ impl Handler {
             max_item_size: usize::try_from(self.cfg.max_item_size).unwrap_or(usize::MAX),
             project_id: Some(project_id.to_owned()),
         };
-        let has_profile = envelope.items.iter().any(|i| i.item_type() == "profile");
         let transaction = envelope
             .items
             .iter()

@@ -311,16 +311,17 @@ impl<'d> ProfileExport<'d> {
             i = j;
         }
         let mut meta = self.meta();
-        let measurements = meta.measurements.take();
-        // Where each window starts: its part of the measurements.
-        let starts: Vec<u64> = windows.iter().map(|w| points[w.start].ts).collect();
-        for (k, w) in windows.into_iter().enumerate() {
-            meta.measurements = match &measurements {
-                Some(m) if starts.len() > 1 => {
-                    measurements_between(m, (k > 0).then(|| starts[k]), starts.get(k + 1).copied())
-                }
-                m => m.clone(),
-            };
+        // Each window takes the measurements that fall in it.
+        let mut measurements = match meta.measurements.take() {
+            Some(m) if windows.len() > 1 => {
+                let starts: Vec<u64> = windows.iter().map(|w| points[w.start].ts).collect();
+                split_measurements(&m, &starts)
+            }
+            m => vec![m],
+        }
+        .into_iter();
+        for w in windows {
+            meta.measurements = measurements.next().flatten();
             let mut pts = points[w].to_vec();
             let (thinned, thinned_homes) = thin(&mut pts, self.opts.max_samples_per_chunk.max(1));
             let mut dropped = Vec::new();
@@ -1032,36 +1033,50 @@ const PROCESS_IDENTITY: [&str; 6] = [
     k::HOST_ID,
 ];
 
-/// The values of a chunk's `measurements` (Sentry's JSON: per name a
-/// `unit` and `values` of `{timestamp, value}`, timestamps in float
-/// seconds) from `from` to before `to` (unix ns; `None`: no bound), for one
-/// part of a chunk being split; `None` when no value falls there.
-fn measurements_between(
+/// A chunk's `measurements` (Sentry's JSON: per name a `unit` and `values`
+/// of `{timestamp, value}`, timestamps in float seconds) shared among the
+/// parts of a chunk cut at `starts` (unix ns, ascending; the first part also
+/// takes what comes before, the last what comes after): one per part, `None`
+/// where no value falls.
+fn split_measurements(
     all: &serde_json::value::RawValue,
-    from: Option<u64>,
-    to: Option<u64>,
-) -> Option<Box<serde_json::value::RawValue>> {
-    let mut all: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(all.get()).ok()?;
-    all.retain(|_, m| {
-        let Some(values) = m.get_mut("values").and_then(|v| v.as_array_mut()) else {
-            return false;
+    starts: &[u64],
+) -> Vec<Option<Box<serde_json::value::RawValue>>> {
+    use serde_json::{Map, Value};
+    let mut parts: Vec<Map<String, Value>> = vec![Map::new(); starts.len()];
+    let all: Map<String, Value> = serde_json::from_str(all.get()).unwrap_or_default();
+    for (name, mut m) in all {
+        let Some(Value::Array(values)) = m.get_mut("values").map(Value::take) else {
+            continue;
         };
-        values.retain(|v| {
+        for v in values {
             let secs = match v.get("timestamp") {
-                Some(serde_json::Value::Number(n)) => n.as_f64(),
-                Some(serde_json::Value::String(s)) => s.parse().ok(),
+                Some(Value::Number(n)) => n.as_f64(),
+                Some(Value::String(s)) => s.parse().ok(),
                 _ => None,
             };
-            secs.and_then(secs_to_unix_nanos)
-                .is_some_and(|t| from.is_none_or(|f| t >= f) && to.is_none_or(|e| t < e))
-        });
-        !values.is_empty()
-    });
-    if all.is_empty() {
-        return None;
+            let Some(t) = secs.and_then(secs_to_unix_nanos) else {
+                continue;
+            };
+            let part = starts.partition_point(|&s| s <= t).saturating_sub(1);
+            let entry = parts[part].entry(name.clone()).or_insert_with(|| {
+                let mut e = m.clone();
+                e["values"] = Value::Array(Vec::new());
+                e
+            });
+            if let Some(Value::Array(vs)) = entry.get_mut("values") {
+                vs.push(v);
+            }
+        }
     }
-    serde_json::value::to_raw_value(&all).ok()
+    parts
+        .into_iter()
+        .map(|p| {
+            (!p.is_empty())
+                .then(|| serde_json::value::to_raw_value(&p).ok())
+                .flatten()
+        })
+        .collect()
 }
 
 #[derive(Clone, Copy)]

@@ -4,6 +4,7 @@ use std::hash::{Hash, Hasher};
 
 use hashbrown::HashTable;
 
+use crate::model::ProfileAt;
 use crate::proto::{Profile, ProfilesData, ProfilesDictionary, Sample};
 
 use super::Lookup;
@@ -185,11 +186,26 @@ pub fn retain_samples(
 /// Removes profiles without samples, then scopes without profiles and
 /// resources without scopes. Returns the number of profiles removed.
 pub fn remove_empty_profiles(data: &mut ProfilesData) -> u64 {
+    retain_profiles(data, |_, p| !p.samples.is_empty())
+}
+
+/// Keeps the profiles for which `keep` (given the profile's position:
+/// resource, scope, profile) returns true, then removes scopes left without
+/// profiles and resources left without scopes. Returns the number of
+/// profiles removed.
+pub fn retain_profiles(
+    data: &mut ProfilesData,
+    mut keep: impl FnMut(ProfileAt, &Profile) -> bool,
+) -> u64 {
     let mut removed = 0;
-    for rp in &mut data.resource_profiles {
-        for sp in &mut rp.scope_profiles {
+    for (r, rp) in data.resource_profiles.iter_mut().enumerate() {
+        for (s, sp) in rp.scope_profiles.iter_mut().enumerate() {
             let before = sp.profiles.len();
-            sp.profiles.retain(|p| !p.samples.is_empty());
+            let mut p = 0;
+            sp.profiles.retain(|prof| {
+                p += 1;
+                keep((r, s, p - 1), prof)
+            });
             removed += (before - sp.profiles.len()) as u64;
         }
         rp.scope_profiles.retain(|s| !s.profiles.is_empty());
