@@ -977,14 +977,19 @@ async fn v1_samples_outside_the_transaction_are_counted_over_http() {
     let tx = env.items[1].payload;
     assert!(!tx.contains(&b'\n'));
     let header_line = &bytes[..bytes.iter().position(|b| *b == b'\n').unwrap()];
-    let body = [
-        header_line,
-        b"\n{\"type\":\"profile\",\"platform\":\"python\"}\n",
-        &serde_json::to_vec(&profile).unwrap(),
-        b"\n\n\n{\"type\":\"transaction\"}\n",
-        tx,
-    ]
-    .concat();
+    // The profile, then (after `gap`) its transaction.
+    let envelope = |profile: &serde_json::Value, gap: &[u8]| {
+        [
+            header_line,
+            b"\n{\"type\":\"profile\",\"platform\":\"python\"}\n",
+            &serde_json::to_vec(profile).unwrap(),
+            gap,
+            b"{\"type\":\"transaction\"}\n",
+            tx,
+        ]
+        .concat()
+    };
+    let body = envelope(&profile, b"\n\n\n");
 
     let mut h = harness(SentryReceiverConfig::default(), 8);
     let (status, _, answer) = send(&h.app, post("/api/1/envelope/", &[], body)).await;
@@ -1022,14 +1027,7 @@ async fn v1_samples_outside_the_transaction_are_counted_over_http() {
     // nothing.
     let mut broken = profile.clone();
     broken["profile"]["samples"] = serde_json::json!([]);
-    let body = [
-        header_line,
-        b"\n{\"type\":\"profile\",\"platform\":\"python\"}\n",
-        &serde_json::to_vec(&broken).unwrap(),
-        b"\n{\"type\":\"transaction\"}\n",
-        tx,
-    ]
-    .concat();
+    let body = envelope(&broken, b"\n");
     let (status, _, _) = send(&h.app, post("/api/1/envelope/", &[], body)).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
