@@ -2,6 +2,7 @@
 
 pub mod batch;
 pub mod dictionary;
+pub mod prefetch;
 pub mod resolved;
 pub mod synth;
 pub mod validate;

@@ -19,6 +19,9 @@
 //! each tagged with its group (one push per point, no record per member), in
 //! flat buffers as the members are removed, then ordered by group with a
 //! counting sort, so each first sample grows at most once, to its final size.
+//! The per-stack slots a sample looks up, and the first samples' blocks the
+//! points are appended to, are prefetched a few samples ahead
+//! ([`prefetch`]): about 10% of the time, measured on the bench.
 //!
 //! The pass over the samples does only the work that needs the sample at
 //! hand: counting what each group receives (a random access per member) is
@@ -34,6 +37,7 @@ use hashbrown::HashTable;
 use profcol_pipeline::model::dictionary::{
     samples_identity, SampleIdentity, SampleMarks, SampleShape,
 };
+use profcol_pipeline::model::prefetch::{prefetch, retain_ahead, AHEAD};
 use profcol_pipeline::proto::{Profile, Sample};
 
 /// Everything of a sample's identity and shape but its stack, packed so that
@@ -407,7 +411,12 @@ impl Merger {
             staged_values: &mut self.staged_values,
             marks,
         };
-        samples.retain_mut(|s| pass.keep(s));
+        retain_ahead(samples, |s, next| {
+            if let Some(next) = next {
+                pass.prefetch(next);
+            }
+            pass.keep(s)
+        });
         let groups = &mut self.groups;
         for &st in &groups.touched {
             groups.heads[st as usize] = [(0, NONE); 2];
@@ -427,27 +436,39 @@ impl Merger {
         // 3. The samples left are the groups' first ones, in group order:
         // each grows at most once, to its final size.
         if !self.times.is_empty() {
-            let mut start = 0;
-            for (s, &end) in samples.iter_mut().zip(tpos.iter()) {
-                if start < end {
-                    grow(
-                        &mut s.timestamps_unix_nano,
-                        &self.times[start as usize..end as usize],
-                    );
-                }
-                start = end;
-            }
+            grow_all(samples, tpos, &self.times, |s| &mut s.timestamps_unix_nano);
         }
         if !self.values.is_empty() {
-            let mut start = 0;
-            for (s, &end) in samples.iter_mut().zip(vpos.iter()) {
-                if start < end {
-                    grow(&mut s.values, &self.values[start as usize..end as usize]);
-                }
-                start = end;
-            }
+            grow_all(samples, vpos, &self.values, |s| &mut s.values);
         }
         merged
+    }
+}
+
+/// Appends to the points (`field`) of each sample `g` its group's share of
+/// `points`, which ends at `ends[g]`. The appends write to the samples' own
+/// blocks, at random in memory: each is fetched [`AHEAD`] groups early.
+fn grow_all<T: Copy>(
+    samples: &mut [Sample],
+    ends: &[u32],
+    points: &[T],
+    field: impl Fn(&mut Sample) -> &mut Vec<T>,
+) {
+    let n = samples.len().min(ends.len());
+    let mut start = 0;
+    for g in 0..n {
+        let ahead = g + AHEAD;
+        if ahead < n && ends[ahead - 1] < ends[ahead] {
+            prefetch(field(&mut samples[ahead]).as_ptr());
+        }
+        let end = ends[g];
+        if start < end {
+            grow(
+                field(&mut samples[g]),
+                &points[start as usize..end as usize],
+            );
+        }
+        start = end;
     }
 }
 
@@ -497,6 +518,17 @@ struct Pass<'a> {
 }
 
 impl Pass<'_> {
+    /// Fetches the group slots of a sample that comes soon.
+    #[inline(always)]
+    fn prefetch(&self, s: &Sample) {
+        if let Some(slot) = usize::try_from(s.stack_index)
+            .ok()
+            .and_then(|st| self.groups.heads.get(st))
+        {
+            prefetch(slot);
+        }
+    }
+
     /// Whether `s` starts a group (and stays, rewritten and marked); if not,
     /// its points are set aside. Inlined: this runs once per sample.
     #[inline(always)]

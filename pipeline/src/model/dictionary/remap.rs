@@ -160,11 +160,29 @@ impl Remap {
         if self.is_identity() {
             return;
         }
-        // Samples, by far the most indices, only refer to these tables.
-        let samples = [Table::Stack, Table::Link, Table::Attribute]
-            .iter()
-            .any(|&t| !self.table(t).is_identity());
-        visit::resources_mut_with(resources, &mut |t, i| *i = self.map(t, *i), &mut || samples);
+        visit::resources_mut_with(resources, &mut |t, i| *i = self.map(t, *i), &mut || false);
+        // Samples, by far the most indices, only refer to these tables: a
+        // loop per table that changes, not a visit of every index.
+        let (stacks, links, attributes) = (&self.stacks, &self.links, &self.attributes);
+        let profiles = resources
+            .iter_mut()
+            .flat_map(|r| &mut r.scope_profiles)
+            .flat_map(|s| &mut s.profiles);
+        for p in profiles {
+            if !stacks.is_identity() || !links.is_identity() {
+                for s in &mut p.samples {
+                    s.stack_index = stacks.get(s.stack_index);
+                    s.link_index = links.get(s.link_index);
+                }
+            }
+            if !attributes.is_identity() {
+                for s in &mut p.samples {
+                    s.attribute_indices
+                        .iter_mut()
+                        .for_each(|a| *a = attributes.get(*a));
+                }
+            }
+        }
     }
 
     /// Rewrites the references between dictionary entries (not the tables'
