@@ -18,6 +18,7 @@ use flate2::write::GzEncoder;
 use profcol_pipeline::formats::sentry::{
     otlp_to_chunks, write_envelope, ChunkResult, Dropped, ExportOptions,
 };
+use profcol_pipeline::model::profiles;
 use profcol_pipeline::proto::ProfilesData;
 
 use super::config::Compression;
@@ -186,11 +187,7 @@ enum Unit {
 
 impl Unit {
     fn of(data: &ProfilesData) -> Self {
-        let all_timestamped = data
-            .resource_profiles
-            .iter()
-            .flat_map(|r| &r.scope_profiles)
-            .flat_map(|s| &s.profiles)
+        let all_timestamped = profiles(&data.resource_profiles)
             .flat_map(|p| &p.samples)
             .all(|s| !s.timestamps_unix_nano.is_empty());
         if all_timestamped {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use prost::Message;
 
-use crate::proto::{ProfilesData, ProfilesDictionary};
+use crate::proto::{Profile, ProfilesData, ProfilesDictionary, ResourceProfiles};
 
 /// OTLP `ProfilesData` (resources plus the dictionary they share, never split
 /// apart) with what the receiver knew about it.
@@ -119,11 +119,7 @@ impl ProfileBatch {
     /// when samples with the same stack are merged, and for Sentry input it
     /// equals the number of Sentry samples.
     pub fn sample_count(&self) -> u64 {
-        self.data
-            .resource_profiles
-            .iter()
-            .flat_map(|r| &r.scope_profiles)
-            .flat_map(|s| &s.profiles)
+        profiles(&self.data.resource_profiles)
             .map(profile_sample_count)
             .sum()
     }
@@ -142,8 +138,24 @@ impl ProfileBatch {
     }
 }
 
+/// Every profile of `resources`, in order.
+pub fn profiles(resources: &[ResourceProfiles]) -> impl Iterator<Item = &Profile> {
+    resources
+        .iter()
+        .flat_map(|r| &r.scope_profiles)
+        .flat_map(|s| &s.profiles)
+}
+
+/// [`profiles`], to change them.
+pub fn profiles_mut(resources: &mut [ResourceProfiles]) -> impl Iterator<Item = &mut Profile> {
+    resources
+        .iter_mut()
+        .flat_map(|r| &mut r.scope_profiles)
+        .flat_map(|s| &mut s.profiles)
+}
+
 /// Observations in one profile; see [`ProfileBatch::sample_count`].
-pub fn profile_sample_count(p: &crate::proto::Profile) -> u64 {
+pub fn profile_sample_count(p: &Profile) -> u64 {
     p.samples
         .iter()
         .map(|s| s.values.len().max(s.timestamps_unix_nano.len()).max(1) as u64)

@@ -2,7 +2,7 @@
 //! bottom up (via `model::dictionary::dedup_with`), samples merged.
 
 use profcol_pipeline::model::dictionary::{dedup_with, resolve_references, PerTable};
-use profcol_pipeline::model::ProfileBatch;
+use profcol_pipeline::model::{profiles_mut, ProfileBatch};
 use profcol_pipeline::proto::{ProfilesData, ProfilesDictionary};
 
 use super::merge::merge_observations;
@@ -41,12 +41,7 @@ pub fn dedup_data(data: &mut ProfilesData, cfg: &DictionaryDedupConfig) -> Outco
     out.entries_before = stats.before;
     out.entries_after = stats.after;
     if cfg.merge_samples {
-        for p in data
-            .resource_profiles
-            .iter_mut()
-            .flat_map(|r| &mut r.scope_profiles)
-            .flat_map(|s| &mut s.profiles)
-        {
+        for p in profiles_mut(&mut data.resource_profiles) {
             out.samples_merged += merge_observations(p) as u64;
         }
     }

@@ -5,8 +5,8 @@
 
 use profcol_pipeline::component::{ProcessContext, Verdict};
 use profcol_pipeline::model::dictionary::{gc, remove_empty_profiles, Lookup};
-use profcol_pipeline::model::{profile_sample_count, ProfileBatch};
-use profcol_pipeline::proto::{Profile, ProfilesData, Sample};
+use profcol_pipeline::model::{profile_sample_count, profiles, profiles_mut, ProfileBatch};
+use profcol_pipeline::proto::Sample;
 
 use super::config::SamplingMode;
 use super::hash::HashSampler;
@@ -77,7 +77,7 @@ impl Sampling {
             return Verdict::Keep;
         }
         let (mut sampled_out, mut missing) = (0, 0);
-        for (p, d) in profiles(batch.data()).zip(&decisions) {
+        for (p, d) in profiles(&batch.data().resource_profiles).zip(&decisions) {
             match d {
                 Decision::Keep => {}
                 Decision::SampledOut => sampled_out += profile_sample_count(p),
@@ -90,7 +90,7 @@ impl Sampling {
             return Verdict::Drop;
         }
         let data = batch.data_mut();
-        for (p, d) in profiles_mut(data).zip(decisions) {
+        for (p, d) in profiles_mut(&mut data.resource_profiles).zip(decisions) {
             if d != Decision::Keep {
                 p.samples.clear();
             }
@@ -121,7 +121,7 @@ impl Sampling {
                 .unwrap_or(unlinked)
         };
         let (mut sampled_out, mut missing, mut kept) = (0u64, 0u64, 0u64);
-        for s in profiles(data).flat_map(|p| &p.samples) {
+        for s in profiles(&data.resource_profiles).flat_map(|p| &p.samples) {
             let n = s.values.len().max(s.timestamps_unix_nano.len()).max(1) as u64;
             match decide(s) {
                 Decision::Keep => kept += n,
@@ -137,7 +137,7 @@ impl Sampling {
         if kept == 0 {
             return Verdict::Drop;
         }
-        for p in profiles_mut(batch.data_mut()) {
+        for p in profiles_mut(&mut batch.data_mut().resource_profiles) {
             p.samples.retain(|s| decide(s) == Decision::Keep);
         }
         finish(batch)
@@ -153,18 +153,4 @@ fn finish(batch: &mut ProfileBatch) -> Verdict {
     } else {
         Verdict::Keep
     }
-}
-
-fn profiles(data: &ProfilesData) -> impl Iterator<Item = &Profile> {
-    data.resource_profiles
-        .iter()
-        .flat_map(|r| &r.scope_profiles)
-        .flat_map(|s| &s.profiles)
-}
-
-fn profiles_mut(data: &mut ProfilesData) -> impl Iterator<Item = &mut Profile> {
-    data.resource_profiles
-        .iter_mut()
-        .flat_map(|r| &mut r.scope_profiles)
-        .flat_map(|s| &mut s.profiles)
 }

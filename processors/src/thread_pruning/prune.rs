@@ -18,7 +18,7 @@ use profcol_pipeline::component::{ProcessContext, Verdict};
 use profcol_pipeline::model::dictionary::{
     gc_with, remove_empty_profiles, GcOptions, Lookup, SampleMarks,
 };
-use profcol_pipeline::model::ProfileBatch;
+use profcol_pipeline::model::{profiles, profiles_mut, ProfileBatch};
 use profcol_pipeline::proto::{
     any_value::Value, KeyValueAndUnit, Profile, ProfilesData, Sample, Stack,
 };
@@ -546,7 +546,7 @@ pub(crate) fn prune(
         let data = batch.data();
         let lookup = Lookup::of(data);
         let plans = plan_attributes(&lookup, rules);
-        let profiles: Vec<ProfilePlan> = profiles(data)
+        let profiles: Vec<ProfilePlan> = profiles(&data.resource_profiles)
             .map(|p| plan_profile(p, &lookup, &plans, rules, scratch))
             .collect();
         (plans, profiles)
@@ -563,13 +563,6 @@ pub(crate) fn prune(
     } else {
         Verdict::Keep
     }
-}
-
-fn profiles(data: &ProfilesData) -> impl Iterator<Item = &Profile> {
-    data.resource_profiles
-        .iter()
-        .flat_map(|r| &r.scope_profiles)
-        .flat_map(|s| &s.profiles)
 }
 
 fn apply(
@@ -608,11 +601,7 @@ fn apply(
         .marks
         .reset(tables.stacks, tables.links, tables.attributes);
     scratch.marked.clear();
-    let all = resource_profiles
-        .iter_mut()
-        .flat_map(|r| &mut r.scope_profiles)
-        .flat_map(|s| &mut s.profiles);
-    for (p, mut plan) in all.zip(profiles) {
+    for (p, mut plan) in profiles_mut(resource_profiles).zip(profiles) {
         if plan.deferred {
             let table_at = table_at(p, &plans);
             let (n, c, rewrite) =

@@ -16,7 +16,7 @@
 use hashbrown::{HashMap, HashSet};
 
 use profcol_pipeline::model::dictionary::{visit, Interner, Lookup, Remap, Table, TableRemap};
-use profcol_pipeline::model::ProfileBatch;
+use profcol_pipeline::model::{profiles_mut, ProfileBatch};
 use profcol_pipeline::proto::{
     any_value::Value, AnyValue, Profile, ProfilesData, ProfilesDictionary, ResourceProfiles, Sample,
 };
@@ -465,11 +465,7 @@ fn apply(data: &mut ProfilesData, plan: Plan) -> Outcome {
         strings.present.insert(t, k);
     }
 
-    let profiles = resource_profiles
-        .iter_mut()
-        .flat_map(|r| &mut r.scope_profiles)
-        .flat_map(|s| &mut s.profiles);
-    for (p, pp) in profiles.zip(&plan.profiles) {
+    for (p, pp) in profiles_mut(resource_profiles).zip(&plan.profiles) {
         if let (Some(vt), Some(slot)) = (&mut p.period_type, pp.period_unit) {
             out.units_rewritten += u64::from(slot.rewrite);
             vt.unit_strindex = strings.resolve(slot);

@@ -1,4 +1,5 @@
 //! Sentry envelopes, profile chunks (v2) and legacy profiles (v1) <-> OTLP.
+
 //! Pure functions, no I/O.
 //!
 //! - [`envelope`]: framing as Relay parses it (zero-copy) and writes it.
@@ -33,6 +34,7 @@ pub use outgoing::ProfileChunk as OutgoingChunk;
 pub use profile_v1::profile_v1_to_otlp;
 pub use to_otlp::chunk_to_otlp;
 
+use crate::model::profiles;
 use crate::proto::ProfilesData;
 
 /// `original_payload_format` of a converted `profile_chunk`.
@@ -113,11 +115,7 @@ pub struct Converted {
 impl Converted {
     /// OTLP `Sample` messages (samples with the same stack and thread combined).
     pub fn otlp_samples(&self) -> u64 {
-        self.data
-            .resource_profiles
-            .iter()
-            .flat_map(|r| &r.scope_profiles)
-            .flat_map(|s| &s.profiles)
+        profiles(&self.data.resource_profiles)
             .map(|p| p.samples.len() as u64)
             .sum()
     }

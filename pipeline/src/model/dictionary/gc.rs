@@ -332,11 +332,7 @@ mod tests {
             d.link_table.len(),
             d.attribute_table.len().saturating_sub(shorter),
         );
-        let profiles = got
-            .resource_profiles
-            .iter()
-            .flat_map(|r| &r.scope_profiles)
-            .flat_map(|s| &s.profiles);
+        let profiles = crate::model::profiles(&got.resource_profiles);
         for (p, _) in profiles.zip(flags).filter(|(_, &m)| m) {
             p.samples.iter().for_each(|s| marks.sample(s));
         }

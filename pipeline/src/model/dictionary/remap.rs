@@ -1,3 +1,4 @@
+use crate::model::profiles_mut;
 use crate::proto::{ProfilesData, ProfilesDictionary, ResourceProfiles};
 
 use super::{visit, Live, Table};
@@ -161,26 +162,24 @@ impl Remap {
             return;
         }
         visit::resources_mut_with(resources, &mut |t, i| *i = self.map(t, *i), &mut || false);
-        // Samples, by far the most indices, only refer to these tables: a
-        // loop per table that changes, not a visit of every index.
+        // Samples, by far the most indices, only refer to these tables (the
+        // sample fields `visit` lists): rewritten in a tight loop that skips
+        // the tables that keep their order, not a visit of every index.
         let (stacks, links, attributes) = (&self.stacks, &self.links, &self.attributes);
-        let profiles = resources
-            .iter_mut()
-            .flat_map(|r| &mut r.scope_profiles)
-            .flat_map(|s| &mut s.profiles);
-        for p in profiles {
-            if !stacks.is_identity() || !links.is_identity() {
-                for s in &mut p.samples {
-                    s.stack_index = stacks.get(s.stack_index);
-                    s.link_index = links.get(s.link_index);
-                }
+        let ids = !stacks.is_identity() || !links.is_identity();
+        let attrs = !attributes.is_identity();
+        if !ids && !attrs {
+            return;
+        }
+        for s in profiles_mut(resources).flat_map(|p| &mut p.samples) {
+            if ids {
+                s.stack_index = stacks.get(s.stack_index);
+                s.link_index = links.get(s.link_index);
             }
-            if !attributes.is_identity() {
-                for s in &mut p.samples {
-                    s.attribute_indices
-                        .iter_mut()
-                        .for_each(|a| *a = attributes.get(*a));
-                }
+            if attrs {
+                s.attribute_indices
+                    .iter_mut()
+                    .for_each(|a| *a = attributes.get(*a));
             }
         }
     }

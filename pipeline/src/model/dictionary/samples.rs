@@ -4,7 +4,7 @@ use std::hash::{Hash, Hasher};
 
 use hashbrown::HashTable;
 
-use crate::model::ProfileAt;
+use crate::model::{profiles_mut, ProfileAt};
 use crate::proto::{Profile, ProfilesData, ProfilesDictionary, Sample};
 
 use super::Lookup;
@@ -170,12 +170,7 @@ pub fn retain_samples(
     let empty = ProfilesDictionary::default();
     let lookup = Lookup::new(data.dictionary.as_ref().unwrap_or(&empty));
     let mut removed = 0;
-    for p in data
-        .resource_profiles
-        .iter_mut()
-        .flat_map(|r| &mut r.scope_profiles)
-        .flat_map(|s| &mut s.profiles)
-    {
+    for p in profiles_mut(&mut data.resource_profiles) {
         let before = p.samples.len();
         p.samples.retain(|s| keep(&lookup, s));
         removed += (before - p.samples.len()) as u64;
