@@ -78,9 +78,7 @@ pub(super) type Problems = Vec<(Vec<String>, String)>;
 /// Parses one YAML document whose top level is a map (an empty document is
 /// an empty map).
 pub(super) fn parse_document(text: &str) -> Result<Dict, Problems> {
-    let mut yaml: Yaml = serde_yaml_ng::from_str(text).map_err(|e| syntax(text, &e))?;
-    yaml.apply_merge()
-        .map_err(|e| vec![(Vec::new(), e.to_string())])?;
+    let yaml = parse_yaml(text)?;
     let mut problems = Problems::new();
     let mut path = Vec::new();
     match yaml {
@@ -94,6 +92,14 @@ pub(super) fn parse_document(text: &str) -> Result<Dict, Problems> {
             format!("the top level must be a map, got {}", kind_of(&other)),
         )]),
     }
+}
+
+/// The YAML tree of `text`, with `<<` merge keys applied.
+fn parse_yaml(text: &str) -> Result<Yaml, Problems> {
+    let mut yaml: Yaml = serde_yaml_ng::from_str(text).map_err(|e| syntax(text, &e))?;
+    yaml.apply_merge()
+        .map_err(|e| vec![(Vec::new(), e.to_string())])?;
+    Ok(yaml)
 }
 
 /// A YAML syntax error, with a hint for the usual cause: in YAML, `{`
@@ -114,9 +120,7 @@ fn syntax(text: &str, e: &serde_yaml_ng::Error) -> Problems {
 
 /// Parses a YAML snippet that may be any value (a component section).
 pub(super) fn parse_value(text: &str) -> Result<Value, Problems> {
-    let mut yaml: Yaml = serde_yaml_ng::from_str(text).map_err(|e| syntax(text, &e))?;
-    yaml.apply_merge()
-        .map_err(|e| vec![(Vec::new(), e.to_string())])?;
+    let yaml = parse_yaml(text)?;
     let mut problems = Problems::new();
     let value = convert(yaml, &mut Vec::new(), &mut problems);
     if problems.is_empty() {

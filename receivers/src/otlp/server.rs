@@ -13,7 +13,7 @@ use profcol_pipeline::component::{ConsumeError, Output, Receiver, ReceiverContex
 use profcol_pipeline::model::dictionary::retain_profiles;
 use profcol_pipeline::model::{invalid_profiles, Problem, ValidationError};
 use profcol_pipeline::proto::{
-    ExportProfilesPartialSuccess, ExportProfilesServiceResponse, ProfilesData, EXPORT_PATH,
+    ExportProfilesPartialSuccess, ExportProfilesServiceResponse, EXPORT_PATH,
 };
 use profcol_pipeline::telemetry::Telemetry;
 use profcol_pipeline::ProfileBatch;
@@ -96,14 +96,6 @@ const REVISION_HINT: &str =
     " (profcol reads profiles/v1development as in opentelemetry-proto v1.10.0; \
      a sender built on another release of this unstable proto encodes it differently)";
 
-fn profile_count(data: &ProfilesData) -> usize {
-    data.resource_profiles
-        .iter()
-        .flat_map(|r| &r.scope_profiles)
-        .map(|s| s.profiles.len())
-        .sum()
-}
-
 /// Turns one request into a batch for the pipelines.
 struct Handler {
     id: String,
@@ -158,7 +150,7 @@ impl Handler {
         match invalid_profiles(batch.data()) {
             Err(e) => return refuse(batch.sample_count(), &e),
             Ok(bad) if bad.is_empty() => {}
-            Ok(bad) if bad.len() == profile_count(batch.data()) => {
+            Ok(bad) if bad.len() as u64 == batch.profile_count() => {
                 return refuse(batch.sample_count(), &bad[0].1)
             }
             Ok(bad) => {
