@@ -130,6 +130,8 @@ impl SampleMarks {
         self.beyond.clear();
     }
 
+    /// Marks what `s` refers to: the sample fields [`visit::resources`]
+    /// visits, listed here again because this runs once per sample.
     #[inline]
     pub fn sample(&mut self, s: &Sample) {
         let beyond = &mut self.beyond;
