@@ -283,20 +283,20 @@ impl Groups {
     #[inline]
     fn coded(&mut self, st: u32, code: u32) -> (u32, bool) {
         let next = self.count;
-        let [w0, w1] = &mut self.heads[st as usize];
-        if w0.1 != NONE && w0.0 == code {
-            return (w0.1, false);
+        let slots = &mut self.heads[st as usize];
+        let [w0, w1] = *slots;
+        // Both slots compared without branching on which one holds it.
+        let (m0, m1) = (w0.1 != NONE && w0.0 == code, w1.1 != NONE && w1.0 == code);
+        if m0 | m1 {
+            return (if m0 { w0.1 } else { w1.1 }, false);
         }
         if w0.1 == NONE {
-            *w0 = (code, next);
+            slots[0] = (code, next);
             self.touched.push(st);
             return (self.new_group(), true);
         }
-        if w1.1 != NONE && w1.0 == code {
-            return (w1.1, false);
-        }
         if w1.1 == NONE {
-            *w1 = (code, next);
+            slots[1] = (code, next);
             return (self.new_group(), true);
         }
         let key = (u64::from(st) << 32) | u64::from(code);

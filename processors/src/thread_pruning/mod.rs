@@ -16,6 +16,7 @@
 //! Dropped samples are counted as `thread_dropped` or
 //! `min_samples_per_thread`; a batch left without samples is dropped.
 
+mod compaction;
 mod config;
 mod merge;
 mod prune;

@@ -9,8 +9,10 @@
 //!    samples that became identical are combined ([`super::merge`]);
 //! 3. the thread table keeps the threads a kept sample names by `thread.id`
 //!    (after `drop_attributes`), with renamed names;
-//! 4. empty profiles are removed and the dictionary garbage-collected,
-//!    without visiting again the samples the merge marked.
+//! 4. the attribute entries the rewrite orphans are removed with it
+//!    ([`super::compaction`]: the merge writes final indices), empty
+//!    profiles are removed and the dictionary garbage-collected, without
+//!    visiting again the samples the merge marked.
 
 use hashbrown::HashMap;
 
@@ -23,6 +25,7 @@ use profcol_pipeline::proto::{
     any_value::Value, KeyValueAndUnit, Profile, ProfilesData, Sample, Stack,
 };
 
+use super::compaction::Compaction;
 use super::config::Rules;
 use super::merge::{Merger, Tables, DROP};
 use super::thread_table::{self, TableChange};
@@ -211,6 +214,9 @@ pub(crate) struct Scratch {
     /// merged (and so are in `marks`).
     marks: SampleMarks,
     marked: Vec<bool>,
+    /// Per profile (in order, empty ones too), whether its samples were
+    /// rewritten.
+    rewritten: Vec<bool>,
 }
 
 fn observations(s: &Sample) -> u64 {
@@ -579,7 +585,7 @@ fn apply(
     } = data;
     let (mut by_name, mut by_count, mut pruned) = (0u64, 0u64, 0u64);
     // What each attribute index becomes in samples.
-    let map: Vec<u32> = plans
+    let mut map: Vec<u32> = plans
         .attrs
         .iter()
         .map(|x| if x.dropped { DROP } else { x.target as u32 })
@@ -589,18 +595,27 @@ fn apply(
         attributes: d.attribute_table.len() + plans.new_attrs.len(),
         links: d.link_table.len(),
     });
+    // The entries the rewrite orphans go with it (see `compaction`).
+    let compaction = match dictionary.as_ref() {
+        Some(d) if plans.rewrites => {
+            Compaction::plan(&mut map, tables.attributes, d, resource_profiles)
+        }
+        _ => None,
+    };
     let (stacks, mut attribute_table) = match dictionary.as_mut() {
         Some(d) => (&d.stack_table[..], Some(&mut d.attribute_table)),
         None => (&[][..], None),
     };
     if let Some(t) = attribute_table.as_deref_mut() {
-        // New entries go at the end: no existing index moves until `gc`.
+        // New entries go at the end: no existing index moves until the
+        // compaction.
         t.append(&mut plans.new_attrs);
     }
     scratch
         .marks
         .reset(tables.stacks, tables.links, tables.attributes);
     scratch.marked.clear();
+    scratch.rewritten.clear();
     for (p, mut plan) in profiles_mut(resource_profiles).zip(profiles) {
         if plan.deferred {
             let table_at = table_at(p, &plans);
@@ -630,6 +645,7 @@ fn apply(
         if plan.rewrite {
             scratch.merger.merge(p, tables, &map, &mut scratch.marks);
         }
+        scratch.rewritten.push(plan.rewrite);
         if !p.samples.is_empty() {
             // Left after `remove_empty_profiles`, in order.
             scratch.marked.push(plan.rewrite);
@@ -656,6 +672,9 @@ fn apply(
             }
             TableChange::Unchanged => {}
         }
+    }
+    if let (Some(c), Some(d)) = (compaction, dictionary.as_mut()) {
+        c.apply(d, resource_profiles, &scratch.rewritten);
     }
     ctx.dropped(by_name, THREAD_DROPPED);
     ctx.dropped(by_count, MIN_SAMPLES_PER_THREAD);

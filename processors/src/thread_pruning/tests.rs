@@ -599,6 +599,86 @@ fn renamed_threads_merge_and_orphans_go() {
     validate(batch.data()).unwrap();
 }
 
+/// The entries a rename orphans go with the rewrite itself (not in a second
+/// pass over the samples): the references outside the merged samples follow
+/// the entries that moved, in a profile whose samples were not rewritten, in
+/// the thread table a profile gets anew and in the dictionary; an entry that
+/// something besides samples still names stays.
+#[test]
+fn entries_a_rename_orphans_go_and_every_other_reference_follows() {
+    let mut b = Build::default();
+    b.at("main;work", None, Some("worker-1"), 1)
+        .at("main;work", None, Some("worker-2"), 1)
+        .at("main;work", None, Some("worker-3"), 1)
+        .profile()
+        .at("main;other", Some("7"), Some("main"), 2)
+        .at("main;other", Some("8"), Some("idle"), 1)
+        .table(&[
+            ("7", Some("main")),
+            ("8", Some("idle")),
+            ("9", Some("gone")),
+        ]);
+    let mut data = b.data();
+    let find = |data: &ProfilesData, text: &str| {
+        attribute_texts(data)
+            .iter()
+            .position(|a| a == text)
+            .unwrap() as i32
+    };
+    // Besides samples, the first profile names worker-3 and a location
+    // names worker-2.
+    let (w2, w3) = (
+        find(&data, "thread.name=worker-2"),
+        find(&data, "thread.name=worker-3"),
+    );
+    data.resource_profiles[0].scope_profiles[0].profiles[0]
+        .attribute_indices
+        .push(w3);
+    data.dictionary.as_mut().unwrap().location_table[1]
+        .attribute_indices
+        .push(w2);
+    let mut batch = ProfileBatch::decode(Bytes::from(data.encode_to_vec())).unwrap();
+    let mut p =
+        create("rename_threads: [{pattern: 'worker-\\d+', replacement: 'worker-*'}]").unwrap();
+    let (v, dropped, _) = run(&mut *p, &mut batch);
+    assert_eq!((v, dropped.len()), (Verdict::Keep, 0));
+    validate(batch.data()).unwrap();
+    assert_eq!(
+        text(batch.data()),
+        "profile sample_type=samples/count period_type=- period=0
+  resource: service.name=svc-0
+  attributes: thread.name=worker-3
+  main;work [thread.name=worker-*] 3
+profile sample_type=samples/count period_type=- period=0
+  resource: service.name=svc-1
+  attributes: sentry.thread_metadata={7={name=main}, 8={name=idle}}
+  main;other [thread.id=7, thread.name=main] 2
+  main;other [thread.id=8, thread.name=idle] 1
+"
+    );
+    let attrs = attribute_texts(batch.data());
+    assert!(
+        !attrs.iter().any(|a| a == "thread.name=worker-1"),
+        "{attrs:?}"
+    );
+    let data = batch.data();
+    let profile_attrs = |k: usize| {
+        data.resource_profiles[k].scope_profiles[0].profiles[0]
+            .attribute_indices
+            .clone()
+    };
+    assert_eq!(profile_attrs(0), vec![find(data, "thread.name=worker-3")]);
+    assert_eq!(
+        data.dictionary.as_ref().unwrap().location_table[1].attribute_indices,
+        vec![find(data, "thread.name=worker-2")]
+    );
+    // The second profile's table lost the thread no sample names: a new entry.
+    assert_eq!(
+        tables(data)[1],
+        vec![("7".into(), "main".into()), ("8".into(), "idle".into())]
+    );
+}
+
 /// Locations (and their functions) nothing refers to go only when the pass
 /// removed a stack: otherwise they were orphans of the input, left to
 /// dictionary_dedup rather than found by walking every stack.

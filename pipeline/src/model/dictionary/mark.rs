@@ -132,7 +132,7 @@ impl SampleMarks {
 
     /// Marks what `s` refers to: the sample fields [`visit::resources`]
     /// visits, listed here again because this runs once per sample.
-    #[inline]
+    #[inline(always)]
     pub fn sample(&mut self, s: &Sample) {
         let beyond = &mut self.beyond;
         note(&mut self.stacks, Table::Stack, s.stack_index, beyond);
