@@ -214,6 +214,8 @@ pub(crate) struct Scratch {
     /// merged (and so are in `marks`).
     marks: SampleMarks,
     marked: Vec<bool>,
+    /// [`ThreadRules::singles`].
+    singles: Vec<u64>,
     /// Per profile (in order, empty ones too), whether its samples were
     /// rewritten.
     rewritten: Vec<bool>,
@@ -232,29 +234,41 @@ struct Thread {
     ref_id: u32,
 }
 
-#[inline]
-fn thread_of(s: &Sample, plans: &AttrPlans) -> Thread {
-    let mut t = Thread {
+impl Thread {
+    const NONE: Thread = Thread {
         id: NONE,
         name: NONE,
         rejected: false,
         ref_id: NONE,
     };
-    for &a in &s.attribute_indices {
-        let Some(x) = plans.get(a) else { continue };
+
+    /// Adds what attribute `x` says of the thread.
+    #[inline]
+    fn add(&mut self, x: &AttrPlan) {
         if x.thread_id != NONE {
-            t.id = x.thread_id;
+            self.id = x.thread_id;
             if !x.dropped {
-                t.ref_id = x.thread_id;
+                self.ref_id = x.thread_id;
             }
         }
         if x.thread_name != NONE {
-            t.name = x.thread_name;
-            t.rejected = x.name_rejected;
+            self.name = x.thread_name;
+            self.rejected = x.name_rejected;
         }
+    }
+}
+
+#[inline]
+fn thread_of(s: &Sample, plans: &AttrPlans) -> Thread {
+    let mut t = Thread::NONE;
+    for x in s.attribute_indices.iter().filter_map(|&a| plans.get(a)) {
+        t.add(x);
     }
     t
 }
+
+/// In [`ThreadRules::singles`]: the sample goes by name.
+const SINGLE_DROPPED: u64 = 1 << 31;
 
 /// The rules of one profile, and how its threads are numbered for
 /// `min_samples_per_thread`.
@@ -285,7 +299,7 @@ impl ThreadRules {
         let columns = plans.names + 1;
         let direct = (plans.ids.len() + 1)
             .checked_mul(columns)
-            .filter(|&cells| cells <= samples.max(1 << 12));
+            .filter(|&cells| cells <= samples.max(1 << 12) && cells < SINGLE_DROPPED as usize);
         scratch.groups.clear();
         scratch.counts.clear();
         scratch.numbers.clear();
@@ -319,17 +333,10 @@ impl ThreadRules {
             }
     }
 
-    /// Counts a sample for `min_samples_per_thread` (`by_count` only) and
-    /// returns its group number.
+    /// The group number of thread `t` for `min_samples_per_thread`.
     #[inline]
-    fn count(
-        &self,
-        s: &Sample,
-        t: &Thread,
-        non_idle: impl Fn(i32) -> bool,
-        scratch: &mut Scratch,
-    ) -> u32 {
-        let group = if self.direct {
+    fn group(&self, t: &Thread, scratch: &mut Scratch) -> usize {
+        if self.direct {
             // NONE + 1 wraps to 0: (NONE, NONE) is group 0.
             t.id.wrapping_add(1) as usize * self.columns + t.name.wrapping_add(1) as usize
         } else if t.id == NONE && t.name == NONE {
@@ -341,13 +348,74 @@ impl ThreadRules {
                 counts.push(0);
                 (counts.len() - 1) as u32
             }) as usize
+        }
+    }
+
+    /// Fills `out`, per attribute entry, with what [`Self::see`] makes of a
+    /// sample whose only attribute that is (most samples): its group, the
+    /// id it refers to (high half) and [`SINGLE_DROPPED`]. Empty unless
+    /// groups are numbered directly.
+    fn singles(&self, plans: &AttrPlans, out: &mut Vec<u64>) {
+        out.clear();
+        if !self.direct {
+            return;
+        }
+        out.extend(plans.attrs.iter().map(|x| {
+            let mut t = Thread::NONE;
+            t.add(x);
+            let dropped = if self.by_name(&t) { SINGLE_DROPPED } else { 0 };
+            let group =
+                t.id.wrapping_add(1) as u64 * self.columns as u64 + t.name.wrapping_add(1) as u64;
+            group | dropped | u64::from(t.ref_id) << 32
+        }));
+    }
+
+    /// What the rules make of the thread of `s`: `None` when
+    /// `drop_threads` / `keep_threads` drop the sample, else its group
+    /// (`by_count` only) and the thread id it refers to. A sample with one
+    /// attribute takes one load from `singles` ([`Self::singles`]) instead
+    /// of a walk of its attributes.
+    #[inline]
+    fn see(
+        &self,
+        s: &Sample,
+        plans: &AttrPlans,
+        singles: &[u64],
+        scratch: &mut Scratch,
+    ) -> Option<(usize, u32)> {
+        if let [a] = s.attribute_indices[..] {
+            if let Some(&v) = usize::try_from(a).ok().and_then(|a| singles.get(a)) {
+                let group = (v & (SINGLE_DROPPED - 1)) as usize;
+                return (v & SINGLE_DROPPED == 0).then_some((group, (v >> 32) as u32));
+            }
+        }
+        let t = thread_of(s, plans);
+        if self.by_name(&t) {
+            return None;
+        }
+        let group = if self.by_count {
+            self.group(&t, scratch)
+        } else {
+            0
         };
+        Some((group, t.ref_id))
+    }
+
+    /// Counts a sample of group `group` (`by_count` only).
+    #[inline]
+    fn count(
+        &self,
+        s: &Sample,
+        group: usize,
+        non_idle: impl Fn(i32) -> bool,
+        scratch: &mut Scratch,
+    ) {
         // Counting stops at the minimum: only `count < min` is asked, and
         // the stack lookup is the costly part.
         if scratch.counts[group] < self.min && non_idle(s.stack_index) {
             scratch.counts[group] += observations(s);
         }
-        group as u32
+        scratch.groups.push(group as u32);
     }
 
     /// Whether samples of group `g` go for `min_samples_per_thread`.
@@ -437,26 +505,28 @@ fn plan_profile(
     } else {
         let r = ThreadRules::new(plans, rules, track_refs, p.samples.len(), scratch);
         let non_idle = non_idle(&lookup.dictionary().stack_table);
+        let mut singles = std::mem::take(&mut scratch.singles);
+        r.singles(plans, &mut singles);
         for s in &p.samples {
-            let t = thread_of(s, plans);
-            if r.by_name(&t) {
+            let Some((group, ref_id)) = r.see(s, plans, &singles, scratch) else {
                 // The profile changes: decided while applying.
+                scratch.singles = singles;
                 return ProfilePlan {
                     decisions: Vec::new(),
                     rewrite: false,
                     table: None,
                     deferred: true,
                 };
-            }
+            };
             if by_count {
-                let g = r.count(s, &t, &non_idle, scratch);
-                scratch.groups.push(g);
+                r.count(s, group, &non_idle, scratch);
             }
             rewrite |= plans.changes(&s.attribute_indices);
-            if track_refs && t.ref_id != NONE {
-                scratch.referenced[t.ref_id as usize] = true;
+            if track_refs && ref_id != NONE {
+                scratch.referenced[ref_id as usize] = true;
             }
         }
+        scratch.singles = singles;
         if by_count {
             // Second pass: groups are known only once every sample was seen.
             let mut any_removed = false;
@@ -509,22 +579,23 @@ fn decide_and_drop(
     let r = ThreadRules::new(plans, rules, track_refs, p.samples.len(), scratch);
     let non_idle = non_idle(stacks);
     let (mut by_name, mut by_count, mut rewrite) = (0u64, 0u64, false);
+    let mut singles = std::mem::take(&mut scratch.singles);
+    r.singles(plans, &mut singles);
     p.samples.retain(|s| {
-        let t = thread_of(s, plans);
-        if r.by_name(&t) {
+        let Some((group, ref_id)) = r.see(s, plans, &singles, scratch) else {
             by_name += observations(s);
             return false;
-        }
+        };
         if r.by_count {
-            let g = r.count(s, &t, &non_idle, scratch);
-            scratch.groups.push(g);
+            r.count(s, group, &non_idle, scratch);
         }
         rewrite |= plans.changes(&s.attribute_indices);
-        if track_refs && t.ref_id != NONE {
-            scratch.referenced[t.ref_id as usize] = true;
+        if track_refs && ref_id != NONE {
+            scratch.referenced[ref_id as usize] = true;
         }
         true
     });
+    scratch.singles = singles;
     if r.by_count && scratch.groups.iter().any(|&g| r.few(g, scratch)) {
         let mut k = 0;
         p.samples.retain(|s| {
