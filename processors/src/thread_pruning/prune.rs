@@ -337,8 +337,7 @@ impl ThreadRules {
     #[inline]
     fn group(&self, t: &Thread, scratch: &mut Scratch) -> usize {
         if self.direct {
-            // NONE + 1 wraps to 0: (NONE, NONE) is group 0.
-            t.id.wrapping_add(1) as usize * self.columns + t.name.wrapping_add(1) as usize
+            self.direct_group(t)
         } else if t.id == NONE && t.name == NONE {
             0
         } else {
@@ -349,6 +348,13 @@ impl ThreadRules {
                 (counts.len() - 1) as u32
             }) as usize
         }
+    }
+
+    /// [`Self::group`] when groups are numbered directly.
+    #[inline]
+    fn direct_group(&self, t: &Thread) -> usize {
+        // NONE + 1 wraps to 0: (NONE, NONE) is group 0.
+        t.id.wrapping_add(1) as usize * self.columns + t.name.wrapping_add(1) as usize
     }
 
     /// Fills `out`, per attribute entry, with what [`Self::see`] makes of a
@@ -364,9 +370,7 @@ impl ThreadRules {
             let mut t = Thread::NONE;
             t.add(x);
             let dropped = if self.by_name(&t) { SINGLE_DROPPED } else { 0 };
-            let group =
-                t.id.wrapping_add(1) as u64 * self.columns as u64 + t.name.wrapping_add(1) as u64;
-            group | dropped | u64::from(t.ref_id) << 32
+            self.direct_group(&t) as u64 | dropped | u64::from(t.ref_id) << 32
         }));
     }
 
