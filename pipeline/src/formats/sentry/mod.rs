@@ -1,5 +1,4 @@
 //! Sentry envelopes, profile chunks (v2) and legacy profiles (v1) <-> OTLP.
-
 //! Pure functions, no I/O.
 //!
 //! - [`envelope`]: framing as Relay parses it (zero-copy) and writes it.
