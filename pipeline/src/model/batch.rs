@@ -4,7 +4,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use prost::Message;
 
-use crate::proto::{Profile, ProfilesData, ProfilesDictionary, ResourceProfiles};
+use crate::proto::{Profile, ProfilesData, ProfilesDictionary, ResourceProfiles, Sample};
 
 /// OTLP `ProfilesData` (resources plus the dictionary they share, never split
 /// apart) with what the receiver knew about it.
@@ -156,8 +156,12 @@ pub fn profiles_mut(resources: &mut [ResourceProfiles]) -> impl Iterator<Item = 
 
 /// Observations in one profile; see [`ProfileBatch::sample_count`].
 pub fn profile_sample_count(p: &Profile) -> u64 {
-    p.samples
-        .iter()
-        .map(|s| s.values.len().max(s.timestamps_unix_nano.len()).max(1) as u64)
-        .sum()
+    p.samples.iter().map(sample_observations).sum()
+}
+
+/// Observations in one `Sample`: `max(values.len(), timestamps.len(), 1)`,
+/// the unit of every profcol metric ([`ProfileBatch::sample_count`]).
+#[inline]
+pub fn sample_observations(s: &Sample) -> u64 {
+    s.values.len().max(s.timestamps_unix_nano.len()).max(1) as u64
 }

@@ -7,6 +7,9 @@ pub mod resolved;
 pub mod synth;
 pub mod validate;
 
-pub use batch::{profile_sample_count, profiles, profiles_mut, BatchMeta, Origin, ProfileBatch};
+pub use batch::{
+    profile_sample_count, profiles, profiles_mut, sample_observations, BatchMeta, Origin,
+    ProfileBatch,
+};
 pub use resolved::{folded, resolve, Detail, ResolvedProfile, ResolvedView};
 pub use validate::{invalid_profiles, validate, Problem, ProfileAt, ValidationError};

@@ -5,7 +5,9 @@
 
 use profcol_pipeline::component::{ProcessContext, Verdict};
 use profcol_pipeline::model::dictionary::{gc, remove_empty_profiles, Lookup};
-use profcol_pipeline::model::{profile_sample_count, profiles, profiles_mut, ProfileBatch};
+use profcol_pipeline::model::{
+    profile_sample_count, profiles, profiles_mut, sample_observations, ProfileBatch,
+};
 use profcol_pipeline::proto::Sample;
 
 use super::config::SamplingMode;
@@ -122,7 +124,7 @@ impl Sampling {
         };
         let (mut sampled_out, mut missing, mut kept) = (0u64, 0u64, 0u64);
         for s in profiles(&data.resource_profiles).flat_map(|p| &p.samples) {
-            let n = s.values.len().max(s.timestamps_unix_nano.len()).max(1) as u64;
+            let n = sample_observations(s);
             match decide(s) {
                 Decision::Keep => kept += n,
                 Decision::SampledOut => sampled_out += n,

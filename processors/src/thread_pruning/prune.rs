@@ -20,7 +20,7 @@ use profcol_pipeline::component::{ProcessContext, Verdict};
 use profcol_pipeline::model::dictionary::{
     gc_with, remove_empty_profiles, GcOptions, Lookup, SampleMarks,
 };
-use profcol_pipeline::model::{profiles, profiles_mut, ProfileBatch};
+use profcol_pipeline::model::{profiles, profiles_mut, sample_observations, ProfileBatch};
 use profcol_pipeline::proto::{
     any_value::Value, KeyValueAndUnit, Profile, ProfilesData, Sample, Stack,
 };
@@ -221,10 +221,6 @@ pub(crate) struct Scratch {
     rewritten: Vec<bool>,
 }
 
-fn observations(s: &Sample) -> u64 {
-    s.values.len().max(s.timestamps_unix_nano.len()).max(1) as u64
-}
-
 /// What the thread rules see in one sample's attributes.
 struct Thread {
     id: u32,
@@ -417,7 +413,7 @@ impl ThreadRules {
         // Counting stops at the minimum: only `count < min` is asked, and
         // the stack lookup is the costly part.
         if scratch.counts[group] < self.min && non_idle(s.stack_index) {
-            scratch.counts[group] += observations(s);
+            scratch.counts[group] += sample_observations(s);
         }
         scratch.groups.push(group as u32);
     }
@@ -587,7 +583,7 @@ fn decide_and_drop(
     r.singles(plans, &mut singles);
     p.samples.retain(|s| {
         let Some((group, ref_id)) = r.see(s, plans, &singles, scratch) else {
-            by_name += observations(s);
+            by_name += sample_observations(s);
             return false;
         };
         if r.by_count {
@@ -605,7 +601,7 @@ fn decide_and_drop(
         p.samples.retain(|s| {
             let few = r.few(scratch.groups[k], scratch);
             k += 1;
-            by_count += if few { observations(s) } else { 0 };
+            by_count += if few { sample_observations(s) } else { 0 };
             !few
         });
         if track_refs || rewrite {
@@ -712,7 +708,7 @@ fn apply(
                 let d = plan.decisions[k];
                 k += 1;
                 if d == BY_COUNT {
-                    by_count += observations(s);
+                    by_count += sample_observations(s);
                 }
                 d == KEEP
             });
