@@ -461,10 +461,14 @@ async fn an_invalid_profile_is_rejected_alone() {
         .unwrap();
     let telemetry = svc.telemetry().clone();
     let mut req = request("otlp/go-cpu.otlp.bin");
-    let n = samples(std::slice::from_ref(&req));
     let profiles = &mut req.resource_profiles[0].scope_profiles[0].profiles;
-    let bad = profiles[1].samples.len() as u64;
+    // Counted in observations, the unit of every metric, not in Samples:
+    // one sample of the invalid Profile holds three.
+    profiles[1].samples[0].values = vec![1, 2, 3];
     profiles[1].samples[3].values.clear();
+    let bad = profcol_pipeline::model::profile_sample_count(&profiles[1]);
+    assert_eq!(bad, profiles[1].samples.len() as u64 + 2);
+    let n = samples(std::slice::from_ref(&req));
     let answer = client(recv)
         .await
         .export(req.clone())

@@ -11,7 +11,7 @@ use tonic::{Request, Response, Status};
 
 use profcol_pipeline::component::{ConsumeError, Output, Receiver, ReceiverContext};
 use profcol_pipeline::model::dictionary::retain_profiles;
-use profcol_pipeline::model::{invalid_profiles, Problem, ValidationError};
+use profcol_pipeline::model::{invalid_profiles, profile_sample_count, Problem, ValidationError};
 use profcol_pipeline::proto::{
     ExportProfilesPartialSuccess, ExportProfilesServiceResponse, EXPORT_PATH,
 };
@@ -160,7 +160,7 @@ impl Handler {
                 let mut removed = 0;
                 retain_profiles(&mut data, |at, p| {
                     let gone = bad_at.next_if_eq(&at).is_some();
-                    removed += if gone { p.samples.len() as u64 } else { 0 };
+                    removed += if gone { profile_sample_count(p) } else { 0 };
                     !gone
                 });
                 self.telemetry
