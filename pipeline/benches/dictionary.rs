@@ -112,14 +112,18 @@ fn dictionary(c: &mut Criterion, i: &Inputs) {
     g.finish();
 }
 
-/// Fastest of `runs` timings of `f` on a fresh input from `setup`.
-fn best_of<T>(runs: usize, mut setup: impl FnMut() -> T, mut f: impl FnMut(T)) -> Duration {
+/// Fastest of `runs` timings of `f` on a fresh input from `setup`; what
+/// `f` returns is dropped after the timing (freeing a batch is no part of
+/// collecting or merging it).
+fn best_of<T, O>(runs: usize, mut setup: impl FnMut() -> T, mut f: impl FnMut(T) -> O) -> Duration {
     (0..runs)
         .map(|_| {
             let input = setup();
             let t = Instant::now();
-            f(input);
-            t.elapsed()
+            let out = black_box(f(input));
+            let took = t.elapsed();
+            drop(out);
+            took
         })
         .min()
         .unwrap()
@@ -137,25 +141,18 @@ fn main() {
         15,
         || (),
         |_| {
-            black_box(
-                ProfilesData::decode(i.bytes.as_slice())
-                    .unwrap()
-                    .encode_to_vec(),
-            );
+            let data = ProfilesData::decode(i.bytes.as_slice()).unwrap();
+            let bytes = data.encode_to_vec();
+            (data, bytes)
         },
     );
-    let merge = best_of(
-        15,
-        || i.parts.clone(),
-        |p| {
-            black_box(merge_all(p));
-        },
-    );
+    let merge = best_of(15, || i.parts.clone(), merge_all);
     let collect = best_of(
         15,
         || i.pruned.clone(),
         |mut d| {
-            black_box(gc(&mut d));
+            gc(&mut d);
+            d
         },
     );
     let check = best_of(15, || (), |_| validate(black_box(&i.data)).unwrap());

@@ -13,8 +13,8 @@
 //! `cargo bench -p profcol-processors --bench processors_a`
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use prost::Message;
 
@@ -24,6 +24,8 @@ use profcol_pipeline::proto::{ProfilesData, ValueType};
 use profcol_processors::dictionary_dedup::{dedup_batch, DictionaryDedupConfig};
 use profcol_processors::unit_normalization::{normalize_batch, Options, Target};
 
+mod turns;
+
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -32,7 +34,7 @@ const STACKS: usize = 20_000;
 
 fn processors(c: &mut Criterion) {
     let data = synth::request(SAMPLES, STACKS);
-    let bytes = bytes::Bytes::from(data.encode_to_vec());
+    let bytes = Bytes::from(data.encode_to_vec());
     println!(
         "request: {} bytes, {} samples, {} stacks",
         bytes.len(),
@@ -103,7 +105,7 @@ fn processors(c: &mut Criterion) {
 
     // A Sentry-style `samples`/`count` profile of timestamps: every sample
     // gets values, and the orphaned type strings are collected.
-    let counted = bytes::Bytes::from(as_sample_counts(data.clone()).encode_to_vec());
+    let counted = Bytes::from(as_sample_counts(data.clone()).encode_to_vec());
     let to_time = Options {
         target: Target::Ucum,
         scale_to_base: true,
@@ -147,49 +149,24 @@ fn processors(c: &mut Criterion) {
     m.finish();
 }
 
-/// Best of `runs` timings of `f` on a fresh input from `setup` (not timed).
-fn best_of<I, O>(runs: usize, mut setup: impl FnMut() -> I, mut f: impl FnMut(I) -> O) -> Duration {
-    (0..runs)
-        .map(|_| {
-            let input = setup();
-            let t = Instant::now();
-            black_box(f(input));
-            t.elapsed()
-        })
-        .min()
-        .expect("runs > 0")
-}
-
 /// Each processor on a received batch, as a ratio to prost decode of the
-/// same request (`counted`: the request as `samples`/`count` profiles).
-fn summary(bytes: &bytes::Bytes, counted: &bytes::Bytes, to_time: &Options) {
-    const RUNS: usize = 10;
-    let decode = |b: &bytes::Bytes| {
-        let b = b.clone();
-        best_of(RUNS, || (), move |()| ProfilesData::decode(&b[..]).unwrap())
-    };
-    let (base, base_counted) = (decode(bytes), decode(counted));
-    let received = |b: &bytes::Bytes| {
-        let b = b.clone();
-        move || ProfileBatch::decode(b.clone()).unwrap()
-    };
+/// same request (`counted`: the request as `samples`/`count` profiles),
+/// timed in turns with it ([`turns`]).
+fn summary(bytes: &Bytes, counted: &Bytes, to_time: &Options) {
     let dedup = |cfg: DictionaryDedupConfig| {
-        best_of(RUNS, received(bytes), move |mut batch| {
-            dedup_batch(&mut batch, &cfg);
-            batch
+        turns::in_turns(bytes, |batch| {
+            black_box(dedup_batch(batch, &cfg));
         })
     };
-    let normalize = |b: &bytes::Bytes, opts: Options| {
-        best_of(RUNS, received(b), move |mut batch| {
-            normalize_batch(&mut batch, &opts);
-            batch
+    let normalize = |b: &Bytes, opts: Options| {
+        turns::in_turns(b, |batch| {
+            black_box(normalize_batch(batch, &opts));
         })
     };
     let rows = [
         (
             "dictionary_dedup",
             dedup(DictionaryDedupConfig::default()),
-            base,
             1.0,
         ),
         (
@@ -198,13 +175,11 @@ fn summary(bytes: &bytes::Bytes, counted: &bytes::Bytes, to_time: &Options) {
                 merge_samples: false,
                 ..Default::default()
             }),
-            base,
             1.0,
         ),
         (
             "unit_normalization_ucum",
             normalize(bytes, Options::default()),
-            base,
             0.3,
         ),
         (
@@ -216,24 +191,17 @@ fn summary(bytes: &bytes::Bytes, counted: &bytes::Bytes, to_time: &Options) {
                     ..Options::default()
                 },
             ),
-            base,
             0.3,
         ),
         (
             "unit_normalization_samples_to_time",
             normalize(counted, *to_time),
-            base_counted,
             0.3,
         ),
     ];
-    println!(
-        "\nsummary (best of {RUNS} runs, {SAMPLES} samples, {STACKS} stacks): prost decode {base:.2?}"
-    );
-    for (name, took, base, target) in rows {
-        println!(
-            "  {name:<36} {took:>9.2?} = {:.2}x of prost decode (target <= {target}x)",
-            took.as_secs_f64() / base.as_secs_f64()
-        );
+    println!("{}", turns::header(SAMPLES, STACKS));
+    for (name, timing, target) in rows {
+        println!("{}", turns::line(name, &timing, target));
     }
 }
 

@@ -1,12 +1,13 @@
 //! `thread_pruning` and `sampling` on a 100k-sample, 20k-stack request,
 //! against the prost decode every request pays anyway. Ends with a summary:
 //! each as a ratio to prost decode (issue target: within 0.3x), both timed
-//! without dropping what they leave.
+//! without dropping what they leave, on a fresh and a steady heap
+//! ([`turns`]).
 //!
 //! `cargo bench -p profcol-processors --bench processors_b -- --warm-up-time 1 --measurement-time 3`
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
@@ -19,6 +20,8 @@ use profcol_pipeline::proto::ProfilesData;
 use profcol_pipeline::telemetry::Telemetry;
 use profcol_pipeline::ProfileBatch;
 
+mod turns;
+
 /// The binary's allocator: freeing the `Vec`s of merged or dropped samples
 /// is a large part of this work, and mimalloc frees several times faster.
 #[global_allocator]
@@ -26,9 +29,6 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const SAMPLES: usize = 100_000;
 const STACKS: usize = 20_000;
-/// Runs the summary takes the best of: on a shared VM, enough for both the
-/// processor and the decode to reach their floor.
-const RUNS: usize = 30;
 
 fn processor(factory: &dyn ProcessorFactory, yaml: &str) -> Box<dyn Processor> {
     let cfg =
@@ -42,33 +42,17 @@ fn received(bytes: &Bytes) -> ProfileBatch {
     ProfileBatch::decode(bytes.clone()).expect("decode")
 }
 
-/// Best of `runs` timings of `p` on `bytes` as received, and of the prost
-/// decode that made each input: measured in turns, so that the machine's
-/// drift over the bench moves both alike.
-fn best_of(runs: usize, bytes: &Bytes, p: &mut dyn Processor) -> (Duration, Duration) {
-    let telemetry = Telemetry::new();
-    let (mut took, mut decode) = (Duration::MAX, Duration::MAX);
-    for _ in 0..runs {
-        let t = Instant::now();
-        let data = black_box(ProfilesData::decode(&bytes[..]).expect("decode"));
-        decode = decode.min(t.elapsed());
-        let mut input = ProfileBatch::from_encoded(data, bytes.clone());
-        let t = Instant::now();
-        let mut ctx = ProcessContext::new("bench", "summary", &telemetry);
-        black_box(p.process(&mut input, &mut ctx));
-        took = took.min(t.elapsed());
-    }
-    (took, decode)
-}
-
 fn bench_processor(
     c: &mut Criterion,
     name: &str,
     bytes: &Bytes,
     mut p: Box<dyn Processor>,
-) -> (String, Duration, Duration) {
-    let (took, decode) = best_of(RUNS, bytes, &mut *p);
+) -> (String, turns::Timing) {
     let telemetry = Telemetry::new();
+    let timing = turns::in_turns(bytes, |batch| {
+        let mut ctx = ProcessContext::new("bench", "summary", &telemetry);
+        black_box(p.process(batch, &mut ctx));
+    });
     let mut g = c.benchmark_group("processors_b");
     g.throughput(Throughput::Elements(SAMPLES as u64));
     g.bench_function(name, |b| {
@@ -83,7 +67,7 @@ fn bench_processor(
         )
     });
     g.finish();
-    (name.to_owned(), took, decode)
+    (name.to_owned(), timing)
 }
 
 fn processors(c: &mut Criterion) {
@@ -171,12 +155,9 @@ min_samples_per_thread: 2
         processor(&*s, "{sampling_percentage: 50, mode: session}"),
     ));
 
-    println!("\nsummary (best of {RUNS} runs, {SAMPLES} samples, {STACKS} stacks), each against prost decode of its own request, timed in turns with it:");
-    for (name, took, decode) in rows {
-        println!(
-            "  {name:<36} {took:>9.2?} / {decode:>7.2?} = {:.2}x of prost decode (target <= 0.3x)",
-            took.as_secs_f64() / decode.as_secs_f64()
-        );
+    println!("{}", turns::header(SAMPLES, STACKS));
+    for (name, timing) in rows {
+        println!("{}", turns::line(&name, &timing, 0.3));
     }
 }
 

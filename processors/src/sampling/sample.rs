@@ -5,6 +5,7 @@
 
 use profcol_pipeline::component::{ProcessContext, Verdict};
 use profcol_pipeline::model::dictionary::{gc, remove_empty_profiles, Lookup};
+use profcol_pipeline::model::prefetch::{prefetch_sample, retain_ahead};
 use profcol_pipeline::model::{
     profile_sample_count, profiles, profiles_mut, sample_observations, ProfileBatch,
 };
@@ -140,7 +141,11 @@ impl Sampling {
             return Verdict::Drop;
         }
         for p in profiles_mut(&mut batch.data_mut().resource_profiles) {
-            p.samples.retain(|s| decide(s) == Decision::Keep);
+            // Dropping a sample frees its blocks: fetched ahead.
+            retain_ahead(&mut p.samples, |s, next| {
+                next.inspect(|&n| prefetch_sample(n));
+                decide(s) == Decision::Keep
+            });
         }
         finish(batch)
     }

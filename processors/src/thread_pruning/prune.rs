@@ -12,7 +12,8 @@
 //! 4. the attribute entries the rewrite orphans are removed with it
 //!    ([`super::compaction`]: the merge writes final indices), empty
 //!    profiles are removed and the dictionary garbage-collected, without
-//!    visiting again the samples the merge marked.
+//!    visiting again the samples the merge, or the decisions of step 1,
+//!    marked.
 
 use hashbrown::HashMap;
 
@@ -20,6 +21,7 @@ use profcol_pipeline::component::{ProcessContext, Verdict};
 use profcol_pipeline::model::dictionary::{
     gc_with, remove_empty_profiles, GcOptions, Lookup, SampleMarks,
 };
+use profcol_pipeline::model::prefetch::{prefetch_sample, prefetch_slice, retain_ahead, AHEAD};
 use profcol_pipeline::model::{profiles, profiles_mut, sample_observations, ProfileBatch};
 use profcol_pipeline::proto::{
     any_value::Value, KeyValueAndUnit, Profile, ProfilesData, Sample, Stack,
@@ -209,11 +211,14 @@ pub(crate) struct Scratch {
     numbers: HashMap<u64, u32>,
     referenced: Vec<bool>,
     merger: Merger,
-    /// What the samples of merged profiles refer to, and, per profile left
-    /// once empty ones are removed (in order), whether its samples were
-    /// merged (and so are in `marks`).
+    /// What the samples of merged (or premarked, see `decided`) profiles
+    /// refer to, and, per profile left once empty ones are removed (in
+    /// order), whether its samples are in `marks`.
     marks: SampleMarks,
     marked: Vec<bool>,
+    /// What the samples a deferred profile keeps refer to, added to `marks`
+    /// once no sample goes by count.
+    decided: SampleMarks,
     /// [`ThreadRules::singles`].
     singles: Vec<u64>,
     /// Per profile (in order, empty ones too), whether its samples were
@@ -507,7 +512,10 @@ fn plan_profile(
         let non_idle = non_idle(&lookup.dictionary().stack_table);
         let mut singles = std::mem::take(&mut scratch.singles);
         r.singles(plans, &mut singles);
-        for s in &p.samples {
+        for (k, s) in p.samples.iter().enumerate() {
+            if let Some(next) = p.samples.get(k + AHEAD) {
+                prefetch_slice(&next.attribute_indices);
+            }
             let Some((group, ref_id)) = r.see(s, plans, &singles, scratch) else {
                 // The profile changes: decided while applying.
                 scratch.singles = singles;
@@ -574,6 +582,7 @@ fn decide_and_drop(
     plans: &AttrPlans,
     rules: &Rules,
     track_refs: bool,
+    mark: bool,
     scratch: &mut Scratch,
 ) -> (u64, u64, bool) {
     let r = ThreadRules::new(plans, rules, track_refs, p.samples.len(), scratch);
@@ -581,7 +590,10 @@ fn decide_and_drop(
     let (mut by_name, mut by_count, mut rewrite) = (0u64, 0u64, false);
     let mut singles = std::mem::take(&mut scratch.singles);
     r.singles(plans, &mut singles);
-    p.samples.retain(|s| {
+    retain_ahead(&mut p.samples, |s, next| {
+        if let Some(next) = next {
+            prefetch_sample(next);
+        }
         let Some((group, ref_id)) = r.see(s, plans, &singles, scratch) else {
             by_name += sample_observations(s);
             return false;
@@ -592,6 +604,9 @@ fn decide_and_drop(
         rewrite |= plans.changes(&s.attribute_indices);
         if track_refs && ref_id != NONE {
             scratch.referenced[ref_id as usize] = true;
+        }
+        if mark {
+            scratch.decided.sample(s);
         }
         true
     });
@@ -688,10 +703,24 @@ fn apply(
     scratch.marked.clear();
     scratch.rewritten.clear();
     for (p, mut plan) in profiles_mut(resource_profiles).zip(profiles) {
+        let mut premarked = false;
         if plan.deferred {
             let table_at = table_at(p, &plans);
+            // Marking the samples kept spares the collection a walk of
+            // them, unless they are rewritten, or go by count, or the
+            // profile is small beside the tables to clear.
+            let mark = !plans.rewrites && 4 * p.samples.len() + 1024 >= tables.stacks;
+            if mark {
+                scratch
+                    .decided
+                    .reset(tables.stacks, tables.links, tables.attributes);
+            }
             let (n, c, rewrite) =
-                decide_and_drop(p, stacks, &plans, rules, table_at.is_some(), scratch);
+                decide_and_drop(p, stacks, &plans, rules, table_at.is_some(), mark, scratch);
+            if mark && c == 0 {
+                scratch.marks.add(&scratch.decided);
+                premarked = true;
+            }
             by_name += n;
             by_count += c;
             plan.rewrite = rewrite;
@@ -719,7 +748,7 @@ fn apply(
         scratch.rewritten.push(plan.rewrite);
         if !p.samples.is_empty() {
             // Left after `remove_empty_profiles`, in order.
-            scratch.marked.push(plan.rewrite);
+            scratch.marked.push(plan.rewrite || premarked);
         }
         let (Some((at, change)), Some(table)) = (plan.table, attribute_table.as_deref_mut()) else {
             continue;

@@ -7,7 +7,7 @@ use prost::Message;
 use profcol_pipeline::component::{ProcessContext, Processor, Verdict};
 use profcol_pipeline::config::{ComponentConfig, Kind};
 use profcol_pipeline::formats::sentry::{chunk_to_otlp, parse_envelope, ReceiveOptions};
-use profcol_pipeline::model::dictionary::{sample_total, DictionaryBuilder, Lookup};
+use profcol_pipeline::model::dictionary::{gc, sample_total, DictionaryBuilder, Lookup};
 use profcol_pipeline::model::{resolve, validate, Detail, ProfileBatch};
 use profcol_pipeline::proto::{
     any_value::Value, AnyValue, KeyValue, KeyValueList, Line, Location, Profile, ProfilesData,
@@ -1006,6 +1006,8 @@ const CONFIGS: &[&str] = &[
     "min_samples_per_thread: 2",
     "min_samples_per_thread: 3\ndrop_attributes: [thread.name]",
     "rename_threads: [{pattern: '.*', replacement: 'all'}]\ndrop_attributes: [thread.id]\nmin_samples_per_thread: 2",
+    "drop_threads: [MainThread]\nmin_samples_per_thread: 2",
+    "drop_threads: [MainThread]\nrename_threads: [{pattern: 'worker-\\d+', replacement: 'worker-*'}]",
 ];
 
 /// (stack, thread, aggregated?, observations) per sample, per profile.
@@ -1071,6 +1073,7 @@ proptest! {
     #[test]
     fn leaves_a_valid_batch_and_accounts_for_every_sample(profiles in arb_profiles(), which in 0..CONFIGS.len()) {
         let mut batch = build(&profiles);
+        let orphans_before = gc(&mut batch.data().clone()).removed_total();
         // As a receiver decodes it: vectors with room to grow in place.
         let mut decoded = ProfileBatch::decode(Bytes::from(batch.data().encode_to_vec())).unwrap();
         let (before, total) = (batch.sample_count(), profile_total(batch.data()));
@@ -1086,6 +1089,10 @@ proptest! {
         }
         prop_assert!(!batch.is_empty());
         validate(batch.data()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        // What the pass orphans goes with it.
+        if orphans_before == 0 {
+            prop_assert_eq!(gc(&mut batch.data().clone()).removed_total(), 0);
+        }
         if dropped.is_empty() {
             prop_assert_eq!(total, profile_total(batch.data()));
         }

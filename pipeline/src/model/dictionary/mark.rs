@@ -1,6 +1,7 @@
 use crate::proto::{ProfilesData, ProfilesDictionary, ResourceProfiles, Sample};
 
 use super::{visit, GcOptions, PerTable, Table};
+use crate::model::prefetch::{prefetch_slice, AHEAD};
 
 /// Which dictionary entries are reachable from the data, one flag per entry.
 /// Index 0 of a non-empty table is always live: it is the null value.
@@ -130,6 +131,18 @@ impl SampleMarks {
         self.beyond.clear();
     }
 
+    /// Adds the marks of `other`, made for tables no larger.
+    pub fn add(&mut self, other: &SampleMarks) {
+        for (to, from) in [
+            (&mut self.stacks, &other.stacks),
+            (&mut self.links, &other.links),
+            (&mut self.attributes, &other.attributes),
+        ] {
+            to.iter_mut().zip(from).for_each(|(t, &m)| *t |= m);
+        }
+        self.beyond.extend_from_slice(&other.beyond);
+    }
+
     /// Marks what `s` refers to: the sample fields [`visit::resources`]
     /// visits, listed here again because this runs once per sample.
     #[inline(always)]
@@ -207,7 +220,11 @@ pub(crate) fn mark_with(
             live.table_mut(t).fill(true);
         }
     } else {
-        for (i, s) in dict.stack_table.iter().enumerate() {
+        let stacks = &dict.stack_table;
+        for (i, s) in stacks.iter().enumerate() {
+            if let Some(next) = stacks.get(i + AHEAD) {
+                prefetch_slice(&next.location_indices);
+            }
             if live.stacks[i] {
                 visit::stack(s, &mut |t, j| live.set(t, *j));
             }

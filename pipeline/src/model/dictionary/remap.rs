@@ -1,3 +1,4 @@
+use crate::model::prefetch::{prefetch_slice, AHEAD};
 use crate::model::profiles_mut;
 use crate::proto::{ProfilesData, ProfilesDictionary, ResourceProfiles};
 
@@ -171,15 +172,22 @@ impl Remap {
         if !ids && !attrs {
             return;
         }
-        for s in profiles_mut(resources).flat_map(|p| &mut p.samples) {
-            if ids {
-                s.stack_index = stacks.get(s.stack_index);
-                s.link_index = links.get(s.link_index);
-            }
-            if attrs {
-                s.attribute_indices
-                    .iter_mut()
-                    .for_each(|a| *a = attributes.get(*a));
+        for p in profiles_mut(resources) {
+            let samples = &mut p.samples;
+            for k in 0..samples.len() {
+                if let Some(next) = samples.get(k + AHEAD).filter(|_| attrs) {
+                    prefetch_slice(&next.attribute_indices);
+                }
+                let s = &mut samples[k];
+                if ids {
+                    s.stack_index = stacks.get(s.stack_index);
+                    s.link_index = links.get(s.link_index);
+                }
+                if attrs {
+                    s.attribute_indices
+                        .iter_mut()
+                        .for_each(|a| *a = attributes.get(*a));
+                }
             }
         }
     }
@@ -208,9 +216,13 @@ impl Remap {
                 .for_each(|l| visit::location_mut(l, f));
         }
         if !self.locations.is_identity() {
-            dict.stack_table
-                .iter_mut()
-                .for_each(|s| visit::stack_mut(s, f));
+            let stacks = &mut dict.stack_table;
+            for k in 0..stacks.len() {
+                if let Some(next) = stacks.get(k + AHEAD) {
+                    prefetch_slice(&next.location_indices);
+                }
+                visit::stack_mut(&mut stacks[k], f);
+            }
         }
     }
 }

@@ -9,6 +9,7 @@ use crate::proto::{
 };
 
 use super::Table;
+use crate::model::prefetch::{prefetch_slice, AHEAD};
 
 macro_rules! visitors {
     ($resources:ident, $resources_with:ident, $key_values:ident, $any_value:ident,
@@ -50,7 +51,12 @@ macro_rules! visitors {
                         if !samples() {
                             continue;
                         }
-                        for s in &$($m)? p.samples {
+                        let samples = &$($m)? p.samples;
+                        for k in 0..samples.len() {
+                            if let Some(next) = samples.get(k + AHEAD) {
+                                prefetch_slice(&next.attribute_indices);
+                            }
+                            let s = &$($m)? samples[k];
                             f(Table::Stack, &$($m)? s.stack_index);
                             for a in &$($m)? s.attribute_indices {
                                 f(Table::Attribute, a);
