@@ -708,8 +708,9 @@ fn apply(
             let table_at = table_at(p, &plans);
             // Marking the samples kept spares the collection a walk of
             // them, unless they are rewritten, or go by count, or the
-            // profile is small beside the tables to clear.
-            let mark = !plans.rewrites && 4 * p.samples.len() + 1024 >= tables.stacks;
+            // profile is small beside the marks to clear and add.
+            let marks = tables.stacks + tables.links + tables.attributes;
+            let mark = !plans.rewrites && marks <= 4 * p.samples.len() + 1024;
             if mark {
                 scratch
                     .decided
