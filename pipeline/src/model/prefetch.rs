@@ -51,6 +51,25 @@ pub fn prefetch_sample(s: &Sample) {
     prefetch_slice(&s.timestamps_unix_nano);
 }
 
+/// Fetches both ends of the element at `p` (elements larger than a line
+/// may straddle two), for a pass that reads the element itself ahead.
+#[inline(always)]
+pub fn prefetch_element<T>(p: *const T) {
+    prefetch(p);
+    prefetch(p.cast::<u8>().wrapping_add(std::mem::size_of::<T>() - 1));
+}
+
+/// The element [`AHEAD`] places after `k` in `items`, for a pass at `k` to
+/// prefetch what that one will need; the element twice as far is fetched
+/// itself, so that reading this one does not wait (a pass over samples
+/// reads their array at its leading edge, ahead of the hardware's own
+/// prefetch).
+#[inline(always)]
+pub fn ahead<T>(items: &[T], k: usize) -> Option<&T> {
+    prefetch_element(items.as_ptr().wrapping_add(k + 2 * AHEAD));
+    items.get(k + AHEAD)
+}
+
 /// `v.retain_mut(keep)`, where `keep` also sees the element [`AHEAD`]
 /// places further on (not visited yet, `None` near the end), to prefetch
 /// what that one will need.
@@ -68,6 +87,8 @@ pub fn retain_ahead<T>(v: &mut Vec<T>, mut keep: impl FnMut(&mut T, Option<&T>) 
         // as kept ones only move back (to w <= r). Each element is either
         // moved once, to w, or dropped once.
         unsafe {
+            // As `ahead`, on a buffer whose first w elements are moved.
+            prefetch_element(p.wrapping_add(r + 2 * AHEAD));
             let next = (r + AHEAD < n).then(|| &*p.add(r + AHEAD));
             if keep(&mut *p.add(r), next) {
                 if w != r {
@@ -86,6 +107,16 @@ pub fn retain_ahead<T>(v: &mut Vec<T>, mut keep: impl FnMut(&mut T, Option<&T>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ahead_shows_the_element_ahead_and_none_past_the_end() {
+        for n in [0, 1, AHEAD, AHEAD + 1, 3 * AHEAD] {
+            let v: Vec<usize> = (0..n).collect();
+            for k in 0..n + 2 {
+                assert_eq!(ahead(&v, k), v.get(k + AHEAD));
+            }
+        }
+    }
 
     #[test]
     fn retain_ahead_keeps_what_retain_keeps_and_shows_what_comes() {

@@ -21,7 +21,7 @@ use profcol_pipeline::component::{ProcessContext, Verdict};
 use profcol_pipeline::model::dictionary::{
     gc_with, remove_empty_profiles, GcOptions, Lookup, SampleMarks,
 };
-use profcol_pipeline::model::prefetch::{prefetch_sample, prefetch_slice, retain_ahead, AHEAD};
+use profcol_pipeline::model::prefetch::{ahead, prefetch_sample, prefetch_slice, retain_ahead};
 use profcol_pipeline::model::{profiles, profiles_mut, sample_observations, ProfileBatch};
 use profcol_pipeline::proto::{
     any_value::Value, KeyValueAndUnit, Profile, ProfilesData, Sample, Stack,
@@ -513,7 +513,7 @@ fn plan_profile(
         let mut singles = std::mem::take(&mut scratch.singles);
         r.singles(plans, &mut singles);
         for (k, s) in p.samples.iter().enumerate() {
-            if let Some(next) = p.samples.get(k + AHEAD) {
+            if let Some(next) = ahead(&p.samples, k) {
                 prefetch_slice(&next.attribute_indices);
             }
             let Some((group, ref_id)) = r.see(s, plans, &singles, scratch) else {

@@ -1,7 +1,7 @@
 use crate::proto::{ProfilesData, ProfilesDictionary, ResourceProfiles, Sample};
 
 use super::{visit, GcOptions, PerTable, Table};
-use crate::model::prefetch::{prefetch_slice, AHEAD};
+use crate::model::prefetch::{ahead, prefetch_slice};
 
 /// Which dictionary entries are reachable from the data, one flag per entry.
 /// Index 0 of a non-empty table is always live: it is the null value.
@@ -222,7 +222,7 @@ pub(crate) fn mark_with(
     } else {
         let stacks = &dict.stack_table;
         for (i, s) in stacks.iter().enumerate() {
-            if let Some(next) = stacks.get(i + AHEAD) {
+            if let Some(next) = ahead(stacks, i) {
                 prefetch_slice(&next.location_indices);
             }
             if live.stacks[i] {

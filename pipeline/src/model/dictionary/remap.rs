@@ -1,4 +1,4 @@
-use crate::model::prefetch::{prefetch_slice, AHEAD};
+use crate::model::prefetch::{ahead, prefetch_slice};
 use crate::model::profiles_mut;
 use crate::proto::{ProfilesData, ProfilesDictionary, ResourceProfiles};
 
@@ -175,7 +175,7 @@ impl Remap {
         for p in profiles_mut(resources) {
             let samples = &mut p.samples;
             for k in 0..samples.len() {
-                if let Some(next) = samples.get(k + AHEAD).filter(|_| attrs) {
+                if let Some(next) = ahead(samples, k).filter(|_| attrs) {
                     prefetch_slice(&next.attribute_indices);
                 }
                 let s = &mut samples[k];
@@ -218,7 +218,7 @@ impl Remap {
         if !self.locations.is_identity() {
             let stacks = &mut dict.stack_table;
             for k in 0..stacks.len() {
-                if let Some(next) = stacks.get(k + AHEAD) {
+                if let Some(next) = ahead(stacks, k) {
                     prefetch_slice(&next.location_indices);
                 }
                 visit::stack_mut(&mut stacks[k], f);

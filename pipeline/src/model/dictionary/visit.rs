@@ -9,7 +9,7 @@ use crate::proto::{
 };
 
 use super::Table;
-use crate::model::prefetch::{prefetch_slice, AHEAD};
+use crate::model::prefetch::{ahead, prefetch_slice};
 
 macro_rules! visitors {
     ($resources:ident, $resources_with:ident, $key_values:ident, $any_value:ident,
@@ -53,7 +53,7 @@ macro_rules! visitors {
                         }
                         let samples = &$($m)? p.samples;
                         for k in 0..samples.len() {
-                            if let Some(next) = samples.get(k + AHEAD) {
+                            if let Some(next) = ahead(samples, k) {
                                 prefetch_slice(&next.attribute_indices);
                             }
                             let s = &$($m)? samples[k];
