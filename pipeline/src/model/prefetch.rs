@@ -56,7 +56,8 @@ pub fn prefetch_sample(s: &Sample) {
 #[inline(always)]
 pub fn prefetch_element<T>(p: *const T) {
     prefetch(p);
-    prefetch(p.cast::<u8>().wrapping_add(std::mem::size_of::<T>() - 1));
+    let last = std::mem::size_of::<T>().saturating_sub(1);
+    prefetch(p.cast::<u8>().wrapping_add(last));
 }
 
 /// The element [`AHEAD`] places after `k` in `items`, for a pass at `k` to
