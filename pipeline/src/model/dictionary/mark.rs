@@ -133,14 +133,20 @@ impl SampleMarks {
 
     /// Adds the marks of `other`, made for tables no larger.
     pub fn add(&mut self, other: &SampleMarks) {
+        other.or_into([&mut self.stacks, &mut self.links, &mut self.attributes]);
+        self.beyond.extend_from_slice(&other.beyond);
+    }
+
+    /// Sets in `to` (stack, link and attribute flags) the flags set here.
+    fn or_into(&self, to: [&mut Vec<bool>; 3]) {
+        let [stacks, links, attributes] = to;
         for (to, from) in [
-            (&mut self.stacks, &other.stacks),
-            (&mut self.links, &other.links),
-            (&mut self.attributes, &other.attributes),
+            (stacks, &self.stacks),
+            (links, &self.links),
+            (attributes, &self.attributes),
         ] {
             to.iter_mut().zip(from).for_each(|(t, &m)| *t |= m);
         }
-        self.beyond.extend_from_slice(&other.beyond);
     }
 
     /// Marks what `s` refers to: the sample fields [`visit::resources`]
@@ -156,13 +162,7 @@ impl SampleMarks {
     }
 
     fn add_to(&self, live: &mut Live) {
-        for (to, from) in [
-            (&mut live.stacks, &self.stacks),
-            (&mut live.links, &self.links),
-            (&mut live.attributes, &self.attributes),
-        ] {
-            to.iter_mut().zip(from).for_each(|(t, &m)| *t |= m);
-        }
+        self.or_into([&mut live.stacks, &mut live.links, &mut live.attributes]);
         for &(t, i) in &self.beyond {
             live.set(t, i);
         }
