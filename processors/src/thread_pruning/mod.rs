@@ -23,6 +23,8 @@ mod prune;
 mod thread_table;
 
 #[cfg(test)]
+mod merge_tests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
