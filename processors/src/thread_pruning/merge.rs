@@ -13,12 +13,13 @@
 //! TLB) a random-access structure over its samples would need, so every
 //! structure looked up at random here is small: a sample's identity other
 //! than its stack is numbered exactly, without hashing ([`RestCode`]), and
-//! grouping looks first in [`SLOTS`] slots per stack, 8 bytes each, then in
-//! a hash table of the few identities left over. A sample folded into another is
-//! never rewritten, only read; the later members' data points are set aside,
-//! each tagged with its group (one push per point, no record per member), in
-//! flat buffers as the members are removed, then ordered by group with a
-//! counting sort, so each first sample grows at most once, to its final size.
+//! grouping looks first in [`SLOTS`] slots per stack, 8 bytes each, then
+//! in a hash table of the few identities left over. A sample folded into
+//! another is never rewritten, only read; the later members' data points
+//! are set aside, each tagged with its group (one push per point, no record
+//! per member), in flat buffers as the members are removed, then ordered by
+//! group with a counting sort, so each first sample grows at most once, to
+//! its final size.
 //! The per-stack slots a sample looks up, the sample's own blocks, and the
 //! first samples' blocks the points are appended to, are prefetched a few
 //! samples ahead ([`prefetch`]).
@@ -252,7 +253,8 @@ fn rewrite(map: &[u32], attrs: &mut Vec<i32>) {
 
 /// Identities held per stack before the hash table: most stacks are seen
 /// with a few thread names and links. Four fill half a cache line; two sent
-/// 6% of the bench's samples to the table, four 1.6%, for 8% less time.
+/// 6% of the bench's samples to the table, four send 1.6% (the pass takes
+/// 6% less time).
 const SLOTS: usize = 4;
 
 /// Finds each sample's group: groups are numbered in the order of their
