@@ -18,10 +18,12 @@ use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use prost::Message;
 
+use profcol_pipeline::component::{ProcessContext, Processor};
 use profcol_pipeline::model::dictionary::{merge_all, DictionaryBuilder};
 use profcol_pipeline::model::{synth, ProfileBatch};
 use profcol_pipeline::proto::{ProfilesData, ValueType};
-use profcol_processors::dictionary_dedup::{dedup_batch, DictionaryDedupConfig};
+use profcol_pipeline::telemetry::Telemetry;
+use profcol_processors::dictionary_dedup::{DictionaryDedup, DictionaryDedupConfig};
 use profcol_processors::unit_normalization::{normalize_batch, Options, Target};
 
 mod turns;
@@ -61,11 +63,15 @@ fn processors(c: &mut Criterion) {
             },
         ),
     ] {
+        let (mut p, telemetry) = (DictionaryDedup::new(cfg), Telemetry::new());
         g.bench_function(name, |b| {
             b.iter_batched(
                 received,
                 |mut batch| {
-                    dedup_batch(&mut batch, &cfg);
+                    p.process(
+                        &mut batch,
+                        &mut ProcessContext::new("bench", name, &telemetry),
+                    );
                     batch
                 },
                 BatchSize::LargeInput,
@@ -154,8 +160,11 @@ fn processors(c: &mut Criterion) {
 /// timed in turns with it ([`turns`]).
 fn summary(bytes: &Bytes, counted: &Bytes, to_time: &Options) {
     let dedup = |cfg: DictionaryDedupConfig| {
+        // The processor, which keeps its buffers from batch to batch.
+        let (mut p, telemetry) = (DictionaryDedup::new(cfg), Telemetry::new());
         turns::in_turns(bytes, |batch| {
-            black_box(dedup_batch(batch, &cfg));
+            let mut ctx = ProcessContext::new("bench", "summary", &telemetry);
+            black_box(p.process(batch, &mut ctx));
         })
     };
     let normalize = |b: &Bytes, opts: Options| {

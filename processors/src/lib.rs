@@ -1,7 +1,9 @@
 //! Processors: synchronous, deterministic transformations of a batch, each in
-//! a folder named after its YAML type.
+//! a folder named after its YAML type; `merge` is the combining of samples of
+//! one identity that `dictionary_dedup` and `thread_pruning` share.
 
 pub mod dictionary_dedup;
+mod merge;
 pub mod sampling;
 pub mod thread_pruning;
 pub mod unit_normalization;

@@ -5,8 +5,8 @@ use profcol_pipeline::model::dictionary::{dedup_with, resolve_references, PerTab
 use profcol_pipeline::model::{profiles_mut, ProfileBatch};
 use profcol_pipeline::proto::{ProfilesData, ProfilesDictionary};
 
-use super::merge::merge_observations;
 use super::DictionaryDedupConfig;
+use crate::merge::{Merger, Tables};
 
 /// What one rebuild did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -32,6 +32,15 @@ impl Outcome {
 
 /// Rebuilds `data` in place; see the module docs. Does not compute sizes.
 pub fn dedup_data(data: &mut ProfilesData, cfg: &DictionaryDedupConfig) -> Outcome {
+    dedup_data_with(data, cfg, &mut Merger::default())
+}
+
+/// [`dedup_data`] with the merge's buffers kept by the caller.
+pub(crate) fn dedup_data_with(
+    data: &mut ProfilesData,
+    cfg: &DictionaryDedupConfig,
+    merger: &mut Merger,
+) -> Outcome {
     let mut out = Outcome::default();
     let canonical = data.dictionary.as_ref().is_none_or(zero_values_first);
     if cfg.resolve_references {
@@ -41,8 +50,18 @@ pub fn dedup_data(data: &mut ProfilesData, cfg: &DictionaryDedupConfig) -> Outco
     out.entries_before = stats.before;
     out.entries_after = stats.after;
     if cfg.merge_samples {
+        // After the rebuild, equal entries share one index: samples of one
+        // identity have equal indices, and no attribute is rewritten.
+        let tables = data
+            .dictionary
+            .as_ref()
+            .map_or(Tables::default(), |d| Tables {
+                stacks: d.stack_table.len(),
+                attributes: d.attribute_table.len(),
+                links: d.link_table.len(),
+            });
         for p in profiles_mut(&mut data.resource_profiles) {
-            out.samples_merged += merge_observations(p) as u64;
+            out.samples_merged += merger.merge(p, tables, &[], None) as u64;
         }
     }
     // Rebuilding keeps every entry at its index exactly when no table lost an
@@ -58,11 +77,20 @@ pub fn dedup_data(data: &mut ProfilesData, cfg: &DictionaryDedupConfig) -> Outco
 /// Rebuilds the data of `batch`, keeping the received encoding when nothing
 /// changed, and measures the encoded size before and after.
 pub fn dedup_batch(batch: &mut ProfileBatch, cfg: &DictionaryDedupConfig) -> Outcome {
+    dedup_batch_with(batch, cfg, &mut Merger::default())
+}
+
+/// [`dedup_batch`] with the merge's buffers kept by the caller.
+pub(crate) fn dedup_batch_with(
+    batch: &mut ProfileBatch,
+    cfg: &DictionaryDedupConfig,
+    merger: &mut Merger,
+) -> Outcome {
     let bytes_before = batch.encoded_len() as u64;
     let received = batch.encoded().cloned();
     let meta = std::mem::take(&mut batch.meta);
     let mut data = std::mem::take(batch.data_mut());
-    let mut out = dedup_data(&mut data, cfg);
+    let mut out = dedup_data_with(&mut data, cfg, merger);
     out.bytes_before = bytes_before;
     *batch = match received {
         Some(bytes) if !out.changed => ProfileBatch::from_encoded(data, bytes),

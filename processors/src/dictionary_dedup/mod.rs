@@ -10,7 +10,6 @@
 
 mod config;
 mod dedup;
-mod merge;
 #[cfg(test)]
 pub(crate) mod testdata;
 #[cfg(test)]
@@ -22,9 +21,10 @@ use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, V
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pipeline::model::ProfileBatch;
 
+use crate::merge::Merger;
+
 pub use config::DictionaryDedupConfig;
 pub use dedup::{dedup_batch, dedup_data, Outcome};
-pub use merge::merge_observations;
 
 pub struct DictionaryDedupFactory;
 
@@ -35,7 +35,7 @@ impl ProcessorFactory for DictionaryDedupFactory {
 
     fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Processor>, ConfigErrors> {
         let c: DictionaryDedupConfig = cfg.decode()?;
-        Ok(Box::new(DictionaryDedup { cfg: c }))
+        Ok(Box::new(DictionaryDedup::new(c)))
     }
 }
 
@@ -45,17 +45,22 @@ pub fn factory() -> Arc<dyn ProcessorFactory> {
 
 pub struct DictionaryDedup {
     cfg: DictionaryDedupConfig,
+    /// Buffers reused from batch to batch.
+    merger: Merger,
 }
 
 impl DictionaryDedup {
     pub fn new(cfg: DictionaryDedupConfig) -> Self {
-        Self { cfg }
+        Self {
+            cfg,
+            merger: Merger::default(),
+        }
     }
 }
 
 impl Processor for DictionaryDedup {
     fn process(&mut self, batch: &mut ProfileBatch, ctx: &mut ProcessContext) -> Verdict {
-        let out = dedup_batch(batch, &self.cfg);
+        let out = dedup::dedup_batch_with(batch, &self.cfg, &mut self.merger);
         ctx.event("bytes_before", out.bytes_before);
         ctx.event("bytes_after", out.bytes_after);
         for (event, n) in [

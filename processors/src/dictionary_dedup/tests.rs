@@ -11,6 +11,7 @@ use profcol_pipeline::proto::{
 
 use super::testdata::{self, full, run};
 use super::*;
+use crate::merge::{Merger, Tables};
 
 fn decode(yaml: &str) -> Result<DictionaryDedupConfig, String> {
     let cfg = ComponentConfig::from_yaml(Kind::Processor, "dictionary_dedup", yaml)
@@ -215,7 +216,13 @@ fn merging_keeps_shapes_apart_and_ignores_attribute_order() {
         ],
         ..Default::default()
     };
-    assert_eq!(merge_observations(&mut p), 3);
+    // Tables that hold every index used: the way real batches take.
+    let tables = Tables {
+        stacks: 2,
+        attributes: 3,
+        links: 1,
+    };
+    assert_eq!(Merger::default().merge(&mut p, tables, &[], None), 3);
     assert_eq!(
         p.samples,
         [

@@ -7,7 +7,7 @@
 use profcol_pipeline::model::dictionary::{visit, Remap, Table, TableRemap};
 use profcol_pipeline::proto::{ProfilesDictionary, ResourceProfiles};
 
-use super::merge::DROP;
+use crate::merge::DROP;
 
 /// The attribute entries that go, planned before the samples are rewritten.
 pub(crate) struct Compaction {

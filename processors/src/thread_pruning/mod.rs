@@ -18,12 +18,9 @@
 
 mod compaction;
 mod config;
-mod merge;
 mod prune;
 mod thread_table;
 
-#[cfg(test)]
-mod merge_tests;
 #[cfg(test)]
 mod tests;
 

@@ -29,8 +29,8 @@ use profcol_pipeline::proto::{
 
 use super::compaction::Compaction;
 use super::config::Rules;
-use super::merge::{Merger, Tables, DROP};
 use super::thread_table::{self, TableChange};
+use crate::merge::{Merger, Tables, DROP};
 
 /// Drop reasons, the `reason` label of the dropped-samples metric.
 pub const THREAD_DROPPED: &str = "thread_dropped";
@@ -744,7 +744,9 @@ fn apply(
             });
         }
         if plan.rewrite {
-            scratch.merger.merge(p, tables, &map, &mut scratch.marks);
+            scratch
+                .merger
+                .merge(p, tables, &map, Some(&mut scratch.marks));
         }
         scratch.rewritten.push(plan.rewrite);
         if !p.samples.is_empty() {

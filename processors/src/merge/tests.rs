@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use profcol_pipeline::model::dictionary::{SampleMarks, SampleShape};
 use profcol_pipeline::proto::{Profile, Sample};
 
-use super::merge::{Merger, Tables, DROP};
+use super::{Merger, Tables, DROP};
 
 const ATTRIBUTES: usize = 6;
 
@@ -22,6 +22,7 @@ fn sample(&(stack, ref attrs, link, shape, points): &Spec, k: usize) -> Sample {
     let k = k as u64 * 10;
     let times: Vec<u64> = (0..points as u64).map(|p| k + p).collect();
     let (values, timestamps_unix_nano) = match shape {
+        _ if points == 0 => (vec![], vec![]),
         0 => (vec![k as i64 + 1], vec![]),
         1 => (vec![], times),
         _ => (times.iter().map(|&t| t as i64).collect(), times),
@@ -55,7 +56,8 @@ fn arb_case() -> impl Strategy<Value = (Vec<Spec>, Vec<u32>, usize)> {
     // Indices one past each table (or negative) take the uncoded way.
     let attrs = prop::collection::vec(-1..ATTRIBUTES as i32 + 1, 0..4);
     // Stack 3 and links past `links` are outside their tables.
-    let spec = (0..4i32, attrs, 0..7i32, 0..3u8, 1..4usize);
+    // No points: an invalid sample, left alone.
+    let spec = (0..4i32, attrs, 0..7i32, 0..3u8, 0..4usize);
     let map = prop::collection::vec(
         prop_oneof![Just(DROP), (0..ATTRIBUTES as u32)],
         0..ATTRIBUTES,
@@ -73,6 +75,10 @@ proptest! {
         let mut want: Vec<Sample> = Vec::new();
         for s in &samples {
             let attrs = rewritten(&map, &s.attribute_indices);
+            if s.values.is_empty() && s.timestamps_unix_nano.is_empty() {
+                want.push(Sample { attribute_indices: attrs, ..s.clone() });
+                continue;
+            }
             let key = (s.stack_index, attrs.clone(), s.link_index, SampleShape::of(s) as u8);
             match index.get(&key) {
                 Some(&g) => {
@@ -95,7 +101,7 @@ proptest! {
         // into the next.
         for _ in 0..2 {
             let mut p = profile.clone();
-            let merged = merger.merge(&mut p, tables, &map, &mut marks);
+            let merged = merger.merge(&mut p, tables, &map, Some(&mut marks));
             prop_assert_eq!(merged, specs.len() - want.len());
             for s in &mut p.samples {
                 s.attribute_indices.sort_unstable();
@@ -103,6 +109,6 @@ proptest! {
             prop_assert_eq!(&p.samples, &want);
         }
         profile.samples.clear();
-        prop_assert_eq!(merger.merge(&mut profile, tables, &map, &mut marks), 0);
+        prop_assert_eq!(merger.merge(&mut profile, tables, &map, None), 0);
     }
 }

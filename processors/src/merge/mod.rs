@@ -1,5 +1,10 @@
-//! Rewriting sample attributes and combining the samples that became
-//! identical once thread attributes were dropped or renamed.
+//! Combining the samples of a profile that have one identity (stack,
+//! attribute set, link) and shape, after rewriting their attributes:
+//! `thread_pruning` renames or drops thread attributes and combines the
+//! samples that became identical; `dictionary_dedup` combines those that
+//! were identical once equal entries share one index (with no rewrite).
+//! Samples with neither values nor timestamps (invalid: no observation) are
+//! left alone, rewritten but not combined.
 //!
 //! As the proto asks ("Samples having the same identity SHOULD be combined by
 //! inserting timestamps and values to the data arrays"), the data points of
@@ -29,9 +34,12 @@
 //! left to the counting sort, a tight loop over small arrays; and a sample
 //! with one attribute (most are) gets its rest's number with one load from a
 //! table made per call ([`Singles`]) instead of rewriting and combining the
-//! parts. The pass also marks what the samples it keeps refer to
-//! ([`SampleMarks`]), so that the garbage collection after it need not visit
+//! parts. The pass can also mark what the samples it keeps refer to
+//! ([`SampleMarks`]), so that a garbage collection after it need not visit
 //! them again.
+
+#[cfg(test)]
+mod tests;
 
 use hashbrown::HashTable;
 
@@ -370,14 +378,14 @@ impl Merger {
     /// map stay), then folds the samples with the same identity and shape
     /// into the first of them, which keeps its position. `tables` are the
     /// sizes of the tables the rewritten samples index. What the samples
-    /// left refer to is marked in `marks`. Returns how many samples were
-    /// folded.
+    /// left refer to is marked in `marks`, if given. Returns how many
+    /// samples were folded.
     pub fn merge(
         &mut self,
         profile: &mut Profile,
         tables: Tables,
         map: &[u32],
-        marks: &mut SampleMarks,
+        marks: Option<&mut SampleMarks>,
     ) -> usize {
         let samples = &mut profile.samples;
         let n = samples.len();
@@ -518,7 +526,7 @@ struct Pass<'a> {
     attrs: &'a mut Vec<i32>,
     staged_times: &'a mut Vec<(u32, u64)>,
     staged_values: &'a mut Vec<(u32, i64)>,
-    marks: &'a mut SampleMarks,
+    marks: Option<&'a mut SampleMarks>,
 }
 
 impl Pass<'_> {
@@ -538,6 +546,9 @@ impl Pass<'_> {
     /// its points are set aside. Inlined: this runs once per sample.
     #[inline(always)]
     fn keep(&mut self, s: &mut Sample) -> bool {
+        if s.timestamps_unix_nano.is_empty() && s.values.is_empty() {
+            return self.alone(s);
+        }
         let (map, tables) = (self.map, self.tables);
         let coded = self.code.and_then(|c| {
             let st = u32::try_from(s.stack_index)
@@ -555,7 +566,7 @@ impl Pass<'_> {
         };
         if new {
             rewrite(map, &mut s.attribute_indices);
-            self.marks.sample(s);
+            self.mark(s);
             return true;
         }
         self.member(s, g)
@@ -567,10 +578,28 @@ impl Pass<'_> {
         rewrite(self.map, &mut s.attribute_indices);
         let (g, new) = self.groups.slow(s);
         if new {
-            self.marks.sample(s);
+            self.mark(s);
             return true;
         }
         self.member(s, g)
+    }
+
+    /// [`Self::keep`] for a sample without points: rewritten and kept,
+    /// never combined (a group of its own, so that the samples kept stay
+    /// the groups in order).
+    #[inline(never)]
+    fn alone(&mut self, s: &mut Sample) -> bool {
+        self.groups.new_group();
+        rewrite(self.map, &mut s.attribute_indices);
+        self.mark(s);
+        true
+    }
+
+    #[inline(always)]
+    fn mark(&mut self, s: &Sample) {
+        if let Some(marks) = self.marks.as_deref_mut() {
+            marks.sample(s);
+        }
     }
 
     /// Sets aside the points of `s`, a later member of group `g`; returns
