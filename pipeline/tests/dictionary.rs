@@ -6,8 +6,8 @@ use proptest::prelude::*;
 use prost::Message;
 
 use profcol_pipeline::model::dictionary::{
-    dedup, dedup_with, gc, mark, merge, merge_all, merge_samples, resolve_references,
-    split_by_resource, DictionaryBuilder, PerTable, Table,
+    dedup, dedup_with, gc, mark, merge, merge_all, resolve_references, split_by_resource,
+    DictionaryBuilder, PerTable, Table,
 };
 use profcol_pipeline::model::{folded, resolve, validate, Detail, ResolvedProfile};
 use profcol_pipeline::proto::{
@@ -625,21 +625,6 @@ proptest! {
         prop_assert_eq!(full(&r), before.clone());
         dedup(&mut r);
         prop_assert_eq!(full(&r), before);
-    }
-
-    #[test]
-    fn merging_samples_keeps_the_view(d in data()) {
-        let before = full(&d);
-        let mut m = d.clone();
-        let mut total = 0;
-        for p in m.resource_profiles.iter_mut().flat_map(|r| &mut r.scope_profiles).flat_map(|s| &mut s.profiles) {
-            total += merge_samples(p);
-        }
-        prop_assert_eq!(validate(&m), Ok(()));
-        prop_assert_eq!(full(&m), before);
-        let count = |d: &ProfilesData| d.resource_profiles.iter().flat_map(|r| &r.scope_profiles)
-            .flat_map(|s| &s.profiles).map(|p| p.samples.len()).sum::<usize>();
-        prop_assert_eq!(count(&m) + total, count(&d));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use profcol_pipeline::model::{profiles_mut, ProfileBatch};
 use profcol_pipeline::proto::{ProfilesData, ProfilesDictionary};
 
 use super::DictionaryDedupConfig;
-use crate::merge::{Merger, Tables};
+use crate::merge::{SampleMerger, Tables};
 
 /// What one rebuild did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -32,14 +32,14 @@ impl Outcome {
 
 /// Rebuilds `data` in place; see the module docs. Does not compute sizes.
 pub fn dedup_data(data: &mut ProfilesData, cfg: &DictionaryDedupConfig) -> Outcome {
-    dedup_data_with(data, cfg, &mut Merger::default())
+    dedup_data_with(data, cfg, &mut SampleMerger::default())
 }
 
 /// [`dedup_data`] with the merge's buffers kept by the caller.
 pub(crate) fn dedup_data_with(
     data: &mut ProfilesData,
     cfg: &DictionaryDedupConfig,
-    merger: &mut Merger,
+    merger: &mut SampleMerger,
 ) -> Outcome {
     let mut out = Outcome::default();
     let canonical = data.dictionary.as_ref().is_none_or(zero_values_first);
@@ -77,14 +77,14 @@ pub(crate) fn dedup_data_with(
 /// Rebuilds the data of `batch`, keeping the received encoding when nothing
 /// changed, and measures the encoded size before and after.
 pub fn dedup_batch(batch: &mut ProfileBatch, cfg: &DictionaryDedupConfig) -> Outcome {
-    dedup_batch_with(batch, cfg, &mut Merger::default())
+    dedup_batch_with(batch, cfg, &mut SampleMerger::default())
 }
 
 /// [`dedup_batch`] with the merge's buffers kept by the caller.
 pub(crate) fn dedup_batch_with(
     batch: &mut ProfileBatch,
     cfg: &DictionaryDedupConfig,
-    merger: &mut Merger,
+    merger: &mut SampleMerger,
 ) -> Outcome {
     let bytes_before = batch.encoded_len() as u64;
     let received = batch.encoded().cloned();

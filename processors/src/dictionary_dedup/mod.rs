@@ -21,7 +21,7 @@ use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, V
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pipeline::model::ProfileBatch;
 
-use crate::merge::Merger;
+use crate::merge::SampleMerger;
 
 pub use config::DictionaryDedupConfig;
 pub use dedup::{dedup_batch, dedup_data, Outcome};
@@ -46,14 +46,14 @@ pub fn factory() -> Arc<dyn ProcessorFactory> {
 pub struct DictionaryDedup {
     cfg: DictionaryDedupConfig,
     /// Buffers reused from batch to batch.
-    merger: Merger,
+    merger: SampleMerger,
 }
 
 impl DictionaryDedup {
     pub fn new(cfg: DictionaryDedupConfig) -> Self {
         Self {
             cfg,
-            merger: Merger::default(),
+            merger: SampleMerger::default(),
         }
     }
 }

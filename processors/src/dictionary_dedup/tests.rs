@@ -11,7 +11,7 @@ use profcol_pipeline::proto::{
 
 use super::testdata::{self, full, run};
 use super::*;
-use crate::merge::{Merger, Tables};
+use crate::merge::{SampleMerger, Tables};
 
 fn decode(yaml: &str) -> Result<DictionaryDedupConfig, String> {
     let cfg = ComponentConfig::from_yaml(Kind::Processor, "dictionary_dedup", yaml)
@@ -222,7 +222,7 @@ fn merging_keeps_shapes_apart_and_ignores_attribute_order() {
         attributes: 3,
         links: 1,
     };
-    assert_eq!(Merger::default().merge(&mut p, tables, &[], None), 3);
+    assert_eq!(SampleMerger::default().merge(&mut p, tables, &[], None), 3);
     assert_eq!(
         p.samples,
         [

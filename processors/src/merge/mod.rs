@@ -8,11 +8,11 @@
 //!
 //! As the proto asks ("Samples having the same identity SHOULD be combined by
 //! inserting timestamps and values to the data arrays"), the data points of
-//! the later sample are appended to the first one, in every shape. Unlike
-//! `model::dictionary::merge_samples`, aggregated values are appended rather
-//! than summed: every consumer sums a sample's values, and the number of
-//! observations (the unit every profcol metric counts) stays the same, so a
-//! merge never looks like a loss in the accounting.
+//! the later sample are appended to the first one, in every shape:
+//! aggregated values too, rather than summed, as every consumer sums a
+//! sample's values, and the number of observations (the unit every profcol
+//! metric counts) stays the same, so a merge never looks like a loss in the
+//! accounting.
 //!
 //! Cost. A 100k-sample profile is far larger than the caches (and the
 //! TLB) a random-access structure over its samples would need, so every
@@ -356,7 +356,7 @@ impl Groups {
 /// Buffers reused from batch to batch, so a steady stream allocates nothing
 /// here.
 #[derive(Default)]
-pub(crate) struct Merger {
+pub(crate) struct SampleMerger {
     groups: Groups,
     /// The points of the removed samples, in order, each with its group.
     staged_times: Vec<(u32, u64)>,
@@ -372,7 +372,7 @@ pub(crate) struct Merger {
     singles: Singles,
 }
 
-impl Merger {
+impl SampleMerger {
     /// Rewrites the attributes of the samples of `profile` through `map`
     /// (`map[a]` replaces index `a`; [`DROP`] removes it; indices past the
     /// map stay), then folds the samples with the same identity and shape
@@ -516,7 +516,7 @@ fn by_group<T: Copy + Default>(
     }
 }
 
-/// Step 1 of [`Merger::merge`], one sample at a time.
+/// Step 1 of [`SampleMerger::merge`], one sample at a time.
 struct Pass<'a> {
     code: Option<RestCode>,
     tables: Tables,

@@ -1,4 +1,4 @@
-//! [`Merger::merge`] against a model: a map from each sample's rewritten
+//! [`SampleMerger::merge`] against a model: a map from each sample's rewritten
 //! identity and shape to the first sample's position. Stacks here are seen
 //! with many identities (attribute sets, links, shapes), more than the
 //! per-stack slots hold, so every way to a group is taken: the slots, the
@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use profcol_pipeline::model::dictionary::{SampleMarks, SampleShape};
 use profcol_pipeline::proto::{Profile, Sample};
 
-use super::{Merger, Tables, DROP};
+use super::{SampleMerger, Tables, DROP};
 
 const ATTRIBUTES: usize = 6;
 
@@ -96,7 +96,7 @@ proptest! {
         let tables = Tables { stacks: 3, attributes: ATTRIBUTES, links };
         let mut marks = SampleMarks::default();
         marks.reset(tables.stacks, tables.links, tables.attributes);
-        let mut merger = Merger::default();
+        let mut merger = SampleMerger::default();
         // Twice with one merger: buffers reused from a call must not leak
         // into the next.
         for _ in 0..2 {

@@ -30,7 +30,7 @@ use profcol_pipeline::proto::{
 use super::compaction::Compaction;
 use super::config::Rules;
 use super::thread_table::{self, TableChange};
-use crate::merge::{Merger, Tables, DROP};
+use crate::merge::{SampleMerger, Tables, DROP};
 
 /// Drop reasons, the `reason` label of the dropped-samples metric.
 pub const THREAD_DROPPED: &str = "thread_dropped";
@@ -210,7 +210,7 @@ pub(crate) struct Scratch {
     /// them directly.
     numbers: HashMap<u64, u32>,
     referenced: Vec<bool>,
-    merger: Merger,
+    merger: SampleMerger,
     /// What the samples of merged (or premarked, see `decided`) profiles
     /// refer to, and, per profile left once empty ones are removed (in
     /// order), whether its samples are in `marks`.

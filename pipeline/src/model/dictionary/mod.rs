@@ -9,8 +9,8 @@
 //! - [`merge`] / [`merge_all`] / [`Merger`]: concatenate batches, one dictionary.
 //! - [`extract`] / [`split_by_resource`]: self-contained parts of a batch.
 //! - [`resolve_references`]: `key_strindex` / `string_value_strindex` to plain.
-//! - [`merge_samples`], [`retain_samples`], [`retain_profiles`],
-//!   [`remove_empty_profiles`]: sample work.
+//! - [`retain_samples`], [`retain_profiles`], [`remove_empty_profiles`]:
+//!   sample work.
 //! - [`Lookup`]: panic-free reads by index.
 
 mod builder;
@@ -40,8 +40,8 @@ pub use merge::{merge, merge_all, Merger};
 pub use references::resolve_references;
 pub use remap::{Remap, TableRemap};
 pub use samples::{
-    merge_samples, remove_empty_profiles, retain_profiles, retain_samples, sample_total,
-    samples_identity, SampleIdentity, SampleShape,
+    remove_empty_profiles, retain_profiles, retain_samples, sample_total, samples_identity,
+    SampleIdentity, SampleShape,
 };
 pub use split::{extract, split_by_resource};
 pub use table::{PerTable, Table};

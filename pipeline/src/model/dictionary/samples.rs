@@ -2,8 +2,6 @@
 
 use std::hash::{Hash, Hasher};
 
-use hashbrown::HashTable;
-
 use crate::model::{profiles_mut, ProfileAt};
 use crate::proto::{Profile, ProfilesData, ProfilesDictionary, Sample};
 
@@ -109,57 +107,6 @@ pub fn sample_total(s: &Sample) -> i64 {
     }
 }
 
-/// Combines samples of `profile` with the same identity and shape, as the
-/// proto recommends: timestamps (and their values) are appended; aggregated
-/// values are summed into one. Samples keep the position of the first of
-/// their identity. Returns how many samples were folded into others.
-pub fn merge_samples(profile: &mut Profile) -> usize {
-    let samples = std::mem::take(&mut profile.samples);
-    let n = samples.len();
-    let hasher = ahash::RandomState::new();
-    let key_hash = |s: &Sample| hasher.hash_one((samples_identity(s), SampleShape::of(s)));
-    let mut out: Vec<Sample> = Vec::with_capacity(n);
-    let mut seen: HashTable<u32> = HashTable::with_capacity(n);
-    for s in samples {
-        let (h, shape, id) = (key_hash(&s), SampleShape::of(&s), samples_identity(&s));
-        let found = seen
-            .find(h, |&i| {
-                let o = &out[i as usize];
-                SampleShape::of(o) == shape && samples_identity(o) == id
-            })
-            .copied();
-        match found {
-            Some(i) => absorb(&mut out[i as usize], s, shape),
-            None => {
-                let i = u32::try_from(out.len()).expect("over 2^32 samples");
-                seen.insert_unique(h, i, |&j| key_hash(&out[j as usize]));
-                out.push(s);
-            }
-        }
-    }
-    let merged = n - out.len();
-    profile.samples = out;
-    merged
-}
-
-fn absorb(into: &mut Sample, mut s: Sample, shape: SampleShape) {
-    match shape {
-        SampleShape::Aggregated => {
-            if into.values.is_empty() && s.values.is_empty() {
-                return;
-            }
-            let total = sample_total(into).wrapping_add(sample_total(&s));
-            into.values.clear();
-            into.values.push(total);
-        }
-        SampleShape::Timestamps | SampleShape::TimedValues => {
-            into.values.append(&mut s.values);
-            into.timestamps_unix_nano
-                .append(&mut s.timestamps_unix_nano);
-        }
-    }
-}
-
 /// Keeps the samples for which `keep` returns true, in every profile.
 /// Returns the number removed. Follow with [`super::gc`] to drop the
 /// dictionary entries only the removed samples used.
@@ -244,32 +191,6 @@ mod tests {
         let mut linked = a.clone();
         linked.link_index = 1;
         assert_ne!(samples_identity(&a), samples_identity(&linked));
-    }
-
-    #[test]
-    fn merging_sums_aggregates_and_appends_observations() {
-        let mut p = Profile {
-            samples: vec![
-                s(1, &[2, 3], &[10], &[]),
-                s(1, &[], &[], &[100]),
-                s(1, &[3, 2], &[5], &[]),
-                s(1, &[], &[], &[200, 300]),
-                // Same identity, other shape: kept apart.
-                s(1, &[], &[7], &[]),
-                s(1, &[], &[1, 2], &[400, 500]),
-            ],
-            ..Default::default()
-        };
-        assert_eq!(merge_samples(&mut p), 2);
-        assert_eq!(
-            p.samples,
-            vec![
-                s(1, &[2, 3], &[15], &[]),
-                s(1, &[], &[], &[100, 200, 300]),
-                s(1, &[], &[7], &[]),
-                s(1, &[], &[1, 2], &[400, 500]),
-            ]
-        );
     }
 
     #[test]
