@@ -379,8 +379,9 @@ impl ThreadRules {
     /// `drop_threads` / `keep_threads` drop the sample, else its group
     /// (`by_count` only) and the thread id it refers to. A sample with one
     /// attribute takes one load from `singles` ([`Self::singles`]) instead
-    /// of a walk of its attributes.
-    #[inline]
+    /// of a walk of its attributes. Always inlined: it runs once per sample,
+    /// and as a call it cost 4-5% of `drop_threads` + `min_samples`.
+    #[inline(always)]
     fn see(
         &self,
         s: &Sample,
