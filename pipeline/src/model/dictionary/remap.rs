@@ -5,10 +5,17 @@ use crate::proto::{ProfilesData, ProfilesDictionary, ResourceProfiles};
 use super::{visit, Live, Table};
 
 /// Old index -> new index for one table.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableRemap {
     map: Vec<i32>,
     identity: bool,
+    /// Some entry that stays gets another index, so references need
+    /// rewriting. False also when only entries past the last one kept go
+    /// (often: entries appended, then orphaned).
+    moves: bool,
+    /// An index past the map stays as it is (a compaction: the table only
+    /// shrinks, so it stays past the end) rather than becoming 0.
+    keeps_unknown: bool,
 }
 
 impl TableRemap {
@@ -17,20 +24,39 @@ impl TableRemap {
         Self {
             map: Vec::new(),
             identity: true,
+            moves: false,
+            keeps_unknown: true,
         }
     }
 
     /// `map[old] = new`.
     pub fn from_vec(map: Vec<i32>) -> Self {
         let identity = map.iter().enumerate().all(|(i, &n)| n as usize == i);
-        Self { map, identity }
+        Self {
+            map,
+            identity,
+            moves: !identity,
+            keeps_unknown: false,
+        }
     }
 
     /// Keeps the entries flagged in `keep`, in order: the new index of an
-    /// entry is the number of kept entries before it. Dropped entries map to 0.
+    /// entry is the number of kept entries before it. Dropped entries map to
+    /// 0, unless no kept entry moves: then every index maps to itself (no
+    /// reference to a dropped entry is left to rewrite).
     pub fn compacting(keep: &[bool]) -> Self {
         if keep.iter().all(|&k| k) {
             return Self::identity();
+        }
+        let first_dropped = keep.iter().position(|&k| !k);
+        let last_kept = keep.iter().rposition(|&k| k);
+        if last_kept.is_none_or(|l| first_dropped > Some(l)) {
+            return Self {
+                map: Vec::new(),
+                identity: false,
+                moves: false,
+                keeps_unknown: true,
+            };
         }
         let mut next = 0;
         let map = keep
@@ -44,28 +70,39 @@ impl TableRemap {
                 }
             })
             .collect();
-        Self::from_vec(map)
+        Self {
+            keeps_unknown: true,
+            ..Self::from_vec(map)
+        }
     }
 
-    /// New index of `old`. An index the table does not know (only on
-    /// unvalidated data) becomes the null index 0 rather than a panic.
+    /// New index of `old`. An index the map does not know (only on
+    /// unvalidated data) becomes the null index 0, or, after a compaction
+    /// (which only shrinks the table, so it stays past the end), is left as
+    /// it is: rewriting it or not when nothing moves gives the same result.
     #[inline]
     pub fn get(&self, old: i32) -> i32 {
-        if self.identity {
+        if !self.moves {
             return old;
         }
-        usize::try_from(old)
-            .ok()
-            .and_then(|i| self.map.get(i))
-            .copied()
-            .unwrap_or(0)
+        match usize::try_from(old).ok().and_then(|i| self.map.get(i)) {
+            Some(&new) => new,
+            None if self.keeps_unknown => old,
+            None => 0,
+        }
     }
 
+    /// Every entry stays where it is.
     pub fn is_identity(&self) -> bool {
         self.identity
     }
 
-    /// Number of old indices known (0 for [`TableRemap::identity`]).
+    /// Some entry that stays moves: references to the table change.
+    pub fn moves(&self) -> bool {
+        self.moves
+    }
+
+    /// Number of old indices known (0 when none moves).
     pub fn len(&self) -> usize {
         self.map.len()
     }
@@ -152,6 +189,11 @@ impl Remap {
         Table::ALL.iter().all(|&t| self.table(t).is_identity())
     }
 
+    /// Some reference changes ([`TableRemap::moves`]).
+    pub fn moves(&self) -> bool {
+        Table::ALL.iter().any(|&t| self.table(t).moves())
+    }
+
     /// Rewrites every index outside the dictionary: samples, profiles and the
     /// string references of resource and scope attributes.
     pub fn apply(&self, data: &mut ProfilesData) {
@@ -159,7 +201,7 @@ impl Remap {
     }
 
     pub fn apply_to_resources(&self, resources: &mut [ResourceProfiles]) {
-        if self.is_identity() {
+        if !self.moves() {
             return;
         }
         visit::resources_mut_with(resources, &mut |t, i| *i = self.map(t, *i), &mut || false);
@@ -167,8 +209,8 @@ impl Remap {
         // sample fields `visit` lists): rewritten in a tight loop that skips
         // the tables that keep their order, not a visit of every index.
         let (stacks, links, attributes) = (&self.stacks, &self.links, &self.attributes);
-        let ids = !stacks.is_identity() || !links.is_identity();
-        let attrs = !attributes.is_identity();
+        let ids = stacks.moves() || links.moves();
+        let attrs = attributes.moves();
         if !ids && !attrs {
             return;
         }
@@ -196,7 +238,7 @@ impl Remap {
     /// order: pair this with moving the entries to their new places).
     pub fn apply_to_dictionary(&self, dict: &mut ProfilesDictionary) {
         let f = &mut |t, i: &mut i32| *i = self.map(t, *i);
-        let (strings, attributes) = (!self.strings.is_identity(), !self.attributes.is_identity());
+        let (strings, attributes) = (self.strings.moves(), self.attributes.moves());
         if strings || attributes {
             dict.mapping_table
                 .iter_mut()
@@ -210,12 +252,12 @@ impl Remap {
                 .iter_mut()
                 .for_each(|x| visit::function_mut(x, f));
         }
-        if attributes || !self.mappings.is_identity() || !self.functions.is_identity() {
+        if attributes || self.mappings.moves() || self.functions.moves() {
             dict.location_table
                 .iter_mut()
                 .for_each(|l| visit::location_mut(l, f));
         }
-        if !self.locations.is_identity() {
+        if self.locations.moves() {
             let stacks = &mut dict.stack_table;
             for k in 0..stacks.len() {
                 if let Some(next) = ahead(stacks, k) {
@@ -224,5 +266,30 @@ impl Remap {
                 visit::stack_mut(&mut stacks[k], f);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_compaction_moves_nothing_when_only_entries_past_the_last_kept_go() {
+        let tail = TableRemap::compacting(&[true, true, false, false]);
+        assert!(!tail.is_identity() && !tail.moves());
+        assert_eq!([0, 1, 2, 3].map(|i| tail.get(i)), [0, 1, 2, 3]);
+        let inner = TableRemap::compacting(&[true, false, true, false]);
+        assert!(inner.moves());
+        // Unknown indices stay past the end of the shrunk table.
+        assert_eq!([0, 2, 7, -1].map(|i| inner.get(i)), [0, 1, 7, -1]);
+        // A general map sends what it does not know to the null index.
+        let general = TableRemap::from_vec(vec![1, 0]);
+        assert!(general.moves());
+        assert_eq!([0, 1, 5].map(|i| general.get(i)), [1, 0, 0]);
+        let remap = Remap {
+            attributes: tail,
+            ..Remap::identity()
+        };
+        assert!(!remap.is_identity() && !remap.moves());
     }
 }
