@@ -2,10 +2,10 @@
 
 use hashbrown::HashTable;
 
-use profcol_pipeline::model::dictionary::{samples_identity, SampleIdentity};
+use profcol_pipeline::model::dictionary::{mix64, samples_identity, SampleIdentity};
 use profcol_pipeline::proto::Sample;
 
-use super::identity::{mix, Key};
+use super::identity::Key;
 use super::NONE;
 
 /// Identities held per stack before the hash table: most stacks are seen
@@ -92,11 +92,11 @@ impl Groups {
             }
         }
         let key = (u64::from(st) << 32) | u64::from(code);
-        let h = mix(key);
+        let h = mix64(key);
         if let Some(&(_, g)) = self.coded.find(h, |&(other, _)| other == key) {
             return (g, false);
         }
-        self.coded.insert_unique(h, (key, next), |&(k, _)| mix(k));
+        self.coded.insert_unique(h, (key, next), |&(k, _)| mix64(k));
         (self.new_group(), true)
     }
 

@@ -1,7 +1,7 @@
 //! A sample's identity and shape apart from its stack, numbered exactly
 //! ([`RestCode`], [`Singles`]) or hashed ([`Key`]), for grouping.
 
-use profcol_pipeline::model::dictionary::SampleShape;
+use profcol_pipeline::model::dictionary::{mix64, multiset_hash, SampleShape};
 use profcol_pipeline::proto::Sample;
 
 use super::{Tables, DROP, NONE};
@@ -36,9 +36,7 @@ impl Rest {
             1 => [attrs[0] as u32, 0],
             2 => [attrs[0].min(attrs[1]) as u32, attrs[0].max(attrs[1]) as u32],
             _ => {
-                let set = attrs
-                    .iter()
-                    .fold(0u64, |acc, &x| acc.wrapping_add(mix(x as u32 as u64)));
+                let set = multiset_hash(attrs);
                 [set as u32, (set >> 32) as u32]
             }
         };
@@ -76,17 +74,8 @@ impl Key {
         let r = &self.rest;
         let a = (self.stack as u32 as u64) | ((r.link as u32 as u64) << 32);
         let b = (r.attrs[0] as u64) | ((r.attrs[1] as u64) << 32);
-        mix(mix(a ^ r.meta as u64) ^ b)
+        mix64(mix64(a ^ r.meta as u64) ^ b)
     }
-}
-
-/// splitmix64's finalizer: every input bit moves the high bits the table uses.
-#[inline]
-pub(super) fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// Numbers [`Rest`]s exactly, without hashing, when the tables are small

@@ -4,7 +4,7 @@
 //! nothing left to re-index in those samples, which would cost a second
 //! pass over every kept sample's attribute list.
 
-use profcol_pipeline::model::dictionary::{visit, Remap, Table, TableRemap};
+use profcol_pipeline::model::dictionary::{retain_flagged, visit, Remap, Table, TableRemap};
 use profcol_pipeline::proto::{ProfilesDictionary, ResourceProfiles};
 
 use crate::merge::DROP;
@@ -84,9 +84,7 @@ impl Compaction {
             attributes: TableRemap::compacting(&self.keep),
             ..Remap::identity()
         };
-        let mut keep = self.keep.iter();
-        dict.attribute_table
-            .retain(|_| keep.next().copied().unwrap_or(true));
+        retain_flagged(&mut dict.attribute_table, &self.keep);
         remap.apply_to_dictionary(dict);
         let mut rewritten = rewritten.iter();
         visit::resources_mut_with(resources, &mut |t, i| *i = remap.map(t, *i), &mut || {

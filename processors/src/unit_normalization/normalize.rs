@@ -15,7 +15,9 @@
 
 use hashbrown::{HashMap, HashSet};
 
-use profcol_pipeline::model::dictionary::{visit, Interner, Lookup, Remap, Table, TableRemap};
+use profcol_pipeline::model::dictionary::{
+    retain_flagged, visit, Interner, Lookup, Remap, Table, TableRemap,
+};
 use profcol_pipeline::model::{profiles_mut, ProfileBatch};
 use profcol_pipeline::proto::{
     any_value::Value, AnyValue, Profile, ProfilesData, ProfilesDictionary, ResourceProfiles, Sample,
@@ -658,11 +660,7 @@ fn remove_orphans(
         return;
     }
     let keep: Vec<bool> = orphan.iter().map(|&o| !o).collect();
-    let mut k = 0;
-    dict.string_table.retain(|_| {
-        k += 1;
-        keep[k - 1]
-    });
+    retain_flagged(&mut dict.string_table, &keep);
     let remap = Remap {
         strings: TableRemap::compacting(&keep),
         ..Remap::identity()

@@ -1,7 +1,7 @@
 use crate::proto::ProfilesData;
 
 use super::mark::mark_with;
-use super::{PerTable, Remap, SampleMarks, TableRemap};
+use super::{retain_flagged, PerTable, Remap, SampleMarks, TableRemap};
 
 /// Table sizes around a dictionary operation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -76,14 +76,9 @@ pub fn gc_with(data: &mut ProfilesData, opts: &GcOptions<'_>) -> GcStats {
 }
 
 fn retain_live<T>(table: &mut Vec<T>, live: &[bool], remap: &TableRemap) {
-    if remap.is_identity() {
-        return;
+    if !remap.is_identity() {
+        retain_flagged(table, live);
     }
-    let mut i = 0;
-    table.retain(|_| {
-        i += 1;
-        live[i - 1]
-    });
 }
 
 #[cfg(test)]

@@ -10,6 +10,25 @@ use crate::proto::{
     Stack,
 };
 
+/// splitmix64's finalizer: every input bit moves every output bit (the
+/// high ones that hash tables use included).
+#[inline]
+pub fn mix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// An order-free hash of a multiset of indices (an attribute set): the sum
+/// of the indices, each mixed. No sorting.
+#[inline]
+pub fn multiset_hash(indices: &[i32]) -> u64 {
+    indices
+        .iter()
+        .fold(0u64, |acc, &a| acc.wrapping_add(mix64(a as u32 as u64)))
+}
+
 pub trait DictHash {
     fn dict_hash<H: Hasher>(&self, h: &mut H);
 }

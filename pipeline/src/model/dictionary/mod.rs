@@ -32,13 +32,13 @@ pub mod visit;
 pub use builder::DictionaryBuilder;
 pub use dedup::{dedup, dedup_with};
 pub use gc::{gc, gc_with, GcOptions, GcStats};
-pub use hashing::DictHash;
+pub use hashing::{mix64, multiset_hash, DictHash};
 pub use interner::Interner;
 pub use lookup::Lookup;
 pub use mark::{mark, mark_parts, Live, SampleMarks};
 pub use merge::{merge, merge_all, Merger};
 pub use references::resolve_references;
-pub use remap::{Remap, TableRemap};
+pub use remap::{retain_flagged, Remap, TableRemap};
 pub use samples::{
     remove_empty_profiles, retain_profiles, retain_samples, sample_total, samples_identity,
     SampleIdentity, SampleShape,

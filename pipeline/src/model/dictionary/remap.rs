@@ -70,9 +70,12 @@ impl TableRemap {
                 }
             })
             .collect();
+        // An entry dropped before a kept one: that one moves.
         Self {
+            map,
+            identity: false,
+            moves: true,
             keeps_unknown: true,
-            ..Self::from_vec(map)
         }
     }
 
@@ -102,7 +105,8 @@ impl TableRemap {
         self.moves
     }
 
-    /// Number of old indices known (0 when none moves).
+    /// Number of old indices the map holds (0 for [`TableRemap::identity`]
+    /// and for a compaction where none moves).
     pub fn len(&self) -> usize {
         self.map.len()
     }
@@ -110,6 +114,13 @@ impl TableRemap {
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
+}
+
+/// Keeps the entries of `table` that `keep` flags, in order (entries past
+/// `keep` stay): the move whose references [`TableRemap::compacting`] maps.
+pub fn retain_flagged<T>(table: &mut Vec<T>, keep: &[bool]) {
+    let mut flags = keep.iter();
+    table.retain(|_| flags.next().copied().unwrap_or(true));
 }
 
 /// Old index -> new index for every table of a dictionary.

@@ -5,7 +5,7 @@ use std::hash::{Hash, Hasher};
 use crate::model::{profiles_mut, ProfileAt};
 use crate::proto::{Profile, ProfilesData, ProfilesDictionary, Sample};
 
-use super::Lookup;
+use super::{multiset_hash, Lookup};
 
 /// A sample's identity per the proto: `{stack_index, set_of(attribute_indices),
 /// link_index}`. Equality and hashing ignore the order of the attributes.
@@ -37,26 +37,14 @@ impl Eq for SampleIdentity<'_> {}
 
 impl Hash for SampleIdentity<'_> {
     fn hash<H: Hasher>(&self, h: &mut H) {
-        // A commutative sum of well-mixed elements: order-free, no sorting.
-        let set = self
-            .attribute_indices
-            .iter()
-            .fold(0u64, |acc, &a| acc.wrapping_add(mix(a)));
         (
             self.stack_index,
             self.link_index,
             self.attribute_indices.len(),
-            set,
+            multiset_hash(self.attribute_indices),
         )
             .hash(h);
     }
-}
-
-fn mix(x: i32) -> u64 {
-    let mut z = (x as u32 as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 fn same_multiset(a: &[i32], b: &[i32]) -> bool {
