@@ -52,14 +52,7 @@ pub(crate) fn dedup_data_with(
     if cfg.merge_samples {
         // After the rebuild, equal entries share one index: samples of one
         // identity have equal indices, and no attribute is rewritten.
-        let tables = data
-            .dictionary
-            .as_ref()
-            .map_or(Tables::default(), |d| Tables {
-                stacks: d.stack_table.len(),
-                attributes: d.attribute_table.len(),
-                links: d.link_table.len(),
-            });
+        let tables = Tables::of(data.dictionary.as_ref());
         for p in profiles_mut(&mut data.resource_profiles) {
             out.samples_merged += merger.merge(p, tables, &[], None) as u64;
         }

@@ -46,7 +46,7 @@ mod tests;
 
 use profcol_pipeline::model::dictionary::SampleMarks;
 use profcol_pipeline::model::prefetch::{prefetch, prefetch_sample, retain_ahead};
-use profcol_pipeline::proto::{Profile, Sample};
+use profcol_pipeline::proto::{Profile, ProfilesDictionary, Sample};
 
 use groups::Groups;
 use identity::{mapped, rest_of, RestCode, Singles};
@@ -64,6 +64,17 @@ pub(crate) struct Tables {
     pub stacks: usize,
     pub attributes: usize,
     pub links: usize,
+}
+
+impl Tables {
+    /// The sizes of `dict`'s tables (all 0 without a dictionary).
+    pub fn of(dict: Option<&ProfilesDictionary>) -> Self {
+        dict.map_or(Self::default(), |d| Self {
+            stacks: d.stack_table.len(),
+            attributes: d.attribute_table.len(),
+            links: d.link_table.len(),
+        })
+    }
 }
 
 fn rewrite(map: &[u32], attrs: &mut Vec<i32>) {

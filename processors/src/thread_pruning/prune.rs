@@ -424,6 +424,28 @@ impl ThreadRules {
         scratch.groups.push(group as u32);
     }
 
+    /// Takes in a sample the thread rules keep, of group `group`, naming
+    /// thread `ref_id`: counts it (`by_count`) and notes the id it refers
+    /// to (`track_refs`). Returns whether its attribute list changes.
+    #[inline(always)]
+    fn tally(
+        &self,
+        s: &Sample,
+        group: usize,
+        ref_id: u32,
+        plans: &AttrPlans,
+        non_idle: impl Fn(i32) -> bool,
+        scratch: &mut Scratch,
+    ) -> bool {
+        if self.by_count {
+            self.count(s, group, non_idle, scratch);
+        }
+        if self.track_refs && ref_id != NONE {
+            scratch.referenced[ref_id as usize] = true;
+        }
+        plans.changes(&s.attribute_indices)
+    }
+
     /// Whether samples of group `g` go for `min_samples_per_thread`.
     #[inline]
     fn few(&self, g: u32, scratch: &Scratch) -> bool {
@@ -527,13 +549,7 @@ fn plan_profile(
                     deferred: true,
                 };
             };
-            if by_count {
-                r.count(s, group, &non_idle, scratch);
-            }
-            rewrite |= plans.changes(&s.attribute_indices);
-            if track_refs && ref_id != NONE {
-                scratch.referenced[ref_id as usize] = true;
-            }
+            rewrite |= r.tally(s, group, ref_id, plans, &non_idle, scratch);
         }
         scratch.singles = singles;
         if by_count {
@@ -599,13 +615,7 @@ fn decide_and_drop(
             by_name += sample_observations(s);
             return false;
         };
-        if r.by_count {
-            r.count(s, group, &non_idle, scratch);
-        }
-        rewrite |= plans.changes(&s.attribute_indices);
-        if track_refs && ref_id != NONE {
-            scratch.referenced[ref_id as usize] = true;
-        }
+        rewrite |= r.tally(s, group, ref_id, plans, &non_idle, scratch);
         if mark {
             scratch.decided.sample(s);
         }
@@ -677,11 +687,9 @@ fn apply(
         .iter()
         .map(|x| if x.dropped { DROP } else { x.target as u32 })
         .collect();
-    let tables = dictionary.as_ref().map_or(Tables::default(), |d| Tables {
-        stacks: d.stack_table.len(),
-        attributes: d.attribute_table.len() + plans.new_attrs.len(),
-        links: d.link_table.len(),
-    });
+    let mut tables = Tables::of(dictionary.as_ref());
+    // The renamed entries are appended before the samples are rewritten.
+    tables.attributes += plans.new_attrs.len();
     // The entries the rewrite orphans go with it (see `compaction`).
     let compaction = match dictionary.as_ref() {
         Some(d) if plans.rewrites => {
