@@ -159,14 +159,8 @@ fn processors(c: &mut Criterion) {
 /// same request (`counted`: the request as `samples`/`count` profiles),
 /// timed in turns with it ([`turns`]).
 fn summary(bytes: &Bytes, counted: &Bytes, to_time: &Options) {
-    let dedup = |cfg: DictionaryDedupConfig| {
-        // The processor, which keeps its buffers from batch to batch.
-        let (mut p, telemetry) = (DictionaryDedup::new(cfg), Telemetry::new());
-        turns::in_turns(bytes, |batch| {
-            let mut ctx = ProcessContext::new("bench", "summary", &telemetry);
-            black_box(p.process(batch, &mut ctx));
-        })
-    };
+    // The processor, which keeps its buffers from batch to batch.
+    let dedup = |cfg| turns::processor(bytes, &mut DictionaryDedup::new(cfg));
     let normalize = |b: &Bytes, opts: Options| {
         turns::in_turns(b, |batch| {
             black_box(normalize_batch(batch, &opts));

@@ -6,7 +6,6 @@
 //!
 //! `cargo bench -p profcol-processors --bench processors_b -- --warm-up-time 1 --measurement-time 3`
 
-use std::hint::black_box;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -48,11 +47,8 @@ fn bench_processor(
     bytes: &Bytes,
     mut p: Box<dyn Processor>,
 ) -> (String, turns::Timing) {
+    let timing = turns::processor(bytes, &mut *p);
     let telemetry = Telemetry::new();
-    let timing = turns::in_turns(bytes, |batch| {
-        let mut ctx = ProcessContext::new("bench", "summary", &telemetry);
-        black_box(p.process(batch, &mut ctx));
-    });
     let mut g = c.benchmark_group("processors_b");
     g.throughput(Throughput::Elements(SAMPLES as u64));
     g.bench_function(name, |b| {

@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use prost::Message;
 
+use profcol_pipeline::component::{ProcessContext, Processor};
 use profcol_pipeline::proto::ProfilesData;
+use profcol_pipeline::telemetry::Telemetry;
 use profcol_pipeline::ProfileBatch;
 
 pub const RUNS: usize = 30;
@@ -81,6 +83,15 @@ pub fn in_turns(bytes: &Bytes, mut run: impl FnMut(&mut ProfileBatch)) -> Timing
             median(rounds.iter().map(|r| r.1).collect()),
         ),
     }
+}
+
+/// [`in_turns`] for processor `p`, called as the pipeline calls it.
+pub fn processor(bytes: &Bytes, p: &mut dyn Processor) -> Timing {
+    let telemetry = Telemetry::new();
+    in_turns(bytes, |batch| {
+        let mut ctx = ProcessContext::new("bench", "summary", &telemetry);
+        black_box(p.process(batch, &mut ctx));
+    })
 }
 
 /// The summary line of `name`.
