@@ -2,15 +2,10 @@
 
 mod common;
 
-use std::io::Read;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{client, free_port, request};
-
-fn profcol() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_profcol"))
-}
+use common::{client, free_port, health_status, profcol, request, wait_healthy, Running};
 
 fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::PathBuf {
     let p = dir.path().join(name);
@@ -260,85 +255,6 @@ fn components_lists_the_known_types() {
         "  - health_check",
     ] {
         assert!(text.contains(want), "{want:?} in\n{text}");
-    }
-}
-
-/// A running `profcol` with its stdout/stderr read on threads (a full pipe
-/// would block it).
-struct Running {
-    child: std::process::Child,
-    out: std::thread::JoinHandle<std::io::Result<u64>>,
-    err: std::thread::JoinHandle<std::io::Result<String>>,
-}
-
-impl Running {
-    fn start(args: &[&std::ffi::OsStr]) -> Running {
-        let mut child = profcol()
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdout = child.stdout.take().unwrap();
-        let mut stderr = child.stderr.take().unwrap();
-        let out = std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-        let err = std::thread::spawn(move || {
-            let mut logs = String::new();
-            stderr.read_to_string(&mut logs).map(|_| logs)
-        });
-        Running { child, out, err }
-    }
-
-    /// Kills the process and fails the test with its logs.
-    async fn fail(self, what: &str) -> ! {
-        self.signal("KILL");
-        let (code, logs) = self.wait(Duration::from_secs(10)).await;
-        panic!("{what}; exit {code:?}\n{logs}");
-    }
-
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .args([&format!("-{name}"), &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    /// Waits for exit (polling, so this runtime stays free to answer the
-    /// server's GOAWAY); returns the status and the logs.
-    async fn wait(mut self, limit: Duration) -> (std::process::ExitStatus, String) {
-        let started = Instant::now();
-        let code = loop {
-            if let Some(code) = self.child.try_wait().unwrap() {
-                break code;
-            }
-            if started.elapsed() > limit {
-                self.child.kill().unwrap();
-                panic!("still running {limit:?} after the signal");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
-        self.out.join().unwrap().unwrap();
-        (code, self.err.join().unwrap().unwrap())
-    }
-}
-
-async fn health_status(port: u16) -> Option<u16> {
-    let r = reqwest::get(format!("http://127.0.0.1:{port}/"))
-        .await
-        .ok()?;
-    Some(r.status().as_u16())
-}
-
-/// Waits until health_check answers 200 (the process needs a moment to bind).
-async fn wait_healthy(port: u16) {
-    let started = Instant::now();
-    while health_status(port).await != Some(200) {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "never became healthy"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
+use std::io::Read;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -212,4 +213,134 @@ pub async fn replay_fixture(port: u16, recording: &str, body: Option<Vec<u8>>) {
         body,
     )
     .await
+}
+
+/// Runs `f` on a thread of its own and fails, naming `what`, if it has not
+/// finished within `limit`: a runaway loop fails the test instead of
+/// hanging the suite.
+pub fn within(limit: std::time::Duration, what: &str, f: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        f();
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(()) => {}
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{what}: not finished within {limit:?}")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked"),
+    }
+}
+
+/// The `profcol` binary of this build.
+pub fn profcol() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_profcol"))
+}
+
+/// A running `profcol` with its stdout/stderr read on threads (a full pipe
+/// would block it).
+pub struct Running {
+    child: std::process::Child,
+    out: std::thread::JoinHandle<std::io::Result<u64>>,
+    err: std::thread::JoinHandle<std::io::Result<String>>,
+}
+
+impl Running {
+    pub fn start(args: &[&std::ffi::OsStr]) -> Running {
+        Self::spawn(profcol().args(args))
+    }
+
+    /// Starts `cmd` (a [`profcol`] command) with its output captured.
+    pub fn spawn(cmd: &mut std::process::Command) -> Running {
+        let mut child = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        let out = std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+        let err = std::thread::spawn(move || {
+            let mut logs = String::new();
+            stderr.read_to_string(&mut logs).map(|_| logs)
+        });
+        Running { child, out, err }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Peak and current resident memory of the process, in MiB
+    /// (`VmHWM`, `VmRSS` from `/proc`).
+    pub fn memory_mib(&self) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .unwrap_or(0)
+                / 1024
+        };
+        (field("VmHWM:"), field("VmRSS:"))
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// Kills the process and fails the test with its logs.
+    pub async fn fail(self, what: &str) -> ! {
+        self.signal("KILL");
+        let (code, logs) = self.wait(std::time::Duration::from_secs(10)).await;
+        panic!("{what}; exit {code:?}\n{logs}");
+    }
+
+    pub fn signal(&self, name: &str) {
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for exit (polling, so this runtime stays free to answer the
+    /// server's GOAWAY); returns the status and the logs.
+    pub async fn wait(mut self, limit: std::time::Duration) -> (std::process::ExitStatus, String) {
+        let started = std::time::Instant::now();
+        let code = loop {
+            if let Some(code) = self.child.try_wait().unwrap() {
+                break code;
+            }
+            if started.elapsed() > limit {
+                self.child.kill().unwrap();
+                panic!("still running {limit:?} after the signal");
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
+        self.out.join().unwrap().unwrap();
+        (code, self.err.join().unwrap().unwrap())
+    }
+}
+
+pub async fn health_status(port: u16) -> Option<u16> {
+    let r = reqwest::get(format!("http://127.0.0.1:{port}/"))
+        .await
+        .ok()?;
+    Some(r.status().as_u16())
+}
+
+/// Waits until health_check answers 200 (the process needs a moment to bind).
+pub async fn wait_healthy(port: u16) {
+    let started = std::time::Instant::now();
+    while health_status(port).await != Some(200) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "never became healthy"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }

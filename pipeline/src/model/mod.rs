@@ -1,6 +1,7 @@
 //! The unit of data that flows through a pipeline.
 
 pub mod batch;
+pub mod bounds;
 pub mod dictionary;
 pub mod prefetch;
 pub mod resolved;

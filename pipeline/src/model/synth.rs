@@ -297,6 +297,119 @@ fn string_kv(key: &str, value: &str) -> KeyValue {
     }
 }
 
+/// Requests with values that once made profcol loop or allocate without
+/// end (found by a black-box probe): each is `(name, data)`, a valid
+/// dictionary with one Profile of one sample. Every processor and exporter
+/// must finish them in bounded time and memory; ingest refuses those whose
+/// times lie past 2262.
+pub fn hostile() -> Vec<(&'static str, ProfilesData)> {
+    const MAX: u64 = u64::MAX;
+    let one = |ts: Vec<u64>, values: Vec<i64>, time: u64, duration: u64, unit: &str| {
+        let mut b = DictionaryBuilder::new();
+        let f = b.function_named("main", "", "main.go", 0);
+        let loc = b.location(Location {
+            lines: vec![Line {
+                function_index: f,
+                line: 1,
+                column: 0,
+            }],
+            ..Location::default()
+        });
+        let stack = b.stack(&[loc]);
+        let thread = b.attribute_kv(
+            "thread.name",
+            AnyValue {
+                value: Some(Value::StringValue("main".into())),
+            },
+            "",
+        );
+        let (ty, u) = if unit == "count" {
+            ("samples", "count")
+        } else {
+            ("cpu", "nanoseconds")
+        };
+        let sample_type = ValueType {
+            type_strindex: b.string(ty),
+            unit_strindex: b.string(u),
+        };
+        let period_type = ValueType {
+            type_strindex: b.string("cpu"),
+            unit_strindex: b.string("nanoseconds"),
+        };
+        let profile = Profile {
+            sample_type: Some(sample_type),
+            samples: vec![Sample {
+                stack_index: stack,
+                attribute_indices: vec![thread],
+                link_index: 0,
+                values,
+                timestamps_unix_nano: ts,
+            }],
+            time_unix_nano: time,
+            duration_nano: duration,
+            period_type: Some(period_type),
+            period: 10_000_000,
+            profile_id: vec![7; 16],
+            ..Profile::default()
+        };
+        ProfilesData {
+            resource_profiles: vec![ResourceProfiles {
+                resource: Some(Resource {
+                    attributes: vec![KeyValue {
+                        key: "service.name".into(),
+                        value: Some(AnyValue {
+                            value: Some(Value::StringValue("hostile".into())),
+                        }),
+                        ..KeyValue::default()
+                    }],
+                    ..Resource::default()
+                }),
+                scope_profiles: vec![ScopeProfiles {
+                    profiles: vec![profile],
+                    ..ScopeProfiles::default()
+                }],
+                ..ResourceProfiles::default()
+            }],
+            dictionary: Some(b.finish()),
+        }
+    };
+    let now = 1_795_000_000_000_000_000;
+    vec![
+        (
+            "sample timestamp 2^64-1",
+            one(vec![MAX], vec![], now, 0, "count"),
+        ),
+        (
+            "time_unix_nano 2^64-1",
+            one(vec![], vec![5], MAX, 1_000_000_000, "count"),
+        ),
+        (
+            "duration_nano 2^64-1",
+            one(vec![], vec![5], now, MAX, "count"),
+        ),
+        (
+            "duration 1e13, value 2^62 ns",
+            one(vec![], vec![1 << 62], now, 10_000_000_000_000, "ns"),
+        ),
+        (
+            "duration 1e14, value 2^62 ns",
+            one(vec![], vec![1 << 62], now, 100_000_000_000_000, "ns"),
+        ),
+        (
+            "no duration, value 2^63-1 count",
+            one(vec![], vec![i64::MAX], now, 0, "count"),
+        ),
+        (
+            "timestamps 0 and 2^63-1",
+            one(vec![0, i64::MAX as u64], vec![], now, 0, "count"),
+        ),
+        (
+            "value 2^63-1 twice",
+            one(vec![], vec![i64::MAX, i64::MAX], now, 60_000_000_000, "ns"),
+        ),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,7 @@ use crate::proto::{
     ResourceProfiles, ValueType,
 };
 
+use super::bounds::{late_time, LateTime};
 use super::dictionary::{PerTable, Table};
 
 /// Where the data breaks a rule, and which rule.
@@ -37,6 +38,10 @@ pub enum Problem {
     ValueCountMismatch { values: usize, timestamps: usize },
     /// Neither `values` nor `timestamps_unix_nano` has an entry.
     EmptySample,
+    /// A time past [`super::bounds::MAX_UNIX_NANO`] (year 2262), which no
+    /// recording has and which would turn into unbounded work downstream;
+    /// `end`: the profile's end, `time_unix_nano + duration_nano`.
+    TimeOutOfRange { value: u64, end: bool },
 }
 
 impl fmt::Display for Problem {
@@ -58,6 +63,11 @@ impl fmt::Display for Problem {
             Problem::EmptySample => {
                 f.write_str("neither values nor timestamps (a sample needs at least one)")
             }
+            Problem::TimeOutOfRange { value, end } => write!(
+                f,
+                "{}{value} is after 2262-04-11T23:47:16Z, the latest time int64 nanoseconds hold",
+                if *end { "the profile ends at time_unix_nano + duration_nano = " } else { "" }
+            ),
         }
     }
 }
@@ -261,6 +271,25 @@ fn resources(
 }
 
 fn profile(prof: &Profile, n: &PerTable, at: impl Fn() -> String) -> Result<(), ValidationError> {
+    if let Some(late) = late_time(prof) {
+        let (field, value, end) = match late {
+            LateTime::Start(v) => ("time_unix_nano".to_owned(), v, false),
+            LateTime::End(v) => ("duration_nano".to_owned(), v, true),
+            LateTime::Sample {
+                sample,
+                index,
+                value,
+            } => (
+                format!("samples[{sample}].timestamps_unix_nano[{index}]"),
+                value,
+                false,
+            ),
+        };
+        return Err(ValidationError {
+            path: format!("{}.{field}", at()),
+            problem: Problem::TimeOutOfRange { value, end },
+        });
+    }
     value_type(prof.sample_type.as_ref(), n)
         .map_err(|e| e.under(|| format!("{}.sample_type", at())))?;
     value_type(prof.period_type.as_ref(), n)

@@ -136,7 +136,9 @@ impl Handler {
             // encoding decodes into; an empty sample is the sender's own.
             let hint = match e.problem {
                 Problem::OutOfRange { .. } | Problem::NotZeroValue { .. } => REVISION_HINT,
-                Problem::ValueCountMismatch { .. } | Problem::EmptySample => "",
+                Problem::ValueCountMismatch { .. }
+                | Problem::EmptySample
+                | Problem::TimeOutOfRange { .. } => "",
             };
             format!("invalid profiles data: {e}{hint}")
         };

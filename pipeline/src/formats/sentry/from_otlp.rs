@@ -33,6 +33,7 @@ use super::relay_rules::{
 };
 use super::time::secs_to_unix_nanos;
 use super::to_otlp::DEFAULT_PERIOD_NS;
+use crate::model::bounds::{late_time, MAX_POINTS_PER_SAMPLE_PER_SEC, MAX_PROFILE_DURATION_NS};
 use crate::proto::{
     any_value::Value, AnyValue, KeyValue, KeyValueList, Profile, ProfilesData, ProfilesDictionary,
 };
@@ -114,6 +115,10 @@ impl ChunkResult {
         }
     }
 }
+
+/// Chunk windows' worth of points that aggregated values are spread into
+/// at once (a bound on memory that no input value moves).
+const MAX_EXPANDED_WINDOWS: u64 = 16;
 
 /// Converts every Profile of `data` to chunks.
 pub fn otlp_to_chunks(data: &ProfilesData, opts: &ExportOptions) -> Vec<ChunkResult> {
@@ -277,6 +282,16 @@ impl<'d> ProfileExport<'d> {
     }
 
     fn run(mut self, out: &mut Vec<ChunkResult>) {
+        // Times no recording has would drive the window loop and the
+        // expansion below: refused before any work.
+        if late_time(self.profile).is_some() || self.profile.duration_nano > MAX_PROFILE_DURATION_NS
+        {
+            out.push(ChunkResult::refused(vec![select::all_dropped(
+                self.profile,
+                reason::IMPLAUSIBLE_TIME,
+            )]));
+            return;
+        }
         let (mut points, pre_dropped) = self.points();
         if !pre_dropped.is_empty() {
             out.push(ChunkResult::refused(pre_dropped));
@@ -305,8 +320,12 @@ impl<'d> ProfileExport<'d> {
         while i < points.len() {
             let start = points[i].ts;
             let end = start.saturating_add(window);
-            let j = i + points[i..]
-                .partition_point(|p| p.ts < end && !exceeds_max_duration(start, p.ts));
+            // A window holds at least its first point, so the loop always
+            // advances (an `end` saturated at `u64::MAX` holds none).
+            let j = i
+                + 1
+                + points[i + 1..]
+                    .partition_point(|p| p.ts < end && !exceeds_max_duration(start, p.ts));
             windows.push(i..j);
             i = j;
         }
@@ -369,16 +388,20 @@ impl<'d> ProfileExport<'d> {
                 unsupported += 1;
                 continue;
             };
-            let value: i64 = s.values.iter().copied().filter(|v| *v > 0).sum();
+            let value = s
+                .values
+                .iter()
+                .filter(|v| **v > 0)
+                .fold(0u64, |t, &v| t.saturating_add(v as u64));
             let n = match per_point {
-                PerPoint::Count => value as u64,
+                PerPoint::Count => value,
                 PerPoint::Nanos { unit_ns, period_ns } => {
                     let ns = value as u128 * unit_ns as u128;
                     let n = (ns + period_ns as u128 / 2) / period_ns as u128;
                     if n == 0 && value > 0 {
                         1
                     } else {
-                        n as u64
+                        u64::try_from(n).unwrap_or(u64::MAX)
                     }
                 }
             };
@@ -404,12 +427,22 @@ impl<'d> ProfileExport<'d> {
             });
         }
         if !aggregated.is_empty() {
-            let total: u64 = aggregated.iter().map(|a| a.n).sum();
+            let total: u64 = aggregated.iter().fold(0, |t, a| t.saturating_add(a.n));
             let duration = if p.duration_nano > 0 {
                 p.duration_nano
             } else {
                 total.saturating_mul(self.period_ns())
             };
+            if let Some(reason) = implausible(aggregated.len(), total, duration) {
+                // Nothing of the profile is sent; what was unsupported stays so.
+                dropped.retain(|d| d.reason == reason::UNSUPPORTED_SAMPLE_TYPE);
+                dropped.push(Dropped {
+                    reason,
+                    sentry_samples: points.len() as u64,
+                    otlp_samples: p.samples.len() as u64 - unsupported,
+                });
+                return (Vec::new(), dropped);
+            }
             let t0 = if p.time_unix_nano > 0 {
                 p.time_unix_nano
             } else {
@@ -419,7 +452,9 @@ impl<'d> ProfileExport<'d> {
                 .opts
                 .max_chunk_duration_ns
                 .clamp(1, MAX_CHUNK_DURATION_NS);
-            let windows = duration.div_ceil(window).max(1);
+            // The points of at most 16 chunks are spread at once, whatever
+            // the duration: a longer profile is thinned in proportion.
+            let windows = duration.div_ceil(window).clamp(1, MAX_EXPANDED_WINDOWS);
             let capacity = windows.saturating_mul(self.opts.max_samples_per_chunk.max(1) as u64);
             let capped = expand(&aggregated, t0, duration, capacity, &mut points);
             if capped.points > 0 {
@@ -1093,6 +1128,18 @@ fn time_unit_ns(unit: &str) -> Option<u64> {
         "seconds" | "second" | "s" => 1_000_000_000,
         _ => return None,
     })
+}
+
+/// Why aggregated values are no recording, if they are not: `samples`
+/// OTLP samples worth `points` in all over `duration_ns` are more than 1 kHz
+/// per sample, or a duration (given, or made up from the values) over a day.
+/// Checked before any point is made, since both drive the work.
+fn implausible(samples: usize, points: u64, duration_ns: u64) -> Option<&'static str> {
+    if duration_ns > MAX_PROFILE_DURATION_NS {
+        return Some(reason::IMPLAUSIBLE_TIME);
+    }
+    let per_sample = (duration_ns / (1_000_000_000 / MAX_POINTS_PER_SAMPLE_PER_SEC)).max(1);
+    (points > (samples as u64).saturating_mul(per_sample)).then_some(reason::IMPLAUSIBLE_VALUES)
 }
 
 /// How many points one unit of a sample value is worth; `None` for units

@@ -74,6 +74,12 @@ pub mod reason {
     pub const DUPLICATE_SAMPLE_TYPE: &str = "duplicate_sample_type";
     /// A sample with neither timestamps nor a positive value.
     pub const EMPTY_SAMPLE: &str = "empty_sample";
+    /// A profile whose times lie past 2262 (int64 nanoseconds) or whose
+    /// duration is over a day: no recording, and unbounded work to convert.
+    pub const IMPLAUSIBLE_TIME: &str = "implausible_time";
+    /// Aggregated values worth more samples than 1 kHz per stack over the
+    /// profile's duration.
+    pub const IMPLAUSIBLE_VALUES: &str = "implausible_values";
 }
 
 /// Receiver-side settings of the conversion.

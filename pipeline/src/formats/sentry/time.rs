@@ -17,7 +17,7 @@ pub fn secs_to_unix_nanos(secs: f64) -> Option<u64> {
 /// Nanoseconds to float unix seconds at microsecond precision; parses back
 /// through [`secs_to_unix_nanos`] to the same microsecond.
 pub fn unix_nanos_to_secs(ns: u64) -> f64 {
-    let us = (ns + NS_PER_US / 2) / NS_PER_US;
+    let us = ns.saturating_add(NS_PER_US / 2) / NS_PER_US;
     us as f64 / 1e6
 }
 

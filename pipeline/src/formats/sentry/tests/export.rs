@@ -830,11 +830,17 @@ fn only_profiles_with_the_same_samples_are_duplicates() {
     assert_eq!(sent(&results).len(), 2);
     assert!(dropped_by_reason(&results).is_empty());
 
+    // Twice the counts of the first (not its nanoseconds, read as counts:
+    // ten million samples per stack would be refused as implausible).
     let mut data = go_cpu_as([("samples", "count"), ("samples", "count")]);
-    for s in &mut data.resource_profiles[0].scope_profiles[0].profiles[1].samples {
-        for v in &mut s.values {
-            *v *= 2;
-        }
+    let profiles = &mut data.resource_profiles[0].scope_profiles[0].profiles;
+    let counts: Vec<Vec<i64>> = profiles[0]
+        .samples
+        .iter()
+        .map(|s| s.values.clone())
+        .collect();
+    for (s, c) in profiles[1].samples.iter_mut().zip(counts) {
+        s.values = c.iter().map(|v| v * 2).collect();
     }
     let results = otlp_to_chunks(&data, &ExportOptions::default());
     assert!(sent(&results).len() >= 2);
@@ -1546,4 +1552,93 @@ fn ebpf_pseudo_frames_are_named_by_their_frame_type() {
         .collect();
     assert!(names.contains(&Some("[abort-marker]")), "{names:?}");
     assert!(names.contains(&Some("[cpython-error]")), "{names:?}");
+}
+
+/// Runs `f` on a thread and fails the test if it has not finished in 20 s,
+/// so a runaway loop fails instead of hanging the suite.
+pub(crate) fn within_seconds<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(20))
+        .expect("did not finish within 20 s")
+}
+
+#[test]
+fn hostile_times_and_values_are_refused_with_a_reason_in_bounded_work() {
+    for (name, data) in crate::model::synth::hostile() {
+        let samples = data.resource_profiles[0].scope_profiles[0].profiles[0]
+            .samples
+            .len() as u64;
+        let results = within_seconds(move || otlp_to_chunks(&data, &ExportOptions::default()));
+        assert_eq!(otlp_accounted(&results), samples, "{name}: {results:?}");
+        let points: u64 = results.iter().map(|r| r.sentry_samples).sum();
+        assert!(
+            points <= 16 * 100_000,
+            "{name}: {points} points, more than 16 chunks' worth"
+        );
+        let reasons = dropped_by_reason(&results);
+        let expected = match name {
+            "sample timestamp 2^64-1" | "time_unix_nano 2^64-1" | "duration_nano 2^64-1" => {
+                Some(reason::IMPLAUSIBLE_TIME)
+            }
+            "duration 1e14, value 2^62 ns" | "no duration, value 2^63-1 count" => {
+                Some(reason::IMPLAUSIBLE_TIME)
+            }
+            "duration 1e13, value 2^62 ns" | "value 2^63-1 twice" => {
+                Some(reason::IMPLAUSIBLE_VALUES)
+            }
+            _ => None,
+        };
+        if let Some(r) = expected {
+            assert!(
+                results.iter().all(|r| r.chunk.is_none()),
+                "{name}: nothing is sent"
+            );
+            assert!(
+                results
+                    .iter()
+                    .flat_map(|x| &x.dropped)
+                    .any(|d| d.reason == r && d.otlp_samples == samples),
+                "{name}: {reasons:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_long_plausible_profile_is_spread_over_at_most_sixteen_chunks_worth_of_points() {
+    // Two hours of 1000 stacks at 100 Hz: 7.2 M points, as aggregated values.
+    let mut data = crate::model::synth::Config {
+        samples: 1_000,
+        stacks: 1_000,
+        timestamps: false,
+        ..Default::default()
+    }
+    .build();
+    let dict = data.dictionary.clone().unwrap();
+    let mut b = DictionaryBuilder::from_dictionary(dict);
+    let (cpu, ns) = (b.string("cpu"), b.string("nanoseconds"));
+    let p = &mut data.resource_profiles[0].scope_profiles[0].profiles[0];
+    p.sample_type = Some(ValueType {
+        type_strindex: cpu,
+        unit_strindex: ns,
+    });
+    p.period_type = p.sample_type;
+    p.period = 10_000_000;
+    p.duration_nano = 7_200_000_000_000;
+    for s in &mut p.samples {
+        s.values = vec![7_200 * 10_000_000];
+    }
+    data.dictionary = Some(b.finish());
+    let results = within_seconds(move || otlp_to_chunks(&data, &ExportOptions::default()));
+    let points: u64 = results.iter().map(|r| r.sentry_samples).sum();
+    assert!(points <= 1_600_000 && points > 1_000_000, "{points}");
+    assert_eq!(
+        dropped_by_reason(&results).get(reason::MAX_SAMPLES_PER_CHUNK),
+        Some(&(7_200_000 - points)),
+        "the rest is counted"
+    );
+    assert_eq!(otlp_accounted(&results), 1_000);
 }
