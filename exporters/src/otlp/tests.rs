@@ -192,7 +192,7 @@ fn every_problem_is_reported_at_once() {
         create_errors("sending_queue: {num_consumers: 0}"),
         [
             "exporters::otlp/gw::endpoint: is required",
-            "exporters::otlp/gw::sending_queue::num_consumers: must be greater than 0",
+            "exporters::otlp/gw::sending_queue::num_consumers: must be between 1 and 1024, got 0 (each consumer is a task with its own buffers)",
         ]
     );
     assert_eq!(

@@ -83,10 +83,20 @@ impl Default for QueueSettings {
     }
 }
 
+/// Most consumers one sending queue may have: more only add idle tasks and
+/// memory (a million cost 745 MiB), never throughput.
+pub const MAX_CONSUMERS: usize = 1024;
+
 impl QueueSettings {
     pub fn validate(&self, path: &str, errs: &mut ConfigErrors) {
-        if self.enabled && self.num_consumers == 0 {
-            errs.push(format!("{path}::num_consumers"), "must be greater than 0");
+        if self.enabled && !(1..=MAX_CONSUMERS).contains(&self.num_consumers) {
+            errs.push(
+                format!("{path}::num_consumers"),
+                format!(
+                    "must be between 1 and {MAX_CONSUMERS}, got {} (each consumer is a task with its own buffers)",
+                    self.num_consumers
+                ),
+            );
         }
         if self.enabled && self.queue_size == 0 {
             errs.push(format!("{path}::queue_size"), "must be greater than 0");

@@ -1073,3 +1073,52 @@ service: {pipelines: {profiles: {receivers: [otlp], exporters: [otlp/a, otlp/b]}
     assert_eq!(b.endpoint, "b:4317");
     assert_eq!(b.timeout, Duration::from_secs(1));
 }
+
+#[test]
+fn deep_nesting_is_refused_before_parsing() {
+    let deep = format!("a: {}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let started = std::time::Instant::now();
+    let errs = parse_document(&deep).unwrap_err();
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    assert!(
+        errs[0].1.contains("nest deeper than 64 levels") && errs[0].1.starts_with("line 1:"),
+        "{errs:?}"
+    );
+    // Brackets inside quotes and comments do not count; real nesting does.
+    let fine = format!(
+        "a: '{0}'\nb: \"{0}\\\"\"\n# {0}\nc: {1}1{2}\n",
+        "[".repeat(200),
+        "[".repeat(64),
+        "]".repeat(64)
+    );
+    assert!(parse_document(&fine).is_ok(), "{:?}", parse_document(&fine));
+    let too_deep = format!("c: {}1{}\n", "{a: ".repeat(65), "}".repeat(65));
+    assert!(parse_document(&too_deep).is_err());
+}
+
+#[test]
+fn consumers_are_bounded() {
+    for (n, ok) in [
+        (0, false),
+        (1, true),
+        (1024, true),
+        (1025, false),
+        (1_000_000, false),
+    ] {
+        let mut errs = ConfigErrors::default();
+        QueueSettings {
+            num_consumers: n,
+            ..QueueSettings::default()
+        }
+        .validate("exporters::otlp::sending_queue", &mut errs);
+        assert_eq!(errs.0.is_empty(), ok, "{n}: {errs}");
+        if !ok {
+            assert!(
+                errs.to_string().contains(
+                    "exporters::otlp::sending_queue::num_consumers: must be between 1 and 1024"
+                ),
+                "{errs}"
+            );
+        }
+    }
+}

@@ -96,10 +96,66 @@ pub(super) fn parse_document(text: &str) -> Result<Dict, Problems> {
 
 /// The YAML tree of `text`, with `<<` merge keys applied.
 fn parse_yaml(text: &str) -> Result<Yaml, Problems> {
+    too_deep(text)?;
     let mut yaml: Yaml = serde_yaml_ng::from_str(text).map_err(|e| syntax(text, &e))?;
     yaml.apply_merge()
         .map_err(|e| vec![(Vec::new(), e.to_string())])?;
     Ok(yaml)
+}
+
+/// Deepest `[ ]` / `{ }` nesting a config may have. No real config comes
+/// close; the YAML parser takes time quadratic in the depth (100k levels:
+/// half a minute), so deeper text is refused before it is parsed.
+const MAX_FLOW_DEPTH: usize = 64;
+
+/// Refuses text whose flow collections nest deeper than [`MAX_FLOW_DEPTH`],
+/// counting brackets outside quotes and comments, in one linear pass.
+fn too_deep(text: &str) -> Result<(), Problems> {
+    let (mut depth, mut line) = (0usize, 1usize);
+    let mut chars = text.chars().peekable();
+    let mut prev = '\n';
+    while let Some(c) = chars.next() {
+        match c {
+            '\n' => line += 1,
+            '#' if prev.is_whitespace() => {
+                // A comment runs to the end of the line.
+                while chars.next_if(|&c| c != '\n').is_some() {}
+            }
+            '"' | '\'' => {
+                // A quoted scalar: `\"` escapes in double quotes, `''` in single.
+                while let Some(q) = chars.next() {
+                    match q {
+                        '\n' => line += 1,
+                        '\\' if c == '"' => {
+                            chars.next();
+                        }
+                        _ if q == c => {
+                            if c == '\'' && chars.next_if_eq(&'\'').is_some() {
+                                continue;
+                            }
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            '[' | '{' => {
+                depth += 1;
+                if depth > MAX_FLOW_DEPTH {
+                    return Err(vec![(
+                        Vec::new(),
+                        format!(
+                            "line {line}: [ ] and {{ }} nest deeper than {MAX_FLOW_DEPTH} levels"
+                        ),
+                    )]);
+                }
+            }
+            ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        prev = c;
+    }
+    Ok(())
 }
 
 /// A YAML syntax error, with a hint for the usual cause: in YAML, `{`
