@@ -244,7 +244,7 @@ impl Exporter for SentryExporter {
                     self.counters
                         .envelopes_refused
                         .fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(exporter = %ctx.id, chunk_id = %env.chunk_id, samples = env.samples, error = %detail, "Sentry refused a profile chunk");
+                    profcol_pipeline::warn_limited!(exporter = %ctx.id, chunk_id = %env.chunk_id, samples = env.samples, error = %detail, "Sentry refused a profile chunk");
                     claim.state.rejected += env.samples;
                     refusal = Some(detail);
                 }

@@ -236,7 +236,7 @@ async fn send_with_retry(
             give_up(&|n| ctx.telemetry.exporter_send_failed(&ctx.id, n, &why));
             return;
         }
-        tracing::warn!(exporter = %ctx.id, error = %message, interval = ?delay, "exporting failed, will retry");
+        crate::warn_limited!(exporter = %ctx.id, error = %message, interval = ?delay, "exporting failed, will retry");
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = stop.cancelled() => {

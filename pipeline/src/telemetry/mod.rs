@@ -2,8 +2,10 @@
 //! `tracing` event and the metric, with the Collector's metric names.
 //! Counts are in OTLP samples.
 
+mod log_limit;
 mod server;
 
+pub use log_limit::LogLimit;
 pub use server::serve_metrics;
 
 use prometheus_client::encoding::text::encode;
@@ -113,7 +115,7 @@ impl Telemetry {
     }
 
     pub fn receiver_refused(&self, receiver: &str, transport: &str, samples: u64, reason: &str) {
-        tracing::warn!(receiver, transport, samples, reason, "refused");
+        crate::warn_limited!(receiver, transport, samples, reason, "refused");
         self.receiver_refused
             .get_or_create(&vec![
                 ("receiver", receiver.to_owned()),
@@ -144,14 +146,14 @@ impl Telemetry {
     }
 
     pub fn exporter_send_failed(&self, exporter: &str, samples: u64, error: &str) {
-        tracing::error!(exporter, samples, error, "export failed; samples dropped");
+        crate::error_limited!(exporter, samples, error, "export failed; samples dropped");
         self.exporter_send_failed
             .get_or_create(&vec![("exporter", exporter.to_owned())])
             .inc_by(samples);
     }
 
     pub fn exporter_enqueue_failed(&self, exporter: &str, samples: u64, reason: &str) {
-        tracing::warn!(
+        crate::warn_limited!(
             exporter,
             samples,
             reason,
@@ -163,7 +165,7 @@ impl Telemetry {
     }
 
     pub fn exporter_dropped(&self, exporter: &str, samples: u64, reason: &str) {
-        tracing::warn!(exporter, samples, reason, "exporter dropped samples");
+        crate::warn_limited!(exporter, samples, reason, "exporter dropped samples");
         self.exporter_dropped
             .get_or_create(&vec![
                 ("exporter", exporter.to_owned()),
@@ -234,7 +236,7 @@ impl Telemetry {
 
     /// Samples the runtime dropped between components (`shutdown`, ...).
     pub fn pipeline_dropped(&self, pipeline: &str, samples: u64, reason: &str) {
-        tracing::warn!(pipeline, samples, reason, "pipeline dropped samples");
+        crate::warn_limited!(pipeline, samples, reason, "pipeline dropped samples");
         self.pipeline_dropped
             .get_or_create(&vec![
                 ("pipeline", pipeline.to_owned()),

@@ -402,7 +402,7 @@ impl Handler {
                     out.push((ty, c));
                 }
                 Err(e) => {
-                    tracing::warn!(receiver = %self.id, item = ty, reason = e.reason, error = %e.message, "item refused");
+                    profcol_pipeline::warn_limited!(receiver = %self.id, item = ty, reason = e.reason, error = %e.message, "item refused");
                     self.telemetry.receiver_item(&self.id, ty, e.reason);
                 }
             }
