@@ -102,11 +102,13 @@ impl Extension for HealthCheck {
         let app = Router::new()
             .route(&self.0.path, get(status))
             .with_state(ctx.health.clone());
-        Ok(tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(ctx.shutdown.cancelled_owned())
-                .await;
-        }))
+        Ok(profcol_pipeline::net::spawn(
+            &format!("extensions::{}", ctx.id),
+            listener,
+            app,
+            profcol_pipeline::net::ServerSettings::small(),
+            ctx.shutdown.clone(),
+        ))
     }
 }
 

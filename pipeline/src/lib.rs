@@ -6,6 +6,7 @@ pub mod component;
 pub mod config;
 pub mod formats;
 pub mod model;
+pub mod net;
 pub mod proto;
 pub mod runtime;
 pub mod telemetry;

@@ -1,5 +1,6 @@
 //! profcol's receivers, one folder per YAML type.
 
+pub mod body;
 pub mod endpoint;
 pub mod otlp;
 pub mod record;

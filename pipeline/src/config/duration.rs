@@ -63,6 +63,11 @@ impl Duration {
     pub fn get(self) -> std::time::Duration {
         self.0
     }
+
+    /// `None` for zero, which Collector settings read as "no limit".
+    pub fn nonzero(self) -> Option<std::time::Duration> {
+        (!self.0.is_zero()).then_some(self.0)
+    }
 }
 
 impl fmt::Display for Duration {

@@ -21,11 +21,13 @@ pub async fn serve_metrics(
     let app = Router::new()
         .route("/metrics", get(metrics))
         .with_state((telemetry, level));
-    Ok(tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await;
-    }))
+    Ok(crate::net::spawn(
+        "service::telemetry::metrics",
+        listener,
+        app,
+        crate::net::ServerSettings::small(),
+        shutdown,
+    ))
 }
 
 async fn metrics(State((t, level)): State<(Arc<Telemetry>, MetricsLevel)>) -> impl IntoResponse {

@@ -1,6 +1,7 @@
 use serde::{Deserialize, Serialize};
 
-use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
+use profcol_pipeline::net::ServerSettings;
 
 /// `receivers: otlp:` — the Collector's names; only gRPC carries profiles here.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,6 +49,55 @@ pub struct GrpcConfig {
     pub max_concurrent_streams: u32,
     /// Only `tcp` is supported.
     pub transport: String,
+    /// Open connections at once (profcol's own); at the cap the oldest
+    /// idle one is closed to admit a new one.
+    pub max_connections: usize,
+    pub keepalive: Keepalive,
+}
+
+/// `keepalive`, as the Collector's `configgrpc` spells it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Keepalive {
+    pub server_parameters: ServerParameters,
+    pub enforcement_policy: EnforcementPolicy,
+}
+
+/// gRPC's keepalive server parameters; `0` is "infinity" as in gRPC-Go.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerParameters {
+    /// A connection with no call in flight for this long is closed.
+    pub max_connection_idle: Duration,
+    /// Connections older than this get GOAWAY...
+    pub max_connection_age: Duration,
+    /// ...and are closed this long after, whatever is in flight.
+    pub max_connection_age_grace: Duration,
+    /// A ping after this long without a frame...
+    pub time: Duration,
+    /// ...must be answered within this.
+    pub timeout: Duration,
+}
+
+impl Default for ServerParameters {
+    fn default() -> Self {
+        Self {
+            max_connection_idle: Duration::from_secs(300),
+            max_connection_age: Duration::default(),
+            max_connection_age_grace: Duration::default(),
+            time: Duration::from_secs(7200),
+            timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Accepted so that Collector configs load; not enforced (the HTTP/2
+/// server answers every ping).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EnforcementPolicy {
+    pub min_time: Duration,
+    pub permit_without_stream: bool,
 }
 
 impl Default for GrpcConfig {
@@ -57,6 +107,26 @@ impl Default for GrpcConfig {
             max_recv_msg_size_mib: 64,
             max_concurrent_streams: 0,
             transport: "tcp".into(),
+            max_connections: 1024,
+            keepalive: Keepalive::default(),
+        }
+    }
+}
+
+impl GrpcConfig {
+    /// What the listener allows its clients.
+    pub fn server_settings(&self) -> ServerSettings {
+        let p = &self.keepalive.server_parameters;
+        ServerSettings {
+            max_connections: self.max_connections,
+            idle_timeout: p.max_connection_idle.nonzero(),
+            max_connection_age: p.max_connection_age.nonzero(),
+            max_connection_age_grace: p.max_connection_age_grace.nonzero(),
+            keepalive_time: p.time.nonzero(),
+            keepalive_timeout: p.timeout.get(),
+            max_concurrent_streams: (self.max_concurrent_streams > 0)
+                .then_some(self.max_concurrent_streams),
+            ..ServerSettings::default()
         }
     }
 }
@@ -83,6 +153,9 @@ impl OtlpReceiverConfig {
             );
         }
         crate::record::validate(self.record_to.as_deref(), cfg, &mut errs);
+        if g.max_connections == 0 {
+            errs.push(key("max_connections"), "must be greater than 0");
+        }
         if g.transport != "tcp" {
             errs.push(
                 key("transport"),

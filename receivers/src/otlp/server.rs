@@ -59,34 +59,16 @@ impl Receiver for OtlpReceiver {
             }),
             max_recv_bytes: (g.max_recv_msg_size_mib as usize) << 20,
         };
-        let mut server = tonic::transport::Server::builder();
-        if g.max_concurrent_streams > 0 {
-            server = server.max_concurrent_streams(g.max_concurrent_streams);
-        }
-        let incoming = tokio_stream_from(listener);
-        let shutdown = ctx.shutdown.clone();
-        Ok(tokio::spawn(async move {
-            let r = server
-                .add_service(svc)
-                .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
-                .await;
-            if let Err(e) = r {
-                tracing::error!(receiver = %ctx.id, error = %e, "OTLP gRPC server failed");
-            }
-        }))
+        let settings = g.server_settings();
+        let app = axum::Router::new().fallback_service(svc);
+        Ok(profcol_pipeline::net::spawn(
+            &format!("receivers::{}", ctx.id),
+            listener,
+            app,
+            settings,
+            ctx.shutdown.clone(),
+        ))
     }
-}
-
-fn tokio_stream_from(
-    listener: tokio::net::TcpListener,
-) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
-    futures::stream::unfold(listener, |l| async move {
-        let r = l.accept().await.map(|(s, _)| {
-            let _ = s.set_nodelay(true);
-            s
-        });
-        Some((r, l))
-    })
 }
 
 /// profiles/v1development still changes its field numbers between

@@ -30,8 +30,30 @@ fn exact_decode() {
             max_recv_msg_size_mib: 8,
             max_concurrent_streams: 16,
             transport: "tcp".into(),
+            ..GrpcConfig::default()
         }
     );
+}
+
+#[test]
+fn the_collectors_keepalive_example_decodes() {
+    // From the Collector's configgrpc README.
+    let c = decode(
+        "protocols:\n  grpc:\n    keepalive:\n      server_parameters:\n        max_connection_idle: 11s\n        max_connection_age: 12s\n        max_connection_age_grace: 13s\n        time: 30s\n        timeout: 5s\n      enforcement_policy:\n        min_time: 10s\n        permit_without_stream: true\n",
+    )
+    .unwrap();
+    let s = c.grpc().server_settings();
+    assert_eq!(s.idle_timeout, Some(std::time::Duration::from_secs(11)));
+    assert_eq!(
+        s.max_connection_age,
+        Some(std::time::Duration::from_secs(12))
+    );
+    assert_eq!(
+        s.max_connection_age_grace,
+        Some(std::time::Duration::from_secs(13))
+    );
+    assert_eq!(s.keepalive_time, Some(std::time::Duration::from_secs(30)));
+    assert_eq!(s.keepalive_timeout, std::time::Duration::from_secs(5));
 }
 
 #[test]

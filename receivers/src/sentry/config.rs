@@ -1,6 +1,7 @@
 use serde::{Deserialize, Serialize};
 
-use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
+use profcol_pipeline::net::{BodyLimits, ServerSettings};
 
 /// `receivers: sentry:` — Sentry's envelope endpoint, as Relay serves it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,6 +24,14 @@ pub struct SentryReceiverConfig {
     pub record_to: Option<String>,
     /// Recordings kept in `record_to`; the oldest go first. 0: no limit.
     pub record_max_files: usize,
+    /// Connection limits and timeouts (the Collector's `confighttp` names
+    /// where it has them).
+    pub max_connections: usize,
+    pub read_header_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub read_timeout: Duration,
+    pub body_timeout: Duration,
+    pub min_body_rate: u64,
 }
 
 /// A project id written as a number or a string.
@@ -54,11 +63,32 @@ impl Default for SentryReceiverConfig {
             include_original_payload: false,
             record_to: None,
             record_max_files: 1000,
+            max_connections: 1024,
+            read_header_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(60),
+            read_timeout: Duration::from_secs(0),
+            body_timeout: Duration::from_secs(30),
+            min_body_rate: 1024,
         }
     }
 }
 
 impl SentryReceiverConfig {
+    /// What the listener allows its clients; a zero duration is no limit.
+    pub fn server_settings(&self) -> ServerSettings {
+        ServerSettings {
+            max_connections: self.max_connections,
+            read_header_timeout: self.read_header_timeout.nonzero(),
+            idle_timeout: self.idle_timeout.nonzero(),
+            body: BodyLimits {
+                timeout: self.body_timeout.nonzero(),
+                min_rate: self.min_body_rate,
+                read_timeout: self.read_timeout.nonzero(),
+            },
+            ..ServerSettings::default()
+        }
+    }
+
     pub fn validate(&self, cfg: &ComponentConfig) -> Result<(), ConfigErrors> {
         let mut errs = ConfigErrors::default();
         if let Err(e) = crate::endpoint::check(&self.endpoint) {
@@ -71,6 +101,9 @@ impl SentryReceiverConfig {
             );
         }
         crate::record::validate(self.record_to.as_deref(), cfg, &mut errs);
+        if self.max_connections == 0 {
+            errs.push(cfg.key_path("max_connections"), "must be greater than 0");
+        }
         if self.max_item_size == 0 {
             errs.push(cfg.key_path("max_item_size"), "must be greater than 0");
         }

@@ -16,8 +16,8 @@ use profcol_pipeline::telemetry::Telemetry;
 use profcol_pipeline::ProfileBatch;
 
 use super::auth;
-use super::body::{self, BodyError};
 use super::config::SentryReceiverConfig;
+use crate::body::{BodyError, BodyReader};
 
 /// Categories a backed-up pipeline asks SDKs to pause.
 const LIMITED_CATEGORIES: &str = "profile_chunk;profile_chunk_ui;profile";
@@ -143,34 +143,35 @@ impl Handler {
         let encoding = headers
             .get("content-encoding")
             .and_then(|v| v.to_str().ok());
-        let bytes = match body::read(body, encoding, self.cfg.max_request_body_size).await {
+        let mut reader = match BodyReader::new(body, encoding, self.cfg.max_request_body_size) {
+            Ok(r) => r,
+            Err(e) => return self.body_error(e),
+        };
+        // With keys required and none in the request, the envelope header's
+        // `dsn` is the only credential: it is checked on the first line,
+        // before the rest of the body is read (or decompressed).
+        if header_key.is_none() && !self.cfg.keys.is_empty() {
+            let line = match reader.first_line(MAX_HEADER_LINE).await {
+                Ok(l) => l,
+                Err(e) => return self.body_error(e),
+            };
+            let dsn_key = serde_json::from_slice::<serde_json::Value>(line)
+                .ok()
+                .and_then(|h| h.get("dsn")?.as_str().map(auth::parse_dsn))
+                .and_then(Result::ok)
+                .map(|d| d.public_key);
+            match dsn_key {
+                Some(k) => {
+                    if let Some(reply) = self.check_key(&k) {
+                        return reply;
+                    }
+                }
+                None => return self.refuse("unauthorized", missing_key()),
+            }
+        }
+        let bytes = match reader.finish().await {
             Ok(b) => b,
-            Err(BodyError::TooLarge { limit }) => {
-                return self.refuse(
-                    "too_large",
-                    error(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        format!("envelope exceeds the size limit of {limit} bytes"),
-                        vec![],
-                    ),
-                )
-            }
-            Err(BodyError::UnsupportedEncoding(e)) => {
-                return self.refuse(
-                    "unsupported_encoding",
-                    error(
-                        StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                        format!("unsupported content encoding {e:?}"),
-                        vec![],
-                    ),
-                )
-            }
-            Err(BodyError::Corrupt(msg)) => {
-                return self.refuse(
-                    "malformed",
-                    error(StatusCode::BAD_REQUEST, "invalid body", vec![msg]),
-                )
-            }
+            Err(e) => return self.body_error(e),
         };
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return self.refuse(
@@ -237,14 +238,7 @@ impl Handler {
                     return reply;
                 }
             }
-            None if !self.cfg.keys.is_empty() => return self.refuse(
-                "unauthorized",
-                error(
-                    StatusCode::UNAUTHORIZED,
-                    "missing authorization: no sentry_key in X-Sentry-Auth, Authorization, the query or the dsn",
-                    vec![],
-                ),
-            ),
+            None if !self.cfg.keys.is_empty() => return self.refuse("unauthorized", missing_key()),
             None => {}
         }
 
@@ -332,6 +326,40 @@ impl Handler {
         self.refuse(e.reason(), reply)
     }
 
+    /// The answer to a body that could not be read.
+    fn body_error(&self, e: BodyError) -> Reply {
+        match e {
+            BodyError::TooLarge { limit } => self.refuse(
+                "too_large",
+                error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("envelope exceeds the size limit of {limit} bytes"),
+                    vec![],
+                ),
+            ),
+            BodyError::UnsupportedEncoding(e) => self.refuse(
+                "unsupported_encoding",
+                error(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    format!("unsupported content encoding {e:?}"),
+                    vec![],
+                ),
+            ),
+            BodyError::Corrupt(msg) => self.refuse(
+                "malformed",
+                error(StatusCode::BAD_REQUEST, "invalid body", vec![msg]),
+            ),
+            BodyError::TimedOut(msg) => self.refuse(
+                "timeout",
+                error(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "the body did not arrive in time",
+                    vec![msg],
+                ),
+            ),
+        }
+    }
+
     /// 401 for a key not in `keys`.
     fn check_key(&self, key: &str) -> Option<Reply> {
         if self.cfg.keys.is_empty() || self.cfg.keys.iter().any(|k| k == key) {
@@ -410,6 +438,19 @@ impl Handler {
         out
     }
 }
+
+/// 401 when `keys` is set and the request names no key anywhere.
+fn missing_key() -> Reply {
+    error(
+        StatusCode::UNAUTHORIZED,
+        "missing authorization: no sentry_key in X-Sentry-Auth, Authorization, the query or the dsn",
+        vec![],
+    )
+}
+
+/// The longest envelope header line read to find a `dsn` before the rest
+/// of the body (real headers are a few hundred bytes).
+const MAX_HEADER_LINE: usize = 64 << 10;
 
 fn ok(event_id: &str) -> Reply {
     Reply((StatusCode::OK, Json(json!({ "id": event_id }))).into_response())

@@ -3,7 +3,6 @@
 //! converted to OTLP profiles.
 
 mod auth;
-mod body;
 mod config;
 mod handler;
 mod server;

@@ -130,6 +130,7 @@ impl Receiver for SentryReceiver {
             self.cfg.record_max_files,
             &ctx.id,
         )?;
+        let settings = self.cfg.server_settings();
         let handler = Arc::new(
             Handler::new(
                 self.cfg,
@@ -140,13 +141,12 @@ impl Receiver for SentryReceiver {
             .with_recorder(recorder),
         );
         let app = router(handler);
-        Ok(tokio::spawn(async move {
-            let r = axum::serve(listener, app)
-                .with_graceful_shutdown(ctx.shutdown.cancelled_owned())
-                .await;
-            if let Err(e) = r {
-                tracing::error!(receiver = %ctx.id, error = %e, "Sentry receiver failed");
-            }
-        }))
+        Ok(profcol_pipeline::net::spawn(
+            &format!("receivers::{}", ctx.id),
+            listener,
+            app,
+            settings,
+            ctx.shutdown.clone(),
+        ))
     }
 }

@@ -1,0 +1,18 @@
+//! Serving clients over TCP with limits that hold against hostile ones:
+//! one accept loop and connection model for every listener (receivers,
+//! `health_check`, the metrics endpoint).
+//!
+//! - [`conns`]: every open connection, the per-listener cap (the oldest
+//!   idle connection is closed to admit a new one), idle and age timeouts,
+//!   and shedding when the process is out of file descriptors;
+//! - [`stream`]: a TCP stream that can be closed from outside;
+//! - [`body`]: request bodies that must keep arriving;
+//! - [`serve`]: the accept loop and hyper's HTTP/1.1 and HTTP/2 settings.
+
+pub mod body;
+pub mod conns;
+mod serve;
+mod stream;
+
+pub use body::{is_body_timeout, BodyLimits, BodyTimeout};
+pub use serve::{spawn, ServerSettings};

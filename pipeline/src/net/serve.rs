@@ -1,0 +1,222 @@
+//! The accept loop and the connections of one listener: HTTP/1.1 and
+//! HTTP/2 (gRPC included) through hyper, with the limits of
+//! [`ServerSettings`] held against clients that connect and stall.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+use super::body::{BodyLimits, TimedBody};
+use super::conns::{self, Slots};
+use super::stream::TrackedStream;
+
+/// What one listener allows its clients.
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    /// Open connections at once; at the cap the oldest idle one is closed
+    /// to admit a new one.
+    pub max_connections: usize,
+    /// HTTP/1: the request line and headers must arrive within this.
+    pub read_header_timeout: Option<Duration>,
+    /// A connection with no request in flight for this long is closed
+    /// (HTTP/1 keep-alive, gRPC's `max_connection_idle`).
+    pub idle_timeout: Option<Duration>,
+    /// Connections older than this are closed gracefully (HTTP/2 GOAWAY),
+    /// after `max_connection_age_grace` for the requests in flight.
+    pub max_connection_age: Option<Duration>,
+    pub max_connection_age_grace: Option<Duration>,
+    /// HTTP/2 keepalive pings: sent after this long without a frame...
+    pub keepalive_time: Option<Duration>,
+    /// ...and the connection is closed when the ping is not answered in this.
+    pub keepalive_timeout: Duration,
+    /// HTTP/2 streams per connection.
+    pub max_concurrent_streams: Option<u32>,
+    pub body: BodyLimits,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self {
+            max_connections: 1024,
+            read_header_timeout: Some(Duration::from_secs(60)),
+            idle_timeout: Some(Duration::from_secs(60)),
+            max_connection_age: None,
+            max_connection_age_grace: None,
+            keepalive_time: Some(Duration::from_secs(7200)),
+            keepalive_timeout: Duration::from_secs(20),
+            max_concurrent_streams: None,
+            body: BodyLimits::default(),
+        }
+    }
+}
+
+impl ServerSettings {
+    /// For the collector's own small endpoints (health, metrics): few
+    /// connections, short timeouts.
+    pub fn small() -> Self {
+        Self {
+            max_connections: 64,
+            read_header_timeout: Some(Duration::from_secs(10)),
+            idle_timeout: Some(Duration::from_secs(30)),
+            ..Self::default()
+        }
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown`; then connections close
+/// gracefully (requests in flight finish) and the task ends when the last
+/// one has. `name` (`receivers::sentry`) appears in logs.
+pub fn spawn(
+    name: &str,
+    listener: TcpListener,
+    router: axum::Router,
+    settings: ServerSettings,
+    shutdown: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let slots = Slots::new(name, settings.max_connections);
+    let settings = Arc::new(settings);
+    let builder = Arc::new(builder(&settings));
+    tokio::spawn(async move {
+        let sweeper = tokio::spawn(sweep(slots.clone(), settings.clone(), shutdown.clone()));
+        let mut conns = JoinSet::new();
+        loop {
+            while conns.try_join_next().is_some() {}
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                _ = slots.wait_for_room() => {}
+            }
+            let accepted = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                a = listener.accept() => a,
+            };
+            let (tcp, remote) = match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    if is_out_of_descriptors(&e) {
+                        conns::shed_oldest_idle();
+                    } else {
+                        crate::warn_limited!(listener = %slots.name, error = %e, "accept failed");
+                    }
+                    // As Go's server: a short pause instead of a busy loop.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            let _ = tcp.set_nodelay(true);
+            let local = tcp.local_addr().ok();
+            let conn = slots.register(remote);
+            conns.spawn(serve_connection(
+                tcp,
+                conn,
+                local,
+                router.clone(),
+                builder.clone(),
+                settings.clone(),
+                shutdown.clone(),
+            ));
+        }
+        drop(listener);
+        sweeper.abort();
+        // Connections close gracefully; the runtime cuts off the rest at
+        // its shutdown deadline by aborting this task (and so the set).
+        while conns.join_next().await.is_some() {}
+    })
+}
+
+fn builder(s: &ServerSettings) -> auto::Builder<TokioExecutor> {
+    let mut b = auto::Builder::new(TokioExecutor::new());
+    b.http1()
+        .timer(TokioTimer::new())
+        .keep_alive(true)
+        .header_read_timeout(s.read_header_timeout);
+    let mut h2 = b.http2();
+    h2.timer(TokioTimer::new())
+        .keep_alive_interval(s.keepalive_time)
+        .keep_alive_timeout(s.keepalive_timeout);
+    if let Some(n) = s.max_concurrent_streams {
+        h2.max_concurrent_streams(n);
+    }
+    b
+}
+
+async fn serve_connection(
+    tcp: tokio::net::TcpStream,
+    conn: conns::ConnGuard,
+    local: Option<SocketAddr>,
+    router: axum::Router,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    settings: Arc<ServerSettings>,
+    shutdown: CancellationToken,
+) {
+    let state = conn.clone();
+    let info = tonic::transport::server::TcpConnectInfo {
+        local_addr: local,
+        remote_addr: Some(conn.remote),
+    };
+    let body_limits = settings.body;
+    let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+        let request = state.begin_request();
+        let mut req = req.map(|b| axum::body::Body::new(TimedBody::new(b, body_limits)));
+        req.extensions_mut().insert(info.clone());
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(state.remote));
+        let call = router.clone().oneshot(req);
+        async move {
+            let resp = call.await;
+            drop(request);
+            Ok::<_, Infallible>(match resp {
+                Ok(r) => r,
+                Err(e) => match e {},
+            })
+        }
+    });
+    let io = TokioIo::new(TrackedStream::new(tcp, (*conn).clone()));
+    let connection = builder.serve_connection_with_upgrades(io, svc);
+    tokio::pin!(connection);
+    let retire = tokio::select! {
+        _ = connection.as_mut() => return,
+        _ = shutdown.cancelled() => None,
+        _ = conn.retired() => settings.max_connection_age_grace,
+    };
+    // Graceful: HTTP/1 closes once idle, HTTP/2 sends GOAWAY and lets the
+    // streams in flight finish; past the grace the connection is closed.
+    connection.as_mut().graceful_shutdown();
+    let grace = retire.unwrap_or(Duration::from_secs(30));
+    if tokio::time::timeout(grace, connection.as_mut())
+        .await
+        .is_err()
+    {
+        conn.close();
+        let _ = connection.await;
+    }
+}
+
+/// Closes idle and too-old connections, once a second.
+async fn sweep(slots: Arc<Slots>, settings: Arc<ServerSettings>, shutdown: CancellationToken) {
+    if settings.idle_timeout.is_none() && settings.max_connection_age.is_none() {
+        return;
+    }
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => slots.sweep(settings.idle_timeout, settings.max_connection_age),
+        }
+    }
+}
+
+/// EMFILE or ENFILE: the process or the system has no descriptor left.
+fn is_out_of_descriptors(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(24 | 23))
+}
