@@ -177,6 +177,7 @@ fn run(cli: Cli) -> ExitCode {
         Err(errs) => return invalid(&errs),
     };
     init_logs(&cfg.service.telemetry.logs_level);
+    raise_fd_limit();
     let Some(rt) = runtime() else {
         return ExitCode::FAILURE;
     };
@@ -185,7 +186,7 @@ fn run(cli: Cli) -> ExitCode {
         shutdown_timeout: cli.shutdown_timeout,
         ..RuntimeOptions::default()
     };
-    rt.block_on(async move {
+    let code = rt.block_on(async move {
         // Listening from before start-up on, so no signal is missed between
         // the first and the second.
         let mut signals = match Signals::install() {
@@ -202,24 +203,81 @@ fn run(cli: Cli) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        signals.next().await;
-        // A second signal forces exit without draining.
+        loop {
+            match signals.next().await {
+                Signal::Stop(name) => {
+                    tracing::info!("received {name}; shutting down");
+                    break;
+                }
+                Signal::DumpAndStop(name) => {
+                    tracing::info!("received {name}; logging the state, then shutting down");
+                    log_state(&svc);
+                    break;
+                }
+                Signal::Dump(name) => {
+                    tracing::info!("received {name}; logging the state");
+                    log_state(&svc);
+                }
+                Signal::Ignore(name, why) => tracing::warn!("received {name}; {why}"),
+            }
+        }
+        // A second stopping signal forces exit without draining.
         tokio::spawn(async move {
-            signals.next().await;
-            tracing::warn!("second signal: exiting without draining");
-            std::process::exit(130);
+            loop {
+                if let Signal::Stop(name) | Signal::DumpAndStop(name) = signals.next().await {
+                    tracing::warn!("second signal: exiting without draining ({name})");
+                    std::process::exit(130);
+                }
+            }
         });
         svc.shutdown().await;
         ExitCode::SUCCESS
-    })
+    });
+    // The drain above is bounded by its deadline; work still running on
+    // the blocking pool (a conversion cut off by it) must not hold the
+    // process up after it.
+    rt.shutdown_timeout(std::time::Duration::from_millis(500));
+    code
 }
 
-/// SIGTERM and SIGINT (Ctrl-C).
+/// Raises the soft limit on open files to the hard one, as Go programs do
+/// at start: every connection is a descriptor, and 1024 (a common soft
+/// default) is far below what one gateway holds.
+fn raise_fd_limit() {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(n) => tracing::debug!(limit = n, "open files limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open files limit"),
+    }
+}
+
+/// Logs the collector's own metrics (queues, accepted, refused, sent), one
+/// line each, for an operator who sent SIGUSR1 or SIGQUIT.
+fn log_state(svc: &RunningService) {
+    let text = svc
+        .telemetry()
+        .encode_text_at(profcol_pipeline::config::MetricsLevel::Basic);
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        tracing::info!("state: {line}");
+    }
+}
+
+/// What a signal asks of the collector.
+enum Signal {
+    /// SIGTERM, SIGINT: drain and exit.
+    Stop(&'static str),
+    /// SIGQUIT: log the state, then drain and exit.
+    DumpAndStop(&'static str),
+    /// SIGUSR1: log the state and keep running.
+    Dump(&'static str),
+    /// Signals whose default action would end the process at once without
+    /// a drain or a log line: logged and ignored.
+    Ignore(&'static str, &'static str),
+}
+
+/// Every catchable signal whose default action ends the process.
 struct Signals {
     #[cfg(unix)]
-    term: tokio::signal::unix::Signal,
-    #[cfg(unix)]
-    int: tokio::signal::unix::Signal,
+    streams: Vec<(tokio::signal::unix::Signal, &'static str)>,
 }
 
 impl Signals {
@@ -227,22 +285,58 @@ impl Signals {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{signal, SignalKind};
-            Ok(Self {
-                term: signal(SignalKind::terminate())?,
-                int: signal(SignalKind::interrupt())?,
-            })
+            let kinds = [
+                (SignalKind::terminate(), "SIGTERM"),
+                (SignalKind::interrupt(), "SIGINT"),
+                (SignalKind::quit(), "SIGQUIT"),
+                (SignalKind::hangup(), "SIGHUP"),
+                (SignalKind::user_defined1(), "SIGUSR1"),
+                (SignalKind::user_defined2(), "SIGUSR2"),
+                (SignalKind::alarm(), "SIGALRM"),
+                (SignalKind::io(), "SIGIO"),
+                (SignalKind::from_raw(libc::SIGVTALRM), "SIGVTALRM"),
+                (SignalKind::from_raw(libc::SIGPROF), "SIGPROF"),
+                (SignalKind::from_raw(libc::SIGXCPU), "SIGXCPU"),
+                (SignalKind::from_raw(libc::SIGXFSZ), "SIGXFSZ"),
+                #[cfg(target_os = "linux")]
+                (SignalKind::from_raw(libc::SIGPWR), "SIGPWR"),
+            ];
+            let mut streams = Vec::with_capacity(kinds.len());
+            for (kind, name) in kinds {
+                streams.push((signal(kind)?, name));
+            }
+            Ok(Self { streams })
         }
         #[cfg(not(unix))]
         Ok(Self {})
     }
 
-    async fn next(&mut self) {
+    async fn next(&mut self) -> Signal {
         #[cfg(unix)]
-        tokio::select! {
-            _ = self.term.recv() => tracing::info!("received SIGTERM"),
-            _ = self.int.recv() => tracing::info!("received SIGINT"),
+        {
+            let name = futures::future::select_all(
+                self.streams
+                    .iter_mut()
+                    .map(|(s, name)| Box::pin(async move { s.recv().await.map(|_| *name) })),
+            )
+            .await
+            .0
+            .unwrap_or("SIGTERM");
+            match name {
+                "SIGTERM" | "SIGINT" => Signal::Stop(name),
+                "SIGQUIT" => Signal::DumpAndStop(name),
+                "SIGUSR1" => Signal::Dump(name),
+                "SIGHUP" => Signal::Ignore(
+                    name,
+                    "config reload on SIGHUP is not supported yet; ignoring the signal (restart to change the config)",
+                ),
+                _ => Signal::Ignore(name, "ignoring the signal"),
+            }
         }
         #[cfg(not(unix))]
-        let _ = tokio::signal::ctrl_c().await;
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            Signal::Stop("Ctrl-C")
+        }
     }
 }
