@@ -102,7 +102,7 @@ fn every_recorded_envelope_converts_with_all_samples_and_frames() {
             assert_eq!(ignored, BTreeMap::from([("transaction".to_owned(), 1)]));
         }
     }
-    assert_eq!(profiles, 3);
+    assert_eq!(profiles, 6);
 }
 
 #[test]
