@@ -569,8 +569,12 @@ async fn bad_input_is_refused_and_the_receiver_keeps_serving() {
     assert_eq!(telemetry.accepted("otlp"), samples(&[good]));
 }
 
+/// A client hears "accepted" only once its batch is in the exporter's
+/// queue: with the queue full it gets UNAVAILABLE (with RetryInfo) and
+/// nothing of the refused requests is counted as accepted, so nothing
+/// accepted is ever dropped for lack of room (`enqueue_failed` stays 0).
 #[tokio::test]
-async fn a_full_pipeline_answers_unavailable() {
+async fn a_full_queue_answers_unavailable_and_loses_nothing_accepted() {
     let sink = Sink::start().await;
     sink.answer_next(std::iter::repeat_n(
         Answer::Fail(Code::Unavailable, "down"),
@@ -579,7 +583,69 @@ async fn a_full_pipeline_answers_unavailable() {
     let (yaml, recv, _) = to_sink(&sink);
     let yaml = yaml.replace(
         "      max_elapsed_time: 2s\n",
-        "      max_elapsed_time: 2s\n    sending_queue:\n      queue_size: 1\n      num_consumers: 1\n      block_on_overflow: true\n",
+        "      max_elapsed_time: 2s\n    sending_queue:\n      queue_size: 1\n      num_consumers: 1\n",
+    );
+    let opts = RuntimeOptions {
+        shutdown_timeout: Duration::from_millis(200),
+        ..RuntimeOptions::default()
+    };
+    let svc = profcol::app::start_str(&yaml, opts).await.unwrap();
+    let telemetry = svc.telemetry().clone();
+    let req = request("otlp/minimal-request.bin");
+    let mut c = client(recv).await;
+    // One in the exporter (retrying), then one in the queue.
+    c.export(req.clone()).await.unwrap();
+    while sink.calls() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    c.export(req.clone()).await.unwrap();
+    let mut unavailable = 0;
+    for _ in 0..8 {
+        let s = c.export(req.clone()).await.unwrap_err();
+        assert_eq!(s.code(), Code::Unavailable, "{s:?}");
+        assert!(
+            s.message()
+                .contains("the sending queue of exporters::otlp is full"),
+            "{s:?}"
+        );
+        assert!(
+            tonic_types::StatusExt::get_details_retry_info(&s).is_some(),
+            "UNAVAILABLE carries RetryInfo"
+        );
+        unavailable += 1;
+    }
+    svc.shutdown().await;
+    let n = samples(std::slice::from_ref(&req));
+    assert_eq!(telemetry.accepted("otlp"), 2 * n);
+    assert_eq!(telemetry.refused_for("otlp", "queue_full"), unavailable * n);
+    assert_eq!(
+        telemetry.items("otlp", "request", "queue_full"),
+        unavailable
+    );
+    assert_eq!(telemetry.enqueue_failed("otlp"), 0);
+    // Accounting: whatever was accepted is failed or dropped at shutdown.
+    assert_eq!(
+        telemetry.accepted("otlp"),
+        telemetry.sent("otlp")
+            + telemetry.send_failed("otlp")
+            + telemetry.exporter_dropped_total("otlp")
+    );
+}
+
+/// With `block_on_overflow`, a client waits for room instead; past the
+/// batches a pipeline takes at once (its inbox), requests are refused
+/// with UNAVAILABLE (`pipeline_full`).
+#[tokio::test]
+async fn a_blocked_queue_holds_clients_and_a_full_pipeline_refuses_more() {
+    let sink = Sink::start().await;
+    sink.answer_next(std::iter::repeat_n(
+        Answer::Fail(Code::Unavailable, "down"),
+        1000,
+    ));
+    let (yaml, recv, _) = to_sink(&sink);
+    let yaml = yaml.replace(
+        "      max_elapsed_time: 2s\n",
+        "      max_elapsed_time: 1s\n    sending_queue:\n      queue_size: 1\n      num_consumers: 1\n      block_on_overflow: true\n",
     );
     let opts = RuntimeOptions {
         inbox_capacity: 1,
@@ -590,84 +656,84 @@ async fn a_full_pipeline_answers_unavailable() {
     let telemetry = svc.telemetry().clone();
     let req = request("otlp/minimal-request.bin");
     let mut c = client(recv).await;
-    let mut unavailable = 0;
-    for _ in 0..10 {
-        match c.export(req.clone()).await {
-            Ok(_) => {}
-            Err(s) => {
-                assert_eq!(s.code(), Code::Unavailable, "{s:?}");
-                unavailable += 1;
-            }
-        }
+    c.export(req.clone()).await.unwrap();
+    while sink.calls() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    c.export(req.clone()).await.unwrap();
+    // The third waits for room (holding the pipeline's one place), the
+    // others are refused at once.
+    let waiting = {
+        let (mut c, req) = (c.clone(), req.clone());
+        tokio::spawn(async move { c.export(req).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiting.is_finished(), "the client waits for room");
+    let s = c.export(req.clone()).await.unwrap_err();
+    assert_eq!(s.code(), Code::Unavailable, "{s:?}");
     assert!(
-        unavailable > 0,
-        "one in the exporter, one in its queue, one in the inbox; the rest refused"
+        s.message().contains("the pipeline profiles is full"),
+        "{s:?}"
     );
+    // Once the exporter gives up on the first (1 s), the waiting one gets in.
+    waiting.await.unwrap().unwrap();
     svc.shutdown().await;
     let n = samples(std::slice::from_ref(&req));
-    assert_eq!(telemetry.refused("otlp"), unavailable * n);
+    assert_eq!(telemetry.accepted("otlp"), 3 * n);
+    assert_eq!(telemetry.items("otlp", "request", "pipeline_full"), 1);
     assert_eq!(
-        telemetry.items("otlp", "request", "pipeline_full"),
-        unavailable
-    );
-    // Accounting: whatever was accepted is failed or dropped at shutdown.
-    let accepted = telemetry.accepted("otlp");
-    assert_eq!(
-        accepted,
+        telemetry.accepted("otlp"),
         telemetry.sent("otlp")
             + telemetry.send_failed("otlp")
             + telemetry.exporter_dropped_total("otlp")
-            + telemetry.pipeline_dropped_total("profiles")
-            + telemetry.enqueue_failed("otlp")
     );
 }
 
-/// The byte budget (`--memory-limit-mib`): batches in flight hold their
-/// bytes until every exporter is done; past the budget a request gets
-/// UNAVAILABLE (retry later), one larger than the whole budget
-/// RESOURCE_EXHAUSTED. Both are counted with their reason.
+/// The memory budget (`--memory-limit-mib`) counts what batches hold once
+/// decoded, and the working space of the exporter's attempt: past it a
+/// request gets UNAVAILABLE (retry later), one larger than the whole
+/// budget RESOURCE_EXHAUSTED. Both are counted with their reason.
 #[tokio::test]
-async fn the_byte_budget_bounds_what_is_in_flight() {
+async fn the_memory_budget_bounds_what_is_in_flight() {
     let sink = Sink::start().await;
-    // The sink refuses for a while: accepted batches stay in flight.
-    sink.answer_next(std::iter::repeat_n(
-        Answer::Fail(Code::Unavailable, "down"),
-        1000,
-    ));
+    // The sink holds the first call: its batch (and the attempt's working
+    // space) stays in memory.
+    sink.answer_next([Answer::Hold(3_000)]);
     let (yaml, recv, _) = to_sink(&sink);
     let small = request("otlp/minimal-request.bin");
-    let size = prost::Message::encoded_len(&small);
+    let held = profcol_pipeline::ProfileBatch::decode(prost::Message::encode_to_vec(&small).into())
+        .unwrap()
+        .held_bytes();
     let opts = RuntimeOptions {
-        // Room for two small requests, not three.
-        memory_limit_bytes: size * 5 / 2,
+        // The first batch and its attempt, the second: three times what
+        // one holds; not a fourth.
+        memory_limit_bytes: held * 7 / 2,
         shutdown_timeout: Duration::from_millis(200),
         ..RuntimeOptions::default()
     };
     let svc = profcol::app::start_str(&yaml, opts).await.unwrap();
     let telemetry = svc.telemetry().clone();
     let mut c = client(recv).await;
-    c.export(small.clone()).await.unwrap();
-    c.export(small.clone()).await.unwrap();
-    let full = c.export(small.clone()).await.unwrap_err();
-    assert_eq!(full.code(), Code::Unavailable, "{full:?}");
-    assert_eq!(full.message(), "the memory limit is reached, retry later");
+    // Decoded, this one would be larger than the whole budget.
     let big = c.export(request("otlp/go-cpu.otlp.bin")).await.unwrap_err();
     assert_eq!(big.code(), Code::ResourceExhausted, "{big:?}");
     assert!(
         big.message().contains("exceeds the memory budget"),
         "{big:?}"
     );
+    c.export(small.clone()).await.unwrap();
+    while sink.calls() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    c.export(small.clone()).await.unwrap();
+    let full = c.export(small.clone()).await.unwrap_err();
+    assert_eq!(full.code(), Code::Unavailable, "{full:?}");
+    assert_eq!(full.message(), "the memory limit is reached, retry later");
     svc.shutdown().await;
 
     let n = samples(std::slice::from_ref(&small));
     assert_eq!(telemetry.accepted("otlp"), 2 * n);
-    assert_eq!(telemetry.refused_for("otlp", "memory_limit"), n);
-    assert_eq!(
-        telemetry.refused_for("otlp", "too_large"),
-        samples(&[request("otlp/go-cpu.otlp.bin")])
-    );
-    // The refused requests themselves, by reason.
+    // Refused before decoding: no samples known, the requests counted.
     for reason in ["memory_limit", "too_large"] {
         assert_eq!(telemetry.items("otlp", "request", reason), 1, "{reason}");
     }

@@ -15,6 +15,7 @@ use bytes::Bytes;
 use criterion::{Criterion, Throughput};
 use prost::Message;
 
+use profcol_pipeline::model::footprint::{estimate_decoded, heap_bytes};
 use profcol_pipeline::model::{synth, validate};
 use profcol_pipeline::proto::{ExportProfilesServiceRequest, ProfilesData};
 use profcol_pipeline::ProfileBatch;
@@ -24,9 +25,13 @@ fn raw_prost(bytes: &[u8]) -> usize {
     req.encode_to_vec().len()
 }
 
+/// What the receiver does with a request: reserve memory for the decoded
+/// size read off the wire, decode, validate, count what the batch holds.
 fn pass_through(bytes: &Bytes) -> usize {
+    let estimate = estimate_decoded(bytes);
     let batch = ProfileBatch::decode(bytes.clone()).unwrap();
     validate(batch.data()).unwrap();
+    black_box(estimate + batch.held_bytes());
     batch.encode_to_bytes().len()
 }
 
@@ -95,6 +100,18 @@ fn main() {
             black_box(reencode(black_box(bytes)));
         });
         let rate = |d: Duration| *n as f64 / d.as_secs_f64() / 1e6;
+        let estimate = best_of(15, || {
+            black_box(estimate_decoded(black_box(bytes)));
+        });
+        let decoded = ProfilesData::decode(bytes.clone()).unwrap();
+        let heap = best_of(15, || {
+            black_box(heap_bytes(black_box(&decoded)));
+        });
+        println!(
+            "  {n:>7} samples: memory estimate off the wire {estimate:>9.2?} = {:.2}x, heap size of the decoded batch {heap:>9.2?} = {:.2}x",
+            estimate.as_secs_f64() / raw.as_secs_f64(),
+            heap.as_secs_f64() / raw.as_secs_f64(),
+        );
         println!(
             "  {n:>7} samples, {:>9} bytes: prost {raw:>9.2?} ({:.1} M samples/s); decode+validate+pass-through {pass:>9.2?} = {:.2}x; decode+validate+re-encode {re:>9.2?} = {:.2}x",
             bytes.len(),

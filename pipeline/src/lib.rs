@@ -4,7 +4,9 @@
 
 pub mod component;
 pub mod config;
+pub mod cpu;
 pub mod formats;
+pub mod memory;
 pub mod model;
 pub mod net;
 pub mod proto;

@@ -51,3 +51,56 @@ pub fn go_tool_pprof(args: &[&str], file: &Path, tmp: &Path) -> String {
     );
     String::from_utf8(out.stdout).unwrap()
 }
+
+/// An [`Output`](crate::component::Output) whose one pipeline queues every
+/// batch in a queue the test reads: what a receiver hands over, with the
+/// runtime's admission (memory budget of `budget` bytes, `queue_size`
+/// batches) in front.
+pub fn capture(
+    receiver: &str,
+    queue_size: usize,
+    budget: usize,
+    telemetry: std::sync::Arc<crate::telemetry::Telemetry>,
+) -> (crate::component::Output, Capture) {
+    use std::sync::Arc;
+    let budget = crate::memory::MemoryBudget::new(budget);
+    let queue = Arc::new(crate::runtime::queue::MemoryQueue::new(queue_size));
+    let exporter = crate::runtime::ExporterQueue {
+        id: "capture".into(),
+        queue: queue.clone(),
+        block: false,
+        gauges: false,
+        telemetry: telemetry.clone(),
+    };
+    let pipeline = crate::runtime::Pipeline::new(
+        "profiles",
+        64,
+        Vec::new(),
+        vec![exporter],
+        budget.clone(),
+        telemetry.clone(),
+    );
+    let output =
+        crate::component::Output::new(receiver, vec![Arc::new(pipeline)], budget, telemetry);
+    (output, Capture(queue))
+}
+
+/// The batches a [`capture`] output queued.
+pub struct Capture(std::sync::Arc<crate::runtime::queue::MemoryQueue>);
+
+impl Capture {
+    /// The next batch, waiting for it.
+    pub async fn recv(&mut self) -> Option<std::sync::Arc<crate::model::ProfileBatch>> {
+        use crate::runtime::queue::Queue;
+        self.0.take().await.map(|(b, _)| b)
+    }
+
+    /// The next batch if one is queued.
+    pub fn try_recv(&mut self) -> Option<std::sync::Arc<crate::model::ProfileBatch>> {
+        use crate::runtime::queue::Queue;
+        if self.0.size() == 0 {
+            return None;
+        }
+        futures::executor::block_on(self.0.take()).map(|(b, _)| b)
+    }
+}

@@ -4,11 +4,15 @@
 //! decide on the first line (a Sentry envelope's header, which may carry the
 //! only credential) before it reads the rest.
 
+use std::sync::Arc;
+
 use async_compression::tokio::bufread::{BrotliDecoder, GzipDecoder, ZlibDecoder, ZstdDecoder};
 use axum::body::Body;
 use futures::TryStreamExt;
 use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
 use tokio_util::io::StreamReader;
+
+use profcol_pipeline::memory::{MemoryBudget, Reservation};
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum BodyError {
@@ -20,21 +24,53 @@ pub enum BodyError {
     Corrupt(String),
     /// The client stopped sending (or sent too slowly): 408.
     TimedOut(String),
+    /// The collector's memory budget cannot hold more: retry later.
+    MemoryLimit,
+    /// The collector's whole memory budget could never hold the body: 413.
+    OverBudget { wanted: usize, limit: usize },
 }
 
-/// A body being read: decompressed (every `Content-Encoding` listed,
-/// undone in reverse order of application) and limited.
+/// An HTTP body as bytes as they arrive.
+pub type RawReader = Box<dyn AsyncRead + Send + Unpin>;
+
+/// The body's bytes as they arrive, before any decoding.
+pub fn raw(body: Body) -> RawReader {
+    Box::new(StreamReader::new(
+        body.into_data_stream().map_err(std::io::Error::other),
+    ))
+}
+
+/// A body being read: decompressed (every encoding listed, undone in
+/// reverse order of application), limited, and charged to the memory
+/// budget as it grows.
 pub struct BodyReader {
-    reader: tokio::io::Take<Box<dyn AsyncRead + Send + Unpin>>,
+    reader: tokio::io::Take<RawReader>,
     limit: u64,
     read: Vec<u8>,
+    memory: Reservation,
 }
 
 impl BodyReader {
-    pub fn new(body: Body, content_encoding: Option<&str>, limit: u64) -> Result<Self, BodyError> {
-        let stream = body.into_data_stream().map_err(std::io::Error::other);
-        let mut reader: Box<dyn AsyncRead + Send + Unpin> = Box::new(StreamReader::new(stream));
-        let encodings: Vec<String> = content_encoding
+    /// Reads `body` with its `Content-Encoding`.
+    pub fn new(
+        body: Body,
+        content_encoding: Option<&str>,
+        limit: u64,
+        budget: &Arc<MemoryBudget>,
+    ) -> Result<Self, BodyError> {
+        Self::from_reader(raw(body), content_encoding, limit, budget)
+    }
+
+    /// Reads what `raw` yields, encoded with `encodings` (comma-separated,
+    /// as in `Content-Encoding` or `grpc-encoding`).
+    pub fn from_reader(
+        raw: RawReader,
+        encodings: Option<&str>,
+        limit: u64,
+        budget: &Arc<MemoryBudget>,
+    ) -> Result<Self, BodyError> {
+        let mut reader = raw;
+        let encodings: Vec<String> = encodings
             .unwrap_or("")
             .split(',')
             .map(|e| e.trim().to_ascii_lowercase())
@@ -50,53 +86,100 @@ impl BodyReader {
                 other => return Err(BodyError::UnsupportedEncoding(other.to_owned())),
             };
         }
+        let memory = budget.try_admit(0).map_err(|_| BodyError::MemoryLimit)?;
         Ok(Self {
             reader: reader.take(limit + 1),
             limit,
             read: Vec::new(),
+            memory,
         })
+    }
+
+    /// Reserves room for `len` bytes at once, when the size is known (a
+    /// gRPC message's length prefix): one allocation, no copies as it grows.
+    pub fn expect_len(&mut self, len: usize) -> Result<(), BodyError> {
+        if len as u64 > self.limit {
+            return Err(BodyError::TooLarge { limit: self.limit });
+        }
+        self.room_for(len)
     }
 
     /// Reads up to the end of the first line (its `\n` included), at most
     /// `max` bytes, or to the end of the body if that comes first; returns
     /// the line without its `\n`. What was read stays part of the body.
     pub async fn first_line(&mut self, max: usize) -> Result<&[u8], BodyError> {
-        let mut chunk = [0u8; 4096];
         loop {
             if let Some(end) = self.read.iter().position(|&b| b == b'\n') {
                 return Ok(&self.read[..end]);
             }
-            if self.read.len() >= max {
-                return Ok(&self.read[..]);
+            if self.read.len() >= max || self.fill(max - self.read.len()).await? == 0 {
+                let end = self.read.len().min(max);
+                return Ok(&self.read[..end]);
             }
-            let want = chunk.len().min(max - self.read.len());
-            let n = self
-                .reader
-                .read(&mut chunk[..want])
-                .await
-                .map_err(read_error)?;
-            if n == 0 {
-                return Ok(&self.read[..]);
-            }
-            self.read.extend_from_slice(&chunk[..n]);
-            self.check_limit()?;
         }
     }
 
-    /// Reads the rest of the body and returns all of it.
-    pub async fn finish(mut self) -> Result<Vec<u8>, BodyError> {
-        self.reader
-            .read_to_end(&mut self.read)
-            .await
-            .map_err(read_error)?;
-        self.check_limit()?;
-        Ok(self.read)
+    /// Reads the rest of the body and returns all of it, with the memory it
+    /// holds in the budget.
+    pub async fn finish(mut self) -> Result<(Vec<u8>, Reservation), BodyError> {
+        while self.fill(64 << 10).await? > 0 {}
+        Ok((self.read, self.memory))
     }
 
-    fn check_limit(&self) -> Result<(), BodyError> {
+    /// Reads at most `max` more bytes straight into the buffer's spare
+    /// room; 0 at the end. A full buffer grows only once more data came (a
+    /// body of known length fits its buffer exactly).
+    async fn fill(&mut self, max: usize) -> Result<usize, BodyError> {
+        let spare = self.read.capacity() - self.read.len();
+        let n = if spare > 0 {
+            (&mut self.reader)
+                .take(spare.min(max) as u64)
+                .read_buf(&mut self.read)
+                .await
+                .map_err(read_error)?
+        } else {
+            let mut probe = [0u8; 8 << 10];
+            let want = probe.len().min(max);
+            let n = self
+                .reader
+                .read(&mut probe[..want])
+                .await
+                .map_err(read_error)?;
+            if n > 0 {
+                self.room_for(self.read.len() + n)?;
+                self.read.extend_from_slice(&probe[..n]);
+            }
+            n
+        };
         if self.read.len() as u64 > self.limit {
             return Err(BodyError::TooLarge { limit: self.limit });
         }
+        Ok(n)
+    }
+
+    /// Grows the buffer to hold `len` bytes, its new room reserved in the
+    /// budget before it is allocated. The buffer doubles, but never past
+    /// the limit (a body at the limit of 200 MiB holds 200 MiB, not 256).
+    fn room_for(&mut self, len: usize) -> Result<(), BodyError> {
+        if len <= self.read.capacity() {
+            return Ok(());
+        }
+        let limit = usize::try_from(self.limit).unwrap_or(usize::MAX);
+        // One byte past the limit, to see a body that is over it.
+        let cap = (self.read.capacity() * 2)
+            .min(limit.saturating_add(1))
+            .max(len);
+        self.memory.try_grow_to(cap).map_err(|e| {
+            if e.wanted > e.limit {
+                BodyError::OverBudget {
+                    wanted: e.wanted,
+                    limit: e.limit,
+                }
+            } else {
+                BodyError::MemoryLimit
+            }
+        })?;
+        self.read.reserve_exact(cap - self.read.len());
         Ok(())
     }
 }
@@ -112,15 +195,19 @@ fn read_error(e: std::io::Error) -> BodyError {
     }
 }
 
-/// Reads the whole body (see [`BodyReader`]).
+/// Reads the whole body (see [`BodyReader`]) under a budget of its own:
+/// for tests.
+#[cfg(test)]
 pub async fn read(
     body: Body,
     content_encoding: Option<&str>,
     limit: u64,
 ) -> Result<Vec<u8>, BodyError> {
-    BodyReader::new(body, content_encoding, limit)?
+    let budget = MemoryBudget::new(usize::MAX / 2);
+    Ok(BodyReader::new(body, content_encoding, limit, &budget)?
         .finish()
-        .await
+        .await?
+        .0)
 }
 
 #[cfg(test)]
@@ -173,6 +260,43 @@ mod tests {
                 .unwrap(),
             data
         );
+    }
+
+    #[tokio::test]
+    async fn what_is_read_is_charged_to_the_memory_budget() {
+        let data = vec![7u8; 4 << 20];
+        // Held elsewhere: no room for this body now, retry later.
+        let budget = MemoryBudget::new(8 << 20);
+        let held = budget.try_admit(6 << 20).unwrap();
+        let r = BodyReader::new(Body::from(gzip(&data)), Some("gzip"), 1 << 30, &budget)
+            .unwrap()
+            .finish()
+            .await;
+        assert_eq!(r.err(), Some(BodyError::MemoryLimit));
+        assert_eq!(
+            budget.used(),
+            6 << 20,
+            "a refused body gives its memory back"
+        );
+        drop(held);
+        // Larger than the whole budget: never.
+        let budget = MemoryBudget::new(2 << 20);
+        let r = BodyReader::new(Body::from(gzip(&data)), Some("gzip"), 1 << 30, &budget)
+            .unwrap()
+            .finish()
+            .await;
+        assert!(
+            matches!(r, Err(BodyError::OverBudget { limit, .. }) if limit == 2 << 20),
+            "{r:?}"
+        );
+        let budget = MemoryBudget::new(64 << 20);
+        let (bytes, held) = BodyReader::new(Body::from(data.clone()), None, 1 << 30, &budget)
+            .unwrap()
+            .finish()
+            .await
+            .unwrap();
+        assert_eq!(bytes, data);
+        assert!(held.bytes() >= data.len() && budget.used() == held.bytes());
     }
 
     #[tokio::test]

@@ -2,6 +2,7 @@
 
 pub mod body;
 pub mod endpoint;
+pub mod ingest;
 pub mod otlp;
 pub mod record;
 pub mod sentry;

@@ -51,6 +51,12 @@ struct SinkState {
     answers: VecDeque<Answer>,
     calls: usize,
     call_times: Vec<std::time::Instant>,
+    /// Answer UNAVAILABLE until then.
+    down_until: Option<std::time::Instant>,
+    /// Keep only counts, not the requests (for load).
+    counting_only: bool,
+    /// Observations in the requests accepted.
+    samples: u64,
 }
 
 /// An OTLP profiles gRPC server that stores every request it accepts.
@@ -72,8 +78,13 @@ impl ProfilesService for SinkSvc {
         let answer = {
             let mut s = self.0.lock().unwrap();
             s.calls += 1;
-            s.call_times.push(std::time::Instant::now());
-            s.metadata.push(req.metadata().clone());
+            if s.down_until.is_some_and(|t| std::time::Instant::now() < t) {
+                return Err(Status::unavailable("down for now"));
+            }
+            if !s.counting_only {
+                s.call_times.push(std::time::Instant::now());
+                s.metadata.push(req.metadata().clone());
+            }
             s.answers.pop_front()
         };
         if let Some(Answer::Hold(ms)) = answer {
@@ -102,7 +113,13 @@ impl ProfilesService for SinkSvc {
                 }))
             }
             None | Some(Answer::Hold(_)) => {
-                s.received.push(req.into_inner());
+                let req = req.into_inner();
+                s.samples += profcol_pipeline::model::profiles(&req.resource_profiles)
+                    .map(profcol_pipeline::model::profile_sample_count)
+                    .sum::<u64>();
+                if !s.counting_only {
+                    s.received.push(req);
+                }
                 Ok(Response::new(ExportProfilesServiceResponse::default()))
             }
         }
@@ -133,6 +150,21 @@ impl Sink {
                 .unwrap();
         });
         Sink { state, addr, stop }
+    }
+
+    /// Answers UNAVAILABLE for `d` from now on.
+    pub fn down_for(&self, d: std::time::Duration) {
+        self.state.lock().unwrap().down_until = Some(std::time::Instant::now() + d);
+    }
+
+    /// Keeps counts only, not the requests.
+    pub fn counting_only(&self) {
+        self.state.lock().unwrap().counting_only = true;
+    }
+
+    /// Observations in the requests accepted so far.
+    pub fn samples(&self) -> u64 {
+        self.state.lock().unwrap().samples
     }
 
     pub fn answer_next(&self, answers: impl IntoIterator<Item = Answer>) {
@@ -343,4 +375,55 @@ pub async fn wait_healthy(port: u16) {
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+}
+
+/// One `Export` call with `message` as the request's protobuf bytes
+/// (framed once by the caller with [`grpc_frame`]), over `channel`; the
+/// gRPC status code, or -1 when the call itself failed. Sends pre-encoded
+/// bytes so that a load test spends its CPU in the collector, not here.
+pub async fn export_framed(
+    channel: &mut tonic::transport::Channel,
+    framed: bytes::Bytes,
+    encoding: Option<&str>,
+) -> i32 {
+    use http_body_util::BodyExt;
+    use tower::{Service, ServiceExt};
+    let mut req = http::Request::builder()
+        .method("POST")
+        .uri(profcol_pipeline::proto::EXPORT_PATH)
+        .header("content-type", "application/grpc")
+        .header("te", "trailers");
+    if let Some(e) = encoding {
+        req = req.header("grpc-encoding", e);
+    }
+    let req = req
+        .body(tonic::body::Body::new(http_body_util::Full::new(framed)))
+        .unwrap();
+    let Ok(ch) = channel.ready().await else {
+        return -1;
+    };
+    let Ok(resp) = ch.call(req).await else {
+        return -1;
+    };
+    let code = |h: &http::HeaderMap| {
+        h.get("grpc-status")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<i32>().ok())
+    };
+    if let Some(c) = code(resp.headers()) {
+        return c;
+    }
+    match resp.into_body().collect().await {
+        Ok(b) => b.trailers().and_then(code).unwrap_or(-1),
+        Err(_) => -1,
+    }
+}
+
+/// A gRPC message frame: flag, length, bytes.
+pub fn grpc_frame(message: &[u8], compressed: bool) -> bytes::Bytes {
+    let mut out = Vec::with_capacity(message.len() + 5);
+    out.push(u8::from(compressed));
+    out.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    out.extend_from_slice(message);
+    out.into()
 }

@@ -205,13 +205,10 @@ impl Exporter for SentryExporter {
         let skip = claim.state.done;
         let (opts, now) = (self.opts.clone(), claim.state.now_unix_nano);
         let data = batch.clone();
-        let encoded = tokio::task::spawn_blocking(move || {
+        let encoded = profcol_pipeline::cpu::run(move || {
             encode(data.data(), &opts, now, SystemTime::now(), skip)
         })
-        .await
-        .map_err(|e| {
-            ExportError::permanent(format!("sentry exporter: encoding task failed: {e}"))
-        })?;
+        .await;
 
         // The conversion's drops are the same on every attempt (the same
         // `now`, the same chunks): they are reported once, by the attempt

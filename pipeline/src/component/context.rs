@@ -1,10 +1,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use crate::memory::{Exhausted, Held, MemoryBudget};
 use crate::model::ProfileBatch;
+use crate::runtime::Pipeline;
 use crate::telemetry::Telemetry;
 
 /// Why samples were dropped or refused; the `reason` label of the metrics.
@@ -14,40 +15,29 @@ pub type DropReason = &'static str;
 #[derive(Clone)]
 pub struct Output {
     receiver: Arc<str>,
-    inboxes: Arc<[mpsc::Sender<Arc<ProfileBatch>>]>,
-    budget: Arc<Semaphore>,
-    budget_bytes: usize,
+    pipelines: Arc<[Arc<Pipeline>]>,
+    budget: Arc<MemoryBudget>,
     telemetry: Arc<Telemetry>,
 }
 
 /// Why a batch was not accepted. Nothing of a refused batch was kept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConsumeError {
-    /// A pipeline inbox (`pipeline_full`) or the memory limit
-    /// (`memory_limit`) is full: the client should retry later (gRPC
-    /// `UNAVAILABLE`, HTTP 429).
-    #[error("{}, retry later", full_message(.reason))]
+    /// The memory limit (`memory_limit`), a pipeline (`pipeline_full`) or
+    /// an exporter's sending queue (`queue_full`) is full: the client
+    /// should retry later (gRPC `UNAVAILABLE`, HTTP 429/503).
+    #[error("{detail}, retry later")]
     Full {
         retry_after: Duration,
         reason: DropReason,
+        detail: String,
     },
-    /// Larger than the whole byte budget: can never be accepted (413).
+    /// Larger than the whole memory budget: can never be accepted (413).
     #[error("batch of {size} bytes exceeds the memory budget of {budget} bytes")]
     TooLarge { size: usize, budget: usize },
     /// The collector is shutting down.
     #[error("the collector is shutting down")]
     ShuttingDown,
-}
-
-const MEMORY_LIMIT: DropReason = "memory_limit";
-const PIPELINE_FULL: DropReason = "pipeline_full";
-
-fn full_message(reason: &DropReason) -> &'static str {
-    if *reason == MEMORY_LIMIT {
-        "the memory limit is reached"
-    } else {
-        "the pipeline is full"
-    }
 }
 
 impl ConsumeError {
@@ -60,25 +50,57 @@ impl ConsumeError {
             Self::ShuttingDown => "shutdown",
         }
     }
-}
 
-/// Held by a batch while it is in flight; returns its bytes to the budget.
-#[derive(Debug)]
-struct BudgetShare(#[allow(dead_code)] tokio::sync::OwnedSemaphorePermit);
+    fn full(reason: DropReason, detail: String) -> Self {
+        Self::Full {
+            retry_after: Duration::from_secs(1),
+            reason,
+            detail,
+        }
+    }
+
+    /// The memory limit is reached (or the budget cannot hold `e` at all).
+    pub fn memory(e: Exhausted) -> Self {
+        if e.wanted > e.limit {
+            Self::TooLarge {
+                size: e.wanted,
+                budget: e.limit,
+            }
+        } else {
+            Self::full("memory_limit", "the memory limit is reached".into())
+        }
+    }
+
+    pub fn pipeline_full(pipeline: &str) -> Self {
+        Self::full("pipeline_full", format!("the pipeline {pipeline} is full"))
+    }
+
+    pub fn queue_full(exporter: &str) -> Self {
+        Self::full(
+            "queue_full",
+            format!("the sending queue of exporters::{exporter} is full"),
+        )
+    }
+
+    pub fn queue_storage(exporter: &str, why: &str) -> Self {
+        Self::full(
+            "queue_storage",
+            format!("the sending queue of exporters::{exporter} cannot store the batch ({why})"),
+        )
+    }
+}
 
 impl Output {
     pub fn new(
         receiver: impl Into<Arc<str>>,
-        inboxes: Vec<mpsc::Sender<Arc<ProfileBatch>>>,
-        budget: Arc<Semaphore>,
-        budget_bytes: usize,
+        pipelines: Vec<Arc<Pipeline>>,
+        budget: Arc<MemoryBudget>,
         telemetry: Arc<Telemetry>,
     ) -> Self {
         Self {
             receiver: receiver.into(),
-            inboxes: inboxes.into(),
+            pipelines: pipelines.into(),
             budget,
-            budget_bytes,
             telemetry,
         }
     }
@@ -87,10 +109,19 @@ impl Output {
         &self.receiver
     }
 
-    /// Hands `batch` to every pipeline, or to none: either every inbox has
-    /// room and the batch is accepted, or nothing is sent and it is refused.
-    /// Counts accepted/refused samples under the receiver's id.
-    pub fn consume(&self, mut batch: ProfileBatch) -> Result<(), ConsumeError> {
+    /// The collector's memory budget, which a receiver reserves from before
+    /// it reads, decodes or converts a request.
+    pub fn budget(&self) -> &Arc<MemoryBudget> {
+        &self.budget
+    }
+
+    /// Hands `batch` to every pipeline, or to none, and answers only when
+    /// it is in every sending queue it goes to (or was refused): `Ok` means
+    /// nothing of it will be dropped for lack of room. Counts accepted or
+    /// refused samples under the receiver's id.
+    ///
+    /// A batch without a memory reservation (`meta.memory`) gets one here.
+    pub async fn consume(&self, mut batch: ProfileBatch) -> Result<(), ConsumeError> {
         let samples = batch.sample_count();
         let transport = batch.meta.transport;
         let refuse = |e: ConsumeError| {
@@ -98,45 +129,42 @@ impl Output {
                 .receiver_refused(&self.receiver, transport, samples, e.reason());
             Err(e)
         };
-        let size = batch.encoded_len().max(1);
-        if size > self.budget_bytes {
-            return refuse(ConsumeError::TooLarge {
-                size,
-                budget: self.budget_bytes,
-            });
-        }
-        let permits = u32::try_from(size).unwrap_or(u32::MAX);
-        let share = match self.budget.clone().try_acquire_many_owned(permits) {
-            Ok(p) => p,
-            Err(tokio::sync::TryAcquireError::Closed) => return refuse(ConsumeError::ShuttingDown),
-            Err(tokio::sync::TryAcquireError::NoPermits) => {
-                return refuse(ConsumeError::Full {
-                    retry_after: Duration::from_secs(1),
-                    reason: MEMORY_LIMIT,
-                })
+        if batch.meta.memory.is_none() {
+            match self.budget.try_admit(batch.held_bytes()) {
+                Ok(r) => batch.meta.memory = Some(Held::new(r)),
+                Err(e) => return refuse(ConsumeError::memory(e)),
             }
-        };
-        let mut reserved = Vec::with_capacity(self.inboxes.len());
-        for inbox in self.inboxes.iter() {
-            match inbox.try_reserve() {
-                Ok(p) => reserved.push(p),
-                Err(mpsc::error::TrySendError::Closed(())) => {
+        }
+        let mut admitted = Vec::with_capacity(self.pipelines.len());
+        for p in self.pipelines.iter() {
+            match p.admission.clone().try_acquire_owned() {
+                Ok(permit) => admitted.push(permit),
+                Err(tokio::sync::TryAcquireError::Closed) => {
                     return refuse(ConsumeError::ShuttingDown)
                 }
-                Err(mpsc::error::TrySendError::Full(())) => {
-                    return refuse(ConsumeError::Full {
-                        retry_after: Duration::from_secs(1),
-                        reason: PIPELINE_FULL,
-                    })
+                Err(tokio::sync::TryAcquireError::NoPermits) => {
+                    return refuse(ConsumeError::pipeline_full(&p.id))
                 }
             }
         }
-        batch.meta.budget = Some(Arc::new(BudgetShare(share)));
         batch.meta.receiver = self.receiver.to_string();
         let batch = Arc::new(batch);
-        for permit in reserved {
-            permit.send(batch.clone());
+        let prepared =
+            futures::future::join_all(self.pipelines.iter().map(|p| p.prepare(batch.clone())))
+                .await;
+        drop(batch);
+        let mut ready = Vec::with_capacity(prepared.len());
+        for p in prepared {
+            match p {
+                Ok(p) => ready.push(p),
+                // Every slot held so far is given back as `ready` drops.
+                Err(e) => return refuse(e),
+            }
         }
+        for p in ready {
+            p.commit().await;
+        }
+        drop(admitted);
         self.telemetry
             .receiver_accepted(&self.receiver, transport, samples);
         Ok(())
@@ -153,20 +181,37 @@ pub struct ReceiverContext {
 }
 
 /// Handed to a processor on every batch: where it counts what it drops.
+///
+/// Made with [`ProcessContext::new`], counts go to the telemetry at once;
+/// the runtime makes it [`ProcessContext::deferred`] and applies the counts
+/// only once the batch is accepted (a batch refused downstream is retried
+/// by its client, and must not be counted twice).
 pub struct ProcessContext<'a> {
     pub pipeline: &'a str,
     pub processor: &'a str,
-    pub telemetry: &'a Telemetry,
+    telemetry: Option<&'a Telemetry>,
     dropped: u64,
+    drops: Vec<(DropReason, u64)>,
+    events: Vec<(&'static str, u64)>,
 }
 
 impl<'a> ProcessContext<'a> {
     pub fn new(pipeline: &'a str, processor: &'a str, telemetry: &'a Telemetry) -> Self {
         Self {
+            telemetry: Some(telemetry),
+            ..Self::deferred(pipeline, processor)
+        }
+    }
+
+    /// Keeps the counts for [`ProcessContext::into_counts`].
+    pub fn deferred(pipeline: &'a str, processor: &'a str) -> Self {
+        Self {
             pipeline,
             processor,
-            telemetry,
+            telemetry: None,
             dropped: 0,
+            drops: Vec::new(),
+            events: Vec::new(),
         }
     }
 
@@ -176,8 +221,10 @@ impl<'a> ProcessContext<'a> {
             return;
         }
         self.dropped += samples;
-        self.telemetry
-            .processor_dropped(self.pipeline, self.processor, samples, reason);
+        match self.telemetry {
+            Some(t) => t.processor_dropped(self.pipeline, self.processor, samples, reason),
+            None => self.drops.push((reason, samples)),
+        }
     }
 
     pub fn dropped_total(&self) -> u64 {
@@ -185,9 +232,28 @@ impl<'a> ProcessContext<'a> {
     }
 
     /// Counts a non-sample event (an unknown unit, pruned thread metadata).
-    pub fn event(&self, what: &'static str, n: u64) {
-        self.telemetry.processor_event(self.processor, what, n);
+    pub fn event(&mut self, what: &'static str, n: u64) {
+        match self.telemetry {
+            Some(t) => t.processor_event(self.processor, what, n),
+            None => self.events.push((what, n)),
+        }
     }
+
+    /// What a deferred context counted: drops by reason, events.
+    pub fn into_counts(self) -> ProcessorCounts {
+        ProcessorCounts {
+            drops: self.drops,
+            events: self.events,
+        }
+    }
+}
+
+/// Counts of one processor on one batch, applied once the batch is
+/// accepted.
+#[derive(Debug, Default, Clone)]
+pub struct ProcessorCounts {
+    pub drops: Vec<(DropReason, u64)>,
+    pub events: Vec<(&'static str, u64)>,
 }
 
 /// Handed to an exporter on start and with every batch.

@@ -5,7 +5,8 @@ mod context;
 mod traits;
 
 pub use context::{
-    ConsumeError, DropReason, ExporterContext, Output, ProcessContext, ReceiverContext,
+    ConsumeError, DropReason, ExporterContext, Output, ProcessContext, ProcessorCounts,
+    ReceiverContext,
 };
 pub use traits::{
     ExportError, ExportOutcome, Exporter, ExporterFactory, ExporterSettings, Extension,

@@ -28,9 +28,9 @@ pub struct BatchMeta {
     pub transport: &'static str,
     pub client_addr: Option<SocketAddr>,
     pub origin: Origin,
-    /// Share of the collector's byte budget held by this batch; released when
+    /// The memory this batch holds in the collector's budget; released when
     /// the last copy of the batch is dropped.
-    pub budget: Option<Arc<dyn Send + Sync + std::fmt::Debug>>,
+    pub memory: Option<Arc<crate::memory::Held>>,
 }
 
 /// Format-specific context the batch arrived with.
@@ -104,6 +104,12 @@ impl ProfileBatch {
             Some(b) => b.clone(),
             None => Bytes::from(self.data.encode_to_vec()),
         }
+    }
+
+    /// Bytes the batch holds in memory: its decoded messages and the
+    /// received bytes kept for pass-through.
+    pub fn held_bytes(&self) -> usize {
+        super::footprint::heap_bytes(&self.data) + self.encoded.as_ref().map_or(0, Bytes::len)
     }
 
     pub fn encoded_len(&self) -> usize {

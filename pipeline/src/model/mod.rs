@@ -3,6 +3,7 @@
 pub mod batch;
 pub mod bounds;
 pub mod dictionary;
+pub mod footprint;
 pub mod prefetch;
 pub mod resolved;
 pub mod synth;

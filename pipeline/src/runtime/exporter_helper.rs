@@ -6,72 +6,29 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
-use tokio::sync::{mpsc, Mutex};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::component::{ExportError, Exporter, ExporterContext, ExporterSettings};
 use crate::config::RetrySettings;
+use crate::memory::MemoryBudget;
 use crate::model::ProfileBatch;
 use crate::telemetry::Telemetry;
 
-/// The sending side of one exporter's queue, shared by every pipeline that
-/// lists the exporter.
-#[derive(Clone)]
-pub struct QueueHandle {
-    id: Arc<str>,
-    tx: mpsc::Sender<Arc<ProfileBatch>>,
-    block_on_overflow: bool,
-    /// Only a real `sending_queue` has queue gauges, as in the Collector.
-    gauges: bool,
-    telemetry: Arc<Telemetry>,
-}
+use super::pipeline::ExporterQueue;
+use super::queue::{MemoryQueue, Queue};
 
-impl QueueHandle {
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// Queues a batch; when the queue is full it waits (`block_on_overflow`,
-    /// or a disabled queue) or refuses and counts `enqueue_failed`.
-    pub async fn enqueue(&self, batch: Arc<ProfileBatch>) {
-        let result = if self.block_on_overflow {
-            self.tx.send(batch).await.map_err(|e| ("shutdown", e.0))
-        } else {
-            self.tx.try_send(batch).map_err(|e| match e {
-                mpsc::error::TrySendError::Full(b) => ("queue_full", b),
-                mpsc::error::TrySendError::Closed(b) => ("shutdown", b),
-            })
-        };
-        match result {
-            Ok(()) => self.update_gauge(),
-            Err((reason, b)) => {
-                self.telemetry
-                    .exporter_enqueue_failed(&self.id, b.sample_count(), reason)
-            }
-        }
-    }
-
-    fn update_gauge(&self) {
-        if !self.gauges {
-            return;
-        }
-        let cap = self.tx.max_capacity();
-        self.telemetry
-            .exporter_queue(&self.id, (cap - self.tx.capacity()) as i64, cap as i64);
-    }
-}
-
-/// Starts the exporter and its consumers. The returned task ends when every
-/// `QueueHandle` is dropped and the queue is drained, or soon after
-/// `hard_stop` fires, counting whatever is left as dropped (`shutdown`).
+/// Starts the exporter and its consumers. The returned task ends when the
+/// queue is closed and drained, or soon after `hard_stop` fires, counting
+/// whatever is left as dropped (`shutdown`).
 pub async fn spawn(
     id: String,
     exporter: Arc<dyn Exporter>,
     settings: ExporterSettings,
     telemetry: Arc<Telemetry>,
+    budget: Arc<MemoryBudget>,
     hard_stop: CancellationToken,
-) -> anyhow::Result<(QueueHandle, tokio::task::JoinHandle<()>)> {
+) -> anyhow::Result<(ExporterQueue, tokio::task::JoinHandle<()>)> {
     let ctx = ExporterContext {
         id: id.clone(),
         telemetry: telemetry.clone(),
@@ -81,8 +38,8 @@ pub async fn spawn(
         .await
         .map_err(|e| anyhow::anyhow!("exporters::{id}: failed to start: {e:#}"))?;
 
-    // A disabled queue behaves like the Collector's: the pipeline waits for
-    // each send, so it holds one batch and blocks.
+    // A disabled queue behaves like the Collector's: the pipeline (and so
+    // the client) waits for each send, so it holds one batch and blocks.
     let (capacity, consumers, block) = if settings.sending_queue.enabled {
         (
             settings.sending_queue.queue_size,
@@ -92,46 +49,36 @@ pub async fn spawn(
     } else {
         (1, 1, true)
     };
-    let gauges = settings.sending_queue.enabled;
-    let (tx, rx) = mpsc::channel(capacity);
-    let handle = QueueHandle {
+    let queue: Arc<dyn Queue> = Arc::new(MemoryQueue::new(capacity));
+    let handle = ExporterQueue {
         id: id.clone().into(),
-        tx,
-        block_on_overflow: block,
-        gauges,
+        queue: queue.clone(),
+        block,
+        gauges: settings.sending_queue.enabled,
         telemetry: telemetry.clone(),
     };
     handle.update_gauge();
 
-    let rx = Arc::new(Mutex::new(rx));
     let settings = Arc::new(settings);
     let mut tasks = JoinSet::new();
     for _ in 0..consumers {
-        let (rx, exporter, ctx, settings, stop) = (
-            rx.clone(),
+        let (handle, exporter, ctx, settings, stop, budget) = (
+            handle.clone(),
             exporter.clone(),
             ctx.clone(),
             settings.clone(),
             hard_stop.clone(),
+            budget.clone(),
         );
         tasks.spawn(async move {
-            loop {
-                // Consumers take turns waiting on the queue.
-                let (next, len, cap) = {
-                    let mut rx = rx.lock().await;
-                    let next = rx.recv().await;
-                    (next, rx.len(), rx.max_capacity())
-                };
-                let Some(batch) = next else { break };
-                if gauges {
-                    ctx.telemetry
-                        .exporter_queue(&ctx.id, len as i64, cap as i64);
-                }
+            while let Some((batch, ack)) = handle.queue.take().await {
+                handle.update_gauge();
                 if stop.is_cancelled() {
                     ctx.dropped(batch.sample_count(), "shutdown");
-                    continue;
+                } else {
+                    send_with_retry(&*exporter, batch, &ctx, &settings, &budget, &stop).await;
                 }
-                send_with_retry(&*exporter, batch, &ctx, &settings, &stop).await;
+                ack.done();
             }
         });
     }
@@ -149,6 +96,7 @@ async fn send_with_retry(
     batch: Arc<ProfileBatch>,
     ctx: &ExporterContext,
     settings: &ExporterSettings,
+    budget: &Arc<MemoryBudget>,
     stop: &CancellationToken,
 ) {
     let samples = batch.sample_count();
@@ -166,9 +114,15 @@ async fn send_with_retry(
     let shutdown = |n: u64| ctx.dropped(n, "shutdown");
     let started = Instant::now();
     let mut backoff = Backoff::new(&settings.retry_on_failure);
+    // What converting and sending the batch takes (a pprof file, Sentry
+    // chunks, a compressed request) is of the order of the batch itself.
+    let working = batch.meta.memory.as_ref().map_or(0, |m| m.bytes());
     loop {
         let attempt = tokio::select! {
-            r = tokio::time::timeout(settings.timeout.max(Duration::from_millis(1)), exporter.export(batch.clone(), ctx)) => r,
+            r = async {
+                let _work = budget.for_work(working).await;
+                tokio::time::timeout(settings.timeout.max(Duration::from_millis(1)), exporter.export(batch.clone(), ctx)).await
+            } => r,
             _ = stop.cancelled() => {
                 give_up(&shutdown);
                 return;
@@ -320,12 +274,16 @@ mod tests {
                 Arc::new(Nop),
                 settings,
                 telemetry.clone(),
+                MemoryBudget::new(1 << 20),
                 stop,
             )
             .await
             .unwrap();
-            queue.enqueue(Arc::new(ProfileBatch::default())).await;
-            drop(queue);
+            let slot = queue.queue.try_reserve().unwrap();
+            slot.commit(Arc::new(ProfileBatch::default()))
+                .await
+                .unwrap();
+            queue.queue.close();
             task.await.unwrap();
             let text = telemetry.encode_text();
             assert_eq!(

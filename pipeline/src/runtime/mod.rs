@@ -1,16 +1,19 @@
 //! Builds the component graph from a config and runs it:
-//! receiver -> [bounded pipeline inbox] -> worker (processor chain)
-//! -> Arc fan-out -> [bounded queue per exporter] -> retry/timeout -> peer.
+//! receiver --(memory budget)--> pipelines: processor chain, then a slot in
+//! each exporter's bounded queue (two-phase, all or nothing) --> answer the
+//! client --> consumers: retry/timeout --> peer.
 
 mod build;
 mod exporter_helper;
 mod health;
+mod pipeline;
+pub mod queue;
 mod registry;
 mod service;
-mod worker;
 
 pub use build::{build, Graph};
-pub use exporter_helper::{Backoff, QueueHandle};
+pub use exporter_helper::Backoff;
 pub use health::{ExtensionContext, Health};
+pub use pipeline::{ExporterQueue, Pipeline, Prepared};
 pub use registry::Registry;
 pub use service::{RunningService, RuntimeOptions};

@@ -1,29 +1,34 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::component::{Output, ReceiverContext};
-use crate::model::ProfileBatch;
+use crate::memory::MemoryBudget;
 use crate::telemetry::{serve_metrics, Telemetry};
 
 use super::build::Graph;
 use super::exporter_helper;
-use super::worker::Worker;
+use super::pipeline::{ExporterQueue, Pipeline};
 use super::{ExtensionContext, Health};
 
 /// Limits of the runtime itself (not of any one component).
 #[derive(Debug, Clone)]
 pub struct RuntimeOptions {
-    /// Batches a pipeline inbox holds before receivers are told to back off.
+    /// Batches a pipeline takes at once (being processed or waiting for its
+    /// processors) before receivers are told to back off.
     pub inbox_capacity: usize,
-    /// Bytes of batches in flight across the whole collector (measured as
-    /// their protobuf size); past it receivers answer "unavailable".
+    /// Memory for data in flight across the whole collector: request bodies,
+    /// decoded batches, working space. Past it receivers ask clients to
+    /// retry.
     pub memory_limit_bytes: usize,
     /// One deadline for the whole drain on shutdown.
     pub shutdown_timeout: Duration,
+    /// Count the process's resident memory against the limit and steer the
+    /// allocator (`memory::spawn_guard`): for the collector's own process,
+    /// not for a collector run inside a test.
+    pub guard_process_memory: bool,
 }
 
 impl Default for RuntimeOptions {
@@ -32,6 +37,7 @@ impl Default for RuntimeOptions {
             inbox_capacity: 64,
             memory_limit_bytes: 1024 << 20,
             shutdown_timeout: Duration::from_secs(30),
+            guard_process_memory: false,
         }
     }
 }
@@ -44,7 +50,7 @@ pub struct RunningService {
     stop_extensions: CancellationToken,
     hard_stop: CancellationToken,
     receivers: Vec<JoinHandle<()>>,
-    workers: Vec<JoinHandle<()>>,
+    queues: Vec<ExporterQueue>,
     exporters: Vec<JoinHandle<()>>,
     extensions: Vec<JoinHandle<()>>,
     shutdown_timeout: Duration,
@@ -69,7 +75,7 @@ impl RunningService {
             stop_extensions: stop_extensions.clone(),
             hard_stop: hard_stop.clone(),
             receivers: Vec::new(),
-            workers: Vec::new(),
+            queues: Vec::new(),
             exporters: Vec::new(),
             extensions: Vec::new(),
             shutdown_timeout: opts.shutdown_timeout,
@@ -94,6 +100,13 @@ impl RunningService {
             svc.extensions.push(task);
         }
 
+        let budget = MemoryBudget::new(opts.memory_limit_bytes);
+        if opts.guard_process_memory {
+            svc.extensions.push(crate::memory::spawn_guard(
+                budget.clone(),
+                stop_extensions.clone(),
+            ));
+        }
         let mut queues = std::collections::HashMap::new();
         for node in graph.exporters {
             let id = node.id.to_string();
@@ -102,47 +115,43 @@ impl RunningService {
                 node.exporter,
                 node.settings,
                 telemetry.clone(),
+                budget.clone(),
                 hard_stop.clone(),
             )
             .await;
             let (queue, task) = svc.check(spawned, format!("exporters::{id}"))?;
             svc.exporters.push(task);
+            svc.queues.push(queue.clone());
             queues.insert(node.id, queue);
         }
 
-        let mut inboxes = std::collections::HashMap::new();
+        let mut pipelines = std::collections::HashMap::new();
         for p in graph.pipelines {
-            let (tx, rx) = mpsc::channel::<Arc<ProfileBatch>>(opts.inbox_capacity.max(1));
-            inboxes.insert(p.id.clone(), tx);
-            let worker = Worker {
-                exporters: p
-                    .exporters
-                    .iter()
-                    .filter_map(|e| queues.get(e).cloned())
-                    .collect(),
-                id: p.id,
-                inbox: rx,
-                processors: p.processors,
-                telemetry: telemetry.clone(),
-            };
-            svc.workers
-                .push(tokio::spawn(worker.run(hard_stop.clone())));
+            let exporters = p
+                .exporters
+                .iter()
+                .filter_map(|e| queues.get(e).cloned())
+                .collect();
+            let pipeline = Pipeline::new(
+                &p.id,
+                opts.inbox_capacity,
+                p.processors,
+                exporters,
+                budget.clone(),
+                telemetry.clone(),
+            );
+            pipelines.insert(p.id.clone(), Arc::new(pipeline));
         }
-        drop(queues);
 
-        let budget = Arc::new(Semaphore::new(
-            opts.memory_limit_bytes.min(Semaphore::MAX_PERMITS),
-        ));
         for node in graph.receivers {
             let id = node.id.to_string();
             let output = Output::new(
                 id.clone(),
                 node.pipelines
                     .iter()
-                    .filter_map(|p| inboxes.get(p).cloned())
+                    .filter_map(|p| pipelines.get(p).cloned())
                     .collect(),
                 budget.clone(),
-                opts.memory_limit_bytes,
                 telemetry.clone(),
             );
             let ctx = ReceiverContext {
@@ -155,9 +164,6 @@ impl RunningService {
             let task = svc.check(started, format!("receivers::{id}"))?;
             svc.receivers.push(task);
         }
-        // The receivers' outputs now hold the only inbox senders: once they
-        // stop, the inboxes close and the workers drain.
-        drop(inboxes);
         health.set_ready(true);
         tracing::info!("everything is ready; begin running and processing data");
         Ok(svc)
@@ -188,9 +194,10 @@ impl RunningService {
         self.shutdown_with(t).await
     }
 
-    /// Stops receivers, lets pipelines and exporter queues drain (retries
-    /// included) until `timeout`, then stops hard: what is left is counted
-    /// as dropped with reason `shutdown`.
+    /// Stops receivers (their requests in flight finish and are answered),
+    /// closes the exporter queues and lets them drain (retries included)
+    /// until `timeout`, then stops hard: what is left is counted as dropped
+    /// with reason `shutdown`.
     pub async fn shutdown_with(self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         self.health.set_ready(false);
@@ -200,18 +207,15 @@ impl RunningService {
         // answer GOAWAY's ping); one that never does is cut off at the
         // deadline rather than holding the process up.
         let receiver_aborts: Vec<_> = self.receivers.iter().map(|t| t.abort_handle()).collect();
-        let drain = async {
-            for t in self.receivers {
-                let _ = t.await;
-            }
-            for t in self.workers {
-                let _ = t.await;
-            }
-        };
-        let hard_stop = self.hard_stop.clone();
+        let queues = self.queues;
+        let close_queues = |queues: &[ExporterQueue]| queues.iter().for_each(|q| q.queue.close());
+        let receivers = self.receivers;
         let exporters = self.exporters;
-        let drained = async move {
-            drain.await;
+        let drained = async {
+            for t in receivers {
+                let _ = t.await;
+            }
+            close_queues(&queues);
             for t in exporters {
                 let _ = t.await;
             }
@@ -221,8 +225,9 @@ impl RunningService {
             _ = &mut drained => {}
             _ = tokio::time::sleep_until(deadline.into()) => {
                 tracing::warn!("shutdown deadline reached; dropping what is still queued");
-                hard_stop.cancel();
+                self.hard_stop.cancel();
                 receiver_aborts.iter().for_each(|a| a.abort());
+                close_queues(&queues);
                 drained.await;
             }
         }

@@ -115,7 +115,8 @@ impl Telemetry {
     }
 
     pub fn receiver_refused(&self, receiver: &str, transport: &str, samples: u64, reason: &str) {
-        crate::warn_limited!(receiver, transport, samples, reason, "refused");
+        // Each receiver logs why it refused (with the peer and the detail).
+        tracing::debug!(receiver, transport, samples, reason, "refused");
         self.receiver_refused
             .get_or_create(&vec![
                 ("receiver", receiver.to_owned()),

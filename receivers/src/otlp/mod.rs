@@ -1,7 +1,7 @@
 //! Receiver `otlp`: OTLP profiles over gRPC (`ProfilesService/Export`).
 
-mod codec;
 mod config;
+mod grpc;
 mod server;
 #[cfg(test)]
 mod tests;

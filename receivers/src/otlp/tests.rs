@@ -135,11 +135,10 @@ mod record_to {
     use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_client::ProfilesServiceClient;
     use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
     use prost::Message;
-    use tokio::sync::{mpsc, Semaphore};
     use tokio_util::sync::CancellationToken;
     use tonic::codec::CompressionEncoding;
 
-    use profcol_pipeline::component::{Output, ReceiverContext};
+    use profcol_pipeline::component::ReceiverContext;
     use profcol_pipeline::config::{ComponentConfig, Kind};
     use profcol_pipeline::telemetry::Telemetry;
 
@@ -179,18 +178,13 @@ mod record_to {
         );
         let cfg = ComponentConfig::from_yaml(Kind::Receiver, "otlp/prod", &yaml).unwrap();
         let receiver = super::super::factory().create(&cfg).unwrap();
-        let (tx, mut rx) = mpsc::channel(8);
         let telemetry = Arc::new(Telemetry::new());
+        let (output, mut rx) =
+            profcol_pipeline::testing::capture("otlp/prod", 8, 1 << 30, telemetry.clone());
         let shutdown = CancellationToken::new();
         let ctx = ReceiverContext {
             id: "otlp/prod".into(),
-            output: Output::new(
-                "otlp/prod",
-                vec![tx],
-                Arc::new(Semaphore::new(1 << 30)),
-                1 << 30,
-                telemetry.clone(),
-            ),
+            output,
             shutdown: shutdown.clone(),
             telemetry,
         };

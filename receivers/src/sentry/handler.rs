@@ -10,6 +10,7 @@ use serde_json::json;
 
 use profcol_pipeline::component::{ConsumeError, Output};
 use profcol_pipeline::formats::sentry::{self, Converted, Envelope, ReceiveOptions};
+use profcol_pipeline::memory::{Held, Reservation};
 use profcol_pipeline::model::dictionary::merge_all;
 use profcol_pipeline::model::Origin;
 use profcol_pipeline::telemetry::Telemetry;
@@ -31,23 +32,28 @@ pub struct Handler {
     recorder: Option<crate::record::Recorder>,
 }
 
-/// An HTTP answer in Relay's shapes.
-pub struct Reply(Response);
+/// An HTTP answer in Relay's shapes, with what a refusal's log line says.
+pub struct Reply(Box<Response>, Option<String>);
 
 impl IntoResponse for Reply {
     fn into_response(self) -> Response {
-        self.0
+        *self.0
     }
 }
 
 fn error(status: StatusCode, detail: impl Into<String>, causes: Vec<String>) -> Reply {
     let detail = detail.into();
+    let logged = if causes.is_empty() {
+        detail.clone()
+    } else {
+        format!("{detail}: {}", causes.join("; "))
+    };
     let body = if causes.is_empty() {
         json!({ "detail": detail })
     } else {
         json!({ "detail": detail, "causes": causes })
     };
-    Reply((status, Json(body)).into_response())
+    Reply(Box::new((status, Json(body)).into_response()), Some(logged))
 }
 
 impl Handler {
@@ -102,59 +108,106 @@ impl Handler {
         reply
     }
 
+    /// One envelope request, in stages: authenticate, read, parse and
+    /// convert (on the blocking pool), hand off, reply. A refusal is logged
+    /// (rate-limited) with its reason and the client's address.
     pub async fn handle(
-        &self,
+        self: &Arc<Self>,
+        project_id: &str,
+        query: Option<&str>,
+        headers: &HeaderMap,
+        version: http::Version,
+        body: axum::body::Body,
+        peer: Option<std::net::SocketAddr>,
+    ) -> Reply {
+        let reply = self.stages(project_id, query, headers, version, body).await;
+        if !reply.0.status().is_success() {
+            let status = reply.0.status().as_u16();
+            let peer = peer.map(|p| p.to_string()).unwrap_or_default();
+            let detail = reply.1.as_deref().unwrap_or("");
+            profcol_pipeline::info_limited!(receiver = %self.id, status, peer = %peer, detail, "envelope refused");
+        }
+        reply
+    }
+
+    async fn stages(
+        self: &Arc<Self>,
         project_id: &str,
         query: Option<&str>,
         headers: &HeaderMap,
         version: http::Version,
         body: axum::body::Body,
     ) -> Reply {
+        if let Err(reply) = self.check_project(project_id) {
+            return reply;
+        }
+        let request_key = auth::key_from_headers(headers).or_else(|| auth::key_from_query(query));
+        // Refuse a wrong key before reading a possibly large body.
+        if let Some(reply) = request_key.as_deref().and_then(|k| self.check_key(k)) {
+            return reply;
+        }
+        let (bytes, memory) = match self.read(headers, body, request_key.is_none()).await {
+            Ok(b) => b,
+            Err(reply) => return reply,
+        };
+        let (handler, pid) = (self.clone(), project_id.to_owned());
+        let parsed =
+            profcol_pipeline::cpu::run(move || handler.parse(bytes, memory, &pid, request_key))
+                .await;
+        match parsed {
+            Ok(p) => self.hand_off(p, project_id, query, headers, version).await,
+            Err(reply) => reply,
+        }
+    }
+
+    /// 400 for a project id that is not a number, 403 for one not allowed.
+    fn check_project(&self, project_id: &str) -> Result<(), Reply> {
         if project_id.is_empty() || !project_id.bytes().all(|b| b.is_ascii_digit()) {
-            return self.refuse(
+            return Err(self.refuse(
                 "invalid_project",
                 error(
                     StatusCode::BAD_REQUEST,
                     format!("invalid project id {project_id:?}"),
                     vec![],
                 ),
-            );
+            ));
         }
         if !self.allowed_projects.is_empty()
             && !self.allowed_projects.iter().any(|p| p == project_id)
         {
-            return self.refuse(
+            return Err(self.refuse(
                 "project_not_allowed",
                 error(
                     StatusCode::FORBIDDEN,
                     format!("project {project_id} is not accepted here"),
                     vec![],
                 ),
-            );
+            ));
         }
-        let header_key = auth::key_from_headers(headers).or_else(|| auth::key_from_query(query));
-        // Refuse a wrong key before reading a possibly large body.
-        if let Some(k) = &header_key {
-            if let Some(reply) = self.check_key(k) {
-                return reply;
-            }
-        }
+        Ok(())
+    }
 
+    /// Reads the body under the size limit and the memory budget. With keys
+    /// required and none in the request (`keyless`), the envelope header's
+    /// `dsn` is the only credential: it is checked on the first line,
+    /// before the rest of the body is read (or decompressed).
+    async fn read(
+        &self,
+        headers: &HeaderMap,
+        body: axum::body::Body,
+        keyless: bool,
+    ) -> Result<(Vec<u8>, Reservation), Reply> {
         let encoding = headers
             .get("content-encoding")
             .and_then(|v| v.to_str().ok());
-        let mut reader = match BodyReader::new(body, encoding, self.cfg.max_request_body_size) {
-            Ok(r) => r,
-            Err(e) => return self.body_error(e),
-        };
-        // With keys required and none in the request, the envelope header's
-        // `dsn` is the only credential: it is checked on the first line,
-        // before the rest of the body is read (or decompressed).
-        if header_key.is_none() && !self.cfg.keys.is_empty() {
-            let line = match reader.first_line(MAX_HEADER_LINE).await {
-                Ok(l) => l,
-                Err(e) => return self.body_error(e),
-            };
+        let budget = self.output.budget();
+        let mut reader = BodyReader::new(body, encoding, self.cfg.max_request_body_size, budget)
+            .map_err(|e| self.body_error(e))?;
+        if keyless && !self.cfg.keys.is_empty() {
+            let line = reader
+                .first_line(MAX_HEADER_LINE)
+                .await
+                .map_err(|e| self.body_error(e))?;
             let dsn_key = serde_json::from_slice::<serde_json::Value>(line)
                 .ok()
                 .and_then(|h| h.get("dsn")?.as_str().map(auth::parse_dsn))
@@ -163,87 +216,49 @@ impl Handler {
             match dsn_key {
                 Some(k) => {
                     if let Some(reply) = self.check_key(&k) {
-                        return reply;
+                        return Err(reply);
                     }
                 }
-                None => return self.refuse("unauthorized", missing_key()),
+                None => return Err(self.refuse("unauthorized", missing_key())),
             }
         }
-        let bytes = match reader.finish().await {
-            Ok(b) => b,
-            Err(e) => return self.body_error(e),
-        };
+        reader.finish().await.map_err(|e| self.body_error(e))
+    }
+
+    /// Frames the envelope, checks its `dsn` against the request, and
+    /// converts its profile items into one batch. CPU-bound: runs on the
+    /// blocking pool.
+    fn parse(
+        &self,
+        bytes: Vec<u8>,
+        mut memory: Reservation,
+        project_id: &str,
+        request_key: Option<String>,
+    ) -> Result<Parsed, Reply> {
         if bytes.iter().all(u8::is_ascii_whitespace) {
-            return self.refuse(
+            return Err(self.refuse(
                 "malformed",
                 error(StatusCode::BAD_REQUEST, "empty envelope", vec![]),
-            );
+            ));
         }
-        let envelope = match sentry::parse_envelope(&bytes) {
-            Ok(e) => e,
-            Err(e) => {
-                return self.refuse(
-                    "malformed",
-                    error(
-                        StatusCode::BAD_REQUEST,
-                        "invalid envelope",
-                        vec![e.to_string()],
-                    ),
-                )
-            }
-        };
-
-        // The envelope header may carry the DSN instead of (or besides) auth.
-        let mut key = header_key;
-        if let Some(dsn) = envelope.header.get("dsn").and_then(|d| d.as_str()) {
-            match auth::parse_dsn(dsn) {
-                Ok(d) if d.project_id != project_id => {
-                    return self.refuse(
-                        "dsn_mismatch",
-                        error(
-                            StatusCode::BAD_REQUEST,
-                            format!(
-                                "the envelope's dsn names project {}, the URL project {project_id}",
-                                d.project_id
-                            ),
-                            vec![],
-                        ),
-                    )
-                }
-                Ok(d) => {
-                    if key.is_none() {
-                        key = Some(d.public_key);
-                    } else if key.as_deref() != Some(d.public_key.as_str()) {
-                        return self.refuse(
-                            "dsn_mismatch",
-                            error(
-                                StatusCode::BAD_REQUEST,
-                                "the envelope's dsn names another public key than the request",
-                                vec![],
-                            ),
-                        );
-                    }
-                }
-                Err(e) => {
-                    return self.refuse(
-                        "malformed",
-                        error(StatusCode::BAD_REQUEST, "invalid envelope", vec![e]),
-                    )
-                }
-            }
-        }
-        match &key {
-            Some(k) => {
-                if let Some(reply) = self.check_key(k) {
-                    return reply;
-                }
-            }
-            None if !self.cfg.keys.is_empty() => return self.refuse("unauthorized", missing_key()),
-            None => {}
-        }
-
+        let envelope = sentry::parse_envelope(&bytes).map_err(|e| {
+            self.refuse(
+                "malformed",
+                error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid envelope",
+                    vec![e.to_string()],
+                ),
+            )
+        })?;
+        self.check_dsn(&envelope, project_id, request_key)?;
+        // The payloads parsed into Sentry's shapes and the OTLP made of
+        // them: a few times the JSON at most, reserved before it is taken.
+        memory
+            .try_grow_to(bytes.len().saturating_mul(3))
+            .map_err(|_| self.memory_full())?;
         let has_profile = envelope.items.iter().any(|i| i.item_type() == "profile");
-        let converted = self.convert(&envelope, has_profile, project_id, &bytes);
+        let converted = self.convert(&envelope, has_profile, project_id);
         // The transactions a v1 profile came with: `used` with an accepted
         // profile, else `ignored`.
         let paired = if has_profile {
@@ -255,42 +270,119 @@ impl Handler {
         } else {
             0
         };
-        let with_profile = converted.iter().any(|(ty, _)| *ty == "profile");
-        let count_transactions = |outcome: &str| {
-            for _ in 0..paired {
-                self.telemetry
-                    .receiver_item(&self.id, "transaction", outcome);
-            }
-        };
         let event_id = envelope
             .header
             .get("event_id")
             .and_then(|v| v.as_str())
             .map(str::to_owned)
             .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-        if converted.is_empty() {
-            count_transactions("ignored");
-            self.record(project_id, query, headers, version, bytes);
-            return ok(&event_id);
+        let items: Vec<String> = converted.iter().map(|(ty, _)| ty.to_string()).collect();
+        let batch = (!converted.is_empty()).then(|| {
+            let data = merge_all(converted.into_iter().map(|(_, c)| c.data));
+            let mut batch = ProfileBatch::new(data);
+            batch.meta.transport = "http";
+            batch.meta.origin = Origin::Sentry {
+                project_id: project_id.to_owned(),
+                envelope_header: envelope.header.clone(),
+            };
+            memory.set(batch.held_bytes());
+            batch.meta.memory = Some(Held::new(memory));
+            batch
+        });
+        Ok(Parsed {
+            event_id,
+            paired,
+            items,
+            batch,
+            bytes,
+        })
+    }
+
+    /// The envelope header may carry the DSN instead of (or besides) the
+    /// request's auth: it must name the URL's project and the same key.
+    fn check_dsn(
+        &self,
+        envelope: &Envelope<'_>,
+        project_id: &str,
+        request_key: Option<String>,
+    ) -> Result<(), Reply> {
+        let mut key = request_key;
+        if let Some(dsn) = envelope.header.get("dsn").and_then(|d| d.as_str()) {
+            match auth::parse_dsn(dsn) {
+                Ok(d) if d.project_id != project_id => {
+                    return Err(self.refuse(
+                        "dsn_mismatch",
+                        error(
+                            StatusCode::BAD_REQUEST,
+                            format!(
+                                "the envelope's dsn names project {}, the URL project {project_id}",
+                                d.project_id
+                            ),
+                            vec![],
+                        ),
+                    ))
+                }
+                Ok(d) => {
+                    if key.is_none() {
+                        key = Some(d.public_key);
+                    } else if key.as_deref() != Some(d.public_key.as_str()) {
+                        return Err(self.refuse(
+                            "dsn_mismatch",
+                            error(
+                                StatusCode::BAD_REQUEST,
+                                "the envelope's dsn names another public key than the request",
+                                vec![],
+                            ),
+                        ));
+                    }
+                }
+                Err(e) => {
+                    return Err(self.refuse(
+                        "malformed",
+                        error(StatusCode::BAD_REQUEST, "invalid envelope", vec![e]),
+                    ))
+                }
+            }
         }
-        let items: Vec<&str> = converted.iter().map(|(ty, _)| *ty).collect();
-        let data = merge_all(converted.into_iter().map(|(_, c)| c.data));
-        let mut batch = ProfileBatch::new(data);
-        batch.meta.transport = "http";
-        batch.meta.origin = Origin::Sentry {
-            project_id: project_id.to_owned(),
-            envelope_header: envelope.header.clone(),
+        match &key {
+            Some(k) => self.check_key(k).map_or(Ok(()), Err),
+            None if !self.cfg.keys.is_empty() => Err(self.refuse("unauthorized", missing_key())),
+            None => Ok(()),
+        }
+    }
+
+    /// Hands the batch to the pipelines; answers once they took it or not,
+    /// counting every item with its outcome.
+    async fn hand_off(
+        &self,
+        p: Parsed,
+        project_id: &str,
+        query: Option<&str>,
+        headers: &HeaderMap,
+        version: http::Version,
+    ) -> Reply {
+        let count_transactions = |outcome: &str| {
+            for _ in 0..p.paired {
+                self.telemetry
+                    .receiver_item(&self.id, "transaction", outcome);
+            }
         };
-        let consumed = self.output.consume(batch);
+        let Some(batch) = p.batch else {
+            count_transactions("ignored");
+            self.record(project_id, query, headers, version, p.bytes);
+            return ok(&p.event_id);
+        };
+        let consumed = self.output.consume(batch).await;
         // Items count as accepted only once the pipelines took them; a
         // refused envelope's items take its reason (their samples were
         // counted as refused by `consume`).
         let outcome = consumed
             .as_ref()
             .map_or_else(|e| e.reason(), |()| "accepted");
-        for ty in items {
+        for ty in &p.items {
             self.telemetry.receiver_item(&self.id, ty, outcome);
         }
+        let with_profile = p.items.iter().any(|ty| ty == "profile");
         count_transactions(match outcome {
             "accepted" if with_profile => "used",
             "accepted" => "ignored",
@@ -298,24 +390,13 @@ impl Handler {
         });
         let e = match consumed {
             Ok(()) => {
-                self.record(project_id, query, headers, version, bytes);
-                return ok(&event_id);
+                self.record(project_id, query, headers, version, p.bytes);
+                return ok(&p.event_id);
             }
             Err(e) => e,
         };
         let reply = match e {
-            ConsumeError::Full { retry_after, .. } => {
-                let secs = retry_after.as_secs().max(1);
-                let mut r = error(StatusCode::TOO_MANY_REQUESTS, e.to_string(), vec![]).0;
-                let h = r.headers_mut();
-                h.insert("retry-after", HeaderValue::from(secs));
-                if let Ok(v) =
-                    HeaderValue::from_str(&format!("{secs}:{LIMITED_CATEGORIES}:organization"))
-                {
-                    h.insert("x-sentry-rate-limits", v);
-                }
-                Reply(r)
-            }
+            ConsumeError::Full { retry_after, .. } => rate_limited(&e.to_string(), retry_after),
             ConsumeError::TooLarge { .. } => {
                 error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string(), vec![])
             }
@@ -324,6 +405,17 @@ impl Handler {
             }
         };
         self.refuse(e.reason(), reply)
+    }
+
+    /// 429 for a full memory budget.
+    fn memory_full(&self) -> Reply {
+        self.refuse(
+            "memory_limit",
+            rate_limited(
+                "the memory limit is reached, retry later",
+                std::time::Duration::from_secs(1),
+            ),
+        )
     }
 
     /// The answer to a body that could not be read.
@@ -357,6 +449,15 @@ impl Handler {
                     vec![msg],
                 ),
             ),
+            BodyError::MemoryLimit => self.memory_full(),
+            BodyError::OverBudget { wanted, limit } => self.refuse(
+                "too_large",
+                error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("the envelope ({wanted} bytes so far) exceeds the memory budget of {limit} bytes"),
+                    vec![],
+                ),
+            ),
         }
     }
 
@@ -384,7 +485,6 @@ impl Handler {
         envelope: &'e Envelope<'_>,
         has_profile: bool,
         project_id: &str,
-        _raw: &[u8],
     ) -> Vec<(&'e str, Converted)> {
         let opts = ReceiveOptions {
             service_name: self.cfg.service_name.clone(),
@@ -452,6 +552,34 @@ fn missing_key() -> Reply {
 /// of the body (real headers are a few hundred bytes).
 const MAX_HEADER_LINE: usize = 64 << 10;
 
+/// An envelope read and converted, waiting to be handed off.
+struct Parsed {
+    event_id: String,
+    /// `transaction` items that came with a v1 profile.
+    paired: usize,
+    /// Types of the items converted.
+    items: Vec<String>,
+    batch: Option<ProfileBatch>,
+    /// The envelope as received, for `record_to`.
+    bytes: Vec<u8>,
+}
+
+/// 429 with `Retry-After` and `X-Sentry-Rate-Limits` for the profile
+/// categories, so that SDKs pause.
+fn rate_limited(detail: &str, retry_after: std::time::Duration) -> Reply {
+    let secs = retry_after.as_secs().max(1);
+    let mut r = error(StatusCode::TOO_MANY_REQUESTS, detail, vec![]);
+    let h = r.0.headers_mut();
+    h.insert("retry-after", HeaderValue::from(secs));
+    if let Ok(v) = HeaderValue::from_str(&format!("{secs}:{LIMITED_CATEGORIES}:organization")) {
+        h.insert("x-sentry-rate-limits", v);
+    }
+    r
+}
+
 fn ok(event_id: &str) -> Reply {
-    Reply((StatusCode::OK, Json(json!({ "id": event_id }))).into_response())
+    Reply(
+        Box::new((StatusCode::OK, Json(json!({ "id": event_id }))).into_response()),
+        None,
+    )
 }

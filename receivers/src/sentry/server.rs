@@ -106,9 +106,13 @@ async fn envelope(
     RawQuery(query): RawQuery,
     version: axum::http::Version,
     headers: HeaderMap,
+    extensions: http::Extensions,
     body: axum::body::Body,
 ) -> Reply {
-    h.handle(&project_id, query.as_deref(), &headers, version, body)
+    let peer = extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0);
+    h.handle(&project_id, query.as_deref(), &headers, version, body, peer)
         .await
 }
 

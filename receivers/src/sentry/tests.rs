@@ -6,10 +6,8 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use tokio::sync::{mpsc, Semaphore};
 use tower::ServiceExt;
 
-use profcol_pipeline::component::Output;
 use profcol_pipeline::model::resolved::{resolve, Detail};
 use profcol_pipeline::model::validate::validate;
 use profcol_pipeline::telemetry::Telemetry;
@@ -23,7 +21,7 @@ use profcol_pipeline::testing::fixtures_dir as fixtures;
 
 struct Harness {
     app: axum::Router,
-    rx: mpsc::Receiver<Arc<ProfileBatch>>,
+    rx: profcol_pipeline::testing::Capture,
     telemetry: Arc<Telemetry>,
 }
 
@@ -33,15 +31,9 @@ fn harness(cfg: SentryReceiverConfig, inbox: usize) -> Harness {
 
 /// With a memory limit of `budget` bytes.
 fn harness_with_budget(cfg: SentryReceiverConfig, inbox: usize, budget: usize) -> Harness {
-    let (tx, rx) = mpsc::channel(inbox);
     let telemetry = Arc::new(Telemetry::new());
-    let output = Output::new(
-        "sentry",
-        vec![tx],
-        Arc::new(Semaphore::new(budget)),
-        budget,
-        telemetry.clone(),
-    );
+    let (output, rx) =
+        profcol_pipeline::testing::capture("sentry", inbox, budget, telemetry.clone());
     let handler = Handler::new(cfg, "sentry".into(), output, telemetry.clone());
     Harness {
         app: router(Arc::new(handler)),
@@ -234,7 +226,12 @@ fn receiver_counters(t: &Telemetry) -> String {
 /// the resolved profile (folded stacks per thread, counts, attributes).
 #[tokio::test]
 async fn every_recorded_request_replays_over_http() {
-    let rels = recorded_requests();
+    // The `forward/` recordings (every item type an SDK sends) are the
+    // front door's tests.
+    let rels: Vec<String> = recorded_requests()
+        .into_iter()
+        .filter(|r| !r.contains("/forward/"))
+        .collect();
     assert!(rels.len() >= 4, "{rels:?}");
     for rel in &rels {
         let cfg = SentryReceiverConfig {
@@ -272,7 +269,7 @@ async fn every_recorded_request_replays_over_http() {
 
         let mut text = format!("status {status}\n{}\n", receiver_counters(&h.telemetry));
         match h.rx.try_recv() {
-            Ok(batch) => {
+            Some(batch) => {
                 validate(batch.data()).unwrap();
                 assert_eq!(batch.profile_count() as usize, profiles.len(), "{rel}");
                 // Every Sentry sample is one timestamp, except v1 samples
@@ -283,12 +280,12 @@ async fn every_recorded_request_replays_over_http() {
                 assert_eq!(h.telemetry.accepted("sentry"), accepted, "{rel}");
                 text += &resolve(batch.data(), Detail::Names).to_text();
             }
-            Err(_) => {
+            None => {
                 assert!(profiles.is_empty(), "{rel}: profiles but no batch");
                 text += "no profiles\n";
             }
         }
-        assert!(h.rx.try_recv().is_err(), "{rel}: one batch per envelope");
+        assert!(h.rx.try_recv().is_none(), "{rel}: one batch per envelope");
         insta::assert_snapshot!(rel.replace('/', "_"), text);
     }
 }
@@ -476,13 +473,13 @@ async fn bad_input_gets_its_status_and_reason_and_the_next_envelope_is_accepted(
             "{case}: counted as {ty}/{outcome}"
         );
         assert!(
-            h.rx.try_recv().is_err(),
+            h.rx.try_recv().is_none(),
             "{case}: nothing reaches the pipeline"
         );
         // A valid envelope right after is still accepted.
         let (status, _, _) = send(&h.app, post("/api/1/envelope", &[AUTH], envelope.clone())).await;
         assert_eq!(status, StatusCode::OK, "after {case}");
-        assert!(h.rx.try_recv().is_ok(), "after {case}");
+        assert!(h.rx.try_recv().is_some(), "after {case}");
     }
     // Auth from the envelope's dsn alone is enough.
     let with_dsn = format!(
@@ -494,9 +491,15 @@ async fn bad_input_gets_its_status_and_reason_and_the_next_envelope_is_accepted(
 }
 
 /// Sends two envelopes where `h` has room for one: the second gets 429
-/// with `detail`, and it and its item are counted with `reason`, not as
+/// with `detail`, and it (and, when it was converted before the refusal,
+/// `converted`, its item and samples) is counted with `reason`, not as
 /// accepted. Returns the 429's headers.
-async fn second_envelope_refused(h: &Harness, reason: &str, detail: &str) -> axum::http::HeaderMap {
+async fn second_envelope_refused(
+    h: &Harness,
+    reason: &str,
+    detail: &str,
+    converted: bool,
+) -> axum::http::HeaderMap {
     let (first, _, _) = send(&h.app, post("/api/1/envelope/", &[], valid_envelope())).await;
     assert_eq!(first, StatusCode::OK);
     let (status, headers, body) =
@@ -504,18 +507,24 @@ async fn second_envelope_refused(h: &Harness, reason: &str, detail: &str) -> axu
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(headers["retry-after"], "1");
     assert_eq!(body["detail"], detail);
-    assert_eq!(h.telemetry.refused_for("sentry", reason), 1085);
+    let n = u64::from(converted);
+    assert_eq!(h.telemetry.refused_for("sentry", reason), 1085 * n);
     let items = |outcome| h.telemetry.items("sentry", "profile_chunk", outcome);
-    assert_eq!((items("accepted"), items(reason)), (1, 1));
+    assert_eq!((items("accepted"), items(reason)), (1, n));
     assert_eq!(h.telemetry.items("sentry", "envelope", reason), 1);
     headers
 }
 
 #[tokio::test]
-async fn a_full_pipeline_answers_429_with_rate_limits() {
+async fn a_full_queue_answers_429_with_rate_limits() {
     let h = harness(SentryReceiverConfig::default(), 1);
-    let headers =
-        second_envelope_refused(&h, "pipeline_full", "the pipeline is full, retry later").await;
+    let headers = second_envelope_refused(
+        &h,
+        "queue_full",
+        "the sending queue of exporters::capture is full, retry later",
+        true,
+    )
+    .await;
     let limits = headers["x-sentry-rate-limits"].to_str().unwrap();
     assert!(
         limits.starts_with("1:") && limits.contains("profile_chunk"),
@@ -525,15 +534,19 @@ async fn a_full_pipeline_answers_429_with_rate_limits() {
 
 #[tokio::test]
 async fn the_memory_limit_answers_429_and_says_so() {
-    // Room for one envelope's batch, not two.
+    // Room to convert one envelope (three times its JSON) and keep its
+    // batch, not to convert a second while the first is held.
     let mut probe = harness(SentryReceiverConfig::default(), 1);
     send(&probe.app, post("/api/1/envelope/", &[], valid_envelope())).await;
-    let size = probe.rx.recv().await.unwrap().encoded_len();
-    let h = harness_with_budget(SentryReceiverConfig::default(), 4, size * 3 / 2);
+    let held = probe.rx.recv().await.unwrap().held_bytes();
+    let budget = 3 * valid_envelope().len() + held / 2;
+    let h = harness_with_budget(SentryReceiverConfig::default(), 4, budget);
+    // Refused before the conversion: its samples are not known.
     second_envelope_refused(
         &h,
         "memory_limit",
         "the memory limit is reached, retry later",
+        false,
     )
     .await;
 }
@@ -630,16 +643,9 @@ fn config_defaults_and_errors() {
 fn recording_app(
     dir: &std::path::Path,
     max_files: usize,
-) -> (axum::Router, mpsc::Receiver<Arc<ProfileBatch>>) {
-    let (tx, rx) = mpsc::channel(64);
+) -> (axum::Router, profcol_pipeline::testing::Capture) {
     let telemetry = Arc::new(Telemetry::new());
-    let output = Output::new(
-        "sentry",
-        vec![tx],
-        Arc::new(Semaphore::new(1 << 30)),
-        1 << 30,
-        telemetry.clone(),
-    );
+    let (output, rx) = profcol_pipeline::testing::capture("sentry", 64, 1 << 30, telemetry.clone());
     let recorder = crate::record::Recorder::start(dir, max_files, "sentry").unwrap();
     let handler = Handler::new(
         SentryReceiverConfig::default(),
@@ -845,17 +851,11 @@ async fn record_to_config_and_start_up_errors() {
     ));
     assert!(super::factory().create(&cfg).is_ok());
     assert!(!dir.path().join("new").exists());
-    let (tx, _rx) = mpsc::channel(1);
     let telemetry = Arc::new(Telemetry::new());
+    let (output, _rx) = profcol_pipeline::testing::capture("sentry/prod", 1, 1, telemetry.clone());
     let ctx = ReceiverContext {
         id: "sentry/prod".into(),
-        output: Output::new(
-            "sentry/prod",
-            vec![tx],
-            Arc::new(Semaphore::new(1)),
-            1,
-            telemetry.clone(),
-        ),
+        output,
         shutdown: tokio_util::sync::CancellationToken::new(),
         telemetry,
     };
@@ -925,7 +925,7 @@ async fn keys_are_read_from_each_place_and_chunked_bodies_are_accepted() {
     ] {
         let (status, _, body) = send(&h.app, post(path, &headers, valid_envelope())).await;
         assert_eq!(status, want, "{case}: {body}");
-        assert_eq!(h.rx.try_recv().is_ok(), want == StatusCode::OK, "{case}");
+        assert_eq!(h.rx.try_recv().is_some(), want == StatusCode::OK, "{case}");
     }
 
     let compressed = gzip(&valid_envelope());
@@ -1112,7 +1112,7 @@ async fn browsers_may_post_from_any_origin_and_read_the_rate_limits() {
         );
     }
     assert_eq!(headers["access-control-max-age"], "3600");
-    assert!(h.rx.try_recv().is_err(), "a preflight carries no envelope");
+    assert!(h.rx.try_recv().is_none(), "a preflight carries no envelope");
     // Also where the path has doubled slashes.
     let preflight = Request::builder()
         .method("OPTIONS")
@@ -1150,7 +1150,7 @@ async fn browsers_may_post_from_any_origin_and_read_the_rate_limits() {
     assert_eq!(headers["access-control-allow-origin"], "*");
     assert_eq!(exposed(&headers), want);
     assert!(headers.contains_key("x-sentry-rate-limits") && headers.contains_key("retry-after"));
-    assert!(h.rx.try_recv().is_ok());
+    assert!(h.rx.try_recv().is_some());
 }
 
 /// The Cocoa SDK sends its chunks without `client_sdk`; the envelope

@@ -40,7 +40,10 @@ impl Receiver for ReplayReceiver {
         ctx: ReceiverContext,
     ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
         for b in self.0 {
-            ctx.output.consume(b).map_err(|e| anyhow::anyhow!("{e}"))?;
+            ctx.output
+                .consume(b)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
         }
         Ok(tokio::spawn(async move { ctx.shutdown.cancelled().await }))
     }

@@ -1,0 +1,361 @@
+//! One ingest path for every transport (otelcol's otlpreceiver `Export` and
+//! `internal/errors`): a request's bytes and the memory they hold in, an
+//! accepted batch (perhaps with a partial success) or a [`Refusal`] out,
+//! and one mapping from a refusal to a gRPC status and to an HTTP status.
+//! Decoding, validation and conversion run on the blocking pool, never on
+//! the threads that serve connections.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::StatusCode;
+use tonic::Code;
+
+use profcol_pipeline::component::{ConsumeError, Output};
+use profcol_pipeline::memory::{Held, Reservation};
+use profcol_pipeline::model::dictionary::retain_profiles;
+use profcol_pipeline::model::footprint::estimate_decoded;
+use profcol_pipeline::model::{invalid_profiles, profile_sample_count, Problem, ValidationError};
+use profcol_pipeline::proto::{ExportProfilesPartialSuccess, ProfilesData};
+use profcol_pipeline::telemetry::Telemetry;
+use profcol_pipeline::ProfileBatch;
+
+use crate::body::BodyError;
+
+/// Why a request was refused: what each transport answers, the reason it
+/// is counted with, and when to come back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The gRPC status; the HTTP status follows from it as in the
+    /// Collector, unless `http` says otherwise.
+    pub code: Code,
+    pub http: Option<StatusCode>,
+    pub message: String,
+    /// The `reason` label of the refused samples and the request.
+    pub reason: &'static str,
+    /// Retryable: `RetryInfo` on gRPC, `Retry-After` on HTTP.
+    pub retry_after: Option<Duration>,
+}
+
+impl Refusal {
+    fn new(code: Code, reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            http: None,
+            message: message.into(),
+            reason,
+            retry_after: None,
+        }
+    }
+
+    /// The request cannot be read or is not valid: the client must not
+    /// send it again.
+    pub fn invalid(reason: &'static str, message: impl Into<String>) -> Self {
+        Self::new(Code::InvalidArgument, reason, message)
+    }
+
+    /// Larger than any limit: `RESOURCE_EXHAUSTED` without `RetryInfo`
+    /// (not retryable), HTTP 413.
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Self {
+            http: Some(StatusCode::PAYLOAD_TOO_LARGE),
+            ..Self::new(Code::ResourceExhausted, "too_large", message)
+        }
+    }
+
+    /// Full for now (memory, a pipeline, a queue) or shutting down: retry.
+    pub fn retry_later(reason: &'static str, message: impl Into<String>, after: Duration) -> Self {
+        Self {
+            retry_after: Some(after),
+            ..Self::new(Code::Unavailable, reason, message)
+        }
+    }
+
+    pub fn unauthenticated(message: impl Into<String>) -> Self {
+        Self::new(Code::Unauthenticated, "unauthorized", message)
+    }
+
+    /// The gRPC status, with `RetryInfo` when the client should retry.
+    pub fn grpc_status(&self) -> tonic::Status {
+        match self.retry_after {
+            Some(after) => {
+                use tonic_types::{ErrorDetails, StatusExt};
+                tonic::Status::with_error_details(
+                    self.code,
+                    self.message.clone(),
+                    ErrorDetails::with_retry_info(Some(after)),
+                )
+            }
+            None => tonic::Status::new(self.code, self.message.clone()),
+        }
+    }
+
+    /// The HTTP status, as the Collector's `GetHTTPStatusCodeFromStatus`.
+    pub fn http_status(&self) -> StatusCode {
+        if let Some(s) = self.http {
+            return s;
+        }
+        match self.code {
+            Code::Cancelled
+            | Code::DeadlineExceeded
+            | Code::Aborted
+            | Code::OutOfRange
+            | Code::Unavailable
+            | Code::DataLoss => StatusCode::SERVICE_UNAVAILABLE,
+            Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+            Code::InvalidArgument => StatusCode::BAD_REQUEST,
+            Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Code::PermissionDenied => StatusCode::FORBIDDEN,
+            Code::Unimplemented => StatusCode::NOT_FOUND,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl From<ConsumeError> for Refusal {
+    fn from(e: ConsumeError) -> Self {
+        match &e {
+            ConsumeError::Full {
+                retry_after,
+                reason,
+                ..
+            } => Self::retry_later(reason, e.to_string(), *retry_after),
+            ConsumeError::TooLarge { .. } => Self::too_large(e.to_string()),
+            ConsumeError::ShuttingDown => {
+                Self::retry_later("shutdown", e.to_string(), Duration::from_secs(5))
+            }
+        }
+    }
+}
+
+impl From<BodyError> for Refusal {
+    fn from(e: BodyError) -> Self {
+        match e {
+            BodyError::TooLarge { limit } => Self::too_large(format!(
+                "the request exceeds the size limit of {limit} bytes"
+            )),
+            BodyError::UnsupportedEncoding(enc) => Self {
+                http: Some(StatusCode::UNSUPPORTED_MEDIA_TYPE),
+                ..Self::new(
+                    Code::Unimplemented,
+                    "unsupported_encoding",
+                    format!("unsupported content encoding {enc:?}"),
+                )
+            },
+            BodyError::Corrupt(m) => Self::invalid("malformed", m),
+            BodyError::TimedOut(m) => Self {
+                http: Some(StatusCode::REQUEST_TIMEOUT),
+                ..Self::new(Code::Cancelled, "timeout", m)
+            },
+            BodyError::OverBudget { wanted, limit } => Self::from(ConsumeError::TooLarge {
+                size: wanted,
+                budget: limit,
+            }),
+            BodyError::MemoryLimit => Self::retry_later(
+                "memory_limit",
+                "the memory limit is reached, retry later",
+                Duration::from_secs(1),
+            ),
+        }
+    }
+}
+
+/// An accepted request; `partial` when some Profiles were left out.
+#[derive(Debug, Default)]
+pub struct Accepted {
+    pub partial: Option<ExportProfilesPartialSuccess>,
+}
+
+/// profiles/v1development still changes its field numbers between
+/// opentelemetry-proto releases, so a sender built on another release
+/// produces requests that decode into broken indices: say which one we speak.
+pub const REVISION_HINT: &str =
+    " (profcol reads profiles/v1development as in opentelemetry-proto v1.10.0; \
+     a sender built on another release of this unstable proto encodes it differently)";
+
+/// Where a request came from.
+#[derive(Debug, Clone, Copy)]
+pub struct Origin {
+    /// `grpc` or `http`, as the Collector labels it.
+    pub transport: &'static str,
+    pub client: Option<SocketAddr>,
+}
+
+/// Turns OTLP requests of one receiver into batches for its pipelines.
+pub struct OtlpIngest {
+    pub id: String,
+    pub output: Output,
+    pub telemetry: Arc<Telemetry>,
+}
+
+impl OtlpIngest {
+    /// Counts a refused request: its samples (0 when it could not be read)
+    /// and the request itself, both with the reason, and logs why.
+    pub fn refused(&self, origin: Origin, samples: u64, r: &Refusal) {
+        self.telemetry
+            .receiver_refused(&self.id, origin.transport, samples, r.reason);
+        self.telemetry.receiver_item(&self.id, "request", r.reason);
+        if r.retry_after.is_none() {
+            let peer = origin.client.map(|a| a.to_string()).unwrap_or_default();
+            profcol_pipeline::warn_limited!(receiver = %self.id, transport = origin.transport, peer = %peer, reason = r.reason, error = %r.message, "request refused");
+        }
+    }
+
+    /// An `ExportProfilesServiceRequest`'s bytes (read with `memory`
+    /// holding them): decoded, checked (invalid Profiles left out as a
+    /// partial success), handed to every pipeline.
+    pub async fn otlp(
+        &self,
+        bytes: Bytes,
+        mut memory: Reservation,
+        origin: Origin,
+    ) -> Result<Accepted, Refusal> {
+        // What decoding will take, reserved before it is taken.
+        let estimate = estimate_decoded(&bytes);
+        if let Err(e) = memory.try_grow_to(bytes.len() + estimate) {
+            let r = Refusal::from(ConsumeError::memory(e));
+            self.refused(origin, 0, &r);
+            return Err(r);
+        }
+        let checked = profcol_pipeline::cpu::run(move || check(bytes)).await;
+        let (mut batch, partial, removed) = match checked {
+            Ok(c) => c,
+            Err((samples, r)) => {
+                self.refused(origin, samples, &r);
+                return Err(r);
+            }
+        };
+        if removed > 0 {
+            self.telemetry
+                .receiver_refused(&self.id, origin.transport, removed, "invalid");
+        }
+        memory.set(batch.held_bytes());
+        batch.meta.memory = Some(Held::new(memory));
+        batch.meta.transport = origin.transport;
+        batch.meta.client_addr = origin.client;
+        match self.output.consume(batch).await {
+            Ok(()) => Ok(Accepted { partial }),
+            Err(e) => {
+                // The samples were counted as refused by `consume`.
+                let r = Refusal::from(e);
+                self.telemetry.receiver_item(&self.id, "request", r.reason);
+                Err(r)
+            }
+        }
+    }
+}
+
+/// Decodes and validates a request: the batch, the partial success and
+/// the samples it left out; or the refusal with the samples refused.
+#[allow(clippy::type_complexity)]
+fn check(
+    bytes: Bytes,
+) -> Result<(ProfileBatch, Option<ExportProfilesPartialSuccess>, u64), (u64, Refusal)> {
+    let data = ProfileBatch::decode(bytes.clone()).map_err(|e| {
+        let e = e
+            .to_string()
+            .replacen(" ProfilesData.", " ExportProfilesServiceRequest.", 1);
+        (
+            0,
+            Refusal::invalid(
+                "malformed",
+                format!(
+                    "cannot decode ExportProfilesServiceRequest ({} bytes): {e}{REVISION_HINT}",
+                    bytes.len()
+                ),
+            ),
+        )
+    })?;
+    let batch = data;
+    let invalid = |e: &ValidationError| {
+        // Broken indices and zero values are what another revision's
+        // encoding decodes into; an empty sample is the sender's own.
+        let hint = match e.problem {
+            Problem::OutOfRange { .. } | Problem::NotZeroValue { .. } => REVISION_HINT,
+            Problem::ValueCountMismatch { .. }
+            | Problem::EmptySample
+            | Problem::TimeOutOfRange { .. } => "",
+        };
+        format!("invalid profiles data: {e}{hint}")
+    };
+    let refuse = |batch: &ProfileBatch, e: &ValidationError| {
+        (
+            batch.sample_count(),
+            Refusal::invalid("invalid", invalid(e)),
+        )
+    };
+    // Invalid Profiles are left out and the rest accepted (OTLP's partial
+    // success), unless nothing valid is left.
+    match invalid_profiles(batch.data()) {
+        Err(e) => Err(refuse(&batch, &e)),
+        Ok(bad) if bad.is_empty() => Ok((batch, None, 0)),
+        Ok(bad) if bad.len() as u64 == batch.profile_count() => Err(refuse(&batch, &bad[0].1)),
+        Ok(bad) => {
+            let mut data: ProfilesData = batch.into_data();
+            let mut bad_at = bad.iter().map(|(at, _)| *at).peekable();
+            let mut removed = 0;
+            retain_profiles(&mut data, |at, p| {
+                let gone = bad_at.next_if_eq(&at).is_some();
+                removed += if gone { profile_sample_count(p) } else { 0 };
+                !gone
+            });
+            let partial = ExportProfilesPartialSuccess {
+                rejected_profiles: bad.len() as i64,
+                error_message: invalid(&bad[0].1),
+            };
+            Ok((ProfileBatch::new(data), Some(partial), removed))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_errors_name_the_request_type() {
+        // resource_profiles[0] holds a truncated varint.
+        let (samples, r) = check(Bytes::from_static(&[0x0a, 0x02, 0x08, 0xff])).unwrap_err();
+        assert_eq!(samples, 0);
+        assert_eq!(r.code, Code::InvalidArgument);
+        assert!(
+            r.message
+                .starts_with("cannot decode ExportProfilesServiceRequest (4 bytes): ")
+                && r.message
+                    .contains("ExportProfilesServiceRequest.resource_profiles: ")
+                && !r.message.contains("ProfilesData"),
+            "{}",
+            r.message
+        );
+    }
+
+    #[test]
+    fn refusals_map_to_grpc_and_http_as_the_collector_maps_them() {
+        let full = Refusal::from(ConsumeError::queue_full("otlp"));
+        assert_eq!(full.code, Code::Unavailable);
+        assert_eq!(full.http_status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(full.retry_after.is_some());
+        let details = tonic_types::StatusExt::get_details_retry_info(&full.grpc_status());
+        assert!(details.is_some(), "UNAVAILABLE carries RetryInfo");
+        let big = Refusal::from(BodyError::TooLarge { limit: 10 });
+        assert_eq!(
+            (big.code, big.http_status()),
+            (Code::ResourceExhausted, StatusCode::PAYLOAD_TOO_LARGE)
+        );
+        assert!(tonic_types::StatusExt::get_details_retry_info(&big.grpc_status()).is_none());
+        assert_eq!(
+            Refusal::invalid("x", "y").http_status(),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            Refusal::unauthenticated("x").http_status(),
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            Refusal::from(BodyError::UnsupportedEncoding("lz4".into())).http_status(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE
+        );
+    }
+}

@@ -1,0 +1,108 @@
+//! gRPC's unary framing for `ProfilesService/Export`, read with the shared
+//! body reader (size limit, decompression, memory budget, body timeouts)
+//! instead of tonic's server, so that a request is charged to the budget
+//! while it arrives and decompresses.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use bytes::{BufMut, Bytes, BytesMut};
+use http::{HeaderMap, HeaderValue};
+use http_body_util::BodyExt;
+use prost::Message;
+use tokio::io::AsyncReadExt;
+
+use profcol_pipeline::memory::{MemoryBudget, Reservation};
+
+use crate::body::{self, BodyReader};
+use crate::ingest::Refusal;
+
+/// The request message: its bytes after `grpc-encoding` is undone, and the
+/// memory they hold.
+pub async fn read_message(
+    headers: &HeaderMap,
+    body: Body,
+    max: usize,
+    budget: &Arc<MemoryBudget>,
+) -> Result<(Bytes, Reservation), Refusal> {
+    let mut raw = body::raw(body);
+    let mut prefix = [0u8; 5];
+    raw.read_exact(&mut prefix).await.map_err(|e| {
+        if profcol_pipeline::net::is_body_timeout(&e) {
+            Refusal::from(body::BodyError::TimedOut(e.to_string()))
+        } else {
+            Refusal::invalid("malformed", format!("no gRPC message in the request: {e}"))
+        }
+    })?;
+    let len = u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
+    if len > max {
+        return Err(Refusal::too_large(format!(
+            "message of {len} bytes exceeds max_recv_msg_size_mib ({max} bytes)"
+        )));
+    }
+    let encoding = match prefix[0] {
+        0 => None,
+        1 => Some(
+            headers
+                .get("grpc-encoding")
+                .and_then(|v| v.to_str().ok())
+                .ok_or_else(|| {
+                    Refusal::invalid(
+                        "malformed",
+                        "the message is marked compressed but grpc-encoding is not set",
+                    )
+                })?,
+        ),
+        flag => {
+            return Err(Refusal::invalid(
+                "malformed",
+                format!("invalid gRPC compressed flag {flag}"),
+            ))
+        }
+    };
+    let message: body::RawReader = Box::new(raw.take(len as u64));
+    let mut reader =
+        BodyReader::from_reader(message, encoding, max as u64, budget).map_err(Refusal::from)?;
+    if encoding.is_none() {
+        reader.expect_len(len).map_err(Refusal::from)?;
+    }
+    let (bytes, memory) = reader.finish().await.map_err(Refusal::from)?;
+    Ok((Bytes::from(bytes), memory))
+}
+
+/// A unary gRPC answer: the message, then `grpc-status: 0` in trailers.
+pub fn ok(message: &impl Message) -> Response {
+    let len = message.encoded_len();
+    let mut frame = BytesMut::with_capacity(len + 5);
+    frame.put_u8(0);
+    frame.put_u32(len as u32);
+    message
+        .encode(&mut frame)
+        .expect("a BytesMut of the right size takes the message");
+    let mut trailers = HeaderMap::new();
+    trailers.insert("grpc-status", HeaderValue::from_static("0"));
+    let body = http_body_util::Full::new(frame.freeze())
+        .map_err(|never: std::convert::Infallible| -> std::io::Error { match never {} })
+        .with_trailers(async move { Some(Ok(trailers)) });
+    let mut resp = Response::new(Body::new(body));
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    resp
+}
+
+/// Whether the request says it is gRPC; others get a plain HTTP 415, as
+/// gRPC's HTTP/2 mapping asks.
+pub fn is_grpc(headers: &HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("application/grpc"))
+}
+
+/// A refused call: gRPC's trailers-only answer.
+pub fn error(status: tonic::Status) -> Response {
+    status.into_http::<Body>().into_response()
+}
