@@ -152,6 +152,7 @@ fn invalid(errs: &profcol_pipeline::config::ConfigErrors) -> ExitCode {
 fn runtime() -> Option<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .on_thread_park(profcol_pipeline::memory::on_thread_park)
         .build()
         .map_err(|e| eprintln!("error: cannot start the async runtime: {e}"))
         .ok()
@@ -184,6 +185,7 @@ fn run(cli: Cli) -> ExitCode {
     let opts = RuntimeOptions {
         memory_limit_bytes: cli.memory_limit_mib.saturating_mul(1 << 20),
         shutdown_timeout: cli.shutdown_timeout,
+        guard_process_memory: true,
         ..RuntimeOptions::default()
     };
     let code = rt.block_on(async move {

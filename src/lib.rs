@@ -1,6 +1,7 @@
 //! The profcol collector: command line, the registry of every component, and
 //! the `health_check` extension.
 
+pub mod allocator;
 pub mod app;
 pub mod cli;
 pub mod components;

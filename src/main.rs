@@ -2,5 +2,6 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    profcol::allocator::install();
     profcol::cli::main()
 }

@@ -1,0 +1,383 @@
+//! Bounded memory and honest acceptance, read from outside: a real
+//! `profcol` process under load, bombs and overload, its resident memory
+//! from `/proc`, what its clients were told and what its metrics count.
+
+mod common;
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use prost::Message;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use common::{export_framed, free_port, grpc_frame, profcol, wait_healthy, Running, Sink};
+
+/// A config: otlp and sentry receivers, the four processors or none, an
+/// `otlp` exporter to `sink` with `queue`, metrics and health.
+fn config(
+    dir: &tempfile::TempDir,
+    ports: (u16, u16, u16, u16),
+    sink: u16,
+    processors: bool,
+    queue: &str,
+    sentry_extra: &str,
+) -> std::path::PathBuf {
+    let (otlp, sentry, health, metrics) = ports;
+    let (procs, list) = if processors {
+        (
+            "processors:\n  dictionary_dedup: {}\n  unit_normalization: {target: ucum}\n  thread_pruning: {rename_threads: [{pattern: 'worker-\\d+', replacement: 'worker-*'}]}\n  sampling: {sampling_percentage: 100}\n",
+            "[dictionary_dedup, unit_normalization, thread_pruning, sampling]",
+        )
+    } else {
+        ("", "[]")
+    };
+    let path = dir.path().join("c.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+receivers:
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:{otlp}"}}}}}}
+  sentry: {{endpoint: "127.0.0.1:{sentry}"{sentry_extra}}}
+{procs}
+exporters:
+  otlp:
+    endpoint: 127.0.0.1:{sink}
+    tls: {{insecure: true}}
+    compression: none
+    retry_on_failure: {{initial_interval: 50ms, max_interval: 200ms, max_elapsed_time: 120s}}
+    sending_queue: {{{queue}}}
+extensions:
+  health_check: {{endpoint: "127.0.0.1:{health}"}}
+service:
+  extensions: [health_check]
+  telemetry: {{metrics: {{address: "127.0.0.1:{metrics}"}}, logs: {{level: warn}}}}
+  pipelines:
+    profiles: {{receivers: [otlp, sentry], processors: {list}, exporters: [otlp]}}
+"#
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn ports() -> (u16, u16, u16, u16) {
+    (free_port(), free_port(), free_port(), free_port())
+}
+
+async fn start(cfg: &std::path::Path, limit_mib: u64, health: u16) -> Running {
+    let p = Running::spawn(
+        profcol()
+            .arg("--config")
+            .arg(cfg)
+            .args(["--memory-limit-mib", &limit_mib.to_string()])
+            .args(["--shutdown-timeout", "10s"]),
+    );
+    wait_healthy(health).await;
+    p
+}
+
+async fn metric(port: u16, prefix: &str) -> u64 {
+    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+async fn channel(port: u16) -> tonic::transport::Channel {
+    tonic::transport::Channel::from_shared(format!("http://127.0.0.1:{port}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// Four processors, medium requests (100k samples, ~2.5 MB), four in
+/// flight for 20 s, `--memory-limit-mib 256`: resident memory never passes
+/// 256 + 64 MiB; what is refused is refused with a code to retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resident_memory_stays_under_the_limit_with_four_processors() {
+    let sink = Sink::start().await;
+    sink.counting_only();
+    let dir = tempfile::tempdir().unwrap();
+    let ports = ports();
+    let cfg = config(&dir, ports, sink.addr.port(), true, "", "");
+    let p = start(&cfg, 256, ports.2).await;
+    let medium = profcol_pipeline::model::synth::request(100_000, 20_000).encode_to_vec();
+    let framed = grpc_frame(&medium, false);
+    let (ok, retry) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let (framed, ok, retry) = (framed.clone(), ok.clone(), retry.clone());
+        let mut ch = channel(ports.0).await;
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < deadline {
+                match export_framed(&mut ch, framed.clone(), None).await {
+                    0 => ok.fetch_add(1, Ordering::Relaxed),
+                    // UNAVAILABLE: the memory limit; retry shortly.
+                    14 => {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        retry.fetch_add(1, Ordering::Relaxed)
+                    }
+                    other => panic!("unexpected gRPC status {other}"),
+                };
+            }
+        }));
+    }
+    let mut peak = 0;
+    while Instant::now() < deadline {
+        peak = peak.max(p.memory_mib().0);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let (hwm, _) = p.memory_mib();
+    assert!(ok.load(Ordering::Relaxed) > 0, "nothing went through");
+    assert!(hwm <= 256 + 64, "peak RSS {hwm} MiB over 256 + 64 MiB");
+    // Once idle, memory goes back.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (_, idle) = p.memory_mib();
+    assert!(idle < 128, "{idle} MiB resident once idle");
+    let _ = peak;
+    p.signal("TERM");
+    let (code, logs) = p.wait(Duration::from_secs(30)).await;
+    assert!(code.success(), "{logs}");
+}
+
+/// gzip or zlib of `gib` GiB of zeros, built from one chunk repeated: after
+/// the first, a chunk only refers back to zeros, so it can follow itself
+/// (a sync flush ends each on a byte boundary). The trailer is not written:
+/// nothing reads that far.
+fn deflate_bomb(gib: u64, gzip: bool) -> Vec<u8> {
+    use flate2::{Compress, Compression, FlushCompress};
+    let mut enc = Compress::new(Compression::fast(), false);
+    let zeros = vec![0u8; 1 << 20];
+    let mut chunk = || {
+        let (start, mut out) = (enc.total_in(), Vec::new());
+        loop {
+            let fed = (enc.total_in() - start) as usize;
+            out.reserve(64 << 10);
+            enc.compress_vec(&zeros[fed..], &mut out, FlushCompress::Sync)
+                .unwrap();
+            // Flushed once all is in and the output did not fill up.
+            if (enc.total_in() - start) as usize == zeros.len() && out.len() < out.capacity() {
+                return out;
+            }
+        }
+    };
+    let (first, next) = (chunk(), chunk());
+    let mut out = if gzip {
+        vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]
+    } else {
+        vec![0x78, 0x01]
+    };
+    out.extend_from_slice(&first);
+    for _ in 1..(gib << 10) {
+        out.extend_from_slice(&next);
+    }
+    out
+}
+
+/// zstd of `gib` GiB of zeros: one frame of RLE blocks (128 KiB each).
+fn zstd_bomb(gib: u64) -> Vec<u8> {
+    let mut out = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x58];
+    // Frame header descriptor 0x00: no content size, window descriptor
+    // 0x58 (8 MiB window).
+    let blocks = (gib << 30) / (128 << 10);
+    for i in 0..blocks {
+        let last = u32::from(i + 1 == blocks);
+        let header = (128u32 << 10) << 3 | 1 << 1 | last;
+        out.extend_from_slice(&header.to_le_bytes()[..3]);
+        out.push(0);
+    }
+    out
+}
+
+/// brotli of `gib` GiB of zeros (compressed for real: slower to make).
+fn brotli_bomb(gib: u64) -> Vec<u8> {
+    let mut w = brotli::CompressorWriter::new(Vec::new(), 1 << 20, 0, 24);
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..(gib << 10) {
+        w.write_all(&zeros).unwrap();
+    }
+    w.into_inner()
+}
+
+/// Posts `body` as a Sentry envelope with `encoding`; the status code.
+async fn post_bomb(port: u16, encoding: &str, body: Arc<Vec<u8>>) -> u16 {
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /api/1/envelope/ HTTP/1.1\r\nHost: x\r\nX-Sentry-Auth: Sentry sentry_key=k\r\nContent-Encoding: {encoding}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    // The server answers before the bomb is all sent: read while writing.
+    let (mut rd, mut wr) = s.into_split();
+    let writer = tokio::spawn(async move {
+        let _ = wr.write_all(&body).await;
+        wr
+    });
+    let mut buf = vec![0u8; 1024];
+    let n = tokio::time::timeout(Duration::from_secs(60), rd.read(&mut buf))
+        .await
+        .expect("an answer within 60 s")
+        .unwrap_or(0);
+    writer.abort();
+    let text = String::from_utf8_lossy(&buf[..n]);
+    text.split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Eight concurrent 10 GiB bombs of each encoding (brotli: 1 GiB, which
+/// takes a second to make), with `max_request_body_size` 20 MiB and the
+/// memory limit at 256 MiB: all get 413; resident memory stays under 256 +
+/// 64 MiB; a valid envelope right after is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_bombs_are_refused_within_the_memory_limit() {
+    let sink = Sink::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ports = ports();
+    let cfg = config(
+        &dir,
+        ports,
+        sink.addr.port(),
+        false,
+        "",
+        ", max_request_body_size: 20971520",
+    );
+    let p = start(&cfg, 256, ports.2).await;
+    let bombs = [
+        ("gzip", deflate_bomb(10, true)),
+        ("deflate", deflate_bomb(10, false)),
+        ("zstd", zstd_bomb(10)),
+        ("br", brotli_bomb(1)),
+    ];
+    for (encoding, bomb) in bombs {
+        let bomb = Arc::new(bomb);
+        let answers: Vec<_> = (0..8)
+            .map(|_| tokio::spawn(post_bomb(ports.1, encoding, bomb.clone())))
+            .collect();
+        for a in answers {
+            assert_eq!(a.await.unwrap(), 413, "{encoding}");
+        }
+        let (hwm, _) = p.memory_mib();
+        assert!(hwm <= 256 + 64, "{encoding}: peak RSS {hwm} MiB");
+        // What the round freed goes back before the next round comes.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    common::replay_fixture(ports.1, "sentry-python/manual/0001", None).await;
+    p.signal("TERM");
+    let (code, logs) = p.wait(Duration::from_secs(30)).await;
+    assert!(code.success(), "{logs}");
+}
+
+/// Ten and more times what the exporter drains (its peer is down for 2 s,
+/// then back), with `queue_size: 5` and with the default queue: clients
+/// hear OK or UNAVAILABLE and nothing else; every accepted sample is sent
+/// in the end (accepted == sent, nothing enqueue-failed); and within 10 s
+/// of the load stopping the collector accepts again at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overload_refuses_retryably_and_loses_nothing_accepted() {
+    for queue in ["queue_size: 5", ""] {
+        let sink = Sink::start().await;
+        sink.counting_only();
+        sink.down_for(Duration::from_secs(2));
+        let dir = tempfile::tempdir().unwrap();
+        let ports = ports();
+        let cfg = config(&dir, ports, sink.addr.port(), false, queue, "");
+        let p = start(&cfg, 256, ports.2).await;
+        let req = common::request("otlp/two-resources-request.bin");
+        let per_request = profcol_pipeline::model::profiles(&req.resource_profiles)
+            .map(profcol_pipeline::model::profile_sample_count)
+            .sum::<u64>();
+        let framed = grpc_frame(&req.encode_to_vec(), false);
+        let (ok, refused) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let deadline = Instant::now() + Duration::from_secs(4);
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let (framed, ok, refused) = (framed.clone(), ok.clone(), refused.clone());
+            let mut ch = channel(ports.0).await;
+            tasks.push(tokio::spawn(async move {
+                while Instant::now() < deadline {
+                    match export_framed(&mut ch, framed.clone(), None).await {
+                        0 => ok.fetch_add(1, Ordering::Relaxed),
+                        14 => refused.fetch_add(1, Ordering::Relaxed),
+                        other => panic!("{queue}: unexpected gRPC status {other}"),
+                    };
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let (ok, refused) = (ok.load(Ordering::Relaxed), refused.load(Ordering::Relaxed));
+        assert!(refused > 0, "{queue}: the overload was refused ({ok} ok)");
+        // Recovery: the peer is back, the queue drains, a request goes in.
+        let started = Instant::now();
+        let mut ch = channel(ports.0).await;
+        loop {
+            let t = Instant::now();
+            if export_framed(&mut ch, framed.clone(), None).await == 0
+                && t.elapsed() < Duration::from_secs(1)
+            {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{queue}: not accepting again 10 s after the load"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let accepted_requests = ok + 1;
+        while sink.samples() < accepted_requests * per_request {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{queue}: {} of {} samples arrived",
+                sink.samples(),
+                accepted_requests * per_request
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let m = ports.3;
+        let accepted = metric(m, "otelcol_receiver_accepted_profile_samples_total").await;
+        assert_eq!(accepted, accepted_requests * per_request, "{queue}");
+        // The exporter counts a request as sent once the sink has answered.
+        while metric(m, "otelcol_exporter_sent_profile_samples_total").await < accepted {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{queue}: not all sent"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let sent = metric(m, "otelcol_exporter_sent_profile_samples_total").await;
+        assert_eq!(sent, accepted, "{queue}: every accepted sample was sent");
+        assert_eq!(sink.samples(), accepted, "{queue}: and arrived once");
+        assert_eq!(
+            metric(m, "otelcol_exporter_enqueue_failed_profile_samples_total").await,
+            0,
+            "{queue}"
+        );
+        assert_eq!(
+            metric(m, "otelcol_exporter_send_failed_profile_samples_total").await,
+            0,
+            "{queue}"
+        );
+        p.signal("TERM");
+        let (code, logs) = p.wait(Duration::from_secs(30)).await;
+        assert!(code.success(), "{logs}");
+    }
+}
