@@ -36,9 +36,17 @@ pub struct Args {
     /// Passed to profcol as --memory-limit-mib.
     #[arg(long)]
     pub memory_limit_mib: Option<u64>,
-    /// Comma-separated: profcol, naive.
+    /// Comma-separated: profcol, naive, and `base` (another profcol
+    /// binary, `--base`, e.g. an earlier build to compare with).
     #[arg(long, default_value = "profcol,naive")]
     pub sides: String,
+    /// The profcol binary of the `base` side.
+    #[arg(long)]
+    pub base: Option<PathBuf>,
+    /// After the load, how long to wait before reading the resident memory
+    /// again (what the process gives back once idle).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub settle: Duration,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -55,6 +63,8 @@ struct Measured {
     cpu_s: f64,
     samples_per_request: u64,
     peak_mib: f64,
+    /// Resident memory `settle` after the load stopped.
+    settled_mib: f64,
 }
 
 impl Measured {
@@ -73,11 +83,12 @@ pub async fn run(a: Args) -> anyhow::Result<()> {
                 for side in &sides {
                     let m = measure(&a, case, size, side).await?;
                     eprintln!(
-                        "round {} {case:<10} {size:<6} {side:<7} {:>8.2} ms CPU/req  {}  peak {:.0} MiB",
+                        "round {} {case:<10} {size:<6} {side:<7} {:>8.2} ms CPU/req  {}  peak {:.0} MiB, {:.0} MiB once idle",
                         round + 1,
                         m.cpu_ms_per_request(),
                         m.report,
-                        m.peak_mib
+                        m.peak_mib,
+                        m.settled_mib
                     );
                     all.push(m);
                 }
@@ -96,13 +107,20 @@ async fn measure(a: &Args, case: &str, size: &str, side: &str) -> anyhow::Result
     let port = free_port()?;
     let dir = tempfile::tempdir()?;
     let mut child = match side {
-        "profcol" => {
+        "profcol" | "base" => {
             let cfg = dir.path().join("profcol.yaml");
             std::fs::write(
                 &cfg,
                 profcol_config(case, port, &sink.addr.to_string(), compression),
             )?;
-            let mut cmd = Command::new(&a.profcol);
+            let bin = match side {
+                "base" => a
+                    .base
+                    .clone()
+                    .ok_or_else(|| anyhow::anyhow!("the base side needs --base"))?,
+                _ => a.profcol.clone(),
+            };
+            let mut cmd = Command::new(bin);
             cmd.arg("--config").arg(&cfg);
             if let Some(m) = a.memory_limit_mib {
                 cmd.arg("--memory-limit-mib").arg(m.to_string());
@@ -151,6 +169,8 @@ async fn measure(a: &Args, case: &str, size: &str, side: &str) -> anyhow::Result
         .await?;
         let cpu_s = cpu_seconds(pid) - cpu0;
         let (peak_mib, _) = memory_mib(pid);
+        tokio::time::sleep(a.settle).await;
+        let (_, settled_mib) = memory_mib(pid);
         anyhow::Ok(Measured {
             case: case.to_owned(),
             size: size.to_owned(),
@@ -159,6 +179,7 @@ async fn measure(a: &Args, case: &str, size: &str, side: &str) -> anyhow::Result
             cpu_s,
             samples_per_request: p.samples,
             peak_mib,
+            settled_mib,
         })
     }
     .await;
@@ -241,9 +262,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn print_table(all: &[Measured], cases: &[String], sizes: &[String], rounds: usize) {
     println!(
-        "\n| case | size | profcol CPU/req | naive CPU/req | profcol / naive (each round) | profcol samples/s/core | p50 / p99 profcol | p50 / p99 naive | peak RSS profcol / naive |"
+        "\n| case | size | profcol CPU/req | naive CPU/req | profcol / naive (each round) | profcol samples/s/core | p50 / p99 profcol | p50 / p99 naive | peak RSS profcol / naive | RSS once idle profcol / naive |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for case in cases {
         for size in sizes {
             let of = |side: &str| -> Vec<&Measured> {
@@ -252,6 +273,25 @@ fn print_table(all: &[Measured], cases: &[String], sizes: &[String], rounds: usi
                     .collect()
             };
             let (p, n) = (of("profcol"), of("naive"));
+            let base = of("base");
+            if !base.is_empty() {
+                let ratios: Vec<String> = (0..rounds)
+                    .filter_map(|r| {
+                        let (a, b) = (p.get(r)?, base.get(r)?);
+                        Some(format!(
+                            "{:.2}",
+                            a.cpu_ms_per_request() / b.cpu_ms_per_request()
+                        ))
+                    })
+                    .collect();
+                let peak = |ms: &[&Measured]| ms.iter().map(|m| m.peak_mib).fold(0.0, f64::max);
+                println!(
+                    "| {case} | {size} | profcol / base CPU per request: {} (base {:.2} ms, peak {:.0} MiB) |",
+                    ratios.join(", "),
+                    median(base.iter().map(|m| m.cpu_ms_per_request()).collect()),
+                    peak(&base)
+                );
+            }
             let cpu =
                 |ms: &[&Measured]| median(ms.iter().map(|m| m.cpu_ms_per_request()).collect());
             let ratios: Vec<String> = (0..rounds)
@@ -283,8 +323,9 @@ fn print_table(all: &[Measured], cases: &[String], sizes: &[String], rounds: usi
                 )
             };
             let peak = |ms: &[&Measured]| ms.iter().map(|m| m.peak_mib).fold(0.0, f64::max);
+            let settled = |ms: &[&Measured]| ms.iter().map(|m| m.settled_mib).fold(0.0, f64::max);
             println!(
-                "| {case} | {size} | {:.2} ms | {:.2} ms | {} | {:.2} M | {} | {} | {:.0} / {:.0} MiB |",
+                "| {case} | {size} | {:.2} ms | {:.2} ms | {} | {:.2} M | {} | {} | {:.0} / {:.0} MiB | {:.0} / {:.0} MiB |",
                 cpu(&p),
                 cpu(&n),
                 ratios.join(", "),
@@ -292,7 +333,9 @@ fn print_table(all: &[Measured], cases: &[String], sizes: &[String], rounds: usi
                 lat(&p),
                 lat(&n),
                 peak(&p),
-                peak(&n)
+                peak(&n),
+                settled(&p),
+                settled(&n)
             );
         }
     }
