@@ -5,10 +5,12 @@
 const NS_PER_US: u64 = 1_000;
 
 /// Float unix seconds to nanoseconds, rounded to the microsecond.
-/// `None` for negative, non-finite or out-of-range values.
+/// `None` for negative, non-finite or out-of-range values (past 2262, the
+/// latest time int64 nanoseconds hold, which ingest refuses).
 pub fn secs_to_unix_nanos(secs: f64) -> Option<u64> {
     let us = (secs * 1e6).round();
-    if !us.is_finite() || us < 0.0 || us > (u64::MAX / NS_PER_US) as f64 {
+    let max_us = crate::model::bounds::MAX_UNIX_NANO / NS_PER_US;
+    if !us.is_finite() || us < 0.0 || us > max_us as f64 {
         return None;
     }
     Some(us as u64 * NS_PER_US)
@@ -120,6 +122,10 @@ mod tests {
             Some(1_795_318_570_028_333_000)
         );
         assert_eq!(secs_to_unix_nanos(-1.0), None);
+        // Past 2262 (found by the fuzzer: a chunk converted into a profile
+        // that ingest validation refuses).
+        assert_eq!(secs_to_unix_nanos(17_953_185_700.0), None);
+        assert!(secs_to_unix_nanos(9_223_372_035.0).is_some());
         assert_eq!(secs_to_unix_nanos(f64::NAN), None);
     }
 
