@@ -183,14 +183,14 @@ pub struct Origin {
     pub client: Option<SocketAddr>,
 }
 
-/// Turns OTLP requests of one receiver into batches for its pipelines.
-pub struct OtlpIngest {
+/// Turns the requests of one receiver into batches for its pipelines.
+pub struct Ingest {
     pub id: String,
     pub output: Output,
     pub telemetry: Arc<Telemetry>,
 }
 
-impl OtlpIngest {
+impl Ingest {
     /// Counts a refused request: its samples (0 when it could not be read)
     /// and the request itself, both with the reason, and logs why.
     pub fn refused(&self, origin: Origin, samples: u64, r: &Refusal) {
@@ -219,7 +219,32 @@ impl OtlpIngest {
             self.refused(origin, 0, &r);
             return Err(r);
         }
-        let checked = profcol_pipeline::cpu::run(move || check(bytes)).await;
+        let checked = profcol_pipeline::cpu::run(move || {
+            decode(bytes).and_then(|batch| check(batch, REVISION_HINT))
+        })
+        .await;
+        self.hand_off(checked, memory, origin).await
+    }
+
+    /// Profiles converted from another format (pprof, folded stacks, a
+    /// Pyroscope push) by the receiver, with the memory they hold: checked
+    /// as an OTLP request is, handed to every pipeline.
+    pub async fn converted(
+        &self,
+        data: ProfilesData,
+        memory: Reservation,
+        origin: Origin,
+    ) -> Result<Accepted, Refusal> {
+        let checked = profcol_pipeline::cpu::run(move || check(ProfileBatch::new(data), "")).await;
+        self.hand_off(checked, memory, origin).await
+    }
+
+    async fn hand_off(
+        &self,
+        checked: Result<(ProfileBatch, Option<ExportProfilesPartialSuccess>, u64), (u64, Refusal)>,
+        mut memory: Reservation,
+        origin: Origin,
+    ) -> Result<Accepted, Refusal> {
         let (mut batch, partial, removed) = match checked {
             Ok(c) => c,
             Err((samples, r)) => {
@@ -247,13 +272,10 @@ impl OtlpIngest {
     }
 }
 
-/// Decodes and validates a request: the batch, the partial success and
-/// the samples it left out; or the refusal with the samples refused.
-#[allow(clippy::type_complexity)]
-fn check(
-    bytes: Bytes,
-) -> Result<(ProfileBatch, Option<ExportProfilesPartialSuccess>, u64), (u64, Refusal)> {
-    let data = ProfileBatch::decode(bytes.clone()).map_err(|e| {
+/// Decodes an `ExportProfilesServiceRequest`; a refusal naming the field
+/// that does not decode.
+fn decode(bytes: Bytes) -> Result<ProfileBatch, (u64, Refusal)> {
+    ProfileBatch::decode(bytes.clone()).map_err(|e| {
         let e = e
             .to_string()
             .replacen(" ProfilesData.", " ExportProfilesServiceRequest.", 1);
@@ -267,13 +289,22 @@ fn check(
                 ),
             ),
         )
-    })?;
-    let batch = data;
+    })
+}
+
+/// Validates a batch: the batch, the partial success and the samples it
+/// left out; or the refusal with the samples refused. `hint` follows
+/// problems that another encoding of the data would explain.
+#[allow(clippy::type_complexity)]
+fn check(
+    batch: ProfileBatch,
+    hint: &'static str,
+) -> Result<(ProfileBatch, Option<ExportProfilesPartialSuccess>, u64), (u64, Refusal)> {
     let invalid = |e: &ValidationError| {
         // Broken indices and zero values are what another revision's
         // encoding decodes into; an empty sample is the sender's own.
         let hint = match e.problem {
-            Problem::OutOfRange { .. } | Problem::NotZeroValue { .. } => REVISION_HINT,
+            Problem::OutOfRange { .. } | Problem::NotZeroValue { .. } => hint,
             Problem::ValueCountMismatch { .. }
             | Problem::EmptySample
             | Problem::TimeOutOfRange { .. } => "",
@@ -317,7 +348,7 @@ mod tests {
     #[test]
     fn decode_errors_name_the_request_type() {
         // resource_profiles[0] holds a truncated varint.
-        let (samples, r) = check(Bytes::from_static(&[0x0a, 0x02, 0x08, 0xff])).unwrap_err();
+        let (samples, r) = decode(Bytes::from_static(&[0x0a, 0x02, 0x08, 0xff])).unwrap_err();
         assert_eq!(samples, 0);
         assert_eq!(r.code, Code::InvalidArgument);
         assert!(

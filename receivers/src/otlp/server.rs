@@ -11,7 +11,7 @@ use profcol_pipeline::proto::{ExportProfilesServiceResponse, EXPORT_PATH};
 
 use super::config::OtlpReceiverConfig;
 use super::grpc;
-use crate::ingest::{Origin, OtlpIngest, Refusal};
+use crate::ingest::{Ingest, Origin, Refusal};
 
 pub struct OtlpReceiver {
     cfg: OtlpReceiverConfig,
@@ -43,7 +43,7 @@ impl Receiver for OtlpReceiver {
             &ctx.id,
         )?;
         let service = Arc::new(GrpcService {
-            ingest: OtlpIngest {
+            ingest: Ingest {
                 id: ctx.id.clone(),
                 output: ctx.output.clone(),
                 telemetry: ctx.telemetry.clone(),
@@ -64,7 +64,7 @@ impl Receiver for OtlpReceiver {
 
 /// `ProfilesService/Export` over gRPC.
 struct GrpcService {
-    ingest: OtlpIngest,
+    ingest: Ingest,
     recorder: Option<crate::record::Recorder>,
     max_recv_bytes: usize,
 }
