@@ -11,9 +11,11 @@ pub fn registry() -> Registry {
         .processor(profcol_processors::thread_pruning::factory())
         .processor(profcol_processors::sampling::factory())
         .exporter(profcol_exporters::otlp::factory())
+        .exporter(profcol_exporters::otlphttp::factory())
         .exporter(profcol_exporters::debug::factory())
         .exporter(profcol_exporters::sentry::factory())
         .exporter(profcol_exporters::pprof::factory())
         .exporter(profcol_exporters::file::factory())
         .extension(crate::health_check::factory())
+        .extension(crate::bearertokenauth::factory())
 }

@@ -21,7 +21,7 @@ pub struct HealthCheckConfig {
 impl Default for HealthCheckConfig {
     fn default() -> Self {
         Self {
-            endpoint: "0.0.0.0:13133".into(),
+            endpoint: "localhost:13133".into(),
             path: "/".into(),
         }
     }
@@ -135,7 +135,7 @@ mod tests {
         assert_eq!(
             HealthCheckConfig::default(),
             HealthCheckConfig {
-                endpoint: "0.0.0.0:13133".into(),
+                endpoint: "localhost:13133".into(),
                 path: "/".into()
             }
         );

@@ -3,6 +3,7 @@
 
 pub mod allocator;
 pub mod app;
+pub mod bearertokenauth;
 pub mod cli;
 pub mod components;
 pub mod harness;

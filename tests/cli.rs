@@ -386,10 +386,10 @@ fn component_errors_have_exact_paths() {
     let pipeline = "service: {pipelines: {profiles: {receivers: [otlp], exporters: [debug]}}}";
     let cases: Vec<(String, Vec<&str>)> = vec![
         (
-            format!("receivers: {{otlp: , nosuch/a: }}\nexporters: {{debug: , otlphttp: }}\n{pipeline}"),
+            format!("receivers: {{otlp: , nosuch/a: }}\nexporters: {{debug: , kafka: }}\n{pipeline}"),
             vec![
                 r#"receivers::nosuch/a: unknown type "nosuch" (known: otlp, sentry)"#,
-                r#"exporters::otlphttp: unknown type "otlphttp" (known: debug, file, otlp, otlp_grpc, pprof, sentry)"#,
+                r#"exporters::kafka: unknown type "kafka" (known: debug, file, otlp, otlp_grpc, otlp_http, otlphttp, pprof, sentry)"#,
             ],
         ),
         (

@@ -458,9 +458,14 @@ async fn only_stopping_signals_stop_and_every_signal_is_logged() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repeated_refusals_are_logged_a_few_times_and_all_counted() {
     let c = start(None).await;
+    let mut message = String::new();
     for _ in 0..200 {
         let data = synth::hostile().remove(0).1;
-        let _ = export_raw(c.otlp, data.encode_to_vec()).await;
+        message = export_raw(c.otlp, data.encode_to_vec())
+            .await
+            .unwrap_err()
+            .message()
+            .to_owned();
     }
     let refused = c
         .wait_metric("otelcol_receiver_refused_profile_samples_total{receiver=\"otlp\",transport=\"grpc\",reason=\"invalid\"}")
@@ -469,6 +474,16 @@ async fn repeated_refusals_are_logged_a_few_times_and_all_counted() {
     let logs = c.stop().await;
     let lines = logs.lines().filter(|l| l.contains(" refused ")).count();
     assert!(lines <= 10, "{lines} refusal lines:\n{logs}");
+    // The log says what the client was told, and who it was.
+    let first = logs
+        .lines()
+        .find(|l| l.contains("request refused"))
+        .unwrap();
+    assert!(message.starts_with("invalid profiles data: "), "{message}");
+    assert!(
+        first.contains(&message) && first.contains("peer=127.0.0.1:"),
+        "{first}"
+    );
 }
 
 #[test]

@@ -101,6 +101,7 @@ async fn every_exporter_finishes_each_hostile_batch_and_sends_nothing_of_it() {
         let ctx = ExporterContext {
             id: ty.to_string(),
             telemetry: Arc::new(Telemetry::new()),
+            authenticators: Default::default(),
         };
         exporter.start(&ctx).await.unwrap();
         for (name, data) in synth::hostile() {

@@ -33,6 +33,36 @@ pub fn go_available() -> bool {
     found
 }
 
+/// A Python interpreter that imports `modules`: `PROFCOL_PYTHON`, else the
+/// virtualenv `.ci/run` makes from `tests/python/requirements.txt`
+/// (`target/py`), else `python3`. `None` skips the caller's test locally;
+/// under CI (`CI` set) a missing one fails instead, as [`go_available`].
+pub fn python(modules: &[&str]) -> Option<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let candidates = std::env::var_os("PROFCOL_PYTHON")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([root.join("target/py/bin/python"), PathBuf::from("python3")]);
+    let check = format!("import {}", modules.join(", "));
+    for py in candidates {
+        let ok = Command::new(&py)
+            .args(["-c", &check])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return Some(py);
+        }
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "no Python with {modules:?}: CI must install tests/python/requirements.txt into target/py"
+    );
+    eprintln!(
+        "skipping: no Python with {modules:?} (python3 -m venv target/py && target/py/bin/pip install -r tests/python/requirements.txt)"
+    );
+    None
+}
+
 /// Stdout of `go tool pprof ARGS FILE`, which must succeed. `tmp` keeps
 /// pprof's own files (and its symbol lookups) out of the user's home.
 pub fn go_tool_pprof(args: &[&str], file: &Path, tmp: &Path) -> String {

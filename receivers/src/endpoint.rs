@@ -14,6 +14,29 @@ pub fn check(endpoint: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether two endpoints would listen on one port of one address (an
+/// empty host or `0.0.0.0` covers every address).
+pub fn same_port(a: &str, b: &str) -> bool {
+    let split = |e: &str| {
+        e.rsplit_once(':')
+            .map(|(h, p)| (h.to_owned(), p.to_owned()))
+    };
+    match (split(a), split(b)) {
+        (Some((ha, pa)), Some((hb, pb))) if pa == pb => {
+            let any = |h: &str| h.is_empty() || h == "0.0.0.0" || h == "[::]";
+            let norm = |h: &str| {
+                if h == "localhost" {
+                    "127.0.0.1".to_owned()
+                } else {
+                    h.to_owned()
+                }
+            };
+            any(&ha) || any(&hb) || norm(&ha) == norm(&hb)
+        }
+        _ => false,
+    }
+}
+
 /// Binds a TCP listener, resolving host names such as `localhost`.
 pub async fn bind(endpoint: &str, owner: &str) -> anyhow::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind(&*profcol_pipeline::config::listen_address(endpoint))

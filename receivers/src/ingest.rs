@@ -176,11 +176,50 @@ pub const REVISION_HINT: &str =
      a sender built on another release of this unstable proto encodes it differently)";
 
 /// Where a request came from.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Default)]
 pub struct Origin {
     /// `grpc` or `http`, as the Collector labels it.
     pub transport: &'static str,
     pub client: Option<SocketAddr>,
+    /// The request's headers, when the receiver keeps them
+    /// (`include_metadata`); see [`metadata`].
+    pub metadata: Vec<(String, String)>,
+}
+
+impl Origin {
+    /// The client's address for a log line (empty when unknown).
+    pub fn peer(&self) -> String {
+        self.client.map(|a| a.to_string()).unwrap_or_default()
+    }
+}
+
+/// A request's headers as a batch keeps them: lowercase names, credentials
+/// and transport headers left out.
+pub fn metadata(headers: &http::HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(k, _)| {
+            let k = k.as_str();
+            !crate::record::is_secret(k)
+                && !matches!(
+                    k,
+                    "content-length" | "content-encoding" | "te" | "grpc-encoding"
+                )
+        })
+        .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+        .collect()
+}
+
+/// Checks the request's credentials with the receiver's authenticator,
+/// before any of its body is read.
+pub fn authenticate(
+    auth: Option<&Arc<dyn profcol_pipeline::component::Authenticator>>,
+    headers: &http::HeaderMap,
+) -> Result<(), Refusal> {
+    match auth {
+        Some(a) => a.authenticate(headers).map_err(Refusal::unauthenticated),
+        None => Ok(()),
+    }
 }
 
 /// Turns the requests of one receiver into batches for its pipelines.
@@ -193,13 +232,12 @@ pub struct Ingest {
 impl Ingest {
     /// Counts a refused request: its samples (0 when it could not be read)
     /// and the request itself, both with the reason, and logs why.
-    pub fn refused(&self, origin: Origin, samples: u64, r: &Refusal) {
+    pub fn refused(&self, origin: &Origin, samples: u64, r: &Refusal) {
         self.telemetry
             .receiver_refused(&self.id, origin.transport, samples, r.reason);
         self.telemetry.receiver_item(&self.id, "request", r.reason);
         if r.retry_after.is_none() {
-            let peer = origin.client.map(|a| a.to_string()).unwrap_or_default();
-            profcol_pipeline::warn_limited!(receiver = %self.id, transport = origin.transport, peer = %peer, reason = r.reason, error = %r.message, "request refused");
+            profcol_pipeline::warn_limited!(receiver = %self.id, transport = origin.transport, peer = %origin.peer(), reason = r.reason, error = %r.message, "request refused");
         }
     }
 
@@ -216,7 +254,7 @@ impl Ingest {
         let estimate = estimate_decoded(&bytes);
         if let Err(e) = memory.try_grow_to(bytes.len() + estimate) {
             let r = Refusal::from(ConsumeError::memory(e));
-            self.refused(origin, 0, &r);
+            self.refused(&origin, 0, &r);
             return Err(r);
         }
         let checked = profcol_pipeline::cpu::run(move || {
@@ -248,18 +286,20 @@ impl Ingest {
         let (mut batch, partial, removed) = match checked {
             Ok(c) => c,
             Err((samples, r)) => {
-                self.refused(origin, samples, &r);
+                self.refused(&origin, samples, &r);
                 return Err(r);
             }
         };
-        if removed > 0 {
+        if let Some(p) = partial.as_ref().filter(|_| removed > 0) {
             self.telemetry
                 .receiver_refused(&self.id, origin.transport, removed, "invalid");
+            profcol_pipeline::warn_limited!(receiver = %self.id, transport = origin.transport, peer = %origin.peer(), rejected_profiles = p.rejected_profiles, error = %p.error_message, "request partially refused");
         }
         memory.set(batch.held_bytes());
         batch.meta.memory = Some(Held::new(memory));
         batch.meta.transport = origin.transport;
         batch.meta.client_addr = origin.client;
+        batch.meta.metadata = origin.metadata.clone();
         match self.output.consume(batch).await {
             Ok(()) => Ok(Accepted { partial }),
             Err(e) => {

@@ -302,6 +302,11 @@ const SECRET_NAME_PARTS: [&str; 7] = [
     "auth", "cookie", "token", "api-key", "apikey", "secret", "password",
 ];
 
+/// Whether a header (lowercase name) carries a credential.
+pub fn is_secret(name: &str) -> bool {
+    name == "x-sentry-auth" || SECRET_NAME_PARTS.iter().any(|s| name.contains(s))
+}
+
 fn redact_header(name: &str, value: &str) -> String {
     if name == "x-sentry-auth"
         || (name == "authorization" && value.trim_start().starts_with("Sentry "))

@@ -21,6 +21,7 @@ fn ctx() -> ExporterContext {
     ExporterContext {
         id: "file".into(),
         telemetry: Arc::new(Telemetry::new()),
+        authenticators: Default::default(),
     }
 }
 

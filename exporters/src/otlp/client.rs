@@ -2,7 +2,7 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use http::uri::PathAndQuery;
-use tonic::metadata::MetadataMap;
+use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue, MetadataMap};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext};
@@ -14,6 +14,7 @@ use super::classify::classify;
 use super::codec::BatchCodec;
 use super::compress::Compressing;
 use super::config::{metadata_entry, Compression, OtlpExporterConfig};
+use crate::client_auth::ClientAuth;
 
 pub struct OtlpExporter {
     endpoint_cfg: Endpoint,
@@ -23,6 +24,7 @@ pub struct OtlpExporter {
     metadata: MetadataMap,
     compression: Compression,
     endpoint: String,
+    auth: ClientAuth,
 }
 
 impl OtlpExporter {
@@ -106,6 +108,7 @@ impl OtlpExporter {
                 metadata,
                 compression: cfg.compression,
                 endpoint: uri,
+                auth: ClientAuth::new(cfg.auth.clone()),
             }),
             _ => Err(errs),
         }
@@ -114,6 +117,14 @@ impl OtlpExporter {
 
 #[async_trait]
 impl Exporter for OtlpExporter {
+    fn authenticators(&self) -> Vec<(String, String)> {
+        self.auth.references()
+    }
+
+    async fn start(&self, ctx: &ExporterContext) -> anyhow::Result<()> {
+        self.auth.start(ctx)
+    }
+
     async fn export(
         &self,
         batch: Arc<ProfileBatch>,
@@ -130,6 +141,13 @@ impl Exporter for OtlpExporter {
         let counts = (batch.profile_count(), batch.sample_count());
         let mut req = tonic::Request::new(batch);
         *req.metadata_mut() = self.metadata.clone();
+        for (k, v) in self.auth.headers()? {
+            let key = AsciiMetadataKey::from_bytes(k.as_str().as_bytes());
+            let value = AsciiMetadataValue::try_from(v.as_bytes());
+            if let (Ok(k), Ok(v)) = (key, value) {
+                req.metadata_mut().insert(k, v);
+            }
+        }
         let resp = grpc
             .unary(req, PathAndQuery::from_static(EXPORT_PATH), BatchCodec)
             .await
@@ -155,7 +173,7 @@ impl Exporter for OtlpExporter {
 
 /// Samples the peer rejected, in the runtime's unit. The response names how
 /// many profiles, not which: each is counted at the batch's mean size.
-pub(super) fn rejected_samples((profiles, samples): &(u64, u64), rejected_profiles: i64) -> u64 {
+pub fn rejected_samples((profiles, samples): &(u64, u64), rejected_profiles: i64) -> u64 {
     let rejected = u64::try_from(rejected_profiles).unwrap_or(0);
     if rejected == 0 || *profiles == 0 {
         return 0;

@@ -65,7 +65,7 @@ impl tower::Service<http::Request<Body>> for Compressing {
     }
 }
 
-fn encoding_name(c: Compression) -> Option<&'static str> {
+pub(crate) fn encoding_name(c: Compression) -> Option<&'static str> {
     match c {
         Compression::Gzip => Some("gzip"),
         Compression::Zstd => Some("zstd"),
@@ -82,25 +82,39 @@ pub fn compress_frame(framed: Bytes, compression: Compression) -> Result<Bytes, 
     if header[0] != 0 || len != message.len() {
         return Err("expected one uncompressed gRPC message".into());
     }
+    if compression == Compression::None {
+        return Ok(framed);
+    }
     let mut out = BytesMut::with_capacity(HEADER + message.len() / 4).writer();
     out.write_all(&[1, 0, 0, 0, 0])?;
+    let mut out = compress_into(out, message, compression)?.into_inner();
+    let compressed_len = u32::try_from(out.len() - HEADER)?;
+    out[1..HEADER].copy_from_slice(&compressed_len.to_be_bytes());
+    Ok(out.freeze())
+}
+
+/// Appends `message` compressed at level 1 to `out` (as it is for `None`).
+pub fn compress_into<W: Write>(
+    mut out: W,
+    message: &[u8],
+    compression: Compression,
+) -> std::io::Result<W> {
     match compression {
         Compression::Gzip => {
             let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::fast());
             gz.write_all(message)?;
-            out = gz.finish()?;
+            gz.finish()
         }
         Compression::Zstd => {
             let mut z = zstd::stream::write::Encoder::new(out, 1)?;
             z.write_all(message)?;
-            out = z.finish()?;
+            z.finish()
         }
-        Compression::None => return Ok(framed),
+        Compression::None => {
+            out.write_all(message)?;
+            Ok(out)
+        }
     }
-    let mut out = out.into_inner();
-    let compressed_len = u32::try_from(out.len() - HEADER)?;
-    out[1..HEADER].copy_from_slice(&compressed_len.to_be_bytes());
-    Ok(out.freeze())
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue};
 
-use profcol_pipeline::component::ExporterSettings;
+use profcol_pipeline::component::{AuthConfig, ExporterSettings};
 use profcol_pipeline::config::{
     ComponentConfig, ConfigErrors, Duration, QueueSettings, RetrySettings,
 };
@@ -21,6 +21,8 @@ pub struct OtlpExporterConfig {
     pub timeout: Duration,
     pub retry_on_failure: RetrySettings,
     pub sending_queue: QueueSettings,
+    /// An extension (`bearertokenauth`) whose credentials go with every call.
+    pub auth: Option<AuthConfig>,
 }
 
 impl Default for OtlpExporterConfig {
@@ -33,6 +35,7 @@ impl Default for OtlpExporterConfig {
             timeout: Duration::from_secs(5),
             retry_on_failure: RetrySettings::default(),
             sending_queue: QueueSettings::default(),
+            auth: None,
         }
     }
 }

@@ -3,7 +3,7 @@
 mod classify;
 mod client;
 mod codec;
-mod compress;
+pub(crate) mod compress;
 mod config;
 #[cfg(test)]
 mod tests;
@@ -14,6 +14,7 @@ use profcol_pipeline::component::{Exporter, ExporterFactory, ExporterSettings};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
 pub use classify::{classify, effective_code, is_retryable};
+pub use client::rejected_samples;
 pub use config::{Compression, OtlpExporterConfig, TlsConfig};
 
 pub struct OtlpExporterFactory;

@@ -84,6 +84,7 @@ sending_queue: {enabled: true, num_consumers: 2, queue_size: 50, block_on_overfl
             block_on_overflow: true,
             storage: None,
         },
+        auth: None,
     };
     assert_eq!(c, want);
     assert!(c.plaintext());

@@ -31,6 +31,7 @@ fn ctx() -> ExporterContext {
     ExporterContext {
         id: "pprof".into(),
         telemetry: Arc::new(Telemetry::new()),
+        authenticators: Default::default(),
     }
 }
 

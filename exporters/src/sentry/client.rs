@@ -9,6 +9,7 @@ use http::header::{CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
 use super::config::Compression;
 use super::dsn::Dsn;
 use super::rate_limits::RateLimits;
+use crate::http_common::error_chain;
 
 /// `sentry_client` and `User-Agent`.
 pub const CLIENT_NAME: &str = concat!("profcol/", env!("CARGO_PKG_VERSION"));
@@ -126,16 +127,4 @@ impl Client {
             _ => Reply::Retry { message: detail },
         }
     }
-}
-
-/// `reqwest` errors hide the cause (connection refused, DNS) in `source()`.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }

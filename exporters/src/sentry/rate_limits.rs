@@ -8,6 +8,8 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::http_common::{parse_retry_after, secs_to_duration};
+
 /// Data category of a `profile_chunk` (Relay `ProfileType::from_platform`).
 pub const PROFILE_CHUNK: &str = "profile_chunk";
 /// Data category of a `profile_chunk` from a UI platform.
@@ -97,19 +99,4 @@ pub fn parse_sentry_rate_limits(header: &str) -> impl Iterator<Item = (&str, Dur
         let categories = parts.next()?.trim();
         Some((categories, secs_to_duration(secs)?))
     })
-}
-
-/// `Retry-After`: delay seconds (the SDKs also accept fractions) or an HTTP date.
-pub fn parse_retry_after(value: &str, wall: SystemTime) -> Option<Duration> {
-    let value = value.trim();
-    if let Ok(secs) = value.parse::<f64>() {
-        return secs_to_duration(secs);
-    }
-    let at = httpdate::parse_http_date(value).ok()?;
-    Some(at.duration_since(wall).unwrap_or(Duration::ZERO))
-}
-
-fn secs_to_duration(secs: f64) -> Option<Duration> {
-    // A day bounds what a server may ask and keeps `Instant` arithmetic safe.
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0)))
 }

@@ -178,6 +178,7 @@ pub struct ReceiverContext {
     pub output: Output,
     pub shutdown: CancellationToken,
     pub telemetry: Arc<Telemetry>,
+    pub authenticators: super::Authenticators,
 }
 
 /// Handed to a processor on every batch: where it counts what it drops.
@@ -261,6 +262,7 @@ pub struct ProcessorCounts {
 pub struct ExporterContext {
     pub id: String,
     pub telemetry: Arc<Telemetry>,
+    pub authenticators: super::Authenticators,
 }
 
 impl ExporterContext {

@@ -1,9 +1,11 @@
 //! What a component is: factories decode and validate their config and make
 //! unstarted components; the runtime starts, wires and stops them.
 
+mod auth;
 mod context;
 mod traits;
 
+pub use auth::{AuthConfig, Authenticator, Authenticators};
 pub use context::{
     ConsumeError, DropReason, ExporterContext, Output, ProcessContext, ProcessorCounts,
     ReceiverContext,

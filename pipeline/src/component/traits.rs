@@ -22,6 +22,12 @@ pub trait Receiver: Send {
         Vec::new()
     }
 
+    /// The authenticators it names, with the key path of each reference,
+    /// checked against the running extensions before start-up.
+    fn authenticators(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
     /// Binds and starts serving in background tasks; returns once bound.
     /// Serving stops when `ctx.shutdown` is cancelled; the returned handle
     /// completes when the receiver has stopped accepting.
@@ -139,6 +145,11 @@ impl ExportOutcome {
 
 #[async_trait]
 pub trait Exporter: Send + Sync {
+    /// The authenticators it names, with the key path of each reference.
+    fn authenticators(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
     /// Called once before the first export (open connections, directories).
     async fn start(&self, _ctx: &ExporterContext) -> anyhow::Result<()> {
         Ok(())
@@ -176,6 +187,11 @@ pub trait ExtensionFactory: Send + Sync {
 pub trait Extension: Send {
     fn endpoints(&self) -> Vec<String> {
         Vec::new()
+    }
+
+    /// Set for an extension that authenticates (`bearertokenauth`).
+    fn authenticator(&self) -> Option<Arc<dyn super::Authenticator>> {
+        None
     }
     async fn start(
         self: Box<Self>,

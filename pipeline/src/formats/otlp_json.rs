@@ -55,12 +55,15 @@ pub fn decode(json: &[u8]) -> Result<ProfilesData, OtlpJsonError> {
 }
 
 /// A `Value` has no positions, so a mapping error is found again on the
-/// text, where serde_json adds the line and column. Hex ids are valid base64,
-/// so that pass fails only where the first one did.
+/// text, where serde_json adds the line and column and the path names the
+/// field. Hex ids are valid base64, so that pass fails only where the first
+/// one did.
 fn located(json: &[u8], opts: &DeserializeOptions, first: serde_json::Error) -> OtlpJsonError {
     let mut de = serde_json::Deserializer::from_slice(json);
-    match DynamicMessage::deserialize_with_options(REQUEST_DESCRIPTOR.clone(), &mut de, opts) {
-        Err(e) => OtlpJsonError(e.to_string()),
+    let mut track = serde_path_to_error::Track::new();
+    let tracked = serde_path_to_error::Deserializer::new(&mut de, &mut track);
+    match DynamicMessage::deserialize_with_options(REQUEST_DESCRIPTOR.clone(), tracked, opts) {
+        Err(e) => OtlpJsonError(format!("{}: {e}", track.path())),
         Ok(_) => OtlpJsonError(first.to_string()),
     }
 }
@@ -191,5 +194,13 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("line 1 column"), "{e}");
+        // The path names the field.
+        let e = decode(br#"{"resourceProfiles": [{"scopeProfiles": [{"profiles": [{"timeUnixNano": "soon"}]}]}]}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("resourceProfiles[0].scopeProfiles[0].profiles[0].timeUnixNano"),
+            "{e}"
+        );
     }
 }

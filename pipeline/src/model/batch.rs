@@ -27,6 +27,9 @@ pub struct BatchMeta {
     /// Transport the receiver used (`grpc`, `http`), as the Collector labels it.
     pub transport: &'static str,
     pub client_addr: Option<SocketAddr>,
+    /// The client's request headers, lowercase, credentials left out, when
+    /// the receiver has `include_metadata` (what `batch` groups by).
+    pub metadata: Vec<(String, String)>,
     pub origin: Origin,
     /// The memory this batch holds in the collector's budget; released when
     /// the last copy of the batch is dropped.

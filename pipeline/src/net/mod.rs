@@ -13,6 +13,7 @@ pub mod body;
 pub mod conns;
 mod serve;
 mod stream;
+pub mod tls;
 
 pub use body::{is_body_timeout, BodyLimits, BodyTimeout};
 pub use serve::{spawn, ServerSettings};

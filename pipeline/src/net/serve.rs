@@ -40,6 +40,9 @@ pub struct ServerSettings {
     /// HTTP/2 streams per connection.
     pub max_concurrent_streams: Option<u32>,
     pub body: BodyLimits,
+    /// TLS (see `net::tls::server_config`); the handshake must finish
+    /// within `read_header_timeout` (10 s without one).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Default for ServerSettings {
@@ -54,6 +57,7 @@ impl Default for ServerSettings {
             keepalive_timeout: Duration::from_secs(20),
             max_concurrent_streams: None,
             body: BodyLimits::default(),
+            tls: None,
         }
     }
 }
@@ -158,6 +162,40 @@ async fn serve_connection(
     settings: Arc<ServerSettings>,
     shutdown: CancellationToken,
 ) {
+    let stream = TrackedStream::new(tcp, (*conn).clone());
+    match settings.tls.clone() {
+        None => serve_io(stream, conn, local, router, builder, settings, shutdown).await,
+        Some(tls) => {
+            let limit = settings
+                .read_header_timeout
+                .unwrap_or(Duration::from_secs(10));
+            let handshake = tokio_rustls::TlsAcceptor::from(tls).accept(stream);
+            match tokio::time::timeout(limit, handshake).await {
+                Ok(Ok(tls)) => {
+                    serve_io(tls, conn, local, router, builder, settings, shutdown).await
+                }
+                Ok(Err(e)) => {
+                    crate::info_limited!(peer = %conn.remote, error = %e, "TLS handshake failed");
+                }
+                Err(_) => {
+                    crate::info_limited!(peer = %conn.remote, "TLS handshake timed out");
+                }
+            }
+        }
+    }
+}
+
+async fn serve_io<I>(
+    io: I,
+    conn: conns::ConnGuard,
+    local: Option<SocketAddr>,
+    router: axum::Router,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    settings: Arc<ServerSettings>,
+    shutdown: CancellationToken,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let state = conn.clone();
     let info = tonic::transport::server::TcpConnectInfo {
         local_addr: local,
@@ -180,8 +218,7 @@ async fn serve_connection(
             })
         }
     });
-    let io = TokioIo::new(TrackedStream::new(tcp, (*conn).clone()));
-    let connection = builder.serve_connection_with_upgrades(io, svc);
+    let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
     tokio::pin!(connection);
     let retire = tokio::select! {
         _ = connection.as_mut() => return,

@@ -150,6 +150,7 @@ pub fn build(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors
     }
 
     check_ports(config, &receivers, &extensions, &mut errs);
+    check_authenticators(&receivers, &exporters, &extensions, &mut errs);
 
     errs.into_result(Graph {
         receivers,
@@ -178,6 +179,40 @@ fn lookup<'r, F: ?Sized>(
         );
     }
     f
+}
+
+/// Every `auth: {authenticator: id}` must name an extension that runs (is
+/// listed in `service.extensions`) and authenticates.
+fn check_authenticators(
+    receivers: &[ReceiverNode],
+    exporters: &[ExporterNode],
+    extensions: &[(ComponentId, Box<dyn Extension>)],
+    errs: &mut ConfigErrors,
+) {
+    let refs = receivers
+        .iter()
+        .flat_map(|r| {
+            r.receiver
+                .authenticators()
+                .into_iter()
+                .map(move |(k, id)| (format!("receivers::{}::{k}", r.id), id))
+        })
+        .chain(exporters.iter().flat_map(|e| {
+            e.exporter
+                .authenticators()
+                .into_iter()
+                .map(move |(k, id)| (format!("exporters::{}::{k}", e.id), id))
+        }));
+    for (path, id) in refs {
+        match extensions.iter().find(|(eid, _)| eid.to_string() == id) {
+            Some((_, x)) if x.authenticator().is_some() => {}
+            Some(_) => errs.push(path, format!("extension {id:?} is not an authenticator")),
+            None => errs.push(
+                path,
+                format!("no extension {id:?} is configured and listed in service::extensions"),
+            ),
+        }
+    }
 }
 
 /// Two listeners on one port fail at start-up; say so while validating.

@@ -18,20 +18,35 @@ use crate::telemetry::Telemetry;
 use super::pipeline::ExporterQueue;
 use super::queue::{MemoryQueue, Queue};
 
+/// What an exporter runs with.
+pub struct Spawn {
+    pub id: String,
+    pub exporter: Arc<dyn Exporter>,
+    pub settings: ExporterSettings,
+    pub telemetry: Arc<Telemetry>,
+    pub budget: Arc<MemoryBudget>,
+    pub authenticators: crate::component::Authenticators,
+}
+
 /// Starts the exporter and its consumers. The returned task ends when the
 /// queue is closed and drained, or soon after `hard_stop` fires, counting
 /// whatever is left as dropped (`shutdown`).
 pub async fn spawn(
-    id: String,
-    exporter: Arc<dyn Exporter>,
-    settings: ExporterSettings,
-    telemetry: Arc<Telemetry>,
-    budget: Arc<MemoryBudget>,
+    s: Spawn,
     hard_stop: CancellationToken,
 ) -> anyhow::Result<(ExporterQueue, tokio::task::JoinHandle<()>)> {
+    let Spawn {
+        id,
+        exporter,
+        settings,
+        telemetry,
+        budget,
+        authenticators,
+    } = s;
     let ctx = ExporterContext {
         id: id.clone(),
         telemetry: telemetry.clone(),
+        authenticators,
     };
     exporter
         .start(&ctx)
@@ -270,11 +285,14 @@ mod tests {
             };
             let stop = CancellationToken::new();
             let (queue, task) = spawn(
-                "nop".into(),
-                Arc::new(Nop),
-                settings,
-                telemetry.clone(),
-                MemoryBudget::new(1 << 20),
+                Spawn {
+                    id: "nop".into(),
+                    exporter: Arc::new(Nop),
+                    settings,
+                    telemetry: telemetry.clone(),
+                    budget: MemoryBudget::new(1 << 20),
+                    authenticators: Default::default(),
+                },
                 stop,
             )
             .await

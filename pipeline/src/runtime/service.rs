@@ -88,6 +88,13 @@ impl RunningService {
             let task = svc.check(started, "service::telemetry::metrics".into())?;
             svc.extensions.push(task);
         }
+        let authenticators = crate::component::Authenticators::new(
+            graph
+                .extensions
+                .iter()
+                .filter_map(|(id, ext)| Some((id.to_string(), ext.authenticator()?)))
+                .collect(),
+        );
         for (id, ext) in graph.extensions {
             let ctx = ExtensionContext {
                 id: id.to_string(),
@@ -111,11 +118,14 @@ impl RunningService {
         for node in graph.exporters {
             let id = node.id.to_string();
             let spawned = exporter_helper::spawn(
-                id.clone(),
-                node.exporter,
-                node.settings,
-                telemetry.clone(),
-                budget.clone(),
+                exporter_helper::Spawn {
+                    id: id.clone(),
+                    exporter: node.exporter,
+                    settings: node.settings,
+                    telemetry: telemetry.clone(),
+                    budget: budget.clone(),
+                    authenticators: authenticators.clone(),
+                },
                 hard_stop.clone(),
             )
             .await;
@@ -159,6 +169,7 @@ impl RunningService {
                 output,
                 shutdown: stop_receivers.clone(),
                 telemetry: telemetry.clone(),
+                authenticators: authenticators.clone(),
             };
             let started = node.receiver.start(ctx).await;
             let task = svc.check(started, format!("receivers::{id}"))?;

@@ -1,9 +1,10 @@
 use serde::{Deserialize, Serialize};
 
-use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
-use profcol_pipeline::net::ServerSettings;
+use profcol_pipeline::component::AuthConfig;
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration, ServerTls};
+use profcol_pipeline::net::{BodyLimits, ServerSettings};
 
-/// `receivers: otlp:` — the Collector's names; only gRPC carries profiles here.
+/// `receivers: otlp:` — the Collector's names: gRPC and HTTP.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OtlpReceiverConfig {
@@ -24,17 +25,96 @@ impl Default for OtlpReceiverConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A protocol is on when its key is present (`grpc:` alone, or `null`,
+/// means its defaults), as in the Collector; with neither present, gRPC is
+/// on with its defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Protocols {
-    /// `null` or absent leaves gRPC on with defaults, as `grpc:` does in the Collector.
+    #[serde(deserialize_with = "present")]
     pub grpc: Option<GrpcConfig>,
+    #[serde(deserialize_with = "present")]
+    pub http: Option<HttpConfig>,
 }
 
-impl Default for Protocols {
+/// A present key is on, `null` too (with the defaults).
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Some(Option::<T>::deserialize(d)?.unwrap_or_default()))
+}
+
+/// `protocols: http:` — OTLP/HTTP (`POST /v1development/profiles`), with the
+/// Collector's `confighttp` names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    pub endpoint: String,
+    /// The path profiles are posted to.
+    pub profiles_url_path: String,
+    /// Largest body after decompression, in bytes.
+    pub max_request_body_size: u64,
+    /// Keep the request's headers with the batch (for `batch`'s
+    /// `metadata_keys`); credentials are never kept.
+    pub include_metadata: bool,
+    pub cors: Option<CorsConfig>,
+    pub tls: Option<ServerTls>,
+    pub auth: Option<AuthConfig>,
+    pub max_connections: usize,
+    pub read_header_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub read_timeout: Duration,
+    pub body_timeout: Duration,
+    pub min_body_rate: u64,
+}
+
+impl Default for HttpConfig {
     fn default() -> Self {
         Self {
-            grpc: Some(GrpcConfig::default()),
+            endpoint: "localhost:4318".into(),
+            profiles_url_path: "/v1development/profiles".into(),
+            max_request_body_size: 20 << 20,
+            include_metadata: false,
+            cors: None,
+            tls: None,
+            auth: None,
+            max_connections: 1024,
+            read_header_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(60),
+            read_timeout: Duration::from_secs(0),
+            body_timeout: Duration::from_secs(30),
+            min_body_rate: 1024,
+        }
+    }
+}
+
+/// `cors:` as `confighttp` has it: browsers on these origins may post.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CorsConfig {
+    /// Origins allowed (`*`, `https://example.com`, or one `*` wildcard
+    /// such as `https://*.example.com`).
+    pub allowed_origins: Vec<String>,
+    /// Headers allowed besides the CORS-safelisted ones.
+    pub allowed_headers: Vec<String>,
+    /// Seconds a preflight answer may be cached (0: the browser decides).
+    pub max_age: u64,
+}
+
+impl HttpConfig {
+    pub fn server_settings(&self) -> ServerSettings {
+        ServerSettings {
+            max_connections: self.max_connections,
+            read_header_timeout: self.read_header_timeout.nonzero(),
+            idle_timeout: self.idle_timeout.nonzero(),
+            body: BodyLimits {
+                timeout: self.body_timeout.nonzero(),
+                min_rate: self.min_body_rate,
+                read_timeout: self.read_timeout.nonzero(),
+            },
+            ..ServerSettings::default()
         }
     }
 }
@@ -53,6 +133,10 @@ pub struct GrpcConfig {
     /// idle one is closed to admit a new one.
     pub max_connections: usize,
     pub keepalive: Keepalive,
+    /// Keep the request's metadata with the batch; credentials never.
+    pub include_metadata: bool,
+    pub tls: Option<ServerTls>,
+    pub auth: Option<AuthConfig>,
 }
 
 /// `keepalive`, as the Collector's `configgrpc` spells it.
@@ -103,12 +187,15 @@ pub struct EnforcementPolicy {
 impl Default for GrpcConfig {
     fn default() -> Self {
         Self {
-            endpoint: "0.0.0.0:4317".into(),
+            endpoint: "localhost:4317".into(),
             max_recv_msg_size_mib: 64,
             max_concurrent_streams: 0,
             transport: "tcp".into(),
             max_connections: 1024,
             keepalive: Keepalive::default(),
+            include_metadata: false,
+            tls: None,
+            auth: None,
         }
     }
 }
@@ -132,36 +219,98 @@ impl GrpcConfig {
 }
 
 impl OtlpReceiverConfig {
-    pub fn grpc(&self) -> GrpcConfig {
-        self.protocols.grpc.clone().unwrap_or_default()
+    /// gRPC's settings when it is on.
+    pub fn grpc(&self) -> Option<GrpcConfig> {
+        match (&self.protocols.grpc, &self.protocols.http) {
+            (Some(g), _) => Some(g.clone()),
+            (None, None) => Some(GrpcConfig::default()),
+            (None, Some(_)) => None,
+        }
+    }
+
+    pub fn http(&self) -> Option<HttpConfig> {
+        self.protocols.http.clone()
     }
 
     pub fn validate(&self, cfg: &ComponentConfig) -> Result<(), ConfigErrors> {
-        let g = self.grpc();
         let mut errs = ConfigErrors::default();
+        let grpc = self.grpc();
         let key = |k: &str| cfg.key_path(&format!("protocols::grpc::{k}"));
-        if let Err(e) = crate::endpoint::check(&g.endpoint) {
-            errs.push(key("endpoint"), e);
-        }
-        if g.max_recv_msg_size_mib == 0 || g.max_recv_msg_size_mib > 4095 {
-            errs.push(
-                key("max_recv_msg_size_mib"),
-                format!(
-                    "must be between 1 and 4095, got {}",
-                    g.max_recv_msg_size_mib
-                ),
-            );
+        if let Some(g) = &grpc {
+            if let Err(e) = crate::endpoint::check(&g.endpoint) {
+                errs.push(key("endpoint"), e);
+            }
+            if g.max_recv_msg_size_mib == 0 || g.max_recv_msg_size_mib > 4095 {
+                errs.push(
+                    key("max_recv_msg_size_mib"),
+                    format!(
+                        "must be between 1 and 4095, got {}",
+                        g.max_recv_msg_size_mib
+                    ),
+                );
+            }
         }
         crate::record::validate(self.record_to.as_deref(), cfg, &mut errs);
-        if g.max_connections == 0 {
-            errs.push(key("max_connections"), "must be greater than 0");
+        if let Some(g) = &grpc {
+            if g.max_connections == 0 {
+                errs.push(key("max_connections"), "must be greater than 0");
+            }
+            if g.transport != "tcp" {
+                errs.push(
+                    key("transport"),
+                    format!("unsupported transport {:?} (only \"tcp\")", g.transport),
+                );
+            }
+            if let Some(t) = &g.tls {
+                t.validate(&key("tls"), &mut errs);
+            }
         }
-        if g.transport != "tcp" {
-            errs.push(
-                key("transport"),
-                format!("unsupported transport {:?} (only \"tcp\")", g.transport),
-            );
+        if let Some(h) = self.http() {
+            let key = |k: &str| cfg.key_path(&format!("protocols::http::{k}"));
+            if let Err(e) = crate::endpoint::check(&h.endpoint) {
+                errs.push(key("endpoint"), e);
+            }
+            if !h.profiles_url_path.starts_with('/') {
+                errs.push(
+                    key("profiles_url_path"),
+                    format!("must start with '/', got {:?}", h.profiles_url_path),
+                );
+            }
+            if h.max_request_body_size == 0 {
+                errs.push(key("max_request_body_size"), "must be greater than 0");
+            }
+            if h.max_connections == 0 {
+                errs.push(key("max_connections"), "must be greater than 0");
+            }
+            if let Some(t) = &h.tls {
+                t.validate(&key("tls"), &mut errs);
+            }
+            if let Some(g) = self.grpc() {
+                if crate::endpoint::same_port(&g.endpoint, &h.endpoint) {
+                    errs.push(
+                        key("endpoint"),
+                        format!("{} is also the gRPC endpoint", h.endpoint),
+                    );
+                }
+            }
         }
         errs.into_result(())
+    }
+
+    /// The authenticators named, with their key paths.
+    pub fn authenticators(&self) -> Vec<(String, String)> {
+        let g = self.grpc().and_then(|g| g.auth).map(|a| {
+            (
+                "protocols::grpc::auth::authenticator".to_owned(),
+                a.authenticator,
+            )
+        });
+        let h = self.http().and_then(|h| h.auth).map(|a| {
+            (
+                "protocols::http::auth::authenticator".to_owned(),
+                a.authenticator,
+            )
+        });
+        g.into_iter().chain(h).collect()
     }
 }

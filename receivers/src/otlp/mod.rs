@@ -1,7 +1,9 @@
-//! Receiver `otlp`: OTLP profiles over gRPC (`ProfilesService/Export`).
+//! Receiver `otlp`: OTLP profiles over gRPC (`ProfilesService/Export`) and
+//! over HTTP (`POST /v1development/profiles`).
 
 mod config;
 mod grpc;
+mod http;
 mod server;
 #[cfg(test)]
 mod tests;
@@ -11,7 +13,7 @@ use std::sync::Arc;
 use profcol_pipeline::component::{Receiver, ReceiverFactory};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
-pub use config::{GrpcConfig, OtlpReceiverConfig, Protocols};
+pub use config::{CorsConfig, GrpcConfig, HttpConfig, OtlpReceiverConfig, Protocols};
 
 pub struct OtlpReceiverFactory;
 

@@ -6,12 +6,12 @@ use axum::extract::{ConnectInfo, State};
 use axum::response::{IntoResponse, Response};
 use http::{Request, StatusCode};
 
-use profcol_pipeline::component::{Receiver, ReceiverContext};
+use profcol_pipeline::component::{Authenticator, Receiver, ReceiverContext};
 use profcol_pipeline::proto::{ExportProfilesServiceResponse, EXPORT_PATH};
 
 use super::config::OtlpReceiverConfig;
-use super::grpc;
-use crate::ingest::{Ingest, Origin, Refusal};
+use super::{grpc, http as otlp_http};
+use crate::ingest::{self, Ingest, Origin, Refusal};
 
 pub struct OtlpReceiver {
     cfg: OtlpReceiverConfig,
@@ -26,47 +26,100 @@ impl OtlpReceiver {
 #[async_trait]
 impl Receiver for OtlpReceiver {
     fn endpoints(&self) -> Vec<String> {
-        vec![self.cfg.grpc().endpoint]
+        let g = self.cfg.grpc().map(|g| g.endpoint);
+        let h = self.cfg.http().map(|h| h.endpoint);
+        g.into_iter().chain(h).collect()
+    }
+
+    fn authenticators(&self) -> Vec<(String, String)> {
+        self.cfg.authenticators()
     }
 
     async fn start(
         self: Box<Self>,
         ctx: ReceiverContext,
     ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-        let g = self.cfg.grpc();
-        let listener =
-            crate::endpoint::bind(&g.endpoint, &format!("receivers::{}", ctx.id)).await?;
-        tracing::info!(receiver = %ctx.id, endpoint = %g.endpoint, "OTLP gRPC receiver listening");
+        let name = format!("receivers::{}", ctx.id);
         let recorder = crate::record::Recorder::for_config(
             self.cfg.record_to.as_deref(),
             self.cfg.record_max_files,
             &ctx.id,
-        )?;
-        let service = Arc::new(GrpcService {
-            ingest: Ingest {
-                id: ctx.id.clone(),
-                output: ctx.output.clone(),
-                telemetry: ctx.telemetry.clone(),
-            },
-            recorder,
-            max_recv_bytes: (g.max_recv_msg_size_mib as usize) << 20,
+        )?
+        .map(Arc::new);
+        let ingest = Arc::new(Ingest {
+            id: ctx.id.clone(),
+            output: ctx.output.clone(),
+            telemetry: ctx.telemetry.clone(),
         });
-        let app = axum::Router::new().fallback(export).with_state(service);
-        Ok(profcol_pipeline::net::spawn(
-            &format!("receivers::{}", ctx.id),
-            listener,
-            app,
-            g.server_settings(),
-            ctx.shutdown.clone(),
-        ))
+        let mut servers = Vec::new();
+        if let Some(g) = self.cfg.grpc() {
+            let listener = crate::endpoint::bind(&g.endpoint, &name).await?;
+            let mut settings = g.server_settings();
+            if let Some(t) = &g.tls {
+                settings.tls = Some(profcol_pipeline::net::tls::server_config(
+                    t,
+                    &format!("{name}::protocols::grpc"),
+                    ctx.shutdown.clone(),
+                )?);
+            }
+            let auth = ctx
+                .authenticators
+                .resolve(g.auth.as_ref(), &format!("{name}::protocols::grpc"))?;
+            tracing::info!(receiver = %ctx.id, endpoint = %g.endpoint, tls = g.tls.is_some(), "OTLP gRPC receiver listening");
+            let service = Arc::new(GrpcService {
+                ingest: ingest.clone(),
+                recorder: recorder.clone(),
+                max_recv_bytes: (g.max_recv_msg_size_mib as usize) << 20,
+                include_metadata: g.include_metadata,
+                auth,
+            });
+            let app = axum::Router::new().fallback(export).with_state(service);
+            servers.push(profcol_pipeline::net::spawn(
+                &name,
+                listener,
+                app,
+                settings,
+                ctx.shutdown.clone(),
+            ));
+        }
+        if let Some(h) = self.cfg.http() {
+            let listener = crate::endpoint::bind(&h.endpoint, &name).await?;
+            let mut settings = h.server_settings();
+            if let Some(t) = &h.tls {
+                settings.tls = Some(profcol_pipeline::net::tls::server_config(
+                    t,
+                    &format!("{name}::protocols::http"),
+                    ctx.shutdown.clone(),
+                )?);
+            }
+            let auth = ctx
+                .authenticators
+                .resolve(h.auth.as_ref(), &format!("{name}::protocols::http"))?;
+            tracing::info!(receiver = %ctx.id, endpoint = %h.endpoint, path = %h.profiles_url_path, tls = h.tls.is_some(), "OTLP/HTTP receiver listening");
+            let app = otlp_http::router(&h, ingest.clone(), recorder.clone(), auth);
+            servers.push(profcol_pipeline::net::spawn(
+                &name,
+                listener,
+                app,
+                settings,
+                ctx.shutdown.clone(),
+            ));
+        }
+        Ok(tokio::spawn(async move {
+            for s in servers {
+                let _ = s.await;
+            }
+        }))
     }
 }
 
 /// `ProfilesService/Export` over gRPC.
 struct GrpcService {
-    ingest: Ingest,
-    recorder: Option<crate::record::Recorder>,
+    ingest: Arc<Ingest>,
+    recorder: Option<Arc<crate::record::Recorder>>,
     max_recv_bytes: usize,
+    include_metadata: bool,
+    auth: Option<Arc<dyn Authenticator>>,
 }
 
 async fn export(
@@ -87,16 +140,24 @@ async fn export(
             req.uri().path()
         )));
     }
+    let (parts, body) = req.into_parts();
     let origin = Origin {
         transport: "grpc",
         client: Some(peer),
+        metadata: if svc.include_metadata {
+            ingest::metadata(&parts.headers)
+        } else {
+            Vec::new()
+        },
     };
-    let (parts, body) = req.into_parts();
+    if let Err(r) = ingest::authenticate(svc.auth.as_ref(), &parts.headers) {
+        return refused(&svc.ingest, &origin, r);
+    }
     let budget = svc.ingest.output.budget().clone();
     let (bytes, memory) =
         match grpc::read_message(&parts.headers, body, svc.max_recv_bytes, &budget).await {
             Ok(m) => m,
-            Err(r) => return refused(&svc, origin, r),
+            Err(r) => return refused(&svc.ingest, &origin, r),
         };
     match svc.ingest.otlp(bytes.clone(), memory, origin).await {
         Ok(accepted) => {
@@ -121,7 +182,7 @@ async fn export(
 }
 
 /// A request refused before it reached the ingest path: counted there.
-fn refused(svc: &GrpcService, origin: Origin, r: Refusal) -> Response {
-    svc.ingest.refused(origin, 0, &r);
+fn refused(ingest: &Ingest, origin: &Origin, r: Refusal) -> Response {
+    ingest.refused(origin, 0, &r);
     grpc::error(r.grpc_status())
 }

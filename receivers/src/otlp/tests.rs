@@ -14,10 +14,38 @@ fn decode(yaml: &str) -> Result<OtlpReceiverConfig, String> {
 fn empty_and_null_grpc_take_the_defaults() {
     for yaml in ["{}", "protocols:\n  grpc:\n", "protocols: {grpc: {}}"] {
         let c = decode(yaml).unwrap();
-        assert_eq!(c.grpc(), GrpcConfig::default(), "{yaml}");
-        assert_eq!(c.grpc().endpoint, "0.0.0.0:4317");
-        assert_eq!(c.grpc().max_recv_msg_size_mib, 64);
+        assert_eq!(c.grpc(), Some(GrpcConfig::default()), "{yaml}");
+        assert_eq!(c.grpc().unwrap().endpoint, "localhost:4317");
+        assert_eq!(c.grpc().unwrap().max_recv_msg_size_mib, 64);
+        assert_eq!(c.http(), None, "{yaml}");
     }
+}
+
+#[test]
+fn a_protocol_is_on_when_its_key_is_present() {
+    let c = decode("protocols: {http: }").unwrap();
+    assert_eq!(c.grpc(), None, "http alone: no gRPC");
+    assert_eq!(c.http(), Some(HttpConfig::default()));
+    assert_eq!(c.http().unwrap().endpoint, "localhost:4318");
+    assert_eq!(
+        c.http().unwrap().profiles_url_path,
+        "/v1development/profiles"
+    );
+    let c = decode("protocols: {grpc: , http: {endpoint: '127.0.0.1:5318'}}").unwrap();
+    assert!(c.grpc().is_some() && c.http().is_some());
+    let e =
+        decode("protocols: {grpc: {endpoint: ':4317'}, http: {endpoint: ':4317'}}").unwrap_err();
+    assert!(
+        e.contains("protocols::http::endpoint: :4317 is also the gRPC endpoint"),
+        "{e}"
+    );
+    let e = decode("protocols: {http: {cors: {allowed_origin: []}}}").unwrap_err();
+    assert!(
+        e.contains("protocols::http::cors: unknown field \"allowed_origin\""),
+        "{e}"
+    );
+    let e = decode("protocols: {http: {profiles_url_path: v1/profiles}}").unwrap_err();
+    assert!(e.contains("profiles_url_path: must start with '/'"), "{e}");
 }
 
 #[test]
@@ -25,13 +53,13 @@ fn exact_decode() {
     let c = decode("protocols:\n  grpc:\n    endpoint: localhost:5317\n    max_recv_msg_size_mib: 8\n    max_concurrent_streams: 16\n").unwrap();
     assert_eq!(
         c.grpc(),
-        GrpcConfig {
+        Some(GrpcConfig {
             endpoint: "localhost:5317".into(),
             max_recv_msg_size_mib: 8,
             max_concurrent_streams: 16,
             transport: "tcp".into(),
             ..GrpcConfig::default()
-        }
+        })
     );
 }
 
@@ -42,7 +70,7 @@ fn the_collectors_keepalive_example_decodes() {
         "protocols:\n  grpc:\n    keepalive:\n      server_parameters:\n        max_connection_idle: 11s\n        max_connection_age: 12s\n        max_connection_age_grace: 13s\n        time: 30s\n        timeout: 5s\n      enforcement_policy:\n        min_time: 10s\n        permit_without_stream: true\n",
     )
     .unwrap();
-    let s = c.grpc().server_settings();
+    let s = c.grpc().unwrap().server_settings();
     assert_eq!(s.idle_timeout, Some(std::time::Duration::from_secs(11)));
     assert_eq!(
         s.max_connection_age,
@@ -187,6 +215,7 @@ mod record_to {
             output,
             shutdown: shutdown.clone(),
             telemetry,
+            authenticators: Default::default(),
         };
         let task = receiver.start(ctx).await.unwrap();
         assert!(rec_dir.is_dir(), "record_to is created at start");

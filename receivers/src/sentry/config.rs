@@ -1,6 +1,7 @@
 use serde::{Deserialize, Serialize};
 
-use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
+use profcol_pipeline::component::AuthConfig;
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration, ServerTls};
 use profcol_pipeline::net::{BodyLimits, ServerSettings};
 
 /// `receivers: sentry:` — Sentry's envelope endpoint, as Relay serves it.
@@ -32,6 +33,9 @@ pub struct SentryReceiverConfig {
     pub read_timeout: Duration,
     pub body_timeout: Duration,
     pub min_body_rate: u64,
+    pub tls: Option<ServerTls>,
+    /// An authenticator checked besides (before) `keys`.
+    pub auth: Option<AuthConfig>,
 }
 
 /// A project id written as a number or a string.
@@ -54,7 +58,7 @@ impl ProjectId {
 impl Default for SentryReceiverConfig {
     fn default() -> Self {
         Self {
-            endpoint: "0.0.0.0:3000".into(),
+            endpoint: "localhost:3000".into(),
             max_request_body_size: 200 << 20,
             max_item_size: 50 << 20,
             keys: Vec::new(),
@@ -69,6 +73,8 @@ impl Default for SentryReceiverConfig {
             read_timeout: Duration::from_secs(0),
             body_timeout: Duration::from_secs(30),
             min_body_rate: 1024,
+            tls: None,
+            auth: None,
         }
     }
 }
@@ -103,6 +109,9 @@ impl SentryReceiverConfig {
         crate::record::validate(self.record_to.as_deref(), cfg, &mut errs);
         if self.max_connections == 0 {
             errs.push(cfg.key_path("max_connections"), "must be greater than 0");
+        }
+        if let Some(t) = &self.tls {
+            t.validate(&cfg.key_path("tls"), &mut errs);
         }
         if self.max_item_size == 0 {
             errs.push(cfg.key_path("max_item_size"), "must be greater than 0");

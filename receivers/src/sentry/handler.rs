@@ -30,6 +30,7 @@ pub struct Handler {
     telemetry: Arc<Telemetry>,
     allowed_projects: Vec<String>,
     recorder: Option<crate::record::Recorder>,
+    auth: Option<Arc<dyn profcol_pipeline::component::Authenticator>>,
 }
 
 /// An HTTP answer in Relay's shapes, with what a refusal's log line says.
@@ -71,7 +72,18 @@ impl Handler {
             telemetry,
             allowed_projects,
             recorder: None,
+            auth: None,
         }
+    }
+
+    /// Requires the credentials `auth` checks (`auth: { authenticator }`),
+    /// before `keys` and before any of the body is read.
+    pub fn with_auth(
+        mut self,
+        auth: Option<Arc<dyn profcol_pipeline::component::Authenticator>>,
+    ) -> Self {
+        self.auth = auth;
+        self
     }
 
     /// Records every accepted envelope (`record_to`).
@@ -138,6 +150,11 @@ impl Handler {
         version: http::Version,
         body: axum::body::Body,
     ) -> Reply {
+        if let Some(a) = &self.auth {
+            if let Err(why) = a.authenticate(headers) {
+                return self.refuse("unauthorized", error(StatusCode::UNAUTHORIZED, why, vec![]));
+            }
+        }
         if let Err(reply) = self.check_project(project_id) {
             return reply;
         }

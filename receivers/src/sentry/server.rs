@@ -122,6 +122,14 @@ impl Receiver for SentryReceiver {
         vec![self.cfg.endpoint.clone()]
     }
 
+    fn authenticators(&self) -> Vec<(String, String)> {
+        self.cfg
+            .auth
+            .iter()
+            .map(|a| ("auth::authenticator".to_owned(), a.authenticator.clone()))
+            .collect()
+    }
+
     async fn start(
         self: Box<Self>,
         ctx: ReceiverContext,
@@ -134,7 +142,16 @@ impl Receiver for SentryReceiver {
             self.cfg.record_max_files,
             &ctx.id,
         )?;
-        let settings = self.cfg.server_settings();
+        let name = format!("receivers::{}", ctx.id);
+        let mut settings = self.cfg.server_settings();
+        if let Some(t) = &self.cfg.tls {
+            settings.tls = Some(profcol_pipeline::net::tls::server_config(
+                t,
+                &name,
+                ctx.shutdown.clone(),
+            )?);
+        }
+        let auth = ctx.authenticators.resolve(self.cfg.auth.as_ref(), &name)?;
         let handler = Arc::new(
             Handler::new(
                 self.cfg,
@@ -142,7 +159,8 @@ impl Receiver for SentryReceiver {
                 ctx.output.clone(),
                 ctx.telemetry.clone(),
             )
-            .with_recorder(recorder),
+            .with_recorder(recorder)
+            .with_auth(auth),
         );
         let app = router(handler);
         Ok(profcol_pipeline::net::spawn(

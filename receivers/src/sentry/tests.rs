@@ -571,7 +571,7 @@ fn config_defaults_and_errors() {
     let cfg = ComponentConfig::from_yaml(Kind::Receiver, "sentry", "{}").unwrap();
     let c: SentryReceiverConfig = cfg.decode().unwrap();
     assert_eq!(c, SentryReceiverConfig::default());
-    assert_eq!(c.endpoint, "0.0.0.0:3000");
+    assert_eq!(c.endpoint, "localhost:3000");
     assert_eq!(
         (c.max_request_body_size, c.max_item_size),
         (200 << 20, 50 << 20)
@@ -858,6 +858,7 @@ async fn record_to_config_and_start_up_errors() {
         output,
         shutdown: tokio_util::sync::CancellationToken::new(),
         telemetry,
+        authenticators: Default::default(),
     };
     let err = receiver.start(ctx).await.err().unwrap().to_string();
     assert!(

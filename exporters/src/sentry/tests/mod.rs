@@ -49,5 +49,6 @@ pub fn ctx() -> ExporterContext {
     ExporterContext {
         id: "sentry".into(),
         telemetry: Arc::new(Telemetry::new()),
+        authenticators: Default::default(),
     }
 }

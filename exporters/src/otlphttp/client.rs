@@ -1,0 +1,202 @@
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use http::header::{CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+use profcol_pipeline::formats::otlp_json;
+use profcol_pipeline::ProfileBatch;
+
+use super::config::{Encoding, OtlpHttpExporterConfig};
+use super::response::{self, Answer};
+use crate::client_auth::ClientAuth;
+use crate::http_common::error_chain;
+use crate::otlp::compress::{compress_into, encoding_name};
+use crate::otlp::Compression;
+
+const USER_AGENT: &str = concat!("profcol/", env!("CARGO_PKG_VERSION"));
+
+pub struct OtlpHttpExporter {
+    http: reqwest::Client,
+    url: String,
+    headers: HeaderMap,
+    encoding: Encoding,
+    compression: Compression,
+    auth: ClientAuth,
+}
+
+impl OtlpHttpExporter {
+    /// Builds the client: reads the TLS files, reporting each problem at
+    /// its key path. What [`OtlpHttpExporterConfig::validate`] refuses (the
+    /// URL, headers) is left to it; the factory runs both.
+    pub fn new(
+        cfg: &OtlpHttpExporterConfig,
+        section: &ComponentConfig,
+    ) -> Result<Self, ConfigErrors> {
+        let mut errs = ConfigErrors::default();
+        let mut read = |key: &str, file: &Option<String>| -> Option<Vec<u8>> {
+            let file = file.as_ref()?;
+            std::fs::read(file)
+                .map_err(|e| {
+                    errs.push(
+                        section.key_path(&format!("tls::{key}")),
+                        format!("cannot read {file}: {e}"),
+                    )
+                })
+                .ok()
+        };
+        let ca = read("ca_file", &cfg.tls.ca_file);
+        let cert = read("cert_file", &cfg.tls.cert_file);
+        let key = read("key_file", &cfg.tls.key_file);
+        let mut builder = reqwest::Client::builder()
+            .user_agent(USER_AGENT)
+            .connect_timeout(cfg.timeout.get())
+            // A redirected POST would turn into a GET: report it instead.
+            .redirect(reqwest::redirect::Policy::none())
+            .tcp_nodelay(true)
+            .danger_accept_invalid_certs(cfg.tls.insecure_skip_verify);
+        if let Some(pem) = ca {
+            // As the Collector: `ca_file` replaces the system's roots.
+            match reqwest::Certificate::from_pem_bundle(&pem) {
+                Ok(certs) if !certs.is_empty() => builder = builder.tls_certs_only(certs),
+                Ok(_) => errs.push(section.key_path("tls::ca_file"), "holds no PEM certificate"),
+                Err(e) => errs.push(section.key_path("tls::ca_file"), e.to_string()),
+            }
+        }
+        if let (Some(mut cert), Some(key)) = (cert, key) {
+            cert.push(b'\n');
+            cert.extend_from_slice(&key);
+            match reqwest::Identity::from_pem(&cert) {
+                Ok(id) => builder = builder.identity(id),
+                Err(e) => errs.push(section.key_path("tls::cert_file"), error_chain(&e)),
+            }
+        }
+        let http = builder
+            .build()
+            .map_err(|e| errs.push(section.key_path("tls"), error_chain(&e)))
+            .ok();
+        let mut headers = HeaderMap::new();
+        for (k, v) in &cfg.headers {
+            if let (Ok(k), Ok(v)) = (
+                HeaderName::from_bytes(k.as_bytes()),
+                HeaderValue::from_str(v),
+            ) {
+                headers.insert(k, v);
+            }
+        }
+        match http {
+            Some(http) if errs.is_empty() => Ok(Self {
+                http,
+                url: cfg.url(),
+                headers,
+                encoding: cfg.encoding,
+                compression: cfg.compression,
+                auth: ClientAuth::new(cfg.auth.clone()),
+            }),
+            _ => Err(errs),
+        }
+    }
+
+    /// The request body, encoded and compressed off the async runtime. A
+    /// protobuf batch nothing changed is sent as it was received.
+    async fn body(&self, batch: &Arc<ProfileBatch>) -> Result<Bytes, ExportError> {
+        let (encoding, compression) = (self.encoding, self.compression);
+        if encoding == Encoding::Proto && compression == Compression::None {
+            return Ok(batch.encode_to_bytes());
+        }
+        let batch = Arc::clone(batch);
+        profcol_pipeline::cpu::run(move || {
+            let plain = match encoding {
+                Encoding::Proto => batch.encode_to_bytes(),
+                Encoding::Json => Bytes::from(otlp_json::encode(batch.data())),
+            };
+            if compression == Compression::None {
+                return Ok(plain);
+            }
+            let out = Vec::with_capacity(plain.len() / 4);
+            compress_into(out, &plain, compression).map(Bytes::from)
+        })
+        .await
+        .map_err(|e| ExportError::permanent(format!("encoding the request: {e}")))
+    }
+}
+
+#[async_trait]
+impl Exporter for OtlpHttpExporter {
+    fn authenticators(&self) -> Vec<(String, String)> {
+        self.auth.references()
+    }
+
+    async fn start(&self, ctx: &ExporterContext) -> anyhow::Result<()> {
+        self.auth.start(ctx)
+    }
+
+    async fn export(
+        &self,
+        batch: Arc<ProfileBatch>,
+        _ctx: &ExporterContext,
+    ) -> Result<ExportOutcome, ExportError> {
+        let counts = (batch.profile_count(), batch.sample_count());
+        let body = self.body(&batch).await?;
+        drop(batch);
+        let mut req = self
+            .http
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .header(CONTENT_TYPE, self.encoding.content_type());
+        if let Some(name) = encoding_name(self.compression) {
+            req = req.header(CONTENT_ENCODING, name);
+        }
+        for (k, v) in self.auth.headers()? {
+            req = req.header(k, v);
+        }
+        let resp = req.body(body).send().await.map_err(|e| {
+            ExportError::retryable(format!("POST {}: {}", self.url, error_chain(&e)))
+        })?;
+        let status = resp.status();
+        let retry_after = resp
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| crate::http_common::parse_retry_after(v, SystemTime::now()));
+        let content_type = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let body = response::read_limited(resp).await;
+        match response::answer(status, &content_type, &body, retry_after) {
+            Answer::Delivered {
+                rejected_profiles,
+                message,
+            } => {
+                if rejected_profiles > 0 || !message.is_empty() {
+                    // As the Collector: a partial success is logged, not retried.
+                    tracing::warn!(
+                        url = %self.url,
+                        rejected_profiles,
+                        message = %message,
+                        "partial success response"
+                    );
+                }
+                Ok(ExportOutcome::rejected(crate::otlp::rejected_samples(
+                    &counts,
+                    rejected_profiles,
+                )))
+            }
+            Answer::Failed(mut e) => {
+                match &mut e {
+                    ExportError::Retryable { message, .. } | ExportError::Permanent { message } => {
+                        *message = format!("POST {}: {message}", self.url)
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+}

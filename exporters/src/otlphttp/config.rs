@@ -1,0 +1,151 @@
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use profcol_pipeline::component::{AuthConfig, ExporterSettings};
+use profcol_pipeline::config::{
+    ComponentConfig, ConfigErrors, Duration, QueueSettings, RetrySettings,
+};
+
+use crate::otlp::Compression;
+
+/// The path OTLP/HTTP appends to `endpoint` for profiles.
+pub const PROFILES_PATH: &str = "/v1development/profiles";
+
+/// `exporters: otlphttp:` with the Collector's names and defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OtlpHttpExporterConfig {
+    /// Base URL; `/v1development/profiles` is appended.
+    pub endpoint: String,
+    /// The full URL, used as it is (instead of `endpoint`).
+    pub profiles_endpoint: Option<String>,
+    pub encoding: Encoding,
+    pub compression: Compression,
+    pub headers: BTreeMap<String, String>,
+    pub tls: HttpTls,
+    pub timeout: Duration,
+    pub retry_on_failure: RetrySettings,
+    pub sending_queue: QueueSettings,
+    pub auth: Option<AuthConfig>,
+}
+
+impl Default for OtlpHttpExporterConfig {
+    fn default() -> Self {
+        Self {
+            endpoint: String::new(),
+            profiles_endpoint: None,
+            encoding: Encoding::Proto,
+            compression: Compression::Gzip,
+            headers: BTreeMap::new(),
+            tls: HttpTls::default(),
+            timeout: Duration::from_secs(30),
+            retry_on_failure: RetrySettings::default(),
+            sending_queue: QueueSettings::default(),
+            auth: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Encoding {
+    Proto,
+    Json,
+}
+
+impl Encoding {
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Self::Proto => "application/x-protobuf",
+            Self::Json => "application/json",
+        }
+    }
+}
+
+/// `tls:` of an HTTP client, as `configtls.ClientConfig` names it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpTls {
+    /// Only meaningful for gRPC; accepted so that configs carry over.
+    pub insecure: bool,
+    /// Accept any server certificate (self-signed test setups only).
+    pub insecure_skip_verify: bool,
+    /// PEM CAs trusted besides the system's.
+    pub ca_file: Option<String>,
+    pub cert_file: Option<String>,
+    pub key_file: Option<String>,
+}
+
+impl OtlpHttpExporterConfig {
+    pub fn settings(&self) -> ExporterSettings {
+        ExporterSettings {
+            timeout: self.timeout.get(),
+            retry_on_failure: self.retry_on_failure.clone(),
+            sending_queue: self.sending_queue.clone(),
+        }
+    }
+
+    /// Where profiles are posted.
+    pub fn url(&self) -> String {
+        match &self.profiles_endpoint {
+            Some(u) => u.clone(),
+            None => format!("{}{PROFILES_PATH}", self.endpoint.trim_end_matches('/')),
+        }
+    }
+
+    pub fn validate(&self, cfg: &ComponentConfig) -> Result<(), ConfigErrors> {
+        let mut errs = ConfigErrors::default();
+        if self.endpoint.is_empty() && self.profiles_endpoint.is_none() {
+            errs.push(
+                cfg.key_path("endpoint"),
+                "is required (or profiles_endpoint)",
+            );
+        } else {
+            let key = if self.profiles_endpoint.is_some() {
+                "profiles_endpoint"
+            } else {
+                "endpoint"
+            };
+            match url::Url::parse(&self.url()) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+                Ok(u) => errs.push(
+                    cfg.key_path(key),
+                    format!("{:?} is not an http:// or https:// URL", u.as_str()),
+                ),
+                Err(e) => errs.push(
+                    cfg.key_path(key),
+                    format!("invalid URL {:?}: {e}", self.url()),
+                ),
+            }
+        }
+        if self.timeout.get().is_zero() {
+            errs.push(cfg.key_path("timeout"), "must be greater than 0");
+        }
+        if self.tls.cert_file.is_some() != self.tls.key_file.is_some() {
+            errs.push(
+                cfg.key_path("tls"),
+                "cert_file and key_file must be set together",
+            );
+        }
+        for (k, v) in &self.headers {
+            if http::HeaderName::from_bytes(k.as_bytes()).is_err() {
+                errs.push(
+                    cfg.key_path(&format!("headers::{k}")),
+                    "invalid header name",
+                );
+            }
+            if http::HeaderValue::from_str(v).is_err() {
+                errs.push(
+                    cfg.key_path(&format!("headers::{k}")),
+                    "invalid header value",
+                );
+            }
+        }
+        self.retry_on_failure
+            .validate(&cfg.key_path("retry_on_failure"), &mut errs);
+        self.sending_queue
+            .validate(&cfg.key_path("sending_queue"), &mut errs);
+        errs.into_result(())
+    }
+}

@@ -1,0 +1,283 @@
+use std::io::Read;
+use std::sync::{Arc, Mutex};
+use std::time::Duration as StdDuration;
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode};
+use prost::Message;
+
+use profcol_pipeline::component::{ExportError, Exporter, ExporterContext};
+use profcol_pipeline::config::{ComponentConfig, Duration, Kind};
+use profcol_pipeline::formats::otlp_json;
+use profcol_pipeline::proto::ProfilesData;
+use profcol_pipeline::telemetry::Telemetry;
+use profcol_pipeline::ProfileBatch;
+
+use super::*;
+use crate::otlp::Compression;
+
+fn section(yaml: &str) -> ComponentConfig {
+    ComponentConfig::from_yaml(Kind::Exporter, "otlphttp/gw", yaml).unwrap()
+}
+
+fn decode(yaml: &str) -> Result<OtlpHttpExporterConfig, String> {
+    let cfg = section(yaml);
+    let c: OtlpHttpExporterConfig = cfg.decode().map_err(|e| e.to_string())?;
+    c.validate(&cfg).map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+#[test]
+fn defaults_are_the_collectors() {
+    let c: OtlpHttpExporterConfig = section("{}").decode().unwrap();
+    assert_eq!(c, OtlpHttpExporterConfig::default());
+    assert_eq!(
+        (c.encoding, c.compression),
+        (Encoding::Proto, Compression::Gzip)
+    );
+    assert_eq!(c.timeout, Duration::from_secs(30));
+    assert_eq!(
+        c.validate(&section("{}")).unwrap_err().to_string(),
+        "exporters::otlphttp/gw::endpoint: is required (or profiles_endpoint)"
+    );
+}
+
+#[test]
+fn the_signal_path_is_appended_unless_the_full_url_is_given() {
+    let c = decode("endpoint: https://gw:4318/").unwrap();
+    assert_eq!(c.url(), "https://gw:4318/v1development/profiles");
+    let c = decode("endpoint: http://gw\nprofiles_endpoint: http://other:9/custom").unwrap();
+    assert_eq!(c.url(), "http://other:9/custom");
+}
+
+#[test]
+fn invalid_settings_name_their_key() {
+    for (yaml, want) in [
+        ("endpoint: gw:4318", "exporters::otlphttp/gw::endpoint: \"gw:4318/v1development/profiles\" is not an http:// or https:// URL"),
+        ("endpoint: http://gw\nencoding: protobuf", "exporters::otlphttp/gw::encoding"),
+        ("endpoint: http://gw\ncompression: lz4", "exporters::otlphttp/gw::compression"),
+        ("endpoint: http://gw\ntimeout: 0s", "exporters::otlphttp/gw::timeout: must be greater than 0"),
+        ("endpoint: http://gw\ntls: {cert_file: a.pem}", "exporters::otlphttp/gw::tls: cert_file and key_file must be set together"),
+        ("endpoint: http://gw\nheaders: {\"bad name\": x}", "exporters::otlphttp/gw::headers::bad name: invalid header name"),
+        ("endpoint: http://gw\nretries: 3", "exporters::otlphttp/gw: unknown field \"retries\""),
+    ] {
+        let err = decode(yaml).unwrap_err();
+        assert!(err.contains(want), "{yaml}\n  got: {err}\n want: {want}");
+    }
+}
+
+#[test]
+fn unreadable_tls_files_name_their_key() {
+    let cfg = section("endpoint: https://gw\ntls: {ca_file: /nonexistent/ca.pem}");
+    let c: OtlpHttpExporterConfig = cfg.decode().unwrap();
+    let err = OtlpHttpExporter::new(&c, &cfg).err().unwrap().to_string();
+    assert!(
+        err.starts_with("exporters::otlphttp/gw::tls::ca_file: cannot read /nonexistent/ca.pem"),
+        "{err}"
+    );
+}
+
+/// What the fake server saw of one request.
+#[derive(Debug, Clone)]
+struct Seen {
+    headers: HeaderMap,
+    body: Vec<u8>,
+}
+
+type Reply = (StatusCode, HeaderMap, Vec<u8>);
+
+/// A server that records every request and answers with the next of
+/// `replies` (the last one repeats).
+async fn server(replies: Vec<Reply>) -> (String, Arc<Mutex<Vec<Seen>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let replies = Arc::new(Mutex::new(replies));
+    let s = seen.clone();
+    let app = axum::Router::new().route(
+        "/v1development/profiles",
+        axum::routing::post(move |headers: HeaderMap, body: Bytes| {
+            let (seen, replies) = (s.clone(), replies.clone());
+            async move {
+                seen.lock().unwrap().push(Seen {
+                    headers,
+                    body: body.to_vec(),
+                });
+                let mut r = replies.lock().unwrap();
+                if r.len() > 1 {
+                    r.remove(0)
+                } else {
+                    r[0].clone()
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}"), seen)
+}
+
+fn ok() -> Reply {
+    (StatusCode::OK, HeaderMap::new(), Vec::new())
+}
+
+fn exporter(endpoint: &str, extra: &str) -> OtlpHttpExporter {
+    let cfg = section(&format!("endpoint: {endpoint}\n{extra}"));
+    let c: OtlpHttpExporterConfig = cfg.decode().unwrap();
+    c.validate(&cfg).unwrap();
+    OtlpHttpExporter::new(&c, &cfg).unwrap()
+}
+
+fn ctx() -> ExporterContext {
+    ExporterContext {
+        id: "otlphttp/gw".into(),
+        telemetry: Arc::new(Telemetry::new()),
+        authenticators: Default::default(),
+    }
+}
+
+fn received() -> Arc<ProfileBatch> {
+    let bytes = profcol_pipeline::testing::fixture("otlp/go-cpu.otlp.bin");
+    Arc::new(ProfileBatch::decode(bytes.into()).unwrap())
+}
+
+fn plain(seen: &Seen) -> Vec<u8> {
+    let mut out = Vec::new();
+    match seen
+        .headers
+        .get("content-encoding")
+        .map(|v| v.to_str().unwrap())
+    {
+        None => out = seen.body.clone(),
+        Some("gzip") => {
+            flate2::read::GzDecoder::new(seen.body.as_slice())
+                .read_to_end(&mut out)
+                .unwrap();
+        }
+        Some("zstd") => out = zstd::decode_all(seen.body.as_slice()).unwrap(),
+        Some(other) => panic!("unexpected content-encoding {other}"),
+    }
+    out
+}
+
+#[tokio::test]
+async fn every_encoding_and_compression_carries_the_same_profiles() {
+    let batch = received();
+    let want = batch.data().clone();
+    for (extra, content_type, encoding) in [
+        ("", "application/x-protobuf", Some("gzip")),
+        ("compression: none", "application/x-protobuf", None),
+        ("compression: zstd", "application/x-protobuf", Some("zstd")),
+        ("encoding: json", "application/json", Some("gzip")),
+        (
+            "encoding: json\ncompression: none",
+            "application/json",
+            None,
+        ),
+    ] {
+        let (url, seen) = server(vec![ok()]).await;
+        let e = exporter(
+            &url,
+            &format!("headers: {{x-scope-orgid: team-a}}\n{extra}"),
+        );
+        let outcome = e.export(batch.clone(), &ctx()).await.unwrap();
+        assert_eq!(outcome.rejected, 0);
+        let seen = seen.lock().unwrap()[0].clone();
+        let h = |k: &str| seen.headers.get(k).map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(h("content-type").as_deref(), Some(content_type), "{extra}");
+        assert_eq!(h("content-encoding").as_deref(), encoding, "{extra}");
+        assert_eq!(h("x-scope-orgid").as_deref(), Some("team-a"));
+        assert!(h("user-agent").unwrap().starts_with("profcol/"));
+        let body = plain(&seen);
+        let got = if content_type == "application/json" {
+            otlp_json::decode(&body).unwrap()
+        } else {
+            ProfilesData::decode(body.as_slice()).unwrap()
+        };
+        assert_eq!(got, want, "{extra}");
+    }
+}
+
+#[tokio::test]
+async fn an_unchanged_protobuf_batch_is_sent_as_received() {
+    let bytes = profcol_pipeline::testing::fixture("otlp/go-cpu.otlp.bin");
+    let (url, seen) = server(vec![ok()]).await;
+    let e = exporter(&url, "compression: none");
+    e.export(received(), &ctx()).await.unwrap();
+    assert_eq!(seen.lock().unwrap()[0].body, bytes);
+}
+
+#[tokio::test]
+async fn partial_success_counts_rejected_samples() {
+    let batch = received();
+    let body = br#"{"partialSuccess":{"rejectedProfiles":"1000","errorMessage":"too old"}}"#;
+    let mut headers = HeaderMap::new();
+    headers.insert("content-type", "application/json".parse().unwrap());
+    let (url, _) = server(vec![(StatusCode::OK, headers, body.to_vec())]).await;
+    let outcome = exporter(&url, "")
+        .export(batch.clone(), &ctx())
+        .await
+        .unwrap();
+    // More rejected profiles than sent: the whole batch.
+    assert_eq!(outcome.rejected, batch.sample_count());
+}
+
+#[tokio::test]
+async fn failures_are_classified_with_the_servers_message_and_delay() {
+    let status = |code: i32, message: &str| {
+        tonic_types::pb::Status {
+            code,
+            message: message.into(),
+            details: Vec::new(),
+        }
+        .encode_to_vec()
+    };
+    let mut throttle = HeaderMap::new();
+    throttle.insert("retry-after", "3".parse().unwrap());
+    throttle.insert("content-type", "application/x-protobuf".parse().unwrap());
+    let mut proto = HeaderMap::new();
+    proto.insert("content-type", "application/x-protobuf".parse().unwrap());
+    let (url, _) = server(vec![
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            throttle,
+            status(8, "slow down"),
+        ),
+        (StatusCode::BAD_REQUEST, proto, status(3, "bad profile")),
+    ])
+    .await;
+    let e = exporter(&url, "");
+    match e.export(received(), &ctx()).await {
+        Err(ExportError::Retryable {
+            message,
+            retry_after,
+        }) => {
+            assert_eq!(retry_after, Some(StdDuration::from_secs(3)));
+            assert!(
+                message.ends_with("/v1development/profiles: HTTP 429: slow down"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    match e.export(received(), &ctx()).await {
+        Err(ExportError::Permanent { message }) => {
+            assert!(message.ends_with("HTTP 400: bad profile"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_closed_port_is_retried() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let e = exporter(&format!("http://127.0.0.1:{port}"), "");
+    match e.export(received(), &ctx()).await {
+        Err(ExportError::Retryable { message, .. }) => {
+            assert!(message.contains("onnect"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
