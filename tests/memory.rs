@@ -244,7 +244,8 @@ async fn post_bomb(port: u16, encoding: &str, body: Arc<Vec<u8>>) -> u16 {
 
 /// Eight concurrent 10 GiB bombs of each encoding (brotli: 1 GiB, which
 /// takes a second to make), with `max_request_body_size` 20 MiB and the
-/// memory limit at 256 MiB: all get 413; resident memory stays under 256 +
+/// memory limit at 256 MiB: all are refused (413, or 429 while the others
+/// hold the budget), one alone gets 413; resident memory stays under 256 +
 /// 64 MiB; a valid envelope right after is accepted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_bombs_are_refused_within_the_memory_limit() {
@@ -271,9 +272,14 @@ async fn concurrent_bombs_are_refused_within_the_memory_limit() {
         let answers: Vec<_> = (0..8)
             .map(|_| tokio::spawn(post_bomb(ports.1, encoding, bomb.clone())))
             .collect();
+        // Eight at once may find the budget held by the others' buffers:
+        // 429 (retry later) is then as right as 413; nothing else is.
         for a in answers {
-            assert_eq!(a.await.unwrap(), 413, "{encoding}");
+            let status = a.await.unwrap();
+            assert!(matches!(status, 413 | 429), "{encoding}: {status}");
         }
+        // Alone, the bomb is what it is: too large.
+        assert_eq!(post_bomb(ports.1, encoding, bomb).await, 413, "{encoding}");
         let (hwm, _) = p.memory_mib();
         assert!(hwm <= 256 + 64, "{encoding}: peak RSS {hwm} MiB");
         // What the round freed goes back before the next round comes.
