@@ -18,4 +18,5 @@ pub fn registry() -> Registry {
         .exporter(profcol_exporters::file::factory())
         .extension(crate::health_check::factory())
         .extension(crate::bearertokenauth::factory())
+        .extension(crate::file_storage::factory())
 }

@@ -6,5 +6,6 @@ pub mod app;
 pub mod bearertokenauth;
 pub mod cli;
 pub mod components;
+pub mod file_storage;
 pub mod harness;
 pub mod health_check;

@@ -8,9 +8,10 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use profcol_pipeline::component::{ExporterContext, ProcessContext};
+use profcol_pipeline::component::{ExporterContext, ProcessContext, Request};
 use profcol_pipeline::config::{ComponentConfig, Kind};
 use profcol_pipeline::model::{synth, validate, Problem, ProfileBatch};
+use profcol_pipeline::runtime::create_exporter;
 use profcol_pipeline::telemetry::Telemetry;
 
 /// Every processor in the configs a user is likely to write.
@@ -97,7 +98,7 @@ async fn every_exporter_finishes_each_hostile_batch_and_sends_nothing_of_it() {
     let registry = profcol::components::registry();
     for (ty, yaml) in &exporters {
         let cfg = ComponentConfig::from_yaml(Kind::Exporter, ty, yaml).unwrap();
-        let (exporter, _) = registry.exporters[ty].create(&cfg).unwrap();
+        let (exporter, _) = create_exporter(&*registry.exporters[ty], &cfg).unwrap();
         let ctx = ExporterContext {
             id: ty.to_string(),
             telemetry: Arc::new(Telemetry::new()),
@@ -106,8 +107,11 @@ async fn every_exporter_finishes_each_hostile_batch_and_sends_nothing_of_it() {
         exporter.start(&ctx).await.unwrap();
         for (name, data) in synth::hostile() {
             let batch = Arc::new(ProfileBatch::new(data));
-            let attempt =
-                tokio::time::timeout(Duration::from_secs(20), exporter.export(batch, &ctx)).await;
+            let attempt = tokio::time::timeout(
+                Duration::from_secs(20),
+                exporter.export(&Request::new(batch), &ctx),
+            )
+            .await;
             assert!(attempt.is_ok(), "{ty} on {name}: no answer within 20 s");
         }
     }

@@ -372,9 +372,10 @@ async fn overload_refuses_retryably_and_loses_nothing_accepted() {
         let sent = metric(m, "otelcol_exporter_sent_profile_samples_total").await;
         assert_eq!(sent, accepted, "{queue}: every accepted sample was sent");
         assert_eq!(sink.samples(), accepted, "{queue}: and arrived once");
+        // What the queue could not take was refused to the client.
         assert_eq!(
             metric(m, "otelcol_exporter_enqueue_failed_profile_samples_total").await,
-            0,
+            metric(m, "otelcol_receiver_refused_profile_samples_total{receiver=\"otlp\",transport=\"grpc\",reason=\"queue_full\"}").await,
             "{queue}"
         );
         assert_eq!(

@@ -622,7 +622,8 @@ async fn a_full_queue_answers_unavailable_and_loses_nothing_accepted() {
         telemetry.items("otlp", "request", "queue_full"),
         unavailable
     );
-    assert_eq!(telemetry.enqueue_failed("otlp"), 0);
+    // Every sample the queue could not take was refused, none accepted.
+    assert_eq!(telemetry.enqueue_failed("otlp"), unavailable * n);
     // Accounting: whatever was accepted is failed or dropped at shutdown.
     assert_eq!(
         telemetry.accepted("otlp"),

@@ -94,7 +94,10 @@ pub fn capture(
 ) -> (crate::component::Output, Capture) {
     use std::sync::Arc;
     let budget = crate::memory::MemoryBudget::new(budget);
-    let queue = Arc::new(crate::runtime::queue::MemoryQueue::new(queue_size));
+    let queue = Arc::new(crate::runtime::queue::MemoryQueue::new(
+        queue_size,
+        crate::config::Sizer::Requests,
+    ));
     let exporter = crate::runtime::ExporterQueue {
         id: "capture".into(),
         queue: queue.clone(),
@@ -122,7 +125,7 @@ impl Capture {
     /// The next batch, waiting for it.
     pub async fn recv(&mut self) -> Option<std::sync::Arc<crate::model::ProfileBatch>> {
         use crate::runtime::queue::Queue;
-        self.0.take().await.map(|(b, _)| b)
+        self.0.take().await.map(|(r, _)| r.batch)
     }
 
     /// The next batch if one is queued.
@@ -131,6 +134,6 @@ impl Capture {
         if self.0.size() == 0 {
             return None;
         }
-        futures::executor::block_on(self.0.take()).map(|(b, _)| b)
+        futures::executor::block_on(self.0.take()).map(|(r, _)| r.batch)
     }
 }

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 use axum::routing::post;
-use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext};
+use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext, Request};
 use profcol_pipeline::model::ProfileBatch;
 use tokio_util::sync::CancellationToken;
 
@@ -33,11 +33,11 @@ impl Exporter for Capture {
 
     async fn export(
         &self,
-        batch: Arc<ProfileBatch>,
+        req: &Request,
         ctx: &ExporterContext,
     ) -> Result<ExportOutcome, ExportError> {
         let r = match &self.inner {
-            Some(e) => e.export(batch.clone(), ctx).await,
+            Some(e) => e.export(req, ctx).await,
             None => Ok(ExportOutcome::delivered()),
         };
         if let Err(e) = &r {
@@ -47,7 +47,7 @@ impl Exporter for Capture {
                 .push(format!("exporter {}: export failed: {e}", self.id));
         }
         // Kept once per attempt; retries are off in tests.
-        self.batches.lock().unwrap().push(batch);
+        self.batches.lock().unwrap().push(req.batch.clone());
         r
     }
 

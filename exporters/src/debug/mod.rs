@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use profcol_pipeline::component::{
     ExportError, ExportOutcome, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
+    Request,
 };
-use profcol_pipeline::config::{ComponentConfig, ConfigErrors, QueueSettings, RetrySettings};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pipeline::ProfileBatch;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,30 +64,21 @@ impl ExporterFactory for DebugExporterFactory {
         "debug"
     }
 
+    /// The Collector's debug exporter has no queue and no retries.
+    fn default_settings(&self) -> Option<ExporterSettings> {
+        None
+    }
+
     fn create(
         &self,
         cfg: &ComponentConfig,
-    ) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
+        _settings: &ExporterSettings,
+    ) -> Result<Arc<dyn Exporter>, ConfigErrors> {
         let (c, ()) = cfg.decode_checked(|c: &DebugConfig| c.validate(cfg))?;
-        // The Collector's debug exporter has no queue and no retries.
-        let settings = ExporterSettings {
-            timeout: std::time::Duration::from_secs(5),
-            retry_on_failure: RetrySettings {
-                enabled: false,
-                ..RetrySettings::default()
-            },
-            sending_queue: QueueSettings {
-                enabled: false,
-                ..QueueSettings::default()
-            },
-        };
-        Ok((
-            Arc::new(DebugExporter {
-                cfg: c,
-                seen: AtomicU64::new(0),
-            }),
-            settings,
-        ))
+        Ok(Arc::new(DebugExporter {
+            cfg: c,
+            seen: AtomicU64::new(0),
+        }))
     }
 }
 
@@ -156,9 +148,10 @@ pub fn render(batch: &ProfileBatch, verbosity: Verbosity) -> String {
 impl Exporter for DebugExporter {
     async fn export(
         &self,
-        batch: Arc<ProfileBatch>,
+        req: &Request,
         ctx: &ExporterContext,
     ) -> Result<ExportOutcome, ExportError> {
+        let batch = req.batch.clone();
         if self.sampled() {
             let text = self.render(&batch);
             if self.cfg.use_internal_logger {

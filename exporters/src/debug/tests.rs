@@ -3,6 +3,8 @@ use prost::Message;
 use profcol_pipeline::config::{ComponentConfig, Kind};
 use profcol_pipeline::proto::ProfilesData;
 
+use profcol_pipeline::runtime::create_exporter;
+
 use super::*;
 
 fn fixture(name: &str) -> ProfileBatch {
@@ -14,9 +16,7 @@ fn create(yaml: &str) -> Result<(DebugConfig, ExporterSettings), String> {
     let cfg =
         ComponentConfig::from_yaml(Kind::Exporter, "debug", yaml).map_err(|e| e.to_string())?;
     let decoded: DebugConfig = cfg.decode().map_err(|e| e.to_string())?;
-    let (_, settings) = DebugExporterFactory
-        .create(&cfg)
-        .map_err(|e| e.to_string())?;
+    let (_, settings) = create_exporter(&DebugExporterFactory, &cfg).map_err(|e| e.to_string())?;
     Ok((decoded, settings))
 }
 
@@ -90,7 +90,7 @@ fn every_problem_is_reported_at_once() {
     )
     .unwrap();
     assert_eq!(
-        DebugExporterFactory.create(&cfg).err().unwrap().to_string(),
+        create_exporter(&DebugExporterFactory, &cfg).err().unwrap().to_string(),
         "exporters::debug::verbosity: unknown value \"loud\", expected one of \"basic\", \"normal\", \"detailed\"\n\
          exporters::debug::sampling_thereafter: must be at least 1"
     );

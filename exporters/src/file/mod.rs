@@ -17,6 +17,7 @@ use prost::Message;
 
 use profcol_pipeline::component::{
     ExportError, ExportOutcome, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
+    Request,
 };
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pipeline::formats::otlp_json;
@@ -36,10 +37,19 @@ impl ExporterFactory for FileExporterFactory {
         "file"
     }
 
+    fn default_settings(&self) -> Option<ExporterSettings> {
+        // A local file either takes the write or will not soon: the
+        // Collector's fileexporter does not retry either.
+        let mut s = ExporterSettings::with_timeout(std::time::Duration::from_secs(30));
+        s.retry_on_failure.enabled = false;
+        Some(s)
+    }
+
     fn create(
         &self,
         cfg: &ComponentConfig,
-    ) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
+        _settings: &ExporterSettings,
+    ) -> Result<Arc<dyn Exporter>, ConfigErrors> {
         let (c, ()) = cfg.decode_checked(|c: &FileExporterConfig| {
             // What start-up would refuse, so that `validate` reports it too.
             let usable = match c.path.trim() {
@@ -48,18 +58,14 @@ impl ExporterFactory for FileExporterFactory {
             };
             ConfigErrors::both(c.validate(&cfg.path()), usable).map(drop)
         })?;
-        let settings = c.settings();
-        Ok((
-            Arc::new(FileExporter {
-                inner: Arc::new(Inner {
-                    path: PathBuf::from(&c.path),
-                    format: c.format,
-                    append: c.append,
-                    file: Mutex::new(None),
-                }),
+        Ok(Arc::new(FileExporter {
+            inner: Arc::new(Inner {
+                path: PathBuf::from(&c.path),
+                format: c.format,
+                append: c.append,
+                file: Mutex::new(None),
             }),
-            settings,
-        ))
+        }))
     }
 }
 
@@ -176,9 +182,10 @@ impl Exporter for FileExporter {
 
     async fn export(
         &self,
-        batch: Arc<ProfileBatch>,
+        req: &Request,
         _ctx: &ExporterContext,
     ) -> Result<ExportOutcome, ExportError> {
+        let batch = req.batch.clone();
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || inner.write(&batch))
             .await

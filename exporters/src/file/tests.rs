@@ -6,6 +6,8 @@ use profcol_pipeline::config::{ComponentConfig, Kind};
 use profcol_pipeline::telemetry::Telemetry;
 use profcol_pipeline::ProfileBatch;
 
+use profcol_pipeline::runtime::create_exporter;
+
 use super::*;
 
 fn component(yaml: &str) -> ComponentConfig {
@@ -27,8 +29,7 @@ fn ctx() -> ExporterContext {
 
 #[test]
 fn config_defaults_and_errors() {
-    let err = factory()
-        .create(&component("{}"))
+    let err = create_exporter(&*factory(), &component("{}"))
         .err()
         .unwrap()
         .to_string();
@@ -61,10 +62,11 @@ fn full_config_decodes() {
         retry_on_failure: {enabled: true, initial_interval: 1s},
         sending_queue: {num_consumers: 2, queue_size: 50}}";
     let cfg = component(yaml);
-    let c: FileExporterConfig = cfg.decode().unwrap();
+    let (rest, _) = cfg.split_off(&profcol_pipeline::config::EXPORTER_SETTINGS_KEYS);
+    let c: FileExporterConfig = rest.decode().unwrap();
     assert_eq!(c.path, "out/p.bin");
     assert_eq!((c.format, c.append), (Format::Proto, true));
-    let (_, s) = factory().create(&cfg).unwrap();
+    let (_, s) = create_exporter(&*factory(), &cfg).unwrap();
     assert_eq!(s.timeout, std::time::Duration::from_secs(2));
     assert!(s.retry_on_failure.enabled);
     assert_eq!(s.retry_on_failure.initial_interval.get().as_secs(), 1);
@@ -73,10 +75,9 @@ fn full_config_decodes() {
         (2, 50)
     );
     // The Collector's fileexporter does not retry by default.
-    let (_, s) = factory().create(&component("{path: p}")).unwrap();
+    let (_, s) = create_exporter(&*factory(), &component("{path: p}")).unwrap();
     assert!(!s.retry_on_failure.enabled);
-    let err = factory()
-        .create(&component("{path: p, timeout: 0s}"))
+    let err = create_exporter(&*factory(), &component("{path: p, timeout: 0s}"))
         .err()
         .unwrap()
         .to_string();
@@ -94,11 +95,11 @@ fn an_unusable_path_is_a_config_error() {
         (
             format!("{{path: {}, timeout: 0s}}", dir.path().display()),
             vec![
-                "exporters::file::timeout: must be greater than 0".to_owned(),
                 format!(
                     "exporters::file::path: {} is a directory",
                     dir.path().display()
                 ),
+                "exporters::file::timeout: must be greater than 0".to_owned(),
             ],
         ),
         (
@@ -109,7 +110,7 @@ fn an_unusable_path_is_a_config_error() {
             )],
         ),
     ] {
-        let errs = match factory().create(&component(&yaml)) {
+        let errs = match create_exporter(&*factory(), &component(&yaml)) {
             Err(e) => e.0.iter().map(ToString::to_string).collect::<Vec<_>>(),
             Ok(_) => panic!("accepted {yaml}"),
         };
@@ -117,14 +118,18 @@ fn an_unusable_path_is_a_config_error() {
     }
     // An existing file is checked without being truncated, and missing
     // parent directories are left for start-up to create.
-    factory()
-        .create(&component(&format!("{{path: {}}}", file.display())))
-        .unwrap();
+    create_exporter(
+        &*factory(),
+        &component(&format!("{{path: {}}}", file.display())),
+    )
+    .unwrap();
     assert_eq!(std::fs::read(&file).unwrap(), b"kept");
     let nested = dir.path().join("a/b/x.jsonl");
-    factory()
-        .create(&component(&format!("{{path: {}}}", nested.display())))
-        .unwrap();
+    create_exporter(
+        &*factory(),
+        &component(&format!("{{path: {}}}", nested.display())),
+    )
+    .unwrap();
     assert!(!dir.path().join("a").exists());
 }
 
@@ -132,19 +137,19 @@ fn an_unusable_path_is_a_config_error() {
 async fn export_before_start_and_after_shutdown_is_permanent() {
     let dir = tempfile::tempdir().unwrap();
     let yaml = format!("{{path: {}}}", dir.path().join("x").display());
-    let (exp, _) = factory().create(&component(&yaml)).unwrap();
+    let (exp, _) = create_exporter(&*factory(), &component(&yaml)).unwrap();
     let err = exp
-        .export(batch("minimal-request.bin"), &ctx())
+        .export(&Request::new(batch("minimal-request.bin")), &ctx())
         .await
         .unwrap_err();
     assert!(matches!(err, ExportError::Permanent { .. }), "{err:?}");
     exp.start(&ctx()).await.unwrap();
-    exp.export(batch("minimal-request.bin"), &ctx())
+    exp.export(&Request::new(batch("minimal-request.bin")), &ctx())
         .await
         .unwrap();
     exp.shutdown().await;
     assert!(exp
-        .export(batch("minimal-request.bin"), &ctx())
+        .export(&Request::new(batch("minimal-request.bin")), &ctx())
         .await
         .is_err());
     let data = std::fs::read(dir.path().join("x")).unwrap();
@@ -155,11 +160,11 @@ async fn export_before_start_and_after_shutdown_is_permanent() {
 async fn a_path_that_cannot_be_opened_fails_start() {
     let dir = tempfile::tempdir().unwrap();
     let yaml = format!("{{path: {}}}", dir.path().join("file/out").display());
-    let (exp, _) = factory().create(&component(&yaml)).unwrap();
+    let (exp, _) = create_exporter(&*factory(), &component(&yaml)).unwrap();
     // A parent that became a file after the config was checked (creating
     // the exporter refuses one that already is, see above).
     std::fs::write(dir.path().join("file"), b"").unwrap();
-    assert!(factory().create(&component(&yaml)).is_err());
+    assert!(create_exporter(&*factory(), &component(&yaml)).is_err());
     let err = exp.start(&ctx()).await.unwrap_err().to_string();
     assert!(err.contains("file exporter: opening"), "{err}");
 }
@@ -168,14 +173,14 @@ async fn write_and_read(format: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sub/out");
     let yaml = format!("{{path: {}, format: {format}}}", path.display());
-    let (exp, _) = factory().create(&component(&yaml)).unwrap();
+    let (exp, _) = create_exporter(&*factory(), &component(&yaml)).unwrap();
     let inputs = [
         batch("minimal-request.bin"),
         batch("two-resources-request.bin"),
     ];
     exp.start(&ctx()).await.unwrap();
     for b in &inputs {
-        exp.export(b.clone(), &ctx()).await.unwrap();
+        exp.export(&Request::new(b.clone()), &ctx()).await.unwrap();
     }
     let got = read_requests(&std::fs::read(&path).unwrap()).unwrap();
     let want: Vec<_> = inputs.iter().map(|b| b.data().clone()).collect();
@@ -201,9 +206,9 @@ async fn start_truncates_unless_append() {
             "{{path: {}, format: proto, append: {append}}}",
             path.display()
         );
-        let (exp, _) = factory().create(&component(&yaml)).unwrap();
+        let (exp, _) = create_exporter(&*factory(), &component(&yaml)).unwrap();
         exp.start(&ctx()).await.unwrap();
-        exp.export(batch("minimal-request.bin"), &ctx())
+        exp.export(&Request::new(batch("minimal-request.bin")), &ctx())
             .await
             .unwrap();
         assert_eq!(

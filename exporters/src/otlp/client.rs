@@ -1,14 +1,13 @@
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use async_trait::async_trait;
 use http::uri::PathAndQuery;
 use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue, MetadataMap};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
-use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext};
+use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext, Request};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pipeline::proto::EXPORT_PATH;
-use profcol_pipeline::ProfileBatch;
 
 use super::classify::classify;
 use super::codec::BatchCodec;
@@ -34,7 +33,11 @@ impl OtlpExporter {
     /// [`OtlpExporterConfig::validate`] refuses are left out here: it
     /// reports them, and the factory runs both. The channel connects lazily
     /// on the first export, so a gateway that starts later is fine.
-    pub fn new(cfg: &OtlpExporterConfig, section: &ComponentConfig) -> Result<Self, ConfigErrors> {
+    pub fn new(
+        cfg: &OtlpExporterConfig,
+        section: &ComponentConfig,
+        connect_timeout: std::time::Duration,
+    ) -> Result<Self, ConfigErrors> {
         let mut errs = ConfigErrors::default();
         let plaintext = cfg.plaintext();
         let bare = cfg
@@ -47,7 +50,7 @@ impl OtlpExporter {
             None
         } else {
             match Endpoint::from_shared(uri.clone()) {
-                Ok(ep) => Some(ep.tcp_nodelay(true).connect_timeout(cfg.timeout.get())),
+                Ok(ep) => Some(ep.tcp_nodelay(true).connect_timeout(connect_timeout)),
                 Err(e) => {
                     errs.push(
                         section.key_path("endpoint"),
@@ -127,9 +130,10 @@ impl Exporter for OtlpExporter {
 
     async fn export(
         &self,
-        batch: Arc<ProfileBatch>,
+        req: &Request,
         _ctx: &ExporterContext,
     ) -> Result<ExportOutcome, ExportError> {
+        let batch = req.batch.clone();
         let channel = self
             .channel
             .get_or_init(|| self.endpoint_cfg.connect_lazy());

@@ -3,10 +3,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue};
 
-use profcol_pipeline::component::{AuthConfig, ExporterSettings};
-use profcol_pipeline::config::{
-    ComponentConfig, ConfigErrors, Duration, QueueSettings, RetrySettings,
-};
+use profcol_pipeline::component::AuthConfig;
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
 /// `exporters: otlp:` with the Collector's names and defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -18,9 +16,6 @@ pub struct OtlpExporterConfig {
     /// Sent as gRPC metadata with every request.
     pub headers: BTreeMap<String, String>,
     pub compression: Compression,
-    pub timeout: Duration,
-    pub retry_on_failure: RetrySettings,
-    pub sending_queue: QueueSettings,
     /// An extension (`bearertokenauth`) whose credentials go with every call.
     pub auth: Option<AuthConfig>,
 }
@@ -32,9 +27,6 @@ impl Default for OtlpExporterConfig {
             tls: TlsConfig::default(),
             headers: BTreeMap::new(),
             compression: Compression::Gzip,
-            timeout: Duration::from_secs(5),
-            retry_on_failure: RetrySettings::default(),
-            sending_queue: QueueSettings::default(),
             auth: None,
         }
     }
@@ -65,14 +57,6 @@ pub struct TlsConfig {
 }
 
 impl OtlpExporterConfig {
-    pub fn settings(&self) -> ExporterSettings {
-        ExporterSettings {
-            timeout: self.timeout.get(),
-            retry_on_failure: self.retry_on_failure.clone(),
-            sending_queue: self.sending_queue.clone(),
-        }
-    }
-
     /// Whether the connection is plain text: an `http://` endpoint or
     /// `tls.insecure`, as the Collector decides.
     pub fn plaintext(&self) -> bool {
@@ -87,9 +71,6 @@ impl OtlpExporterConfig {
         let mut errs = ConfigErrors::default();
         if self.endpoint.is_empty() {
             errs.push(cfg.key_path("endpoint"), "is required");
-        }
-        if self.timeout.get().is_zero() {
-            errs.push(cfg.key_path("timeout"), "must be greater than 0");
         }
         if self.cert_pair_incomplete() {
             errs.push(
@@ -107,10 +88,6 @@ impl OtlpExporterConfig {
                 errs.push(at, e);
             }
         }
-        self.retry_on_failure
-            .validate(&cfg.key_path("retry_on_failure"), &mut errs);
-        self.sending_queue
-            .validate(&cfg.key_path("sending_queue"), &mut errs);
         errs.into_result(())
     }
 

@@ -31,12 +31,15 @@ impl ExporterFactory for OtlpExporterFactory {
     fn create(
         &self,
         cfg: &ComponentConfig,
-    ) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
-        let (c, ((), exporter)) = cfg.decode_checked(|c: &OtlpExporterConfig| {
-            ConfigErrors::both(c.validate(cfg), client::OtlpExporter::new(c, cfg))
+        settings: &ExporterSettings,
+    ) -> Result<Arc<dyn Exporter>, ConfigErrors> {
+        let (_, ((), exporter)) = cfg.decode_checked(|c: &OtlpExporterConfig| {
+            ConfigErrors::both(
+                c.validate(cfg),
+                client::OtlpExporter::new(c, cfg, settings.timeout),
+            )
         })?;
-        let settings = c.settings();
-        Ok((Arc::new(exporter), settings))
+        Ok(Arc::new(exporter))
     }
 }
 

@@ -3,15 +3,9 @@ use tonic::Code;
 use profcol_pipeline::component::ExportError;
 use profcol_pipeline::config::{ComponentConfig, Duration, Kind};
 
-use super::*;
+use profcol_pipeline::runtime::create_exporter;
 
-fn decode(yaml: &str) -> Result<OtlpExporterConfig, String> {
-    let cfg =
-        ComponentConfig::from_yaml(Kind::Exporter, "otlp/gw", yaml).map_err(|e| e.to_string())?;
-    let c: OtlpExporterConfig = cfg.decode().map_err(|e| e.to_string())?;
-    c.validate(&cfg).map_err(|e| e.to_string())?;
-    Ok(c)
-}
+use super::*;
 
 #[test]
 fn empty_config_takes_the_collector_defaults() {
@@ -19,8 +13,11 @@ fn empty_config_takes_the_collector_defaults() {
     let c: OtlpExporterConfig = cfg.decode().unwrap();
     assert_eq!(c, OtlpExporterConfig::default());
     assert_eq!(c.compression, Compression::Gzip);
-    assert_eq!(c.timeout, Duration::from_secs(5));
-    let r = &c.retry_on_failure;
+    let with_endpoint =
+        ComponentConfig::from_yaml(Kind::Exporter, "otlp", "endpoint: a:1").unwrap();
+    let (_, s) = create_exporter(&*factory(), &with_endpoint).unwrap();
+    assert_eq!(s.timeout, std::time::Duration::from_secs(5));
+    let r = &s.retry_on_failure;
     assert!(r.enabled);
     assert_eq!(
         (
@@ -36,7 +33,7 @@ fn empty_config_takes_the_collector_defaults() {
             1.5
         )
     );
-    let q = &c.sending_queue;
+    let q = &s.sending_queue;
     assert!(q.enabled && !q.block_on_overflow);
     assert_eq!((q.num_consumers, q.queue_size), (10, 1000));
     // An endpoint is required.
@@ -48,8 +45,7 @@ fn empty_config_takes_the_collector_defaults() {
 
 #[test]
 fn exact_decode() {
-    let c = decode(
-        r#"
+    let yaml = r#"
 endpoint: gateway:4317
 tls: {insecure: true}
 headers: {x-scope-orgid: team-a}
@@ -57,9 +53,11 @@ compression: zstd
 timeout: 250ms
 retry_on_failure: {enabled: false, initial_interval: 1s, max_interval: 2s, max_elapsed_time: 0s, multiplier: 2}
 sending_queue: {enabled: true, num_consumers: 2, queue_size: 50, block_on_overflow: true}
-"#,
-    )
-    .unwrap();
+"#;
+    let cfg = ComponentConfig::from_yaml(Kind::Exporter, "otlp/gw", yaml).unwrap();
+    let (_, settings) = create_exporter(&*factory(), &cfg).unwrap();
+    let (rest, _) = cfg.split_off(&profcol_pipeline::config::EXPORTER_SETTINGS_KEYS);
+    let c: OtlpExporterConfig = rest.decode().unwrap();
     let want = OtlpExporterConfig {
         endpoint: "gateway:4317".into(),
         tls: TlsConfig {
@@ -68,7 +66,12 @@ sending_queue: {enabled: true, num_consumers: 2, queue_size: 50, block_on_overfl
         },
         headers: [("x-scope-orgid".to_string(), "team-a".to_string())].into(),
         compression: Compression::Zstd,
-        timeout: Duration::from_millis(250),
+        auth: None,
+    };
+    assert_eq!(c, want);
+    assert!(c.plaintext());
+    let want = ExporterSettings {
+        timeout: std::time::Duration::from_millis(250),
         retry_on_failure: profcol_pipeline::config::RetrySettings {
             enabled: false,
             initial_interval: Duration::from_secs(1),
@@ -82,12 +85,10 @@ sending_queue: {enabled: true, num_consumers: 2, queue_size: 50, block_on_overfl
             num_consumers: 2,
             queue_size: 50,
             block_on_overflow: true,
-            storage: None,
+            ..Default::default()
         },
-        auth: None,
     };
-    assert_eq!(c, want);
-    assert!(c.plaintext());
+    assert_eq!(settings, want);
 }
 
 #[test]
@@ -137,14 +138,14 @@ fn invalid_settings_name_their_key() {
             "exporters::otlp/gw::tls: cert_file and key_file must be set together",
         ),
     ] {
-        let err = decode(yaml).unwrap_err();
+        let err = create_errors(yaml).join("\n");
         assert!(err.contains(want), "{yaml:?}: {err}");
     }
 }
 
 fn create_errors(yaml: &str) -> Vec<String> {
     let cfg = ComponentConfig::from_yaml(Kind::Exporter, "otlp/gw", yaml).unwrap();
-    match factory().create(&cfg) {
+    match create_exporter(&*factory(), &cfg) {
         Err(e) => e.0.iter().map(ToString::to_string).collect(),
         Ok(_) => panic!("accepted {yaml}"),
     }
@@ -181,10 +182,10 @@ fn every_problem_is_reported_at_once() {
         errs,
         [
             r#"exporters::otlp/gw::compression: unknown value "lz4", expected one of "gzip", "zstd", "", "none""#.to_owned(),
-            "exporters::otlp/gw::timeout: must be greater than 0".to_owned(),
             format!("exporters::otlp/gw::tls::ca_file: cannot read {}: No such file or directory (os error 2)", missing("ca.pem")),
             format!("exporters::otlp/gw::tls::cert_file: cannot read {}: No such file or directory (os error 2)", missing("cert.pem")),
             format!("exporters::otlp/gw::tls::key_file: cannot read {}: No such file or directory (os error 2)", missing("key.pem")),
+            "exporters::otlp/gw::timeout: must be greater than 0".to_owned(),
         ]
     );
     // A missing endpoint is reported once, though both the checks and the

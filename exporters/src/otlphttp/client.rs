@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http::header::{CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext};
+use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext, Request};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pipeline::formats::otlp_json;
 use profcol_pipeline::ProfileBatch;
@@ -36,6 +36,7 @@ impl OtlpHttpExporter {
     pub fn new(
         cfg: &OtlpHttpExporterConfig,
         section: &ComponentConfig,
+        connect_timeout: std::time::Duration,
     ) -> Result<Self, ConfigErrors> {
         let mut errs = ConfigErrors::default();
         let mut read = |key: &str, file: &Option<String>| -> Option<Vec<u8>> {
@@ -54,7 +55,7 @@ impl OtlpHttpExporter {
         let key = read("key_file", &cfg.tls.key_file);
         let mut builder = reqwest::Client::builder()
             .user_agent(USER_AGENT)
-            .connect_timeout(cfg.timeout.get())
+            .connect_timeout(connect_timeout)
             // A redirected POST would turn into a GET: report it instead.
             .redirect(reqwest::redirect::Policy::none())
             .tcp_nodelay(true)
@@ -137,9 +138,10 @@ impl Exporter for OtlpHttpExporter {
 
     async fn export(
         &self,
-        batch: Arc<ProfileBatch>,
+        req: &Request,
         _ctx: &ExporterContext,
     ) -> Result<ExportOutcome, ExportError> {
+        let batch = req.batch.clone();
         let counts = (batch.profile_count(), batch.sample_count());
         let body = self.body(&batch).await?;
         drop(batch);

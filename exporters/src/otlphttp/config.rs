@@ -2,10 +2,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use profcol_pipeline::component::{AuthConfig, ExporterSettings};
-use profcol_pipeline::config::{
-    ComponentConfig, ConfigErrors, Duration, QueueSettings, RetrySettings,
-};
+use profcol_pipeline::component::AuthConfig;
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
 use crate::otlp::Compression;
 
@@ -24,9 +22,6 @@ pub struct OtlpHttpExporterConfig {
     pub compression: Compression,
     pub headers: BTreeMap<String, String>,
     pub tls: HttpTls,
-    pub timeout: Duration,
-    pub retry_on_failure: RetrySettings,
-    pub sending_queue: QueueSettings,
     pub auth: Option<AuthConfig>,
 }
 
@@ -39,9 +34,6 @@ impl Default for OtlpHttpExporterConfig {
             compression: Compression::Gzip,
             headers: BTreeMap::new(),
             tls: HttpTls::default(),
-            timeout: Duration::from_secs(30),
-            retry_on_failure: RetrySettings::default(),
-            sending_queue: QueueSettings::default(),
             auth: None,
         }
     }
@@ -78,14 +70,6 @@ pub struct HttpTls {
 }
 
 impl OtlpHttpExporterConfig {
-    pub fn settings(&self) -> ExporterSettings {
-        ExporterSettings {
-            timeout: self.timeout.get(),
-            retry_on_failure: self.retry_on_failure.clone(),
-            sending_queue: self.sending_queue.clone(),
-        }
-    }
-
     /// Where profiles are posted.
     pub fn url(&self) -> String {
         match &self.profiles_endpoint {
@@ -119,9 +103,6 @@ impl OtlpHttpExporterConfig {
                 ),
             }
         }
-        if self.timeout.get().is_zero() {
-            errs.push(cfg.key_path("timeout"), "must be greater than 0");
-        }
         if self.tls.cert_file.is_some() != self.tls.key_file.is_some() {
             errs.push(
                 cfg.key_path("tls"),
@@ -142,10 +123,6 @@ impl OtlpHttpExporterConfig {
                 );
             }
         }
-        self.retry_on_failure
-            .validate(&cfg.key_path("retry_on_failure"), &mut errs);
-        self.sending_queue
-            .validate(&cfg.key_path("sending_queue"), &mut errs);
         errs.into_result(())
     }
 }

@@ -26,15 +26,25 @@ impl ExporterFactory for OtlpHttpExporterFactory {
         &["otlp_http"]
     }
 
+    /// The Collector's `otlphttp` waits 30 s for an answer.
+    fn default_settings(&self) -> Option<ExporterSettings> {
+        Some(ExporterSettings::with_timeout(
+            std::time::Duration::from_secs(30),
+        ))
+    }
+
     fn create(
         &self,
         cfg: &ComponentConfig,
-    ) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
-        let (c, ((), exporter)) = cfg.decode_checked(|c: &OtlpHttpExporterConfig| {
-            ConfigErrors::both(c.validate(cfg), OtlpHttpExporter::new(c, cfg))
+        settings: &ExporterSettings,
+    ) -> Result<Arc<dyn Exporter>, ConfigErrors> {
+        let (_, ((), exporter)) = cfg.decode_checked(|c: &OtlpHttpExporterConfig| {
+            ConfigErrors::both(
+                c.validate(cfg),
+                OtlpHttpExporter::new(c, cfg, settings.timeout),
+            )
         })?;
-        let settings = c.settings();
-        Ok((Arc::new(exporter), settings))
+        Ok(Arc::new(exporter))
     }
 }
 

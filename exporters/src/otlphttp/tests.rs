@@ -6,10 +6,11 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use prost::Message;
 
-use profcol_pipeline::component::{ExportError, Exporter, ExporterContext};
-use profcol_pipeline::config::{ComponentConfig, Duration, Kind};
+use profcol_pipeline::component::{ExportError, Exporter, ExporterContext, Request};
+use profcol_pipeline::config::{ComponentConfig, Kind};
 use profcol_pipeline::formats::otlp_json;
 use profcol_pipeline::proto::ProfilesData;
+use profcol_pipeline::runtime::create_exporter;
 use profcol_pipeline::telemetry::Telemetry;
 use profcol_pipeline::ProfileBatch;
 
@@ -27,6 +28,14 @@ fn decode(yaml: &str) -> Result<OtlpHttpExporterConfig, String> {
     Ok(c)
 }
 
+/// The errors of the whole section, as `profcol validate` reports them.
+fn create_errors(yaml: &str) -> String {
+    match create_exporter(&*factory(), &section(yaml)) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("accepted {yaml}"),
+    }
+}
+
 #[test]
 fn defaults_are_the_collectors() {
     let c: OtlpHttpExporterConfig = section("{}").decode().unwrap();
@@ -35,7 +44,8 @@ fn defaults_are_the_collectors() {
         (c.encoding, c.compression),
         (Encoding::Proto, Compression::Gzip)
     );
-    assert_eq!(c.timeout, Duration::from_secs(30));
+    let (_, s) = create_exporter(&*factory(), &section("endpoint: http://gw")).unwrap();
+    assert_eq!(s.timeout, StdDuration::from_secs(30));
     assert_eq!(
         c.validate(&section("{}")).unwrap_err().to_string(),
         "exporters::otlphttp/gw::endpoint: is required (or profiles_endpoint)"
@@ -61,7 +71,7 @@ fn invalid_settings_name_their_key() {
         ("endpoint: http://gw\nheaders: {\"bad name\": x}", "exporters::otlphttp/gw::headers::bad name: invalid header name"),
         ("endpoint: http://gw\nretries: 3", "exporters::otlphttp/gw: unknown field \"retries\""),
     ] {
-        let err = decode(yaml).unwrap_err();
+        let err = create_errors(yaml);
         assert!(err.contains(want), "{yaml}\n  got: {err}\n want: {want}");
     }
 }
@@ -70,7 +80,10 @@ fn invalid_settings_name_their_key() {
 fn unreadable_tls_files_name_their_key() {
     let cfg = section("endpoint: https://gw\ntls: {ca_file: /nonexistent/ca.pem}");
     let c: OtlpHttpExporterConfig = cfg.decode().unwrap();
-    let err = OtlpHttpExporter::new(&c, &cfg).err().unwrap().to_string();
+    let err = OtlpHttpExporter::new(&c, &cfg, StdDuration::from_secs(30))
+        .err()
+        .unwrap()
+        .to_string();
     assert!(
         err.starts_with("exporters::otlphttp/gw::tls::ca_file: cannot read /nonexistent/ca.pem"),
         "{err}"
@@ -124,7 +137,7 @@ fn exporter(endpoint: &str, extra: &str) -> OtlpHttpExporter {
     let cfg = section(&format!("endpoint: {endpoint}\n{extra}"));
     let c: OtlpHttpExporterConfig = cfg.decode().unwrap();
     c.validate(&cfg).unwrap();
-    OtlpHttpExporter::new(&c, &cfg).unwrap()
+    OtlpHttpExporter::new(&c, &cfg, StdDuration::from_secs(30)).unwrap()
 }
 
 fn ctx() -> ExporterContext {
@@ -179,7 +192,10 @@ async fn every_encoding_and_compression_carries_the_same_profiles() {
             &url,
             &format!("headers: {{x-scope-orgid: team-a}}\n{extra}"),
         );
-        let outcome = e.export(batch.clone(), &ctx()).await.unwrap();
+        let outcome = e
+            .export(&Request::new(batch.clone()), &ctx())
+            .await
+            .unwrap();
         assert_eq!(outcome.rejected, 0);
         let seen = seen.lock().unwrap()[0].clone();
         let h = |k: &str| seen.headers.get(k).map(|v| v.to_str().unwrap().to_owned());
@@ -202,7 +218,7 @@ async fn an_unchanged_protobuf_batch_is_sent_as_received() {
     let bytes = profcol_pipeline::testing::fixture("otlp/go-cpu.otlp.bin");
     let (url, seen) = server(vec![ok()]).await;
     let e = exporter(&url, "compression: none");
-    e.export(received(), &ctx()).await.unwrap();
+    e.export(&Request::new(received()), &ctx()).await.unwrap();
     assert_eq!(seen.lock().unwrap()[0].body, bytes);
 }
 
@@ -214,7 +230,7 @@ async fn partial_success_counts_rejected_samples() {
     headers.insert("content-type", "application/json".parse().unwrap());
     let (url, _) = server(vec![(StatusCode::OK, headers, body.to_vec())]).await;
     let outcome = exporter(&url, "")
-        .export(batch.clone(), &ctx())
+        .export(&Request::new(batch.clone()), &ctx())
         .await
         .unwrap();
     // More rejected profiles than sent: the whole batch.
@@ -246,7 +262,7 @@ async fn failures_are_classified_with_the_servers_message_and_delay() {
     ])
     .await;
     let e = exporter(&url, "");
-    match e.export(received(), &ctx()).await {
+    match e.export(&Request::new(received()), &ctx()).await {
         Err(ExportError::Retryable {
             message,
             retry_after,
@@ -259,7 +275,7 @@ async fn failures_are_classified_with_the_servers_message_and_delay() {
         }
         other => panic!("{other:?}"),
     }
-    match e.export(received(), &ctx()).await {
+    match e.export(&Request::new(received()), &ctx()).await {
         Err(ExportError::Permanent { message }) => {
             assert!(message.ends_with("HTTP 400: bad profile"), "{message}")
         }
@@ -274,7 +290,7 @@ async fn a_closed_port_is_retried() {
         l.local_addr().unwrap().port()
     };
     let e = exporter(&format!("http://127.0.0.1:{port}"), "");
-    match e.export(received(), &ctx()).await {
+    match e.export(&Request::new(received()), &ctx()).await {
         Err(ExportError::Retryable { message, .. }) => {
             assert!(message.contains("onnect"), "{message}")
         }

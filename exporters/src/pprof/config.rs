@@ -1,7 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use profcol_pipeline::component::ExporterSettings;
-use profcol_pipeline::config::{ConfigErrors, Duration, QueueSettings, RetrySettings};
+use profcol_pipeline::config::ConfigErrors;
 use profcol_pipeline::formats::pprof::{keys, DEFAULT_GZIP_LEVEL};
 
 use super::file_name::FileNameTemplate;
@@ -28,9 +27,6 @@ pub struct PprofExporterConfig {
     pub resource_attributes_as_labels: Vec<String>,
     /// gzip level, 0-9.
     pub compression_level: u32,
-    pub timeout: Duration,
-    pub retry_on_failure: RetrySettings,
-    pub sending_queue: QueueSettings,
 }
 
 pub const DEFAULT_FILE_NAME: &str = "{service.name}-{time}-{sample_type}.pb.gz";
@@ -46,24 +42,11 @@ impl Default for PprofExporterConfig {
             merge_sample_types: false,
             resource_attributes_as_labels: vec![keys::SERVICE_NAME.to_owned()],
             compression_level: DEFAULT_GZIP_LEVEL,
-            // A local disk takes milliseconds; leave room for a slow or
-            // network file system before calling an attempt failed.
-            timeout: Duration::from_secs(30),
-            retry_on_failure: RetrySettings::default(),
-            sending_queue: QueueSettings::default(),
         }
     }
 }
 
 impl PprofExporterConfig {
-    pub fn settings(&self) -> ExporterSettings {
-        ExporterSettings {
-            timeout: self.timeout.get(),
-            retry_on_failure: self.retry_on_failure.clone(),
-            sending_queue: self.sending_queue.clone(),
-        }
-    }
-
     /// Checks every key; `path` is the section's otelcol-style path
     /// (`exporters::pprof/local`).
     pub fn validate(&self, path: &str) -> Result<FileNameTemplate, ConfigErrors> {
@@ -88,13 +71,6 @@ impl PprofExporterConfig {
                 format!("must be between 0 and 9, got {}", self.compression_level),
             );
         }
-        if self.timeout.get().is_zero() {
-            errs.push(key("timeout"), "must be greater than 0");
-        }
-        self.retry_on_failure
-            .validate(&key("retry_on_failure"), &mut errs);
-        self.sending_queue
-            .validate(&key("sending_queue"), &mut errs);
         match template {
             Ok(t) if errs.is_empty() => Ok(t),
             _ => Err(errs),

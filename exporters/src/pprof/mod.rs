@@ -34,6 +34,7 @@ use async_trait::async_trait;
 
 use profcol_pipeline::component::{
     ExportError, ExportOutcome, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
+    Request,
 };
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pipeline::formats::pprof::{plan_files, write_pprof_gzip, PprofError, ToPprofOptions};
@@ -53,14 +54,22 @@ impl ExporterFactory for PprofExporterFactory {
         "pprof"
     }
 
+    /// A local disk takes milliseconds; leave room for a slow or network
+    /// file system before calling an attempt failed.
+    fn default_settings(&self) -> Option<ExporterSettings> {
+        Some(ExporterSettings::with_timeout(
+            std::time::Duration::from_secs(30),
+        ))
+    }
+
     fn create(
         &self,
         cfg: &ComponentConfig,
-    ) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
+        _settings: &ExporterSettings,
+    ) -> Result<Arc<dyn Exporter>, ConfigErrors> {
         let (_, exporter) = cfg
             .decode_checked(|c: &PprofExporterConfig| PprofExporter::new(c.clone(), &cfg.path()))?;
-        let settings = exporter.inner.cfg.settings();
-        Ok((Arc::new(exporter), settings))
+        Ok(Arc::new(exporter))
     }
 }
 
@@ -286,9 +295,10 @@ impl Exporter for PprofExporter {
 
     async fn export(
         &self,
-        batch: Arc<ProfileBatch>,
+        req: &Request,
         ctx: &ExporterContext,
     ) -> Result<ExportOutcome, ExportError> {
+        let batch = req.batch.clone();
         let inner = self.inner.clone();
         let ctx = ctx.clone();
         tokio::task::spawn_blocking(move || inner.write_batch(&batch, Some(&ctx)))

@@ -11,6 +11,8 @@ use profcol_pipeline::proto::ProfilesData;
 use profcol_pipeline::telemetry::Telemetry;
 use profcol_pipeline::ProfileBatch;
 
+use profcol_pipeline::runtime::create_exporter;
+
 use super::*;
 
 fn fixture(name: &str) -> ProfileBatch {
@@ -59,7 +61,9 @@ async fn writes_a_gzip_pprof_file_named_by_the_template() {
         ..Default::default()
     };
     assert_eq!(
-        e.export(Arc::new(batch), &ctx()).await.unwrap(),
+        e.export(&Request::new(Arc::new(batch)), &ctx())
+            .await
+            .unwrap(),
         ExportOutcome::delivered()
     );
 
@@ -102,12 +106,18 @@ async fn one_file_per_resource_and_collisions_get_a_suffix() {
     let e = exporter(dir.path(), |c| {
         c.file_name = "{service.name}_{sample_type}.pb.gz".into()
     });
-    e.export(Arc::new(fixture("two-resources-request.bin")), &ctx())
-        .await
-        .unwrap();
-    e.export(Arc::new(fixture("two-resources-request.bin")), &ctx())
-        .await
-        .unwrap();
+    e.export(
+        &Request::new(Arc::new(fixture("two-resources-request.bin"))),
+        &ctx(),
+    )
+    .await
+    .unwrap();
+    e.export(
+        &Request::new(Arc::new(fixture("two-resources-request.bin"))),
+        &ctx(),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         names(dir.path()),
         [
@@ -152,9 +162,12 @@ async fn retention_keeps_the_newest_files_and_nothing_else_is_touched() {
     let mut written = Vec::new();
     for _ in 0..5 {
         let before: std::collections::HashSet<String> = names(dir.path()).into_iter().collect();
-        e.export(Arc::new(fixture("minimal-request.bin")), &ctx)
-            .await
-            .unwrap();
+        e.export(
+            &Request::new(Arc::new(fixture("minimal-request.bin"))),
+            &ctx,
+        )
+        .await
+        .unwrap();
         written.extend(
             names(dir.path())
                 .into_iter()
@@ -232,9 +245,12 @@ async fn no_temporary_files_are_left_and_stale_ones_are_cleaned_at_start() {
     e.start(&ctx()).await.unwrap();
     assert!(names(dir.path()).is_empty());
     for _ in 0..3 {
-        e.export(Arc::new(fixture("two-resources-request.bin")), &ctx())
-            .await
-            .unwrap();
+        e.export(
+            &Request::new(Arc::new(fixture("two-resources-request.bin"))),
+            &ctx(),
+        )
+        .await
+        .unwrap();
     }
     let all = names(dir.path());
     assert_eq!(all.len(), 6);
@@ -254,7 +270,7 @@ async fn invalid_data_fails_permanently_and_writes_nothing() {
     // resource's file must not be published either.
     data.resource_profiles[1].scope_profiles[0].profiles[0].samples[0].stack_index = 1000;
     let err = e
-        .export(Arc::new(ProfileBatch::new(data)), &ctx())
+        .export(&Request::new(Arc::new(ProfileBatch::new(data))), &ctx())
         .await
         .unwrap_err();
     assert!(
@@ -279,7 +295,10 @@ async fn a_path_below_a_regular_file_is_a_clear_permanent_error() {
     };
     assert!(PprofExporter::new(cfg, "exporters::pprof").is_err());
     let err = e
-        .export(Arc::new(fixture("minimal-request.bin")), &ctx())
+        .export(
+            &Request::new(Arc::new(fixture("minimal-request.bin"))),
+            &ctx(),
+        )
         .await
         .unwrap_err();
     let ExportError::Permanent { message } = &err else {
@@ -299,7 +318,10 @@ async fn a_directory_root_cannot_write_to_is_a_permanent_error() {
     // new files even to root.
     let e = exporter(Path::new("/sys"), |_| {});
     let err = e
-        .export(Arc::new(fixture("minimal-request.bin")), &ctx())
+        .export(
+            &Request::new(Arc::new(fixture("minimal-request.bin"))),
+            &ctx(),
+        )
         .await
         .unwrap_err();
     let ExportError::Permanent { message } = &err else {
@@ -331,7 +353,10 @@ async fn a_missing_directory_is_created_only_when_allowed() {
     let e = exporter(&nested, |c| c.create_directory = false);
     std::fs::remove_dir(&nested).unwrap();
     let err = e
-        .export(Arc::new(fixture("minimal-request.bin")), &ctx())
+        .export(
+            &Request::new(Arc::new(fixture("minimal-request.bin"))),
+            &ctx(),
+        )
         .await
         .unwrap_err();
     assert!(
@@ -342,9 +367,12 @@ async fn a_missing_directory_is_created_only_when_allowed() {
 
     let e = exporter(&nested, |_| {});
     e.start(&ctx()).await.unwrap();
-    e.export(Arc::new(fixture("minimal-request.bin")), &ctx())
-        .await
-        .unwrap();
+    e.export(
+        &Request::new(Arc::new(fixture("minimal-request.bin"))),
+        &ctx(),
+    )
+    .await
+    .unwrap();
     assert_eq!(names(&nested).len(), 1);
 }
 
@@ -436,14 +464,15 @@ fn config_decodes_with_collector_names_and_reports_every_error() {
          timeout: 2s\nretry_on_failure:\n  max_elapsed_time: 1m\nsending_queue:\n  queue_size: 5\n",
     )
     .unwrap();
-    let (_, settings) = factory().create(&cfg).unwrap();
+    let (_, settings) = create_exporter(&*factory(), &cfg).unwrap();
     assert_eq!(settings.timeout, std::time::Duration::from_secs(2));
     assert_eq!(
         settings.retry_on_failure.max_elapsed_time.get(),
         std::time::Duration::from_secs(60)
     );
     assert_eq!(settings.sending_queue.queue_size, 5);
-    let c: PprofExporterConfig = cfg.decode().unwrap();
+    let (rest, _) = cfg.split_off(&profcol_pipeline::config::EXPORTER_SETTINGS_KEYS);
+    let c: PprofExporterConfig = rest.decode().unwrap();
     assert_eq!(c.max_total_bytes(), Some(512 * 1024));
     assert!(c.create_directory && c.merge_sample_types);
     assert_eq!(c.resource_attributes_as_labels, ["service.name"]);
@@ -454,7 +483,7 @@ fn config_decodes_with_collector_names_and_reports_every_error() {
         "file_name: \"{host}.pb.gz\"\ncompression_level: 12\n",
     )
     .unwrap();
-    let errs = match factory().create(&bad) {
+    let errs = match create_exporter(&*factory(), &bad) {
         Err(e) => e.to_string(),
         Ok(_) => panic!("accepted a bad config"),
     };
@@ -498,7 +527,7 @@ fn config_decodes_with_collector_names_and_reports_every_error() {
         ),
     ] {
         let cfg = ComponentConfig::from_yaml(Kind::Exporter, "pprof", &yaml).unwrap();
-        let errs = match factory().create(&cfg) {
+        let errs = match create_exporter(&*factory(), &cfg) {
             Err(e) => e.0.iter().map(ToString::to_string).collect::<Vec<_>>(),
             Ok(_) => panic!("accepted {yaml}"),
         };
@@ -513,11 +542,11 @@ fn config_decodes_with_collector_names_and_reports_every_error() {
         &format!("directory: {}\n", missing.display()),
     )
     .unwrap();
-    assert!(factory().create(&cfg).is_ok());
+    assert!(create_exporter(&*factory(), &cfg).is_ok());
     assert!(!missing.parent().unwrap().exists());
 
     let typo = ComponentConfig::from_yaml(Kind::Exporter, "pprof", "directory: /x\nmax_file: 3\n")
         .unwrap();
-    assert!(factory().create(&typo).is_err());
+    assert!(create_exporter(&*factory(), &typo).is_err());
     assert_eq!(factory().type_name(), "pprof");
 }

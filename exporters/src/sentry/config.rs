@@ -1,9 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use profcol_pipeline::component::ExporterSettings;
-use profcol_pipeline::config::{
-    ComponentConfig, ConfigErrors, Duration, QueueSettings, RetrySettings,
-};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
 use profcol_pipeline::formats::sentry::relay_rules::MAX_CHUNK_DURATION_NS;
 
 use super::dsn::Dsn;
@@ -15,10 +12,6 @@ use super::dsn::Dsn;
 pub struct SentryExporterConfig {
     /// `http(s)://PUBLIC_KEY@host[:port][/path]/PROJECT_ID`.
     pub dsn: String,
-    /// Bounds one export of a batch (all of its envelopes).
-    pub timeout: Duration,
-    pub retry_on_failure: RetrySettings,
-    pub sending_queue: QueueSettings,
     pub compression: Compression,
     /// Sentry platform for profiles whose data names none (no
     /// `sentry.platform`, `telemetry.sdk.language` or frame type); else `native`.
@@ -38,9 +31,6 @@ impl Default for SentryExporterConfig {
     fn default() -> Self {
         Self {
             dsn: String::new(),
-            timeout: Duration::from_secs(30),
-            retry_on_failure: RetrySettings::default(),
-            sending_queue: QueueSettings::default(),
             compression: Compression::Gzip,
             platform: None,
             environment: None,
@@ -61,14 +51,6 @@ pub enum Compression {
 }
 
 impl SentryExporterConfig {
-    pub fn settings(&self) -> ExporterSettings {
-        ExporterSettings {
-            timeout: self.timeout.get(),
-            retry_on_failure: self.retry_on_failure.clone(),
-            sending_queue: self.sending_queue.clone(),
-        }
-    }
-
     /// Checks every key, reporting all problems at once; returns the parsed DSN.
     pub fn validate(&self, cfg: &ComponentConfig) -> Result<Dsn, ConfigErrors> {
         let mut errs = ConfigErrors::default();
@@ -80,9 +62,6 @@ impl SentryExporterConfig {
                 .map_err(|e| errs.push(cfg.key_path("dsn"), e))
                 .ok()
         };
-        if self.timeout.get().is_zero() {
-            errs.push(cfg.key_path("timeout"), "must be greater than 0");
-        }
         let window = self.max_chunk_duration.get();
         if window.is_zero() || window.as_nanos() > u128::from(MAX_CHUNK_DURATION_NS) {
             errs.push(
@@ -111,10 +90,6 @@ impl SentryExporterConfig {
                 errs.push(cfg.key_path("release"), m);
             }
         }
-        self.retry_on_failure
-            .validate(&cfg.key_path("retry_on_failure"), &mut errs);
-        self.sending_queue
-            .validate(&cfg.key_path("sending_queue"), &mut errs);
         match dsn {
             Some(d) if errs.is_empty() => Ok(d),
             _ => Err(errs),

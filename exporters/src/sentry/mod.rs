@@ -6,7 +6,7 @@
 //!   envelope per chunk (on the blocking pool).
 //! - [`client`]: the HTTP request and what each answer means.
 //! - [`rate_limits`]: `X-Sentry-Rate-Limits` / `Retry-After`, per category.
-//! - [`progress`]: what a retry of a part-delivered batch may skip.
+//! - [`resume`]: what a retry of a part-delivered batch may skip.
 //!
 //! Outcomes: 2xx delivered; 429 retried once the limit has passed (no
 //! request goes out meanwhile); 400 and 413 refuse that chunk for good
@@ -33,8 +33,8 @@ pub mod dsn;
 pub mod encode;
 #[cfg(any(test, feature = "testing"))]
 pub mod mock;
-pub mod progress;
 pub mod rate_limits;
+pub mod resume;
 
 #[cfg(test)]
 mod tests;
@@ -47,9 +47,9 @@ use async_trait::async_trait;
 
 use profcol_pipeline::component::{
     ExportError, ExportOutcome, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
+    Progress, Request,
 };
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
-use profcol_pipeline::ProfileBatch;
 
 pub use client::Reply;
 pub use config::{Compression, SentryExporterConfig};
@@ -58,8 +58,8 @@ pub use encode::{encode, EncodeOptions, Encoded, Envelope};
 pub use rate_limits::RateLimits;
 
 use client::Client;
-use progress::{Claim, Progress};
 use rate_limits::{PROFILE_CHUNK, PROFILE_CHUNK_UI};
+use resume::Resume;
 
 pub struct SentryExporterFactory;
 
@@ -68,14 +68,22 @@ impl ExporterFactory for SentryExporterFactory {
         "sentry"
     }
 
+    /// `timeout` bounds one export of a batch (all of its envelopes).
+    fn default_settings(&self) -> Option<ExporterSettings> {
+        Some(ExporterSettings::with_timeout(
+            std::time::Duration::from_secs(30),
+        ))
+    }
+
     fn create(
         &self,
         cfg: &ComponentConfig,
-    ) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
+        settings: &ExporterSettings,
+    ) -> Result<Arc<dyn Exporter>, ConfigErrors> {
         let (c, dsn) = cfg.decode_checked(|c: &SentryExporterConfig| c.validate(cfg))?;
-        let settings = c.settings();
-        let exporter = SentryExporter::new(&c, dsn).map_err(|e| cfg.error("dsn", e))?;
-        Ok((Arc::new(exporter), settings))
+        let exporter =
+            SentryExporter::new(&c, dsn, settings.timeout).map_err(|e| cfg.error("dsn", e))?;
+        Ok(Arc::new(exporter))
     }
 }
 
@@ -105,14 +113,13 @@ pub struct SentryExporter {
     client: Client,
     opts: Arc<EncodeOptions>,
     limits: Mutex<RateLimits>,
-    progress: Arc<Progress>,
     counters: Counters,
 }
 
 impl SentryExporter {
     /// `dsn` is `cfg.dsn` parsed (see [`SentryExporterConfig::validate`]).
-    pub fn new(cfg: &SentryExporterConfig, dsn: Dsn) -> Result<Self, String> {
-        let client = Client::new(&dsn, cfg.compression, cfg.timeout.get())?;
+    pub fn new(cfg: &SentryExporterConfig, dsn: Dsn, timeout: Duration) -> Result<Self, String> {
+        let client = Client::new(&dsn, cfg.compression, timeout)?;
         let opts = EncodeOptions {
             max_samples_per_chunk: cfg.max_samples_per_chunk,
             max_chunk_duration_ns: u64::try_from(cfg.max_chunk_duration.get().as_nanos())
@@ -129,7 +136,6 @@ impl SentryExporter {
             client,
             opts: Arc::new(opts),
             limits: Mutex::new(RateLimits::default()),
-            progress: Arc::new(Progress::default()),
             counters: Counters::default(),
         })
     }
@@ -141,11 +147,6 @@ impl SentryExporter {
             envelopes_refused: c.envelopes_refused.load(Ordering::Relaxed),
             bytes_delivered: c.bytes_delivered.load(Ordering::Relaxed),
         }
-    }
-
-    /// Batches part way through (waiting for a retry).
-    pub fn batches_in_progress(&self) -> usize {
-        self.progress.len()
     }
 
     /// How long `category` stays rate limited.
@@ -161,16 +162,14 @@ impl SentryExporter {
     /// the rest as sent), unless nothing was delivered at all, which fails
     /// the batch as a whole.
     fn settle(
-        claim: Claim,
+        progress: &Progress,
         refusal: Option<String>,
         dropped: Vec<(&'static str, u64)>,
     ) -> Result<ExportOutcome, ExportError> {
-        let s = claim.state;
-        claim.finish();
         match refusal {
-            Some(message) if s.delivered == 0 => Err(ExportError::permanent(message)),
+            Some(message) if progress.delivered == 0 => Err(ExportError::permanent(message)),
             _ => Ok(ExportOutcome {
-                rejected: s.rejected,
+                rejected: progress.rejected,
                 dropped,
             }),
         }
@@ -187,9 +186,10 @@ fn unix_nanos_now() -> u64 {
 impl Exporter for SentryExporter {
     async fn export(
         &self,
-        batch: Arc<ProfileBatch>,
+        req: &Request,
         ctx: &ExporterContext,
     ) -> Result<ExportOutcome, ExportError> {
+        let batch = req.batch.clone();
         // While every chunk category is limited nothing can go out: do not
         // even convert.
         if let (Some(a), Some(b)) = (
@@ -201,9 +201,13 @@ impl Exporter for SentryExporter {
                 retry_after: Some(a.min(b)),
             });
         }
-        let mut claim = self.progress.claim(&batch, unix_nanos_now());
-        let skip = claim.state.done;
-        let (opts, now) = (self.opts.clone(), claim.state.now_unix_nano);
+        // Chunks done by earlier attempts are skipped; each one done now is
+        // recorded at once, so that a cut-short attempt keeps it too.
+        let earlier = req.progress();
+        let mut resume = Resume::of(&earlier, unix_nanos_now());
+        let (mut delivered, mut rejected) = (earlier.delivered, earlier.rejected);
+        let skip = resume.done;
+        let (opts, now) = (self.opts.clone(), resume.now_unix_nano);
         let data = batch.clone();
         let encoded = profcol_pipeline::cpu::run(move || {
             encode(data.data(), &opts, now, SystemTime::now(), skip)
@@ -235,14 +239,14 @@ impl Exporter for SentryExporter {
                     self.counters
                         .bytes_delivered
                         .fetch_add(size, Ordering::Relaxed);
-                    claim.state.delivered += env.samples;
+                    delivered += env.samples;
                 }
                 Reply::Refused { detail, .. } => {
                     self.counters
                         .envelopes_refused
                         .fetch_add(1, Ordering::Relaxed);
                     profcol_pipeline::warn_limited!(exporter = %ctx.id, chunk_id = %env.chunk_id, samples = env.samples, error = %detail, "Sentry refused a profile chunk");
-                    claim.state.rejected += env.samples;
+                    rejected += env.samples;
                     refusal = Some(detail);
                 }
                 Reply::Fatal { detail, .. } => {
@@ -252,9 +256,10 @@ impl Exporter for SentryExporter {
                         .fetch_add(1, Ordering::Relaxed);
                     let rest: u64 = envelopes[i..].iter().map(|e| e.samples).sum();
                     tracing::error!(exporter = %ctx.id, samples = rest, error = %detail, "Sentry refused the profile chunks; check the DSN and project");
-                    claim.state.rejected += rest;
-                    claim.state.done = envelopes.len();
-                    return Self::settle(claim, Some(detail), dropped);
+                    resume.done = envelopes.len();
+                    let progress = resume.to_progress(delivered, rejected + rest);
+                    req.record(progress.clone());
+                    return Self::settle(&progress, Some(detail), dropped);
                 }
                 Reply::Throttled { detail } => {
                     return Err(ExportError::Retryable {
@@ -269,13 +274,9 @@ impl Exporter for SentryExporter {
                     })
                 }
             }
-            claim.state.done = i + 1;
-            claim.save();
+            resume.done = i + 1;
+            req.record(resume.to_progress(delivered, rejected));
         }
-        Self::settle(claim, refusal, dropped)
-    }
-
-    fn delivered_before_giving_up(&self, batch: &Arc<ProfileBatch>) -> u64 {
-        self.progress.give_up(batch)
+        Self::settle(&resume.to_progress(delivered, rejected), refusal, dropped)
     }
 }

@@ -162,7 +162,7 @@ impl Output {
             }
         }
         for p in ready {
-            p.commit().await;
+            p.commit();
         }
         drop(admitted);
         self.telemetry

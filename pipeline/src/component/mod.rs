@@ -12,5 +12,6 @@ pub use context::{
 };
 pub use traits::{
     ExportError, ExportOutcome, Exporter, ExporterFactory, ExporterSettings, Extension,
-    ExtensionFactory, Processor, ProcessorFactory, Receiver, ReceiverFactory, Verdict,
+    ExtensionFactory, Processor, ProcessorFactory, Progress, Receiver, ReceiverFactory, Request,
+    Storage, Verdict,
 };

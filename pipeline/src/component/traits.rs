@@ -59,12 +59,41 @@ pub trait Processor: Send {
 }
 
 /// Queue, retry and timeout settings every exporter carries, with the
-/// Collector's names and defaults.
-#[derive(Debug, Clone)]
+/// Collector's names and defaults. The runtime decodes them (the keys
+/// `timeout`, `retry_on_failure`, `sending_queue`) for every exporter type
+/// that has them; the exporter's own config never sees them.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ExporterSettings {
     pub timeout: Duration,
     pub retry_on_failure: RetrySettings,
     pub sending_queue: QueueSettings,
+}
+
+impl ExporterSettings {
+    /// The Collector's defaults with this `timeout` (exporterhelper: 5 s).
+    pub fn with_timeout(timeout: Duration) -> Self {
+        Self {
+            timeout,
+            retry_on_failure: RetrySettings::default(),
+            sending_queue: QueueSettings::default(),
+        }
+    }
+
+    /// No queue (the client waits for each send) and no retries: the
+    /// Collector's `debug` exporter.
+    pub fn synchronous() -> Self {
+        Self {
+            timeout: Duration::from_secs(5),
+            retry_on_failure: RetrySettings {
+                enabled: false,
+                ..RetrySettings::default()
+            },
+            sending_queue: QueueSettings {
+                enabled: false,
+                ..QueueSettings::default()
+            },
+        }
+    }
 }
 
 pub trait ExporterFactory: Send + Sync {
@@ -73,10 +102,68 @@ pub trait ExporterFactory: Send + Sync {
     fn aliases(&self) -> &'static [&'static str] {
         &[]
     }
+    /// Defaults of the `timeout`, `retry_on_failure` and `sending_queue`
+    /// keys, which the runtime decodes; `None` for a type without them
+    /// (its settings are then [`ExporterSettings::synchronous`]).
+    fn default_settings(&self) -> Option<ExporterSettings> {
+        Some(ExporterSettings::with_timeout(Duration::from_secs(5)))
+    }
+    /// The exporter, from its own keys (`cfg` without the settings' keys)
+    /// and the settings the runtime decoded.
     fn create(
         &self,
         cfg: &ComponentConfig,
-    ) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors>;
+        settings: &ExporterSettings,
+    ) -> Result<Arc<dyn Exporter>, ConfigErrors>;
+}
+
+/// What an exporter sends: a batch, and how far earlier attempts got with
+/// it. An exporter that sends a request in parts records its progress as
+/// it goes, so that the next attempt (after a failure, a timeout, or a
+/// restart with a persistent queue) sends only what remains.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub batch: Arc<ProfileBatch>,
+    progress: Arc<std::sync::Mutex<Progress>>,
+}
+
+impl Request {
+    pub fn new(batch: Arc<ProfileBatch>) -> Self {
+        Self::resumed(batch, Progress::default())
+    }
+
+    /// A request earlier attempts got as far as `progress` with.
+    pub fn resumed(batch: Arc<ProfileBatch>, progress: Progress) -> Self {
+        Self {
+            batch,
+            progress: Arc::new(std::sync::Mutex::new(progress)),
+        }
+    }
+
+    pub fn progress(&self) -> Progress {
+        self.progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Records how far the export got, at once: an attempt cut short by
+    /// the timeout or shutdown keeps it.
+    pub fn record(&self, progress: Progress) {
+        *self.progress.lock().unwrap_or_else(|e| e.into_inner()) = progress;
+    }
+}
+
+/// How far the export of a batch got over earlier attempts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Progress {
+    /// Samples delivered.
+    pub delivered: u64,
+    /// Samples the peer refused for good.
+    pub rejected: u64,
+    /// Where the next attempt resumes, in the exporter's own terms (the
+    /// Sentry exporter: chunks done, and the clock its chunks were cut by).
+    pub resume: Option<serde_json::Value>,
 }
 
 /// Why one export attempt failed.
@@ -98,6 +185,14 @@ impl ExportError {
         Self::Retryable {
             message: message.into(),
             retry_after: None,
+        }
+    }
+
+    /// Retryable after `after` (the peer's RetryInfo or Retry-After).
+    pub fn retry_after(message: impl Into<String>, after: Option<Duration>) -> Self {
+        Self::Retryable {
+            message: message.into(),
+            retry_after: after,
         }
     }
 
@@ -155,27 +250,34 @@ pub trait Exporter: Send + Sync {
         Ok(())
     }
 
-    /// Sends one batch. The runtime applies the timeout and the retries;
+    /// Sends one request. The runtime applies the timeout and the retries;
     /// the exporter only classifies what went wrong. On success, returns
     /// what the peer rejected through partial success and what the exporter
-    /// left out itself; an `Err` counts the whole batch as failed.
+    /// left out itself (over every attempt of the request); an `Err` counts
+    /// the request as failed, except what its recorded progress says was
+    /// delivered.
     async fn export(
         &self,
-        batch: Arc<ProfileBatch>,
+        req: &Request,
         ctx: &ExporterContext,
     ) -> Result<ExportOutcome, ExportError>;
 
-    /// Called when the runtime gives up on `batch` (retries ran out, a
-    /// permanent error, shutdown): how many of its samples earlier attempts
-    /// delivered. Those are counted as sent, the rest as failed or dropped.
-    /// An exporter that sends a batch in one request delivers all or
-    /// nothing: 0, the default.
-    fn delivered_before_giving_up(&self, _batch: &Arc<ProfileBatch>) -> u64 {
-        0
-    }
-
     /// Called after the queue has drained.
     async fn shutdown(&self) {}
+}
+
+/// A storage extension: where persistent sending queues live.
+#[async_trait]
+pub trait Storage: Send + Sync {
+    /// The sending queue of exporter `owner`, with what the last run left
+    /// in it queued again.
+    async fn open_queue(
+        &self,
+        owner: &str,
+        settings: &QueueSettings,
+        budget: Arc<crate::memory::MemoryBudget>,
+        telemetry: Arc<crate::telemetry::Telemetry>,
+    ) -> anyhow::Result<Arc<dyn crate::runtime::queue::Queue>>;
 }
 
 pub trait ExtensionFactory: Send + Sync {
@@ -191,6 +293,11 @@ pub trait Extension: Send {
 
     /// Set for an extension that authenticates (`bearertokenauth`).
     fn authenticator(&self) -> Option<Arc<dyn super::Authenticator>> {
+        None
+    }
+
+    /// Set for a storage extension (`file_storage`).
+    fn storage(&self) -> Option<Arc<dyn Storage>> {
         None
     }
     async fn start(

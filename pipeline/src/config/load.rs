@@ -102,6 +102,22 @@ impl ComponentConfig {
         }
     }
 
+    /// This section split in two: without `keys`, and with only them.
+    pub fn split_off(&self, keys: &[&str]) -> (ComponentConfig, ComponentConfig) {
+        let mut rest = self.clone();
+        let mut taken = self.clone();
+        if let (figment::value::Value::Dict(_, r), figment::value::Value::Dict(_, t)) =
+            (&mut rest.value, &mut taken.value)
+        {
+            r.retain(|k, _| !keys.contains(&k.as_str()));
+            t.retain(|k, _| keys.contains(&k.as_str()));
+        }
+        let under = |p: &Vec<String>| p.first().is_some_and(|k| keys.contains(&k.as_str()));
+        rest.originals.retain(|p, _| !under(p));
+        taken.originals.retain(|p, _| under(p));
+        (rest, taken)
+    }
+
     /// An error at `key` (`retry_on_failure::multiplier`) inside this section.
     pub fn error(&self, key: &str, message: impl Into<String>) -> ConfigErrors {
         ConfigErrors::one(self.key_path(key), message)

@@ -28,5 +28,8 @@ pub use id::{ComponentId, Kind};
 pub use load::{load, load_partial, load_str, load_str_partial, ComponentConfig, Config};
 pub use server_tls::ServerTls;
 pub use service::{MetricsLevel, PipelineConfig, ServiceConfig, TelemetryConfig};
-pub use settings::{QueueSettings, RetrySettings};
+pub use settings::{
+    ExporterSettingsKeys, QueueSettings, RetrySettings, Sizer, EXPORTER_SETTINGS_KEYS,
+    MAX_CONSUMERS,
+};
 pub use yaml::YamlProvider;

@@ -57,18 +57,30 @@ impl RetrySettings {
     }
 }
 
-/// `sending_queue`, with the Collector's names and defaults; `queue_size`
-/// counts batches.
+/// `sending_queue`, with the Collector's names and defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct QueueSettings {
     pub enabled: bool,
     pub num_consumers: usize,
+    /// Capacity, in the unit `sizer` names.
     pub queue_size: usize,
+    pub sizer: Sizer,
     /// Wait for room instead of refusing when the queue is full.
     pub block_on_overflow: bool,
-    /// Persistent storage extension id; not supported yet (an error if set).
+    /// A storage extension (`file_storage`) that keeps the queue on disk.
     pub storage: Option<String>,
+}
+
+/// What `queue_size` counts, as the Collector's `sending_queue.sizer`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sizer {
+    /// Requests (batches).
+    #[default]
+    Requests,
+    /// Bytes of the requests' protobuf encoding.
+    Bytes,
 }
 
 impl Default for QueueSettings {
@@ -77,6 +89,7 @@ impl Default for QueueSettings {
             enabled: true,
             num_consumers: 10,
             queue_size: 1000,
+            sizer: Sizer::Requests,
             block_on_overflow: false,
             storage: None,
         }
@@ -101,11 +114,23 @@ impl QueueSettings {
         if self.enabled && self.queue_size == 0 {
             errs.push(format!("{path}::queue_size"), "must be greater than 0");
         }
-        if self.storage.is_some() {
+        if !self.enabled && self.storage.is_some() {
             errs.push(
                 format!("{path}::storage"),
-                "persistent queues are not supported; remove the key",
+                "needs the queue: set sending_queue::enabled to true",
             );
         }
     }
+}
+
+/// The keys of an exporter's section the runtime decodes for it.
+pub const EXPORTER_SETTINGS_KEYS: [&str; 3] = ["timeout", "retry_on_failure", "sending_queue"];
+
+/// Those keys as written; absent ones take the exporter type's defaults.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExporterSettingsKeys {
+    pub timeout: Option<Duration>,
+    pub retry_on_failure: Option<RetrySettings>,
+    pub sending_queue: Option<QueueSettings>,
 }

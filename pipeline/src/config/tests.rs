@@ -186,6 +186,7 @@ compression: zstd
                 enabled: true,
                 num_consumers: 2,
                 queue_size: 50,
+                sizer: Default::default(),
                 block_on_overflow: true,
                 storage: None,
             },

@@ -2,8 +2,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use crate::component::{Exporter, ExporterSettings, Extension, Processor, Receiver};
-use crate::config::{ComponentConfig, ComponentId, Config, ConfigErrors, Kind, TelemetryConfig};
+use crate::component::{
+    Exporter, ExporterFactory, ExporterSettings, Extension, Processor, Receiver,
+};
+use crate::config::{
+    ComponentConfig, ComponentId, Config, ConfigErrors, ExporterSettingsKeys, Kind,
+    TelemetryConfig, EXPORTER_SETTINGS_KEYS,
+};
 
 use super::Registry;
 
@@ -87,7 +92,7 @@ pub fn build(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors
         let Some(f) = lookup(&registry.exporters, cfg, registry, &mut errs) else {
             continue;
         };
-        match f.create(cfg) {
+        match create_exporter(&**f, cfg) {
             Ok((exporter, settings)) if used_exporters.contains(id) => {
                 exporters.push(ExporterNode {
                     id: id.clone(),
@@ -151,6 +156,7 @@ pub fn build(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors
 
     check_ports(config, &receivers, &extensions, &mut errs);
     check_authenticators(&receivers, &exporters, &extensions, &mut errs);
+    check_storages(&exporters, &extensions, &mut errs);
 
     errs.into_result(Graph {
         receivers,
@@ -159,6 +165,61 @@ pub fn build(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors
         extensions,
         telemetry: config.service.telemetry.clone(),
     })
+}
+
+/// An exporter from its whole section: the runtime's settings decoded
+/// here, the rest by its factory; the errors of both.
+pub fn create_exporter(
+    f: &dyn ExporterFactory,
+    cfg: &ComponentConfig,
+) -> Result<(Arc<dyn Exporter>, ExporterSettings), ConfigErrors> {
+    let (rest, settings) = exporter_settings(f, cfg);
+    let created = f.create(
+        &rest,
+        settings
+            .as_ref()
+            .unwrap_or(&ExporterSettings::synchronous()),
+    );
+    match (created, settings) {
+        (Ok(exporter), Ok(settings)) => Ok((exporter, settings)),
+        (created, settings) => {
+            let mut errs = created.err().unwrap_or_default();
+            errs.extend(settings.err().unwrap_or_default());
+            Err(errs)
+        }
+    }
+}
+
+/// An exporter's `timeout`, `retry_on_failure` and `sending_queue`,
+/// decoded here for every type that has them (with the type's defaults),
+/// and the rest of its section, for its factory.
+fn exporter_settings(
+    f: &dyn ExporterFactory,
+    cfg: &ComponentConfig,
+) -> (ComponentConfig, Result<ExporterSettings, ConfigErrors>) {
+    let Some(defaults) = f.default_settings() else {
+        return (cfg.clone(), Ok(ExporterSettings::synchronous()));
+    };
+    let (rest, keys) = cfg.split_off(&EXPORTER_SETTINGS_KEYS);
+    let decoded = keys.decode_checked(|k: &ExporterSettingsKeys| {
+        let mut errs = ConfigErrors::default();
+        if k.timeout.is_some_and(|t| t.get().is_zero()) {
+            errs.push(cfg.key_path("timeout"), "must be greater than 0");
+        }
+        if let Some(r) = &k.retry_on_failure {
+            r.validate(&cfg.key_path("retry_on_failure"), &mut errs);
+        }
+        if let Some(q) = &k.sending_queue {
+            q.validate(&cfg.key_path("sending_queue"), &mut errs);
+        }
+        errs.into_result(())
+    });
+    let settings = decoded.map(|(k, ())| ExporterSettings {
+        timeout: k.timeout.map_or(defaults.timeout, |t| t.get()),
+        retry_on_failure: k.retry_on_failure.unwrap_or(defaults.retry_on_failure),
+        sending_queue: k.sending_queue.unwrap_or(defaults.sending_queue),
+    });
+    (rest, settings)
 }
 
 fn lookup<'r, F: ?Sized>(
@@ -207,6 +268,28 @@ fn check_authenticators(
         match extensions.iter().find(|(eid, _)| eid.to_string() == id) {
             Some((_, x)) if x.authenticator().is_some() => {}
             Some(_) => errs.push(path, format!("extension {id:?} is not an authenticator")),
+            None => errs.push(
+                path,
+                format!("no extension {id:?} is configured and listed in service::extensions"),
+            ),
+        }
+    }
+}
+
+/// Every `sending_queue.storage` must name a storage extension that runs.
+fn check_storages(
+    exporters: &[ExporterNode],
+    extensions: &[(ComponentId, Box<dyn Extension>)],
+    errs: &mut ConfigErrors,
+) {
+    for e in exporters {
+        let Some(id) = &e.settings.sending_queue.storage else {
+            continue;
+        };
+        let path = format!("exporters::{}::sending_queue::storage", e.id);
+        match extensions.iter().find(|(eid, _)| eid.to_string() == *id) {
+            Some((_, x)) if x.storage().is_some() => {}
+            Some(_) => errs.push(path, format!("extension {id:?} is not a storage extension")),
             None => errs.push(
                 path,
                 format!("no extension {id:?} is configured and listed in service::extensions"),

@@ -9,14 +9,13 @@ use rand::Rng;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::component::{ExportError, Exporter, ExporterContext, ExporterSettings};
-use crate::config::RetrySettings;
+use crate::component::{ExportError, Exporter, ExporterContext, ExporterSettings, Request};
+use crate::config::{RetrySettings, Sizer};
 use crate::memory::MemoryBudget;
-use crate::model::ProfileBatch;
 use crate::telemetry::Telemetry;
 
 use super::pipeline::ExporterQueue;
-use super::queue::{MemoryQueue, Queue};
+use super::queue::{Ack, MemoryQueue, Queue};
 
 /// What an exporter runs with.
 pub struct Spawn {
@@ -26,6 +25,8 @@ pub struct Spawn {
     pub telemetry: Arc<Telemetry>,
     pub budget: Arc<MemoryBudget>,
     pub authenticators: crate::component::Authenticators,
+    /// The storage `sending_queue.storage` names, if any.
+    pub storage: Option<Arc<dyn crate::component::Storage>>,
 }
 
 /// Starts the exporter and its consumers. The returned task ends when the
@@ -42,6 +43,7 @@ pub async fn spawn(
         telemetry,
         budget,
         authenticators,
+        storage,
     } = s;
     let ctx = ExporterContext {
         id: id.clone(),
@@ -55,21 +57,25 @@ pub async fn spawn(
 
     // A disabled queue behaves like the Collector's: the pipeline (and so
     // the client) waits for each send, so it holds one batch and blocks.
-    let (capacity, consumers, block) = if settings.sending_queue.enabled {
-        (
-            settings.sending_queue.queue_size,
-            settings.sending_queue.num_consumers,
-            settings.sending_queue.block_on_overflow,
-        )
+    let q = &settings.sending_queue;
+    let (consumers, block) = if q.enabled {
+        (q.num_consumers, q.block_on_overflow)
     } else {
-        (1, 1, true)
+        (1, true)
     };
-    let queue: Arc<dyn Queue> = Arc::new(MemoryQueue::new(capacity));
+    let queue: Arc<dyn Queue> = match (&storage, q.enabled) {
+        (Some(storage), true) => storage
+            .open_queue(&id, q, budget.clone(), telemetry.clone())
+            .await
+            .map_err(|e| anyhow::anyhow!("exporters::{id}::sending_queue::storage: {e:#}"))?,
+        _ if q.enabled => Arc::new(MemoryQueue::new(q.queue_size, q.sizer)),
+        _ => Arc::new(MemoryQueue::new(1, Sizer::Requests)),
+    };
     let handle = ExporterQueue {
         id: id.clone().into(),
         queue: queue.clone(),
         block,
-        gauges: settings.sending_queue.enabled,
+        gauges: q.enabled,
         telemetry: telemetry.clone(),
     };
     handle.update_gauge();
@@ -86,14 +92,25 @@ pub async fn spawn(
             budget.clone(),
         );
         tasks.spawn(async move {
-            while let Some((batch, ack)) = handle.queue.take().await {
+            let kept = handle.queue.persistent();
+            while let Some((req, mut ack)) = handle.queue.take().await {
                 handle.update_gauge();
-                if stop.is_cancelled() {
-                    ctx.dropped(batch.sample_count(), "shutdown");
+                let sent = if stop.is_cancelled() {
+                    Sent::Stopped(req)
                 } else {
-                    send_with_retry(&*exporter, batch, &ctx, &settings, &budget, &stop).await;
+                    send_with_retry(&*exporter, req, &ctx, &settings, &budget, &stop, &mut ack)
+                        .await
+                };
+                match sent {
+                    Sent::Settled => ack.done().await,
+                    // A persistent queue keeps it (and its progress) for
+                    // the next start; from memory it is lost, and counted.
+                    Sent::Stopped(_) if kept => {}
+                    Sent::Stopped(req) => {
+                        give_up(&ctx, &req, &|n| ctx.dropped(n, "shutdown"));
+                        ack.done().await;
+                    }
                 }
-                ack.done();
             }
         });
     }
@@ -104,44 +121,67 @@ pub async fn spawn(
     Ok((handle, task))
 }
 
-/// One batch: attempts until sent, permanently failed, out of retries, or
-/// stopped. Every sample ends up counted exactly once.
+/// How one request's send ended.
+enum Sent {
+    /// Delivered, failed for good, or dropped: every sample counted.
+    Settled,
+    /// Shutdown came first; nothing of what remains is counted yet.
+    Stopped(Request),
+}
+
+/// Counts a request the runtime gives up on: what earlier attempts
+/// delivered as sent, the rest by `rest` (failed, or dropped at shutdown).
+fn give_up(ctx: &ExporterContext, req: &Request, rest: &dyn Fn(u64)) {
+    let samples = req.batch.sample_count();
+    let delivered = req.progress().delivered.min(samples);
+    if delivered > 0 {
+        ctx.telemetry.exporter_sent(&ctx.id, delivered);
+    }
+    if samples > delivered {
+        rest(samples - delivered);
+    }
+}
+
+/// One request: attempts until sent, permanently failed, out of retries,
+/// or stopped. Every sample of a settled request is counted exactly once.
 async fn send_with_retry(
     exporter: &dyn Exporter,
-    batch: Arc<ProfileBatch>,
+    req: Request,
     ctx: &ExporterContext,
     settings: &ExporterSettings,
     budget: &Arc<MemoryBudget>,
     stop: &CancellationToken,
-) {
-    let samples = batch.sample_count();
-    // Giving up: what earlier attempts delivered is sent, the rest is
-    // counted by `rest` (as failed, or dropped at shutdown).
-    let give_up = |rest: &dyn Fn(u64)| {
-        let delivered = exporter.delivered_before_giving_up(&batch).min(samples);
-        if delivered > 0 {
-            ctx.telemetry.exporter_sent(&ctx.id, delivered);
-        }
-        if samples > delivered {
-            rest(samples - delivered);
-        }
+    ack: &mut Ack,
+) -> Sent {
+    let samples = req.batch.sample_count();
+    let failed = |req: &Request, why: String| {
+        give_up(ctx, req, &|n| {
+            ctx.telemetry.exporter_send_failed(&ctx.id, n, &why)
+        });
+        Sent::Settled
     };
-    let shutdown = |n: u64| ctx.dropped(n, "shutdown");
     let started = Instant::now();
     let mut backoff = Backoff::new(&settings.retry_on_failure);
     // What converting and sending the batch takes (a pprof file, Sentry
     // chunks, a compressed request) is of the order of the batch itself.
-    let working = batch.meta.memory.as_ref().map_or(0, |m| m.bytes());
+    let working = req.batch.meta.memory.as_ref().map_or(0, |m| m.bytes());
+    let mut kept = req.progress();
     loop {
         let attempt = tokio::select! {
             r = async {
                 let _work = budget.for_work(working).await;
-                tokio::time::timeout(settings.timeout.max(Duration::from_millis(1)), exporter.export(batch.clone(), ctx)).await
-            } => r,
-            _ = stop.cancelled() => {
-                give_up(&shutdown);
-                return;
-            }
+                tokio::time::timeout(settings.timeout.max(Duration::from_millis(1)), exporter.export(&req, ctx)).await
+            } => Some(r),
+            _ = stop.cancelled() => None,
+        };
+        // Part of the request went out: a restart resumes after it.
+        let progress = req.progress();
+        if progress != kept && !matches!(attempt, Some(Ok(Ok(_)))) {
+            ack.progress(&progress).await;
+            kept = progress;
+        }
+        let Some(attempt) = attempt else {
+            return Sent::Stopped(req);
         };
         let (message, retry_after) = match attempt {
             Ok(Ok(outcome)) => {
@@ -164,17 +204,10 @@ async fn send_with_retry(
                         "rejected by the peer (partial success)",
                     );
                 }
-                return;
+                return Sent::Settled;
             }
             Ok(Err(ExportError::Permanent { message })) => {
-                give_up(&|n| {
-                    ctx.telemetry.exporter_send_failed(
-                        &ctx.id,
-                        n,
-                        &format!("not retryable: {message}"),
-                    )
-                });
-                return;
+                return failed(&req, format!("not retryable: {message}"));
             }
             Ok(Err(ExportError::Retryable {
                 message,
@@ -183,14 +216,7 @@ async fn send_with_retry(
             Err(_) => (format!("timed out after {:?}", settings.timeout), None),
         };
         if !settings.retry_on_failure.enabled {
-            give_up(&|n| {
-                ctx.telemetry.exporter_send_failed(
-                    &ctx.id,
-                    n,
-                    &format!("retries disabled: {message}"),
-                )
-            });
-            return;
+            return failed(&req, format!("retries disabled: {message}"));
         }
         // As the Collector: the backoff always advances, and a peer's
         // RetryInfo / Retry-After can only lengthen the wait.
@@ -202,16 +228,12 @@ async fn send_with_retry(
                 "no more retries left after {:?}: {message}",
                 started.elapsed()
             );
-            give_up(&|n| ctx.telemetry.exporter_send_failed(&ctx.id, n, &why));
-            return;
+            return failed(&req, why);
         }
         crate::warn_limited!(exporter = %ctx.id, error = %message, interval = ?delay, "exporting failed, will retry");
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
-            _ = stop.cancelled() => {
-                give_up(&shutdown);
-                return;
-            }
+            _ = stop.cancelled() => return Sent::Stopped(req),
         }
     }
 }
@@ -257,6 +279,7 @@ mod tests {
     use super::*;
     use crate::component::ExportOutcome;
     use crate::config::{Duration as D, QueueSettings};
+    use crate::model::ProfileBatch;
 
     struct Nop;
 
@@ -264,7 +287,7 @@ mod tests {
     impl Exporter for Nop {
         async fn export(
             &self,
-            _: Arc<ProfileBatch>,
+            _: &Request,
             _: &ExporterContext,
         ) -> Result<ExportOutcome, ExportError> {
             Ok(ExportOutcome::default())
@@ -292,15 +315,17 @@ mod tests {
                     telemetry: telemetry.clone(),
                     budget: MemoryBudget::new(1 << 20),
                     authenticators: Default::default(),
+                    storage: None,
                 },
                 stop,
             )
             .await
             .unwrap();
-            let slot = queue.queue.try_reserve().unwrap();
-            slot.commit(Arc::new(ProfileBatch::default()))
+            let mut slot = queue.queue.try_reserve(&ProfileBatch::default()).unwrap();
+            slot.write(&Arc::new(ProfileBatch::default()))
                 .await
                 .unwrap();
+            slot.commit();
             queue.queue.close();
             task.await.unwrap();
             let text = telemetry.encode_text();

@@ -11,7 +11,7 @@ pub mod queue;
 mod registry;
 mod service;
 
-pub use build::{build, Graph};
+pub use build::{build, create_exporter, Graph};
 pub use exporter_helper::Backoff;
 pub use health::{ExtensionContext, Health};
 pub use pipeline::{ExporterQueue, Pipeline, Prepared};

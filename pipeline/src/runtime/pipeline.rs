@@ -86,7 +86,8 @@ impl Pipeline {
         }
     }
 
-    /// Runs the processors and reserves a slot in every exporter queue.
+    /// Runs the processors and writes the batch into a slot of every
+    /// exporter queue (to disk, for a persistent one).
     pub async fn prepare(
         self: &Arc<Self>,
         batch: Arc<ProfileBatch>,
@@ -117,21 +118,35 @@ impl Pipeline {
             slots: Vec::new(),
             runs,
         };
-        if prepared.batch.is_none() {
+        let Some(batch) = prepared.batch.clone() else {
             return Ok(prepared);
-        }
+        };
+        // As the Collector, a queue that cannot take the batch counts it as
+        // enqueue-failed; the client is refused, so nothing accepted is.
+        let refused = |e: &ExporterQueue, err: QueueError| {
+            if err != QueueError::Closed {
+                let n = batch.sample_count();
+                self.telemetry
+                    .exporter_enqueue_failed(&e.id, n, &err.to_string());
+            }
+            match err {
+                QueueError::Full => ConsumeError::queue_full(&e.id),
+                QueueError::Closed => ConsumeError::ShuttingDown,
+                QueueError::Storage(m) => ConsumeError::queue_storage(&e.id, &m),
+            }
+        };
         for e in &self.exporters {
             let slot = if e.block {
-                e.queue.reserve().await
+                e.queue.reserve(&batch).await
             } else {
-                e.queue.try_reserve()
+                e.queue.try_reserve(&batch)
             };
-            match slot {
-                Ok(s) => prepared.slots.push((e.clone(), s)),
-                Err(QueueError::Full) => return Err(ConsumeError::queue_full(&e.id)),
-                Err(QueueError::Closed) => return Err(ConsumeError::ShuttingDown),
-                Err(QueueError::Storage(m)) => return Err(ConsumeError::queue_storage(&e.id, &m)),
-            }
+            prepared
+                .slots
+                .push((e.clone(), slot.map_err(|err| refused(e, err))?));
+        }
+        for (e, slot) in &mut prepared.slots {
+            slot.write(&batch).await.map_err(|err| refused(e, err))?;
         }
         Ok(prepared)
     }
@@ -150,20 +165,15 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// Queues the batch for every exporter and counts what the processors
-    /// did. A queue that fails now (a persistent queue out of disk) loses
-    /// the batch for that exporter only: counted as enqueue-failed.
-    pub async fn commit(self) {
+    /// Hands the batch to every exporter's consumers and counts what the
+    /// processors did.
+    pub fn commit(self) {
         let p = &self.pipeline;
         for run in &self.runs {
             run.count(&p.id, &p.telemetry);
         }
-        let Some(batch) = self.batch else { return };
         for (e, slot) in self.slots {
-            if let Err(err) = slot.commit(batch.clone()).await {
-                p.telemetry
-                    .exporter_enqueue_failed(&e.id, batch.sample_count(), &err.to_string());
-            }
+            slot.commit();
             e.update_gauge();
         }
     }

@@ -95,6 +95,11 @@ impl RunningService {
                 .filter_map(|(id, ext)| Some((id.to_string(), ext.authenticator()?)))
                 .collect(),
         );
+        let storages: std::collections::HashMap<String, Arc<dyn crate::component::Storage>> = graph
+            .extensions
+            .iter()
+            .filter_map(|(id, ext)| Some((id.to_string(), ext.storage()?)))
+            .collect();
         for (id, ext) in graph.extensions {
             let ctx = ExtensionContext {
                 id: id.to_string(),
@@ -121,10 +126,16 @@ impl RunningService {
                 exporter_helper::Spawn {
                     id: id.clone(),
                     exporter: node.exporter,
-                    settings: node.settings,
                     telemetry: telemetry.clone(),
                     budget: budget.clone(),
                     authenticators: authenticators.clone(),
+                    storage: node
+                        .settings
+                        .sending_queue
+                        .storage
+                        .as_ref()
+                        .and_then(|s| storages.get(s).cloned()),
+                    settings: node.settings,
                 },
                 hard_stop.clone(),
             )

@@ -33,6 +33,7 @@ pub struct Telemetry {
     exporter_dropped: Family<Labels, Counter>,
     exporter_queue_size: Family<Labels, Gauge>,
     exporter_queue_capacity: Family<Labels, Gauge>,
+    exporter_queue_corrupt: Family<Labels, Counter>,
     processor_incoming: Family<Labels, Counter>,
     processor_outgoing: Family<Labels, Counter>,
     processor_dropped: Family<Labels, Counter>,
@@ -72,8 +73,9 @@ impl Telemetry {
             exporter_send_failed: family!(r, b, "otelcol_exporter_send_failed_profile_samples", "Samples in failed attempts to send to destination."),
             exporter_enqueue_failed: family!(r, b, "otelcol_exporter_enqueue_failed_profile_samples", "Samples that failed to be added to the sending queue."),
             exporter_dropped: family!(r, "profcol_exporter_dropped_profile_samples", "Samples an exporter decided not to send, by reason."),
-            exporter_queue_size: family!(r, b, "otelcol_exporter_queue_size", "Current size of the retry queue (in batches)."),
-            exporter_queue_capacity: family!(r, b, "otelcol_exporter_queue_capacity", "Fixed capacity of the retry queue (in batches)."),
+            exporter_queue_size: family!(r, b, "otelcol_exporter_queue_size", "Current size of the retry queue (in requests)."),
+            exporter_queue_capacity: family!(r, b, "otelcol_exporter_queue_capacity", "Fixed capacity of the retry queue (in the unit of its sizer: requests or bytes)."),
+            exporter_queue_corrupt: family!(r, "profcol_exporter_queue_corrupt_records", "Damaged records a persistent sending queue found and skipped (and unreadable queue directories set aside)."),
             processor_incoming: family!(r, b, "otelcol_processor_incoming_items", "Number of items (profile samples) passed to the processor."),
             processor_outgoing: family!(r, b, "otelcol_processor_outgoing_items", "Number of items (profile samples) emitted from the processor."),
             processor_dropped: family!(r, "profcol_processor_dropped_profile_samples", "Samples a processor dropped, by reason."),
@@ -184,6 +186,12 @@ impl Telemetry {
         ];
         self.exporter_queue_size.get_or_create(&l).set(size);
         self.exporter_queue_capacity.get_or_create(&l).set(capacity);
+    }
+
+    pub fn exporter_queue_corrupt(&self, exporter: &str, records: u64) {
+        self.exporter_queue_corrupt
+            .get_or_create(&vec![("exporter", exporter.to_owned())])
+            .inc_by(records);
     }
 
     pub fn processor_in_out(&self, pipeline: &str, processor: &str, incoming: u64, outgoing: u64) {

@@ -1,13 +1,18 @@
 use profcol_pipeline::config::{ComponentConfig, Duration, Kind};
 
+use profcol_pipeline::runtime::create_exporter;
+
 use super::super::*;
 
-fn decode(yaml: &str) -> Result<(SentryExporterConfig, Dsn), String> {
+/// The exporter's own config, its DSN and the runtime's settings.
+fn decode(yaml: &str) -> Result<(SentryExporterConfig, Dsn, ExporterSettings), String> {
     let cfg = ComponentConfig::from_yaml(Kind::Exporter, "sentry/prod", yaml)
         .map_err(|e| e.to_string())?;
-    let c: SentryExporterConfig = cfg.decode().map_err(|e| e.to_string())?;
-    let dsn = c.validate(&cfg).map_err(|e| e.to_string())?;
-    Ok((c, dsn))
+    let (_, settings) = create_exporter(&*factory(), &cfg).map_err(|e| e.to_string())?;
+    let (rest, _) = cfg.split_off(&profcol_pipeline::config::EXPORTER_SETTINGS_KEYS);
+    let c: SentryExporterConfig = rest.decode().map_err(|e| e.to_string())?;
+    let dsn = c.validate(&rest).map_err(|e| e.to_string())?;
+    Ok((c, dsn, settings))
 }
 
 #[test]
@@ -16,11 +21,12 @@ fn defaults() {
     let c: SentryExporterConfig = cfg.decode().unwrap();
     assert_eq!(c, SentryExporterConfig::default());
     assert_eq!(c.compression, Compression::Gzip);
-    assert_eq!(c.timeout, Duration::from_secs(30));
     assert_eq!(c.max_chunk_duration, Duration::from_secs(60));
     assert_eq!(c.max_samples_per_chunk, 100_000);
     assert_eq!((c.platform, c.environment, c.release), (None, None, None));
-    let r = &c.retry_on_failure;
+    let (_, _, s) = decode("dsn: https://k@h/1").unwrap();
+    assert_eq!(s.timeout, std::time::Duration::from_secs(30));
+    let r = &s.retry_on_failure;
     assert!(r.enabled);
     assert_eq!(
         (r.initial_interval, r.max_interval, r.max_elapsed_time),
@@ -31,7 +37,7 @@ fn defaults() {
         )
     );
     assert_eq!(
-        (c.sending_queue.num_consumers, c.sending_queue.queue_size),
+        (s.sending_queue.num_consumers, s.sending_queue.queue_size),
         (10, 1000)
     );
     let cfg = ComponentConfig::from_yaml(Kind::Exporter, "sentry", "{}").unwrap();
@@ -45,7 +51,7 @@ fn c_validate_err(cfg: &ComponentConfig) -> String {
 
 #[test]
 fn exact_decode() {
-    let (c, dsn) = decode(
+    let (c, dsn, s) = decode(
         r#"
 dsn: https://abc123@o1.ingest.sentry.io/4507
 compression: none
@@ -61,17 +67,17 @@ sending_queue: {num_consumers: 2, queue_size: 10}
     )
     .unwrap();
     assert_eq!(c.compression, Compression::None);
-    assert_eq!(c.timeout, Duration::from_secs(10));
+    assert_eq!(s.timeout, std::time::Duration::from_secs(10));
     assert_eq!(c.platform.as_deref(), Some("go"));
     assert_eq!(c.environment.as_deref(), Some("production"));
     assert_eq!(c.release.as_deref(), Some("shop@1.2.3"));
     assert_eq!(c.max_chunk_duration, Duration::from_secs(30));
     assert_eq!(c.max_samples_per_chunk, 5000);
     assert_eq!(
-        c.settings().retry_on_failure.max_elapsed_time.get(),
+        s.retry_on_failure.max_elapsed_time.get(),
         std::time::Duration::from_secs(60)
     );
-    assert_eq!(c.settings().sending_queue.queue_size, 10);
+    assert_eq!(s.sending_queue.queue_size, 10);
     assert_eq!(
         dsn.envelope_url(),
         "https://o1.ingest.sentry.io/api/4507/envelope/"
@@ -203,11 +209,11 @@ fn factory_builds_from_yaml() {
     let cfg =
         ComponentConfig::from_yaml(Kind::Exporter, "sentry", "dsn: https://k@h/1\ntimeout: 2s")
             .unwrap();
-    let (_, settings) = factory().create(&cfg).unwrap();
+    let (_, settings) = create_exporter(&*factory(), &cfg).unwrap();
     assert_eq!(settings.timeout, std::time::Duration::from_secs(2));
     assert_eq!(factory().type_name(), "sentry");
     let bad = ComponentConfig::from_yaml(Kind::Exporter, "sentry", "dsn: nope").unwrap();
-    assert!(factory().create(&bad).is_err());
+    assert!(create_exporter(&*factory(), &bad).is_err());
 }
 
 /// What `profcol validate` reports: the factory lists every problem of the
@@ -220,7 +226,7 @@ fn every_problem_of_a_section_is_reported_at_once() {
         "compression: zstd\ndsn: sentry.example.com/1\nplatform: Android\nenvironment: \"a b\"\n",
     )
     .unwrap();
-    let err = match factory().create(&cfg) {
+    let err = match create_exporter(&*factory(), &cfg) {
         Err(e) => e,
         Ok(_) => panic!("accepted a bad config"),
     };
@@ -258,7 +264,10 @@ fn every_problem_of_a_section_is_reported_at_once() {
     // default it fell back to (`dsn` empty: "is required").
     let cfg =
         ComponentConfig::from_yaml(Kind::Exporter, "sentry", "dsn: [x]\ntimeout: 0s\n").unwrap();
-    let err = factory().create(&cfg).err().unwrap().to_string();
+    let err = create_exporter(&*factory(), &cfg)
+        .err()
+        .unwrap()
+        .to_string();
     assert_eq!(
         err,
         "exporters::sentry::dsn: invalid type: expected a string, got a list\n\

@@ -1,7 +1,6 @@
 //! Tests of the `sentry` exporter against an in-process Sentry.
 
 mod config;
-mod progress;
 mod rate_limits;
 mod responses;
 mod round_trip;
@@ -42,7 +41,7 @@ pub fn exporter(dsn: &str, yaml: &str) -> SentryExporter {
     let cfg = ComponentConfig::from_yaml(Kind::Exporter, "sentry", &yaml).unwrap();
     let c: SentryExporterConfig = cfg.decode().unwrap();
     let dsn = c.validate(&cfg).unwrap();
-    SentryExporter::new(&c, dsn).unwrap()
+    SentryExporter::new(&c, dsn, std::time::Duration::from_secs(30)).unwrap()
 }
 
 pub fn ctx() -> ExporterContext {

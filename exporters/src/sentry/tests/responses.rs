@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter};
+use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, Request};
 use profcol_pipeline::formats::sentry::reason;
 use profcol_pipeline::proto::ProfilesData;
 use profcol_pipeline::ProfileBatch;
@@ -53,7 +53,7 @@ async fn pprof_cpu_profile_is_expanded_into_timestamped_samples() {
     let e = exporter(&mock.dsn(), "platform: go");
     let ctx = ctx();
     let b = batch(data);
-    let outcome = e.export(b.clone(), &ctx).await.unwrap();
+    let outcome = e.export(&Request::new(b.clone()), &ctx).await.unwrap();
     let reqs = mock.requests();
     assert_eq!(
         reqs.len(),
@@ -91,7 +91,7 @@ async fn pprof_cpu_profile_is_expanded_into_timestamped_samples() {
     // Without `platform`, the neutral one.
     let mock = MockSentry::start().await;
     exporter(&mock.dsn(), "")
-        .export(batch(go_cpu()), &ctx)
+        .export(&Request::new(batch(go_cpu())), &ctx)
         .await
         .unwrap();
     assert_eq!(mock.requests()[0].chunk()["platform"], "native");
@@ -102,7 +102,9 @@ async fn long_profiles_are_split_into_windows_of_max_chunk_duration() {
     for (yaml, chunks) in [("max_chunk_duration: 66s", 2), ("", 3)] {
         let mock = MockSentry::start().await;
         let e = exporter(&mock.dsn(), yaml);
-        e.export(batch(long_profile(130)), &ctx()).await.unwrap();
+        e.export(&Request::new(batch(long_profile(130))), &ctx())
+            .await
+            .unwrap();
         let reqs = mock.requests();
         assert_eq!(reqs.len(), chunks, "130 s with {yaml:?}");
         let limit = if yaml.is_empty() { 60.0 } else { 66.0 };
@@ -125,7 +127,7 @@ async fn expansion_beyond_max_samples_per_chunk_is_counted_as_dropped() {
     let e = exporter(&mock.dsn(), "max_samples_per_chunk: 100");
     let ctx = ctx();
     let b = batch(go_cpu());
-    let outcome = e.export(b.clone(), &ctx).await.unwrap();
+    let outcome = e.export(&Request::new(b.clone()), &ctx).await.unwrap();
     assert_eq!(outcome.rejected, 0);
     for r in mock.requests() {
         assert!(r.chunk()["profile"]["samples"].as_array().unwrap().len() <= 100);
@@ -149,7 +151,7 @@ async fn rate_limited_profile_chunks_wait_without_sending() {
         )],
     );
     let e = exporter(&mock.dsn(), "");
-    match e.export(batch(go_cpu()), &ctx()).await {
+    match e.export(&Request::new(batch(go_cpu())), &ctx()).await {
         Err(ExportError::Retryable {
             retry_after: Some(d),
             ..
@@ -168,7 +170,7 @@ async fn rate_limited_profile_chunks_wait_without_sending() {
         "only the named category"
     );
     // While limited, another batch is not sent at all.
-    match e.export(batch(go_cpu()), &ctx()).await {
+    match e.export(&Request::new(batch(go_cpu())), &ctx()).await {
         Err(ExportError::Retryable {
             retry_after: Some(d),
             ..
@@ -181,7 +183,7 @@ async fn rate_limited_profile_chunks_wait_without_sending() {
     let mock = MockSentry::start().await;
     mock.then(429, &[("retry-after", "7")]);
     let e = exporter(&mock.dsn(), "");
-    match e.export(batch(go_cpu()), &ctx()).await {
+    match e.export(&Request::new(batch(go_cpu())), &ctx()).await {
         Err(ExportError::Retryable {
             retry_after: Some(d),
             ..
@@ -197,7 +199,10 @@ async fn client_errors_are_not_retried() {
     let mock = MockSentry::start().await;
     mock.then(400, &[]);
     let e = exporter(&mock.dsn(), "");
-    match e.export(batch(long_profile(30)), &ctx()).await {
+    match e
+        .export(&Request::new(batch(long_profile(30))), &ctx())
+        .await
+    {
         Err(ExportError::Permanent { message }) => assert!(
             message.contains("HTTP 400") && message.contains("scripted 400"),
             "{message}"
@@ -205,14 +210,13 @@ async fn client_errors_are_not_retried() {
         other => panic!("{other:?}"),
     }
     assert_eq!(e.stats().envelopes_refused, 1);
-    assert_eq!(e.batches_in_progress(), 0);
 
     // 413 refuses one chunk; the others still go, and only its samples fail.
     let mock = MockSentry::start().await;
     mock.then(413, &[]);
     let e = exporter(&mock.dsn(), "");
     let rejected = e
-        .export(batch(long_profile(130)), &ctx())
+        .export(&Request::new(batch(long_profile(130))), &ctx())
         .await
         .unwrap()
         .rejected;
@@ -236,7 +240,7 @@ async fn client_errors_are_not_retried() {
     mock.then(200, &[]).then(401, &[]);
     let e = exporter(&mock.dsn(), "");
     let rejected = e
-        .export(batch(long_profile(130)), &ctx())
+        .export(&Request::new(batch(long_profile(130))), &ctx())
         .await
         .unwrap()
         .rejected;
@@ -249,18 +253,21 @@ async fn a_retry_resends_only_the_chunks_not_yet_delivered() {
     let mock = MockSentry::start().await;
     mock.then(200, &[]).then(500, &[]);
     let e = exporter(&mock.dsn(), "");
-    let b = batch(long_profile(130));
-    match e.export(b.clone(), &ctx()).await {
+    let req = Request::new(batch(long_profile(130)));
+    match e.export(&req, &ctx()).await {
         Err(ExportError::Retryable {
             retry_after: None,
             message,
         }) => assert!(message.contains("HTTP 500"), "{message}"),
         other => panic!("{other:?}"),
     }
-    assert_eq!(e.batches_in_progress(), 1);
-    // The runtime retries with the same Arc.
+    // The first chunk's samples are recorded as delivered, in the request
+    // (a persistent queue keeps this across a restart).
+    let first = req.progress();
+    assert!(first.delivered > 0 && first.resume.is_some(), "{first:?}");
+    // The runtime retries the same request.
     assert_eq!(
-        e.export(b.clone(), &ctx()).await.unwrap(),
+        e.export(&req, &ctx()).await.unwrap(),
         ExportOutcome::delivered()
     );
     let keys: Vec<(String, usize)> = mock.requests().iter().map(|r| r.chunk_key()).collect();
@@ -276,11 +283,28 @@ async fn a_retry_resends_only_the_chunks_not_yet_delivered() {
         590,
         "all points delivered"
     );
-    assert_eq!(e.batches_in_progress(), 0);
+    assert_eq!(req.progress().rejected, 0);
+
+    // A request resumed from what a queue stored (here: a copy of the
+    // first attempt's progress) resends only what was not delivered.
+    let mock = MockSentry::start().await;
+    let e = exporter(&mock.dsn(), "");
+    let resumed = Request::resumed(batch(long_profile(130)), first);
+    e.export(&resumed, &ctx()).await.unwrap();
+    assert_eq!(mock.requests().len(), 2, "the 2 chunks not delivered");
+    assert_eq!(
+        mock.requests()
+            .iter()
+            .map(|r| r.chunk_key().1)
+            .sum::<usize>(),
+        keys.iter().skip(2).map(|k| k.1).sum::<usize>(),
+    );
 
     // Another batch with the same data is a new batch: sent in full.
-    e.export(batch(long_profile(130)), &ctx()).await.unwrap();
-    assert_eq!(mock.requests().len(), 7);
+    e.export(&Request::new(batch(long_profile(130))), &ctx())
+        .await
+        .unwrap();
+    assert_eq!(mock.requests().len(), 5);
 }
 
 #[tokio::test]
@@ -289,24 +313,24 @@ async fn drops_are_reported_once_however_many_attempts() {
     mock.then(503, &[]).then(502, &[]);
     let e = exporter(&mock.dsn(), "max_samples_per_chunk: 100");
     let ctx = ctx();
-    let b = batch(go_cpu());
+    let req = Request::new(batch(go_cpu()));
     for _ in 0..2 {
         assert!(matches!(
-            e.export(b.clone(), &ctx).await,
+            e.export(&req, &ctx).await,
             Err(ExportError::Retryable { .. })
         ));
     }
     // A failed attempt counts nothing: the runtime counts the whole batch
     // if it gives up.
     assert_eq!(ctx.telemetry.exporter_dropped_total("sentry"), 0);
-    let outcome = e.export(b.clone(), &ctx).await.unwrap();
+    let outcome = e.export(&req, &ctx).await.unwrap();
     assert!(outcome.dropped_total() > 0);
     assert_eq!(ctx.telemetry.exporter_dropped_total("sentry"), 0);
 
     // A fresh exporter reports the same for one clean attempt.
     let mock2 = MockSentry::start().await;
     let fresh = exporter(&mock2.dsn(), "max_samples_per_chunk: 100")
-        .export(batch(go_cpu()), &super::ctx())
+        .export(&Request::new(batch(go_cpu())), &super::ctx())
         .await
         .unwrap();
     assert_eq!(fresh, outcome);
@@ -319,7 +343,7 @@ async fn connection_errors_are_retryable() {
         l.local_addr().unwrap().port()
     };
     let e = exporter(&format!("http://public@127.0.0.1:{port}/42"), "");
-    match e.export(batch(go_cpu()), &ctx()).await {
+    match e.export(&Request::new(batch(go_cpu())), &ctx()).await {
         Err(ExportError::Retryable { message, .. }) => {
             assert!(message.contains("/api/42/envelope/"), "{message}")
         }

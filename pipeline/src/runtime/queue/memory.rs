@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use tokio::sync::Notify;
 
-use super::{Ack, Queue, QueueError, Slot};
+use super::{size_of, Ack, Queue, QueueError, Slot};
+use crate::component::Request;
+use crate::config::Sizer;
 use crate::model::ProfileBatch;
 
 pub struct MemoryQueue {
@@ -15,6 +17,7 @@ pub struct MemoryQueue {
 
 struct Inner {
     capacity: usize,
+    sizer: Sizer,
     state: Mutex<State>,
     not_empty: Notify,
     not_full: Notify,
@@ -22,17 +25,20 @@ struct Inner {
 
 #[derive(Default)]
 struct State {
-    items: VecDeque<Arc<ProfileBatch>>,
-    /// Slots handed out and not yet committed or dropped.
+    items: VecDeque<(Arc<ProfileBatch>, usize)>,
+    /// Size of the queued items.
+    used: usize,
+    /// Size held by slots handed out and not yet committed or dropped.
     reserved: usize,
     closed: bool,
 }
 
 impl MemoryQueue {
-    pub fn new(capacity: usize) -> Self {
+    pub fn new(capacity: usize, sizer: Sizer) -> Self {
         Self {
             inner: Arc::new(Inner {
                 capacity: capacity.max(1),
+                sizer,
                 state: Mutex::new(State::default()),
                 not_empty: Notify::new(),
                 not_full: Notify::new(),
@@ -41,48 +47,68 @@ impl MemoryQueue {
     }
 }
 
+/// Whether `size` more fits: within capacity, or alone in an empty queue
+/// (a batch larger than the whole queue would otherwise never go).
+pub(super) fn fits(used: usize, size: usize, capacity: usize) -> bool {
+    used == 0 || used + size <= capacity
+}
+
 impl Inner {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn try_reserve(self: &Arc<Self>) -> Result<Box<dyn Slot>, QueueError> {
+    fn try_reserve(self: &Arc<Self>, batch: &ProfileBatch) -> Result<Box<dyn Slot>, QueueError> {
+        let size = size_of(self.sizer, batch);
         let mut s = self.lock();
         if s.closed {
             return Err(QueueError::Closed);
         }
-        if s.items.len() + s.reserved >= self.capacity {
+        if !fits(s.used + s.reserved, size, self.capacity) {
             return Err(QueueError::Full);
         }
-        s.reserved += 1;
+        s.reserved += size;
         Ok(Box::new(MemorySlot {
             queue: Some(self.clone()),
+            size,
+            batch: None,
         }))
     }
 }
 
 struct MemorySlot {
     queue: Option<Arc<Inner>>,
+    size: usize,
+    batch: Option<Arc<ProfileBatch>>,
 }
 
 #[async_trait]
 impl Slot for MemorySlot {
-    async fn commit(mut self: Box<Self>, batch: Arc<ProfileBatch>) -> Result<(), QueueError> {
+    async fn write(&mut self, batch: &Arc<ProfileBatch>) -> Result<(), QueueError> {
+        self.batch = Some(batch.clone());
+        Ok(())
+    }
+
+    fn commit(mut self: Box<Self>) {
         let q = self.queue.take().expect("a slot is committed once");
+        let batch = self
+            .batch
+            .take()
+            .expect("a slot is written before it is committed");
         {
             let mut s = q.lock();
-            s.reserved -= 1;
-            s.items.push_back(batch);
+            s.reserved -= self.size;
+            s.used += self.size;
+            s.items.push_back((batch, self.size));
         }
         q.not_empty.notify_one();
-        Ok(())
     }
 }
 
 impl Drop for MemorySlot {
     fn drop(&mut self) {
         if let Some(q) = self.queue.take() {
-            q.lock().reserved -= 1;
+            q.lock().reserved -= self.size;
             q.not_full.notify_one();
         }
     }
@@ -90,29 +116,30 @@ impl Drop for MemorySlot {
 
 #[async_trait]
 impl Queue for MemoryQueue {
-    fn try_reserve(&self) -> Result<Box<dyn Slot>, QueueError> {
-        self.inner.try_reserve()
+    fn try_reserve(&self, batch: &ProfileBatch) -> Result<Box<dyn Slot>, QueueError> {
+        self.inner.try_reserve(batch)
     }
 
-    async fn reserve(&self) -> Result<Box<dyn Slot>, QueueError> {
+    async fn reserve(&self, batch: &ProfileBatch) -> Result<Box<dyn Slot>, QueueError> {
         loop {
             let room = self.inner.not_full.notified();
-            match self.inner.try_reserve() {
+            match self.inner.try_reserve(batch) {
                 Err(QueueError::Full) => room.await,
                 other => return other,
             }
         }
     }
 
-    async fn take(&self) -> Option<(Arc<ProfileBatch>, Ack)> {
+    async fn take(&self) -> Option<(Request, Ack)> {
         loop {
             let more = self.inner.not_empty.notified();
             {
                 let mut s = self.inner.lock();
-                if let Some(b) = s.items.pop_front() {
+                if let Some((b, size)) = s.items.pop_front() {
+                    s.used -= size;
                     drop(s);
                     self.inner.not_full.notify_one();
-                    return Some((b, Ack::none()));
+                    return Some((Request::new(b), Ack::none()));
                 }
                 if s.closed {
                     return None;
@@ -146,38 +173,72 @@ mod tests {
         Arc::new(ProfileBatch::default())
     }
 
+    async fn commit(mut slot: Box<dyn Slot>) {
+        slot.write(&batch()).await.unwrap();
+        slot.commit();
+    }
+
     #[tokio::test]
     async fn slots_hold_room_until_committed_or_dropped() {
-        let q = MemoryQueue::new(2);
-        let a = q.try_reserve().unwrap();
-        let b = q.try_reserve().unwrap();
-        assert_eq!(q.try_reserve().err(), Some(QueueError::Full));
+        let q = MemoryQueue::new(2, Sizer::Requests);
+        let a = q.try_reserve(&ProfileBatch::default()).unwrap();
+        let b = q.try_reserve(&ProfileBatch::default()).unwrap();
+        assert_eq!(
+            q.try_reserve(&ProfileBatch::default()).err(),
+            Some(QueueError::Full)
+        );
         drop(b);
-        let c = q.try_reserve().unwrap();
-        a.commit(batch()).await.unwrap();
+        let c = q.try_reserve(&ProfileBatch::default()).unwrap();
+        commit(a).await;
         assert_eq!(q.size(), 1);
         assert_eq!(
-            q.try_reserve().err(),
+            q.try_reserve(&ProfileBatch::default()).err(),
             Some(QueueError::Full),
             "one queued, one held"
         );
-        c.commit(batch()).await.unwrap();
+        commit(c).await;
         assert!(q.take().await.is_some());
-        assert!(q.try_reserve().is_ok(), "taking makes room");
+        assert!(
+            q.try_reserve(&ProfileBatch::default()).is_ok(),
+            "taking makes room"
+        );
     }
 
     #[tokio::test]
     async fn a_blocked_reserve_gets_room_when_a_batch_is_taken_and_close_drains() {
-        let q = Arc::new(MemoryQueue::new(1));
-        q.try_reserve().unwrap().commit(batch()).await.unwrap();
+        let q = Arc::new(MemoryQueue::new(1, Sizer::Requests));
+        commit(q.try_reserve(&ProfileBatch::default()).unwrap()).await;
         let q2 = q.clone();
-        let waiting = tokio::spawn(async move { q2.reserve().await.is_ok() });
+        let waiting =
+            tokio::spawn(async move { q2.reserve(&ProfileBatch::default()).await.is_ok() });
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(!waiting.is_finished());
         assert!(q.take().await.is_some());
         assert!(waiting.await.unwrap());
         q.close();
-        assert_eq!(q.try_reserve().err(), Some(QueueError::Closed));
+        assert_eq!(
+            q.try_reserve(&ProfileBatch::default()).err(),
+            Some(QueueError::Closed)
+        );
         assert!(q.take().await.is_none(), "closed and empty");
+    }
+
+    #[tokio::test]
+    async fn a_bytes_sizer_counts_encoded_bytes_and_admits_one_oversize_batch_alone() {
+        let big = ProfileBatch::new(crate::model::synth::request(200, 50));
+        let len = big.encoded_len();
+        let q = MemoryQueue::new(len + len / 2, Sizer::Bytes);
+        let first = q.try_reserve(&big).unwrap();
+        assert_eq!(q.try_reserve(&big).err(), Some(QueueError::Full));
+        drop(first);
+        // Larger than the whole queue, but alone: admitted.
+        let q = MemoryQueue::new(len / 2, Sizer::Bytes);
+        let slot = q.try_reserve(&big).unwrap();
+        assert_eq!(
+            q.try_reserve(&ProfileBatch::default()).err(),
+            Some(QueueError::Full)
+        );
+        drop(slot);
+        assert!(q.try_reserve(&big).is_ok());
     }
 }

@@ -4,19 +4,26 @@
 //! Admission is two-phase so that a receiver can tell its client the truth:
 //! a pipeline first reserves a slot in every queue the batch goes to
 //! ([`Queue::try_reserve`], or [`Queue::reserve`] with
-//! `block_on_overflow`), and only when every slot of every pipeline is
-//! held are they committed; a slot dropped uncommitted gives its room back.
-//! Consumers [`Queue::take`] a batch with an [`Ack`], settled once its send
-//! is done (a persistent queue deletes the batch only then).
+//! `block_on_overflow`) and [`Slot::write`]s the batch into it (a
+//! persistent queue stores it on disk then); only when every slot of every
+//! pipeline holds the batch are they committed, and a slot dropped
+//! uncommitted gives its room back. Consumers [`Queue::take`] a request
+//! with an [`Ack`], settled once its send is done (a persistent queue
+//! deletes the request only then, and keeps the progress of a part-sent
+//! one).
 
+pub mod disk;
 mod memory;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use crate::component::{Progress, Request};
+use crate::config::Sizer;
 use crate::model::ProfileBatch;
 
+pub use disk::{DiskQueue, DiskQueueOptions};
 pub use memory::MemoryQueue;
 
 /// Why a batch could not be queued.
@@ -34,40 +41,75 @@ pub enum QueueError {
 /// Room for one batch, held until committed or dropped.
 #[async_trait]
 pub trait Slot: Send {
-    async fn commit(self: Box<Self>, batch: Arc<ProfileBatch>) -> Result<(), QueueError>;
+    /// Puts the batch in the slot; a persistent queue stores it (durably
+    /// with `fsync`). Consumers do not see it before [`Slot::commit`].
+    async fn write(&mut self, batch: &Arc<ProfileBatch>) -> Result<(), QueueError>;
+    /// Hands the written batch to the consumers.
+    fn commit(self: Box<Self>);
 }
 
-/// Settles a batch taken from the queue; dropping it without [`Ack::done`]
-/// leaves a persistent queue's copy in place for the next start.
-pub struct Ack(Option<Box<dyn FnOnce() + Send>>);
+/// How a consumer settles a request it took.
+#[async_trait]
+pub trait Settle: Send {
+    /// Part of the request went out: a restart resumes from here.
+    async fn progress(&mut self, progress: &Progress);
+    /// The request is settled (delivered, failed for good, or dropped).
+    async fn done(self: Box<Self>);
+}
+
+/// Settles a request taken from the queue; dropping it without
+/// [`Ack::done`] leaves a persistent queue's copy for the next start.
+pub struct Ack(Option<Box<dyn Settle>>);
 
 impl Ack {
+    /// Nothing to settle (the memory queue).
     pub fn none() -> Self {
         Self(None)
     }
 
-    pub fn new(f: impl FnOnce() + Send + 'static) -> Self {
-        Self(Some(Box::new(f)))
+    pub fn new(s: impl Settle + 'static) -> Self {
+        Self(Some(Box::new(s)))
     }
 
-    pub fn done(mut self) {
-        if let Some(f) = self.0.take() {
-            f();
+    pub async fn progress(&mut self, progress: &Progress) {
+        if let Some(s) = &mut self.0 {
+            s.progress(progress).await;
+        }
+    }
+
+    pub async fn done(mut self) {
+        if let Some(s) = self.0.take() {
+            s.done().await;
         }
     }
 }
 
 #[async_trait]
 pub trait Queue: Send + Sync {
-    /// A slot if the queue has room now.
-    fn try_reserve(&self) -> Result<Box<dyn Slot>, QueueError>;
+    /// A slot for `batch` if the queue has room now.
+    fn try_reserve(&self, batch: &ProfileBatch) -> Result<Box<dyn Slot>, QueueError>;
     /// Waits for room (`block_on_overflow`); `Closed` once the queue is.
-    async fn reserve(&self) -> Result<Box<dyn Slot>, QueueError>;
-    /// The next batch, waiting for one; `None` once closed and empty.
-    async fn take(&self) -> Option<(Arc<ProfileBatch>, Ack)>;
-    /// Batches queued (not counting those being sent).
+    async fn reserve(&self, batch: &ProfileBatch) -> Result<Box<dyn Slot>, QueueError>;
+    /// The next request, waiting for one; `None` once closed (and, for a
+    /// memory queue, empty: a persistent one keeps the rest for the next
+    /// start).
+    async fn take(&self) -> Option<(Request, Ack)>;
+    /// Requests queued (not counting those being sent).
     fn size(&self) -> usize;
+    /// `queue_size`, in the unit of the sizer.
     fn capacity(&self) -> usize;
-    /// No more batches are accepted; consumers drain what is queued.
+    /// No more batches are accepted.
     fn close(&self);
+    /// What is queued outlives the process.
+    fn persistent(&self) -> bool {
+        false
+    }
+}
+
+/// How much of a queue's capacity a batch takes.
+pub fn size_of(sizer: Sizer, batch: &ProfileBatch) -> usize {
+    match sizer {
+        Sizer::Requests => 1,
+        Sizer::Bytes => batch.encoded_len(),
+    }
 }
