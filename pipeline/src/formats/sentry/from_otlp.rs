@@ -525,17 +525,26 @@ impl<'d> ProfileExport<'d> {
             .or_else(|| self.frame_runtime().map(str::to_owned))
             .or_else(|| self.opts.default_platform.clone())
             .unwrap_or_else(|| "native".to_owned());
-        let release = nonempty(d.attr_text(pa, k::SENTRY_RELEASE))
-            .or_else(|| nonempty(resource_text(res, k::SERVICE_VERSION)));
+        // A release is `package@version` in Sentry; an OTLP producer's
+        // version alone would land beside every other service's "1.2.0".
+        let release = nonempty(d.attr_text(pa, k::SENTRY_RELEASE)).or_else(|| {
+            let version = nonempty(resource_text(res, k::SERVICE_VERSION))?;
+            match nonempty(resource_text(res, k::SERVICE_NAME)) {
+                Some(name) if !version.contains('@') => Some(format!("{name}@{version}")),
+                _ => Some(version),
+            }
+        });
         let environment = nonempty(d.attr_text(pa, k::SENTRY_ENVIRONMENT))
             .or_else(|| nonempty(resource_text(res, k::DEPLOYMENT_ENVIRONMENT)))
             .or_else(|| nonempty(resource_text(res, k::DEPLOYMENT_ENVIRONMENT_OLD)));
-        let client_sdk = match nonempty(resource_text(res, k::SDK_NAME)) {
-            Some(name) if name.starts_with("sentry.") => ClientSdk {
+        // The SDK that made the profile (`telemetry.sdk.*`), as Sentry
+        // shows it; a producer that names none is sent as profcol's.
+        let sdk_version = nonempty(resource_text(res, k::SDK_VERSION));
+        let client_sdk = match (nonempty(resource_text(res, k::SDK_NAME)), sdk_version) {
+            (Some(name), Some(version)) => ClientSdk { name, version },
+            (Some(name), None) if name.starts_with("sentry.") => ClientSdk {
                 name,
-                version: resource_text(res, k::SDK_VERSION)
-                    .unwrap_or_default()
-                    .into_owned(),
+                version: String::new(),
             },
             _ => ClientSdk {
                 name: "profcol".to_owned(),

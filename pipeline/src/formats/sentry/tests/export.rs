@@ -517,11 +517,30 @@ fn otel_resource_fills_sentry_metadata_and_inlined_lines_become_frames() {
     let chunks = sent(&results);
     let c = chunks[0].chunk.as_ref().unwrap();
     assert_eq!(c.platform, "rust");
-    assert_eq!(c.release.as_deref(), Some("1.2.3"));
+    // `service.name@service.version`, as Sentry names releases.
+    assert_eq!(c.release.as_deref(), Some("api@1.2.3"));
     assert_eq!(c.environment.as_deref(), Some("prod"));
     assert_eq!(
         c.client_sdk.name, "profcol",
-        "a non-Sentry SDK is not claimed"
+        "an SDK without a version is not named"
+    );
+    // A version with its own package stays as it is; the SDK that made the
+    // profile is named with its version.
+    let named = hand_built(
+        vec![
+            ("service.name", "api"),
+            ("service.version", "shop@2.0"),
+            ("telemetry.sdk.name", "opentelemetry"),
+            ("telemetry.sdk.version", "1.39.0"),
+        ],
+        &[("worker-1", Some(Value::IntValue(11)), 5)],
+    );
+    let named = otlp_to_chunks(&named, &ExportOptions::default());
+    let n = sent(&named)[0].chunk.clone().unwrap();
+    assert_eq!(n.release.as_deref(), Some("shop@2.0"));
+    assert_eq!(
+        (n.client_sdk.name.as_str(), n.client_sdk.version.as_str()),
+        ("opentelemetry", "1.39.0")
     );
     assert!(ids::parse_uuid(&c.chunk_id).is_some() && ids::parse_uuid(&c.profiler_id).is_some());
 
