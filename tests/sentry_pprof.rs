@@ -124,10 +124,18 @@ async fn sentry_chunks_become_pprof_files_go_tool_pprof_reads() {
         for t in threads {
             assert!(thread_names.contains(t), "{t} not in {thread_names:?}");
         }
-        // Profile metadata too big for a label is a comment instead.
+        // Profile metadata too big for a label is neither a label nor a
+        // comment; one short comment names it.
         assert!(!tags.contains("sentry.thread_metadata"), "{tags}");
         let comments = go_pprof(&["-comments"], file);
-        assert!(comments.contains("sentry.thread_metadata: {"), "{comments}");
+        assert!(
+            !comments.contains("sentry.thread_metadata: {"),
+            "{comments}"
+        );
+        assert!(
+            comments.contains("not written: sentry.thread_metadata ("),
+            "{comments}"
+        );
         assert!(
             comments.contains("profcol: received by sentry"),
             "{comments}"

@@ -674,8 +674,9 @@ const MAX_PROFILE_LABEL_LEN: usize = 256;
 /// A profile attribute too large or too structured for a label (Sentry's
 /// `sentry.measurements` JSON, `sentry.thread_metadata`), as key and value.
 /// Labels group and filter samples, and a profile attribute is repeated on
-/// every sample, so these become `comment` lines (`go tool pprof -comments`)
-/// instead.
+/// every sample; as comments, viewers would print kilobytes of JSON atop
+/// every report. They are left out of the pprof file (they stay
+/// attributes in OTLP), named in one short comment.
 fn profile_comment(dict: &ProfilesDictionary, idx: i32) -> Option<(&str, &AnyValue)> {
     let a = dict.attribute_table.get(usize::try_from(idx).ok()?)?;
     let v = a.value.as_ref()?;
@@ -891,12 +892,22 @@ pub fn write_pprof<W: Write>(
         }
     }
     source.extend(opts.comments.iter().map(|c| Cow::Borrowed(c.as_str())));
+    let mut omitted: Vec<String> = Vec::new();
     for p in &all {
         for ai in label_attributes(dict, p) {
             if let Some((key, v)) = profile_comment(dict, ai) {
-                source.push(Cow::Owned(format!("{key}: {}", render(v, dict))));
+                let note = format!("{key} ({} bytes)", render(v, dict).len());
+                if !omitted.contains(&note) {
+                    omitted.push(note);
+                }
             }
         }
+    }
+    if !omitted.is_empty() {
+        source.push(Cow::Owned(format!(
+            "profcol: profile attributes too large for labels, not written: {}",
+            omitted.join(", ")
+        )));
     }
     for line in source {
         if !comments.contains(&line) {
