@@ -76,13 +76,25 @@ impl BodyReader {
             .map(|e| e.trim().to_ascii_lowercase())
             .filter(|e| !e.is_empty() && e != "identity")
             .collect();
+        // Every decoder reads its input to the end (`multiple_members`):
+        // one that stopped at the end of the compressed stream would leave
+        // the rest of a chunked body (its final empty chunk) unread, and
+        // the connection could not be kept alive for the next request.
+        // What follows the stream must be another stream, or it is an error.
+        macro_rules! to_the_end {
+            ($d:expr) => {{
+                let mut d = $d;
+                d.multiple_members(true);
+                Box::new(d)
+            }};
+        }
         for enc in encodings.iter().rev() {
             let buf = BufReader::new(reader);
             reader = match enc.as_str() {
-                "gzip" | "x-gzip" => Box::new(GzipDecoder::new(buf)),
-                "deflate" => Box::new(ZlibDecoder::new(buf)),
-                "br" => Box::new(BrotliDecoder::new(buf)),
-                "zstd" => Box::new(ZstdDecoder::new(buf)),
+                "gzip" | "x-gzip" => to_the_end!(GzipDecoder::new(buf)),
+                "deflate" => to_the_end!(ZlibDecoder::new(buf)),
+                "br" => to_the_end!(BrotliDecoder::new(buf)),
+                "zstd" => to_the_end!(ZstdDecoder::new(buf)),
                 other => return Err(BodyError::UnsupportedEncoding(other.to_owned())),
             };
         }
