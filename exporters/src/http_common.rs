@@ -19,17 +19,7 @@ pub fn secs_to_duration(secs: f64) -> Option<Duration> {
     (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0)))
 }
 
-/// `reqwest` errors hide the cause (connection refused, DNS) in `source()`.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
+pub use profcol_pipeline::net::error_chain;
 
 #[cfg(test)]
 mod tests {

@@ -17,3 +17,16 @@ pub mod tls;
 
 pub use body::{is_body_timeout, BodyLimits, BodyTimeout};
 pub use serve::{spawn, ServerSettings};
+
+/// An error with its causes: HTTP clients hide the one that matters
+/// (connection refused, DNS, a certificate) in `source()`.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}

@@ -41,6 +41,8 @@ pub struct Telemetry {
     exporter_events: Family<Labels, Counter>,
     pipeline_dropped: Family<Labels, Counter>,
     receiver_items: Family<Labels, Counter>,
+    receiver_forwarded: Family<Labels, Counter>,
+    receiver_forward_queue: Family<Labels, Gauge>,
 }
 
 impl Default for Telemetry {
@@ -83,6 +85,8 @@ impl Telemetry {
             exporter_events: family!(r, "profcol_exporter_events", "Non-sample events an exporter counted (files written, files removed by retention)."),
             pipeline_dropped: family!(r, "profcol_pipeline_dropped_profile_samples", "Samples dropped by the runtime between components, by reason."),
             receiver_items: family!(r, "profcol_receiver_items", "Items a receiver saw, by type and outcome (e.g. Sentry envelope items)."),
+            receiver_forwarded: family!(r, "profcol_receiver_forwarded_items", "Items a receiver forwarded upstream, by type and outcome (forwarded, failed, dropped) with a reason."),
+            receiver_forward_queue: family!(r, "profcol_receiver_forward_queue_size", "Envelopes waiting in a receiver's forwarding retry queue."),
             registry: r,
             basic: b,
         }
@@ -139,6 +143,37 @@ impl Telemetry {
                 ("outcome", outcome.to_owned()),
             ])
             .inc();
+    }
+
+    /// The fate of an item forwarded upstream: `forwarded`, or `failed` /
+    /// `dropped` with a reason (empty for `forwarded`).
+    pub fn receiver_forwarded(&self, receiver: &str, item_type: &str, outcome: &str, reason: &str) {
+        tracing::debug!(receiver, item_type, outcome, reason, "forwarded item");
+        self.receiver_forwarded
+            .get_or_create(&vec![
+                ("receiver", receiver.to_owned()),
+                ("type", item_type.to_owned()),
+                ("outcome", outcome.to_owned()),
+                ("reason", reason.to_owned()),
+            ])
+            .inc();
+    }
+
+    pub fn receiver_forward_queue(&self, receiver: &str, size: usize) {
+        self.receiver_forward_queue
+            .get_or_create(&vec![("receiver", receiver.to_owned())])
+            .set(size as i64);
+    }
+
+    pub fn forwarded(&self, receiver: &str, item_type: &str, outcome: &str) -> u64 {
+        sum(
+            &self.receiver_forwarded,
+            &[
+                ("receiver", receiver),
+                ("type", item_type),
+                ("outcome", outcome),
+            ],
+        )
     }
 
     pub fn exporter_sent(&self, exporter: &str, samples: u64) {

@@ -1,7 +1,9 @@
 use serde::{Deserialize, Serialize};
 
 use profcol_pipeline::component::AuthConfig;
-use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration, ServerTls};
+use profcol_pipeline::config::{
+    ComponentConfig, ConfigErrors, Duration, QueueSettings, RetrySettings, ServerTls,
+};
 use profcol_pipeline::net::{BodyLimits, ServerSettings};
 
 /// `receivers: sentry:` — Sentry's envelope endpoint, as Relay serves it.
@@ -36,6 +38,49 @@ pub struct SentryReceiverConfig {
     pub tls: Option<ServerTls>,
     /// An authenticator checked besides (before) `keys`.
     pub auth: Option<AuthConfig>,
+    /// Upstream Sentry (or Relay) base URL that gets every item the
+    /// pipeline does not consume; empty: such items are counted `ignored`.
+    pub forward_to: String,
+    /// Project id and public key for all forwarded traffic instead of the
+    /// SDK's own.
+    pub forward_to_project: Option<ProjectId>,
+    pub forward_to_key: Option<String>,
+    /// Forward profile items too (the pipeline still gets them).
+    pub forward_profiles: bool,
+    /// How forwarding talks to the upstream.
+    pub forwarding: ForwardingSettings,
+}
+
+/// `forwarding:` — the client, retry and queue of `forward_to`, with the
+/// exporters' key names and defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ForwardingSettings {
+    /// Bound on one attempt.
+    pub timeout: Duration,
+    pub tls: ForwardingTls,
+    pub retry_on_failure: RetrySettings,
+    /// Where envelopes wait while the upstream is unreachable.
+    pub sending_queue: QueueSettings,
+}
+
+impl Default for ForwardingSettings {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(30),
+            tls: ForwardingTls::default(),
+            retry_on_failure: RetrySettings::default(),
+            sending_queue: QueueSettings::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ForwardingTls {
+    /// PEM CAs to trust instead of the system's (a self-hosted Sentry).
+    pub ca_file: Option<String>,
+    pub insecure_skip_verify: bool,
 }
 
 /// A project id written as a number or a string.
@@ -75,6 +120,11 @@ impl Default for SentryReceiverConfig {
             min_body_rate: 1024,
             tls: None,
             auth: None,
+            forward_to: String::new(),
+            forward_to_project: None,
+            forward_to_key: None,
+            forward_profiles: false,
+            forwarding: ForwardingSettings::default(),
         }
     }
 }
@@ -124,6 +174,7 @@ impl SentryReceiverConfig {
                 );
             }
         }
+        self.validate_forwarding(cfg, &mut errs);
         if self.service_name.as_deref() == Some("") {
             errs.push(
                 cfg.key_path("service_name"),
@@ -131,5 +182,74 @@ impl SentryReceiverConfig {
             );
         }
         errs.into_result(())
+    }
+
+    fn validate_forwarding(&self, cfg: &ComponentConfig, errs: &mut ConfigErrors) {
+        if !self.forward_to.is_empty() {
+            match url::Url::parse(&self.forward_to) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+                _ => errs.push(
+                    cfg.key_path("forward_to"),
+                    format!(
+                        "{:?} is not an http:// or https:// base URL (such as https://o1.ingest.sentry.io)",
+                        self.forward_to
+                    ),
+                ),
+            }
+        } else if self.forward_profiles
+            || self.forward_to_project.is_some()
+            || self.forward_to_key.is_some()
+        {
+            errs.push(
+                cfg.key_path("forward_to"),
+                "is required with forward_profiles, forward_to_project or forward_to_key",
+            );
+        }
+        if let Some(p) = &self.forward_to_project {
+            let p = p.as_string();
+            if p.is_empty() || !p.chars().all(|c| c.is_ascii_digit()) {
+                errs.push(
+                    cfg.key_path("forward_to_project"),
+                    format!("invalid project id {p:?}: must be a number"),
+                );
+            }
+        }
+        if let Some(k) = &self.forward_to_key {
+            if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric()) {
+                errs.push(
+                    cfg.key_path("forward_to_key"),
+                    "must be a DSN public key (letters and digits)",
+                );
+            }
+        }
+        let f = &self.forwarding;
+        let path = cfg.key_path("forwarding");
+        if f.timeout.get().is_zero() {
+            errs.push(format!("{path}::timeout"), "must be greater than 0");
+        }
+        f.retry_on_failure
+            .validate(&format!("{path}::retry_on_failure"), errs);
+        f.sending_queue
+            .validate(&format!("{path}::sending_queue"), errs);
+        if f.sending_queue.storage.is_some() {
+            errs.push(
+                format!("{path}::sending_queue::storage"),
+                "forwarding keeps its queue in memory (bounded by queue_size and the memory limit)",
+            );
+        }
+        if f.sending_queue.block_on_overflow {
+            errs.push(
+                format!("{path}::sending_queue::block_on_overflow"),
+                "not supported: an SDK is answered at once (503 when the queue is full)",
+            );
+        }
+        if let Some(ca) = &f.tls.ca_file {
+            if let Err(e) = std::fs::read(ca) {
+                errs.push(
+                    format!("{path}::tls::ca_file"),
+                    format!("cannot read {ca}: {e}"),
+                );
+            }
+        }
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use bytes::Bytes;
 use serde_json::json;
 
 use profcol_pipeline::component::{ConsumeError, Output};
@@ -18,6 +19,7 @@ use profcol_pipeline::ProfileBatch;
 
 use super::auth;
 use super::config::SentryReceiverConfig;
+use super::forward::{self, Answer, Forwarder, Outgoing};
 use crate::body::{BodyError, BodyReader};
 
 /// Categories a backed-up pipeline asks SDKs to pause.
@@ -31,6 +33,7 @@ pub struct Handler {
     allowed_projects: Vec<String>,
     recorder: Option<crate::record::Recorder>,
     auth: Option<Arc<dyn profcol_pipeline::component::Authenticator>>,
+    forwarder: Option<Arc<Forwarder>>,
 }
 
 /// An HTTP answer in Relay's shapes, with what a refusal's log line says.
@@ -73,7 +76,19 @@ impl Handler {
             allowed_projects,
             recorder: None,
             auth: None,
+            forwarder: None,
         }
+    }
+
+    /// Forwards what the pipeline does not consume (`forward_to`).
+    pub fn with_forwarder(mut self, forwarder: Option<Arc<Forwarder>>) -> Self {
+        self.forwarder = forwarder;
+        self
+    }
+
+    /// Whether an item of type `ty` goes upstream.
+    fn forwards(&self, ty: &str) -> bool {
+        self.forwarder.is_some() && (self.cfg.forward_profiles || !consumed(ty))
     }
 
     /// Requires the credentials `auth` checks (`auth: { authenticator }`),
@@ -98,7 +113,7 @@ impl Handler {
         query: Option<&str>,
         headers: &HeaderMap,
         version: http::Version,
-        body: Vec<u8>,
+        body: Bytes,
     ) {
         if let Some(r) = &self.recorder {
             r.record(crate::record::Recording {
@@ -109,7 +124,7 @@ impl Handler {
                 headers: crate::record::headers(headers),
                 transport: "http",
                 // No copy; the writer redacts a `dsn` in the header line.
-                body: body.into(),
+                body,
                 ext: "envelope",
             });
         }
@@ -132,7 +147,9 @@ impl Handler {
         body: axum::body::Body,
         peer: Option<std::net::SocketAddr>,
     ) -> Reply {
-        let reply = self.stages(project_id, query, headers, version, body).await;
+        let reply = self
+            .stages(project_id, query, headers, version, body, peer)
+            .await;
         if !reply.0.status().is_success() {
             let status = reply.0.status().as_u16();
             let peer = peer.map(|p| p.to_string()).unwrap_or_default();
@@ -149,6 +166,7 @@ impl Handler {
         headers: &HeaderMap,
         version: http::Version,
         body: axum::body::Body,
+        peer: Option<std::net::SocketAddr>,
     ) -> Reply {
         if let Some(a) = &self.auth {
             if let Err(why) = a.authenticate(headers) {
@@ -168,9 +186,15 @@ impl Handler {
             Err(reply) => return reply,
         };
         let (handler, pid) = (self.clone(), project_id.to_owned());
-        let parsed =
-            profcol_pipeline::cpu::run(move || handler.parse(bytes, memory, &pid, request_key))
-                .await;
+        let request = Forwarding {
+            query: query.map(str::to_owned),
+            headers: headers.clone(),
+            peer,
+        };
+        let parsed = profcol_pipeline::cpu::run(move || {
+            handler.parse(bytes, memory, &pid, request_key, &request)
+        })
+        .await;
         match parsed {
             Ok(p) => self.hand_off(p, project_id, query, headers, version).await,
             Err(reply) => reply,
@@ -251,7 +275,9 @@ impl Handler {
         mut memory: Reservation,
         project_id: &str,
         request_key: Option<String>,
+        request: &Forwarding,
     ) -> Result<Parsed, Reply> {
+        let bytes = Bytes::from(bytes);
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Err(self.refuse(
                 "malformed",
@@ -294,6 +320,18 @@ impl Handler {
             .map(str::to_owned)
             .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
         let items: Vec<String> = converted.iter().map(|(ty, _)| ty.to_string()).collect();
+        let forward = self.forwarder.as_ref().and_then(|f| {
+            f.outgoing(
+                &envelope,
+                &bytes,
+                |ty| self.forwards(ty),
+                project_id,
+                request.query.as_deref(),
+                &request.headers,
+                request.peer,
+            )
+            .transpose()
+        });
         let batch = (!converted.is_empty()).then(|| {
             let data = merge_all(converted.into_iter().map(|(_, c)| c.data));
             let mut batch = ProfileBatch::new(data);
@@ -312,6 +350,7 @@ impl Handler {
             items,
             batch,
             bytes,
+            forward,
         })
     }
 
@@ -384,11 +423,57 @@ impl Handler {
                     .receiver_item(&self.id, "transaction", outcome);
             }
         };
-        let Some(batch) = p.batch else {
-            count_transactions("ignored");
-            self.record(project_id, query, headers, version, p.bytes);
-            return ok(&p.event_id);
+        let forwarded = match p.forward {
+            None => None,
+            Some(Err(detail)) => Some(Answer::Refused {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                detail,
+            }),
+            Some(Ok(out)) => Some(self.forward(out).await),
         };
+        let Some(batch) = p.batch else {
+            count_transactions(if self.forwarder.is_some() {
+                "forwarded"
+            } else {
+                "ignored"
+            });
+            let reply = match forwarded {
+                Some(answer) => upstream_reply(answer, &p.event_id),
+                None => ok(&p.event_id),
+            };
+            if reply.0.status().is_success() {
+                self.record(project_id, query, headers, version, p.bytes);
+            }
+            return reply;
+        };
+        let reply = self
+            .consume(batch, &p.items, &p.event_id, &count_transactions)
+            .await;
+        let reply = match forwarded {
+            Some(answer) => with_upstream(reply, answer),
+            None => reply,
+        };
+        if reply.0.status().is_success() {
+            self.record(project_id, query, headers, version, p.bytes);
+        }
+        reply
+    }
+
+    async fn forward(&self, out: Outgoing) -> Answer {
+        match &self.forwarder {
+            Some(f) => f.forward(out).await,
+            None => unreachable!("an outgoing envelope without a forwarder"),
+        }
+    }
+
+    /// Hands the batch to the pipelines and answers for it.
+    async fn consume(
+        &self,
+        batch: ProfileBatch,
+        items: &[String],
+        event_id: &str,
+        count_transactions: &(dyn Fn(&str) + Sync),
+    ) -> Reply {
         let consumed = self.output.consume(batch).await;
         // Items count as accepted only once the pipelines took them; a
         // refused envelope's items take its reason (their samples were
@@ -396,20 +481,17 @@ impl Handler {
         let outcome = consumed
             .as_ref()
             .map_or_else(|e| e.reason(), |()| "accepted");
-        for ty in &p.items {
+        for ty in items {
             self.telemetry.receiver_item(&self.id, ty, outcome);
         }
-        let with_profile = p.items.iter().any(|ty| ty == "profile");
+        let with_profile = items.iter().any(|ty| ty == "profile");
         count_transactions(match outcome {
             "accepted" if with_profile => "used",
             "accepted" => "ignored",
             refused => refused,
         });
         let e = match consumed {
-            Ok(()) => {
-                self.record(project_id, query, headers, version, p.bytes);
-                return ok(&p.event_id);
-            }
+            Ok(()) => return ok(event_id),
             Err(e) => e,
         };
         let reply = match e {
@@ -533,6 +615,10 @@ impl Handler {
                 ),
                 // Counted by `handle`, once its profile's fate is known.
                 "transaction" if has_profile => continue,
+                _ if self.forwarder.is_some() => {
+                    self.telemetry.receiver_item(&self.id, ty, "forwarded");
+                    continue;
+                }
                 _ => {
                     self.telemetry.receiver_item(&self.id, ty, "ignored");
                     continue;
@@ -578,7 +664,71 @@ struct Parsed {
     items: Vec<String>,
     batch: Option<ProfileBatch>,
     /// The envelope as received, for `record_to`.
-    bytes: Vec<u8>,
+    bytes: Bytes,
+    /// What goes upstream, or why it cannot.
+    forward: Option<Result<Outgoing, String>>,
+}
+
+/// What forwarding needs of the request.
+struct Forwarding {
+    query: Option<String>,
+    headers: HeaderMap,
+    peer: Option<std::net::SocketAddr>,
+}
+
+/// Items the pipeline takes; the rest is forwarded.
+fn consumed(ty: &str) -> bool {
+    matches!(ty, "profile" | "profile_chunk")
+}
+
+/// The SDK's answer for an envelope that was forwarded only.
+fn upstream_reply(answer: Answer, event_id: &str) -> Reply {
+    match answer {
+        Answer::Upstream {
+            status,
+            headers,
+            body,
+        } => {
+            let mut r = (status, body).into_response();
+            r.headers_mut().extend(headers);
+            let detail = (!status.is_success()).then(|| format!("the upstream answered {status}"));
+            Reply(Box::new(r), detail)
+        }
+        Answer::Queued => ok(event_id),
+        Answer::Refused { status, detail } => error(status, detail, vec![]),
+    }
+}
+
+/// `reply` (the pipeline's answer for the profiles) with what the
+/// upstream said about the rest: its rate limits merged in, and a refusal
+/// to forward taking precedence (the SDK must not think its events went).
+fn with_upstream(reply: Reply, answer: Answer) -> Reply {
+    let ours = reply.0.headers().get("x-sentry-rate-limits").cloned();
+    match answer {
+        Answer::Upstream { headers, .. } => {
+            let mut reply = reply;
+            let merged =
+                forward::merge_rate_limits(ours.as_ref(), headers.get("x-sentry-rate-limits"));
+            let h = reply.0.headers_mut();
+            if let Some(v) = merged {
+                h.insert("x-sentry-rate-limits", v);
+            }
+            for name in ["retry-after", "x-sentry-error"] {
+                if let (false, Some(v)) = (h.contains_key(name), headers.get(name)) {
+                    h.insert(name, v.clone());
+                }
+            }
+            reply
+        }
+        Answer::Queued => reply,
+        Answer::Refused { status, detail } => {
+            let mut r = error(status, detail, vec![]);
+            if let Some(v) = ours {
+                r.0.headers_mut().insert("x-sentry-rate-limits", v);
+            }
+            r
+        }
+    }
 }
 
 /// 429 with `Retry-After` and `X-Sentry-Rate-Limits` for the profile

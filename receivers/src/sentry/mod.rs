@@ -4,6 +4,7 @@
 
 mod auth;
 mod config;
+mod forward;
 mod handler;
 mod server;
 #[cfg(test)]

@@ -12,6 +12,7 @@ use tower_http::cors::{Any, CorsLayer};
 use profcol_pipeline::component::{Receiver, ReceiverContext};
 
 use super::config::SentryReceiverConfig;
+use super::forward::Forwarder;
 use super::handler::{Handler, Reply};
 
 pub struct SentryReceiver {
@@ -152,6 +153,17 @@ impl Receiver for SentryReceiver {
             )?);
         }
         let auth = ctx.authenticators.resolve(self.cfg.auth.as_ref(), &name)?;
+        let forwarder = Forwarder::new(
+            &self.cfg,
+            &ctx.id,
+            ctx.telemetry.clone(),
+            ctx.output.budget().clone(),
+        )
+        .map_err(|e| anyhow::anyhow!("{name}::forwarding: {e:#}"))?;
+        if let Some(f) = &forwarder {
+            f.start();
+            tracing::info!(receiver = %ctx.id, upstream = %self.cfg.forward_to, "forwarding what the pipeline does not consume");
+        }
         let handler = Arc::new(
             Handler::new(
                 self.cfg,
@@ -160,15 +172,54 @@ impl Receiver for SentryReceiver {
                 ctx.telemetry.clone(),
             )
             .with_recorder(recorder)
-            .with_auth(auth),
+            .with_auth(auth)
+            .with_forwarder(forwarder.clone()),
         );
         let app = router(handler);
-        Ok(profcol_pipeline::net::spawn(
+        let server = profcol_pipeline::net::spawn(
             &format!("receivers::{}", ctx.id),
             listener,
             app,
             settings,
             ctx.shutdown.clone(),
-        ))
+        );
+        let Some(forwarder) = forwarder else {
+            return Ok(server);
+        };
+        // After the last request, the forwarding queue drains; cut off at
+        // the shutdown deadline, what is left is counted as dropped.
+        Ok(tokio::spawn(async move {
+            let stop = StopGuard {
+                server: server.abort_handle(),
+                forwarder: forwarder.clone(),
+                done: false,
+            };
+            let _ = server.await;
+            forwarder.drain().await;
+            stop.done();
+        }))
+    }
+}
+
+/// Dropped when the receiver's task is aborted at the shutdown deadline:
+/// stops the server and counts what forwarding still held.
+struct StopGuard {
+    server: tokio::task::AbortHandle,
+    forwarder: Arc<Forwarder>,
+    done: bool,
+}
+
+impl StopGuard {
+    fn done(mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for StopGuard {
+    fn drop(&mut self) {
+        if !self.done {
+            self.server.abort();
+            self.forwarder.abandon();
+        }
     }
 }

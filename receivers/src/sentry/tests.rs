@@ -1205,3 +1205,26 @@ async fn a_cocoa_chunk_takes_its_sdk_from_the_envelope_header() {
         "sentry.cocoa"
     );
 }
+
+/// `forward_to` and its keys are checked at their key paths.
+#[test]
+fn forwarding_config_errors_name_their_key() {
+    use profcol_pipeline::config::{ComponentConfig, Kind};
+    for (yaml, want) in [
+        ("forward_to: o1.ingest.sentry.io", "receivers::sentry::forward_to: \"o1.ingest.sentry.io\" is not an http:// or https:// base URL"),
+        ("forward_profiles: true", "receivers::sentry::forward_to: is required with forward_profiles"),
+        ("{forward_to: 'https://s.io', forward_to_project: abc}", "receivers::sentry::forward_to_project: invalid project id"),
+        ("{forward_to: 'https://s.io', forward_to_key: 'a b'}", "receivers::sentry::forward_to_key"),
+        ("{forward_to: 'https://s.io', forwarding: {timeout: 0s}}", "receivers::sentry::forwarding::timeout: must be greater than 0"),
+        ("{forward_to: 'https://s.io', forwarding: {sending_queue: {storage: file_storage}}}", "receivers::sentry::forwarding::sending_queue::storage"),
+        ("{forward_to: 'https://s.io', forwarding: {tls: {ca_file: /nonexistent.pem}}}", "receivers::sentry::forwarding::tls::ca_file: cannot read /nonexistent.pem"),
+        ("{forward_to: 'https://s.io', forwarding: {retries: 3}}", "receivers::sentry::forwarding: unknown field"),
+    ] {
+        let cfg = ComponentConfig::from_yaml(Kind::Receiver, "sentry", yaml).unwrap();
+        let err = match super::factory().create(&cfg) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("accepted {yaml}"),
+        };
+        assert!(err.contains(want), "{yaml}\n  got: {err}");
+    }
+}

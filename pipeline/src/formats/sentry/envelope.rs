@@ -18,12 +18,17 @@ pub struct Envelope<'a> {
     /// `sdk`, `trace`, `dsn`).
     pub header: serde_json::Value,
     pub items: Vec<Item<'a>>,
+    /// The header line as it came, without its newline.
+    pub raw_header: &'a [u8],
 }
 
 #[derive(Debug)]
 pub struct Item<'a> {
     pub header: ItemHeader<'a>,
     pub payload: &'a [u8],
+    /// The item as it came: its header line, newline and payload (without
+    /// the newline after it), to forward it unchanged.
+    pub raw: &'a [u8],
 }
 
 #[derive(Debug, Deserialize)]
@@ -110,6 +115,7 @@ pub fn parse(bytes: &[u8]) -> Result<Envelope<'_>, EnvelopeError> {
             "expected a JSON object".into(),
         ));
     }
+    let raw_header = &bytes[..pos];
     pos = terminated(bytes, pos, "envelope header")?;
 
     let mut items = Vec::new();
@@ -157,10 +163,36 @@ pub fn parse(bytes: &[u8]) -> Result<Envelope<'_>, EnvelopeError> {
         items.push(Item {
             header,
             payload: &bytes[start..end],
+            raw: &bytes[pos..end],
         });
         pos = (end + 1).min(bytes.len());
     }
-    Ok(Envelope { header, items })
+    Ok(Envelope {
+        header,
+        items,
+        raw_header,
+    })
+}
+
+impl Envelope<'_> {
+    /// The envelope with only the items `keep` selects, each byte for byte
+    /// as it came, under `header_line` (the original: `raw_header`).
+    pub fn write_selected(
+        &self,
+        header_line: &[u8],
+        mut keep: impl FnMut(&Item<'_>) -> bool,
+    ) -> Vec<u8> {
+        let kept: Vec<&Item<'_>> = self.items.iter().filter(|i| keep(i)).collect();
+        let size = header_line.len() + 1 + kept.iter().map(|i| i.raw.len() + 1).sum::<usize>();
+        let mut out = Vec::with_capacity(size);
+        out.extend_from_slice(header_line);
+        out.push(b'\n');
+        for item in kept {
+            out.extend_from_slice(item.raw);
+            out.push(b'\n');
+        }
+        out
+    }
 }
 
 /// Position after the newline ending a line at `end` (or `end` at EOF).
