@@ -18,7 +18,9 @@ use serde::{Deserialize, Serialize};
 use profcol_pipeline::component::{Extension, ExtensionFactory, Storage};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration, QueueSettings};
 use profcol_pipeline::memory::MemoryBudget;
-use profcol_pipeline::runtime::queue::{DiskQueue, DiskQueueOptions, Queue};
+use profcol_pipeline::runtime::queue::{
+    BlobLog, DiskQueue, DiskQueueOptions, Queue, RecoveredBlobs,
+};
 use profcol_pipeline::runtime::ExtensionContext;
 use profcol_pipeline::telemetry::Telemetry;
 
@@ -147,18 +149,34 @@ pub struct FileStorage {
 impl FileStorage {
     /// The directory of `owner`'s queue (`otlp/gw` → `exporter_otlp_gw_profiles`).
     fn queue_directory(&self, owner: &str) -> PathBuf {
-        let name: String = owner
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        self.directory.join(format!("exporter_{name}_profiles"))
+        self.directory
+            .join(format!("exporter_{}_profiles", file_name(owner)))
     }
+
+    fn create_directory(&self) -> anyhow::Result<()> {
+        if self.create_directory && !self.directory.exists() {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(self.mode)
+                .create(&self.directory)
+                .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", self.directory.display()))?;
+        }
+        Ok(())
+    }
+}
+
+/// A component id as part of a file name.
+fn file_name(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 #[async_trait]
@@ -170,14 +188,7 @@ impl Storage for FileStorage {
         budget: Arc<MemoryBudget>,
         telemetry: Arc<Telemetry>,
     ) -> anyhow::Result<Arc<dyn Queue>> {
-        if self.create_directory && !self.directory.exists() {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(self.mode)
-                .create(&self.directory)
-                .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", self.directory.display()))?;
-        }
+        self.create_directory()?;
         let opts = DiskQueueOptions {
             directory: self.queue_directory(owner),
             fsync: self.fsync,
@@ -191,6 +202,15 @@ impl Storage for FileStorage {
         Ok(Arc::new(
             DiskQueue::open(opts, owner, budget, telemetry).await?,
         ))
+    }
+
+    /// `receiver_<name>_forward`: the Sentry receiver's forwarding queue.
+    fn open_log(&self, owner: &str) -> anyhow::Result<(BlobLog, RecoveredBlobs)> {
+        self.create_directory()?;
+        let dir = self
+            .directory
+            .join(format!("receiver_{}_forward", file_name(owner)));
+        BlobLog::open(&dir, self.fsync, owner)
     }
 }
 

@@ -619,3 +619,57 @@ async fn refusals_are_logged_with_reason_and_client() {
         assert!(line.contains("peer=127.0.0.1:"), "{line}");
     }
 }
+
+/// With `forwarding.sending_queue.storage`, envelopes queued while the
+/// upstream is down survive `kill -9`: after a restart with the upstream
+/// back, each arrives exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persistent_forwarding_queue_survives_kill_9() {
+    let sink = Sink::start().await;
+    let up_port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let ports = ports();
+    let cfg = config(dir.path(), &ports, sink.addr.port(), up_port, "");
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace(
+            "max_interval: 200ms}}",
+            "max_interval: 200ms, max_elapsed_time: 0s}, sending_queue: {storage: file_storage}}",
+        )
+        .replace(
+            "extensions:\n  health_check:",
+            &format!(
+                "extensions:\n  file_storage: {{directory: \"{}\", create_directory: true}}\n  health_check:",
+                dir.path().join("q").display()
+            ),
+        )
+        .replace("extensions: [health_check]", "extensions: [health_check, file_storage]");
+    std::fs::write(&cfg, text).unwrap();
+    let p = start(&cfg, &ports).await;
+    for _ in 0..5 {
+        assert_eq!(post_event(ports.sentry).await.status(), 200);
+    }
+    p.signal("KILL");
+    p.wait(Duration::from_secs(10)).await;
+    assert!(dir.path().join("q/receiver_sentry_forward").is_dir());
+
+    let upstream = Upstream::start_on(up_port).await;
+    let p = start(&cfg, &ports).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while upstream.seen().len() < 5 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let seen = upstream.seen();
+    assert_eq!(seen.len(), 5, "each once");
+    for s in &seen {
+        assert_eq!(s.envelope, envelope_of(&event_recording()));
+        assert!(
+            s.headers.get("x-sentry-auth").is_some(),
+            "the SDK's auth kept"
+        );
+    }
+    p.signal("TERM");
+    let (code, logs) = p.wait(Duration::from_secs(30)).await;
+    assert!(code.success(), "{logs}");
+}

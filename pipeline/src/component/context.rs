@@ -179,7 +179,12 @@ pub struct ReceiverContext {
     pub shutdown: CancellationToken,
     pub telemetry: Arc<Telemetry>,
     pub authenticators: super::Authenticators,
+    /// The storage extensions of the running config, by id.
+    pub storages: Storages,
 }
+
+/// Storage extensions by id.
+pub type Storages = Arc<std::collections::HashMap<String, Arc<dyn super::Storage>>>;
 
 /// Handed to a processor on every batch: where it counts what it drops.
 ///

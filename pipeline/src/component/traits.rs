@@ -28,6 +28,11 @@ pub trait Receiver: Send {
         Vec::new()
     }
 
+    /// The storage extensions it names, with the key path of each.
+    fn storages(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
     /// Binds and starts serving in background tasks; returns once bound.
     /// Serving stops when `ctx.shutdown` is cancelled; the returned handle
     /// completes when the receiver has stopped accepting.
@@ -278,6 +283,16 @@ pub trait Storage: Send + Sync {
         budget: Arc<crate::memory::MemoryBudget>,
         telemetry: Arc<crate::telemetry::Telemetry>,
     ) -> anyhow::Result<Arc<dyn crate::runtime::queue::Queue>>;
+
+    /// A log of opaque records for `owner` (a receiver's forwarding), with
+    /// what the last run left in it. Blocking.
+    fn open_log(
+        &self,
+        owner: &str,
+    ) -> anyhow::Result<(
+        crate::runtime::queue::BlobLog,
+        crate::runtime::queue::RecoveredBlobs,
+    )>;
 }
 
 pub trait ExtensionFactory: Send + Sync {

@@ -156,7 +156,7 @@ pub fn build(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors
 
     check_ports(config, &receivers, &extensions, &mut errs);
     check_authenticators(&receivers, &exporters, &extensions, &mut errs);
-    check_storages(&exporters, &extensions, &mut errs);
+    check_storages(&receivers, &exporters, &extensions, &mut errs);
 
     errs.into_result(Graph {
         receivers,
@@ -278,15 +278,25 @@ fn check_authenticators(
 
 /// Every `sending_queue.storage` must name a storage extension that runs.
 fn check_storages(
+    receivers: &[ReceiverNode],
     exporters: &[ExporterNode],
     extensions: &[(ComponentId, Box<dyn Extension>)],
     errs: &mut ConfigErrors,
 ) {
-    for e in exporters {
-        let Some(id) = &e.settings.sending_queue.storage else {
-            continue;
-        };
-        let path = format!("exporters::{}::sending_queue::storage", e.id);
+    let refs = exporters
+        .iter()
+        .filter_map(|e| {
+            let id = e.settings.sending_queue.storage.clone()?;
+            Some((format!("exporters::{}::sending_queue::storage", e.id), id))
+        })
+        .chain(receivers.iter().flat_map(|r| {
+            r.receiver
+                .storages()
+                .into_iter()
+                .map(move |(k, id)| (format!("receivers::{}::{k}", r.id), id))
+        }));
+    for (path, id) in refs {
+        let id = &id;
         match extensions.iter().find(|(eid, _)| eid.to_string() == *id) {
             Some((_, x)) if x.storage().is_some() => {}
             Some(_) => errs.push(path, format!("extension {id:?} is not a storage extension")),

@@ -164,6 +164,7 @@ impl RunningService {
             pipelines.insert(p.id.clone(), Arc::new(pipeline));
         }
 
+        let receiver_storages = Arc::new(storages.clone());
         for node in graph.receivers {
             let id = node.id.to_string();
             let output = Output::new(
@@ -181,6 +182,7 @@ impl RunningService {
                 shutdown: stop_receivers.clone(),
                 telemetry: telemetry.clone(),
                 authenticators: authenticators.clone(),
+                storages: receiver_storages.clone(),
             };
             let started = node.receiver.start(ctx).await;
             let task = svc.check(started, format!("receivers::{id}"))?;

@@ -216,6 +216,7 @@ mod record_to {
             shutdown: shutdown.clone(),
             telemetry,
             authenticators: Default::default(),
+            storages: Default::default(),
         };
         let task = receiver.start(ctx).await.unwrap();
         assert!(rec_dir.is_dir(), "record_to is created at start");

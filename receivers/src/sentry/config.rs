@@ -231,12 +231,6 @@ impl SentryReceiverConfig {
             .validate(&format!("{path}::retry_on_failure"), errs);
         f.sending_queue
             .validate(&format!("{path}::sending_queue"), errs);
-        if f.sending_queue.storage.is_some() {
-            errs.push(
-                format!("{path}::sending_queue::storage"),
-                "forwarding keeps its queue in memory (bounded by queue_size and the memory limit)",
-            );
-        }
         if f.sending_queue.block_on_overflow {
             errs.push(
                 format!("{path}::sending_queue::block_on_overflow"),

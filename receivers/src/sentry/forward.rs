@@ -23,6 +23,7 @@ use tokio::sync::Notify;
 use profcol_pipeline::config::Sizer;
 use profcol_pipeline::memory::{MemoryBudget, Reservation};
 use profcol_pipeline::net::error_chain;
+use profcol_pipeline::runtime::queue::{BlobLog, Location, RecoveredBlobs};
 use profcol_pipeline::runtime::Backoff;
 use profcol_pipeline::telemetry::Telemetry;
 
@@ -55,7 +56,55 @@ pub struct Outgoing {
     /// Item types, for counting.
     items: Vec<String>,
     /// The body's room in the memory budget, held while queued.
-    _memory: Reservation,
+    _memory: Option<Reservation>,
+    /// Where it is stored, with a persistent queue.
+    at: Option<Location>,
+}
+
+impl Outgoing {
+    /// What a persistent queue stores beside the body.
+    fn meta(&self) -> Vec<u8> {
+        let headers: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)))
+            .collect();
+        serde_json::to_vec(&serde_json::json!({
+            "path": self.path,
+            "headers": headers,
+            "gzip": self.gzip,
+            "items": self.items,
+        }))
+        .expect("JSON of strings serializes")
+    }
+
+    /// An envelope a persistent queue kept from an earlier run.
+    fn stored(meta: &[u8], body: Bytes, at: Location, memory: Option<Reservation>) -> Option<Self> {
+        #[derive(serde::Deserialize)]
+        struct Meta {
+            path: String,
+            headers: Vec<(String, String)>,
+            gzip: bool,
+            items: Vec<String>,
+        }
+        let m: Meta = serde_json::from_slice(meta).ok()?;
+        let mut headers = HeaderMap::new();
+        for (k, v) in m.headers {
+            headers.append(
+                HeaderName::from_bytes(k.as_bytes()).ok()?,
+                HeaderValue::from_str(&v).ok()?,
+            );
+        }
+        Some(Self {
+            path: m.path,
+            headers,
+            body,
+            gzip: m.gzip,
+            items: m.items,
+            _memory: memory,
+            at: Some(at),
+        })
+    }
 }
 
 /// What the SDK is told about its forwarded items.
@@ -97,6 +146,8 @@ pub struct Forwarder {
     not_empty: Notify,
     settled: Notify,
     next_id: AtomicU64,
+    /// The persistent queue (`sending_queue.storage`), if any.
+    log: Option<Arc<BlobLog>>,
 }
 
 #[derive(Default)]
@@ -109,12 +160,14 @@ struct State {
 }
 
 impl Forwarder {
-    /// `None` without `forward_to`.
+    /// `None` without `forward_to`. With `log` (a persistent queue), what
+    /// an earlier run left in it is queued again first.
     pub fn new(
         cfg: &SentryReceiverConfig,
         id: &str,
         telemetry: Arc<Telemetry>,
         budget: Arc<MemoryBudget>,
+        log: Option<(BlobLog, RecoveredBlobs)>,
     ) -> anyhow::Result<Option<Arc<Self>>> {
         if cfg.forward_to.is_empty() {
             return Ok(None);
@@ -132,6 +185,35 @@ impl Forwarder {
             let pem = std::fs::read(ca)?;
             builder = builder.tls_certs_only(reqwest::Certificate::from_pem_bundle(&pem)?);
         }
+        let mut state = State::default();
+        let log = log.map(|(log, recovered)| {
+            let log = Arc::new(log);
+            let mut corrupt = recovered.corrupt;
+            for b in recovered.blobs {
+                let memory = budget.try_admit(b.body.len()).ok();
+                match Outgoing::stored(&b.meta, b.body, b.at, memory) {
+                    Some(out) => {
+                        state.used += match f.sending_queue.sizer {
+                            Sizer::Requests => 1,
+                            Sizer::Bytes => out.body.len(),
+                        };
+                        state.pending.push_back(out);
+                    }
+                    None => {
+                        corrupt += 1;
+                        let _ = log.done(b.at);
+                    }
+                }
+            }
+            if corrupt > 0 {
+                tracing::error!(receiver = %id, records = corrupt, "forwarding queue: damaged records skipped");
+                telemetry.exporter_queue_corrupt(&format!("{id}/forward"), corrupt);
+            }
+            if !state.pending.is_empty() {
+                tracing::info!(receiver = %id, envelopes = state.pending.len(), "forwarding queue: envelopes of an earlier run queued again");
+            }
+            log
+        });
         Ok(Some(Arc::new(Self {
             id: id.to_owned(),
             base: cfg.forward_to.trim_end_matches('/').to_owned(),
@@ -141,10 +223,11 @@ impl Forwarder {
             settings: f.clone(),
             telemetry,
             budget,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(state),
             not_empty: Notify::new(),
             settled: Notify::new(),
             next_id: AtomicU64::new(0),
+            log,
         })))
     }
 
@@ -158,7 +241,8 @@ impl Forwarder {
             let f = self.clone();
             tokio::spawn(async move { f.consume().await });
         }
-        self.telemetry.receiver_forward_queue(&self.id, 0);
+        let queued = self.state.lock().unwrap().pending.len();
+        self.telemetry.receiver_forward_queue(&self.id, queued);
     }
 
     /// What goes upstream for an envelope: the items `keep` selects under
@@ -234,7 +318,8 @@ impl Forwarder {
             body,
             gzip,
             items,
-            _memory: memory,
+            _memory: Some(memory),
+            at: None,
         }))
     }
 
@@ -312,11 +397,13 @@ impl Forwarder {
                     body,
                 }
             }
-            Attempt::Unreachable { detail, timeout } => self.enqueue(out, detail, timeout),
+            Attempt::Unreachable { detail, timeout } => self.enqueue(out, detail, timeout).await,
         }
     }
 
-    fn enqueue(&self, out: Outgoing, detail: String, timeout: bool) -> Answer {
+    /// Queues `out` for the consumers (on disk first, with a persistent
+    /// queue: the SDK hears 200 only once it is stored).
+    async fn enqueue(&self, mut out: Outgoing, detail: String, timeout: bool) -> Answer {
         let q = &self.settings.sending_queue;
         if !q.enabled || !self.settings.retry_on_failure.enabled {
             self.count(&out.items, "failed", "upstream_unreachable");
@@ -334,20 +421,44 @@ impl Forwarder {
             Sizer::Requests => 1,
             Sizer::Bytes => out.body.len(),
         };
-        let mut s = self.state.lock().unwrap();
-        // One envelope larger than the whole queue goes in alone.
-        if s.used > 0 && s.used + size > q.queue_size {
-            drop(s);
-            self.count(&out.items, "dropped", "queue_full");
-            return Answer::Refused {
-                status: StatusCode::SERVICE_UNAVAILABLE,
-                detail: format!(
-                    "the upstream is unreachable ({detail}) and the forwarding queue is full"
-                ),
-            };
+        {
+            let mut s = self.state.lock().unwrap();
+            // One envelope larger than the whole queue goes in alone.
+            if s.used > 0 && s.used + size > q.queue_size {
+                drop(s);
+                self.count(&out.items, "dropped", "queue_full");
+                return Answer::Refused {
+                    status: StatusCode::SERVICE_UNAVAILABLE,
+                    detail: format!(
+                        "the upstream is unreachable ({detail}) and the forwarding queue is full"
+                    ),
+                };
+            }
+            s.used += size;
+        }
+        if let Some(log) = &self.log {
+            let (log, meta, body) = (log.clone(), out.meta(), out.body.clone());
+            let stored = tokio::task::spawn_blocking(move || log.append(&meta, &body)).await;
+            match stored {
+                Ok(Ok(at)) => out.at = Some(at),
+                failed => {
+                    let why = match failed {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => "the storage task failed".to_owned(),
+                    };
+                    self.state.lock().unwrap().used -= size;
+                    self.count(&out.items, "dropped", "queue_storage");
+                    return Answer::Refused {
+                        status: StatusCode::SERVICE_UNAVAILABLE,
+                        detail: format!(
+                            "the upstream is unreachable ({detail}) and the forwarding queue cannot store the envelope ({why})"
+                        ),
+                    };
+                }
+            }
         }
         profcol_pipeline::warn_limited!(receiver = %self.id, error = %detail, "forwarding failed, will retry");
-        s.used += size;
+        let mut s = self.state.lock().unwrap();
         s.pending.push_back(out);
         self.telemetry
             .receiver_forward_queue(&self.id, s.pending.len());
@@ -384,7 +495,7 @@ impl Forwarder {
                     }
                 }
             }
-            self.release(id, &out);
+            self.release(id, &out).await;
         }
     }
 
@@ -398,7 +509,14 @@ impl Forwarder {
         Some((id, out))
     }
 
-    fn release(&self, id: u64, out: &Outgoing) {
+    async fn release(&self, id: u64, out: &Outgoing) {
+        if let (Some(log), Some(at)) = (&self.log, out.at) {
+            let log = log.clone();
+            let settled = tokio::task::spawn_blocking(move || log.done(at)).await;
+            if !matches!(settled, Ok(Ok(()))) {
+                tracing::warn!(receiver = %self.id, "forwarding queue: cannot record a settled envelope; it may be sent again after a restart");
+            }
+        }
         let mut s = self.state.lock().unwrap();
         s.in_flight.remove(&id);
         s.used -= match self.settings.sending_queue.sizer {
@@ -423,10 +541,18 @@ impl Forwarder {
         }
     }
 
-    /// At a hard stop: what is still queued or in flight is counted as
-    /// dropped (`shutdown`) and logged.
+    /// At a hard stop: what is still queued or in flight is kept for the
+    /// next start with a persistent queue, else counted as dropped
+    /// (`shutdown`); either is logged.
     pub fn abandon(&self) {
         let mut s = self.state.lock().unwrap();
+        if self.log.is_some() {
+            let kept = s.pending.len() + s.in_flight.len();
+            if kept > 0 {
+                tracing::info!(receiver = %self.id, envelopes = kept, "forwarding: envelopes kept for the next start");
+            }
+            return;
+        }
         let pending: Vec<Vec<String>> = s.pending.drain(..).map(|o| o.items).collect();
         let in_flight: Vec<Vec<String>> = s.in_flight.drain().map(|(_, v)| v).collect();
         drop(s);
@@ -554,7 +680,7 @@ mod tests {
         let c: SentryReceiverConfig = cfg.decode().unwrap();
         c.validate(&cfg).unwrap();
         let budget = MemoryBudget::new(1 << 30);
-        Forwarder::new(&c, "sentry", Arc::new(Telemetry::new()), budget)
+        Forwarder::new(&c, "sentry", Arc::new(Telemetry::new()), budget, None)
             .unwrap()
             .unwrap()
     }

@@ -131,6 +131,16 @@ impl Receiver for SentryReceiver {
             .collect()
     }
 
+    fn storages(&self) -> Vec<(String, String)> {
+        self.cfg
+            .forwarding
+            .sending_queue
+            .storage
+            .iter()
+            .map(|s| ("forwarding::sending_queue::storage".to_owned(), s.clone()))
+            .collect()
+    }
+
     async fn start(
         self: Box<Self>,
         ctx: ReceiverContext,
@@ -153,11 +163,24 @@ impl Receiver for SentryReceiver {
             )?);
         }
         let auth = ctx.authenticators.resolve(self.cfg.auth.as_ref(), &name)?;
+        let log = match &self.cfg.forwarding.sending_queue.storage {
+            Some(storage) if !self.cfg.forward_to.is_empty() => {
+                let path = format!("{name}::forwarding::sending_queue::storage");
+                let storage = ctx.storages.get(storage).cloned().ok_or_else(|| {
+                    anyhow::anyhow!("{path}: no storage extension {storage:?} is running")
+                })?;
+                let owner = ctx.id.clone();
+                let opened = tokio::task::spawn_blocking(move || storage.open_log(&owner)).await?;
+                Some(opened.map_err(|e| anyhow::anyhow!("{path}: {e:#}"))?)
+            }
+            _ => None,
+        };
         let forwarder = Forwarder::new(
             &self.cfg,
             &ctx.id,
             ctx.telemetry.clone(),
             ctx.output.budget().clone(),
+            log,
         )
         .map_err(|e| anyhow::anyhow!("{name}::forwarding: {e:#}"))?;
         if let Some(f) = &forwarder {

@@ -859,6 +859,7 @@ async fn record_to_config_and_start_up_errors() {
         shutdown: tokio_util::sync::CancellationToken::new(),
         telemetry,
         authenticators: Default::default(),
+        storages: Default::default(),
     };
     let err = receiver.start(ctx).await.err().unwrap().to_string();
     assert!(
@@ -1216,7 +1217,7 @@ fn forwarding_config_errors_name_their_key() {
         ("{forward_to: 'https://s.io', forward_to_project: abc}", "receivers::sentry::forward_to_project: invalid project id"),
         ("{forward_to: 'https://s.io', forward_to_key: 'a b'}", "receivers::sentry::forward_to_key"),
         ("{forward_to: 'https://s.io', forwarding: {timeout: 0s}}", "receivers::sentry::forwarding::timeout: must be greater than 0"),
-        ("{forward_to: 'https://s.io', forwarding: {sending_queue: {storage: file_storage}}}", "receivers::sentry::forwarding::sending_queue::storage"),
+        ("{forward_to: 'https://s.io', forwarding: {sending_queue: {enabled: false, storage: file_storage}}}", "receivers::sentry::forwarding::sending_queue::storage"),
         ("{forward_to: 'https://s.io', forwarding: {tls: {ca_file: /nonexistent.pem}}}", "receivers::sentry::forwarding::tls::ca_file: cannot read /nonexistent.pem"),
         ("{forward_to: 'https://s.io', forwarding: {retries: 3}}", "receivers::sentry::forwarding: unknown field"),
     ] {

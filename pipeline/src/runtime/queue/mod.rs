@@ -23,7 +23,7 @@ use crate::component::{Progress, Request};
 use crate::config::Sizer;
 use crate::model::ProfileBatch;
 
-pub use disk::{DiskQueue, DiskQueueOptions};
+pub use disk::{Blob, BlobLog, DiskQueue, DiskQueueOptions, Location, RecoveredBlobs};
 pub use memory::MemoryQueue;
 
 /// Why a batch could not be queued.

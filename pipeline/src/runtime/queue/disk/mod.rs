@@ -16,8 +16,12 @@
 //! sequence number) and `NNNN.acks` (which of that segment's requests are
 //! settled, and the progress of part-sent ones).
 
+mod blob;
 pub mod record;
 mod store;
+
+pub use blob::{Blob, BlobLog, RecoveredBlobs};
+pub use store::Location;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -35,7 +39,7 @@ use crate::memory::{Held, MemoryBudget};
 use crate::model::ProfileBatch;
 use crate::telemetry::Telemetry;
 
-use store::{Location, Recovered, Store};
+use store::{Recovered, Store};
 
 pub struct DiskQueueOptions {
     /// The queue's own directory (created if missing).
