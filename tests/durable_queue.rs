@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use prost::Message;
 use tonic::Code;
 
-use common::{client, free_port, profcol, wait_healthy, Running, Sink};
+use common::{client, free_port, metric, profcol, wait_healthy, Running, Sink};
 use profcol_pipeline::proto::ProfilesData;
 
 struct Ports {
@@ -118,19 +118,6 @@ async fn arrived(sink: &Sink, n: usize, limit: Duration) -> Vec<u32> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-async fn metric(port: u16, prefix: &str) -> u64 {
-    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| l.starts_with(prefix))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
 }
 
 /// The sink is down throughout: 20 requests (1,000 samples each) accepted,

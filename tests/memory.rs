@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use common::{export_framed, free_port, grpc_frame, profcol, wait_healthy, Running, Sink};
+use common::{export_framed, free_port, grpc_frame, metric, profcol, wait_healthy, Running, Sink};
 
 /// A config: otlp and sentry receivers, the four processors or none, an
 /// `otlp` exporter to `sink` with `queue`, metrics and health.
@@ -77,19 +77,6 @@ async fn start(cfg: &std::path::Path, limit_mib: u64, health: u16) -> Running {
     );
     wait_healthy(health).await;
     p
-}
-
-async fn metric(port: u16, prefix: &str) -> u64 {
-    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| l.starts_with(prefix))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
 }
 
 async fn channel(port: u16) -> tonic::transport::Channel {

@@ -15,7 +15,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use common::{free_port, profcol, wait_healthy, Running, Sink};
+use common::{free_port, metric, profcol, wait_healthy, Running, Sink};
 use profcol_pipeline::formats::sentry::parse_envelope;
 
 /// What the mock upstream saw of one request.
@@ -154,19 +154,6 @@ fn ports() -> Ports {
         health: free_port(),
         metrics: free_port(),
     }
-}
-
-async fn metric(port: u16, prefix: &str) -> u64 {
-    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| l.starts_with(prefix))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
 }
 
 /// Every recording of real SDKs sending each item type Sentry defines.

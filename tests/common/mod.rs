@@ -427,3 +427,19 @@ pub fn grpc_frame(message: &[u8], compressed: bool) -> bytes::Bytes {
     out.extend_from_slice(message);
     out.into()
 }
+
+/// The sum of the metrics whose exposition line starts with `prefix`
+/// (name and, optionally, the first labels), from the collector's
+/// `/metrics` on `port`.
+pub async fn metric(port: u16, prefix: &str) -> u64 {
+    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
