@@ -6,6 +6,7 @@ pub fn registry() -> Registry {
     Registry::default()
         .receiver(profcol_receivers::otlp::factory())
         .receiver(profcol_receivers::sentry::factory())
+        .receiver(profcol_receivers::pyroscope::factory())
         .processor(profcol_processors::dictionary_dedup::factory())
         .processor(profcol_processors::unit_normalization::factory())
         .processor(profcol_processors::thread_pruning::factory())

@@ -4,5 +4,6 @@ pub mod body;
 pub mod endpoint;
 pub mod ingest;
 pub mod otlp;
+pub mod pyroscope;
 pub mod record;
 pub mod sentry;

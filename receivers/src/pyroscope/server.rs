@@ -1,0 +1,124 @@
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::Response;
+use axum::routing::post;
+use axum::Router;
+
+use profcol_pipeline::component::{Receiver, ReceiverContext};
+
+use super::config::PyroscopeReceiverConfig;
+use super::handler::{error, Handler};
+use crate::ingest::{Ingest, Refusal};
+
+pub struct PyroscopeReceiver {
+    cfg: PyroscopeReceiverConfig,
+}
+
+impl PyroscopeReceiver {
+    pub fn new(cfg: PyroscopeReceiverConfig) -> Self {
+        Self { cfg }
+    }
+}
+
+/// The routes, separate from the listener so tests can drive them
+/// directly: `/ingest` where the Pyroscope server has it (also under
+/// `/pyroscope/`), and the `PusherService` (other methods of it are
+/// Connect's `unimplemented`). Other methods than POST get 405.
+pub fn router(handler: Arc<Handler>) -> Router {
+    Router::new()
+        .route("/ingest", post(ingest))
+        .route("/pyroscope/ingest", post(ingest))
+        .route("/push.v1.PusherService/Push", post(push))
+        .route("/push.v1.PusherService/{method}", post(unknown_method))
+        // The body is read (and limited) by the handler while decompressing.
+        .layer(DefaultBodyLimit::disable())
+        .with_state(handler)
+}
+
+fn peer(extensions: &http::Extensions) -> Option<SocketAddr> {
+    extensions
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        .map(|c| c.0)
+}
+
+async fn ingest(
+    State(h): State<Arc<Handler>>,
+    uri: Uri,
+    RawQuery(query): RawQuery,
+    version: http::Version,
+    headers: HeaderMap,
+    extensions: http::Extensions,
+    body: axum::body::Body,
+) -> Response {
+    h.ingest(
+        uri.path(),
+        query.as_deref(),
+        &headers,
+        version,
+        body,
+        peer(&extensions),
+    )
+    .await
+}
+
+async fn push(
+    State(h): State<Arc<Handler>>,
+    version: http::Version,
+    headers: HeaderMap,
+    extensions: http::Extensions,
+    body: axum::body::Body,
+) -> Response {
+    h.push(&headers, version, body, peer(&extensions)).await
+}
+
+async fn unknown_method(Path(method): Path<String>) -> Response {
+    error(&Refusal {
+        http: Some(StatusCode::NOT_FOUND),
+        ..Refusal::invalid(
+            "unknown_method",
+            format!("push.v1.PusherService has no method {method:?}"),
+        )
+    })
+}
+
+#[async_trait]
+impl Receiver for PyroscopeReceiver {
+    fn endpoints(&self) -> Vec<String> {
+        vec![self.cfg.endpoint.clone()]
+    }
+
+    async fn start(
+        self: Box<Self>,
+        ctx: ReceiverContext,
+    ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+        let listener =
+            crate::endpoint::bind(&self.cfg.endpoint, &format!("receivers::{}", ctx.id)).await?;
+        tracing::info!(receiver = %ctx.id, endpoint = %self.cfg.endpoint, "Pyroscope receiver listening");
+        let recorder = crate::record::Recorder::for_config(
+            self.cfg.record_to.as_deref(),
+            self.cfg.record_max_files,
+            &ctx.id,
+        )?;
+        let settings = self.cfg.server_settings();
+        let handler = Arc::new(Handler {
+            ingest: Ingest {
+                id: ctx.id.clone(),
+                output: ctx.output.clone(),
+                telemetry: ctx.telemetry.clone(),
+            },
+            cfg: self.cfg,
+            recorder,
+        });
+        Ok(profcol_pipeline::net::spawn(
+            &format!("receivers::{}", ctx.id),
+            listener,
+            router(handler),
+            settings,
+            ctx.shutdown.clone(),
+        ))
+    }
+}
