@@ -1,5 +1,6 @@
 //! Reading recorded payloads and sending them to a running receiver the way
-//! their client did: OTLP over gRPC, Sentry envelopes over HTTP.
+//! their client did: OTLP over gRPC, Sentry envelopes and Pyroscope requests
+//! over HTTP.
 
 use std::path::{Path, PathBuf};
 
@@ -14,10 +15,11 @@ use super::spec::InputFormat;
 pub enum Payload {
     /// One or more OTLP requests (a `file` exporter output holds several).
     Otlp(Vec<ExportProfilesServiceRequest>),
-    Sentry(HttpRequest),
+    /// A recorded HTTP request (Sentry or Pyroscope).
+    Http(HttpRequest),
 }
 
-/// An HTTP request to replay against a Sentry receiver.
+/// An HTTP request to replay against a Sentry or Pyroscope receiver.
 pub struct HttpRequest {
     pub path: String,
     pub query: String,
@@ -41,7 +43,8 @@ pub fn load(path: &Path, format: Option<InputFormat>) -> anyhow::Result<Payload>
         .with_context(|| {
             format!(
                 "{}: cannot tell the format from the name; set `format:` \
-                 (otlp_proto, otlp_json, otlp_file, sentry_envelope, sentry_request, pprof)",
+                 (otlp_proto, otlp_json, otlp_file, sentry_envelope, sentry_request, \
+                 pyroscope_request, pprof)",
                 path.display()
             )
         })?;
@@ -99,9 +102,9 @@ pub fn load(path: &Path, format: Option<InputFormat>) -> anyhow::Result<Payload>
             req.headers
                 .retain(|(k, _)| !k.eq_ignore_ascii_case("content-encoding"));
             req.body = body;
-            Payload::Sentry(req)
+            Payload::Http(req)
         }
-        InputFormat::SentryRequest => {
+        InputFormat::SentryRequest | InputFormat::PyroscopeRequest => {
             let meta = sibling(path, ".body.bin", ".meta.json").unwrap_or_else(|| path.to_owned());
             let mut req = request_from_meta(&meta)?;
             let raw = sibling(&meta, ".meta.json", ".body.bin").filter(|p| p.exists());
@@ -119,7 +122,7 @@ pub fn load(path: &Path, format: Option<InputFormat>) -> anyhow::Result<Payload>
                     meta.display()
                 ),
             }
-            Payload::Sentry(req)
+            Payload::Http(req)
         }
     })
 }
@@ -191,6 +194,7 @@ pub enum Target {
         /// A key the receiver accepts, for recordings whose key was redacted.
         key: Option<String>,
     },
+    Pyroscope(u16),
 }
 
 pub async fn send(target: &Target, payload: Payload, what: &str) -> anyhow::Result<()> {
@@ -216,7 +220,29 @@ pub async fn send(target: &Target, payload: Payload, what: &str) -> anyhow::Resu
             }
             Ok(())
         }
-        (Target::Sentry { port, key }, Payload::Sentry(req)) => {
+        (Target::Pyroscope(port), Payload::Http(req)) => {
+            // As recorded: path, query, headers, the body as sent.
+            let mut url = format!("http://127.0.0.1:{port}{}", req.path);
+            if !req.query.is_empty() {
+                url.push('?');
+                url.push_str(&req.query);
+            }
+            let mut builder = reqwest::Client::new().post(url).body(req.body);
+            for (k, v) in &req.headers {
+                builder = builder.header(k.as_str(), v.as_str());
+            }
+            let resp = builder
+                .send()
+                .await
+                .context("sending to the Pyroscope receiver")?;
+            let status = resp.status();
+            if !status.is_success() {
+                let body = resp.text().await.unwrap_or_default();
+                bail!("{what}: refused with {status}: {body}");
+            }
+            Ok(())
+        }
+        (Target::Sentry { port, key }, Payload::Http(req)) => {
             let mut query = req.query.clone();
             let has_key = |q: &str, hs: &[(String, String)]| {
                 let redacted = |s: &str| s.contains("REDACTED");
@@ -267,11 +293,17 @@ pub async fn send(target: &Target, payload: Payload, what: &str) -> anyhow::Resu
             }
             Ok(())
         }
-        (Target::Otlp(_), Payload::Sentry(_)) => {
-            bail!("{what}: an OTLP receiver takes OTLP or pprof input, not a Sentry request")
+        (Target::Otlp(_), Payload::Http(_)) => {
+            bail!("{what}: an OTLP receiver takes OTLP or pprof input, not a recorded HTTP request")
         }
         (Target::Sentry { .. }, Payload::Otlp(_)) => {
             bail!("{what}: a Sentry receiver takes Sentry envelopes, not OTLP or pprof")
+        }
+        (Target::Pyroscope(_), Payload::Otlp(_)) => {
+            bail!(
+                "{what}: a Pyroscope receiver takes recorded Pyroscope requests \
+                 (NNNN.meta.json), not OTLP or pprof"
+            )
         }
     }
 }
@@ -317,7 +349,7 @@ mod tests {
     fn requests(payload: Payload) -> Vec<ExportProfilesServiceRequest> {
         match payload {
             Payload::Otlp(r) => r,
-            Payload::Sentry(_) => panic!("expected OTLP"),
+            Payload::Http(_) => panic!("expected OTLP"),
         }
     }
 

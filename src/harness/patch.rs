@@ -45,6 +45,10 @@ pub fn patch(mut yaml: Value, scratch: &Path, sentry_port: u16) -> anyhow::Resul
                     set(body, "endpoint", endpoint);
                     receivers.insert(id.to_owned(), Target::Sentry { port, key: None });
                 }
+                "pyroscope" => {
+                    set(body, "endpoint", endpoint);
+                    receivers.insert(id.to_owned(), Target::Pyroscope(port));
+                }
                 _ => {}
             }
         }

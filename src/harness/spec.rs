@@ -64,8 +64,12 @@ pub enum InputFormat {
     /// A Sentry envelope as the parser sees it (`.envelope`).
     SentryEnvelope,
     /// A recorded HTTP request: `NNNN.meta.json` with its body
-    /// (`NNNN.body.bin` as sent, or `NNNN.envelope` decoded).
+    /// (`NNNN.body.bin` as sent, or `NNNN.envelope` decoded). The same
+    /// recording goes to a `pyroscope` receiver as what it is.
     SentryRequest,
+    /// A recorded Pyroscope request (`NNNN.meta.json` + `NNNN.body.bin`),
+    /// read as [`InputFormat::SentryRequest`] is.
+    PyroscopeRequest,
     /// A pprof profile, gzip'd or not (`.pb.gz`, `.pprof`).
     Pprof,
 }
