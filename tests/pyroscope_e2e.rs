@@ -1,0 +1,175 @@
+//! Pyroscope SDK requests through the `pyroscope` receiver of the running
+//! binary to the `pprof` exporter.
+//!
+//! The recordings in tests/fixtures/pyroscope were made by running each SDK
+//! (pyroscope-io 1.4.0, 0.8.16 and 0.8.4; @pyroscope/nodejs 0.6.4 and
+//! 0.6.1; pyroscope-go 1.2.8) for about 25 s with 10 s uploads against a
+//! loopback recorder that answered as Pyroscope does and stored each
+//! request byte for byte (see tests/fixtures/pyroscope/README.md and each
+//! folder's SUMMARY.txt for the programs and init options). Nothing is
+//! installed at test time: the live check with a real SDK,
+//! tests/pyroscope_live.py, runs here only when `$PYROSCOPE_PYTHON` (or
+//! `python3`) can import `pyroscope`, and is skipped otherwise.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{free_port, wait_healthy, Running};
+use profcol_pipeline::formats::pprof::decode_pprof;
+use profcol_pipeline::testing::fixtures_dir;
+
+fn config(dir: &Path, port: u16, health: u16) -> String {
+    let metrics = free_port();
+    format!(
+        r#"
+receivers:
+  pyroscope:
+    endpoint: 127.0.0.1:{port}
+exporters:
+  pprof:
+    directory: {}
+extensions:
+  health_check:
+    endpoint: 127.0.0.1:{health}
+service:
+  extensions: [health_check]
+  telemetry:
+    metrics:
+      address: 127.0.0.1:{metrics}
+  pipelines:
+    profiles:
+      receivers: [pyroscope]
+      exporters: [pprof]
+"#,
+        dir.join("pprof").display()
+    )
+}
+
+/// Sends a recording as its SDK did: path, query, headers, raw body.
+async fn replay(port: u16, rel: &str) {
+    let dir = fixtures_dir().join("pyroscope");
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join(format!("{rel}.meta.json"))).unwrap())
+            .unwrap();
+    let body = std::fs::read(dir.join(format!("{rel}.body.bin"))).unwrap();
+    let mut url = format!("http://127.0.0.1:{port}{}", meta["path"].as_str().unwrap());
+    if let Some(q) = meta["query"].as_str().filter(|q| !q.is_empty()) {
+        url = format!("{url}?{q}");
+    }
+    let mut req = reqwest::Client::new().post(url).body(body);
+    for h in meta["headers"].as_array().unwrap() {
+        let (k, v) = (h[0].as_str().unwrap(), h[1].as_str().unwrap());
+        if !matches!(
+            k.to_ascii_lowercase().as_str(),
+            "host" | "content-length" | "connection"
+        ) {
+            req = req.header(k, v);
+        }
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status();
+    assert_eq!(
+        status,
+        200,
+        "{rel}: {}",
+        resp.text().await.unwrap_or_default()
+    );
+}
+
+/// Sample totals per `type/unit` over every file.
+fn totals(files: &[PathBuf]) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    for f in files {
+        let p = decode_pprof(&std::fs::read(f).unwrap()).unwrap();
+        let s = |i: i64| p.string_table[i as usize].clone();
+        for (i, t) in p.sample_type.iter().enumerate() {
+            *out.entry(format!("{}/{}", s(t.r#type), s(t.unit)))
+                .or_default() += p.sample.iter().map(|x| x.value[i]).sum::<i64>();
+        }
+    }
+    out
+}
+
+/// Go's multipart CPU profile, Node's gzip'd pprof body, Python 1.x's Push
+/// and Python 0.8's folded text, through the binary: every sample lands in
+/// a pprof file named after its service, with the SDK's totals.
+#[tokio::test]
+async fn recorded_sdk_requests_become_pprof_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, health) = (free_port(), free_port());
+    let cfg = dir.path().join("config.yaml");
+    std::fs::write(&cfg, config(dir.path(), port, health)).unwrap();
+    let running = Running::start(&["--config".as_ref(), cfg.as_os_str()]);
+    wait_healthy(health).await;
+    for rel in [
+        "go-pyroscope-go-1.2.8/cpu/0005",
+        "nodejs-pyroscope-0.6.4/default/0001",
+        "python-pyroscope-io-1.4.0/default/0001",
+        "python-pyroscope-io-0.8.4/0001",
+    ] {
+        replay(port, rel).await;
+    }
+    running.signal("TERM");
+    let (code, logs) = running.wait(Duration::from_secs(30)).await;
+    assert!(code.success(), "{logs}");
+
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.path().join("pprof"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    let services: std::collections::BTreeSet<String> = files
+        .iter()
+        .map(|f| {
+            let name = f.file_name().unwrap().to_string_lossy();
+            name.split('-').next().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(
+        services.into_iter().collect::<Vec<_>>(),
+        ["goapp", "nodeapp", "pyapp"],
+        "{files:?}"
+    );
+    // From each folder's SUMMARY.txt: Go [1670, 16.7e9], Node wall
+    // [324, 3.3291e9], Python 1.4.0 7.73e9 ns, Python 0.8.4 77+2+8+22.
+    let want: BTreeMap<String, i64> = [
+        ("samples/count", 1670 + 324 + 109),
+        ("cpu/nanoseconds", 16_700_000_000 + 7_730_000_000),
+        ("wall/nanoseconds", 3_329_100_000),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(totals(&files), want, "{files:?}\n{logs}");
+}
+
+/// tests/pyroscope_live.py with a real pyroscope-io, when one is installed.
+#[test]
+fn the_live_python_check_passes_where_the_sdk_is_installed() {
+    let python = std::env::var("PYROSCOPE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let has_sdk = std::process::Command::new(&python)
+        .args(["-c", "import pyroscope"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_sdk {
+        eprintln!("skipped: {python} cannot import pyroscope (set PYROSCOPE_PYTHON)");
+        return;
+    }
+    let out = std::process::Command::new(&python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pyroscope_live.py"))
+        .args(["--profcol", env!("CARGO_BIN_EXE_profcol"), "--seconds", "8"])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.contains("ok: hot_leaf leads"),
+        "{text}"
+    );
+}
