@@ -299,10 +299,13 @@ fn convert_ingest(
         aggregation: p.aggregation.clone(),
         ..SampleTypes::default()
     };
+    // `app.cpu` names the service `app` whatever the body (a pprof
+    // carries its own sample types).
+    let (app, type_name, unit, period_type) = folded::split_suffix(&p.name.app);
     let mut c = Converter::new();
     match kind {
         Kind::Pprof => {
-            let d = describe(Some(&p.name.app), &p.name.labels, p.spy.as_ref());
+            let d = describe(Some(app), &p.name.labels, p.spy.as_ref());
             c.pprof(&bytes, &d, &types, window, &mut work)?;
         }
         Kind::Multipart(boundary) => {
@@ -324,11 +327,10 @@ fn convert_ingest(
             if let Some(cfg) = part("sample_type_config") {
                 types = types.with_config(cfg.data).map_err(bad)?;
             }
-            let d = describe(Some(&p.name.app), &p.name.labels, p.spy.as_ref());
+            let d = describe(Some(app), &p.name.labels, p.spy.as_ref());
             c.pprof(profile.data, &d, &types, window, &mut work)?;
         }
         Kind::Text(text) => {
-            let (app, type_name, unit, period_type) = folded::split_suffix(&p.name.app);
             let unit = folded::unit_of(&p.units).unwrap_or(unit);
             let period = match (period_type, p.sample_rate) {
                 (Some(_), rate @ 1..) => 1_000_000_000 / i64::from(rate),

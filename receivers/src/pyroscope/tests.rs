@@ -528,6 +528,18 @@ async fn each_sdks_request_maps_to_the_conventions() {
     let b = h.rx.try_recv().unwrap();
     let dict = b.data().dictionary.as_ref().unwrap();
     assert!(dict.link_table.len() > 1, "samples link to their spans");
+
+    // A profile-type suffix is not part of the service, whatever the body.
+    let pprof = profcol_pipeline::testing::fixture("pprof/go-cpu.pb.gz");
+    let req = post(
+        "/ingest?name=svc.cpu%7Bhost%3Dh1%7D&format=pprof",
+        &[],
+        pprof,
+    );
+    assert_eq!(send(&app, req).await.0, StatusCode::OK);
+    let b = h.rx.try_recv().unwrap();
+    assert_eq!(resource_attr(b.data(), "service.name"), text("svc"));
+    assert_eq!(resource_attr(b.data(), "host.name"), text("h1"));
 }
 
 /// Bad input: a precise 400 (or the status its kind takes), counted with
