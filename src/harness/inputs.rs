@@ -220,27 +220,9 @@ pub async fn send(target: &Target, payload: Payload, what: &str) -> anyhow::Resu
             }
             Ok(())
         }
+        // As recorded: path, query, headers, the body as sent.
         (Target::Pyroscope(port), Payload::Http(req)) => {
-            // As recorded: path, query, headers, the body as sent.
-            let mut url = format!("http://127.0.0.1:{port}{}", req.path);
-            if !req.query.is_empty() {
-                url.push('?');
-                url.push_str(&req.query);
-            }
-            let mut builder = reqwest::Client::new().post(url).body(req.body);
-            for (k, v) in &req.headers {
-                builder = builder.header(k.as_str(), v.as_str());
-            }
-            let resp = builder
-                .send()
-                .await
-                .context("sending to the Pyroscope receiver")?;
-            let status = resp.status();
-            if !status.is_success() {
-                let body = resp.text().await.unwrap_or_default();
-                bail!("{what}: refused with {status}: {body}");
-            }
-            Ok(())
+            post(*port, &req.path, &req.query, &req.headers, req.body, what).await
         }
         (Target::Sentry { port, key }, Payload::Http(req)) => {
             let mut query = req.query.clone();
@@ -273,25 +255,7 @@ pub async fn send(target: &Target, payload: Payload, what: &str) -> anyhow::Resu
             if let Some(key) = key {
                 body = unredact_dsn(body, key, &headers);
             }
-            let mut url = format!("http://127.0.0.1:{port}{}", req.path);
-            if !query.is_empty() {
-                url.push('?');
-                url.push_str(&query);
-            }
-            let mut builder = reqwest::Client::new().post(url).body(body);
-            for (k, v) in &headers {
-                builder = builder.header(k.as_str(), v.as_str());
-            }
-            let resp = builder
-                .send()
-                .await
-                .context("sending to the Sentry receiver")?;
-            let status = resp.status();
-            if !status.is_success() {
-                let body = resp.text().await.unwrap_or_default();
-                bail!("{what}: refused with {status}: {body}");
-            }
-            Ok(())
+            post(*port, &req.path, &query, &headers, body, what).await
         }
         (Target::Otlp(_), Payload::Http(_)) => {
             bail!("{what}: an OTLP receiver takes OTLP or pprof input, not a recorded HTTP request")
@@ -306,6 +270,37 @@ pub async fn send(target: &Target, payload: Payload, what: &str) -> anyhow::Resu
             )
         }
     }
+}
+
+/// POSTs a request to a local receiver; a refusal is an error with its
+/// status and answer.
+async fn post(
+    port: u16,
+    path: &str,
+    query: &str,
+    headers: &[(String, String)],
+    body: Vec<u8>,
+    what: &str,
+) -> anyhow::Result<()> {
+    let mut url = format!("http://127.0.0.1:{port}{path}");
+    if !query.is_empty() {
+        url.push('?');
+        url.push_str(query);
+    }
+    let mut builder = reqwest::Client::new().post(url).body(body);
+    for (k, v) in headers {
+        builder = builder.header(k.as_str(), v.as_str());
+    }
+    let resp = builder
+        .send()
+        .await
+        .with_context(|| format!("{what}: sending to port {port}"))?;
+    let status = resp.status();
+    if !status.is_success() {
+        let body = resp.text().await.unwrap_or_default();
+        bail!("{what}: refused with {status}: {body}");
+    }
+    Ok(())
 }
 
 /// A recording's envelope `dsn` names the key `REDACTED`; with the key the

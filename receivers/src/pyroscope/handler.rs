@@ -126,12 +126,13 @@ impl Handler {
             Ok(c) => c,
             Err(r) => return error(&self.refuse(&origin, r)),
         };
-        let record = |h: &Self, body: Option<Bytes>| {
-            h.record(path, query.unwrap_or(""), headers, version, body);
-        };
-        self.hand_off(c, item, origin, |h, body| record(h, body))
-            .await
-            .unwrap_or_else(|r| error(&r))
+        let handed = self.hand_off(c, item, origin, |h, body| {
+            h.record(path, query.unwrap_or(""), headers, version, body)
+        });
+        match handed.await {
+            Ok(()) => StatusCode::OK.into_response(),
+            Err(r) => error(&r),
+        }
     }
 
     /// `POST /push.v1.PusherService/Push`.
@@ -187,7 +188,7 @@ impl Handler {
             })
             .await;
         match ok {
-            Ok(_) => (
+            Ok(()) => (
                 StatusCode::OK,
                 [(http::header::CONTENT_TYPE, codec.content_type())],
                 codec.empty_response(),
@@ -205,20 +206,19 @@ impl Handler {
         item: &'static str,
         origin: Origin,
         record: impl FnOnce(&Self, Option<Bytes>),
-    ) -> Result<Response, Refusal> {
-        let Some(data) = c.data else {
-            self.ingest
-                .telemetry
-                .receiver_item(&self.ingest.id, item, "empty");
-            record(self, c.body);
-            return Ok(StatusCode::OK.into_response());
+    ) -> Result<(), Refusal> {
+        let outcome = match c.data {
+            Some(data) => {
+                self.ingest.converted(data, c.work.memory, origin).await?;
+                "accepted"
+            }
+            None => "empty",
         };
-        self.ingest.converted(data, c.work.memory, origin).await?;
         self.ingest
             .telemetry
-            .receiver_item(&self.ingest.id, item, "accepted");
+            .receiver_item(&self.ingest.id, item, outcome);
         record(self, c.body);
-        Ok(StatusCode::OK.into_response())
+        Ok(())
     }
 
     fn record(
