@@ -59,7 +59,7 @@ struct Converted {
 }
 
 impl Handler {
-    fn origin(peer: Option<SocketAddr>) -> Origin {
+    pub fn origin(peer: Option<SocketAddr>) -> Origin {
         Origin {
             transport: "http",
             client: peer,
@@ -68,7 +68,7 @@ impl Handler {
     }
 
     /// A refusal before or during conversion: counted with its reason.
-    fn refuse(&self, origin: &Origin, r: Refusal) -> Refusal {
+    pub fn refuse(&self, origin: &Origin, r: Refusal) -> Refusal {
         self.ingest.refused(origin, 0, &r);
         r
     }

@@ -75,14 +75,19 @@ async fn push(
     h.push(&headers, version, body, peer(&extensions)).await
 }
 
-async fn unknown_method(Path(method): Path<String>) -> Response {
-    error(&Refusal {
+async fn unknown_method(
+    State(h): State<Arc<Handler>>,
+    Path(method): Path<String>,
+    extensions: http::Extensions,
+) -> Response {
+    let r = Refusal {
         http: Some(StatusCode::NOT_FOUND),
         ..Refusal::invalid(
             "unknown_method",
             format!("push.v1.PusherService has no method {method:?}"),
         )
-    })
+    };
+    error(&h.refuse(&Handler::origin(peer(&extensions)), r))
 }
 
 #[async_trait]

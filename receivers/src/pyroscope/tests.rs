@@ -810,6 +810,10 @@ async fn bad_input_gets_its_status_and_reason_and_nothing_else_is_lost() {
     let (status, _, body) = send(&h.app, post("/push.v1.PusherService/Fetch", &[proto], "")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(String::from_utf8_lossy(&body).contains("\"unimplemented\""));
+    assert_eq!(
+        h.telemetry.items("pyroscope", "request", "unknown_method"),
+        1
+    );
 }
 
 #[tokio::test]
