@@ -43,10 +43,17 @@ pub fn parse(
     dict: &mut DictionaryBuilder,
     sample_attributes: &[i32],
 ) -> Result<Profile, String> {
-    let body: Cow<'_, str> = String::from_utf8_lossy(body);
+    // Valid UTF-8 (the usual case) is checked by the fast validator; other
+    // bytes become U+FFFD, as pprof strings do.
+    let body: Cow<'_, str> = match std::str::from_utf8(body) {
+        Ok(s) => Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(body),
+    };
+    let lines = memchr::memchr_iter(b'\n', body.as_bytes()).count() + 1;
     let mut frames: HashMap<&str, i32> = HashMap::default();
     let mut by_stack: HashMap<i32, usize> = HashMap::default();
-    let mut samples: Vec<Sample> = Vec::new();
+    by_stack.reserve(lines);
+    let mut samples: Vec<Sample> = Vec::with_capacity(lines);
     let mut stack: Vec<i32> = Vec::new();
     for (n, line) in body.split('\n').enumerate() {
         let line = line.strip_suffix('\r').unwrap_or(line);
@@ -147,7 +154,7 @@ fn clip(s: &str) -> &str {
 /// strings once more (at most) and a sample, a stack and a location per
 /// line.
 pub fn estimate(body: &[u8]) -> usize {
-    let lines = body.iter().filter(|&&b| b == b'\n').count() + 1;
+    let lines = memchr::memchr_iter(b'\n', body).count() + 1;
     body.len() * 2 + lines * 256
 }
 
