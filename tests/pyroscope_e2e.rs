@@ -50,16 +50,41 @@ service:
 
 /// Sends a recording as its SDK did: path, query, headers, raw body.
 async fn replay(port: u16, rel: &str) {
+    let resp = send(
+        &reqwest::Client::new(),
+        &format!("http://127.0.0.1:{port}"),
+        rel,
+        None,
+    )
+    .await
+    .unwrap();
+    let status = resp.status();
+    assert_eq!(
+        status,
+        200,
+        "{rel}: {}",
+        resp.text().await.unwrap_or_default()
+    );
+}
+
+/// A recording sent to `base` (scheme, host and port) with `client`, with
+/// an `Authorization` header when given.
+async fn send(
+    client: &reqwest::Client,
+    base: &str,
+    rel: &str,
+    authorization: Option<&str>,
+) -> reqwest::Result<reqwest::Response> {
     let dir = fixtures_dir().join("pyroscope");
     let meta: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join(format!("{rel}.meta.json"))).unwrap())
             .unwrap();
     let body = std::fs::read(dir.join(format!("{rel}.body.bin"))).unwrap();
-    let mut url = format!("http://127.0.0.1:{port}{}", meta["path"].as_str().unwrap());
+    let mut url = format!("{base}{}", meta["path"].as_str().unwrap());
     if let Some(q) = meta["query"].as_str().filter(|q| !q.is_empty()) {
         url = format!("{url}?{q}");
     }
-    let mut req = reqwest::Client::new().post(url).body(body);
+    let mut req = client.post(url).body(body);
     for h in meta["headers"].as_array().unwrap() {
         let (k, v) = (h[0].as_str().unwrap(), h[1].as_str().unwrap());
         if !matches!(
@@ -69,14 +94,10 @@ async fn replay(port: u16, rel: &str) {
             req = req.header(k, v);
         }
     }
-    let resp = req.send().await.unwrap();
-    let status = resp.status();
-    assert_eq!(
-        status,
-        200,
-        "{rel}: {}",
-        resp.text().await.unwrap_or_default()
-    );
+    if let Some(a) = authorization {
+        req = req.header("authorization", a);
+    }
+    req.send().await
 }
 
 /// Sample totals per `type/unit` over every file.
@@ -146,7 +167,95 @@ async fn recorded_sdk_requests_become_pprof_files() {
     assert_eq!(totals(&files), want, "{files:?}\n{logs}");
 }
 
-/// tests/pyroscope_live.py with a real pyroscope-io, when one is installed.
+/// A Pyroscope receiver behind TLS and `bearertokenauth`, as a gateway
+/// off a trusted network runs it: the SDKs' `Authorization: Bearer` (Go's
+/// `AuthToken`, Node's `authToken`, Python's `http_headers`) over HTTPS
+/// gets in, on `/ingest` and Push; a missing or wrong token gets 401 with
+/// Pyroscope's error body, and plain HTTP no answer at all.
+#[tokio::test]
+async fn tls_and_a_bearer_token_guard_the_receiver() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, health) = (free_port(), free_port());
+    let tls = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&cert, tls.cert.pem()).unwrap();
+    std::fs::write(&key, tls.signing_key.serialize_pem()).unwrap();
+    let yaml = config(dir.path(), port, health)
+        .replace(
+            &format!("    endpoint: 127.0.0.1:{port}\n"),
+            &format!(
+                "    endpoint: 127.0.0.1:{port}\n    tls: {{cert_file: {}, key_file: {}}}\n    auth: {{authenticator: bearertokenauth}}\n",
+                cert.display(),
+                key.display()
+            ),
+        )
+        .replace(
+            "extensions:\n",
+            "extensions:\n  bearertokenauth:\n    token: pyro-s3cret\n",
+        )
+        .replace(
+            "  extensions: [health_check]",
+            "  extensions: [health_check, bearertokenauth]",
+        );
+    let cfg = dir.path().join("config.yaml");
+    std::fs::write(&cfg, yaml).unwrap();
+    let running = Running::start(&["--config".as_ref(), cfg.as_os_str()]);
+    wait_healthy(health).await;
+
+    let ca = reqwest::Certificate::from_pem(tls.cert.pem().as_bytes()).unwrap();
+    let https = reqwest::Client::builder()
+        .tls_certs_only([ca])
+        .build()
+        .unwrap();
+    let base = format!("https://localhost:{port}");
+    let go = "go-pyroscope-go-1.2.8/cpu/0005";
+    let push = "python-pyroscope-io-1.4.0/default/0001";
+    for rel in [go, push] {
+        for auth in [None, Some("Bearer wrong"), Some("Basic cHlyby1zM2NyZXQ=")] {
+            let resp = send(&https, &base, rel, auth).await.unwrap();
+            assert_eq!(resp.status(), 401, "{rel} {auth:?}");
+            let json: serde_json::Value =
+                serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
+            assert_eq!(json["code"], "unauthenticated", "{rel} {auth:?}");
+            assert!(!json.to_string().contains("s3cret"), "{json}");
+        }
+        let resp = send(&https, &base, rel, Some("Bearer pyro-s3cret"))
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{rel}: {}", resp.text().await.unwrap());
+    }
+    let plain = send(
+        &reqwest::Client::new(),
+        &format!("http://127.0.0.1:{port}"),
+        go,
+        Some("Bearer pyro-s3cret"),
+    )
+    .await;
+    assert!(
+        plain.as_ref().map_or(true, |r| !r.status().is_success()),
+        "{plain:?}"
+    );
+
+    running.signal("TERM");
+    let (code, logs) = running.wait(Duration::from_secs(30)).await;
+    assert!(code.success(), "{logs}");
+    assert!(!logs.contains("pyro-s3cret"), "{logs}");
+    let files: Vec<PathBuf> = std::fs::read_dir(dir.path().join("pprof"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    // The two authorised requests and nothing else: Go's 1670 samples /
+    // 16.7 s and Python's 7.73 s of CPU (SUMMARY.txt).
+    let want: BTreeMap<String, i64> = [
+        ("samples/count".to_owned(), 1670),
+        ("cpu/nanoseconds".to_owned(), 16_700_000_000 + 7_730_000_000),
+    ]
+    .into();
+    assert_eq!(totals(&files), want, "{files:?}");
+}
+
+/// tests/pyroscope_live.py with a real pyroscope-io, when one is installed,
+/// the receiver requiring the token the SDK sends in its `http_headers`.
 #[test]
 fn the_live_python_check_passes_where_the_sdk_is_installed() {
     let python = std::env::var("PYROSCOPE_PYTHON").unwrap_or_else(|_| "python3".into());
@@ -161,6 +270,7 @@ fn the_live_python_check_passes_where_the_sdk_is_installed() {
     let out = std::process::Command::new(&python)
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pyroscope_live.py"))
         .args(["--profcol", env!("CARGO_BIN_EXE_profcol"), "--seconds", "8"])
+        .args(["--token", "live-token"])
         .output()
         .unwrap();
     let text = format!(

@@ -4,14 +4,17 @@
 Starts profcol (a `pyroscope` receiver feeding the `pprof` exporter), runs a
 small CPU-busy program profiled by `pyroscope-io` against it, stops profcol
 (SIGTERM drains the queues) and checks the pprof files it wrote: the
-program's hot functions must lead the CPU profile.
+program's hot functions must lead the CPU profile. Works with pyroscope-io
+1.x (Push), 0.8.5+ (pprof to /ingest) and 0.8.4 and older (folded).
+With `--token T` the receiver requires `Authorization: Bearer T`
+(`bearertokenauth`), which the SDK sends through its `http_headers`.
 
 Skipped (exit 0, "skipped: ...") when `pyroscope-io` is not importable: it
 installs nothing. To run it:
 
     python3 -m venv /tmp/pyro && /tmp/pyro/bin/pip install pyroscope-io
     cargo build -p profcol
-    /tmp/pyro/bin/python tests/pyroscope_live.py --profcol target/debug/profcol
+    /tmp/pyro/bin/python tests/pyroscope_live.py --profcol target/debug/profcol [--token T]
 
 `cargo test --test pyroscope_e2e` runs it with $PYROSCOPE_PYTHON (or
 `python3`) when that interpreter has the SDK.
@@ -28,12 +31,17 @@ import tempfile
 import time
 
 BUSY = r'''
-import sys, threading, time
+import inspect, sys, threading, time
 import pyroscope
 
-port, secs = int(sys.argv[1]), float(sys.argv[2])
-pyroscope.configure(application_name="livecheck", server_address="http://127.0.0.1:%%d" %% port,
-                    tags={"env": "live"}, upload_interval=%(interval)d)
+port, secs, token = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+kw = dict(application_name="livecheck", server_address="http://127.0.0.1:%%d" %% port,
+          tags={"env": "live"})
+if "upload_interval" in inspect.signature(pyroscope.configure).parameters:
+    kw["upload_interval"] = %(interval)d  # 1.x; 0.8.x uploads every 10 s
+if token:
+    kw["http_headers"] = {"Authorization": "Bearer " + token}
+pyroscope.configure(**kw)
 
 def hot_leaf(n):
     x = 0
@@ -118,11 +126,13 @@ def ints(wt, v):
 
 
 def read_pprof(path):
-    """(sample types, [(location ids, values)], location -> function names)."""
+    """(sample types, [(location ids, values)], location -> function names, period)."""
     data = gzip.decompress(open(path, "rb").read())
-    strings, types, samples, locs, funcs = [], [], [], {}, {}
+    strings, types, samples, locs, funcs, period = [], [], [], {}, {}, 0
     for num, wt, v in fields(data):
-        if num == 6:
+        if num == 12:
+            period = v
+        elif num == 6:
             strings.append(v.decode("utf-8", "replace"))
         elif num == 1:
             t = dict((n, x) for n, _, x in fields(v))
@@ -148,7 +158,7 @@ def read_pprof(path):
             funcs[f.get(1, 0)] = f.get(2, 0)
     names = {lid: [strings[funcs.get(f, 0)] for f in fids] for lid, fids in locs.items()}
     types = ["%s/%s" % (strings[t], strings[u]) for t, u in types]
-    return types, samples, names
+    return types, samples, names, period
 
 
 def main():
@@ -156,6 +166,9 @@ def main():
     ap.add_argument("--profcol", default=os.environ.get("PROFCOL_BIN", "target/debug/profcol"))
     ap.add_argument("--seconds", type=float, default=12)
     ap.add_argument("--upload-interval", type=int, default=5)
+    ap.add_argument("--token", default="",
+                    help="require this bearer token (bearertokenauth); the SDK sends it "
+                         "in http_headers")
     args = ap.parse_args()
     try:
         import pyroscope  # noqa: F401
@@ -167,16 +180,20 @@ def main():
     port, metrics = free_port(), free_port()
     out_dir = os.path.join(tmp, "pprof")
     config = os.path.join(tmp, "config.yaml")
+    auth = ", auth: {authenticator: bearertokenauth}" if args.token else ""
+    extensions = ("extensions:\n  bearertokenauth: {token: \"%s\"}\n" % args.token
+                  if args.token else "")
     with open(config, "w") as f:
         f.write("""receivers:
-  pyroscope: {endpoint: "127.0.0.1:%d"}
+  pyroscope: {endpoint: "127.0.0.1:%d"%s}
 exporters:
   pprof: {directory: "%s"}
-service:
+%sservice:
+  extensions: [%s]
   telemetry: {metrics: {address: "127.0.0.1:%d"}}
   pipelines:
     profiles: {receivers: [pyroscope], exporters: [pprof]}
-""" % (port, out_dir, metrics))
+""" % (port, auth, out_dir, extensions, "bearertokenauth" if args.token else "", metrics))
     log = open(os.path.join(tmp, "profcol.log"), "w")
     proc = subprocess.Popen([args.profcol, "--config", config], stdout=log, stderr=log)
     try:
@@ -184,7 +201,8 @@ service:
         busy = os.path.join(tmp, "busy.py")
         with open(busy, "w") as f:
             f.write(BUSY % {"interval": args.upload_interval})
-        subprocess.run([sys.executable, busy, str(port), str(args.seconds)], check=True,
+        subprocess.run([sys.executable, busy, str(port), str(args.seconds), args.token],
+                       check=True,
                        timeout=args.seconds + 60)
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -203,13 +221,20 @@ service:
     for name in files:
         if not name.startswith("livecheck-"):
             raise SystemExit("FAILED: %s is not named after service.name=livecheck" % name)
-        types, samples, names = read_pprof(os.path.join(out_dir, name))
-        if types != ["cpu/nanoseconds"]:
-            raise SystemExit("FAILED: %s has sample types %s" % (name, types))
+        types, samples, names, period = read_pprof(os.path.join(out_dir, name))
+        # pprof bodies (1.x, 0.8.5+) carry CPU time; folded ones (0.8.4 and
+        # older) sample counts, each worth the period (1/sampleRate).
+        if types == ["cpu/nanoseconds"]:
+            scale = 1
+        elif types == ["samples/count"] and period > 0:
+            scale = period
+        else:
+            raise SystemExit("FAILED: %s has sample types %s (period %d)" % (name, types, period))
         for ids, vals in samples:
             leaf = names.get(ids[0], ["?"])[0] if ids else "?"
-            self_time[leaf] = self_time.get(leaf, 0) + vals[0]
-            total += vals[0]
+            leaf = leaf.rsplit(" - ", 1)[-1]  # folded frames: "file.py:LINE - function"
+            self_time[leaf] = self_time.get(leaf, 0) + vals[0] * scale
+            total += vals[0] * scale
     top = sorted(self_time.items(), key=lambda kv: -kv[1])
     print("CPU self time by function (s):")
     for fn, v in top[:5]:

@@ -1,6 +1,7 @@
 use serde::{Deserialize, Serialize};
 
-use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
+use profcol_pipeline::component::AuthConfig;
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration, ServerTls};
 use profcol_pipeline::net::{BodyLimits, ServerSettings};
 
 /// `receivers: pyroscope:` — the push API of the Pyroscope server, as its
@@ -23,6 +24,10 @@ pub struct PyroscopeReceiverConfig {
     pub read_timeout: Duration,
     pub body_timeout: Duration,
     pub min_body_rate: u64,
+    pub tls: Option<ServerTls>,
+    /// An authenticator every request must satisfy (the SDKs' `auth_token`
+    /// / `authToken` arrive as `Authorization: Bearer <token>`).
+    pub auth: Option<AuthConfig>,
 }
 
 impl Default for PyroscopeReceiverConfig {
@@ -39,6 +44,8 @@ impl Default for PyroscopeReceiverConfig {
             read_timeout: Duration::from_secs(0),
             body_timeout: Duration::from_secs(30),
             min_body_rate: 1024,
+            tls: None,
+            auth: None,
         }
     }
 }
@@ -73,6 +80,9 @@ impl PyroscopeReceiverConfig {
         crate::record::validate(self.record_to.as_deref(), cfg, &mut errs);
         if self.max_connections == 0 {
             errs.push(cfg.key_path("max_connections"), "must be greater than 0");
+        }
+        if let Some(t) = &self.tls {
+            t.validate(&cfg.key_path("tls"), &mut errs);
         }
         errs.into_result(())
     }

@@ -26,6 +26,8 @@ pub struct Handler {
     pub ingest: Ingest,
     pub cfg: PyroscopeReceiverConfig,
     pub recorder: Option<Recorder>,
+    /// Checks every request's credentials (`auth:`) before its body.
+    pub auth: Option<Arc<dyn profcol_pipeline::component::Authenticator>>,
 }
 
 /// What an `/ingest` body holds, by `format` and `Content-Type`, in the
@@ -73,6 +75,12 @@ impl Handler {
         r
     }
 
+    /// The credentials `auth` asks for, checked before anything else of
+    /// the request: 401 `unauthenticated`, counted `unauthorized`.
+    pub fn authenticate(&self, headers: &HeaderMap, origin: &Origin) -> Result<(), Refusal> {
+        crate::ingest::authenticate(self.auth.as_ref(), headers).map_err(|r| self.refuse(origin, r))
+    }
+
     async fn read(&self, headers: &HeaderMap, body: Body) -> Result<(Vec<u8>, Work), Refusal> {
         let encoding = headers
             .get(http::header::CONTENT_ENCODING)
@@ -101,6 +109,9 @@ impl Handler {
         peer: Option<SocketAddr>,
     ) -> Response {
         let origin = Self::origin(peer);
+        if let Err(r) = self.authenticate(headers, &origin) {
+            return error(&r);
+        }
         let params = match IngestParams::parse(query) {
             Ok(p) => p,
             Err(m) => return error(&self.refuse(&origin, Refusal::invalid("malformed", m))),
@@ -144,6 +155,9 @@ impl Handler {
         peer: Option<SocketAddr>,
     ) -> Response {
         let origin = Self::origin(peer);
+        if let Err(r) = self.authenticate(headers, &origin) {
+            return error(&r);
+        }
         let header = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
         if let Some(v) = header("connect-protocol-version").filter(|v| v.trim() != "1") {
             let r = Refusal::invalid(

@@ -78,8 +78,13 @@ async fn push(
 async fn unknown_method(
     State(h): State<Arc<Handler>>,
     Path(method): Path<String>,
+    headers: HeaderMap,
     extensions: http::Extensions,
 ) -> Response {
+    let origin = Handler::origin(peer(&extensions));
+    if let Err(r) = h.authenticate(&headers, &origin) {
+        return error(&r);
+    }
     let r = Refusal {
         http: Some(StatusCode::NOT_FOUND),
         ..Refusal::invalid(
@@ -87,13 +92,21 @@ async fn unknown_method(
             format!("push.v1.PusherService has no method {method:?}"),
         )
     };
-    error(&h.refuse(&Handler::origin(peer(&extensions)), r))
+    error(&h.refuse(&origin, r))
 }
 
 #[async_trait]
 impl Receiver for PyroscopeReceiver {
     fn endpoints(&self) -> Vec<String> {
         vec![self.cfg.endpoint.clone()]
+    }
+
+    fn authenticators(&self) -> Vec<(String, String)> {
+        self.cfg
+            .auth
+            .iter()
+            .map(|a| ("auth::authenticator".to_owned(), a.authenticator.clone()))
+            .collect()
     }
 
     async fn start(
@@ -108,7 +121,16 @@ impl Receiver for PyroscopeReceiver {
             self.cfg.record_max_files,
             &ctx.id,
         )?;
-        let settings = self.cfg.server_settings();
+        let name = format!("receivers::{}", ctx.id);
+        let mut settings = self.cfg.server_settings();
+        if let Some(t) = &self.cfg.tls {
+            settings.tls = Some(profcol_pipeline::net::tls::server_config(
+                t,
+                &name,
+                ctx.shutdown.clone(),
+            )?);
+        }
+        let auth = ctx.authenticators.resolve(self.cfg.auth.as_ref(), &name)?;
         let handler = Arc::new(Handler {
             ingest: Ingest {
                 id: ctx.id.clone(),
@@ -117,9 +139,10 @@ impl Receiver for PyroscopeReceiver {
             },
             cfg: self.cfg,
             recorder,
+            auth,
         });
         Ok(profcol_pipeline::net::spawn(
-            &format!("receivers::{}", ctx.id),
+            &name,
             listener,
             router(handler),
             settings,

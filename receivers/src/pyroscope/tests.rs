@@ -32,6 +32,15 @@ struct Harness {
 }
 
 fn harness(cfg: PyroscopeReceiverConfig, inbox: usize, budget: usize) -> Harness {
+    harness_with_auth(cfg, inbox, budget, None)
+}
+
+fn harness_with_auth(
+    cfg: PyroscopeReceiverConfig,
+    inbox: usize,
+    budget: usize,
+    auth: Option<Arc<dyn profcol_pipeline::component::Authenticator>>,
+) -> Harness {
     let telemetry = Arc::new(Telemetry::new());
     let (output, rx) =
         profcol_pipeline::testing::capture("pyroscope", inbox, budget, telemetry.clone());
@@ -43,6 +52,7 @@ fn harness(cfg: PyroscopeReceiverConfig, inbox: usize, budget: usize) -> Harness
         },
         cfg,
         recorder: None,
+        auth,
     };
     Harness {
         app: router(Arc::new(handler)),
@@ -869,6 +879,97 @@ async fn push_takes_json_and_answers_in_kind() {
     assert_eq!(resource_attr(b.data(), "host.name"), text("h1"));
 }
 
+/// Accepts `Authorization: Bearer right`, as `bearertokenauth` would.
+struct Token;
+
+impl profcol_pipeline::component::Authenticator for Token {
+    fn authenticate(&self, headers: &axum::http::HeaderMap) -> Result<(), String> {
+        match headers.get("authorization").map(|v| v.as_bytes()) {
+            Some(b"Bearer right") => Ok(()),
+            Some(_) => Err("wrong token".into()),
+            None => Err("missing authorization".into()),
+        }
+    }
+
+    fn client_headers(
+        &self,
+    ) -> Result<Vec<(axum::http::HeaderName, axum::http::HeaderValue)>, String> {
+        Ok(Vec::new())
+    }
+}
+
+/// With `auth`, every route wants the credential before anything else of
+/// the request (even a body that would not parse): 401 `unauthenticated`,
+/// counted `unauthorized`, nothing handed on; the SDKs' bearer token gets
+/// in.
+#[tokio::test]
+async fn auth_is_checked_before_the_request_is_read() {
+    let mut h = harness_with_auth(
+        PyroscopeReceiverConfig::default(),
+        8,
+        1 << 30,
+        Some(Arc::new(Token)),
+    );
+    let proto = ("content-type", "application/proto");
+    let requests = |auth: &[(&'static str, &'static str)]| {
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let mut v = auth.to_vec();
+            v.extend_from_slice(extra);
+            v
+        };
+        vec![
+            post(
+                "/ingest?name=app%7Bunclosed&format=folded",
+                &with(&[]),
+                "not counted",
+            ),
+            post("/push.v1.PusherService/Push", &with(&[proto]), &b"\xff"[..]),
+            post("/push.v1.PusherService/Fetch", &with(&[proto]), ""),
+        ]
+    };
+    for (who, auth) in [
+        ("no credential", vec![]),
+        ("a wrong token", vec![("authorization", "Bearer wrong")]),
+        ("basic auth", vec![("authorization", "Basic dTpw")]),
+    ] {
+        for req in requests(&auth) {
+            let path = req.uri().path().to_owned();
+            let (status, _, body) = send(&h.app, req).await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED, "{who} {path}");
+            let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(json["code"], "unauthenticated", "{who} {path}");
+        }
+    }
+    assert_eq!(h.telemetry.items("pyroscope", "request", "unauthorized"), 9);
+    assert_eq!(h.telemetry.items("pyroscope", "request", "malformed"), 0);
+    assert!(h.rx.try_recv().is_none());
+
+    // The right token: the requests are read, and judged on their own.
+    let good = [("authorization", "Bearer right")];
+    let statuses: Vec<StatusCode> = {
+        let mut v = Vec::new();
+        for req in requests(&good) {
+            v.push(send(&h.app, req).await.0);
+        }
+        v
+    };
+    assert_eq!(
+        statuses,
+        [
+            StatusCode::BAD_REQUEST,
+            StatusCode::BAD_REQUEST,
+            StatusCode::NOT_FOUND
+        ]
+    );
+    let (status, _, _) = send(
+        &h.app,
+        post("/ingest?name=app&format=folded", &good, "a;b 2"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(h.rx.try_recv().unwrap().sample_count(), 1);
+}
+
 /// Two requests where the queue has room for one: the second is refused
 /// with 429 and `Retry-After`, counted, and nothing of it kept; likewise
 /// when the memory limit is reached.
@@ -933,14 +1034,35 @@ fn config_defaults_and_errors() {
     ] {
         assert!(err.contains(want), "{want}\n{err}");
     }
-    let cfg = ComponentConfig::from_yaml(Kind::Receiver, "pyroscope", "tls: {}\n").unwrap();
-    let err = cfg
-        .decode::<PyroscopeReceiverConfig>()
-        .unwrap_err()
-        .to_string();
+    // tls and auth as the other receivers: a TLS block without its
+    // certificate is an error at its key; auth names its authenticator.
+    let cfg = ComponentConfig::from_yaml(
+        Kind::Receiver,
+        "pyroscope",
+        "tls: {}\nauth: {authenticator: bearertokenauth}\n",
+    )
+    .unwrap();
+    let err = match super::PyroscopeReceiverFactory.create(&cfg) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("accepted TLS without a certificate"),
+    };
     assert!(
-        err.contains("unknown field") && err.contains("tls"),
+        err.contains("receivers::pyroscope::tls: a server certificate is required"),
         "{err}"
+    );
+    let cfg = ComponentConfig::from_yaml(
+        Kind::Receiver,
+        "pyroscope",
+        "auth: {authenticator: bearertokenauth}\n",
+    )
+    .unwrap();
+    let receiver = super::PyroscopeReceiverFactory.create(&cfg).unwrap();
+    assert_eq!(
+        receiver.authenticators(),
+        [(
+            "auth::authenticator".to_owned(),
+            "bearertokenauth".to_owned()
+        )]
     );
 }
 
