@@ -425,11 +425,14 @@ fn convert_push(
 }
 
 /// A refused request's answer: its status, `Retry-After` when it should
-/// come back (429 when the collector is full, 503 while it shuts down),
-/// and `{"code", "message"}` as Pyroscope and Connect write errors.
+/// come back (429 when the collector is full, 503 while it shuts down or
+/// cannot write a persistent queue), and `{"code", "message"}` as
+/// Pyroscope and Connect write errors.
 pub fn error(r: &Refusal) -> Response {
     let status = match r.retry_after {
-        Some(_) if r.reason != "shutdown" => StatusCode::TOO_MANY_REQUESTS,
+        Some(_) if !matches!(r.reason, "shutdown" | "queue_storage") => {
+            StatusCode::TOO_MANY_REQUESTS
+        }
         _ => r.http_status(),
     };
     let body = serde_json::json!({ "code": push::code_for(status), "message": r.message });
@@ -445,6 +448,35 @@ pub fn error(r: &Refusal) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Full: 429 (Pyroscope's answer to a tenant over its limit); a queue
+    /// that cannot write its disk or a collector shutting down: 503. Both
+    /// with `Retry-After` in whole seconds and the Connect code.
+    #[tokio::test]
+    async fn retryable_refusals_say_when_to_come_back() {
+        use std::time::Duration;
+        let full = (StatusCode::TOO_MANY_REQUESTS, "resource_exhausted");
+        let unavailable = (StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+        for (reason, after_ms, (status, code), secs) in [
+            ("queue_full", 1500, full, "2"),
+            ("memory_limit", 1000, full, "1"),
+            ("queue_storage", 5000, unavailable, "5"),
+            ("shutdown", 100, unavailable, "1"),
+        ] {
+            let r = Refusal::retry_later(reason, "later", Duration::from_millis(after_ms));
+            let resp = error(&r);
+            assert_eq!(resp.status(), status, "{reason}");
+            assert_eq!(resp.headers()[http::header::RETRY_AFTER], secs, "{reason}");
+            let body = axum::body::to_bytes(resp.into_body(), 1 << 10)
+                .await
+                .unwrap();
+            let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(json["code"], code, "{reason}");
+        }
+        let resp = error(&Refusal::invalid("malformed", "bad"));
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+        assert!(!resp.headers().contains_key(http::header::RETRY_AFTER));
+    }
 
     #[test]
     fn the_body_kind_follows_pyroscope() {
