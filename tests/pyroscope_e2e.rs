@@ -8,8 +8,9 @@
 //! request byte for byte (see tests/fixtures/pyroscope/README.md and each
 //! folder's SUMMARY.txt for the programs and init options). Nothing is
 //! installed at test time: the live check with a real SDK,
-//! tests/pyroscope_live.py, runs here only when `$PYROSCOPE_PYTHON` (or
-//! `python3`) can import `pyroscope`, and is skipped otherwise.
+//! tests/pyroscope_live.py, runs with the Python the other client tests
+//! use (`PROFCOL_PYTHON`, target/py or `python3`) when it imports
+//! `pyroscope`; `.ci/run` installs pyroscope-io there.
 
 mod common;
 
@@ -254,19 +255,15 @@ async fn tls_and_a_bearer_token_guard_the_receiver() {
     assert_eq!(totals(&files), want, "{files:?}");
 }
 
-/// tests/pyroscope_live.py with a real pyroscope-io, when one is installed,
+/// tests/pyroscope_live.py with the real pyroscope-io (pinned in
+/// tests/python/requirements.txt, which `.ci/run` installs into target/py),
 /// the receiver requiring the token the SDK sends in its `http_headers`.
+/// Skipped without the SDK, except under `CI`.
 #[test]
 fn the_live_python_check_passes_where_the_sdk_is_installed() {
-    let python = std::env::var("PYROSCOPE_PYTHON").unwrap_or_else(|_| "python3".into());
-    let has_sdk = std::process::Command::new(&python)
-        .args(["-c", "import pyroscope"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_sdk {
-        eprintln!("skipped: {python} cannot import pyroscope (set PYROSCOPE_PYTHON)");
+    let Some(python) = profcol_pipeline::testing::python(&["pyroscope"]) else {
         return;
-    }
+    };
     let out = std::process::Command::new(&python)
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pyroscope_live.py"))
         .args(["--profcol", env!("CARGO_BIN_EXE_profcol"), "--seconds", "8"])

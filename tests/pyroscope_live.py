@@ -16,8 +16,9 @@ installs nothing. To run it:
     cargo build -p profcol
     /tmp/pyro/bin/python tests/pyroscope_live.py --profcol target/debug/profcol [--token T]
 
-`cargo test --test pyroscope_e2e` runs it with $PYROSCOPE_PYTHON (or
-`python3`) when that interpreter has the SDK.
+`cargo test --test pyroscope_e2e` runs it with the Python of the other
+client tests ($PROFCOL_PYTHON, target/py or python3) when it has the SDK;
+tests/python/requirements.txt pins pyroscope-io for `.ci/run`.
 """
 
 import argparse
