@@ -5,6 +5,7 @@ pub mod bounds;
 pub mod dictionary;
 pub mod footprint;
 pub mod prefetch;
+pub mod repair;
 pub mod resolved;
 pub mod synth;
 pub mod validate;
@@ -14,4 +15,7 @@ pub use batch::{
     ProfileBatch,
 };
 pub use resolved::{folded, resolve, Detail, ResolvedProfile, ResolvedView};
-pub use validate::{invalid_profiles, validate, Problem, ProfileAt, ValidationError};
+pub use validate::{
+    findings, invalid_profiles, tables_without_zero_value, validate, Findings, Problem, ProfileAt,
+    ValidationError,
+};

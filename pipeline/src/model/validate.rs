@@ -42,6 +42,9 @@ pub enum Problem {
     /// recording has and which would turn into unbounded work downstream;
     /// `end`: the profile's end, `time_unix_nano + duration_nano`.
     TimeOutOfRange { value: u64, end: bool },
+    /// A rule of an older revision that its translation to v1.10.0 checks
+    /// (a sample's slice of `location_indices`, its number of values).
+    Malformed(String),
 }
 
 impl fmt::Display for Problem {
@@ -68,6 +71,7 @@ impl fmt::Display for Problem {
                 "{}{value} is after 2262-04-11T23:47:16Z, the latest time int64 nanoseconds hold",
                 if *end { "the profile ends at time_unix_nano + duration_nano = " } else { "" }
             ),
+            Problem::Malformed(what) => f.write_str(what),
         }
     }
 }
@@ -75,6 +79,8 @@ impl fmt::Display for Problem {
 /// Checks every index of `data` against its table and the invariants of the
 /// dictionary and of samples. Returns the first problem found.
 pub fn validate(data: &ProfilesData) -> Result<(), ValidationError> {
+    let dict = crate::proto::dictionary_of(data);
+    zero_values(dict)?;
     checked(data, &mut |_, e| Err(e))
 }
 
@@ -89,12 +95,56 @@ pub type ProfileAt = (usize, usize, usize);
 pub fn invalid_profiles(
     data: &ProfilesData,
 ) -> Result<Vec<(ProfileAt, ValidationError)>, ValidationError> {
+    findings(data).into_result()
+}
+
+/// What validation found, kept apart by what a caller can do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Findings {
+    /// Tables whose entry 0 is a real entry rather than the zero value: the
+    /// rule every revision since v1.8.0 states and some producers (and all
+    /// of v1.7.0) do not follow. Indices are checked as they are, so these
+    /// are the only problem when the table is otherwise consistent.
+    pub not_zero: Vec<Table>,
+    /// As [`invalid_profiles`], but with the zero values left out.
+    pub rest: Result<Vec<(ProfileAt, ValidationError)>, ValidationError>,
+}
+
+impl Findings {
+    /// Nothing to object to.
+    pub fn is_valid(&self) -> bool {
+        self.not_zero.is_empty() && self.consistent()
+    }
+
+    /// Every index in range and every sample well formed; entry 0 of some
+    /// table may still be a real entry.
+    pub fn consistent(&self) -> bool {
+        matches!(&self.rest, Ok(bad) if bad.is_empty())
+    }
+
+    /// As [`invalid_profiles`] reports it: a table without its zero value
+    /// spoils every Profile.
+    pub fn into_result(self) -> Result<Vec<(ProfileAt, ValidationError)>, ValidationError> {
+        match self.not_zero.first() {
+            Some(&table) => Err(not_zero_value(table)),
+            None => self.rest,
+        }
+    }
+}
+
+/// One pass over `data`, every rule checked (see [`Findings`]).
+pub fn findings(data: &ProfilesData) -> Findings {
+    let dict = crate::proto::dictionary_of(data);
     let mut bad = Vec::new();
-    checked(data, &mut |at, e| {
+    let rest = checked(data, &mut |at, e| {
         bad.push((at, e));
         Ok(())
-    })?;
-    Ok(bad)
+    })
+    .map(|()| bad);
+    Findings {
+        not_zero: tables_without_zero_value(dict),
+        rest,
+    }
 }
 
 type OnProfileError<'a> = dyn FnMut(ProfileAt, ValidationError) -> Result<(), ValidationError> + 'a;
@@ -105,7 +155,6 @@ fn checked(
 ) -> Result<(), ValidationError> {
     let dict = crate::proto::dictionary_of(data);
     let lens = PerTable::lens(dict);
-    zero_values(dict)?;
     dictionary(dict, &lens)?;
     resources(&data.resource_profiles, &lens, on_profile)
 }
@@ -131,22 +180,36 @@ macro_rules! check {
 }
 
 fn zero_values(d: &ProfilesDictionary) -> Result<(), ValidationError> {
-    fn first<T: Default + PartialEq>(t: &[T], table: Table) -> Result<(), ValidationError> {
-        match t.first() {
-            Some(z) if *z != T::default() => Err(ValidationError {
-                path: format!("dictionary.{table}[0]"),
-                problem: Problem::NotZeroValue { table },
-            }),
-            _ => Ok(()),
-        }
+    match tables_without_zero_value(d).first() {
+        Some(&table) => Err(not_zero_value(table)),
+        None => Ok(()),
     }
-    first(&d.string_table, Table::String)?;
-    first(&d.mapping_table, Table::Mapping)?;
-    first(&d.location_table, Table::Location)?;
-    first(&d.function_table, Table::Function)?;
-    first(&d.link_table, Table::Link)?;
-    first(&d.attribute_table, Table::Attribute)?;
-    first(&d.stack_table, Table::Stack)
+}
+
+fn not_zero_value(table: Table) -> ValidationError {
+    ValidationError {
+        path: format!("dictionary.{table}[0]"),
+        problem: Problem::NotZeroValue { table },
+    }
+}
+
+/// The tables of `d` whose entry 0 is not the zero value, in [`Table::ALL`] order.
+pub fn tables_without_zero_value(d: &ProfilesDictionary) -> Vec<Table> {
+    fn real<T: Default + PartialEq>(t: &[T]) -> bool {
+        t.first().is_some_and(|z| *z != T::default())
+    }
+    Table::ALL
+        .into_iter()
+        .filter(|&t| match t {
+            Table::String => real(&d.string_table),
+            Table::Mapping => real(&d.mapping_table),
+            Table::Location => real(&d.location_table),
+            Table::Function => real(&d.function_table),
+            Table::Link => real(&d.link_table),
+            Table::Attribute => real(&d.attribute_table),
+            Table::Stack => real(&d.stack_table),
+        })
+        .collect()
 }
 
 fn dictionary(d: &ProfilesDictionary, n: &PerTable) -> Result<(), ValidationError> {
