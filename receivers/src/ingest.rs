@@ -5,8 +5,9 @@
 //! Decoding, validation and conversion run on the blocking pool, never on
 //! the threads that serve connections.
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,10 +15,13 @@ use http::StatusCode;
 use tonic::Code;
 
 use profcol_pipeline::component::{ConsumeError, Output};
+use profcol_pipeline::formats::otlp_revisions::{self, Revision};
 use profcol_pipeline::memory::{Held, Reservation};
-use profcol_pipeline::model::dictionary::retain_profiles;
+use profcol_pipeline::model::dictionary::{retain_profiles, Lookup};
 use profcol_pipeline::model::footprint::estimate_decoded;
-use profcol_pipeline::model::{invalid_profiles, profile_sample_count, Problem, ValidationError};
+use profcol_pipeline::model::repair::{repair, Repairs};
+use profcol_pipeline::model::resolved::format_value;
+use profcol_pipeline::model::{findings, profile_sample_count, Findings, Problem, ValidationError};
 use profcol_pipeline::proto::{ExportProfilesPartialSuccess, ProfilesData};
 use profcol_pipeline::telemetry::Telemetry;
 use profcol_pipeline::ProfileBatch;
@@ -168,12 +172,28 @@ pub struct Accepted {
     pub partial: Option<ExportProfilesPartialSuccess>,
 }
 
+/// What to do with a request that breaks the proto's rules in a way
+/// producers commonly do (receiver key `on_invalid`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnInvalid {
+    /// Refuse it (invalid Profiles left out as a partial success).
+    Refuse,
+    /// Repair it and count each repair (see `model::repair`); what cannot
+    /// be repaired is refused as with `refuse`.
+    #[default]
+    Repair,
+}
+
 /// profiles/v1development still changes its field numbers between
-/// opentelemetry-proto releases, so a sender built on another release
-/// produces requests that decode into broken indices: say which one we speak.
-pub const REVISION_HINT: &str =
-    " (profcol reads profiles/v1development as in opentelemetry-proto v1.10.0; \
-     a sender built on another release of this unstable proto encodes it differently)";
+/// opentelemetry-proto releases: which ones profcol reads.
+const REVISIONS_READ: &str = "profcol reads profiles/v1development of opentelemetry-proto \
+     v1.7.0, v1.8.0, v1.9.0 and v1.10.0";
+
+/// Follows problems that bytes of another revision would decode into.
+fn revision_hint(read_as: Revision) -> String {
+    format!(" (read as opentelemetry-proto {read_as}, the revision that fits these bytes best; {REVISIONS_READ})")
+}
 
 /// Where a request came from.
 #[derive(Debug, Clone, Default)]
@@ -227,9 +247,72 @@ pub struct Ingest {
     pub id: String,
     pub output: Output,
     pub telemetry: Arc<Telemetry>,
+    pub on_invalid: OnInvalid,
+    /// Producers already told about, per thing told.
+    pub told: Told,
+}
+
+/// Producers (by `service.name`, else address) already told about one
+/// thing (an older revision, a kind of repair): each is logged once. Past
+/// [`Told::MAX`] entries nothing more is remembered, nor logged: the
+/// metrics still count.
+#[derive(Default)]
+pub struct Told(Mutex<HashSet<(String, &'static str)>>);
+
+impl Told {
+    pub const MAX: usize = 10_000;
+
+    /// Whether `producer` hears about `what` for the first time.
+    pub fn first(&self, producer: &str, what: &'static str) -> bool {
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() >= Self::MAX {
+            return false;
+        }
+        seen.insert((producer.to_owned(), what))
+    }
+}
+
+/// Who sent `data`: the first resource's `service.name`, else the client's
+/// address.
+fn producer(data: &ProfilesData, client: Option<SocketAddr>) -> String {
+    let lookup = Lookup::of(data);
+    data.resource_profiles
+        .iter()
+        .filter_map(|rp| rp.resource.as_ref())
+        .flat_map(|r| &r.attributes)
+        .find(|kv| lookup.key_of(kv) == "service.name")
+        .and_then(|kv| kv.value.as_ref())
+        .map(|v| format_value(v, &lookup))
+        .or_else(|| client.map(|a| a.ip().to_string()))
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// A request that passed: the batch, the partial success, the samples left
+/// out by reason, the revision it was written in and the repairs made.
+struct Checked {
+    batch: ProfileBatch,
+    partial: Option<ExportProfilesPartialSuccess>,
+    removed: Vec<(&'static str, u64)>,
+    revision: Option<Revision>,
+    repairs: Repairs,
 }
 
 impl Ingest {
+    pub fn new(
+        id: String,
+        output: Output,
+        telemetry: Arc<Telemetry>,
+        on_invalid: OnInvalid,
+    ) -> Self {
+        Self {
+            id,
+            output,
+            telemetry,
+            on_invalid,
+            told: Told::default(),
+        }
+    }
+
     /// Counts a refused request: its samples (0 when it could not be read)
     /// and the request itself, both with the reason, and logs why.
     pub fn refused(&self, origin: &Origin, samples: u64, r: &Refusal) {
@@ -257,8 +340,13 @@ impl Ingest {
             self.refused(&origin, 0, &r);
             return Err(r);
         }
+        let mode = self.on_invalid;
         let checked = profcol_pipeline::cpu::run(move || {
-            decode(bytes).and_then(|batch| check(batch, REVISION_HINT))
+            let d = decode(bytes)?;
+            let hint = revision_hint(d.revision);
+            let mut c = check(d.batch, Some(d.findings), mode, &hint)?;
+            c.revision = Some(d.revision);
+            Ok(c)
         })
         .await;
         self.hand_off(checked, memory, origin).await
@@ -273,35 +361,53 @@ impl Ingest {
         memory: Reservation,
         origin: Origin,
     ) -> Result<Accepted, Refusal> {
-        let checked = profcol_pipeline::cpu::run(move || check(ProfileBatch::new(data), "")).await;
+        let mode = self.on_invalid;
+        let checked =
+            profcol_pipeline::cpu::run(move || check(ProfileBatch::new(data), None, mode, ""))
+                .await;
         self.hand_off(checked, memory, origin).await
     }
 
     async fn hand_off(
         &self,
-        checked: Result<(ProfileBatch, Option<ExportProfilesPartialSuccess>, u64), (u64, Refusal)>,
+        checked: Result<Checked, (u64, Refusal)>,
         mut memory: Reservation,
         origin: Origin,
     ) -> Result<Accepted, Refusal> {
-        let (mut batch, partial, removed) = match checked {
+        let Checked {
+            mut batch,
+            partial,
+            removed,
+            revision,
+            repairs,
+        } = match checked {
             Ok(c) => c,
             Err((samples, r)) => {
                 self.refused(&origin, samples, &r);
                 return Err(r);
             }
         };
-        if let Some(p) = partial.as_ref().filter(|_| removed > 0) {
+        for (reason, n) in removed {
             self.telemetry
-                .receiver_refused(&self.id, origin.transport, removed, "invalid");
+                .receiver_refused(&self.id, origin.transport, n, reason);
+        }
+        if let Some(p) = &partial {
             profcol_pipeline::warn_limited!(receiver = %self.id, transport = origin.transport, peer = %origin.peer(), rejected_profiles = p.rejected_profiles, error = %p.error_message, "request partially refused");
         }
+        self.tell(&batch, &origin, revision, &repairs);
         memory.set(batch.held_bytes());
         batch.meta.memory = Some(Held::new(memory));
         batch.meta.transport = origin.transport;
         batch.meta.client_addr = origin.client;
         batch.meta.metadata = origin.metadata.clone();
         match self.output.consume(batch).await {
-            Ok(()) => Ok(Accepted { partial }),
+            Ok(()) => {
+                if let Some(r) = revision {
+                    self.telemetry
+                        .receiver_request(&self.id, origin.transport, r.as_str());
+                }
+                Ok(Accepted { partial })
+            }
             Err(e) => {
                 // The samples were counted as refused by `consume`.
                 let r = Refusal::from(e);
@@ -312,34 +418,103 @@ impl Ingest {
     }
 }
 
-/// Decodes an `ExportProfilesServiceRequest`; a refusal naming the field
-/// that does not decode.
-fn decode(bytes: Bytes) -> Result<ProfileBatch, (u64, Refusal)> {
-    ProfileBatch::decode(bytes.clone()).map_err(|e| {
-        let e = e
-            .to_string()
-            .replacen(" ProfilesData.", " ExportProfilesServiceRequest.", 1);
-        (
-            0,
-            Refusal::invalid(
-                "malformed",
-                format!(
-                    "cannot decode ExportProfilesServiceRequest ({} bytes): {e}{REVISION_HINT}",
-                    bytes.len()
-                ),
-            ),
-        )
-    })
+impl Ingest {
+    /// Counts the repairs, and tells each producer once that it sends an
+    /// older revision and what had to be repaired.
+    fn tell(
+        &self,
+        batch: &ProfileBatch,
+        origin: &Origin,
+        revision: Option<Revision>,
+        repairs: &Repairs,
+    ) {
+        let counts = repairs.counts();
+        for &(kind, n) in &counts {
+            self.telemetry.receiver_repairs(&self.id, kind, n);
+        }
+        let older = revision.filter(|&r| r != Revision::CURRENT);
+        if older.is_none() && counts.is_empty() {
+            return;
+        }
+        let producer = producer(batch.data(), origin.client);
+        if let Some(r) = older {
+            if self.told.first(&producer, r.as_str()) {
+                profcol_pipeline::info_limited!(receiver = %self.id, producer = %producer, otlp.proto_revision = r.as_str(), "producer sends an older revision of OTLP profiles; read and translated to v1.10.0");
+            }
+        }
+        for (kind, n) in counts {
+            if self.told.first(&producer, kind) {
+                let tables: Vec<&str> = repairs.shifted.iter().map(|t| t.field_name()).collect();
+                profcol_pipeline::warn_limited!(receiver = %self.id, producer = %producer, kind, n, tables = ?tables, "repaired a request instead of refusing it (on_invalid: repair); logged once per producer and kind");
+            }
+        }
+    }
 }
 
-/// Validates a batch: the batch, the partial success and the samples it
-/// left out; or the refusal with the samples refused. `hint` follows
-/// problems that another encoding of the data would explain.
-#[allow(clippy::type_complexity)]
-fn check(
+/// A request read as the revision that fits it.
+#[derive(Debug)]
+struct Read {
     batch: ProfileBatch,
-    hint: &'static str,
-) -> Result<(ProfileBatch, Option<ExportProfilesPartialSuccess>, u64), (u64, Refusal)> {
+    revision: Revision,
+    findings: Findings,
+}
+
+/// Decodes an `ExportProfilesServiceRequest` of any revision profcol reads;
+/// a refusal saying why no revision decodes it.
+fn decode(bytes: Bytes) -> Result<Read, (u64, Refusal)> {
+    match otlp_revisions::decode(&bytes) {
+        Ok(d) => Ok(Read {
+            // The received bytes pass through only if they are v1.10.0's.
+            batch: if d.revision == Revision::CURRENT {
+                ProfileBatch::from_encoded(d.data, bytes)
+            } else {
+                ProfileBatch::new(d.data)
+            },
+            revision: d.revision,
+            findings: d.findings,
+        }),
+        Err(e) => {
+            let e = e
+                .to_string()
+                .replace(" ProfilesData.", " ExportProfilesServiceRequest.");
+            Err((
+                0,
+                Refusal::invalid(
+                    "malformed",
+                    format!(
+                        "cannot decode ExportProfilesServiceRequest ({} bytes): {e} ({REVISIONS_READ})",
+                        bytes.len()
+                    ),
+                ),
+            ))
+        }
+    }
+}
+
+/// Validates a batch, repairing it first if `mode` says so and it needs
+/// it: the batch, the partial success and the samples it left out; or the
+/// refusal with the samples refused. `found` is what validation already
+/// found in the batch; `hint` follows problems that another encoding of
+/// the data would explain.
+fn check(
+    mut batch: ProfileBatch,
+    found: Option<Findings>,
+    mode: OnInvalid,
+    hint: &str,
+) -> Result<Checked, (u64, Refusal)> {
+    let mut found = found.unwrap_or_else(|| findings(batch.data()));
+    let mut repairs = Repairs::default();
+    if !found.is_valid() && mode == OnInvalid::Repair {
+        repairs = repair(batch.data_mut());
+        found = findings(batch.data());
+    }
+    // An empty sample is one observation, refused whatever happens next.
+    let empty = repairs.empty_samples;
+    let removed = if empty > 0 {
+        vec![("empty_sample", empty)]
+    } else {
+        Vec::new()
+    };
     let invalid = |e: &ValidationError| {
         // Broken indices and zero values are what another revision's
         // encoding decodes into; an empty sample is the sender's own.
@@ -347,36 +522,46 @@ fn check(
             Problem::OutOfRange { .. } | Problem::NotZeroValue { .. } => hint,
             Problem::ValueCountMismatch { .. }
             | Problem::EmptySample
-            | Problem::TimeOutOfRange { .. } => "",
+            | Problem::TimeOutOfRange { .. }
+            | Problem::Malformed(_) => "",
         };
         format!("invalid profiles data: {e}{hint}")
     };
     let refuse = |batch: &ProfileBatch, e: &ValidationError| {
         (
-            batch.sample_count(),
+            batch.sample_count() + empty,
             Refusal::invalid("invalid", invalid(e)),
         )
     };
+    let checked = |batch, partial, removed| Checked {
+        batch,
+        partial,
+        removed,
+        revision: None,
+        repairs: repairs.clone(),
+    };
     // Invalid Profiles are left out and the rest accepted (OTLP's partial
     // success), unless nothing valid is left.
-    match invalid_profiles(batch.data()) {
+    match found.into_result() {
         Err(e) => Err(refuse(&batch, &e)),
-        Ok(bad) if bad.is_empty() => Ok((batch, None, 0)),
+        Ok(bad) if bad.is_empty() => Ok(checked(batch, None, removed)),
         Ok(bad) if bad.len() as u64 == batch.profile_count() => Err(refuse(&batch, &bad[0].1)),
         Ok(bad) => {
             let mut data: ProfilesData = batch.into_data();
             let mut bad_at = bad.iter().map(|(at, _)| *at).peekable();
-            let mut removed = 0;
+            let mut removed_invalid = 0;
             retain_profiles(&mut data, |at, p| {
                 let gone = bad_at.next_if_eq(&at).is_some();
-                removed += if gone { profile_sample_count(p) } else { 0 };
+                removed_invalid += if gone { profile_sample_count(p) } else { 0 };
                 !gone
             });
             let partial = ExportProfilesPartialSuccess {
                 rejected_profiles: bad.len() as i64,
                 error_message: invalid(&bad[0].1),
             };
-            Ok((ProfileBatch::new(data), Some(partial), removed))
+            let mut removed_all = removed;
+            removed_all.push(("invalid", removed_invalid));
+            Ok(checked(ProfileBatch::new(data), Some(partial), removed_all))
         }
     }
 }

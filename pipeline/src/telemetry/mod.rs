@@ -43,6 +43,8 @@ pub struct Telemetry {
     receiver_items: Family<Labels, Counter>,
     receiver_forwarded: Family<Labels, Counter>,
     receiver_forward_queue: Family<Labels, Gauge>,
+    receiver_requests: Family<Labels, Counter>,
+    receiver_repairs: Family<Labels, Counter>,
 }
 
 impl Default for Telemetry {
@@ -87,6 +89,8 @@ impl Telemetry {
             receiver_items: family!(r, "profcol_receiver_items", "Items a receiver saw, by type and outcome (e.g. Sentry envelope items)."),
             receiver_forwarded: family!(r, "profcol_receiver_forwarded_items", "Items a receiver forwarded upstream, by type and outcome (forwarded, failed, dropped) with a reason."),
             receiver_forward_queue: family!(r, "profcol_receiver_forward_queue_size", "Envelopes waiting in a receiver's forwarding retry queue."),
+            receiver_requests: family!(r, "profcol_receiver_accepted_requests", "OTLP requests accepted, by the opentelemetry-proto revision they were written in."),
+            receiver_repairs: family!(r, "profcol_receiver_repairs", "Producer mistakes a receiver repaired instead of refusing the request, by kind."),
             registry: r,
             basic: b,
         }
@@ -174,6 +178,30 @@ impl Telemetry {
                 ("outcome", outcome),
             ],
         )
+    }
+
+    /// An accepted OTLP request and the proto revision it was written in
+    /// (`otlp_proto_revision`, the Prometheus form of `otlp.proto_revision`).
+    pub fn receiver_request(&self, receiver: &str, transport: &str, revision: &str) {
+        tracing::debug!(receiver, transport, revision, "request accepted");
+        self.receiver_requests
+            .get_or_create(&vec![
+                ("receiver", receiver.to_owned()),
+                ("transport", transport.to_owned()),
+                ("otlp_proto_revision", revision.to_owned()),
+            ])
+            .inc();
+    }
+
+    /// `n` repairs of one kind (see `model::repair`).
+    pub fn receiver_repairs(&self, receiver: &str, kind: &str, n: u64) {
+        tracing::debug!(receiver, kind, n, "repaired");
+        self.receiver_repairs
+            .get_or_create(&vec![
+                ("receiver", receiver.to_owned()),
+                ("kind", kind.to_owned()),
+            ])
+            .inc_by(n);
     }
 
     pub fn exporter_sent(&self, exporter: &str, samples: u64) {
@@ -303,6 +331,20 @@ impl Telemetry {
         sum(
             &self.receiver_refused,
             &[("receiver", receiver), ("reason", reason)],
+        )
+    }
+
+    pub fn accepted_requests(&self, receiver: &str, revision: &str) -> u64 {
+        sum(
+            &self.receiver_requests,
+            &[("receiver", receiver), ("otlp_proto_revision", revision)],
+        )
+    }
+
+    pub fn repairs(&self, receiver: &str, kind: &str) -> u64 {
+        sum(
+            &self.receiver_repairs,
+            &[("receiver", receiver), ("kind", kind)],
         )
     }
 

@@ -4,6 +4,8 @@ use profcol_pipeline::component::AuthConfig;
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration, ServerTls};
 use profcol_pipeline::net::{BodyLimits, ServerSettings};
 
+use crate::ingest::OnInvalid;
+
 /// `receivers: otlp:` — the Collector's names: gRPC and HTTP.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -13,6 +15,8 @@ pub struct OtlpReceiverConfig {
     pub record_to: Option<String>,
     /// Recordings kept in `record_to`; the oldest go first. 0: no limit.
     pub record_max_files: usize,
+    /// `repair` (the common producer mistakes, counted) or `refuse`.
+    pub on_invalid: OnInvalid,
 }
 
 impl Default for OtlpReceiverConfig {
@@ -21,6 +25,7 @@ impl Default for OtlpReceiverConfig {
             protocols: Protocols::default(),
             record_to: None,
             record_max_files: 1000,
+            on_invalid: OnInvalid::default(),
         }
     }
 }

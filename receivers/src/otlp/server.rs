@@ -46,11 +46,12 @@ impl Receiver for OtlpReceiver {
             &ctx.id,
         )?
         .map(Arc::new);
-        let ingest = Arc::new(Ingest {
-            id: ctx.id.clone(),
-            output: ctx.output.clone(),
-            telemetry: ctx.telemetry.clone(),
-        });
+        let ingest = Arc::new(Ingest::new(
+            ctx.id.clone(),
+            ctx.output.clone(),
+            ctx.telemetry.clone(),
+            self.cfg.on_invalid,
+        ));
         let mut servers = Vec::new();
         if let Some(g) = self.cfg.grpc() {
             let listener = crate::endpoint::bind(&g.endpoint, &name).await?;

@@ -231,13 +231,14 @@ mod record_to {
         let status = client.export(invalid).await.unwrap_err();
         assert_eq!(status.code(), tonic::Code::InvalidArgument);
         // Broken indices may come from another revision of the proto: the
-        // message says which one profcol reads. An empty sample cannot.
+        // message says which one profcol read it as. Values that do not
+        // match the timestamps cannot (and are not repaired).
         assert!(status.message().contains("v1.10.0"), "{status:?}");
-        let mut empty = fixture_request();
-        let s = &mut empty.resource_profiles[0].scope_profiles[0].profiles[0].samples[0];
-        s.values.clear();
-        s.timestamps_unix_nano.clear();
-        let status = client.export(empty).await.unwrap_err();
+        let mut mismatched = fixture_request();
+        let s = &mut mismatched.resource_profiles[0].scope_profiles[0].profiles[0].samples[0];
+        s.values = vec![1, 2];
+        s.timestamps_unix_nano = vec![1, 2, 3];
+        let status = client.export(mismatched).await.unwrap_err();
         assert_eq!(status.code(), tonic::Code::InvalidArgument);
         assert!(
             status.message().contains("samples[0]") && !status.message().contains("v1.10.0"),
@@ -301,5 +302,226 @@ mod record_to {
             .collect();
         names.sort();
         assert_eq!(names, ["0001.binpb", "0001.meta.json"]);
+    }
+}
+
+#[test]
+fn on_invalid_is_repair_by_default_and_decodes() {
+    use crate::ingest::OnInvalid;
+    assert_eq!(decode("{}").unwrap().on_invalid, OnInvalid::Repair);
+    assert_eq!(
+        decode("on_invalid: refuse\n").unwrap().on_invalid,
+        OnInvalid::Refuse
+    );
+    let err = decode("on_invalid: fix\n").unwrap_err();
+    assert!(
+        err.contains("receivers::otlp::on_invalid") && err.contains("refuse"),
+        "{err}"
+    );
+}
+
+/// Requests of every revision and from real producers, through the ingest
+/// path as the gRPC server hands them over.
+mod revisions {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use prost::Message;
+    use tonic::Code;
+
+    use profcol_pipeline::model::dictionary::{visit, Table};
+    use profcol_pipeline::model::resolved::{resolve, Detail};
+    use profcol_pipeline::proto::{ProfilesData, Sample};
+    use profcol_pipeline::telemetry::Telemetry;
+    use profcol_pipeline::testing::{capture, fixture, Capture};
+    use profcol_pipeline::ProfileBatch;
+
+    use crate::ingest::{Ingest, OnInvalid, Origin, Refusal};
+
+    const ORIGIN: Origin = Origin {
+        transport: "grpc",
+        client: None,
+        metadata: Vec::new(),
+    };
+
+    fn ingest(on_invalid: OnInvalid) -> (Ingest, Capture, Arc<Telemetry>) {
+        let telemetry = Arc::new(Telemetry::new());
+        let (output, rx) = capture("otlp", 16, 1 << 30, telemetry.clone());
+        (
+            Ingest::new("otlp".into(), output, telemetry.clone(), on_invalid),
+            rx,
+            telemetry,
+        )
+    }
+
+    async fn send(i: &Ingest, bytes: Bytes) -> Result<(), Refusal> {
+        let memory = i.output.budget().try_admit(bytes.len()).unwrap();
+        i.otlp(bytes, memory, ORIGIN).await.map(|a| {
+            assert!(a.partial.is_none(), "{:?}", a.partial);
+        })
+    }
+
+    fn revision_fixture(rel: &str) -> Bytes {
+        Bytes::from(fixture(&format!("otlp-revisions/{rel}")))
+    }
+
+    fn view(d: &ProfilesData) -> String {
+        resolve(d, Detail::Full).to_text()
+    }
+
+    #[tokio::test]
+    async fn every_revision_is_accepted_as_v1_10_and_counted_by_revision() {
+        let (i, mut rx, telemetry) = ingest(OnInvalid::Refuse);
+        let current = revision_fixture("python-proto-1.45.2/request.binpb");
+        let want = view(&ProfilesData::decode(current.clone()).unwrap());
+        for (file, revision) in [
+            ("python-proto-1.39.1/request.binpb", "v1.7.0"),
+            ("python-protoc-v1.8.0/request.binpb", "v1.8.0"),
+            ("python-proto-1.42.1/request.binpb", "v1.9.0"),
+            ("python-proto-1.45.2/request.binpb", "v1.10.0"),
+        ] {
+            let bytes = revision_fixture(file);
+            send(&i, bytes.clone()).await.unwrap();
+            let batch = rx.recv().await.unwrap();
+            assert_eq!(view(batch.data()), want, "{file}");
+            // Only v1.10.0 bytes pass through as they came.
+            assert_eq!(
+                batch.encoded(),
+                (revision == "v1.10.0").then_some(&bytes),
+                "{file}"
+            );
+            assert_eq!(telemetry.accepted_requests("otlp", revision), 1, "{file}");
+        }
+        assert_eq!(telemetry.accepted("otlp"), 4 * 3);
+        assert!(telemetry.encode_text().contains(
+            "profcol_receiver_accepted_requests_total{receiver=\"otlp\",transport=\"grpc\",otlp_proto_revision=\"v1.9.0\"} 1"
+        ));
+    }
+
+    /// The profiler of the issue: v1.9.0 with real entries at index 0.
+    #[tokio::test]
+    async fn the_v1_9_producer_without_zero_entries_is_repaired_or_refused() {
+        let bytes = revision_fixture("opentelemetry-sdk-extension-profiling-0.63b4/0001.binpb");
+        let (i, _rx, telemetry) = ingest(OnInvalid::Refuse);
+        let r = send(&i, bytes.clone()).await.unwrap_err();
+        assert_eq!(r.code, Code::InvalidArgument);
+        assert!(
+            r.message
+                .contains("location_table[0]: must be the zero value")
+                && r.message.contains("read as opentelemetry-proto v1.9.0"),
+            "{}",
+            r.message
+        );
+        assert_eq!(telemetry.refused_for("otlp", "invalid"), 13);
+
+        let (i, mut rx, telemetry) = ingest(OnInvalid::Repair);
+        send(&i, bytes).await.unwrap();
+        let batch = rx.recv().await.unwrap();
+        profcol_pipeline::model::validate(batch.data()).unwrap();
+        assert_eq!(batch.sample_count(), 13);
+        assert_eq!(telemetry.accepted("otlp"), 13);
+        assert_eq!(telemetry.repairs("otlp", "index_0_real_entry"), 4);
+        assert_eq!(telemetry.accepted_requests("otlp", "v1.9.0"), 1);
+        let v = resolve(batch.data(), Detail::Names).to_text();
+        assert!(
+            v.contains("[thread.id=") && v.contains("thread.name=MainThread"),
+            "{v}"
+        );
+    }
+
+    /// `meant` as a producer that does not reserve index 0 of these tables
+    /// writes it: entry 0 gone, every reference one down.
+    fn without_zero_entries(meant: &ProfilesData, tables: &[Table]) -> ProfilesData {
+        let mut d = meant.clone();
+        let mut down = |t: Table, i: &mut i32| {
+            if tables.contains(&t) {
+                *i -= 1;
+            }
+        };
+        visit::resources_mut(&mut d.resource_profiles, &mut down);
+        let dict = d.dictionary.as_mut().unwrap();
+        dict.location_table
+            .iter_mut()
+            .for_each(|l| visit::location_mut(l, &mut down));
+        dict.stack_table
+            .iter_mut()
+            .for_each(|s| visit::stack_mut(s, &mut down));
+        dict.mapping_table
+            .iter_mut()
+            .for_each(|m| visit::mapping_mut(m, &mut down));
+        for &t in tables {
+            match t {
+                Table::Location => drop(dict.location_table.remove(0)),
+                Table::Function => drop(dict.function_table.remove(0)),
+                Table::Attribute => drop(dict.attribute_table.remove(0)),
+                Table::Stack => drop(dict.stack_table.remove(0)),
+                _ => unreachable!(),
+            }
+        }
+        d
+    }
+
+    #[tokio::test]
+    async fn a_request_with_real_entries_at_0_and_bad_indices_is_read_as_meant() {
+        let meant =
+            ProfilesData::decode(revision_fixture("python-proto-1.45.2/request.binpb")).unwrap();
+        let tables = [
+            Table::Location,
+            Table::Function,
+            Table::Attribute,
+            Table::Stack,
+        ];
+        let mut sent = without_zero_entries(&meant, &tables);
+        // Two references past their tables and a sample with nothing in it.
+        let p = &mut sent.resource_profiles[0].scope_profiles[0].profiles[0];
+        p.samples[0].attribute_indices.push(99);
+        p.samples.push(Sample {
+            stack_index: 0,
+            ..Default::default()
+        });
+        sent.dictionary.as_mut().unwrap().function_table[0].filename_strindex = 1000;
+        let bytes = Bytes::from(sent.encode_to_vec());
+        let dropped_file = {
+            let mut m = meant.clone();
+            m.dictionary.as_mut().unwrap().function_table[1].filename_strindex = 0;
+            m
+        };
+
+        let (i, mut rx, telemetry) = ingest(OnInvalid::Repair);
+        send(&i, bytes.clone()).await.unwrap();
+        let batch = rx.recv().await.unwrap();
+        assert_eq!(view(batch.data()), view(&dropped_file));
+        for (kind, n) in [
+            ("index_0_real_entry", 4),
+            ("attribute_index_out_of_range", 1),
+            ("string_index_out_of_range", 1),
+            ("empty_sample", 1),
+        ] {
+            assert_eq!(telemetry.repairs("otlp", kind), n, "{kind}");
+        }
+        let n = ProfileBatch::new(meant).sample_count();
+        assert_eq!(telemetry.accepted("otlp"), n);
+        assert_eq!(telemetry.refused_for("otlp", "empty_sample"), 1);
+        assert!(telemetry.encode_text().contains(
+            "profcol_receiver_repairs_total{receiver=\"otlp\",kind=\"index_0_real_entry\"} 4"
+        ));
+
+        let (i, _rx, telemetry) = ingest(OnInvalid::Refuse);
+        let r = send(&i, bytes).await.unwrap_err();
+        assert!(
+            r.message.contains("must be the zero value"),
+            "{}",
+            r.message
+        );
+        assert_eq!(telemetry.repairs("otlp", "index_0_real_entry"), 0);
+    }
+
+    #[test]
+    fn each_producer_is_told_once_per_thing() {
+        let told = crate::ingest::Told::default();
+        assert!(told.first("api", "v1.9.0"));
+        assert!(!told.first("api", "v1.9.0"));
+        assert!(told.first("api", "empty_sample"));
+        assert!(told.first("worker", "v1.9.0"));
     }
 }

@@ -12,7 +12,7 @@ use profcol_pipeline::component::{Receiver, ReceiverContext};
 
 use super::config::PyroscopeReceiverConfig;
 use super::handler::{error, Handler};
-use crate::ingest::{Ingest, Refusal};
+use crate::ingest::{Ingest, OnInvalid, Refusal};
 
 pub struct PyroscopeReceiver {
     cfg: PyroscopeReceiverConfig,
@@ -132,11 +132,14 @@ impl Receiver for PyroscopeReceiver {
         }
         let auth = ctx.authenticators.resolve(self.cfg.auth.as_ref(), &name)?;
         let handler = Arc::new(Handler {
-            ingest: Ingest {
-                id: ctx.id.clone(),
-                output: ctx.output.clone(),
-                telemetry: ctx.telemetry.clone(),
-            },
+            // What profcol converted itself is refused when invalid, as
+            // before `on_invalid`: there is no producer mistake to repair.
+            ingest: Ingest::new(
+                ctx.id.clone(),
+                ctx.output.clone(),
+                ctx.telemetry.clone(),
+                OnInvalid::Refuse,
+            ),
             cfg: self.cfg,
             recorder,
             auth,

@@ -45,11 +45,12 @@ fn harness_with_auth(
     let (output, rx) =
         profcol_pipeline::testing::capture("pyroscope", inbox, budget, telemetry.clone());
     let handler = Handler {
-        ingest: Ingest {
-            id: "pyroscope".into(),
+        ingest: Ingest::new(
+            "pyroscope".into(),
             output,
-            telemetry: telemetry.clone(),
-        },
+            telemetry.clone(),
+            crate::ingest::OnInvalid::Refuse,
+        ),
         cfg,
         recorder: None,
         auth,
