@@ -465,9 +465,11 @@ async fn an_invalid_profile_is_rejected_alone() {
     // Counted in observations, the unit of every metric, not in Samples:
     // one sample of the invalid Profile holds three.
     profiles[1].samples[0].values = vec![1, 2, 3];
-    profiles[1].samples[3].values.clear();
+    // Not one of the mistakes `on_invalid: repair` repairs.
+    profiles[1].samples[3].values = vec![5];
+    profiles[1].samples[3].timestamps_unix_nano = vec![1, 2];
     let bad = profcol_pipeline::model::profile_sample_count(&profiles[1]);
-    assert_eq!(bad, profiles[1].samples.len() as u64 + 2);
+    assert_eq!(bad, profiles[1].samples.len() as u64 + 3);
     let n = samples(std::slice::from_ref(&req));
     let answer = client(recv)
         .await
@@ -482,7 +484,7 @@ async fn an_invalid_profile_is_rejected_alone() {
     assert!(
         partial
             .error_message
-            .contains("profiles[1].samples[3]: neither values nor timestamps"),
+            .contains("profiles[1].samples[3].values: 1 values but 2 timestamps"),
         "{}",
         partial.error_message
     );
@@ -787,4 +789,89 @@ async fn raw_export(port: u16, body: Vec<u8>) -> Result<(), tonic::Status> {
     )
     .await
     .map(|_| ())
+}
+
+/// Producers on older proto revisions through an edge collector that
+/// sends v1.9.0 (`proto_revision`) to a gateway that reads it, on to a
+/// v1.10.0 sink: every hop keeps the meaning, and each receiver counts
+/// the revision it read.
+#[tokio::test]
+async fn older_revisions_in_an_older_revision_out() {
+    let sink = Sink::start().await;
+    let (gw_recv, gw_metrics) = (free_port(), free_port());
+    let gateway = config(
+        gw_recv,
+        gw_metrics,
+        &sink_exporter("otlp", sink.addr.port()),
+        "otlp",
+    );
+    let (edge_recv, edge_metrics) = (free_port(), free_port());
+    let edge = config(
+        edge_recv,
+        edge_metrics,
+        &(sink_exporter("otlp", gw_recv) + "    proto_revision: v1.9.0\n"),
+        "otlp",
+    );
+    let gw = profcol::app::start_str(&gateway, RuntimeOptions::default())
+        .await
+        .unwrap();
+    let edge = profcol::app::start_str(&edge, RuntimeOptions::default())
+        .await
+        .unwrap();
+    let (gw_t, edge_t) = (gw.telemetry().clone(), edge.telemetry().clone());
+
+    let mut channel =
+        tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{edge_recv}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+    let files = [
+        ("python-proto-1.39.1/request.binpb", "v1.7.0"),
+        ("python-protoc-v1.8.0/request.binpb", "v1.8.0"),
+        (
+            "opentelemetry-sdk-extension-profiling-0.63b4/0001.binpb",
+            "v1.9.0",
+        ),
+        ("beacon-profiling-1.2.1/0001.binpb", "v1.10.0"),
+    ];
+    for (file, _) in files {
+        let bytes = profcol_pipeline::testing::fixture(&format!("otlp-revisions/{file}"));
+        let code =
+            common::export_framed(&mut channel, common::grpc_frame(&bytes, false), None).await;
+        assert_eq!(code, 0, "{file}");
+    }
+    edge.shutdown().await;
+    gw.shutdown().await;
+
+    for (_, revision) in files {
+        assert_eq!(edge_t.accepted_requests("otlp", revision), 1, "{revision}");
+    }
+    assert_eq!(gw_t.accepted_requests("otlp", "v1.9.0"), 4);
+    assert_eq!(edge_t.repairs("otlp", "index_0_real_entry"), 4);
+    let n = edge_t.accepted("otlp");
+    assert_eq!(
+        (
+            edge_t.sent("otlp"),
+            gw_t.accepted("otlp"),
+            gw_t.sent("otlp")
+        ),
+        (n, n, n)
+    );
+    // What the sink got means what the producers sent.
+    let mut want: Vec<String> = files
+        .iter()
+        .map(|(file, _)| {
+            let b = bytes::Bytes::from(profcol_pipeline::testing::fixture(&format!(
+                "otlp-revisions/{file}"
+            )));
+            let mut d = profcol_pipeline::formats::otlp_revisions::decode(&b)
+                .unwrap()
+                .data;
+            profcol_pipeline::model::repair::repair(&mut d);
+            resolve(&d, Detail::Full).to_text()
+        })
+        .collect();
+    want.sort();
+    assert_eq!(resolved_in_any_order(&sink.received()), want);
 }

@@ -7,6 +7,7 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 
 use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext, Request};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+use profcol_pipeline::formats::otlp_revisions::Revision;
 use profcol_pipeline::proto::EXPORT_PATH;
 
 use super::classify::classify;
@@ -24,6 +25,7 @@ pub struct OtlpExporter {
     compression: Compression,
     endpoint: String,
     auth: ClientAuth,
+    revision: Revision,
 }
 
 impl OtlpExporter {
@@ -112,6 +114,7 @@ impl OtlpExporter {
                 compression: cfg.compression,
                 endpoint: uri,
                 auth: ClientAuth::new(cfg.auth.clone()),
+                revision: cfg.proto_revision,
             }),
             _ => Err(errs),
         }
@@ -153,7 +156,11 @@ impl Exporter for OtlpExporter {
             }
         }
         let resp = grpc
-            .unary(req, PathAndQuery::from_static(EXPORT_PATH), BatchCodec)
+            .unary(
+                req,
+                PathAndQuery::from_static(EXPORT_PATH),
+                BatchCodec(self.revision),
+            )
             .await
             .map_err(|s| classify(&s))?;
         let Some(p) = resp.into_inner().partial_success else {

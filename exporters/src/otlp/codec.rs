@@ -1,5 +1,6 @@
 //! Client codec: writes a batch's received bytes when nothing changed them,
-//! and encodes straight into the gRPC buffer otherwise.
+//! and encodes straight into the gRPC buffer otherwise, in the proto
+//! revision the peer reads.
 
 use std::sync::Arc;
 
@@ -8,11 +9,11 @@ use prost::Message;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::Status;
 
+use profcol_pipeline::formats::otlp_revisions::{encode_as, Revision};
 use profcol_pipeline::proto::ExportProfilesServiceResponse;
 use profcol_pipeline::ProfileBatch;
 
-#[derive(Default)]
-pub struct BatchCodec;
+pub struct BatchCodec(pub Revision);
 
 impl Codec for BatchCodec {
     type Encode = Arc<ProfileBatch>;
@@ -21,7 +22,7 @@ impl Codec for BatchCodec {
     type Decoder = ResponseDecoder;
 
     fn encoder(&mut self) -> BatchEncoder {
-        BatchEncoder
+        BatchEncoder(self.0)
     }
 
     fn decoder(&mut self) -> ResponseDecoder {
@@ -29,22 +30,37 @@ impl Codec for BatchCodec {
     }
 }
 
-pub struct BatchEncoder;
+pub struct BatchEncoder(Revision);
 
 impl Encoder for BatchEncoder {
     type Item = Arc<ProfileBatch>;
     type Error = Status;
 
     fn encode(&mut self, item: Arc<ProfileBatch>, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        let revision = self.0;
         match item.encoded() {
-            Some(bytes) => {
+            // Received bytes are always v1.10.0's.
+            Some(bytes) if revision == Revision::CURRENT => {
                 buf.put_slice(bytes);
                 Ok(())
             }
-            None => item
+            _ if revision == Revision::CURRENT => item
                 .data()
                 .encode(buf)
                 .map_err(|e| Status::internal(format!("encoding the request: {e}"))),
+            _ => {
+                let lost = encode_as(item.data(), revision, buf)
+                    .map_err(|e| Status::internal(format!("encoding the request: {e}")))?;
+                if !lost.is_empty() {
+                    profcol_pipeline::warn_limited!(
+                        proto_revision = %revision,
+                        summed_samples = lost.summed_samples,
+                        attribute_units = lost.attribute_units,
+                        "the peer's proto revision cannot hold all of the batch: values per timestamp sent as their sum, units of keys with several units dropped"
+                    );
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -5,6 +5,7 @@ use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue};
 
 use profcol_pipeline::component::AuthConfig;
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+use profcol_pipeline::formats::otlp_revisions::Revision;
 
 /// `exporters: otlp:` with the Collector's names and defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -18,6 +19,9 @@ pub struct OtlpExporterConfig {
     pub compression: Compression,
     /// An extension (`bearertokenauth`) whose credentials go with every call.
     pub auth: Option<AuthConfig>,
+    /// The opentelemetry-proto revision the peer reads (`v1.10.0` unless
+    /// it has not upgraded).
+    pub proto_revision: Revision,
 }
 
 impl Default for OtlpExporterConfig {
@@ -28,6 +32,7 @@ impl Default for OtlpExporterConfig {
             headers: BTreeMap::new(),
             compression: Compression::Gzip,
             auth: None,
+            proto_revision: Revision::CURRENT,
         }
     }
 }

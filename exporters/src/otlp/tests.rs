@@ -2,6 +2,7 @@ use tonic::Code;
 
 use profcol_pipeline::component::ExportError;
 use profcol_pipeline::config::{ComponentConfig, Duration, Kind};
+use profcol_pipeline::formats::otlp_revisions::Revision;
 
 use profcol_pipeline::runtime::create_exporter;
 
@@ -53,6 +54,7 @@ compression: zstd
 timeout: 250ms
 retry_on_failure: {enabled: false, initial_interval: 1s, max_interval: 2s, max_elapsed_time: 0s, multiplier: 2}
 sending_queue: {enabled: true, num_consumers: 2, queue_size: 50, block_on_overflow: true}
+proto_revision: v1.9.0
 "#;
     let cfg = ComponentConfig::from_yaml(Kind::Exporter, "otlp/gw", yaml).unwrap();
     let (_, settings) = create_exporter(&*factory(), &cfg).unwrap();
@@ -67,6 +69,7 @@ sending_queue: {enabled: true, num_consumers: 2, queue_size: 50, block_on_overfl
         headers: [("x-scope-orgid".to_string(), "team-a".to_string())].into(),
         compression: Compression::Zstd,
         auth: None,
+        proto_revision: Revision::V1_9_0,
     };
     assert_eq!(c, want);
     assert!(c.plaintext());
@@ -89,6 +92,25 @@ sending_queue: {enabled: true, num_consumers: 2, queue_size: 50, block_on_overfl
         },
     };
     assert_eq!(settings, want);
+}
+
+#[test]
+fn proto_revision_names_a_revision_profcol_writes() {
+    let decode = |yaml: &str| {
+        let cfg = ComponentConfig::from_yaml(Kind::Exporter, "otlp/gw", yaml).unwrap();
+        let (rest, _) = cfg.split_off(&profcol_pipeline::config::EXPORTER_SETTINGS_KEYS);
+        rest.decode::<OtlpExporterConfig>().unwrap()
+    };
+    assert_eq!(decode("endpoint: a:1").proto_revision, Revision::V1_10_0);
+    for r in ["v1.7.0", "v1.8.0", "v1.9.0", "v1.10.0"] {
+        let c = decode(&format!("endpoint: a:1\nproto_revision: {r}"));
+        assert_eq!(c.proto_revision.as_str(), r);
+    }
+    let err = create_errors("endpoint: a:1\nproto_revision: v1.6.0").join("\n");
+    assert!(
+        err.contains("exporters::otlp/gw::proto_revision") && err.contains("v1.9.0"),
+        "{err}"
+    );
 }
 
 #[test]
