@@ -662,3 +662,92 @@ async fn the_python_sdks_otlp_http_client_is_accepted() {
     svc.shutdown().await;
     assert_eq!(resolved(&sink.received()), resolved(&expected));
 }
+
+/// Producers on older proto revisions post over HTTP: the real profilers'
+/// HTTP captures in protobuf (the v1.9.0 one with real entries at index 0)
+/// and the same profile as each revision's published classes write it in
+/// OTLP/JSON. All are accepted, the sink gets what each producer meant,
+/// and each request is counted by the revision it was read as.
+#[tokio::test]
+async fn older_revisions_are_accepted_over_http_in_protobuf_and_json() {
+    use profcol_pipeline::formats::otlp_revisions;
+    use profcol_pipeline::model::repair::repair;
+
+    let sink = Sink::start().await;
+    let (grpc, http) = (free_port(), free_port());
+    let yaml = gateway_config(grpc, http, &sink, "", "");
+    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
+        .await
+        .unwrap();
+    let telemetry = svc.telemetry().clone();
+    let url = format!("http://127.0.0.1:{http}/v1development/profiles");
+    let web = reqwest::Client::new();
+    let revision_fixture = |rel: &str| fixture(&format!("otlp-revisions/{rel}"));
+
+    let mut want = Vec::new();
+    for file in [
+        "opentelemetry-sdk-extension-profiling-0.63b4/0002.binpb",
+        "beacon-profiling-1.2.1/0002.binpb",
+    ] {
+        let body = revision_fixture(file);
+        let resp = post(
+            &web,
+            &url,
+            "application/x-protobuf",
+            None,
+            body.clone(),
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(resp.status(), 200, "{file}");
+        let r = ExportProfilesServiceResponse::decode(resp.bytes().await.unwrap()).unwrap();
+        assert!(r.partial_success.is_none(), "{file}");
+        let mut meant = otlp_revisions::decode(&body.into()).unwrap().data;
+        repair(&mut meant);
+        want.push(resolve(&meant, Detail::Full).to_text());
+    }
+    // One profile in every revision's JSON: all mean what v1.10.0 says.
+    let v1_10 = ExportProfilesServiceRequest::decode(
+        revision_fixture("python-proto-1.45.2/request.binpb").as_slice(),
+    )
+    .unwrap();
+    for dir in [
+        "python-proto-1.39.1",
+        "python-protoc-v1.8.0",
+        "python-proto-1.42.1",
+        "python-proto-1.45.2",
+    ] {
+        let json = revision_fixture(&format!("{dir}/request.json"));
+        let resp = post(
+            &web,
+            &url,
+            "application/json",
+            Some("gzip"),
+            gzip(&json),
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(resp.status(), 200, "{dir}");
+        assert_eq!(&resp.bytes().await.unwrap()[..], b"{}", "{dir}");
+        want.push(resolved(std::slice::from_ref(&v1_10)).remove(0));
+    }
+
+    wait_for(&sink, want.len()).await;
+    svc.shutdown().await;
+    want.sort();
+    assert_eq!(resolved(&sink.received()), want);
+    // v1.9.0 and v1.10.0 write the same JSON: read as v1.10.0.
+    for (revision, n) in [("v1.7.0", 1), ("v1.8.0", 1), ("v1.9.0", 1), ("v1.10.0", 3)] {
+        assert_eq!(
+            telemetry.accepted_requests("otlp", revision),
+            n,
+            "{revision}"
+        );
+    }
+    assert_eq!(telemetry.repairs("otlp", "index_0_real_entry"), 4);
+    assert!(telemetry.encode_text().contains(
+        "profcol_receiver_accepted_requests_total{receiver=\"otlp\",transport=\"http\",otlp_proto_revision=\"v1.8.0\"} 1"
+    ));
+}

@@ -15,6 +15,7 @@ use http::StatusCode;
 use tonic::Code;
 
 use profcol_pipeline::component::{ConsumeError, Output};
+use profcol_pipeline::formats::otlp_json;
 use profcol_pipeline::formats::otlp_revisions::{self, Revision};
 use profcol_pipeline::memory::{Held, Reservation};
 use profcol_pipeline::model::dictionary::{retain_profiles, Lookup};
@@ -185,6 +186,10 @@ pub enum OnInvalid {
     Repair,
 }
 
+/// What a JSON body becomes while it is mapped to protobuf (a value tree,
+/// then the message): a few times the text, reserved before it is taken.
+const JSON_EXPANSION: usize = 8;
+
 /// profiles/v1development still changes its field numbers between
 /// opentelemetry-proto releases: which ones profcol reads.
 const REVISIONS_READ: &str = "profcol reads profiles/v1development of opentelemetry-proto \
@@ -345,6 +350,32 @@ impl Ingest {
             let d = decode(bytes)?;
             let hint = revision_hint(d.revision);
             let mut c = check(d.batch, Some(d.findings), mode, &hint)?;
+            c.revision = Some(d.revision);
+            Ok(c)
+        })
+        .await;
+        self.hand_off(checked, memory, origin).await
+    }
+
+    /// An OTLP/JSON `ExportProfilesServiceRequest` of any revision profcol
+    /// reads (see `otlp_json::decode_any`), as [`Ingest::otlp`] takes bytes.
+    pub async fn otlp_json(
+        &self,
+        json: Bytes,
+        mut memory: Reservation,
+        origin: Origin,
+    ) -> Result<Accepted, Refusal> {
+        if let Err(e) = memory.try_grow_to(json.len().saturating_mul(JSON_EXPANSION)) {
+            let r = Refusal::from(ConsumeError::memory(e));
+            self.refused(&origin, 0, &r);
+            return Err(r);
+        }
+        let mode = self.on_invalid;
+        let checked = profcol_pipeline::cpu::run(move || {
+            let d = otlp_json::decode_any(&json)
+                .map_err(|e| (0, Refusal::invalid("malformed", e.to_string())))?;
+            let hint = revision_hint(d.revision);
+            let mut c = check(ProfileBatch::new(d.data), Some(d.findings), mode, &hint)?;
             c.revision = Some(d.revision);
             Ok(c)
         })

@@ -3,6 +3,12 @@
 //! The proto3 JSON mapping comes from `prost-reflect` over the descriptors
 //! `opentelemetry-proto` ships; OTLP differs from it only in writing trace,
 //! span and profile ids as hex rather than base64, which is fixed up here.
+//!
+//! The older revisions of `profiles/v1development` (see
+//! [`otlp_revisions`](super::otlp_revisions)) are read and written with
+//! their own descriptors. In JSON fields go by name, so text that one
+//! revision reads means the same in every revision that reads it: v1.9.0
+//! and v1.10.0 write the same names, and their text is read as v1.10.0.
 
 use std::sync::LazyLock;
 
@@ -13,6 +19,7 @@ use prost_reflect::{
 };
 use serde_json::Value;
 
+use super::otlp_revisions::{self, Decoded, Lost, Revision};
 use crate::proto::{ExportProfilesServiceRequest, ProfilesData};
 
 const REQUEST: &str =
@@ -34,6 +41,32 @@ static REQUEST_DESCRIPTOR: LazyLock<MessageDescriptor> = LazyLock::new(|| {
         .expect("the descriptors include the profiles service")
 });
 
+/// The request's message in each revision, newest first: v1.10.0's
+/// `ExportProfilesServiceRequest`, the older revisions' `ProfilesData`
+/// (which has the same fields).
+static REVISIONS: LazyLock<Vec<(Revision, MessageDescriptor)>> = LazyLock::new(|| {
+    Revision::ALL
+        .into_iter()
+        .map(|r| {
+            let m = match r {
+                Revision::CURRENT => REQUEST_DESCRIPTOR.clone(),
+                _ => otlp_revisions::pool(r)
+                    .get_message_by_name("opentelemetry.proto.profiles.v1development.ProfilesData")
+                    .expect("every revision has ProfilesData"),
+            };
+            (r, m)
+        })
+        .collect()
+});
+
+fn descriptor(revision: Revision) -> MessageDescriptor {
+    let (_, m) = REVISIONS
+        .iter()
+        .find(|(r, _)| *r == revision)
+        .expect("every revision is in REVISIONS");
+    m.clone()
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("invalid OTLP/JSON: {0}")]
 pub struct OtlpJsonError(String);
@@ -54,6 +87,52 @@ pub fn decode(json: &[u8]) -> Result<ProfilesData, OtlpJsonError> {
     Ok(crate::proto::request_into_data(req))
 }
 
+/// Decodes OTLP/JSON written with the profiles messages of any revision
+/// profcol reads, into v1.10.0, as [`otlp_revisions::decode`] does bytes:
+/// newest first, the first revision whose names and types all fit (no
+/// field it does not know) and whose translation is valid (but for real
+/// entries at index 0) wins. Text with fields no revision knows (a newer
+/// producer) is read as v1.10.0 ignoring them, as OTLP receivers must; if
+/// an older revision fits all of it, that one wins, as with bytes. The
+/// error, when nothing reads the text, is v1.10.0's.
+pub fn decode_any(json: &[u8]) -> Result<Decoded, OtlpJsonError> {
+    let mut value: Value =
+        serde_json::from_slice(json).map_err(|e| OtlpJsonError(e.to_string()))?;
+    walk(&mut value, &|s| hex_to_base64(s));
+    let strict = DeserializeOptions::new().deny_unknown_fields(true);
+    let lenient = DeserializeOptions::new().deny_unknown_fields(false);
+    let mut best: Option<Decoded> = None;
+    let mut error = None;
+    for (revision, m) in REVISIONS.iter() {
+        let (msg, unknown_fields) =
+            match DynamicMessage::deserialize_with_options(m.clone(), &value, &strict) {
+                Ok(msg) => (msg, 0),
+                Err(_) if *revision == Revision::CURRENT => {
+                    match DynamicMessage::deserialize_with_options(m.clone(), &value, &lenient) {
+                        // At least one: the strict reading refused it.
+                        Ok(msg) => (msg, 1),
+                        Err(e) => {
+                            error = Some(located(json, &lenient, e));
+                            continue;
+                        }
+                    }
+                }
+                Err(_) => continue,
+            };
+        let Ok(mut d) = otlp_revisions::read_as(*revision, &msg.encode_to_vec().into()) else {
+            continue;
+        };
+        d.unknown_fields = unknown_fields;
+        if d.fits() {
+            return Ok(d);
+        }
+        if best.as_ref().is_none_or(|b| b.prefers(&d)) {
+            best = Some(d);
+        }
+    }
+    best.ok_or_else(|| error.unwrap_or_else(|| OtlpJsonError("no revision reads it".into())))
+}
+
 /// A `Value` has no positions, so a mapping error is found again on the
 /// text, where serde_json adds the line and column and the path names the
 /// field. Hex ids are valid base64, so that pass fails only where the first
@@ -71,9 +150,17 @@ fn located(json: &[u8], opts: &DeserializeOptions, first: serde_json::Error) -> 
 /// Encodes as OTLP/JSON: lowerCamelCase names, 64-bit integers as strings,
 /// enums as numbers, ids as hex, default values left out.
 pub fn encode(data: &ProfilesData) -> Vec<u8> {
-    let bytes = data.encode_to_vec();
-    let msg = DynamicMessage::decode(REQUEST_DESCRIPTOR.clone(), bytes.as_slice())
-        .expect("prost output decodes with the same descriptors");
+    encode_as(data, Revision::CURRENT).0
+}
+
+/// Encodes as [`encode`] does, in the names and shapes of `revision`, as
+/// [`otlp_revisions::encode_as`] writes it; with what it could not hold.
+pub fn encode_as(data: &ProfilesData, revision: Revision) -> (Vec<u8>, Lost) {
+    let mut bytes = Vec::new();
+    let lost =
+        otlp_revisions::encode_as(data, revision, &mut bytes).expect("a Vec takes any message");
+    let msg = DynamicMessage::decode(descriptor(revision), bytes.as_slice())
+        .expect("the revision's own output decodes with its descriptors");
     let opts = SerializeOptions::new()
         .stringify_64_bit_integers(true)
         .use_enum_numbers(true)
@@ -82,7 +169,10 @@ pub fn encode(data: &ProfilesData) -> Vec<u8> {
         .serialize_with_options(serde_json::value::Serializer, &opts)
         .expect("a message always serializes to a JSON value");
     walk(&mut value, &|s| base64_to_hex(s));
-    serde_json::to_vec(&value).expect("a JSON value always serializes")
+    (
+        serde_json::to_vec(&value).expect("a JSON value always serializes"),
+        lost,
+    )
 }
 
 /// Rewrites the string value of every id key, at any depth.
@@ -175,6 +265,84 @@ mod tests {
         let link = &d.dictionary.as_ref().unwrap().link_table[1];
         assert_eq!(link.trace_id, (0u8..16).collect::<Vec<_>>());
         assert_eq!(link.span_id, (0u8..8).collect::<Vec<_>>());
+    }
+
+    fn revision_fixture(rel: &str) -> Vec<u8> {
+        crate::testing::fixture(&format!("otlp-revisions/{rel}"))
+    }
+
+    /// The hand-built request of each revision, as its own published
+    /// Python classes write it in JSON (`MessageToJson`): read as its
+    /// protobuf is, to the same v1.10.0 data.
+    #[test]
+    fn each_revision_s_json_reads_as_its_protobuf() {
+        for (dir, stem, revision) in [
+            ("python-proto-1.39.1", "request", Revision::V1_7_0),
+            ("python-protoc-v1.8.0", "request", Revision::V1_8_0),
+            // v1.9.0 and v1.10.0 write the same JSON.
+            ("python-proto-1.42.1", "request", Revision::V1_10_0),
+            ("python-proto-1.45.2", "request", Revision::V1_10_0),
+            ("python-proto-1.45.2", "request-strindex", Revision::V1_10_0),
+        ] {
+            let file = format!("{dir}/{stem}");
+            let json = decode_any(&revision_fixture(&format!("{file}.json")))
+                .unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert_eq!(json.revision, revision, "{file}");
+            assert!(json.findings.is_valid(), "{file}: {:?}", json.findings);
+            let binary =
+                otlp_revisions::decode(&revision_fixture(&format!("{file}.binpb")).into()).unwrap();
+            assert_eq!(json.data, binary.data, "{file}");
+        }
+    }
+
+    /// What profcol writes in each revision's JSON reads back as that
+    /// revision (v1.9.0 as v1.10.0: the same text), to the same data.
+    #[test]
+    fn every_fixture_in_every_revision_s_json_reads_back_the_same() {
+        for file in ["two-resources-request.bin", "go-cpu.otlp.bin"] {
+            let data = proto(file);
+            for revision in Revision::ALL {
+                let (json, lost) = encode_as(&data, revision);
+                let d = decode_any(&json).unwrap_or_else(|e| panic!("{file} as {revision}: {e}"));
+                let want = match revision {
+                    Revision::V1_9_0 => Revision::V1_10_0,
+                    r => r,
+                };
+                assert_eq!(d.revision, want, "{file} as {revision}");
+                assert!(d.findings.is_valid(), "{file} as {revision}");
+                let mut bytes = Vec::new();
+                otlp_revisions::encode_as(&data, revision, &mut bytes).unwrap();
+                let binary = otlp_revisions::decode(&bytes.into()).unwrap();
+                assert_eq!(d.data, binary.data, "{file} as {revision}");
+                if revision != Revision::V1_7_0 {
+                    assert!(lost.is_empty());
+                }
+            }
+        }
+        // The names are each revision's own.
+        let data = proto("go-cpu.otlp.bin");
+        let text = |r| String::from_utf8(encode_as(&data, r).0).unwrap();
+        assert!(text(Revision::V1_8_0).contains(r#""sample":["#));
+        assert!(text(Revision::V1_10_0).contains(r#""samples":["#));
+        assert!(text(Revision::V1_7_0).contains(r#""locationIndices":["#));
+    }
+
+    /// A field no revision knows, from a producer newer than profcol: read
+    /// as v1.10.0 without it, as `decode` reads it.
+    #[test]
+    fn json_with_a_field_no_revision_knows_is_read_as_v1_10() {
+        let json = br#"{"resourceProfiles":[{"scopeProfiles":[{"profiles":[
+            {"sampleType":{"typeStrindex":1},"samples":[{"stackIndex":0,"values":["7"]}],
+             "futureField":{"x":1}}]}]}],"dictionary":{"stringTable":["","cpu"],"stackTable":[{}]}}"#;
+        let d = decode_any(json).unwrap();
+        assert_eq!(d.revision, Revision::V1_10_0);
+        assert!(d.findings.consistent() && !d.fits());
+        assert_eq!(d.data, decode(json).unwrap());
+        // Not JSON at all: v1.10.0's error, with the place.
+        let e = decode_any(br#"{"resourceProfiles": 5}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 1 column"), "{e}");
     }
 
     #[test]

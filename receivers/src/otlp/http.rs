@@ -17,16 +17,11 @@ use prost::Message;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use profcol_pipeline::component::Authenticator;
-use profcol_pipeline::formats::otlp_json;
 use profcol_pipeline::proto::{ExportProfilesPartialSuccess, ExportProfilesServiceResponse};
 
 use super::config::{CorsConfig, HttpConfig};
 use crate::body::BodyReader;
 use crate::ingest::{self, Accepted, Ingest, Origin, Refusal};
-
-/// What a JSON body becomes while it is mapped to protobuf (a value tree,
-/// then the message): a few times the text, reserved before it is taken.
-const JSON_EXPANSION: usize = 8;
 
 struct HttpService {
     ingest: Arc<Ingest>,
@@ -200,7 +195,7 @@ async fn accept(
         .get(http::header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok());
     let budget = svc.ingest.output.budget();
-    let (bytes, mut memory) = BodyReader::new(body, encoding, svc.max_body, budget)
+    let (bytes, memory) = BodyReader::new(body, encoding, svc.max_body, budget)
         .map_err(|e| refused(e.into()))?
         .finish()
         .await
@@ -209,19 +204,7 @@ async fn accept(
     let kept = svc.recorder.is_some().then(|| bytes.clone());
     let accepted = match enc {
         Encoding::Proto => svc.ingest.otlp(bytes, memory, origin).await?,
-        Encoding::Json => {
-            memory
-                .try_grow_to(bytes.len().saturating_mul(JSON_EXPANSION))
-                .map_err(|e| {
-                    refused(Refusal::from(
-                        profcol_pipeline::component::ConsumeError::memory(e),
-                    ))
-                })?;
-            let decoded = profcol_pipeline::cpu::run(move || otlp_json::decode(&bytes)).await;
-            let data =
-                decoded.map_err(|e| refused(Refusal::invalid("malformed", e.to_string())))?;
-            svc.ingest.converted(data, memory, origin).await?
-        }
+        Encoding::Json => svc.ingest.otlp_json(bytes, memory, origin).await?,
     };
     Ok((accepted, kept))
 }

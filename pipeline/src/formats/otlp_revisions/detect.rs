@@ -37,8 +37,14 @@ pub struct Decoded {
 
 impl Decoded {
     /// Fits its revision (see the module docs).
-    fn fits(&self) -> bool {
+    pub fn fits(&self) -> bool {
         self.findings.consistent() && self.unknown_fields == 0
+    }
+
+    /// Of two readings that do not fit, tried newest first, whether `later`
+    /// is the better: consistent where this one is not.
+    pub fn prefers(&self, later: &Decoded) -> bool {
+        !self.findings.consistent() && later.findings.consistent()
     }
 }
 
@@ -73,11 +79,7 @@ pub fn decode(bytes: &Bytes) -> Result<Decoded, Undecodable> {
         if d.fits() {
             return Ok(d);
         }
-        let better = match &best {
-            None => true,
-            Some(b) => !b.findings.consistent() && d.findings.consistent(),
-        };
-        if better {
+        if best.as_ref().is_none_or(|b| b.prefers(&d)) {
             best = Some(d);
         }
     }

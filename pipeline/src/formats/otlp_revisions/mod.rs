@@ -52,6 +52,7 @@ use crate::model::dictionary::resolve_references;
 use crate::proto::ProfilesData;
 
 pub use detect::{decode, read_as, Decoded, Undecodable};
+pub(crate) use shape::pool;
 
 /// An opentelemetry-proto release, by the form of its profiles messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
