@@ -49,16 +49,9 @@ impl Encoder for BatchEncoder {
                 .encode(buf)
                 .map_err(|e| Status::internal(format!("encoding the request: {e}"))),
             _ => {
-                let lost = encode_as(item.data(), revision, buf)
-                    .map_err(|e| Status::internal(format!("encoding the request: {e}")))?;
-                if !lost.is_empty() {
-                    profcol_pipeline::warn_limited!(
-                        proto_revision = %revision,
-                        summed_samples = lost.summed_samples,
-                        attribute_units = lost.attribute_units,
-                        "the peer's proto revision cannot hold all of the batch: values per timestamp sent as their sum, units of keys with several units dropped"
-                    );
-                }
+                encode_as(item.data(), revision, buf)
+                    .map_err(|e| Status::internal(format!("encoding the request: {e}")))?
+                    .warn(revision);
                 Ok(())
             }
         }

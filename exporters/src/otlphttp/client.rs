@@ -9,6 +9,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext, Request};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pipeline::formats::otlp_json;
+use profcol_pipeline::formats::otlp_revisions::{self, Lost, Revision};
 use profcol_pipeline::ProfileBatch;
 
 use super::config::{Encoding, OtlpHttpExporterConfig};
@@ -27,6 +28,7 @@ pub struct OtlpHttpExporter {
     encoding: Encoding,
     compression: Compression,
     auth: ClientAuth,
+    revision: Revision,
 }
 
 impl OtlpHttpExporter {
@@ -97,24 +99,37 @@ impl OtlpHttpExporter {
                 encoding: cfg.encoding,
                 compression: cfg.compression,
                 auth: ClientAuth::new(cfg.auth.clone()),
+                revision: cfg.proto_revision,
             }),
             _ => Err(errs),
         }
     }
 
-    /// The request body, encoded and compressed off the async runtime. A
-    /// protobuf batch nothing changed is sent as it was received.
+    /// The request body, encoded (in the peer's proto revision) and
+    /// compressed off the async runtime. A protobuf batch nothing changed
+    /// is sent as it was received, to a v1.10.0 peer.
     async fn body(&self, batch: &Arc<ProfileBatch>) -> Result<Bytes, ExportError> {
-        let (encoding, compression) = (self.encoding, self.compression);
-        if encoding == Encoding::Proto && compression == Compression::None {
+        let (encoding, compression, revision) = (self.encoding, self.compression, self.revision);
+        let current = revision == Revision::CURRENT;
+        if encoding == Encoding::Proto && compression == Compression::None && current {
             return Ok(batch.encode_to_bytes());
         }
         let batch = Arc::clone(batch);
         profcol_pipeline::cpu::run(move || {
-            let plain = match encoding {
-                Encoding::Proto => batch.encode_to_bytes(),
-                Encoding::Json => Bytes::from(otlp_json::encode(batch.data())),
+            let (plain, lost) = match encoding {
+                Encoding::Proto if current => (batch.encode_to_bytes(), Lost::default()),
+                Encoding::Proto => {
+                    let mut buf = Vec::new();
+                    let lost = otlp_revisions::encode_as(batch.data(), revision, &mut buf)
+                        .map_err(std::io::Error::other)?;
+                    (Bytes::from(buf), lost)
+                }
+                Encoding::Json => {
+                    let (json, lost) = otlp_json::encode_as(batch.data(), revision);
+                    (Bytes::from(json), lost)
+                }
             };
+            lost.warn(revision);
             if compression == Compression::None {
                 return Ok(plain);
             }

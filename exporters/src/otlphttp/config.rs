@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use profcol_pipeline::component::AuthConfig;
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+use profcol_pipeline::formats::otlp_revisions::Revision;
 
 use crate::otlp::Compression;
 
@@ -23,6 +24,9 @@ pub struct OtlpHttpExporterConfig {
     pub headers: BTreeMap<String, String>,
     pub tls: HttpTls,
     pub auth: Option<AuthConfig>,
+    /// The opentelemetry-proto revision the peer reads (`v1.10.0` unless
+    /// it has not upgraded), in protobuf and in JSON.
+    pub proto_revision: Revision,
 }
 
 impl Default for OtlpHttpExporterConfig {
@@ -35,6 +39,7 @@ impl Default for OtlpHttpExporterConfig {
             headers: BTreeMap::new(),
             tls: HttpTls::default(),
             auth: None,
+            proto_revision: Revision::CURRENT,
         }
     }
 }

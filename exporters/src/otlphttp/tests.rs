@@ -213,6 +213,59 @@ async fn every_encoding_and_compression_carries_the_same_profiles() {
     }
 }
 
+/// A peer on an older revision gets that revision, in protobuf and in
+/// JSON, even for a batch that passes through unchanged; a peer that reads
+/// it back gets the same profiles.
+#[tokio::test]
+async fn proto_revision_sends_an_older_revision_in_either_encoding() {
+    use profcol_pipeline::formats::otlp_revisions::{self, Revision};
+
+    let batch = received();
+    let want = batch.data().clone();
+    for (extra, revision) in [
+        (
+            "compression: none\nproto_revision: v1.8.0",
+            Revision::V1_8_0,
+        ),
+        ("proto_revision: v1.7.0", Revision::V1_7_0),
+        ("encoding: json\nproto_revision: v1.8.0", Revision::V1_8_0),
+        ("encoding: json\nproto_revision: v1.7.0", Revision::V1_7_0),
+    ] {
+        let (url, seen) = server(vec![ok()]).await;
+        exporter(&url, extra)
+            .export(&Request::new(batch.clone()), &ctx())
+            .await
+            .unwrap();
+        let body = plain(&seen.lock().unwrap()[0]);
+        let d = if extra.contains("json") {
+            otlp_json::decode_any(&body).unwrap()
+        } else {
+            otlp_revisions::decode(&body.into()).unwrap()
+        };
+        // v1.8.0 bytes without profile ids or comments mean the same in
+        // v1.9.0, which a reader takes (the newest); JSON names tell.
+        assert!(d.revision >= revision, "{extra}");
+        if extra.contains("json") {
+            assert_eq!(d.revision, revision, "{extra}");
+        }
+        assert!(d.findings.is_valid(), "{extra}");
+        let mut sent = Vec::new();
+        otlp_revisions::encode_as(&want, revision, &mut sent).unwrap();
+        let meant = otlp_revisions::read_as(revision, &sent.into())
+            .unwrap()
+            .data;
+        assert_eq!(d.data, meant, "{extra}");
+        if revision == Revision::V1_8_0 {
+            // Lossless: the batch itself, string references resolved.
+            let mut resolved = want.clone();
+            profcol_pipeline::model::dictionary::resolve_references(&mut resolved);
+            assert_eq!(d.data, resolved, "{extra}");
+        }
+    }
+    let err = create_errors("endpoint: http://gw\nproto_revision: v2");
+    assert!(err.contains("otlphttp/gw::proto_revision"), "{err}");
+}
+
 #[tokio::test]
 async fn an_unchanged_protobuf_batch_is_sent_as_received() {
     let bytes = profcol_pipeline::testing::fixture("otlp/go-cpu.otlp.bin");

@@ -124,6 +124,18 @@ impl Lost {
     pub fn is_empty(&self) -> bool {
         *self == Lost::default()
     }
+
+    /// Says (rate-limited) what a batch sent as `revision` lost, if anything.
+    pub fn warn(&self, revision: Revision) {
+        if !self.is_empty() {
+            crate::warn_limited!(
+                proto_revision = %revision,
+                summed_samples = self.summed_samples,
+                attribute_units = self.attribute_units,
+                "the peer's proto revision cannot hold all of the batch: values per timestamp sent as their sum, units of keys with several units dropped"
+            );
+        }
+    }
 }
 
 /// Writes `data` as `revision` writes it. v1.10.0 is the data's own
