@@ -264,47 +264,64 @@ fn split_profile(
             attribute_indices: attribute_indices.clone(),
         })
         .collect();
+    // Samples share slices of `location_indices`: one lookup per slice.
+    let mut slices: HashMap<(i32, i32), i32> = HashMap::default();
     let mut stack = Vec::new();
     for (k, smp) in prof.sample.into_iter().enumerate() {
         let (start, len) = (smp.locations_start_index, smp.locations_length);
-        let slice = usize::try_from(start)
-            .ok()
-            .zip(usize::try_from(len).ok())
-            .and_then(|(s, n)| prof.location_indices.get(s..s.checked_add(n)?))
-            .ok_or_else(|| {
-                malformed(
-                    format!("{}.sample[{k}]", at()),
-                    format!(
-                        "locations {start}..+{len} are not within the profile's {} location_indices",
-                        prof.location_indices.len()
-                    ),
-                )
-            })?;
         if !smp.value.is_empty() && smp.value.len() != types {
             return Err(malformed(
                 format!("{}.sample[{k}].value", at()),
                 format!("{} values for {types} sample types", smp.value.len()),
             ));
         }
-        stack.clear();
-        stack.extend(slice.iter().map(|&l| l + off.locations));
-        let stack_index = stacks.intern_by(
-            stack.as_slice(),
-            |a, b| a.location_indices.as_slice() == b,
-            |b| proto::Stack {
-                location_indices: b.to_vec(),
-            },
-        );
-        let attribute_indices = off.attributes(smp.attribute_indices);
+        let stack_index = match slices.get(&(start, len)) {
+            Some(&i) => i,
+            None => {
+                let slice = usize::try_from(start)
+                    .ok()
+                    .zip(usize::try_from(len).ok())
+                    .and_then(|(s, n)| prof.location_indices.get(s..s.checked_add(n)?))
+                    .ok_or_else(|| {
+                        malformed(
+                            format!("{}.sample[{k}]", at()),
+                            format!(
+                                "locations {start}..+{len} are not within the profile's {} location_indices",
+                                prof.location_indices.len()
+                            ),
+                        )
+                    })?;
+                stack.clear();
+                stack.extend(slice.iter().map(|&l| l + off.locations));
+                let i = stacks.intern_by(
+                    stack.as_slice(),
+                    |a, b| a.location_indices.as_slice() == b,
+                    |b| proto::Stack {
+                        location_indices: b.to_vec(),
+                    },
+                );
+                slices.insert((start, len), i);
+                i
+            }
+        };
         let link_index = smp.link_index.map_or(0, |i| i + off.links);
+        let mut attribute_indices = off.attributes(smp.attribute_indices);
+        let mut timestamps = smp.timestamps_unix_nano;
+        let mut value = smp.value;
+        // The last profile takes the sample's vectors; the others copies.
         for (i, profile) in out.iter_mut().enumerate() {
-            let (values, timestamps_unix_nano) = match smp.value.get(i) {
-                Some(&v) => spread(v, &smp.timestamps_unix_nano),
-                None => (Vec::new(), smp.timestamps_unix_nano.clone()),
+            let last = i + 1 == split;
+            let (values, timestamps_unix_nano) = match value.get(i) {
+                // One value for at most one timestamp: as it is.
+                Some(_) if types == 1 && timestamps.len() <= 1 => {
+                    (take(&mut value, last), take(&mut timestamps, last))
+                }
+                Some(&v) => (spread(v, timestamps.len()), take(&mut timestamps, last)),
+                None => (Vec::new(), take(&mut timestamps, last)),
             };
             profile.samples.push(proto::Sample {
                 stack_index,
-                attribute_indices: attribute_indices.clone(),
+                attribute_indices: take(&mut attribute_indices, last),
                 link_index,
                 values,
                 timestamps_unix_nano,
@@ -314,16 +331,23 @@ fn split_profile(
     Ok(out)
 }
 
-/// A value with its timestamps as v1.10.0 wants them: one value per
+/// `v` itself for its last user, a copy for the others.
+fn take<T: Clone>(v: &mut Vec<T>, last: bool) -> Vec<T> {
+    if last {
+        std::mem::take(v)
+    } else {
+        v.clone()
+    }
+}
+
+/// A value over `n` timestamps as v1.10.0 wants it: one value per
 /// timestamp when there are several, summing to `v`.
-fn spread(v: i64, timestamps: &[u64]) -> (Vec<i64>, Vec<u64>) {
-    let n = timestamps.len();
+fn spread(v: i64, n: usize) -> Vec<i64> {
     if n <= 1 {
-        return (vec![v], timestamps.to_vec());
+        return vec![v];
     }
     let (base, rest) = (v.div_euclid(n as i64), v.rem_euclid(n as i64) as usize);
-    let values = (0..n).map(|k| base + i64::from(k < rest)).collect();
-    (values, timestamps.to_vec())
+    (0..n).map(|k| base + i64::from(k < rest)).collect()
 }
 
 /// The v1.7.0 form of `d`, whose attributes hold no string references.
