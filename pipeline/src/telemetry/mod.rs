@@ -169,17 +169,6 @@ impl Telemetry {
             .set(size as i64);
     }
 
-    pub fn forwarded(&self, receiver: &str, item_type: &str, outcome: &str) -> u64 {
-        sum(
-            &self.receiver_forwarded,
-            &[
-                ("receiver", receiver),
-                ("type", item_type),
-                ("outcome", outcome),
-            ],
-        )
-    }
-
     /// An accepted OTLP request and the proto revision it was written in
     /// (`otlp_proto_revision`, the Prometheus form of `otlp.proto_revision`).
     pub fn receiver_request(&self, receiver: &str, transport: &str, revision: &str) {

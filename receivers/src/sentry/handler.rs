@@ -331,6 +331,7 @@ impl Handler {
                 request.peer,
             )
             .transpose()
+            .map(|out| (f.clone(), out))
         });
         let batch = (!converted.is_empty()).then(|| {
             let data = merge_all(converted.into_iter().map(|(_, c)| c.data));
@@ -425,11 +426,11 @@ impl Handler {
         };
         let forwarded = match p.forward {
             None => None,
-            Some(Err(detail)) => Some(Answer::Refused {
+            Some((_, Err(detail))) => Some(Answer::Refused {
                 status: StatusCode::SERVICE_UNAVAILABLE,
                 detail,
             }),
-            Some(Ok(out)) => Some(self.forward(out).await),
+            Some((f, Ok(out))) => Some(f.forward(out).await),
         };
         let Some(batch) = p.batch else {
             count_transactions(if self.forwarder.is_some() {
@@ -457,13 +458,6 @@ impl Handler {
             self.record(project_id, query, headers, version, p.bytes);
         }
         reply
-    }
-
-    async fn forward(&self, out: Outgoing) -> Answer {
-        match &self.forwarder {
-            Some(f) => f.forward(out).await,
-            None => unreachable!("an outgoing envelope without a forwarder"),
-        }
     }
 
     /// Hands the batch to the pipelines and answers for it.
@@ -665,8 +659,8 @@ struct Parsed {
     batch: Option<ProfileBatch>,
     /// The envelope as received, for `record_to`.
     bytes: Bytes,
-    /// What goes upstream, or why it cannot.
-    forward: Option<Result<Outgoing, String>>,
+    /// What goes upstream and through which forwarder, or why it cannot.
+    forward: Option<(Arc<Forwarder>, Result<Outgoing, String>)>,
 }
 
 /// What forwarding needs of the request.
