@@ -17,6 +17,11 @@ pub fn load(paths: &[PathBuf]) -> Result<(Config, Graph), ConfigErrors> {
     build(config::load_partial(paths)?)
 }
 
+/// [`load`] from `--config` and `--set` sources, in order (later wins).
+pub fn load_sources(sources: &[config::Source]) -> Result<(Config, Graph), ConfigErrors> {
+    build(config::load_sources_partial(sources)?)
+}
+
 /// Same as [`load`] for a config held in memory.
 pub fn load_str(yaml: &str) -> Result<(Config, Graph), ConfigErrors> {
     build(config::load_str_partial(yaml)?)

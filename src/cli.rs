@@ -1,11 +1,12 @@
-//! `profcol [--config FILE]...`, `profcol validate`, `profcol components`.
+//! `profcol [--config URI]... [--set key=value]...`, `profcol validate`,
+//! `profcol components`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use profcol_pipeline::config::{Config, ConfigErrors, Kind};
+use profcol_pipeline::config::{Config, ConfigErrors, Kind, LogsEncoding, Source};
 use profcol_pipeline::runtime::{Graph, RunningService, RuntimeOptions};
 use profcol_pipeline::telemetry::Telemetry;
 
@@ -16,9 +17,15 @@ use profcol_pipeline::telemetry::Telemetry;
     about = "An OpenTelemetry-Collector-compatible pipeline for profiles"
 )]
 pub struct Cli {
-    /// Config file; repeat to merge several (later files win).
+    /// Config: a file path, `file:PATH`, `env:VAR` or `yaml:TEXT` (keys may
+    /// reach down with `::`); repeat to merge several (later wins).
     #[arg(long = "config", short = 'c', global = true)]
-    pub config: Vec<PathBuf>,
+    pub config: Vec<String>,
+
+    /// Sets one config value, as the Collector's `--set`:
+    /// `--set=processors.batch.timeout=2s`; applied after every `--config`.
+    #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
 
     /// Deadline for draining on shutdown (Go duration syntax).
     #[arg(long, global = true, default_value = "30s", value_parser = parse_duration)]
@@ -69,7 +76,10 @@ pub fn main() -> ExitCode {
             components();
             ExitCode::SUCCESS
         }
-        Some(Command::Validate) => validate(&cli.config),
+        Some(Command::Validate) => match sources(&cli) {
+            Ok(sources) => validate(&sources),
+            Err(code) => code,
+        },
         Some(Command::Test { ref files, update }) => test(files, update),
         None => run(cli),
     }
@@ -90,19 +100,38 @@ fn components() {
     }
 }
 
-fn require_config(paths: &[PathBuf]) -> Result<(), ExitCode> {
-    if paths.is_empty() {
+/// The `--config` and `--set` values as config sources, in the order the
+/// Collector applies them (every `--config`, then every `--set`); a usage
+/// error (exit 2) for none or a malformed one.
+fn sources(cli: &Cli) -> Result<Vec<Source>, ExitCode> {
+    if cli.config.is_empty() {
         eprintln!("error: at least one --config FILE is required");
         return Err(ExitCode::from(2));
     }
-    Ok(())
+    let parsed = cli
+        .config
+        .iter()
+        .map(|c| Source::parse(c))
+        .chain(cli.set.iter().map(|s| Source::set(s)));
+    let mut out = Vec::new();
+    let mut bad = false;
+    for s in parsed {
+        match s {
+            Ok(s) => out.push(s),
+            Err(e) => {
+                eprintln!("error: {e}");
+                bad = true;
+            }
+        }
+    }
+    if bad {
+        return Err(ExitCode::from(2));
+    }
+    Ok(out)
 }
 
-fn validate(paths: &[PathBuf]) -> ExitCode {
-    if let Err(code) = require_config(paths) {
-        return code;
-    }
-    match load(paths) {
+fn validate(sources: &[Source]) -> ExitCode {
+    match load(sources) {
         Ok(_) => {
             println!("config is valid");
             ExitCode::SUCCESS
@@ -114,13 +143,13 @@ fn validate(paths: &[PathBuf]) -> ExitCode {
 /// Loads the config and builds every component. Components warn while
 /// they are built (a sampling rate that rounds to zero, say), before the
 /// configured logger exists: those warnings go to stderr from here.
-fn load(paths: &[PathBuf]) -> Result<(Config, Graph), ConfigErrors> {
+fn load(sources: &[Source]) -> Result<(Config, Graph), ConfigErrors> {
     let early = tracing_subscriber::fmt()
         .with_max_level(tracing::Level::WARN)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .finish();
-    tracing::subscriber::with_default(early, || crate::app::load(paths))
+    tracing::subscriber::with_default(early, || crate::app::load_sources(sources))
 }
 
 fn test(files: &[PathBuf], update: bool) -> ExitCode {
@@ -159,25 +188,39 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
 }
 
 fn init_logs(level: &str) {
+    init_logs_as(level, LogsEncoding::Console)
+}
+
+fn init_logs_as(level: &str, encoding: LogsEncoding) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(std::io::stderr);
+    match encoding {
+        // One JSON object a line (`service.telemetry.logs.encoding: json`),
+        // with the event's fields at the top level, for log pipelines.
+        LogsEncoding::Json => logs.json().flatten_event(true).init(),
         // Colours only on a terminal: logs piped to files or journald stay plain.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        LogsEncoding::Console => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+    }
 }
 
 fn run(cli: Cli) -> ExitCode {
-    if let Err(code) = require_config(&cli.config) {
-        return code;
-    }
-    let (cfg, graph) = match load(&cli.config) {
+    let sources = match sources(&cli) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let (cfg, graph) = match load(&sources) {
         Ok(v) => v,
         Err(errs) => return invalid(&errs),
     };
-    init_logs(&cfg.service.telemetry.logs_level);
+    init_logs_as(
+        &cfg.service.telemetry.logs_level,
+        cfg.service.telemetry.logs_encoding,
+    );
     raise_fd_limit();
     let Some(rt) = runtime() else {
         return ExitCode::FAILURE;

@@ -213,12 +213,95 @@ const TOP_LEVEL: [&str; 5] = [
     "service",
 ];
 
+/// Where one part of the config comes from: a `--config` value as the
+/// Collector reads it (`file:PATH` or a bare path, `env:NAME`,
+/// `yaml:TEXT`), or a `--set key=value`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    File(PathBuf),
+    /// `env:NAME` or `env:NAME:-default`: the variable holds a YAML document.
+    Env {
+        name: String,
+        default: Option<String>,
+    },
+    /// A YAML document; top-level keys may reach down with `::`.
+    Yaml(String),
+}
+
+impl Source {
+    /// Reads one `--config` value. As in the Collector, text that starts
+    /// with a URI scheme (`[A-Za-z][A-Za-z0-9+.-]+:`) names its provider;
+    /// anything else is a file path.
+    pub fn parse(uri: &str) -> Result<Self, String> {
+        let Some((scheme, rest)) = uri.split_once(':').filter(|(s, _)| is_scheme(s)) else {
+            return Ok(Self::File(uri.into()));
+        };
+        match scheme {
+            "file" => Ok(Self::File(rest.into())),
+            "env" => {
+                let (name, default) = match rest.split_once(":-") {
+                    Some((n, d)) => (n, Some(d.to_owned())),
+                    None => (rest, None),
+                };
+                Ok(Self::Env {
+                    name: name.to_owned(),
+                    default,
+                })
+            }
+            "yaml" => Ok(Self::Yaml(rest.to_owned())),
+            "http" | "https" => Err(format!(
+                "--config={uri}: profcol does not fetch configs over {scheme}; download the file and pass --config=file:PATH"
+            )),
+            other => Err(format!(
+                "--config={uri}: unsupported scheme {other:?} (profcol reads file:, env: and yaml:)"
+            )),
+        }
+    }
+
+    /// Reads one `--set key=value` the way the Collector does: the key's
+    /// `.` become `::` and the pair is a `yaml:` source, applied after every
+    /// `--config`.
+    pub fn set(arg: &str) -> Result<Self, String> {
+        let Some((key, value)) = arg.split_once('=') else {
+            return Err(format!("--set {arg}: missing equal sign"));
+        };
+        Ok(Self::Yaml(format!(
+            "{}: {}",
+            key.trim().replace('.', "::"),
+            value.trim()
+        )))
+    }
+
+    fn provider(&self) -> YamlProvider {
+        match self {
+            Self::File(path) => YamlProvider::file(path),
+            Self::Env { name, default } => YamlProvider::env(name, default.as_deref()),
+            Self::Yaml(text) => YamlProvider::string(&format!("--config=yaml:{text}"), text),
+        }
+    }
+}
+
+fn is_scheme(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && s.len() >= 2
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '.' | '-'))
+}
+
 /// Loads and merges `paths` (later files win: maps merge key by key, lists
 /// and scalars are replaced), expands variables, and checks the shape and
 /// the service graph. Component sections are decoded later.
 pub fn load(paths: &[PathBuf]) -> Result<Config, ConfigErrors> {
     let (config, errs) = load_partial(paths)?;
     errs.into_result(config)
+}
+
+/// [`load_partial`] of config sources in order (later wins).
+pub fn load_sources_partial(sources: &[Source]) -> Result<(Config, ConfigErrors), ConfigErrors> {
+    if sources.is_empty() {
+        return Err(ConfigErrors::one("", "no config file given"));
+    }
+    from_providers(sources.iter().map(Source::provider).collect())
 }
 
 /// Same as [`load`] for one YAML document held in memory.

@@ -5,6 +5,7 @@
 //! is decoded later by its factory through [`ComponentConfig::decode`].
 //! Every error carries an otelcol-style key path and all are reported at once.
 
+mod collector;
 mod decode;
 mod duration;
 mod endpoint;
@@ -20,14 +21,18 @@ mod yaml;
 #[cfg(test)]
 mod tests;
 
+pub use collector::{is_collector_type, unknown_type};
 pub use duration::Duration;
 pub use endpoint::listen_address;
 pub use error::{ConfigError, ConfigErrors};
 pub use expand::Originals;
 pub use id::{ComponentId, Kind};
-pub use load::{load, load_partial, load_str, load_str_partial, ComponentConfig, Config};
+pub use load::{
+    load, load_partial, load_sources_partial, load_str, load_str_partial, ComponentConfig, Config,
+    Source,
+};
 pub use server_tls::ServerTls;
-pub use service::{MetricsLevel, PipelineConfig, ServiceConfig, TelemetryConfig};
+pub use service::{LogsEncoding, MetricsLevel, PipelineConfig, ServiceConfig, TelemetryConfig};
 pub use settings::{
     ExporterSettingsKeys, QueueSettings, RetrySettings, Sizer, EXPORTER_SETTINGS_KEYS,
     MAX_CONSUMERS,

@@ -33,6 +33,17 @@ pub struct TelemetryConfig {
     pub metrics_level: MetricsLevel,
     /// `service.telemetry.logs.level`: debug, info, warn, error.
     pub logs_level: String,
+    /// `service.telemetry.logs.encoding`: `console` (text lines) or `json`
+    /// (one JSON object a line, for log pipelines).
+    pub logs_encoding: LogsEncoding,
+}
+
+/// How log lines are written (`service.telemetry.logs.encoding`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogsEncoding {
+    #[default]
+    Console,
+    Json,
 }
 
 impl Default for TelemetryConfig {
@@ -41,6 +52,7 @@ impl Default for TelemetryConfig {
             metrics_address: Some(SocketAddr::from(([127, 0, 0, 1], DEFAULT_METRICS_PORT))),
             metrics_level: MetricsLevel::Normal,
             logs_level: "info".into(),
+            logs_encoding: LogsEncoding::Console,
         }
     }
 }
@@ -61,6 +73,7 @@ pub enum MetricsLevel {
 const DEFAULT_METRICS_PORT: u16 = 8888;
 const METRICS_LEVELS: [&str; 4] = ["none", "basic", "normal", "detailed"];
 const LOG_LEVELS: [&str; 4] = ["debug", "info", "warn", "error"];
+const LOG_ENCODINGS: [&str; 2] = ["console", "json"];
 /// The only signal profcol carries.
 const PROFILES: &str = "profiles";
 
@@ -101,6 +114,27 @@ struct MetricsRaw {
 #[serde(default, deny_unknown_fields)]
 struct LogsRaw {
     level: Option<String>,
+    encoding: Option<String>,
+    /// The Collector's zap sampling of repeated lines; profcol limits
+    /// repeated warnings its own way (accepted, checked, no effect).
+    #[allow(dead_code)]
+    sampling: Option<LogsSamplingRaw>,
+    /// zap's development mode (accepted, no effect).
+    #[allow(dead_code)]
+    development: Option<bool>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+struct LogsSamplingRaw {
+    #[allow(dead_code)]
+    enabled: Option<bool>,
+    #[allow(dead_code)]
+    tick: Option<super::Duration>,
+    #[allow(dead_code)]
+    initial: Option<u64>,
+    #[allow(dead_code)]
+    thereafter: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -175,7 +209,10 @@ pub(super) fn parse_service(
             Ok(id) if id.ty != PROFILES => {
                 errs.push(
                     path,
-                    format!("only profiles pipelines are supported, not {:?}", id.ty),
+                    format!(
+                        "only profiles pipelines are supported, not {:?}; profcol carries profiles only: name it profiles or profiles/NAME (see README: Collector compatibility)",
+                        id.ty
+                    ),
                 );
                 continue;
             }
@@ -282,6 +319,20 @@ fn telemetry(raw: &TelemetryRaw, errs: &mut ConfigErrors) -> TelemetryConfig {
                 format!(
                     "invalid level {level:?}, expected one of {}",
                     LOG_LEVELS.join(", ")
+                ),
+            ),
+        }
+    }
+
+    if let Some(encoding) = &raw.logs.encoding {
+        match one_of(encoding, &LOG_ENCODINGS) {
+            Some("json") => out.logs_encoding = LogsEncoding::Json,
+            Some(_) => out.logs_encoding = LogsEncoding::Console,
+            None => errs.push(
+                "service::telemetry::logs::encoding",
+                format!(
+                    "invalid encoding {encoding:?}, expected one of {}",
+                    LOG_ENCODINGS.join(", ")
                 ),
             ),
         }

@@ -189,6 +189,7 @@ compression: zstd
                 sizer: Default::default(),
                 block_on_overflow: true,
                 storage: None,
+                batch: None,
             },
             protocols: Protocols {
                 grpc: Some(Grpc {
@@ -484,7 +485,7 @@ fn invalid_configs_report_every_error_with_its_path() {
         ),
         (
             "receivers: {otlp: }\nexporters: {debug: }\nservice: {pipelines: {traces: {receivers: [otlp], exporters: [debug]}}}".to_owned(),
-            vec![r#"service::pipelines::traces: only profiles pipelines are supported, not "traces""#],
+            vec![r#"service::pipelines::traces: only profiles pipelines are supported, not "traces"; profcol carries profiles only: name it profiles or profiles/NAME (see README: Collector compatibility)"#],
         ),
         (
             "receivers: {1otlp: , otlp/: }\nexporters: {debug: }\nservice: {pipelines: {profiles: {receivers: [otlp], exporters: [debug, debug]}}}".to_owned(),
@@ -515,9 +516,9 @@ fn invalid_configs_report_every_error_with_its_path() {
             ],
         ),
         (
-            format!("{MINIMAL}  telemetry: {{metrics: {{adress: x}}, logs: {{encoding: json}}, traces: {{}}}}"),
+            format!("{MINIMAL}  telemetry: {{metrics: {{adress: x}}, logs: {{encodng: json}}, traces: {{}}}}"),
             vec![
-                r#"service::telemetry::logs: unknown field "encoding", expected "level""#,
+                r#"service::telemetry::logs: unknown field "encodng", expected one of "level", "encoding", "sampling", "development""#,
                 r#"service::telemetry::metrics: unknown field "adress", expected one of "level", "address", "readers""#,
                 r#"service::telemetry: unknown field "traces", expected one of "metrics", "logs""#,
             ],
@@ -630,6 +631,7 @@ service:
             metrics_address: Some("0.0.0.0:9999".parse().unwrap()),
             metrics_level: MetricsLevel::Detailed,
             logs_level: "warn".into(),
+            logs_encoding: crate::config::LogsEncoding::Console,
         }
     );
     let sentry = &config.receivers[&id("sentry/py")];
@@ -1122,4 +1124,113 @@ fn consumers_are_bounded() {
             );
         }
     }
+}
+
+#[test]
+fn logs_encoding_json_and_the_collectors_other_log_keys() {
+    let telemetry = |t: &str| {
+        load_str(&format!("{MINIMAL}  telemetry: {{logs: {t}}}\n")).map(|c| c.service.telemetry)
+    };
+    assert_eq!(
+        telemetry("{encoding: json}").unwrap().logs_encoding,
+        crate::config::LogsEncoding::Json
+    );
+    assert_eq!(
+        telemetry("{encoding: Console, development: true, sampling: {enabled: true, tick: 10s, initial: 10, thereafter: 100}}")
+            .unwrap()
+            .logs_encoding,
+        crate::config::LogsEncoding::Console
+    );
+    assert_eq!(
+        telemetry("{encoding: logfmt, sampling: {tick: soon}}")
+            .unwrap_err()
+            .to_string(),
+        "service::telemetry::logs::sampling::tick: invalid duration \"soon\"\n\
+         service::telemetry::logs::encoding: invalid encoding \"logfmt\", expected one of console, json"
+    );
+}
+
+#[test]
+fn collector_uris_and_set_read_as_the_collector_does() {
+    use crate::config::Source;
+    assert_eq!(Source::parse("c.yaml"), Ok(Source::File("c.yaml".into())));
+    assert_eq!(
+        Source::parse("file:/etc/c.yaml"),
+        Ok(Source::File("/etc/c.yaml".into()))
+    );
+    // One letter before a colon is a Windows drive, not a scheme.
+    assert_eq!(
+        Source::parse("C:/c.yaml"),
+        Ok(Source::File("C:/c.yaml".into()))
+    );
+    assert_eq!(
+        Source::parse("env:CFG:-receivers: {}"),
+        Ok(Source::Env {
+            name: "CFG".into(),
+            default: Some("receivers: {}".into())
+        })
+    );
+    assert_eq!(
+        Source::parse("yaml:exporters::debug::verbosity: basic"),
+        Ok(Source::Yaml("exporters::debug::verbosity: basic".into()))
+    );
+    assert!(Source::parse("s3:bucket/c.yaml")
+        .unwrap_err()
+        .contains("unsupported scheme \"s3\""));
+    assert_eq!(
+        Source::set("processors.batch.timeout = 2s"),
+        Ok(Source::Yaml("processors::batch::timeout: 2s".into()))
+    );
+    assert!(Source::set("nothing").is_err());
+
+    // `::` keys reach down and merge into what is there.
+    let (config, errs) = crate::config::load_sources_partial(&[
+        Source::Yaml(MINIMAL.into()),
+        Source::Yaml("exporters::debug::verbosity: basic".into()),
+        Source::Yaml(
+            "exporters::debug::verbosity: detailed\nexporters::otlp::endpoint: x:1".into(),
+        ),
+    ])
+    .unwrap();
+    assert!(errs.is_empty(), "{errs}");
+    let debug = &config.exporters[&ComponentId::parse("debug").unwrap()];
+    assert_eq!(
+        debug
+            .value
+            .clone()
+            .find("verbosity")
+            .and_then(|v| v.into_string()),
+        Some("detailed".into())
+    );
+    assert!(config
+        .exporters
+        .contains_key(&ComponentId::parse("otlp").unwrap()));
+}
+
+/// The Collector's docs batch in the exporter (`sending_queue: {batch:}`);
+/// profcol says where batching goes instead, for an empty `batch:` too
+/// (the Collector reads it as batching with defaults).
+#[test]
+fn exporter_side_batching_is_refused_with_the_way_to_batch() {
+    for yaml in [
+        "sending_queue: {batch: {flush_timeout: 1s}}",
+        "sending_queue:\n  batch:\n",
+    ] {
+        let cfg = ComponentConfig::from_yaml(Kind::Exporter, "otlp", yaml).unwrap();
+        let keys: ExporterSettingsKeys = cfg.decode().unwrap();
+        let mut errs = ConfigErrors::default();
+        keys.sending_queue
+            .unwrap()
+            .validate("exporters::otlp::sending_queue", &mut errs);
+        assert!(
+            errs.to_string().starts_with(
+                "exporters::otlp::sending_queue::batch: profcol does not batch in the exporter: remove sending_queue::batch and list the batch processor"
+            ),
+            "{yaml}: {errs}"
+        );
+    }
+    let cfg = ComponentConfig::from_yaml(Kind::Exporter, "otlp", "sending_queue: {queue_size: 5}")
+        .unwrap();
+    let keys: ExporterSettingsKeys = cfg.decode().unwrap();
+    assert_eq!(keys.sending_queue.unwrap().batch, None);
 }

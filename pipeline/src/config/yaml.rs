@@ -45,6 +45,41 @@ impl YamlProvider {
         }
     }
 
+    /// The Collector's `env:NAME` (or `env:NAME:-default`) config source:
+    /// the variable's text, parsed as a YAML document. An unset variable
+    /// without a default is an error (the Collector reads it as an empty
+    /// document and fails later, further from the cause).
+    pub fn env(name: &str, default: Option<&str>) -> Self {
+        let origin = format!("--config=env:{name}");
+        let valid = !name.is_empty()
+            && name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let parsed = if !valid {
+            Err(ConfigErrors::one(
+                "",
+                format!(
+                    "{origin}: invalid variable name {name:?} (expected [a-zA-Z_][a-zA-Z0-9_]*)"
+                ),
+            ))
+        } else {
+            match (std::env::var(name), default) {
+                (Ok(text), _) => parse_document(&text).map_err(|p| problems(&origin, p)),
+                (Err(_), Some(d)) => parse_document(d).map_err(|p| problems(&origin, p)),
+                (Err(_), None) => Err(ConfigErrors::one(
+                    "",
+                    format!("{origin}: the environment variable {name} is not set"),
+                )),
+            }
+        };
+        Self {
+            metadata: Metadata::named(format!("YAML (env:{name})")),
+            parsed,
+        }
+    }
+
     /// Every problem found reading or parsing the document.
     pub fn errors(&self) -> Option<&ConfigErrors> {
         self.parsed.as_ref().err()
@@ -84,7 +119,7 @@ pub(super) fn parse_document(text: &str) -> Result<Dict, Problems> {
     match yaml {
         Yaml::Null => Ok(Dict::new()),
         Yaml::Mapping(_) => match convert(yaml, &mut path, &mut problems) {
-            Value::Dict(_, dict) if problems.is_empty() => Ok(dict),
+            Value::Dict(_, dict) if problems.is_empty() => Ok(unflatten(dict)),
             _ => Err(problems),
         },
         other => Err(vec![(
@@ -92,6 +127,45 @@ pub(super) fn parse_document(text: &str) -> Result<Dict, Problems> {
             format!("the top level must be a map, got {}", kind_of(&other)),
         )]),
     }
+}
+
+/// The Collector's key delimiter: a top-level key `a::b::c: v` means
+/// `a: {b: {c: v}}` (how `--config=yaml:exporters::debug::verbosity: basic`
+/// and `--set` reach into a config).
+pub const KEY_DELIMITER: &str = "::";
+
+/// Splits top-level keys at [`KEY_DELIMITER`] into nested maps, as the
+/// Collector's confmap does with every document it reads (only the top
+/// level: `a: {b::c: 1}` keeps its key). Maps met on the way are merged
+/// into, so `a::b: 1` and `a::c: 2` give `a: {b: 1, c: 2}`.
+fn unflatten(dict: Dict) -> Dict {
+    if !dict.keys().any(|k| k.contains(KEY_DELIMITER)) {
+        return dict;
+    }
+    let mut out = Dict::new();
+    let (flat, plain): (Vec<_>, Vec<_>) = dict
+        .into_iter()
+        .partition(|(k, _)| k.contains(KEY_DELIMITER));
+    // Plain keys first, so a flattened key refines them whatever the order.
+    for (k, v) in plain.into_iter().chain(flat) {
+        let parts: Vec<&str> = k.split(KEY_DELIMITER).collect();
+        let (last, parents) = parts.split_last().expect("split gives one part at least");
+        let mut at = &mut out;
+        for p in parents {
+            let entry = at
+                .entry((*p).to_owned())
+                .or_insert_with(|| Value::from(Dict::new()));
+            if !matches!(entry, Value::Dict(..)) {
+                *entry = Value::from(Dict::new());
+            }
+            let Value::Dict(_, d) = entry else {
+                unreachable!("made a map above")
+            };
+            at = d;
+        }
+        at.insert((*last).to_owned(), v);
+    }
+    out
 }
 
 /// The YAML tree of `text`, with `<<` merge keys applied.

@@ -232,11 +232,7 @@ fn lookup<'r, F: ?Sized>(
     if f.is_none() {
         errs.push(
             cfg.path(),
-            format!(
-                "unknown type {:?} (known: {})",
-                cfg.id.ty,
-                registry.types(cfg.kind).join(", ")
-            ),
+            crate::config::unknown_type(cfg.kind, &cfg.id.ty, &registry.types(cfg.kind)),
         );
     }
     f
