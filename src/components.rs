@@ -11,6 +11,7 @@ pub fn registry() -> Registry {
         .processor(profcol_processors::unit_normalization::factory())
         .processor(profcol_processors::thread_pruning::factory())
         .processor(profcol_processors::sampling::factory())
+        .processor(profcol_processors::probabilistic_sampler::factory())
         .exporter(profcol_exporters::otlp::factory())
         .exporter(profcol_exporters::otlphttp::factory())
         .exporter(profcol_exporters::debug::factory())

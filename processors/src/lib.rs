@@ -4,6 +4,7 @@
 
 pub mod dictionary_dedup;
 mod merge;
+pub mod probabilistic_sampler;
 pub mod sampling;
 pub mod thread_pruning;
 pub mod unit_normalization;

@@ -16,7 +16,7 @@ mod identity;
 mod sample;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::sync::Arc;
 
@@ -28,7 +28,7 @@ pub use config::{SamplingConfig, SamplingMode};
 pub use hash::{compute_hash, HashSampler};
 pub use sample::{MISSING_RANDOMNESS, SAMPLED_OUT};
 
-use sample::Sampling;
+pub(crate) use sample::Sampling;
 
 pub struct SamplingFactory;
 

@@ -28,7 +28,10 @@ fn create(yaml: &str) -> Result<Box<dyn Processor>, String> {
 }
 
 /// Runs `p` as the runtime does; returns the verdict and drops per reason.
-fn run(p: &mut dyn Processor, batch: &mut ProfileBatch) -> (Verdict, BTreeMap<String, u64>) {
+pub(crate) fn run(
+    p: &mut dyn Processor,
+    batch: &mut ProfileBatch,
+) -> (Verdict, BTreeMap<String, u64>) {
     let telemetry = Telemetry::new();
     let mut ctx = ProcessContext::new("test", "sampling", &telemetry);
     let v = p.process(batch, &mut ctx);
@@ -52,7 +55,7 @@ fn run(p: &mut dyn Processor, batch: &mut ProfileBatch) -> (Verdict, BTreeMap<St
     (v, by_reason)
 }
 
-fn drops(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
+pub(crate) fn drops(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
     pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
 }
 
@@ -74,7 +77,7 @@ fn sentry_fixture(rel: &str) -> ProfileBatch {
     ProfileBatch::from_encoded(c.data.clone(), Bytes::from(c.data.encode_to_vec()))
 }
 
-fn hex16(s: &str) -> Vec<u8> {
+pub(crate) fn hex16(s: &str) -> Vec<u8> {
     (0..s.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
@@ -186,7 +189,7 @@ fn sample(frame: &str, trace: &[u8], n: usize) -> (String, Vec<u8>, usize) {
 }
 
 /// Frames of the samples left, per profile.
-fn frames(data: &ProfilesData) -> Vec<Vec<String>> {
+pub(crate) fn frames(data: &ProfilesData) -> Vec<Vec<String>> {
     let lookup = profcol_pipeline::model::dictionary::Lookup::of(data);
     data.resource_profiles
         .iter()
@@ -207,9 +210,9 @@ fn frames(data: &ProfilesData) -> Vec<Vec<String>> {
 }
 
 // Trace ids whose buckets under seed 0 are known (see `collector_vectors`).
-const T1: &str = "0102030405060708090a0b0c0d0e0f10"; // bucket 6693
-const T2: &str = "4bf92f3577b34da6a3ce929d0e0e4736"; // bucket 141
-const T3: &str = "ffffffffffffffffffffffffffffffff"; // bucket 5445
+pub(crate) const T1: &str = "0102030405060708090a0b0c0d0e0f10"; // bucket 6693
+pub(crate) const T2: &str = "4bf92f3577b34da6a3ce929d0e0e4736"; // bucket 141
+pub(crate) const T3: &str = "ffffffffffffffffffffffffffffffff"; // bucket 5445
 
 // ---- the Collector's hash ----
 
@@ -402,7 +405,7 @@ fn every_problem_is_reported_at_once() {
 
 // ---- behaviour ----
 
-fn linked_batch() -> ProfileBatch {
+pub(crate) fn linked_batch() -> ProfileBatch {
     let mut b = Build::default();
     b.profile(&Spec {
         samples: vec![
