@@ -31,9 +31,11 @@ pub struct Cli {
     #[arg(long, global = true, default_value = "30s", value_parser = parse_duration)]
     pub shutdown_timeout: std::time::Duration,
 
-    /// Memory for batches in flight, in MiB (at least 1); past it receivers ask clients to retry.
-    #[arg(long, global = true, default_value_t = 1024, value_parser = parse_memory_limit)]
-    pub memory_limit_mib: usize,
+    /// Memory for batches in flight, in MiB (at least 1); past it receivers
+    /// ask clients to retry. Default: the `memory_limiter` processor's
+    /// `limit_mib` if one is configured, else 1024. Given, it wins.
+    #[arg(long, global = true, value_parser = parse_memory_limit)]
+    pub memory_limit_mib: Option<usize>,
 
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -226,7 +228,8 @@ fn run(cli: Cli) -> ExitCode {
         return ExitCode::FAILURE;
     };
     let opts = RuntimeOptions {
-        memory_limit_bytes: cli.memory_limit_mib.saturating_mul(1 << 20),
+        memory_limit_bytes: cli.memory_limit_mib.unwrap_or(1024).saturating_mul(1 << 20),
+        memory_limit_explicit: cli.memory_limit_mib.is_some(),
         shutdown_timeout: cli.shutdown_timeout,
         guard_process_memory: true,
         ..RuntimeOptions::default()

@@ -375,3 +375,115 @@ async fn overload_refuses_retryably_and_loses_nothing_accepted() {
         assert!(code.success(), "{logs}");
     }
 }
+
+/// `memory_limiter` as a Collector config sets it (limit 256 MiB, spike 64,
+/// no `--memory-limit-mib`): a client sends far more than the exporter
+/// drains (its peer holds every call 200 ms). Resident memory stays under
+/// the limit + 64 MiB; everything refused is refused retryably
+/// (`UNAVAILABLE`); once the load stops, data is accepted again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_limiter_holds_resident_memory_under_overload_and_recovers() {
+    let sink = Sink::start().await;
+    sink.counting_only();
+    sink.answer_next(std::iter::repeat_n(common::Answer::Hold(200), 100_000));
+    let dir = tempfile::tempdir().unwrap();
+    let (otlp, _, health, metrics) = ports();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+receivers:
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:{otlp}"}}}}}}
+processors:
+  memory_limiter: {{check_interval: 100ms, limit_mib: 256, spike_limit_mib: 64}}
+exporters:
+  otlp:
+    endpoint: 127.0.0.1:{sink}
+    tls: {{insecure: true}}
+    compression: none
+    retry_on_failure: {{initial_interval: 50ms, max_interval: 200ms, max_elapsed_time: 120s}}
+extensions:
+  health_check: {{endpoint: "127.0.0.1:{health}"}}
+service:
+  extensions: [health_check]
+  telemetry: {{metrics: {{address: "127.0.0.1:{metrics}"}}, logs: {{level: warn}}}}
+  pipelines:
+    profiles: {{receivers: [otlp], processors: [memory_limiter], exporters: [otlp]}}
+"#,
+            sink = sink.addr.port()
+        ),
+    )
+    .unwrap();
+    let p = Running::spawn(
+        profcol()
+            .arg(format!("--config=file:{}", path.display()))
+            .args(["--shutdown-timeout", "1s"]),
+    );
+    wait_healthy(health).await;
+    let medium = profcol_pipeline::model::synth::request(100_000, 20_000).encode_to_vec();
+    let framed = grpc_frame(&medium, false);
+    let (ok, retry) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let deadline = Instant::now() + Duration::from_secs(8);
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let (framed, ok, retry) = (framed.clone(), ok.clone(), retry.clone());
+        let mut ch = channel(otlp).await;
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < deadline {
+                match export_framed(&mut ch, framed.clone(), None).await {
+                    0 => ok.fetch_add(1, Ordering::Relaxed),
+                    14 => {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        retry.fetch_add(1, Ordering::Relaxed)
+                    }
+                    other => panic!("unexpected gRPC status {other}"),
+                };
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let (hwm, _) = p.memory_mib();
+    let by_limiter = metric(
+        metrics,
+        "otelcol_receiver_refused_profile_samples_total{receiver=\"otlp\",transport=\"grpc\",reason=\"memory_limiter\"}",
+    )
+    .await;
+    let by_budget = metric(
+        metrics,
+        "otelcol_receiver_refused_profile_samples_total{receiver=\"otlp\",transport=\"grpc\",reason=\"memory_limit\"}",
+    )
+    .await;
+    eprintln!(
+        "accepted {} requests, refused {} (memory_limiter {} samples, budget {} samples), peak RSS {hwm} MiB",
+        ok.load(Ordering::Relaxed),
+        retry.load(Ordering::Relaxed),
+        by_limiter,
+        by_budget
+    );
+    assert!(ok.load(Ordering::Relaxed) > 0, "nothing went through");
+    assert!(
+        retry.load(Ordering::Relaxed) > 0,
+        "the load was refused in part"
+    );
+    assert!(hwm <= 256 + 64, "peak RSS {hwm} MiB over 256 + 64 MiB");
+    // The load stops: once the queue has drained below the soft limit, a
+    // request is accepted again.
+    let mut ch = channel(otlp).await;
+    let started = Instant::now();
+    loop {
+        if export_framed(&mut ch, framed.clone(), None).await == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "never accepted again after the load stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    p.signal("TERM");
+    let (_, logs) = p.wait(Duration::from_secs(30)).await;
+    assert!(!logs.contains("panicked"), "{logs}");
+}

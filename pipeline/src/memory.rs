@@ -233,6 +233,42 @@ pub fn on_thread_park() {
     }
 }
 
+/// Has every thread's allocator heap give back the freed memory it keeps
+/// (what a Go program's forced GC does for the `memory_limiter`); nothing
+/// without an allocator that can.
+pub fn release_freed_memory() {
+    if let Some(a) = ALLOCATOR.get() {
+        collect_everywhere(*a);
+    }
+}
+
+/// The memory this process may use: its cgroup's limit (v2 `memory.max`,
+/// v1 `memory.limit_in_bytes`) when one is set, else the machine's
+/// (`MemTotal`), as the Collector's `memory_limiter` reads it for its
+/// percentages.
+pub fn total_memory() -> Option<usize> {
+    let read = |p: &str| std::fs::read_to_string(p).ok();
+    let machine = read("/proc/meminfo").and_then(|m| {
+        let kb: usize = m
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        Some(kb * 1024)
+    });
+    let cgroup = read("/sys/fs/cgroup/memory.max")
+        .or_else(|| read("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    match (cgroup, machine) {
+        // "max", or v1's "no limit" (a huge number), mean the machine's.
+        (Some(c), Some(m)) => Some(c.min(m)),
+        (c, m) => c.or(m),
+    }
+}
+
 /// Resident memory of this process, from `/proc/self/statm`.
 pub fn resident_bytes() -> Option<usize> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;

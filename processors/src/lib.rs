@@ -3,6 +3,7 @@
 //! one identity that `dictionary_dedup` and `thread_pruning` share.
 
 pub mod dictionary_dedup;
+pub mod memory_limiter;
 mod merge;
 pub mod probabilistic_sampler;
 pub mod sampling;

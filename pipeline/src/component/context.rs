@@ -24,8 +24,9 @@ pub struct Output {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConsumeError {
     /// The memory limit (`memory_limit`), a pipeline (`pipeline_full`) or
-    /// an exporter's sending queue (`queue_full`) is full: the client
-    /// should retry later (gRPC `UNAVAILABLE`, HTTP 429/503).
+    /// an exporter's sending queue (`queue_full`) is full, or a processor's
+    /// gate refused (`memory_limiter`): the client should retry later
+    /// (gRPC `UNAVAILABLE`, HTTP 429/503).
     #[error("{detail}, retry later")]
     Full {
         retry_after: Duration,
@@ -69,6 +70,11 @@ impl ConsumeError {
         } else {
             Self::full("memory_limit", "the memory limit is reached".into())
         }
+    }
+
+    /// A processor's gate refused the batch (`memory_limiter`): retry later.
+    pub fn refused(reason: DropReason, detail: String) -> Self {
+        Self::full(reason, detail)
     }
 
     pub fn pipeline_full(pipeline: &str) -> Self {
@@ -133,6 +139,11 @@ impl Output {
             match self.budget.try_admit(batch.held_bytes()) {
                 Ok(r) => batch.meta.memory = Some(Held::new(r)),
                 Err(e) => return refuse(ConsumeError::memory(e)),
+            }
+        }
+        for p in self.pipelines.iter() {
+            if let Err(e) = p.check_gates() {
+                return refuse(e);
             }
         }
         let mut admitted = Vec::with_capacity(self.pipelines.len());

@@ -12,6 +12,6 @@ pub use context::{
 };
 pub use traits::{
     ExportError, ExportOutcome, Exporter, ExporterFactory, ExporterSettings, Extension,
-    ExtensionFactory, Processor, ProcessorFactory, Progress, Receiver, ReceiverFactory, Request,
-    Storage, Verdict,
+    ExtensionFactory, Gate, GateRefusal, Processor, ProcessorFactory, Progress, Receiver,
+    ReceiverFactory, Request, Storage, Verdict,
 };

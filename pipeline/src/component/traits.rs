@@ -61,6 +61,33 @@ pub enum Verdict {
 /// `ctx.dropped(n, reason)`; the runtime counts the rest.
 pub trait Processor: Send {
     fn process(&mut self, batch: &mut ProfileBatch, ctx: &mut ProcessContext) -> Verdict;
+
+    /// A check made before a batch enters the pipeline at all
+    /// (`memory_limiter`): a refusal refuses the batch retryably.
+    fn gate(&self) -> Option<Arc<dyn Gate>> {
+        None
+    }
+}
+
+/// Checked before a batch is admitted to a pipeline, wherever its
+/// processor stands in the chain.
+pub trait Gate: Send + Sync {
+    /// `Err` refuses the batch; its client retries.
+    fn admit(&self) -> Result<(), GateRefusal>;
+
+    /// The memory limit this gate stands for, in bytes, which sizes the
+    /// collector's memory budget unless `--memory-limit-mib` is given.
+    fn memory_limit(&self) -> Option<usize> {
+        None
+    }
+}
+
+/// Why a [`Gate`] refused a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateRefusal {
+    /// The `reason` label the refused samples are counted with.
+    pub reason: super::DropReason,
+    pub detail: String,
 }
 
 /// Queue, retry and timeout settings every exporter carries, with the

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use tokio::sync::{Mutex, Semaphore};
 
-use crate::component::{ConsumeError, ProcessContext, Processor, ProcessorCounts, Verdict};
+use crate::component::{ConsumeError, Gate, ProcessContext, Processor, ProcessorCounts, Verdict};
 use crate::config::ComponentId;
 use crate::memory::{Held, MemoryBudget};
 use crate::model::ProfileBatch;
@@ -53,6 +53,8 @@ pub struct Pipeline {
     /// the chain); past it receivers are told to retry (`pipeline_full`).
     pub admission: Arc<Semaphore>,
     chain: Option<Arc<Mutex<Chain>>>,
+    /// Checks made before a batch enters (`memory_limiter`).
+    gates: Vec<Arc<dyn Gate>>,
     exporters: Vec<ExporterQueue>,
     budget: Arc<MemoryBudget>,
     telemetry: Arc<Telemetry>,
@@ -68,6 +70,7 @@ impl Pipeline {
         telemetry: Arc<Telemetry>,
     ) -> Self {
         let id: Arc<str> = id.into();
+        let gates = processors.iter().filter_map(|(_, p)| p.gate()).collect();
         let chain = (!processors.is_empty()).then(|| {
             Arc::new(Mutex::new(Chain {
                 names: processors.iter().map(|(id, _)| id.to_string()).collect(),
@@ -80,10 +83,25 @@ impl Pipeline {
             id,
             admission: Arc::new(Semaphore::new(max_batches.max(1))),
             chain,
+            gates,
             exporters,
             budget,
             telemetry,
         }
+    }
+
+    /// Asks every gate (`memory_limiter`) whether a batch may enter.
+    pub fn check_gates(&self) -> Result<(), ConsumeError> {
+        for g in &self.gates {
+            g.admit()
+                .map_err(|r| ConsumeError::refused(r.reason, r.detail))?;
+        }
+        Ok(())
+    }
+
+    /// The memory limit the pipeline's gates stand for (the smallest).
+    pub fn memory_limit(&self) -> Option<usize> {
+        self.gates.iter().filter_map(|g| g.memory_limit()).min()
     }
 
     /// Runs the processors and writes the batch into a slot of every

@@ -21,8 +21,12 @@ pub struct RuntimeOptions {
     pub inbox_capacity: usize,
     /// Memory for data in flight across the whole collector: request bodies,
     /// decoded batches, working space. Past it receivers ask clients to
-    /// retry.
+    /// retry. A `memory_limiter` processor's limit replaces it unless
+    /// [`RuntimeOptions::memory_limit_explicit`].
     pub memory_limit_bytes: usize,
+    /// `memory_limit_bytes` was given on the command line: it wins over a
+    /// `memory_limiter`'s limit.
+    pub memory_limit_explicit: bool,
     /// One deadline for the whole drain on shutdown.
     pub shutdown_timeout: Duration,
     /// Count the process's resident memory against the limit and steer the
@@ -36,6 +40,7 @@ impl Default for RuntimeOptions {
         Self {
             inbox_capacity: 64,
             memory_limit_bytes: 1024 << 20,
+            memory_limit_explicit: false,
             shutdown_timeout: Duration::from_secs(30),
             guard_process_memory: false,
         }
@@ -100,6 +105,7 @@ impl RunningService {
             .iter()
             .filter_map(|(id, ext)| Some((id.to_string(), ext.storage()?)))
             .collect();
+        let limit = memory_limit(&graph, &opts);
         for (id, ext) in graph.extensions {
             let ctx = ExtensionContext {
                 id: id.to_string(),
@@ -112,7 +118,7 @@ impl RunningService {
             svc.extensions.push(task);
         }
 
-        let budget = MemoryBudget::new(opts.memory_limit_bytes);
+        let budget = MemoryBudget::new(limit);
         if opts.guard_process_memory {
             svc.extensions.push(crate::memory::spawn_guard(
                 budget.clone(),
@@ -260,5 +266,31 @@ impl RunningService {
             let _ = t.await;
         }
         tracing::info!("shutdown complete");
+    }
+}
+
+/// The memory budget: `--memory-limit-mib` when given, else the smallest
+/// limit of the `memory_limiter`s in use, else the default.
+fn memory_limit(graph: &Graph, opts: &RuntimeOptions) -> usize {
+    let limiter = graph
+        .pipelines
+        .iter()
+        .flat_map(|p| &p.processors)
+        .filter_map(|(_, p)| p.gate()?.memory_limit())
+        .min();
+    match limiter {
+        Some(l) if !opts.memory_limit_explicit => {
+            tracing::info!(limit_mib = l >> 20, "memory limit set by memory_limiter");
+            l
+        }
+        Some(l) => {
+            tracing::info!(
+                limit_mib = opts.memory_limit_bytes >> 20,
+                memory_limiter_mib = l >> 20,
+                "--memory-limit-mib wins over the memory_limiter's limit for the memory budget; the memory_limiter still refuses data above its soft limit"
+            );
+            opts.memory_limit_bytes
+        }
+        None => opts.memory_limit_bytes,
     }
 }
