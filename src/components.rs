@@ -8,6 +8,7 @@ pub fn registry() -> Registry {
         .receiver(profcol_receivers::sentry::factory())
         .receiver(profcol_receivers::pyroscope::factory())
         .processor(profcol_processors::memory_limiter::factory())
+        .processor(profcol_processors::batch::factory())
         .processor(profcol_processors::dictionary_dedup::factory())
         .processor(profcol_processors::unit_normalization::factory())
         .processor(profcol_processors::thread_pruning::factory())

@@ -408,6 +408,16 @@ impl Held {
         self.lock().set(bytes)
     }
 
+    /// The reservation of a batch made of others (`batch` merges them):
+    /// `bytes` on the budget the inputs' `shares` are counted in, whatever
+    /// the limit (the memory is in use). The caller drops the shares once
+    /// the merged batch exists, so that the inputs' reservations give way
+    /// to the merged one's. `None` when no input had a reservation.
+    pub fn merge(shares: &[Arc<Held>], bytes: usize) -> Option<Arc<Held>> {
+        let budget = shares.first()?.lock().budget.clone();
+        Some(Held::new(budget.force(bytes)))
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Reservation> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -2,6 +2,7 @@
 //! a folder named after its YAML type; `merge` is the combining of samples of
 //! one identity that `dictionary_dedup` and `thread_pruning` share.
 
+pub mod batch;
 pub mod dictionary_dedup;
 pub mod memory_limiter;
 mod merge;

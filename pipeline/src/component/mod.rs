@@ -13,5 +13,5 @@ pub use context::{
 pub use traits::{
     ExportError, ExportOutcome, Exporter, ExporterFactory, ExporterSettings, Extension,
     ExtensionFactory, Gate, GateRefusal, Processor, ProcessorFactory, Progress, Receiver,
-    ReceiverFactory, Request, Storage, Verdict,
+    ReceiverFactory, Request, StageContext, Stateful, Storage, Verdict,
 };

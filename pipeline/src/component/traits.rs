@@ -1,5 +1,5 @@
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
@@ -60,7 +60,15 @@ pub enum Verdict {
 /// Synchronous, deterministic, no I/O. A processor that drops samples calls
 /// `ctx.dropped(n, reason)`; the runtime counts the rest.
 pub trait Processor: Send {
+    /// One batch in, the same batch (changed or not) out. Not called for a
+    /// stage that is [`Processor::stateful`].
     fn process(&mut self, batch: &mut ProfileBatch, ctx: &mut ProcessContext) -> Verdict;
+
+    /// A stage that holds batches and emits them later (`batch`): the
+    /// runtime drives it through [`Stateful`] instead of `process`.
+    fn stateful(&mut self) -> Option<&mut dyn Stateful> {
+        None
+    }
 
     /// A check made before a batch enters the pipeline at all
     /// (`memory_limiter`): a refusal refuses the batch retryably.
@@ -88,6 +96,47 @@ pub struct GateRefusal {
     /// The `reason` label the refused samples are counted with.
     pub reason: super::DropReason,
     pub detail: String,
+}
+
+/// A stage that holds batches and emits them later: merged, split, or as
+/// they came. The runtime owns it on a task of its own per pipeline: it
+/// hands it every batch the pipeline accepted (in order), calls
+/// [`Stateful::tick`] once [`Stateful::deadline`] has passed and
+/// [`Stateful::flush`] at shutdown, before the exporters drain. What the
+/// stage emits goes through the rest of the chain into the exporters'
+/// queues, waiting for room there: data a client was told is accepted is
+/// never refused afterwards.
+///
+/// Accounting: the runtime counts what the stage holds (samples between
+/// `accept` and the queues) as neither lost nor sent
+/// (`profcol_processor_held_profile_samples`). A stage must emit every
+/// sample it takes (it may merge batches but drops nothing); the memory a
+/// held batch reserved stays reserved until what it was merged into is
+/// emitted, which then holds a reservation of its own size
+/// ([`crate::memory::Held::merge`]).
+pub trait Stateful: Send {
+    /// Takes a batch; pushes to `out` whatever is ready to go on.
+    fn accept(
+        &mut self,
+        batch: ProfileBatch,
+        now: Instant,
+        out: &mut Vec<ProfileBatch>,
+        ctx: &StageContext<'_>,
+    );
+    /// When [`Stateful::tick`] should next run; `None` while nothing waits
+    /// for time.
+    fn deadline(&self) -> Option<Instant>;
+    /// Emits what is due at `now`.
+    fn tick(&mut self, now: Instant, out: &mut Vec<ProfileBatch>, ctx: &StageContext<'_>);
+    /// Emits everything it holds (shutdown).
+    fn flush(&mut self, out: &mut Vec<ProfileBatch>, ctx: &StageContext<'_>);
+}
+
+/// What a [`Stateful`] stage counts its own metrics with.
+pub struct StageContext<'a> {
+    pub pipeline: &'a str,
+    pub processor: &'a str,
+    pub telemetry: &'a crate::telemetry::Telemetry,
 }
 
 /// Queue, retry and timeout settings every exporter carries, with the

@@ -49,6 +49,61 @@ pub enum Origin {
     Pprof,
 }
 
+impl Origin {
+    /// Whether two batches came with the same context (for Sentry: the same
+    /// project and envelope headers), so that merging them loses nothing.
+    pub fn same_as(&self, other: &Origin) -> bool {
+        match (self, other) {
+            (Origin::Otlp, Origin::Otlp) | (Origin::Pprof, Origin::Pprof) => true,
+            (
+                Origin::Sentry {
+                    project_id: a,
+                    envelope_header: ha,
+                },
+                Origin::Sentry {
+                    project_id: b,
+                    envelope_header: hb,
+                },
+            ) => a == b && ha == hb,
+            _ => false,
+        }
+    }
+}
+
+impl BatchMeta {
+    /// The metadata of a batch merged from this one's and `other`'s data
+    /// (the `batch` processor): what both agree on.
+    ///
+    /// - `receiver`: every receiver id once, in order, joined by `, `.
+    /// - `transport`, `client_addr`: kept when equal, else cleared.
+    /// - `metadata`: the header pairs both have (`batch` groups by its
+    ///   `metadata_keys`, so those always agree).
+    /// - `origin`: kept when [`Origin::same_as`], else plain OTLP (`batch`
+    ///   only merges batches of the same origin).
+    /// - `memory` is not touched: the merging stage sizes the merged
+    ///   batch's reservation ([`crate::memory::Held::merge`]).
+    pub fn absorb(&mut self, other: &BatchMeta) {
+        if !other.receiver.is_empty() && !self.receiver.split(", ").any(|r| r == other.receiver) {
+            if self.receiver.is_empty() {
+                self.receiver = other.receiver.clone();
+            } else {
+                self.receiver = format!("{}, {}", self.receiver, other.receiver);
+            }
+        }
+        if self.transport != other.transport {
+            self.transport = "";
+        }
+        if self.client_addr != other.client_addr {
+            self.client_addr = None;
+        }
+        // Header lists are short (credentials left out): a pairwise check.
+        self.metadata.retain(|kv| other.metadata.contains(kv));
+        if !self.origin.same_as(&other.origin) {
+            self.origin = Origin::Otlp;
+        }
+    }
+}
+
 impl ProfileBatch {
     pub fn new(data: ProfilesData) -> Self {
         Self {

@@ -69,6 +69,72 @@ pub fn requests(n: usize, samples: usize, stacks: usize) -> Vec<ProfilesData> {
         .collect()
 }
 
+/// `n` small requests from `services` programs, round robin, as sidecars
+/// send them to a gateway: request `k` comes from service `k % services`,
+/// whose resource has its own `service.name`, and holds `samples` samples
+/// of that service's program (its call tree of 300 stacks over 200
+/// functions, hot stacks more often), with a dictionary of only what they
+/// use. Requests of one service thus share most of their dictionary, as
+/// successive profiles of one program do.
+pub fn service_requests(n: usize, services: usize, samples: usize) -> Vec<ProfilesData> {
+    let services = services.max(1);
+    let programs: Vec<ProfilesData> = (0..services)
+        .map(|s| {
+            let mut p = Config {
+                samples: 600,
+                stacks: 300,
+                functions: 200,
+                mappings: 2,
+                max_depth: 16,
+                threads: 2,
+                resources: 1,
+                timestamps: true,
+                seed: 1 + s as u64,
+            }
+            .build();
+            let name = format!("svc{s}");
+            if let Some(d) = &mut p.dictionary {
+                for text in &mut d.string_table {
+                    if text.contains("app") {
+                        *text = text.replace("app", &name);
+                    }
+                }
+            }
+            for rp in &mut p.resource_profiles {
+                if let Some(r) = &mut rp.resource {
+                    r.attributes = vec![
+                        string_kv("service.name", &name),
+                        string_kv("service.instance.id", &format!("{name}-0")),
+                        string_kv("host.name", &format!("node-{}", s % 3)),
+                    ];
+                }
+            }
+            p
+        })
+        .collect();
+    (0..n)
+        .map(|k| {
+            let mut data = programs[k % services].clone();
+            let mut rng = Rng(0x5eed_0000 + k as u64);
+            let profile = &mut data.resource_profiles[0].scope_profiles[0].profiles[0];
+            let all = std::mem::take(&mut profile.samples);
+            let start = 1_700_000_000_000_000_000u64 + (k as u64) * 1_000_000_000;
+            profile.samples = (0..samples)
+                .map(|i| {
+                    let mut s = all[rng.skewed(all.len())].clone();
+                    s.timestamps_unix_nano = vec![start + i as u64 * 10_000_000];
+                    s
+                })
+                .collect();
+            profile.time_unix_nano = start;
+            profile.duration_nano = 1_000_000_000;
+            profile.profile_id = (k as u128 + 1).to_be_bytes().to_vec();
+            gc(&mut data);
+            data
+        })
+        .collect()
+}
+
 /// splitmix64: tiny, fast, stable across dependency versions.
 struct Rng(u64);
 

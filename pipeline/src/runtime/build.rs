@@ -128,6 +128,20 @@ pub fn build(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors
                 Err(_) => {}
             }
         }
+        let mut stateful: Vec<String> = processors
+            .iter_mut()
+            .filter_map(|(id, p)| p.stateful().is_some().then(|| id.to_string()))
+            .collect();
+        if stateful.len() > 1 {
+            stateful.iter_mut().for_each(|s| *s = format!("{s:?}"));
+            errs.push(
+                format!("service::pipelines::{pid}::processors"),
+                format!(
+                    "at most one processor per pipeline may hold batches; {} all do",
+                    stateful.join(", ")
+                ),
+            );
+        }
         pipelines.push(PipelineNode {
             id: pid.clone(),
             processors,

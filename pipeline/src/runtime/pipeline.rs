@@ -8,12 +8,26 @@
 //! committed, and only then is the client told its data was accepted. A
 //! full queue anywhere refuses the batch everywhere (the client retries);
 //! nothing accepted is dropped for lack of room.
+//!
+//! A pipeline with a stateful stage (`batch`) runs the processors before
+//! it as above, then reserves a place in the stage's bounded inbox instead
+//! of queue slots: the client is answered once its batch is in the stage's
+//! custody. The stage runs on a task of its own ([`StageWorker`]) that
+//! merges, holds and emits; what it emits goes through the processors
+//! after it and into the exporters' queues, waiting for room there (the
+//! data was accepted, so it is never refused): a full queue stops the
+//! stage, its inbox fills, and clients are refused with `pipeline_full`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
-use tokio::sync::{Mutex, Semaphore};
+use tokio::sync::{mpsc, Mutex, Semaphore};
+use tokio_util::sync::CancellationToken;
 
-use crate::component::{ConsumeError, Gate, ProcessContext, Processor, ProcessorCounts, Verdict};
+use crate::component::{
+    ConsumeError, Gate, ProcessContext, Processor, ProcessorCounts, StageContext, Verdict,
+};
 use crate::config::ComponentId;
 use crate::memory::{Held, MemoryBudget};
 use crate::model::ProfileBatch;
@@ -52,7 +66,10 @@ pub struct Pipeline {
     /// Batches in this pipeline at once (being processed or waiting for
     /// the chain); past it receivers are told to retry (`pipeline_full`).
     pub admission: Arc<Semaphore>,
+    /// The processors before the stateful stage (all of them without one).
     chain: Option<Arc<Mutex<Chain>>>,
+    /// The stateful stage, if the pipeline has one.
+    stage: Option<StageHandle>,
     /// Checks made before a batch enters (`memory_limiter`).
     gates: Vec<Arc<dyn Gate>>,
     exporters: Vec<ExporterQueue>,
@@ -60,29 +77,105 @@ pub struct Pipeline {
     telemetry: Arc<Telemetry>,
 }
 
+/// The pipeline's side of its stateful stage.
+struct StageHandle {
+    name: Arc<str>,
+    inbox: mpsc::Sender<Arc<ProfileBatch>>,
+    held: Arc<HeldSamples>,
+    finish: CancellationToken,
+    worker: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// Samples in a stage's custody (its inbox, its state, and emitted but not
+/// yet queued): accepted, and neither sent nor lost.
+struct HeldSamples {
+    samples: AtomicU64,
+    pipeline: Arc<str>,
+    processor: Arc<str>,
+    telemetry: Arc<Telemetry>,
+}
+
+impl HeldSamples {
+    fn add(&self, n: u64) {
+        let now = self.samples.fetch_add(n, Ordering::AcqRel) + n;
+        self.telemetry
+            .processor_held(&self.pipeline, &self.processor, now);
+    }
+
+    fn sub(&self, n: u64) {
+        let now = self.samples.fetch_sub(n, Ordering::AcqRel) - n;
+        self.telemetry
+            .processor_held(&self.pipeline, &self.processor, now);
+    }
+}
+
 impl Pipeline {
+    /// A pipeline running `processors` in order into `exporters`. A
+    /// stateful processor (at most one; the config check says so) gets a
+    /// task of its own, so this must run inside the async runtime when the
+    /// pipeline has one.
     pub fn new(
         id: &str,
         max_batches: usize,
-        processors: Vec<(ComponentId, Box<dyn Processor>)>,
+        mut processors: Vec<(ComponentId, Box<dyn Processor>)>,
         exporters: Vec<ExporterQueue>,
         budget: Arc<MemoryBudget>,
         telemetry: Arc<Telemetry>,
     ) -> Self {
         let id: Arc<str> = id.into();
         let gates = processors.iter().filter_map(|(_, p)| p.gate()).collect();
-        let chain = (!processors.is_empty()).then(|| {
-            Arc::new(Mutex::new(Chain {
-                names: processors.iter().map(|(id, _)| id.to_string()).collect(),
-                processors: processors.into_iter().map(|(_, p)| p).collect(),
-                id: id.clone(),
+        let at = processors
+            .iter_mut()
+            .position(|(_, p)| p.stateful().is_some());
+        let (stage, after) = match at {
+            Some(i) => {
+                let mut after = processors.split_off(i);
+                let stage = after.remove(0);
+                (Some(stage), after)
+            }
+            None => (None, Vec::new()),
+        };
+        let chain = (!processors.is_empty())
+            .then(|| Arc::new(Mutex::new(Chain::new(processors, &id, &budget))));
+        let stage = stage.map(|(name, processor)| {
+            let name: Arc<str> = name.to_string().into();
+            let (tx, rx) = mpsc::channel(max_batches.max(1));
+            let held = Arc::new(HeldSamples {
+                samples: AtomicU64::new(0),
+                pipeline: id.clone(),
+                processor: name.clone(),
+                telemetry: telemetry.clone(),
+            });
+            held.add(0);
+            let finish = CancellationToken::new();
+            let worker = StageWorker {
+                stage: processor,
+                name: name.clone(),
+                after: (!after.is_empty()).then(|| Chain::new(after, &id, &budget)),
+                pipeline: id.clone(),
                 budget: budget.clone(),
-            }))
+                telemetry: telemetry.clone(),
+                held: held.clone(),
+                outlet: Arc::new(Outlet {
+                    exporters: exporters.clone(),
+                    telemetry: telemetry.clone(),
+                    held: held.clone(),
+                }),
+            };
+            let task = tokio::spawn(worker.run(rx, finish.clone()));
+            StageHandle {
+                name,
+                inbox: tx,
+                held,
+                finish,
+                worker: std::sync::Mutex::new(Some(task)),
+            }
         });
         Self {
             id,
             admission: Arc::new(Semaphore::new(max_batches.max(1))),
             chain,
+            stage,
             gates,
             exporters,
             budget,
@@ -102,6 +195,32 @@ impl Pipeline {
     /// The memory limit the pipeline's gates stand for (the smallest).
     pub fn memory_limit(&self) -> Option<usize> {
         self.gates.iter().filter_map(|g| g.memory_limit()).min()
+    }
+
+    /// Samples the stateful stage holds now (0 without one).
+    pub fn held_samples(&self) -> u64 {
+        self.stage
+            .as_ref()
+            .map_or(0, |s| s.held.samples.load(Ordering::Acquire))
+    }
+
+    /// At shutdown, once no receiver hands over anything more: the stage
+    /// takes what is in its inbox, emits everything it holds, and its task
+    /// ends once all of it is in the exporters' queues (or the queues were
+    /// closed by the deadline, which counts the rest as dropped).
+    pub async fn finish(&self) {
+        let Some(stage) = &self.stage else { return };
+        stage.finish.cancel();
+        let task = stage
+            .worker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(task) = task {
+            if let Err(e) = task.await {
+                tracing::error!(pipeline = %self.id, "the stateful stage stopped: {e}");
+            }
+        }
     }
 
     /// Runs the processors and writes the batch into a slot of every
@@ -134,11 +253,23 @@ impl Pipeline {
             pipeline: self.clone(),
             batch: out,
             slots: Vec::new(),
+            inbox: None,
             runs,
         };
         let Some(batch) = prepared.batch.clone() else {
             return Ok(prepared);
         };
+        if let Some(stage) = &self.stage {
+            // A place in the stage's inbox; the stage takes the batch on
+            // commit, and its queues are its own business from then on.
+            prepared.inbox = Some(stage.inbox.clone().try_reserve_owned().map_err(
+                |e| match e {
+                    mpsc::error::TrySendError::Full(_) => ConsumeError::pipeline_full(&self.id),
+                    mpsc::error::TrySendError::Closed(_) => ConsumeError::ShuttingDown,
+                },
+            )?);
+            return Ok(prepared);
+        }
         // As the Collector, a queue that cannot take the batch counts it as
         // enqueue-failed; the client is refused, so nothing accepted is.
         let refused = |e: &ExporterQueue, err: QueueError| {
@@ -174,17 +305,19 @@ fn held(batch: &ProfileBatch) -> usize {
     batch.meta.memory.as_ref().map_or(0, |m| m.bytes())
 }
 
-/// A batch through one pipeline, with its exporters' slots held.
+/// A batch through one pipeline, with its exporters' slots (or a place in
+/// its stateful stage's inbox) held.
 pub struct Prepared {
     pipeline: Arc<Pipeline>,
     batch: Option<Arc<ProfileBatch>>,
     slots: Vec<(ExporterQueue, Box<dyn Slot>)>,
+    inbox: Option<mpsc::OwnedPermit<Arc<ProfileBatch>>>,
     runs: Vec<ProcessorRun>,
 }
 
 impl Prepared {
-    /// Hands the batch to every exporter's consumers and counts what the
-    /// processors did.
+    /// Hands the batch to every exporter's consumers (or to the stateful
+    /// stage) and counts what the processors did.
     pub fn commit(self) {
         let p = &self.pipeline;
         for run in &self.runs {
@@ -193,6 +326,12 @@ impl Prepared {
         for (e, slot) in self.slots {
             slot.commit();
             e.update_gauge();
+        }
+        if let (Some(permit), Some(batch), Some(stage)) = (self.inbox, self.batch, &p.stage) {
+            let n = batch.sample_count();
+            stage.held.add(n);
+            p.telemetry.processor_in_out(&p.id, &stage.name, n, 0);
+            permit.send(batch);
         }
     }
 }
@@ -234,20 +373,45 @@ struct Chain {
     budget: Arc<MemoryBudget>,
 }
 
+/// The batch itself, copied only if another pipeline still shares it (the
+/// copy then gets a reservation of its own).
+fn owned(batch: Arc<ProfileBatch>, budget: &Arc<MemoryBudget>) -> ProfileBatch {
+    let shared = Arc::strong_count(&batch) > 1;
+    let mut batch = Arc::unwrap_or_clone(batch);
+    if shared {
+        let bytes = held(&batch);
+        batch.meta.memory = Some(Held::new(budget.force(bytes)));
+    }
+    batch
+}
+
 impl Chain {
-    /// Runs the chain. A batch is copied only if another pipeline still
-    /// shares it (the copy then gets a reservation of its own); `None` when
-    /// nothing is left to export.
+    fn new(
+        processors: Vec<(ComponentId, Box<dyn Processor>)>,
+        id: &Arc<str>,
+        budget: &Arc<MemoryBudget>,
+    ) -> Self {
+        Chain {
+            names: processors.iter().map(|(id, _)| id.to_string()).collect(),
+            processors: processors.into_iter().map(|(_, p)| p).collect(),
+            id: id.clone(),
+            budget: budget.clone(),
+        }
+    }
+
+    /// Runs the chain; `None` when nothing is left to export.
     fn process(
         &mut self,
         batch: Arc<ProfileBatch>,
     ) -> (Option<Arc<ProfileBatch>>, Vec<ProcessorRun>) {
-        let shared = Arc::strong_count(&batch) > 1;
-        let mut batch = Arc::unwrap_or_clone(batch);
-        if shared {
-            let bytes = held(&batch);
-            batch.meta.memory = Some(Held::new(self.budget.force(bytes)));
-        }
+        let batch = owned(batch, &self.budget);
+        self.process_owned(batch)
+    }
+
+    fn process_owned(
+        &mut self,
+        mut batch: ProfileBatch,
+    ) -> (Option<Arc<ProfileBatch>>, Vec<ProcessorRun>) {
         let mut runs = Vec::with_capacity(self.processors.len());
         for (p, name) in self.processors.iter_mut().zip(&self.names) {
             let before = batch.sample_count();
@@ -272,5 +436,168 @@ impl Chain {
             m.set(batch.held_bytes());
         }
         (Some(Arc::new(batch)), runs)
+    }
+}
+
+/// The task that owns a pipeline's stateful stage and the processors after
+/// it: takes accepted batches from the inbox, ticks the stage when its
+/// deadline passes, flushes it at shutdown, and puts what it emits into the
+/// exporters' queues.
+struct StageWorker {
+    stage: Box<dyn Processor>,
+    name: Arc<str>,
+    after: Option<Chain>,
+    pipeline: Arc<str>,
+    budget: Arc<MemoryBudget>,
+    telemetry: Arc<Telemetry>,
+    held: Arc<HeldSamples>,
+    outlet: Arc<Outlet>,
+}
+
+/// Where a stage's output goes: the pipeline's exporter queues.
+struct Outlet {
+    exporters: Vec<ExporterQueue>,
+    telemetry: Arc<Telemetry>,
+    held: Arc<HeldSamples>,
+}
+
+/// What the stage is asked to do.
+enum Step {
+    /// Batches from the inbox, in order: all that were waiting, so that a
+    /// busy stage pays the hop to the CPU pool once for many.
+    Accept(Vec<Arc<ProfileBatch>>),
+    Tick,
+    Flush,
+}
+
+/// The most inbox batches one step takes.
+const STEP_BATCHES: usize = 64;
+
+impl StageWorker {
+    async fn run(
+        mut self,
+        mut inbox: mpsc::Receiver<Arc<ProfileBatch>>,
+        finish: CancellationToken,
+    ) {
+        let mut finishing = false;
+        loop {
+            let deadline = self.stage.stateful().expect("a stateful stage").deadline();
+            let step = tokio::select! {
+                biased;
+                _ = finish.cancelled(), if !finishing => {
+                    // Take what is already in the inbox, then flush.
+                    inbox.close();
+                    finishing = true;
+                    continue;
+                }
+                b = inbox.recv() => match b {
+                    Some(b) => {
+                        let mut batches = vec![b];
+                        while batches.len() < STEP_BATCHES {
+                            match inbox.try_recv() {
+                                Ok(b) => batches.push(b),
+                                Err(_) => break,
+                            }
+                        }
+                        Step::Accept(batches)
+                    }
+                    None => Step::Flush,
+                },
+                _ = sleep_until(deadline), if deadline.is_some() => Step::Tick,
+            };
+            let flush = matches!(step, Step::Flush);
+            let (worker, out) = crate::cpu::run(move || {
+                let out = self.step(step);
+                (self, out)
+            })
+            .await;
+            self = worker;
+            let outlet = self.outlet.clone();
+            for batch in out {
+                outlet.enqueue(batch).await;
+            }
+            if flush {
+                return;
+            }
+        }
+    }
+
+    /// Runs the stage (on the CPU pool) and the processors after it on
+    /// what it emits.
+    fn step(&mut self, step: Step) -> Vec<(Arc<ProfileBatch>, u64)> {
+        let mut emitted = Vec::new();
+        {
+            let ctx = StageContext {
+                pipeline: &self.pipeline,
+                processor: &self.name,
+                telemetry: &self.telemetry,
+            };
+            let stage = self.stage.stateful().expect("a stateful stage");
+            match step {
+                Step::Accept(batches) => {
+                    for b in batches {
+                        stage.accept(owned(b, &self.budget), Instant::now(), &mut emitted, &ctx);
+                    }
+                }
+                Step::Tick => stage.tick(Instant::now(), &mut emitted, &ctx),
+                Step::Flush => stage.flush(&mut emitted, &ctx),
+            }
+        }
+        let mut out = Vec::with_capacity(emitted.len());
+        for batch in emitted {
+            let n = batch.sample_count();
+            self.telemetry
+                .processor_in_out(&self.pipeline, &self.name, 0, n);
+            let Some(after) = &mut self.after else {
+                out.push((Arc::new(batch), n));
+                continue;
+            };
+            let (kept, runs) = after.process_owned(batch);
+            for run in &runs {
+                run.count(&self.pipeline, &self.telemetry);
+            }
+            match kept {
+                Some(b) => out.push((b, n)),
+                // The processors after the stage counted what they dropped.
+                None => self.held.sub(n),
+            }
+        }
+        out
+    }
+}
+
+impl Outlet {
+    /// Puts an emitted batch into every exporter's queue, waiting for room:
+    /// it was accepted, so it is never refused. Only a queue closed by the
+    /// shutdown deadline (or a persistent queue that cannot store it) loses
+    /// it, counted for that exporter.
+    async fn enqueue(&self, (batch, emitted): (Arc<ProfileBatch>, u64)) {
+        let n = batch.sample_count();
+        let mut slots = Vec::with_capacity(self.exporters.len());
+        for e in &self.exporters {
+            let slot = match e.queue.reserve(&batch).await {
+                Ok(mut slot) => slot.write(&batch).await.map(|()| slot),
+                Err(err) => Err(err),
+            };
+            match slot {
+                Ok(slot) => slots.push((e, slot)),
+                Err(QueueError::Closed) => self.telemetry.exporter_dropped(&e.id, n, "shutdown"),
+                Err(err) => self
+                    .telemetry
+                    .exporter_enqueue_failed(&e.id, n, &err.to_string()),
+            }
+        }
+        for (e, slot) in slots {
+            slot.commit();
+            e.update_gauge();
+        }
+        self.held.sub(emitted);
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
     }
 }

@@ -56,6 +56,7 @@ pub struct RunningService {
     hard_stop: CancellationToken,
     receivers: Vec<JoinHandle<()>>,
     queues: Vec<ExporterQueue>,
+    pipelines: Vec<Arc<Pipeline>>,
     exporters: Vec<JoinHandle<()>>,
     extensions: Vec<JoinHandle<()>>,
     shutdown_timeout: Duration,
@@ -81,6 +82,7 @@ impl RunningService {
             hard_stop: hard_stop.clone(),
             receivers: Vec::new(),
             queues: Vec::new(),
+            pipelines: Vec::new(),
             exporters: Vec::new(),
             extensions: Vec::new(),
             shutdown_timeout: opts.shutdown_timeout,
@@ -167,7 +169,9 @@ impl RunningService {
                 budget.clone(),
                 telemetry.clone(),
             );
-            pipelines.insert(p.id.clone(), Arc::new(pipeline));
+            let pipeline = Arc::new(pipeline);
+            svc.pipelines.push(pipeline.clone());
+            pipelines.insert(p.id.clone(), pipeline);
         }
 
         let receiver_storages = Arc::new(storages.clone());
@@ -218,6 +222,11 @@ impl RunningService {
         &self.health
     }
 
+    /// Samples the stateful stages (`batch`) of every pipeline hold now.
+    pub fn held_samples(&self) -> u64 {
+        self.pipelines.iter().map(|p| p.held_samples()).sum()
+    }
+
     /// Graceful shutdown within the configured deadline.
     pub async fn shutdown(self) {
         let t = self.shutdown_timeout;
@@ -225,9 +234,10 @@ impl RunningService {
     }
 
     /// Stops receivers (their requests in flight finish and are answered),
-    /// closes the exporter queues and lets them drain (retries included)
-    /// until `timeout`, then stops hard: what is left is counted as dropped
-    /// with reason `shutdown`.
+    /// has the stateful stages (`batch`) emit what they hold into the
+    /// exporter queues, closes the queues and lets them drain (retries
+    /// included) until `timeout`, then stops hard: what is left is counted
+    /// as dropped with reason `shutdown`.
     pub async fn shutdown_with(self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         self.health.set_ready(false);
@@ -241,9 +251,15 @@ impl RunningService {
         let close_queues = |queues: &[ExporterQueue]| queues.iter().for_each(|q| q.queue.close());
         let receivers = self.receivers;
         let exporters = self.exporters;
+        let pipelines = self.pipelines;
         let drained = async {
             for t in receivers {
                 let _ = t.await;
+            }
+            // Held batches go into the queues before they close; at the
+            // deadline the closed queues end this wait, counting the rest.
+            for p in &pipelines {
+                p.finish().await;
             }
             close_queues(&queues);
             for t in exporters {

@@ -12,6 +12,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::config::MetricsLevel;
@@ -38,6 +39,12 @@ pub struct Telemetry {
     processor_outgoing: Family<Labels, Counter>,
     processor_dropped: Family<Labels, Counter>,
     processor_events: Family<Labels, Counter>,
+    processor_held: Family<Labels, Gauge>,
+    batch_send_size: Family<Labels, Histogram, fn() -> Histogram>,
+    batch_send_size_bytes: Family<Labels, Histogram, fn() -> Histogram>,
+    batch_size_trigger: Family<Labels, Counter>,
+    batch_timeout_trigger: Family<Labels, Counter>,
+    batch_cardinality: Family<Labels, Gauge>,
     exporter_events: Family<Labels, Counter>,
     pipeline_dropped: Family<Labels, Counter>,
     receiver_items: Family<Labels, Counter>,
@@ -84,6 +91,21 @@ impl Telemetry {
             processor_outgoing: family!(r, b, "otelcol_processor_outgoing_items", "Number of items (profile samples) emitted from the processor."),
             processor_dropped: family!(r, "profcol_processor_dropped_profile_samples", "Samples a processor dropped, by reason."),
             processor_events: family!(r, "profcol_processor_events", "Non-sample events a processor counted (unknown units, pruned threads, bytes saved)."),
+            processor_held: family!(r, "profcol_processor_held_profile_samples", "Samples a stateful processor (batch) holds: accepted, neither sent nor lost yet."),
+            batch_send_size: {
+                let f: Family<Labels, Histogram, fn() -> Histogram> = Family::new_with_constructor(send_size_buckets);
+                r.register("otelcol_processor_batch_batch_send_size", "Number of units in the batch (profile samples).", f.clone());
+                b.register("otelcol_processor_batch_batch_send_size", "Number of units in the batch (profile samples).", f.clone());
+                f
+            },
+            batch_send_size_bytes: {
+                let f: Family<Labels, Histogram, fn() -> Histogram> = Family::new_with_constructor(send_bytes_buckets);
+                r.register("otelcol_processor_batch_batch_send_size_bytes", "Number of bytes in the batch that was sent (encoded).", f.clone());
+                f
+            },
+            batch_size_trigger: family!(r, b, "otelcol_processor_batch_batch_size_trigger_send", "Number of times the batch was sent due to a size trigger."),
+            batch_timeout_trigger: family!(r, b, "otelcol_processor_batch_timeout_trigger_send", "Number of times the batch was sent due to a timeout trigger."),
+            batch_cardinality: family!(r, b, "otelcol_processor_batch_metadata_cardinality", "Number of distinct metadata value combinations being processed."),
             exporter_events: family!(r, "profcol_exporter_events", "Non-sample events an exporter counted (files written, files removed by retention)."),
             pipeline_dropped: family!(r, "profcol_pipeline_dropped_profile_samples", "Samples dropped by the runtime between components, by reason."),
             receiver_items: family!(r, "profcol_receiver_items", "Items a receiver saw, by type and outcome (e.g. Sentry envelope items)."),
@@ -306,6 +328,42 @@ impl Telemetry {
             .inc_by(samples);
     }
 
+    /// Samples a stateful stage holds now.
+    pub fn processor_held(&self, pipeline: &str, processor: &str, samples: u64) {
+        self.processor_held
+            .get_or_create(&vec![
+                ("pipeline", pipeline.to_owned()),
+                ("processor", processor.to_owned()),
+            ])
+            .set(i64::try_from(samples).unwrap_or(i64::MAX));
+    }
+
+    /// A batch the `batch` processor sent: its samples and encoded bytes,
+    /// and what triggered it (`size`, `timeout`, or `shutdown`, which the
+    /// Collector does not count as a trigger).
+    pub fn batch_sent(&self, processor: &str, samples: u64, bytes: usize, trigger: &str) {
+        let l = vec![("processor", processor.to_owned())];
+        self.batch_send_size
+            .get_or_create(&l)
+            .observe(samples as f64);
+        self.batch_send_size_bytes
+            .get_or_create(&l)
+            .observe(bytes as f64);
+        match trigger {
+            "size" => self.batch_size_trigger.get_or_create(&l).inc(),
+            "timeout" => self.batch_timeout_trigger.get_or_create(&l).inc(),
+            _ => 0,
+        };
+    }
+
+    /// Distinct metadata value combinations the `batch` processor holds
+    /// batches for.
+    pub fn batch_cardinality(&self, processor: &str, n: usize) {
+        self.batch_cardinality
+            .get_or_create(&vec![("processor", processor.to_owned())])
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
     // Readers, for tests and the accounting check.
 
     pub fn accepted(&self, receiver: &str) -> u64 {
@@ -378,6 +436,24 @@ impl Telemetry {
             ],
         )
     }
+}
+
+/// The Collector's buckets for `batch_send_size` (items).
+fn send_size_buckets() -> Histogram {
+    Histogram::new([
+        10.0, 25.0, 50.0, 75.0, 100.0, 250.0, 500.0, 750.0, 1000.0, 2000.0, 3000.0, 4000.0, 5000.0,
+        6000.0, 7000.0, 8000.0, 9000.0, 10000.0, 20000.0, 30000.0, 50000.0, 100000.0,
+    ])
+}
+
+/// The Collector's buckets for `batch_send_size_bytes`.
+fn send_bytes_buckets() -> Histogram {
+    Histogram::new([
+        10.0, 25.0, 50.0, 75.0, 100.0, 250.0, 500.0, 750.0, 1000.0, 2000.0, 3000.0, 4000.0, 5000.0,
+        6000.0, 7000.0, 8000.0, 9000.0, 10000.0, 20000.0, 30000.0, 50000.0, 100000.0, 200000.0,
+        300000.0, 400000.0, 500000.0, 600000.0, 700000.0, 800000.0, 900000.0, 1000000.0, 2000000.0,
+        3000000.0, 4000000.0, 5000000.0, 6000000.0, 7000000.0, 8000000.0, 9000000.0,
+    ])
 }
 
 /// Sum of a counter family over every label set that matches `want`.
