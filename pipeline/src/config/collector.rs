@@ -37,7 +37,6 @@ const RECEIVERS: &[&str] = &[
     "prometheus",
     "prometheus_simple",
     "pulsar",
-    "pyroscope",
     "rabbitmq",
     "receiver_creator",
     "redis",
