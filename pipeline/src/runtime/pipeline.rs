@@ -595,9 +595,14 @@ impl Outlet {
     }
 }
 
+/// Sleeps until `deadline`, at most a day at a time (the timer's range is
+/// bounded; waking early only makes the stage's tick find nothing due).
 async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
-        Some(d) => tokio::time::sleep_until(d.into()).await,
+        Some(d) => {
+            let cap = Instant::now() + std::time::Duration::from_secs(86_400);
+            tokio::time::sleep_until(d.min(cap).into()).await
+        }
         None => std::future::pending().await,
     }
 }

@@ -170,8 +170,11 @@ impl Batch {
                 self.send(&oldest, Trigger::Cardinality, out, ctx);
             }
             self.generation += 1;
-            self.order
-                .push_back((now + self.timeout, key.clone(), self.generation));
+            // A timeout of years is as good as none (and must not overflow).
+            let due = now
+                .checked_add(self.timeout)
+                .unwrap_or(now + Duration::from_secs(100 * 365 * 86400));
+            self.order.push_back((due, key.clone(), self.generation));
             self.pending
                 .insert(key.clone(), Pending::new(self.generation));
         }

@@ -347,3 +347,14 @@ fn config_as_the_collector_checks_it() {
     let mut run = Run::new("timeout: 0s");
     assert_eq!(run.accept(requests(1, 1, 10).pop().unwrap(), now).len(), 1);
 }
+
+#[test]
+fn a_timeout_of_centuries_does_not_overflow() {
+    let mut run = Run::new("timeout: 2000000h");
+    let now = Instant::now();
+    assert!(run
+        .accept(requests(1, 1, 10).pop().unwrap(), now)
+        .is_empty());
+    assert!(run.deadline().unwrap() > now + Duration::from_secs(365 * 86400));
+    assert_eq!(run.flush().len(), 1);
+}
