@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use profcol_pipeline::config::ConfigErrors;
+use profcol_pipeline::config::{ConfigErrors, Duration};
 use profcol_pipeline::formats::pprof::{keys, DEFAULT_GZIP_LEVEL};
 
 use super::file_name::FileNameTemplate;
@@ -27,6 +27,9 @@ pub struct PprofExporterConfig {
     pub resource_attributes_as_labels: Vec<String>,
     /// gzip level, 0-9.
     pub compression_level: u32,
+    /// With a length (`60s`), one file per service and sample type set per
+    /// window of that length instead of one per batch; 0 (default): off.
+    pub aggregate_window: Duration,
 }
 
 pub const DEFAULT_FILE_NAME: &str = "{service.name}-{time}-{sample_type}.pb.gz";
@@ -42,6 +45,7 @@ impl Default for PprofExporterConfig {
             merge_sample_types: false,
             resource_attributes_as_labels: vec![keys::SERVICE_NAME.to_owned()],
             compression_level: DEFAULT_GZIP_LEVEL,
+            aggregate_window: Duration(std::time::Duration::ZERO),
         }
     }
 }
@@ -69,6 +73,15 @@ impl PprofExporterConfig {
             errs.push(
                 key("compression_level"),
                 format!("must be between 0 and 9, got {}", self.compression_level),
+            );
+        }
+        if !self.aggregate_window.0.is_zero() && self.aggregate_window.0.as_millis() < 100 {
+            errs.push(
+                key("aggregate_window"),
+                format!(
+                    "must be 0 (off) or at least 100ms, got {:?}",
+                    self.aggregate_window.0
+                ),
             );
         }
         match template {

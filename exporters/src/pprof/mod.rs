@@ -16,12 +16,17 @@
 //!     file_name: "{service.name}-{time}-{sample_type}.pb.gz"
 //!     max_files: 1000
 //!     max_total_size_mib: 512
+//!     aggregate_window: 60s   # one file per service per minute
 //! ```
+//!
+//! With `aggregate_window`, batches are staged on disk and merged per
+//! window (see [`window`]).
 
 mod config;
 mod file_name;
 mod files;
 mod retention;
+mod window;
 
 #[cfg(test)]
 mod tests;
@@ -29,6 +34,9 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use async_trait::async_trait;
 
@@ -39,6 +47,7 @@ use profcol_pipeline::component::{
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pipeline::formats::pprof::{plan_files, write_pprof_gzip, PprofError, ToPprofOptions};
 use profcol_pipeline::model::{Origin, ProfileBatch};
+use profcol_pipeline::proto::ProfilesData;
 
 pub use config::{PprofExporterConfig, DEFAULT_FILE_NAME};
 pub use file_name::{FileNameTemplate, NameValues};
@@ -103,10 +112,20 @@ struct Inner {
     /// Held while picking a final name, renaming and enforcing retention.
     publish: Mutex<()>,
     counters: Counters,
+    /// Set by `aggregate_window`.
+    windows: Option<window::Windows>,
+}
+
+struct Closer {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+    ctx: ExporterContext,
 }
 
 pub struct PprofExporter {
     inner: Arc<Inner>,
+    /// The task that writes windows as they close, and how to stop it.
+    closer: Mutex<Option<Closer>>,
 }
 
 impl PprofExporter {
@@ -125,15 +144,22 @@ impl PprofExporter {
             max_files: cfg.max_files,
             max_bytes: cfg.max_total_bytes(),
         };
+        let directory = PathBuf::from(&cfg.directory);
+        let windows = cfg
+            .aggregate_window
+            .nonzero()
+            .map(|w| window::Windows::new(&directory, w));
         Ok(Self {
             inner: Arc::new(Inner {
-                directory: PathBuf::from(&cfg.directory),
+                directory,
                 cfg,
                 template,
                 limits,
                 publish: Mutex::new(()),
                 counters: Counters::default(),
+                windows,
             }),
+            closer: Mutex::new(None),
         })
     }
 
@@ -154,7 +180,14 @@ impl PprofExporter {
     /// Writes `batch` on the calling thread; returns the paths written.
     /// [`Exporter::export`] runs this on the blocking pool.
     pub fn write_batch(&self, batch: &ProfileBatch) -> Result<Vec<PathBuf>, ExportError> {
-        self.inner.write_batch(batch, None)
+        self.inner
+            .write_data(batch.data(), source_comments(batch), None)
+    }
+
+    /// Writes the windows that are due (all with `all`) on the calling
+    /// thread; returns the paths written.
+    pub fn write_windows(&self, all: bool) -> Vec<PathBuf> {
+        self.inner.write_windows(all, None)
     }
 }
 
@@ -175,18 +208,88 @@ fn source_comments(batch: &ProfileBatch) -> Vec<String> {
 }
 
 impl Inner {
-    /// `ctx`, when given, receives the file events as metrics.
-    fn write_batch(
-        &self,
-        batch: &ProfileBatch,
-        ctx: Option<&ExporterContext>,
-    ) -> Result<Vec<PathBuf>, ExportError> {
-        let opts = ToPprofOptions {
+    fn options(&self, comments: Vec<String>) -> ToPprofOptions {
+        ToPprofOptions {
             resource_attributes_as_labels: self.cfg.resource_attributes_as_labels.clone(),
             merge_sample_types: self.cfg.merge_sample_types,
-            comments: source_comments(batch),
+            comments,
+        }
+    }
+
+    /// Stages `batch` in the open window, after checking it can be written
+    /// (what cannot is refused now, not when its window closes).
+    fn stage(&self, windows: &window::Windows, batch: &ProfileBatch) -> Result<(), ExportError> {
+        profcol_pipeline::model::validate::validate(batch.data())
+            .map_err(|e| ExportError::permanent(format!("pprof exporter: {e}")))?;
+        plan_files(batch.data(), &self.options(Vec::new()))
+            .map_err(|e| ExportError::permanent(format!("pprof exporter: {e}")))?;
+        windows.stage(&batch.encode_to_bytes())
+    }
+
+    /// Writes each due window; a window that fails retryably stays staged
+    /// for the next try, one that fails permanently is dropped (logged and
+    /// counted).
+    fn write_windows(&self, all: bool, ctx: Option<&ExporterContext>) -> Vec<PathBuf> {
+        let Some(windows) = &self.windows else {
+            return Vec::new();
         };
-        let data = batch.data();
+        let event = |what: &str, n: u64| {
+            if let Some(ctx) = ctx {
+                ctx.telemetry.exporter_event(&ctx.id, what, n);
+            }
+        };
+        let due = match windows.due(all) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(directory = %self.directory.display(), error = %e, "pprof exporter: cannot list staged batches; will retry");
+                event("window_failed", 1);
+                return Vec::new();
+            }
+        };
+        let mut written = Vec::new();
+        for w in due {
+            let comments = vec![format!(
+                "profcol: {} batches aggregated over a {} window from {}",
+                w.files.len(),
+                profcol_pipeline::config::Duration(windows.window()),
+                humantime::format_rfc3339_millis(
+                    std::time::UNIX_EPOCH + std::time::Duration::from_nanos(w.start_unix_nano)
+                ),
+            )];
+            let result = window::merge(&w).and_then(|m| {
+                if !m.corrupt.is_empty() {
+                    event("staged_batch_corrupt", m.corrupt.len() as u64);
+                }
+                self.write_data(&m.data, comments, ctx)
+            });
+            match result {
+                Ok(paths) => {
+                    window::remove(&w.files);
+                    written.extend(paths);
+                }
+                Err(e @ ExportError::Retryable { .. }) => {
+                    tracing::warn!(error = %e, "pprof exporter: writing a window failed; it stays staged and is tried again");
+                    event("window_failed", 1);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, batches = w.files.len(), "pprof exporter: dropping a window that cannot be written");
+                    event("window_dropped", 1);
+                    window::remove(&w.files);
+                }
+            }
+        }
+        written
+    }
+
+    /// Writes `data` as pprof files; `ctx`, when given, receives the file
+    /// events as metrics.
+    fn write_data(
+        &self,
+        data: &ProfilesData,
+        comments: Vec<String>,
+        ctx: Option<&ExporterContext>,
+    ) -> Result<Vec<PathBuf>, ExportError> {
+        let opts = self.options(comments);
         let plans = plan_files(data, &opts)
             .map_err(|e| ExportError::permanent(format!("pprof exporter: {e}")))?;
         if plans.is_empty() {
@@ -288,9 +391,43 @@ impl Exporter for PprofExporter {
             if removed > 0 {
                 tracing::info!(exporter = %id, removed, "pprof exporter: removed temporary files of an earlier run");
             }
-            Ok(())
+            Ok::<_, anyhow::Error>(())
         })
-        .await?
+        .await??;
+        if let Some(windows) = &self.inner.windows {
+            // Windows an earlier run staged are written now, then each
+            // window as it closes.
+            let (stop, mut stopped) = watch::channel(false);
+            let inner = self.inner.clone();
+            let ctx = ctx.clone();
+            let first = tokio::task::spawn_blocking({
+                let (inner, ctx) = (inner.clone(), ctx.clone());
+                move || inner.write_windows(true, Some(&ctx))
+            });
+            first.await?;
+            let mut next = windows.until_close();
+            let task = tokio::spawn({
+                let ctx = ctx.clone();
+                async move {
+                    loop {
+                        // A little past the boundary, so the window has closed.
+                        let wait = next + std::time::Duration::from_millis(20);
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => {}
+                            _ = stopped.changed() => return,
+                        }
+                        let (i, c) = (inner.clone(), ctx.clone());
+                        let _ =
+                            tokio::task::spawn_blocking(move || i.write_windows(false, Some(&c)))
+                                .await;
+                        next = inner.windows.as_ref().map_or(wait, |w| w.until_close());
+                    }
+                }
+            });
+            *self.closer.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(Closer { stop, task, ctx });
+        }
+        Ok(())
     }
 
     async fn export(
@@ -301,11 +438,28 @@ impl Exporter for PprofExporter {
         let batch = req.batch.clone();
         let inner = self.inner.clone();
         let ctx = ctx.clone();
-        tokio::task::spawn_blocking(move || inner.write_batch(&batch, Some(&ctx)))
-            .await
-            .map_err(|e| {
-                ExportError::permanent(format!("pprof exporter: writer task failed: {e}"))
-            })??;
+        tokio::task::spawn_blocking(move || match &inner.windows {
+            Some(w) => inner.stage(w, &batch).map(drop),
+            None => inner
+                .write_data(batch.data(), source_comments(&batch), Some(&ctx))
+                .map(drop),
+        })
+        .await
+        .map_err(|e| {
+            ExportError::permanent(format!("pprof exporter: writer task failed: {e}"))
+        })??;
         Ok(ExportOutcome::delivered())
+    }
+
+    /// Writes every staged window, the open one too.
+    async fn shutdown(&self) {
+        let closer = self.closer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some(Closer { stop, task, ctx }) = closer else {
+            return;
+        };
+        let _ = stop.send(true);
+        let _ = task.await;
+        let inner = self.inner.clone();
+        let _ = tokio::task::spawn_blocking(move || inner.write_windows(true, Some(&ctx))).await;
     }
 }

@@ -550,3 +550,163 @@ fn config_decodes_with_collector_names_and_reports_every_error() {
     assert!(create_exporter(&*factory(), &typo).is_err());
     assert_eq!(factory().type_name(), "pprof");
 }
+
+/// `batch` with its resources' `host.name` set to `host`.
+fn on_host(mut batch: ProfileBatch, host: &str) -> ProfileBatch {
+    use profcol_pipeline::proto::{any_value::Value, AnyValue, KeyValue};
+    for rp in &mut batch.data_mut().resource_profiles {
+        rp.resource
+            .get_or_insert_with(Default::default)
+            .attributes
+            .push(KeyValue {
+                key: "host.name".into(),
+                value: Some(AnyValue {
+                    value: Some(Value::StringValue(host.into())),
+                }),
+                ..Default::default()
+            });
+    }
+    batch
+}
+
+async fn export(e: &PprofExporter, batch: ProfileBatch) {
+    e.export(&Request::new(Arc::new(batch)), &ctx())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn aggregate_window_writes_one_file_per_service_with_the_dictionary_shared() {
+    let dir = tempfile::tempdir().unwrap();
+    let single = tempfile::tempdir().unwrap();
+    exporter(single.path(), |c| {
+        c.file_name = "{service.name}-{sample_type}.pb.gz".into()
+    })
+    .write_batch(&fixture("go-cpu.otlp.bin"))
+    .unwrap();
+    let once = decode_pprof(&std::fs::read(single.path().join("go-cpu-cpu.pb.gz")).unwrap());
+    let e = exporter(dir.path(), |c| {
+        c.aggregate_window = profcol_pipeline::config::Duration::from_secs(3600);
+        c.file_name = "{service.name}-{sample_type}.pb.gz".into();
+    });
+    e.start(&ctx()).await.unwrap();
+    // Two instances of one service, three batches, and another service.
+    export(&e, on_host(fixture("go-cpu.otlp.bin"), "a")).await;
+    export(&e, on_host(fixture("go-cpu.otlp.bin"), "b")).await;
+    export(&e, on_host(fixture("go-cpu.otlp.bin"), "a")).await;
+    export(&e, fixture("minimal-request.bin")).await;
+    assert_eq!(
+        names(dir.path()),
+        [window::STAGING_DIR],
+        "held until the window closes"
+    );
+
+    e.shutdown().await;
+    let mut files = names(dir.path());
+    files.retain(|n| n != window::STAGING_DIR);
+    assert_eq!(
+        files,
+        [
+            "go-cpu-cpu.pb.gz",
+            "go-cpu-samples.pb.gz",
+            "holdout-minimal-cpu.pb.gz"
+        ]
+    );
+    assert_eq!(
+        names(&dir.path().join(window::STAGING_DIR)),
+        Vec::<String>::new()
+    );
+
+    let once = once.unwrap();
+    let merged = decode_pprof(&std::fs::read(dir.path().join(&files[0])).unwrap()).unwrap();
+    assert_eq!(merged.sample.len(), 3 * once.sample.len());
+    let total = |p: &profcol_pipeline::formats::pprof::proto::Profile| -> i64 {
+        p.sample.iter().map(|s| s.value.iter().sum::<i64>()).sum()
+    };
+    assert_eq!(total(&merged), 3 * total(&once));
+    // Equal entries shared: three inputs, the locations and functions of one.
+    assert_eq!(merged.location.len(), once.location.len());
+    assert_eq!(merged.function.len(), once.function.len());
+    // host.name differed between the instances, so no sample carries it.
+    let strings = &merged.string_table;
+    assert!(!strings.iter().any(|s| s == "host.name"), "{strings:?}");
+}
+
+#[tokio::test]
+async fn staged_batches_survive_a_crash_and_are_written_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let window = |c: &mut PprofExporterConfig| {
+        c.aggregate_window = profcol_pipeline::config::Duration::from_secs(3600)
+    };
+    let first = exporter(dir.path(), window);
+    first.start(&ctx()).await.unwrap();
+    export(&first, fixture("minimal-request.bin")).await;
+    export(&first, fixture("minimal-request.bin")).await;
+    // Killed: no shutdown.
+    drop(first);
+    assert_eq!(names(dir.path()), [window::STAGING_DIR]);
+
+    let second = exporter(dir.path(), window);
+    second.start(&ctx()).await.unwrap();
+    let mut files = names(dir.path());
+    files.retain(|n| n != window::STAGING_DIR);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let p = decode_pprof(&std::fs::read(dir.path().join(&files[0])).unwrap()).unwrap();
+    let one = samples_of(&fixture("minimal-request.bin"));
+    assert_eq!(p.sample.len(), 2 * one);
+    second.shutdown().await;
+}
+
+fn samples_of(batch: &ProfileBatch) -> usize {
+    batch
+        .data()
+        .resource_profiles
+        .iter()
+        .flat_map(|r| &r.scope_profiles)
+        .flat_map(|s| &s.profiles)
+        .map(|p| p.samples.len())
+        .sum()
+}
+
+#[tokio::test]
+async fn a_window_is_written_when_it_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = exporter(dir.path(), |c| {
+        c.aggregate_window = profcol_pipeline::config::Duration::from_millis(200)
+    });
+    e.start(&ctx()).await.unwrap();
+    export(&e, fixture("minimal-request.bin")).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while names(dir.path()).len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            names(dir.path())
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(ctx().telemetry.exporter_events("pprof", "window_failed"), 0);
+    e.shutdown().await;
+}
+
+#[tokio::test]
+async fn aggregate_window_refuses_what_cannot_be_written_at_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = exporter(dir.path(), |c| {
+        c.aggregate_window = profcol_pipeline::config::Duration::from_secs(60)
+    });
+    e.start(&ctx()).await.unwrap();
+    let mut batch = fixture("two-resources-request.bin");
+    batch.data_mut().resource_profiles[1].scope_profiles[0].profiles[0].samples[0].stack_index =
+        1000;
+    let err = e
+        .export(&Request::new(Arc::new(batch)), &ctx())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ExportError::Permanent { message } if message.contains("1000")),
+        "{err}"
+    );
+    e.shutdown().await;
+    assert_eq!(names(dir.path()), Vec::<String>::new(), "nothing staged");
+}
