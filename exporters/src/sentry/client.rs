@@ -7,9 +7,9 @@ use std::time::{Duration, Instant, SystemTime};
 use http::header::{CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
 
 use super::config::Compression;
-use super::dsn::Dsn;
 use super::rate_limits::RateLimits;
 use crate::http_common::error_chain;
+use profcol_pipeline::formats::sentry::Dsn;
 
 /// `sentry_client` and `User-Agent`.
 pub const CLIENT_NAME: &str = concat!("profcol/", env!("CARGO_PKG_VERSION"));

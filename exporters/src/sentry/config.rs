@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
 use profcol_pipeline::formats::sentry::relay_rules::MAX_CHUNK_DURATION_NS;
 
-use super::dsn::Dsn;
+use profcol_pipeline::formats::sentry::Dsn;
 
 /// `exporters: sentry:`. Queue, retry and timeout keys have the
 /// Collector's names and defaults.

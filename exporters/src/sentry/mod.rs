@@ -29,7 +29,6 @@
 
 pub mod client;
 mod config;
-pub mod dsn;
 pub mod encode;
 #[cfg(any(test, feature = "testing"))]
 pub mod mock;
@@ -53,8 +52,8 @@ use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
 pub use client::Reply;
 pub use config::{Compression, SentryExporterConfig};
-pub use dsn::Dsn;
 pub use encode::{encode, EncodeOptions, Encoded, Envelope};
+pub use profcol_pipeline::formats::sentry::Dsn;
 pub use rate_limits::RateLimits;
 
 use client::Client;

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::http_common::{parse_retry_after, secs_to_duration};
 
-/// Data category of a `profile_chunk` (Relay `ProfileType::from_platform`).
+use profcol_pipeline::formats::sentry::ProfileType;
+
+/// Data category of a `profile_chunk`.
 pub const PROFILE_CHUNK: &str = "profile_chunk";
 /// Data category of a `profile_chunk` from a UI platform.
 pub const PROFILE_CHUNK_UI: &str = "profile_chunk_ui";
@@ -20,10 +22,7 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// The category Relay counts a chunk of `platform` under.
 pub fn category_for_platform(platform: &str) -> &'static str {
-    match platform {
-        "cocoa" | "android" | "javascript" => PROFILE_CHUNK_UI,
-        _ => PROFILE_CHUNK,
-    }
+    ProfileType::from_platform(platform).chunk_category()
 }
 
 /// Deadlines of the limits that can concern this exporter: all categories,

@@ -2,13 +2,6 @@
 
 use http::HeaderMap;
 
-/// The public key and the project id a DSN names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dsn {
-    pub public_key: String,
-    pub project_id: String,
-}
-
 /// `Sentry sentry_key=abc, sentry_version=7, sentry_client=...` from
 /// `X-Sentry-Auth`, or `Authorization` with the `Sentry` scheme; else
 /// `Authorization: Basic base64(KEY:secret)`, the key being the user part
@@ -63,27 +56,6 @@ pub fn key_from_query(query: Option<&str>) -> Option<String> {
         .map(|(_, v)| v.into_owned())
 }
 
-/// Parses `scheme://KEY[:secret]@host[:port]/[path/]PROJECT`.
-pub fn parse_dsn(dsn: &str) -> Result<Dsn, String> {
-    let url = url::Url::parse(dsn).map_err(|e| format!("invalid dsn {dsn:?}: {e}"))?;
-    let public_key = url.username().to_owned();
-    if public_key.is_empty() {
-        return Err(format!("invalid dsn {dsn:?}: no public key"));
-    }
-    let project_id = url
-        .path_segments()
-        .and_then(|mut s| s.rfind(|p| !p.is_empty()))
-        .unwrap_or_default()
-        .to_owned();
-    if project_id.is_empty() {
-        return Err(format!("invalid dsn {dsn:?}: no project id"));
-    }
-    Ok(Dsn {
-        public_key,
-        project_id,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,24 +102,5 @@ mod tests {
             Some("publickey")
         );
         assert_eq!(key_from_query(Some("")), None);
-    }
-
-    #[test]
-    fn parses_dsns() {
-        assert_eq!(
-            parse_dsn("http://KEY@localhost:3000/42").unwrap(),
-            Dsn {
-                public_key: "KEY".into(),
-                project_id: "42".into()
-            }
-        );
-        assert_eq!(
-            parse_dsn("https://k:secret@o1.ingest.example/sub/7")
-                .unwrap()
-                .project_id,
-            "7"
-        );
-        assert!(parse_dsn("http://localhost/42").is_err());
-        assert!(parse_dsn("not a url").is_err());
     }
 }

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use serde_json::json;
 
 use profcol_pipeline::component::{ConsumeError, Output};
-use profcol_pipeline::formats::sentry::{self, Converted, Envelope, ReceiveOptions};
+use profcol_pipeline::formats::sentry::{self, Converted, Dsn, Envelope, ReceiveOptions};
 use profcol_pipeline::memory::{Held, Reservation};
 use profcol_pipeline::model::dictionary::merge_all;
 use profcol_pipeline::model::Origin;
@@ -251,9 +251,9 @@ impl Handler {
                 .map_err(|e| self.body_error(e))?;
             let dsn_key = serde_json::from_slice::<serde_json::Value>(line)
                 .ok()
-                .and_then(|h| h.get("dsn")?.as_str().map(auth::parse_dsn))
+                .and_then(|h| h.get("dsn")?.as_str().map(Dsn::parse))
                 .and_then(Result::ok)
-                .map(|d| d.public_key);
+                .map(|d| d.public_key().to_owned());
             match dsn_key {
                 Some(k) => {
                     if let Some(reply) = self.check_key(&k) {
@@ -365,15 +365,15 @@ impl Handler {
     ) -> Result<(), Reply> {
         let mut key = request_key;
         if let Some(dsn) = envelope.header.get("dsn").and_then(|d| d.as_str()) {
-            match auth::parse_dsn(dsn) {
-                Ok(d) if d.project_id != project_id => {
+            match Dsn::parse(dsn) {
+                Ok(d) if d.project_id() != project_id => {
                     return Err(self.refuse(
                         "dsn_mismatch",
                         error(
                             StatusCode::BAD_REQUEST,
                             format!(
                                 "the envelope's dsn names project {}, the URL project {project_id}",
-                                d.project_id
+                                d.project_id()
                             ),
                             vec![],
                         ),
@@ -381,8 +381,8 @@ impl Handler {
                 }
                 Ok(d) => {
                     if key.is_none() {
-                        key = Some(d.public_key);
-                    } else if key.as_deref() != Some(d.public_key.as_str()) {
+                        key = Some(d.public_key().to_owned());
+                    } else if key.as_deref() != Some(d.public_key()) {
                         return Err(self.refuse(
                             "dsn_mismatch",
                             error(

@@ -12,6 +12,7 @@
 
 pub mod chunk;
 pub mod de;
+pub mod dsn;
 pub mod envelope;
 mod expand;
 pub mod frame;
@@ -19,6 +20,7 @@ pub mod from_otlp;
 pub mod ids;
 pub mod keys;
 pub mod outgoing;
+pub mod platform;
 pub mod profile_v1;
 pub mod relay_rules;
 pub mod time;
@@ -27,9 +29,11 @@ pub mod to_otlp;
 #[cfg(test)]
 mod tests;
 
+pub use dsn::Dsn;
 pub use envelope::{parse as parse_envelope, write_envelope, Envelope, EnvelopeError, Item};
 pub use from_otlp::{otlp_to_chunks, ChunkResult, Dropped, ExportOptions};
 pub use outgoing::ProfileChunk as OutgoingChunk;
+pub use platform::ProfileType;
 pub use profile_v1::profile_v1_to_otlp;
 pub use to_otlp::chunk_to_otlp;
 

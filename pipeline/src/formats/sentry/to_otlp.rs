@@ -13,6 +13,7 @@ use super::chunk::ProfileChunk;
 use super::de::{CowStr, DecimalBuf};
 use super::frame::{ClientSdk, DebugImage, DebugMeta, Frame, ThreadMeta};
 use super::keys::{self as k, frame_type, sdk_language};
+use super::platform::ProfileType;
 use super::{ids, reason, time, Converted, ItemError, ReceiveOptions};
 use crate::model::dictionary::DictionaryBuilder;
 use crate::proto::{
@@ -573,24 +574,18 @@ pub(crate) fn parse_debug_meta<'a>(
     }
 }
 
-/// Relay's profile type of a platform (`ProfileType::from_platform`): the
-/// data category (`profile_chunk_ui` or `profile_chunk`) a chunk counts in.
-fn is_ui_profile(platform: &str) -> bool {
-    matches!(platform, "cocoa" | "android" | "javascript")
-}
-
 /// Relay compares only the profile types of the item header's `platform` and
 /// the payload's (a `node` header on a `python` chunk passes, a `cocoa`
 /// header does not); a header without `platform` passes.
 pub(super) fn check_item_platform(item: Option<&str>, payload: &str) -> Result<(), ItemError> {
-    let kind = |ui| if ui { "ui" } else { "backend" };
-    match item {
-        Some(p) if is_ui_profile(p) != is_ui_profile(payload) => Err(ItemError::new(
+    let theirs = ProfileType::from_platform(payload);
+    match item.map(|p| (p, ProfileType::from_platform(p))) {
+        Some((p, ours)) if ours != theirs => Err(ItemError::new(
             reason::INVALID_PROFILE_TYPE,
             format!(
                 "item header platform {p:?} (a {} profile) differs in profile type from the payload's {payload:?} (a {} profile)",
-                kind(is_ui_profile(p)),
-                kind(is_ui_profile(payload)),
+                ours.as_str(),
+                theirs.as_str(),
             ),
         )),
         _ => Ok(()),

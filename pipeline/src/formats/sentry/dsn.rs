@@ -107,3 +107,35 @@ impl fmt::Display for Dsn {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_what_sdks_accept_and_refuses_the_rest() {
+        let d = Dsn::parse("http://KEY@localhost:3000/42").unwrap();
+        assert_eq!((d.public_key(), d.project_id()), ("KEY", "42"));
+        assert_eq!(d.envelope_url(), "http://localhost:3000/api/42/envelope/");
+        let d = Dsn::parse("https://k:secret@o1.ingest.example/sub/7").unwrap();
+        assert_eq!(d.project_id(), "7");
+        assert_eq!(
+            d.envelope_url(),
+            "https://o1.ingest.example/sub/api/7/envelope/"
+        );
+        assert_eq!(
+            d.to_string(),
+            "https://k@o1.ingest.example/sub/7",
+            "no secret"
+        );
+        for bad in [
+            "http://localhost/42",
+            "not a url",
+            "ftp://k@h/1",
+            "https://k@h/x",
+            "https://k@h/1?x=y",
+        ] {
+            assert!(Dsn::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
