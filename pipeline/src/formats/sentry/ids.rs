@@ -1,31 +1,13 @@
 //! Sentry ids (UUIDs written as 32 hex digits) and the OTLP byte ids they map to.
 
-/// Parses a Sentry event/chunk/profiler id: 32 hex digits, with or without
-/// dashes, braces or a `urn:uuid:` prefix, as Relay's `EventId` accepts.
+/// Parses a Sentry event/chunk/profiler id: 32 hex digits, hyphenated or
+/// not, in braces or after `urn:uuid:`, as Relay's `EventId` (a `Uuid`)
+/// accepts; the nil id is no id.
 pub fn parse_uuid(s: &str) -> Option<[u8; 16]> {
-    let s = s.trim();
-    let s = s.strip_prefix("urn:uuid:").unwrap_or(s);
-    let s = s
-        .strip_prefix('{')
-        .and_then(|s| s.strip_suffix('}'))
-        .unwrap_or(s);
-    let mut out = [0u8; 16];
-    let mut n = 0usize;
-    let mut hi: Option<u8> = None;
-    for c in s.bytes() {
-        if c == b'-' {
-            continue;
-        }
-        let v = (c as char).to_digit(16)? as u8;
-        match hi.take() {
-            None => hi = Some(v),
-            Some(h) => {
-                *out.get_mut(n)? = (h << 4) | v;
-                n += 1;
-            }
-        }
-    }
-    (n == 16 && hi.is_none() && out != [0; 16]).then_some(out)
+    uuid::Uuid::try_parse(s.trim())
+        .ok()
+        .filter(|u| !u.is_nil())
+        .map(uuid::Uuid::into_bytes)
 }
 
 /// Formats an id the way Sentry SDKs send it: 32 lowercase hex digits.
