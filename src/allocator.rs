@@ -12,6 +12,9 @@
 //! behind memory mimalloc had returned, so that an idle collector grew by
 //! 16 MiB in 40 s (and peaked 30 MiB higher under load).
 
+// mimalloc's C API (options and collection): see each block's SAFETY.
+#![allow(unsafe_code)]
+
 use libmimalloc_sys as mi;
 
 /// `mi_option_purge_delay` in mimalloc v3's `mimalloc.h` (the crate's

@@ -1,3 +1,5 @@
+#![deny(unsafe_code)]
+
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

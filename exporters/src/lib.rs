@@ -1,5 +1,8 @@
 //! profcol's exporters, one folder per YAML type.
 
+// Unsafe code lives in the few modules that allow it, each saying why.
+#![deny(unsafe_code)]
+
 mod client_auth;
 pub mod debug;
 pub mod file;

@@ -2,6 +2,9 @@
 //! Knows no concrete component; receivers, processors and exporters plug in
 //! through the traits in [`component`].
 
+// Unsafe code lives in the few modules that allow it, each saying why.
+#![deny(unsafe_code)]
+
 pub mod component;
 pub mod config;
 pub mod cpu;

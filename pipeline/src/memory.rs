@@ -270,6 +270,7 @@ pub fn total_memory() -> Option<usize> {
 }
 
 /// Resident memory of this process, from `/proc/self/statm`.
+#[allow(unsafe_code)]
 pub fn resident_bytes() -> Option<usize> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: usize = statm.split_whitespace().nth(1)?.parse().ok()?;

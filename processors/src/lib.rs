@@ -2,6 +2,9 @@
 //! a folder named after its YAML type; `merge` is the combining of samples of
 //! one identity that `dictionary_dedup` and `thread_pruning` share.
 
+// Unsafe code lives in the few modules that allow it, each saying why.
+#![deny(unsafe_code)]
+
 pub mod batch;
 pub mod dictionary_dedup;
 pub mod memory_limiter;

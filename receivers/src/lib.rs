@@ -1,5 +1,8 @@
 //! profcol's receivers, one folder per YAML type.
 
+// Unsafe code lives in the few modules that allow it, each saying why.
+#![deny(unsafe_code)]
+
 pub mod body;
 pub mod endpoint;
 pub mod ingest;

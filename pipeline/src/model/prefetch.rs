@@ -13,6 +13,9 @@
 //! itself runs twice as slow as on a fresh heap), fetching them ahead
 //! halves the time of `thread_pruning` and of the collection after it.
 
+// Prefetch intrinsics and in-place compaction of vectors: see each block's SAFETY.
+#![allow(unsafe_code)]
+
 use crate::proto::Sample;
 
 /// How many samples ahead a pass asks for what a sample will need: enough to
