@@ -488,16 +488,7 @@ impl Handler {
             Ok(()) => return ok(event_id),
             Err(e) => e,
         };
-        let reply = match e {
-            ConsumeError::Full { retry_after, .. } => rate_limited(&e.to_string(), retry_after),
-            ConsumeError::TooLarge { .. } => {
-                error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string(), vec![])
-            }
-            ConsumeError::ShuttingDown => {
-                error(StatusCode::SERVICE_UNAVAILABLE, e.to_string(), vec![])
-            }
-        };
-        self.refuse(e.reason(), reply)
+        self.refuse(e.reason(), refusal_reply(&e))
     }
 
     /// 429 for a full memory budget.
@@ -727,6 +718,33 @@ fn with_upstream(reply: Reply, answer: Answer) -> Reply {
 
 /// 429 with `Retry-After` and `X-Sentry-Rate-Limits` for the profile
 /// categories, so that SDKs pause.
+/// What an SDK is told when the pipeline refuses an envelope. Full memory,
+/// pipelines or queues are load: 429 with `Retry-After` and
+/// `X-Sentry-Rate-Limits`, which make an SDK hold off. A persistent queue
+/// that cannot write is a fault, not load: 503, as the OTLP receivers
+/// answer it, so SDKs do not take it for a rate limit.
+fn refusal_reply(e: &ConsumeError) -> Reply {
+    match e {
+        ConsumeError::Full {
+            reason: "queue_storage",
+            retry_after,
+            ..
+        } => {
+            let mut r = error(StatusCode::SERVICE_UNAVAILABLE, e.to_string(), vec![]);
+            r.0.headers_mut().insert(
+                "retry-after",
+                HeaderValue::from(retry_after.as_secs().max(1)),
+            );
+            r
+        }
+        ConsumeError::Full { retry_after, .. } => rate_limited(&e.to_string(), *retry_after),
+        ConsumeError::TooLarge { .. } => {
+            error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string(), vec![])
+        }
+        ConsumeError::ShuttingDown => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string(), vec![]),
+    }
+}
+
 fn rate_limited(detail: &str, retry_after: std::time::Duration) -> Reply {
     let secs = retry_after.as_secs().max(1);
     let mut r = error(StatusCode::TOO_MANY_REQUESTS, detail, vec![]);
@@ -743,4 +761,24 @@ fn ok(event_id: &str) -> Reply {
         Box::new((StatusCode::OK, Json(json!({ "id": event_id }))).into_response()),
         None,
     )
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::*;
+
+    #[test]
+    fn load_is_a_rate_limit_and_a_broken_queue_is_not() {
+        let full = refusal_reply(&ConsumeError::queue_full("otlp"));
+        assert_eq!(full.0.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert!(full.0.headers().contains_key("x-sentry-rate-limits"));
+
+        let disk = refusal_reply(&ConsumeError::queue_storage("otlp", "disk full"));
+        assert_eq!(disk.0.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(disk.0.headers()["retry-after"], "1");
+        assert!(!disk.0.headers().contains_key("x-sentry-rate-limits"));
+
+        let big = refusal_reply(&ConsumeError::TooLarge { size: 2, budget: 1 });
+        assert_eq!(big.0.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    }
 }
