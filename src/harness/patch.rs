@@ -28,16 +28,32 @@ pub fn patch(mut yaml: Value, scratch: &Path, sentry_port: u16) -> anyhow::Resul
     if let Some(section) = root.get_mut("receivers").and_then(Value::as_mapping_mut) {
         for (id, body) in section.iter_mut() {
             let Some(id) = id.as_str() else { continue };
-            if let Some(m) = body.as_mapping_mut() {
-                for key in RECORDING_KEYS {
-                    m.remove(key);
-                }
-            }
+            strip(body, &RECORDING_KEYS);
+            // The harness speaks plain text and carries no credentials.
+            strip(body, &LISTENER_KEYS);
             let port = free_port()?;
             let endpoint = Value::from(format!("127.0.0.1:{port}"));
             match type_of(id) {
                 "otlp" => {
-                    let grpc = child(child(body, "protocols"), "grpc");
+                    let protocols = child(body, "protocols");
+                    // Inputs go in over gRPC; an HTTP listener still binds,
+                    // so it moves off its production port too.
+                    if let Some(http) = protocols.get_mut("http").filter(|h| h.is_mapping()) {
+                        strip(http, &LISTENER_KEYS);
+                        set(
+                            http,
+                            "endpoint",
+                            Value::from(format!("127.0.0.1:{}", free_port()?)),
+                        );
+                    } else if protocols.get("http").is_some() {
+                        set(
+                            child(protocols, "http"),
+                            "endpoint",
+                            Value::from(format!("127.0.0.1:{}", free_port()?)),
+                        );
+                    }
+                    let grpc = child(protocols, "grpc");
+                    strip(grpc, &LISTENER_KEYS);
                     set(grpc, "endpoint", endpoint);
                     receivers.insert(id.to_owned(), Target::Otlp(port));
                 }
@@ -96,6 +112,18 @@ fn project_id(body: &Value) -> Option<String> {
 /// production config's `record_to` names its real capture directory.
 const RECORDING_KEYS: [&str; 2] = ["record_to", "record_max_files"];
 
+/// Listener keys the harness's plain-text, credential-less clients could
+/// not satisfy (the extensions `auth` names are not started either).
+const LISTENER_KEYS: [&str; 2] = ["tls", "auth"];
+
+fn strip(v: &mut Value, keys: &[&str]) {
+    if let Some(m) = v.as_mapping_mut() {
+        for key in keys {
+            m.remove(*key);
+        }
+    }
+}
+
 /// The map under `key`, created when missing or null.
 fn child<'a>(v: &'a mut Value, key: &str) -> &'a mut Value {
     if !v.is_mapping() {
@@ -127,6 +155,38 @@ fn free_port() -> anyhow::Result<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn receivers_lose_tls_and_auth_and_every_listener_moves() {
+        let yaml: Value = serde_yaml_ng::from_str(
+            "receivers:\n  otlp:\n    protocols:\n      grpc: { endpoint: 0.0.0.0:4317, tls: { cert_file: c, key_file: k }, auth: { authenticator: bearertokenauth } }\n      http: { endpoint: 0.0.0.0:4318, tls: { cert_file: c, key_file: k } }\n  otlp/http_only:\n    protocols:\n      http:\n  sentry: { tls: { cert_file: c, key_file: k }, auth: { authenticator: basicauth } }\n",
+        )
+        .unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let patched = patch(yaml, scratch.path(), 1).unwrap();
+        let r = &patched.yaml["receivers"];
+        for section in [
+            &r["otlp"]["protocols"]["grpc"],
+            &r["otlp"]["protocols"]["http"],
+            &r["sentry"],
+        ] {
+            assert!(
+                section.get("tls").is_none() && section.get("auth").is_none(),
+                "{section:?}"
+            );
+        }
+        for http in [
+            &r["otlp"]["protocols"]["http"],
+            &r["otlp/http_only"]["protocols"]["http"],
+        ] {
+            let endpoint = http["endpoint"].as_str().unwrap();
+            assert!(
+                endpoint.starts_with("127.0.0.1:") && endpoint != "127.0.0.1:4318",
+                "{endpoint}"
+            );
+        }
+        assert!(r["otlp/http_only"]["protocols"]["grpc"]["endpoint"].is_string());
+    }
 
     #[test]
     fn receivers_do_not_record_test_traffic() {
