@@ -10,14 +10,71 @@ pub use server::serve_metrics;
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use std::sync::RwLock;
+
+use hashbrown::{Equivalent, HashMap};
+
 use crate::config::MetricsLevel;
 
 type Labels = Vec<(&'static str, String)>;
+
+/// A metric family with its handles cached by label values. An event looks
+/// its handle up by borrowed labels, where `Family::get_or_create` needs an
+/// owned label set (a `Vec` and a `String` per label) on every increment;
+/// a handle is an `Arc`, so the clone handed out is one atomic increment.
+struct Cached<M, C = fn() -> M> {
+    family: Family<Labels, M, C>,
+    handles: RwLock<HashMap<Labels, M>>,
+}
+
+/// Label values as an event has them: hashes and compares as the owned
+/// [`Labels`] with the same contents, so it finds their entry.
+#[derive(Hash)]
+struct Borrowed<'a>(&'a [(&'static str, &'a str)]);
+
+impl Equivalent<Labels> for Borrowed<'_> {
+    fn equivalent(&self, key: &Labels) -> bool {
+        self.0.len() == key.len()
+            && self
+                .0
+                .iter()
+                .zip(key)
+                .all(|(a, b)| a.0 == b.0 && a.1 == b.1)
+    }
+}
+
+impl<M: Clone, C: MetricConstructor<M>> Cached<M, C> {
+    fn new(family: Family<Labels, M, C>) -> Self {
+        Self {
+            family,
+            handles: RwLock::default(),
+        }
+    }
+
+    fn get(&self, labels: &[(&'static str, &str)]) -> M {
+        let key = Borrowed(labels);
+        if let Some(m) = self
+            .handles
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return m.clone();
+        }
+        let owned: Labels = labels.iter().map(|&(k, v)| (k, v.to_owned())).collect();
+        let m = self.family.get_or_create(&owned).clone();
+        self.handles
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(owned, m.clone());
+        m
+    }
+}
 
 /// Metric families; `_total` is appended to counters on exposition, as the
 /// Collector's Prometheus endpoint does.
@@ -26,32 +83,32 @@ pub struct Telemetry {
     registry: Registry,
     /// The core Collector API's `otelcol_*` families only: level `basic`.
     basic: Registry,
-    receiver_accepted: Family<Labels, Counter>,
-    receiver_refused: Family<Labels, Counter>,
-    exporter_sent: Family<Labels, Counter>,
-    exporter_send_failed: Family<Labels, Counter>,
-    exporter_enqueue_failed: Family<Labels, Counter>,
-    exporter_dropped: Family<Labels, Counter>,
-    exporter_queue_size: Family<Labels, Gauge>,
-    exporter_queue_capacity: Family<Labels, Gauge>,
-    exporter_queue_corrupt: Family<Labels, Counter>,
-    processor_incoming: Family<Labels, Counter>,
-    processor_outgoing: Family<Labels, Counter>,
-    processor_dropped: Family<Labels, Counter>,
-    processor_events: Family<Labels, Counter>,
-    processor_held: Family<Labels, Gauge>,
-    batch_send_size: Family<Labels, Histogram, fn() -> Histogram>,
-    batch_send_size_bytes: Family<Labels, Histogram, fn() -> Histogram>,
-    batch_size_trigger: Family<Labels, Counter>,
-    batch_timeout_trigger: Family<Labels, Counter>,
-    batch_cardinality: Family<Labels, Gauge>,
-    exporter_events: Family<Labels, Counter>,
-    pipeline_dropped: Family<Labels, Counter>,
-    receiver_items: Family<Labels, Counter>,
-    receiver_forwarded: Family<Labels, Counter>,
-    receiver_forward_queue: Family<Labels, Gauge>,
-    receiver_requests: Family<Labels, Counter>,
-    receiver_repairs: Family<Labels, Counter>,
+    receiver_accepted: Cached<Counter>,
+    receiver_refused: Cached<Counter>,
+    exporter_sent: Cached<Counter>,
+    exporter_send_failed: Cached<Counter>,
+    exporter_enqueue_failed: Cached<Counter>,
+    exporter_dropped: Cached<Counter>,
+    exporter_queue_size: Cached<Gauge>,
+    exporter_queue_capacity: Cached<Gauge>,
+    exporter_queue_corrupt: Cached<Counter>,
+    processor_incoming: Cached<Counter>,
+    processor_outgoing: Cached<Counter>,
+    processor_dropped: Cached<Counter>,
+    processor_events: Cached<Counter>,
+    processor_held: Cached<Gauge>,
+    batch_send_size: Cached<Histogram, fn() -> Histogram>,
+    batch_send_size_bytes: Cached<Histogram, fn() -> Histogram>,
+    batch_size_trigger: Cached<Counter>,
+    batch_timeout_trigger: Cached<Counter>,
+    batch_cardinality: Cached<Gauge>,
+    exporter_events: Cached<Counter>,
+    pipeline_dropped: Cached<Counter>,
+    receiver_items: Cached<Counter>,
+    receiver_forwarded: Cached<Counter>,
+    receiver_forward_queue: Cached<Gauge>,
+    receiver_requests: Cached<Counter>,
+    receiver_repairs: Cached<Counter>,
 }
 
 impl Default for Telemetry {
@@ -64,12 +121,12 @@ macro_rules! family {
     ($reg:expr, $name:literal, $help:literal) => {{
         let f = Family::default();
         $reg.register($name, $help, f.clone());
-        f
+        Cached::new(f)
     }};
     // A core Collector metric, served at every level.
     ($reg:expr, $basic:expr, $name:literal, $help:literal) => {{
         let f = family!($reg, $name, $help);
-        $basic.register($name, $help, f.clone());
+        $basic.register($name, $help, f.family.clone());
         f
     }};
 }
@@ -96,12 +153,12 @@ impl Telemetry {
                 let f: Family<Labels, Histogram, fn() -> Histogram> = Family::new_with_constructor(send_size_buckets);
                 r.register("otelcol_processor_batch_batch_send_size", "Number of units in the batch (profile samples).", f.clone());
                 b.register("otelcol_processor_batch_batch_send_size", "Number of units in the batch (profile samples).", f.clone());
-                f
+                Cached::new(f)
             },
             batch_send_size_bytes: {
                 let f: Family<Labels, Histogram, fn() -> Histogram> = Family::new_with_constructor(send_bytes_buckets);
                 r.register("otelcol_processor_batch_batch_send_size_bytes", "Number of bytes in the batch that was sent (encoded).", f.clone());
-                f
+                Cached::new(f)
             },
             batch_size_trigger: family!(r, b, "otelcol_processor_batch_batch_size_trigger_send", "Number of times the batch was sent due to a size trigger."),
             batch_timeout_trigger: family!(r, b, "otelcol_processor_batch_timeout_trigger_send", "Number of times the batch was sent due to a timeout trigger."),
@@ -139,10 +196,7 @@ impl Telemetry {
     pub fn receiver_accepted(&self, receiver: &str, transport: &str, samples: u64) {
         tracing::debug!(receiver, transport, samples, "accepted");
         self.receiver_accepted
-            .get_or_create(&vec![
-                ("receiver", receiver.to_owned()),
-                ("transport", transport.to_owned()),
-            ])
+            .get(&[("receiver", receiver), ("transport", transport)])
             .inc_by(samples);
     }
 
@@ -150,10 +204,10 @@ impl Telemetry {
         // Each receiver logs why it refused (with the peer and the detail).
         tracing::debug!(receiver, transport, samples, reason, "refused");
         self.receiver_refused
-            .get_or_create(&vec![
-                ("receiver", receiver.to_owned()),
-                ("transport", transport.to_owned()),
-                ("reason", reason.to_owned()),
+            .get(&[
+                ("receiver", receiver),
+                ("transport", transport),
+                ("reason", reason),
             ])
             .inc_by(samples);
     }
@@ -163,10 +217,10 @@ impl Telemetry {
     pub fn receiver_item(&self, receiver: &str, item_type: &str, outcome: &str) {
         tracing::debug!(receiver, item_type, outcome, "item");
         self.receiver_items
-            .get_or_create(&vec![
-                ("receiver", receiver.to_owned()),
-                ("type", item_type.to_owned()),
-                ("outcome", outcome.to_owned()),
+            .get(&[
+                ("receiver", receiver),
+                ("type", item_type),
+                ("outcome", outcome),
             ])
             .inc();
     }
@@ -176,18 +230,18 @@ impl Telemetry {
     pub fn receiver_forwarded(&self, receiver: &str, item_type: &str, outcome: &str, reason: &str) {
         tracing::debug!(receiver, item_type, outcome, reason, "forwarded item");
         self.receiver_forwarded
-            .get_or_create(&vec![
-                ("receiver", receiver.to_owned()),
-                ("type", item_type.to_owned()),
-                ("outcome", outcome.to_owned()),
-                ("reason", reason.to_owned()),
+            .get(&[
+                ("receiver", receiver),
+                ("type", item_type),
+                ("outcome", outcome),
+                ("reason", reason),
             ])
             .inc();
     }
 
     pub fn receiver_forward_queue(&self, receiver: &str, size: usize) {
         self.receiver_forward_queue
-            .get_or_create(&vec![("receiver", receiver.to_owned())])
+            .get(&[("receiver", receiver)])
             .set(size as i64);
     }
 
@@ -196,10 +250,10 @@ impl Telemetry {
     pub fn receiver_request(&self, receiver: &str, transport: &str, revision: &str) {
         tracing::debug!(receiver, transport, revision, "request accepted");
         self.receiver_requests
-            .get_or_create(&vec![
-                ("receiver", receiver.to_owned()),
-                ("transport", transport.to_owned()),
-                ("otlp_proto_revision", revision.to_owned()),
+            .get(&[
+                ("receiver", receiver),
+                ("transport", transport),
+                ("otlp_proto_revision", revision),
             ])
             .inc();
     }
@@ -208,24 +262,21 @@ impl Telemetry {
     pub fn receiver_repairs(&self, receiver: &str, kind: &str, n: u64) {
         tracing::debug!(receiver, kind, n, "repaired");
         self.receiver_repairs
-            .get_or_create(&vec![
-                ("receiver", receiver.to_owned()),
-                ("kind", kind.to_owned()),
-            ])
+            .get(&[("receiver", receiver), ("kind", kind)])
             .inc_by(n);
     }
 
     pub fn exporter_sent(&self, exporter: &str, samples: u64) {
         tracing::debug!(exporter, samples, "sent");
         self.exporter_sent
-            .get_or_create(&vec![("exporter", exporter.to_owned())])
+            .get(&[("exporter", exporter)])
             .inc_by(samples);
     }
 
     pub fn exporter_send_failed(&self, exporter: &str, samples: u64, error: &str) {
         crate::error_limited!(exporter, samples, error, "export failed; samples dropped");
         self.exporter_send_failed
-            .get_or_create(&vec![("exporter", exporter.to_owned())])
+            .get(&[("exporter", exporter)])
             .inc_by(samples);
     }
 
@@ -237,47 +288,41 @@ impl Telemetry {
             "sending queue refused batch; samples dropped"
         );
         self.exporter_enqueue_failed
-            .get_or_create(&vec![("exporter", exporter.to_owned())])
+            .get(&[("exporter", exporter)])
             .inc_by(samples);
     }
 
     pub fn exporter_dropped(&self, exporter: &str, samples: u64, reason: &str) {
         crate::warn_limited!(exporter, samples, reason, "exporter dropped samples");
         self.exporter_dropped
-            .get_or_create(&vec![
-                ("exporter", exporter.to_owned()),
-                ("reason", reason.to_owned()),
-            ])
+            .get(&[("exporter", exporter), ("reason", reason)])
             .inc_by(samples);
     }
 
     pub fn exporter_queue(&self, exporter: &str, size: i64, capacity: i64) {
         // As the Collector's queue gauges, which name the signal since one
         // exporter id may queue several (collector#9943).
-        let l = vec![
-            ("exporter", exporter.to_owned()),
-            ("data_type", "profiles".to_owned()),
-        ];
-        self.exporter_queue_size.get_or_create(&l).set(size);
-        self.exporter_queue_capacity.get_or_create(&l).set(capacity);
+        let l = [("exporter", exporter), ("data_type", "profiles")];
+        self.exporter_queue_size.get(&l).set(size);
+        self.exporter_queue_capacity.get(&l).set(capacity);
     }
 
     pub fn exporter_queue_corrupt(&self, exporter: &str, records: u64) {
         self.exporter_queue_corrupt
-            .get_or_create(&vec![("exporter", exporter.to_owned())])
+            .get(&[("exporter", exporter)])
             .inc_by(records);
     }
 
     pub fn processor_in_out(&self, pipeline: &str, processor: &str, incoming: u64, outgoing: u64) {
         // The Collector's processorhelper labels, plus the pipeline (one
         // processor id may run in several).
-        let l = vec![
-            ("processor", processor.to_owned()),
-            ("otel_signal", "profiles".to_owned()),
-            ("pipeline", pipeline.to_owned()),
+        let l = [
+            ("processor", processor),
+            ("otel_signal", "profiles"),
+            ("pipeline", pipeline),
         ];
-        self.processor_incoming.get_or_create(&l).inc_by(incoming);
-        self.processor_outgoing.get_or_create(&l).inc_by(outgoing);
+        self.processor_incoming.get(&l).inc_by(incoming);
+        self.processor_outgoing.get(&l).inc_by(outgoing);
     }
 
     pub fn processor_dropped(&self, pipeline: &str, processor: &str, samples: u64, reason: &str) {
@@ -289,10 +334,10 @@ impl Telemetry {
             "processor dropped samples"
         );
         self.processor_dropped
-            .get_or_create(&vec![
-                ("pipeline", pipeline.to_owned()),
-                ("processor", processor.to_owned()),
-                ("reason", reason.to_owned()),
+            .get(&[
+                ("pipeline", pipeline),
+                ("processor", processor),
+                ("reason", reason),
             ])
             .inc_by(samples);
     }
@@ -300,20 +345,14 @@ impl Telemetry {
     pub fn processor_event(&self, processor: &str, what: &str, n: u64) {
         tracing::debug!(processor, what, n, "processor event");
         self.processor_events
-            .get_or_create(&vec![
-                ("processor", processor.to_owned()),
-                ("event", what.to_owned()),
-            ])
+            .get(&[("processor", processor), ("event", what)])
             .inc_by(n);
     }
 
     pub fn exporter_event(&self, exporter: &str, what: &str, n: u64) {
         tracing::debug!(exporter, what, n, "exporter event");
         self.exporter_events
-            .get_or_create(&vec![
-                ("exporter", exporter.to_owned()),
-                ("event", what.to_owned()),
-            ])
+            .get(&[("exporter", exporter), ("event", what)])
             .inc_by(n);
     }
 
@@ -321,20 +360,14 @@ impl Telemetry {
     pub fn pipeline_dropped(&self, pipeline: &str, samples: u64, reason: &str) {
         crate::warn_limited!(pipeline, samples, reason, "pipeline dropped samples");
         self.pipeline_dropped
-            .get_or_create(&vec![
-                ("pipeline", pipeline.to_owned()),
-                ("reason", reason.to_owned()),
-            ])
+            .get(&[("pipeline", pipeline), ("reason", reason)])
             .inc_by(samples);
     }
 
     /// Samples a stateful stage holds now.
     pub fn processor_held(&self, pipeline: &str, processor: &str, samples: u64) {
         self.processor_held
-            .get_or_create(&vec![
-                ("pipeline", pipeline.to_owned()),
-                ("processor", processor.to_owned()),
-            ])
+            .get(&[("pipeline", pipeline), ("processor", processor)])
             .set(i64::try_from(samples).unwrap_or(i64::MAX));
     }
 
@@ -342,16 +375,12 @@ impl Telemetry {
     /// and what triggered it (`size`, `timeout`, or `shutdown`, which the
     /// Collector does not count as a trigger).
     pub fn batch_sent(&self, processor: &str, samples: u64, bytes: usize, trigger: &str) {
-        let l = vec![("processor", processor.to_owned())];
-        self.batch_send_size
-            .get_or_create(&l)
-            .observe(samples as f64);
-        self.batch_send_size_bytes
-            .get_or_create(&l)
-            .observe(bytes as f64);
+        let l = [("processor", processor)];
+        self.batch_send_size.get(&l).observe(samples as f64);
+        self.batch_send_size_bytes.get(&l).observe(bytes as f64);
         match trigger {
-            "size" => self.batch_size_trigger.get_or_create(&l).inc(),
-            "timeout" => self.batch_timeout_trigger.get_or_create(&l).inc(),
+            "size" => self.batch_size_trigger.get(&l).inc(),
+            "timeout" => self.batch_timeout_trigger.get(&l).inc(),
             _ => 0,
         };
     }
@@ -360,75 +389,78 @@ impl Telemetry {
     /// batches for.
     pub fn batch_cardinality(&self, processor: &str, n: usize) {
         self.batch_cardinality
-            .get_or_create(&vec![("processor", processor.to_owned())])
+            .get(&[("processor", processor)])
             .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     // Readers, for tests and the accounting check.
 
     pub fn accepted(&self, receiver: &str) -> u64 {
-        sum(&self.receiver_accepted, &[("receiver", receiver)])
+        sum(&self.receiver_accepted.family, &[("receiver", receiver)])
     }
 
     pub fn refused(&self, receiver: &str) -> u64 {
-        sum(&self.receiver_refused, &[("receiver", receiver)])
+        sum(&self.receiver_refused.family, &[("receiver", receiver)])
     }
 
     pub fn refused_for(&self, receiver: &str, reason: &str) -> u64 {
         sum(
-            &self.receiver_refused,
+            &self.receiver_refused.family,
             &[("receiver", receiver), ("reason", reason)],
         )
     }
 
     pub fn accepted_requests(&self, receiver: &str, revision: &str) -> u64 {
         sum(
-            &self.receiver_requests,
+            &self.receiver_requests.family,
             &[("receiver", receiver), ("otlp_proto_revision", revision)],
         )
     }
 
     pub fn repairs(&self, receiver: &str, kind: &str) -> u64 {
         sum(
-            &self.receiver_repairs,
+            &self.receiver_repairs.family,
             &[("receiver", receiver), ("kind", kind)],
         )
     }
 
     pub fn sent(&self, exporter: &str) -> u64 {
-        sum(&self.exporter_sent, &[("exporter", exporter)])
+        sum(&self.exporter_sent.family, &[("exporter", exporter)])
     }
 
     pub fn send_failed(&self, exporter: &str) -> u64 {
-        sum(&self.exporter_send_failed, &[("exporter", exporter)])
+        sum(&self.exporter_send_failed.family, &[("exporter", exporter)])
     }
 
     pub fn enqueue_failed(&self, exporter: &str) -> u64 {
-        sum(&self.exporter_enqueue_failed, &[("exporter", exporter)])
+        sum(
+            &self.exporter_enqueue_failed.family,
+            &[("exporter", exporter)],
+        )
     }
 
     pub fn exporter_dropped_total(&self, exporter: &str) -> u64 {
-        sum(&self.exporter_dropped, &[("exporter", exporter)])
+        sum(&self.exporter_dropped.family, &[("exporter", exporter)])
     }
 
     pub fn processor_dropped_total(&self, pipeline: &str) -> u64 {
-        sum(&self.processor_dropped, &[("pipeline", pipeline)])
+        sum(&self.processor_dropped.family, &[("pipeline", pipeline)])
     }
 
     pub fn pipeline_dropped_total(&self, pipeline: &str) -> u64 {
-        sum(&self.pipeline_dropped, &[("pipeline", pipeline)])
+        sum(&self.pipeline_dropped.family, &[("pipeline", pipeline)])
     }
 
     pub fn exporter_events(&self, exporter: &str, what: &str) -> u64 {
         sum(
-            &self.exporter_events,
+            &self.exporter_events.family,
             &[("exporter", exporter), ("event", what)],
         )
     }
 
     pub fn items(&self, receiver: &str, item_type: &str, outcome: &str) -> u64 {
         sum(
-            &self.receiver_items,
+            &self.receiver_items.family,
             &[
                 ("receiver", receiver),
                 ("type", item_type),
@@ -477,6 +509,18 @@ fn sum(f: &Family<Labels, Counter>, want: &[(&str, &str)]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An event finds the handle an earlier one cached, by borrowed labels.
+    #[test]
+    fn handles_are_cached_by_label_values() {
+        let t = Telemetry::new();
+        for _ in 0..3 {
+            t.receiver_accepted("otlp", "grpc", 2);
+        }
+        t.receiver_accepted("otlp", "http", 1);
+        assert_eq!(t.receiver_accepted.handles.read().unwrap().len(), 2);
+        assert_eq!(t.accepted("otlp"), 7);
+    }
 
     /// `basic` serves the core Collector metrics only, `normal` and
     /// `detailed` add profcol's own, `none` serves nothing.
