@@ -175,17 +175,19 @@ async fn the_exporters_own_drops_are_counted_once_by_the_runtime() {
     assert_eq!(t.send_failed("sentry"), per_batch, "B as a whole");
     assert!(t
         .encode_text()
-        .contains(profcol_pipeline::formats::sentry::reason::DUPLICATE_SAMPLE_TYPE));
+        .contains(profcol_pipeline::formats::sentry::Reason::DuplicateSampleType.as_str()));
     assert_counted_once(&t);
 
     // Retries run out: the batch fails as a whole, its drops included.
     let mock = MockSentry::start().await;
-    for _ in 0..50 {
+    // More answers than 10 ms intervals fit in the second, and a second
+    // leaves room for a retry on a loaded machine.
+    for _ in 0..200 {
         mock.then(503, &[]);
     }
     let t = run(
         &mock,
-        "{initial_interval: 10ms, max_interval: 10ms, max_elapsed_time: 50ms, randomization_factor: 0}",
+        "{initial_interval: 10ms, max_interval: 10ms, max_elapsed_time: 1s, randomization_factor: 0}",
         vec![ProfileBatch::new(go_cpu())],
     )
     .await;
