@@ -102,7 +102,7 @@ pub fn encode(
     let mut out = Encoded::default();
     for mut r in results {
         for d in &r.dropped {
-            add_dropped(&mut out.dropped, d.reason, unit.dropped(d));
+            add_dropped(&mut out.dropped, d.reason.as_str(), unit.dropped(d));
         }
         let samples = unit.sent(&r);
         let Some(chunk) = r.chunk.as_mut() else {

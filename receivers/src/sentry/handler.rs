@@ -613,13 +613,14 @@ impl Handler {
                 Ok(c) => {
                     for (reason, n) in &c.dropped {
                         self.telemetry
-                            .receiver_refused(&self.id, "http", *n, reason);
+                            .receiver_refused(&self.id, "http", *n, reason.as_str());
                     }
                     out.push((ty, c));
                 }
                 Err(e) => {
-                    profcol_pipeline::warn_limited!(receiver = %self.id, item = ty, reason = e.reason, error = %e.message, "item refused");
-                    self.telemetry.receiver_item(&self.id, ty, e.reason);
+                    profcol_pipeline::warn_limited!(receiver = %self.id, item = ty, reason = e.reason.as_str(), error = %e.message, "item refused");
+                    self.telemetry
+                        .receiver_item(&self.id, ty, e.reason.as_str());
                 }
             }
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, Request};
-use profcol_pipeline::formats::sentry::reason;
+use profcol_pipeline::formats::sentry::Reason;
 use profcol_pipeline::proto::ProfilesData;
 use profcol_pipeline::ProfileBatch;
 
@@ -83,7 +83,7 @@ async fn pprof_cpu_profile_is_expanded_into_timestamped_samples() {
         outcome,
         ExportOutcome {
             rejected: 0,
-            dropped: vec![(reason::DUPLICATE_SAMPLE_TYPE, duplicate)],
+            dropped: vec![(Reason::DuplicateSampleType.as_str(), duplicate)],
         }
     );
     assert_eq!(ctx.telemetry.exporter_dropped_total("sentry"), 0);
@@ -137,7 +137,7 @@ async fn expansion_beyond_max_samples_per_chunk_is_counted_as_dropped() {
     assert!(outcome
         .dropped
         .iter()
-        .any(|(r, n)| *r == reason::MAX_SAMPLES_PER_CHUNK && *n > 0));
+        .any(|(r, n)| *r == Reason::MaxSamplesPerChunk.as_str() && *n > 0));
 }
 
 #[tokio::test]

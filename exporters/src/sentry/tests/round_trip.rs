@@ -9,7 +9,7 @@ use serde_json::Value as Json;
 
 use profcol_pipeline::component::{Exporter, Request};
 use profcol_pipeline::formats::sentry::{
-    chunk_to_otlp, parse_envelope, profile_v1_to_otlp, reason, ReceiveOptions,
+    chunk_to_otlp, parse_envelope, profile_v1_to_otlp, Reason, ReceiveOptions,
 };
 use profcol_pipeline::model::Origin;
 use profcol_pipeline::ProfileBatch;
@@ -204,7 +204,7 @@ async fn recorded_chunks_arrive_as_relay_would_keep_them() {
         assert_eq!(dropped + want.len() as u64, total, "{rel}: accounting");
         assert_eq!(ctx.telemetry.exporter_dropped_total("sentry"), 0, "{rel}");
         if relay_drops > 0 {
-            assert_eq!(outcome.dropped, [(reason::SINGLE_SAMPLE_THREAD, 1)]);
+            assert_eq!(outcome.dropped, [(Reason::SingleSampleThread.as_str(), 1)]);
             assert!(!thread_names(&out).contains_key("4242"));
         }
         assert_eq!(e.stats().envelopes_delivered, 1);

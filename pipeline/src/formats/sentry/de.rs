@@ -396,3 +396,15 @@ impl<'de> Deserialize<'de> for Timestamp {
         d.deserialize_any(V)
     }
 }
+
+/// A parse error of `payload` as `T`, with the path of the field that
+/// broke (`profile.samples[3].stack_id: invalid type ...`). The path is
+/// found by parsing again with tracking, only once a parse has failed, so
+/// the parse that succeeds pays nothing for it.
+pub fn located<'a, T: Deserialize<'a>>(payload: &'a [u8], first: serde_json::Error) -> String {
+    let mut de = serde_json::Deserializer::from_slice(payload);
+    match serde_path_to_error::deserialize::<_, T>(&mut de) {
+        Err(e) if e.path().iter().next().is_some() => format!("{}: {}", e.path(), e.inner()),
+        _ => first.to_string(),
+    }
+}

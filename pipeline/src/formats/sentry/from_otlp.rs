@@ -27,12 +27,12 @@ use super::keys as k;
 use super::outgoing::{
     ChunkFrame, ChunkProfile, ChunkSample, ClientSdk, DebugMeta, ProfileChunk, ThreadMetadata,
 };
-use super::reason;
 use super::relay_rules::{
     check_v2, exceeds_max_duration, relay_reads_image, MAX_CHUNK_DURATION_NS, RELAY_IMAGE_TYPES,
 };
 use super::time::secs_to_unix_nanos;
 use super::to_otlp::DEFAULT_PERIOD_NS;
+use super::Reason;
 use crate::model::bounds::{late_time, MAX_POINTS_PER_SAMPLE_PER_SEC, MAX_PROFILE_DURATION_NS};
 use crate::proto::{
     any_value::Value, AnyValue, KeyValue, KeyValueList, Profile, ProfilesData, ProfilesDictionary,
@@ -83,7 +83,7 @@ fn process_instance_id() -> [u8; 16] {
 /// Samples left out, by reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Dropped {
-    pub reason: &'static str,
+    pub reason: Reason,
     /// Sentry samples (points).
     pub sentry_samples: u64,
     /// OTLP Samples whose first point was among them.
@@ -288,7 +288,7 @@ impl<'d> ProfileExport<'d> {
         {
             out.push(ChunkResult::refused(vec![select::all_dropped(
                 self.profile,
-                reason::IMPLAUSIBLE_TIME,
+                Reason::ImplausibleTime,
             )]));
             return;
         }
@@ -346,7 +346,7 @@ impl<'d> ProfileExport<'d> {
             let mut dropped = Vec::new();
             if thinned > 0 {
                 dropped.push(Dropped {
-                    reason: reason::MAX_SAMPLES_PER_CHUNK,
+                    reason: Reason::MaxSamplesPerChunk,
                     sentry_samples: thinned,
                     otlp_samples: thinned_homes,
                 });
@@ -414,14 +414,14 @@ impl<'d> ProfileExport<'d> {
         let mut dropped = Vec::new();
         if unsupported > 0 {
             dropped.push(Dropped {
-                reason: reason::UNSUPPORTED_SAMPLE_TYPE,
+                reason: Reason::UnsupportedSampleType,
                 sentry_samples: 0,
                 otlp_samples: unsupported,
             });
         }
         if empty > 0 {
             dropped.push(Dropped {
-                reason: reason::EMPTY_SAMPLE,
+                reason: Reason::EmptySample,
                 sentry_samples: 0,
                 otlp_samples: empty,
             });
@@ -435,7 +435,7 @@ impl<'d> ProfileExport<'d> {
             };
             if let Some(reason) = implausible(aggregated.len(), total, duration) {
                 // Nothing of the profile is sent; what was unsupported stays so.
-                dropped.retain(|d| d.reason == reason::UNSUPPORTED_SAMPLE_TYPE);
+                dropped.retain(|d| d.reason == Reason::UnsupportedSampleType);
                 dropped.push(Dropped {
                     reason,
                     sentry_samples: points.len() as u64,
@@ -459,7 +459,7 @@ impl<'d> ProfileExport<'d> {
             let capped = expand(&aggregated, t0, duration, capacity, &mut points);
             if capped.points > 0 {
                 dropped.push(Dropped {
-                    reason: reason::MAX_SAMPLES_PER_CHUNK,
+                    reason: Reason::MaxSamplesPerChunk,
                     sentry_samples: capped.points,
                     otlp_samples: capped.samples,
                 });
@@ -975,7 +975,7 @@ impl<'d> ProfileExport<'d> {
             } else {
                 self.chunks_made -= 1;
                 dropped.push(Dropped {
-                    reason: reason::TOO_LARGE,
+                    reason: Reason::TooLarge,
                     sentry_samples: pts.len() as u64,
                     otlp_samples: homes,
                 });
@@ -985,7 +985,7 @@ impl<'d> ProfileExport<'d> {
         }
         if pruned.samples > 0 {
             dropped.push(Dropped {
-                reason: reason::SINGLE_SAMPLE_THREAD,
+                reason: Reason::SingleSampleThread,
                 sentry_samples: pruned.samples,
                 otlp_samples: pruned.homes,
             });
@@ -1143,12 +1143,12 @@ fn time_unit_ns(unit: &str) -> Option<u64> {
 /// OTLP samples worth `points` in all over `duration_ns` are more than 1 kHz
 /// per sample, or a duration (given, or made up from the values) over a day.
 /// Checked before any point is made, since both drive the work.
-fn implausible(samples: usize, points: u64, duration_ns: u64) -> Option<&'static str> {
+fn implausible(samples: usize, points: u64, duration_ns: u64) -> Option<Reason> {
     if duration_ns > MAX_PROFILE_DURATION_NS {
-        return Some(reason::IMPLAUSIBLE_TIME);
+        return Some(Reason::ImplausibleTime);
     }
     let per_sample = (duration_ns / (1_000_000_000 / MAX_POINTS_PER_SAMPLE_PER_SEC)).max(1);
-    (points > (samples as u64).saturating_mul(per_sample)).then_some(reason::IMPLAUSIBLE_VALUES)
+    (points > (samples as u64).saturating_mul(per_sample)).then_some(Reason::ImplausibleValues)
 }
 
 /// How many points one unit of a sample value is worth; `None` for units

@@ -48,42 +48,76 @@ pub const ORIGINAL_FORMAT_V1: &str = "sentry_profile";
 /// Relay's limit on one profile item, and the exporter's on one chunk.
 pub const MAX_ITEM_SIZE: usize = 50 * 1024 * 1024;
 
-/// Why an item or samples were refused. Item-level reasons are Relay's
-/// outcome reasons (`relay-profiling/src/outcomes.rs`) where Relay has one.
-pub mod reason {
-    pub const INVALID_JSON: &str = "profiling_invalid_json";
-    pub const MALFORMED_STACKS: &str = "profiling_malformed_stacks";
-    pub const MALFORMED_SAMPLES: &str = "profiling_malformed_samples";
-    pub const NOT_ENOUGH_SAMPLES: &str = "profiling_not_enough_samples";
-    pub const TOO_LARGE: &str = "profiling_too_large";
-    pub const PLATFORM_NOT_SUPPORTED: &str = "profiling_platform_not_supported";
+/// Why an item or samples were refused: Relay's outcome reasons
+/// (`relay-profiling/src/outcomes.rs`) where Relay has one, which the
+/// exporter also gives a chunk that fails Relay's rules, then the reasons
+/// samples are left out of an accepted profile or chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    InvalidJson,
+    MalformedStacks,
+    MalformedSamples,
+    NotEnoughSamples,
+    TooLarge,
+    PlatformNotSupported,
     /// The item header's `platform` names another profile type (ui or
     /// backend) than the payload's, which Relay refuses with this reason.
-    pub const INVALID_PROFILE_TYPE: &str = "profiling_invalid_profile_type";
-    pub const NO_TRANSACTION: &str = "profiling_no_transaction_associated";
-    pub const INVALID_TRANSACTION_METADATA: &str = "profiling_invalid_transaction_metadata";
-    pub const DURATION_TOO_LONG: &str = "profiling_duration_is_too_long";
-
-    // Samples dropped from an accepted profile or chunk.
+    InvalidProfileType,
+    NoTransaction,
+    InvalidTransactionMetadata,
+    DurationTooLong,
+    // Samples left out of an accepted profile or chunk.
     /// v1: sample outside `[relative_start_ns, relative_end_ns]` of its transaction.
-    pub const OUTSIDE_TRANSACTION: &str = "outside_transaction";
+    OutsideTransaction,
     /// Relay drops threads with at most one non-idle sample.
-    pub const SINGLE_SAMPLE_THREAD: &str = "single_sample_thread";
+    SingleSampleThread,
     /// Expansion of aggregated samples beyond `max_samples_per_chunk`.
-    pub const MAX_SAMPLES_PER_CHUNK: &str = "max_samples_per_chunk";
+    MaxSamplesPerChunk,
     /// A sample type that cannot become wall-clock samples (bytes, ...).
-    pub const UNSUPPORTED_SAMPLE_TYPE: &str = "unsupported_sample_type";
+    UnsupportedSampleType,
     /// Another Profile of the scope holds the same samples under another
     /// sample type (pprof `samples/count` and `cpu/nanoseconds`); one is sent.
-    pub const DUPLICATE_SAMPLE_TYPE: &str = "duplicate_sample_type";
+    DuplicateSampleType,
     /// A sample with neither timestamps nor a positive value.
-    pub const EMPTY_SAMPLE: &str = "empty_sample";
+    EmptySample,
     /// A profile whose times lie past 2262 (int64 nanoseconds) or whose
     /// duration is over a day: no recording, and unbounded work to convert.
-    pub const IMPLAUSIBLE_TIME: &str = "implausible_time";
+    ImplausibleTime,
     /// Aggregated values worth more samples than 1 kHz per stack over the
     /// profile's duration.
-    pub const IMPLAUSIBLE_VALUES: &str = "implausible_values";
+    ImplausibleValues,
+}
+
+impl Reason {
+    /// The outcome string metrics and Relay use.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidJson => "profiling_invalid_json",
+            Self::MalformedStacks => "profiling_malformed_stacks",
+            Self::MalformedSamples => "profiling_malformed_samples",
+            Self::NotEnoughSamples => "profiling_not_enough_samples",
+            Self::TooLarge => "profiling_too_large",
+            Self::PlatformNotSupported => "profiling_platform_not_supported",
+            Self::InvalidProfileType => "profiling_invalid_profile_type",
+            Self::NoTransaction => "profiling_no_transaction_associated",
+            Self::InvalidTransactionMetadata => "profiling_invalid_transaction_metadata",
+            Self::DurationTooLong => "profiling_duration_is_too_long",
+            Self::OutsideTransaction => "outside_transaction",
+            Self::SingleSampleThread => "single_sample_thread",
+            Self::MaxSamplesPerChunk => "max_samples_per_chunk",
+            Self::UnsupportedSampleType => "unsupported_sample_type",
+            Self::DuplicateSampleType => "duplicate_sample_type",
+            Self::EmptySample => "empty_sample",
+            Self::ImplausibleTime => "implausible_time",
+            Self::ImplausibleValues => "implausible_values",
+        }
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Receiver-side settings of the conversion.
@@ -93,7 +127,7 @@ pub struct ReceiveOptions {
     pub service_name: Option<String>,
     /// Keep the item bytes in `Profile.original_payload`.
     pub include_original_payload: bool,
-    /// Items above this many bytes are refused ([`reason::TOO_LARGE`]).
+    /// Items above this many bytes are refused ([`Reason::TooLarge`]).
     pub max_item_size: usize,
     /// The project id from the URL, as `sentry.project_id`.
     pub project_id: Option<String>,
@@ -118,7 +152,7 @@ pub struct Converted {
     /// Sentry samples accepted: the number of `timestamps_unix_nano` entries.
     pub sentry_samples: u64,
     /// Sentry samples left out, by reason.
-    pub dropped: Vec<(&'static str, u64)>,
+    pub dropped: Vec<(Reason, u64)>,
 }
 
 impl Converted {
@@ -135,12 +169,12 @@ impl Converted {
 #[error("{reason}: {message}")]
 pub struct ItemError {
     /// Relay-style outcome reason, e.g. `profiling_invalid_json`.
-    pub reason: &'static str,
+    pub reason: Reason,
     pub message: String,
 }
 
 impl ItemError {
-    pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(reason: Reason, message: impl Into<String>) -> Self {
         Self {
             reason,
             message: message.into(),

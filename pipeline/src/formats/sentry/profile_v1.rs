@@ -10,14 +10,14 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::de::{self, CowStr, DecimalBuf, ThreadId, Timestamp, Version};
+use super::de::{self, located, CowStr, DecimalBuf, ThreadId, Timestamp, Version};
 use super::frame::{ClientSdk, Frame, ThreadMeta};
 use super::keys as k;
 use super::to_otlp::{
     bool_value, invalid_json, parse_debug_meta, resource_attributes, scope, str_value, OtlpBuilder,
     ResourceInfo,
 };
-use super::{ids, reason, Converted, ItemError, ReceiveOptions};
+use super::{ids, Converted, ItemError, Reason, ReceiveOptions};
 use crate::proto::{AnyValue, Link};
 
 /// Only what tells a profile's format (Relay's `MinimalProfile`).
@@ -30,11 +30,11 @@ struct FormatOnly {
 fn unsupported(version: Option<Version>) -> ItemError {
     match version {
         Some(Version(v)) => ItemError::new(
-            reason::PLATFORM_NOT_SUPPORTED,
+            Reason::PlatformNotSupported,
             format!("profile with sample format version {v} is not supported"),
         ),
         None => ItemError::new(
-            reason::PLATFORM_NOT_SUPPORTED,
+            Reason::PlatformNotSupported,
             "profile without a sample format version (Android legacy) is not supported",
         ),
     }
@@ -203,7 +203,7 @@ pub fn profile_v1_to_otlp(
 ) -> Result<Converted, ItemError> {
     if payload.len() > opts.max_item_size {
         return Err(ItemError::new(
-            reason::TOO_LARGE,
+            Reason::TooLarge,
             format!(
                 "profile of {} bytes exceeds the limit of {} bytes",
                 payload.len(),
@@ -216,7 +216,7 @@ pub fn profile_v1_to_otlp(
         // the v1 parse: as Relay, tell them by their version first.
         match serde_json::from_slice::<FormatOnly>(payload) {
             Ok(f) if f.version != Some(Version(1)) => unsupported(f.version),
-            _ => invalid_json(e),
+            _ => invalid_json(located::<ProfileV1>(payload, e)),
         }
     })?;
     if p.version != Some(Version(1)) {
@@ -230,11 +230,14 @@ pub fn profile_v1_to_otlp(
     let tx_raw = p
         .transaction
         .or_else(|| p.transactions.as_ref().and_then(|t| t.first().copied()))
-        .ok_or_else(|| ItemError::new(reason::NO_TRANSACTION, "profile names no transaction"))?;
+        .ok_or_else(|| ItemError::new(Reason::NoTransaction, "profile names no transaction"))?;
     let tx: TransactionMeta = serde_json::from_str(tx_raw.get()).map_err(|e| {
         ItemError::new(
-            reason::INVALID_TRANSACTION_METADATA,
-            format!("transaction metadata: {e}"),
+            Reason::InvalidTransactionMetadata,
+            format!(
+                "transaction metadata: {}",
+                located::<TransactionMeta>(tx_raw.get().as_bytes(), e)
+            ),
         )
     })?;
     let tx_id_ok = tx.id.as_deref().and_then(ids::parse_uuid).is_some();
@@ -245,7 +248,7 @@ pub fn profile_v1_to_otlp(
         || (tx.relative_end_ns > 0 && tx.relative_start_ns >= tx.relative_end_ns)
     {
         return Err(ItemError::new(
-            reason::INVALID_TRANSACTION_METADATA,
+            Reason::InvalidTransactionMetadata,
             "transaction metadata needs an id, a trace_id, a name and start < end",
         ));
     }
@@ -267,7 +270,7 @@ pub fn profile_v1_to_otlp(
     let data = &p.profile;
     if data.samples.is_empty() {
         return Err(ItemError::new(
-            reason::NOT_ENOUGH_SAMPLES,
+            Reason::NotEnoughSamples,
             "profile has no samples",
         ));
     }
@@ -290,7 +293,7 @@ pub fn profile_v1_to_otlp(
         .find(|(_, s)| s.stack_id >= data.stacks.len())
     {
         return Err(ItemError::new(
-            reason::MALFORMED_SAMPLES,
+            Reason::MalformedSamples,
             format!(
                 "sample {i} references stack {} of {}",
                 s.stack_id,
@@ -300,7 +303,7 @@ pub fn profile_v1_to_otlp(
     }
     let stacks = stacks.map_err(|i| {
         ItemError::new(
-            reason::MALFORMED_STACKS,
+            Reason::MalformedStacks,
             format!(
                 "stack {i} references a frame beyond the {} frames",
                 data.frames.len()
@@ -338,7 +341,7 @@ pub fn profile_v1_to_otlp(
     }
     if b.accepted() == 0 {
         return Err(ItemError::new(
-            reason::NOT_ENOUGH_SAMPLES,
+            Reason::NotEnoughSamples,
             "no sample falls inside the transaction",
         ));
     }
@@ -418,7 +421,7 @@ pub fn profile_v1_to_otlp(
         .then_some((super::ORIGINAL_FORMAT_V1, payload));
     let data = b.finish(event_id, resource, scope(sdk), original);
     let dropped = if outside > 0 {
-        vec![(reason::OUTSIDE_TRANSACTION, outside)]
+        vec![(Reason::OutsideTransaction, outside)]
     } else {
         Vec::new()
     };

@@ -22,8 +22,8 @@ use hashbrown::HashMap;
 
 use super::ids::parse_uuid;
 use super::outgoing::ProfileChunk;
-use super::reason;
 use super::time::unix_nanos_to_secs;
+use super::Reason;
 
 /// Relay's `MAX_PROFILE_CHUNK_DURATION`.
 pub const MAX_CHUNK_DURATION_NS: u64 = 66_000_000_000;
@@ -114,15 +114,15 @@ pub struct Pruned {
 
 /// Applies Relay's v2 rules; `Err` carries the outcome reason Relay would
 /// give, and the chunk must not be sent.
-pub fn check_v2(chunk: &mut ProfileChunk) -> Result<Pruned, &'static str> {
+pub fn check_v2(chunk: &mut ProfileChunk) -> Result<Pruned, Reason> {
     if parse_uuid(&chunk.chunk_id).is_none() || parse_uuid(&chunk.profiler_id).is_none() {
-        return Err(reason::INVALID_JSON);
+        return Err(Reason::InvalidJson);
     }
     if chunk.platform.is_empty() {
-        return Err(reason::INVALID_JSON);
+        return Err(Reason::InvalidJson);
     }
     if chunk.platform == "android" {
-        return Err(reason::PLATFORM_NOT_SUPPORTED);
+        return Err(Reason::PlatformNotSupported);
     }
     let p = &mut chunk.profile;
 
@@ -149,7 +149,7 @@ pub fn check_v2(chunk: &mut ProfileChunk) -> Result<Pruned, &'static str> {
 
     // 2.
     if p.samples.is_empty() {
-        return Err(reason::NOT_ENOUGH_SAMPLES);
+        return Err(Reason::NotEnoughSamples);
     }
     // 3.
     let n_threads = p.thread_ids.len();
@@ -157,11 +157,11 @@ pub fn check_v2(chunk: &mut ProfileChunk) -> Result<Pruned, &'static str> {
         .iter()
         .any(|s| s.stack_id as usize >= p.stacks.len() || s.thread as usize >= n_threads)
     {
-        return Err(reason::MALFORMED_SAMPLES);
+        return Err(Reason::MalformedSamples);
     }
     let n_frames = p.frames.len();
     if p.stacks.iter().flatten().any(|&f| f as usize >= n_frames) {
-        return Err(reason::MALFORMED_STACKS);
+        return Err(Reason::MalformedStacks);
     }
     // 4.
     p.samples.sort_by_key(|s| s.timestamp_unix_nano);
@@ -169,7 +169,7 @@ pub fn check_v2(chunk: &mut ProfileChunk) -> Result<Pruned, &'static str> {
     let first = p.samples[0].timestamp_unix_nano;
     let last = p.samples[p.samples.len() - 1].timestamp_unix_nano;
     if exceeds_max_duration(first, last) {
-        return Err(reason::DURATION_TOO_LONG);
+        return Err(Reason::DurationTooLong);
     }
     // 6.
     let mut used = vec![false; n_threads];

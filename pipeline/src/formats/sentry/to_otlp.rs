@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 use hashbrown::HashMap;
 
 use super::chunk::ProfileChunk;
-use super::de::{CowStr, DecimalBuf};
+use super::de::{located, CowStr, DecimalBuf};
 use super::frame::{ClientSdk, DebugImage, DebugMeta, Frame, ThreadMeta};
 use super::keys::{self as k, frame_type, sdk_language};
 use super::platform::ProfileType;
-use super::{ids, reason, time, Converted, ItemError, ReceiveOptions};
+use super::{ids, time, Converted, ItemError, Reason, ReceiveOptions};
 use crate::model::dictionary::DictionaryBuilder;
 use crate::proto::{
     any_value::Value, AnyValue, InstrumentationScope, KeyValue, KeyValueList, Line, Location,
@@ -559,7 +559,7 @@ pub(crate) fn scope(sdk: Option<&ClientSdk>) -> InstrumentationScope {
 }
 
 pub(crate) fn invalid_json(e: impl std::fmt::Display) -> ItemError {
-    ItemError::new(reason::INVALID_JSON, format!("invalid profile JSON: {e}"))
+    ItemError::new(Reason::InvalidJson, format!("invalid profile JSON: {e}"))
 }
 
 /// Parses `debug_meta` for its images; an unreadable one refuses the item
@@ -581,7 +581,7 @@ pub(super) fn check_item_platform(item: Option<&str>, payload: &str) -> Result<(
     let theirs = ProfileType::from_platform(payload);
     match item.map(|p| (p, ProfileType::from_platform(p))) {
         Some((p, ours)) if ours != theirs => Err(ItemError::new(
-            reason::INVALID_PROFILE_TYPE,
+            Reason::InvalidProfileType,
             format!(
                 "item header platform {p:?} (a {} profile) differs in profile type from the payload's {payload:?} (a {} profile)",
                 ours.as_str(),
@@ -594,7 +594,7 @@ pub(super) fn check_item_platform(item: Option<&str>, payload: &str) -> Result<(
 
 fn android_chunk() -> ItemError {
     ItemError::new(
-        reason::PLATFORM_NOT_SUPPORTED,
+        Reason::PlatformNotSupported,
         "Android profile chunks (method traces) are not supported",
     )
 }
@@ -630,7 +630,7 @@ pub fn chunk_to_otlp_in_envelope(
 ) -> Result<Converted, ItemError> {
     if payload.len() > opts.max_item_size {
         return Err(ItemError::new(
-            reason::TOO_LARGE,
+            Reason::TooLarge,
             format!(
                 "profile chunk of {} bytes exceeds the limit of {} bytes",
                 payload.len(),
@@ -648,12 +648,12 @@ pub fn chunk_to_otlp_in_envelope(
         }
         match serde_json::from_slice::<PlatformOnly>(payload) {
             Ok(PlatformOnly { platform: Some(p) }) if p == "android" => android_chunk(),
-            _ => invalid_json(e),
+            _ => invalid_json(located::<ProfileChunk>(payload, e)),
         }
     })?;
     if chunk.version != 2 {
         return Err(ItemError::new(
-            reason::PLATFORM_NOT_SUPPORTED,
+            Reason::PlatformNotSupported,
             format!(
                 "profile_chunk with sample format version {} is not supported",
                 chunk.version
@@ -680,7 +680,7 @@ pub fn chunk_to_otlp_in_envelope(
     let data = &chunk.profile;
     if data.samples.is_empty() {
         return Err(ItemError::new(
-            reason::NOT_ENOUGH_SAMPLES,
+            Reason::NotEnoughSamples,
             "profile chunk has no samples",
         ));
     }
@@ -702,7 +702,7 @@ pub fn chunk_to_otlp_in_envelope(
         .find(|(_, s)| s.stack_id >= data.stacks.len())
     {
         return Err(ItemError::new(
-            reason::MALFORMED_SAMPLES,
+            Reason::MalformedSamples,
             format!(
                 "sample {i} references stack {} of {}",
                 s.stack_id,
@@ -712,7 +712,7 @@ pub fn chunk_to_otlp_in_envelope(
     }
     let stacks = stacks.map_err(|i| {
         ItemError::new(
-            reason::MALFORMED_STACKS,
+            Reason::MalformedStacks,
             format!(
                 "stack {i} references a frame beyond the {} frames",
                 data.frames.len()
@@ -725,7 +725,7 @@ pub fn chunk_to_otlp_in_envelope(
     for (i, s) in data.samples.iter().enumerate() {
         let ts = time::secs_to_unix_nanos(s.timestamp).ok_or_else(|| {
             ItemError::new(
-                reason::MALFORMED_SAMPLES,
+                Reason::MalformedSamples,
                 format!("sample {i} has timestamp {} out of range", s.timestamp),
             )
         })?;

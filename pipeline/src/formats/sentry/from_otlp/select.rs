@@ -3,15 +3,15 @@
 //! A Sentry chunk holds stacks sampled over time (CPU or wall clock). So:
 //! - a Profile whose sample type measures something else (allocations,
 //!   bytes, lock contention, goroutines, off-CPU events) is not sent
-//!   ([`reason::UNSUPPORTED_SAMPLE_TYPE`]);
+//!   ([`Reason::UnsupportedSampleType`]);
 //! - of Profiles holding the same samples under different sample types (a
 //!   pprof CPU profile imports as `samples/count` and `cpu/nanoseconds`,
 //!   a Node wall profile as `sample/count` and `wall/nanoseconds`) one is
 //!   sent, a count type before a time type, so that Sentry does not see
-//!   every sample twice; the others are [`reason::DUPLICATE_SAMPLE_TYPE`].
+//!   every sample twice; the others are [`Reason::DuplicateSampleType`].
 
 use super::{time_unit_ns, Dict, Dropped};
-use crate::formats::sentry::reason;
+use crate::formats::sentry::Reason;
 use crate::proto::{Profile, Sample};
 
 /// Sample types that are samples of running (or, for wall clock, live)
@@ -29,7 +29,7 @@ const SAMPLED_TYPES: &[&str] = &[
 ];
 
 /// Per Profile (in order): `None` to send it, else why it is not sent.
-pub(super) fn select(dict: Dict<'_>, profiles: &[Profile]) -> Vec<Option<&'static str>> {
+pub(super) fn select(dict: Dict<'_>, profiles: &[Profile]) -> Vec<Option<Reason>> {
     let mut verdicts = Vec::with_capacity(profiles.len());
     let mut candidates = Vec::new();
     for (i, p) in profiles.iter().enumerate() {
@@ -49,7 +49,7 @@ pub(super) fn select(dict: Dict<'_>, profiles: &[Profile]) -> Vec<Option<&'stati
                 .iter()
                 .any(|&j| same_recording(dict, &profiles[i], &profiles[j]))
             {
-                verdicts[i] = Some(reason::DUPLICATE_SAMPLE_TYPE);
+                verdicts[i] = Some(Reason::DuplicateSampleType);
             } else {
                 kept.push(i);
             }
@@ -59,7 +59,7 @@ pub(super) fn select(dict: Dict<'_>, profiles: &[Profile]) -> Vec<Option<&'stati
 }
 
 /// What a Profile that is not sent counts as dropped.
-pub(super) fn all_dropped(p: &Profile, reason: &'static str) -> Dropped {
+pub(super) fn all_dropped(p: &Profile, reason: Reason) -> Dropped {
     Dropped {
         reason,
         sentry_samples: p
@@ -72,17 +72,17 @@ pub(super) fn all_dropped(p: &Profile, reason: &'static str) -> Dropped {
 }
 
 /// 0 for counts of samples, 1 for time; `Err` for what is not sampling.
-fn rank(dict: Dict<'_>, p: &Profile) -> Result<u8, &'static str> {
+fn rank(dict: Dict<'_>, p: &Profile) -> Result<u8, Reason> {
     let (ty, unit) = p.sample_type.map_or(("", ""), |t| {
         (dict.str(t.type_strindex), dict.str(t.unit_strindex))
     });
     if !SAMPLED_TYPES.iter().any(|t| t.eq_ignore_ascii_case(ty)) {
-        return Err(reason::UNSUPPORTED_SAMPLE_TYPE);
+        return Err(Reason::UnsupportedSampleType);
     }
     match unit {
         "" | "count" | "samples" => Ok(0),
         u if time_unit_ns(u).is_some() => Ok(1),
-        _ => Err(reason::UNSUPPORTED_SAMPLE_TYPE),
+        _ => Err(Reason::UnsupportedSampleType),
     }
 }
 

@@ -5,8 +5,8 @@ use serde_json::Value as Json;
 
 use super::support::*;
 use crate::formats::sentry::{
-    chunk_to_otlp, envelope, ids, otlp_to_chunks, profile_v1_to_otlp, reason, ChunkResult,
-    ExportOptions, ReceiveOptions,
+    chunk_to_otlp, envelope, ids, otlp_to_chunks, profile_v1_to_otlp, ChunkResult, ExportOptions,
+    Reason, ReceiveOptions,
 };
 use crate::model::dictionary::DictionaryBuilder;
 use crate::proto::{
@@ -55,7 +55,7 @@ fn as_sent(r: &ChunkResult) -> (Json, Vec<f64>) {
     (out, ts)
 }
 
-fn dropped_by_reason(results: &[ChunkResult]) -> BTreeMap<&'static str, u64> {
+fn dropped_by_reason(results: &[ChunkResult]) -> BTreeMap<Reason, u64> {
     let mut out = BTreeMap::new();
     for d in results.iter().flat_map(|r| &r.dropped) {
         *out.entry(d.reason).or_default() += d.sentry_samples;
@@ -94,7 +94,7 @@ fn recorded_chunks_round_trip_through_otlp() {
         assert_eq!(r.sentry_samples as usize, want.len());
         assert_eq!(
             dropped_by_reason(&results)
-                .get(reason::SINGLE_SAMPLE_THREAD)
+                .get(&Reason::SingleSampleThread)
                 .copied()
                 .unwrap_or(0) as usize,
             removed,
@@ -229,7 +229,7 @@ fn pprof_cpu_profile_is_expanded_into_timestamped_samples() {
     assert_eq!(
         dup,
         [&crate::formats::sentry::Dropped {
-            reason: reason::DUPLICATE_SAMPLE_TYPE,
+            reason: Reason::DuplicateSampleType,
             sentry_samples: 0,
             otlp_samples: profiles[1].samples.len() as u64,
         }]
@@ -374,7 +374,7 @@ fn expansion_is_capped_per_chunk_and_the_rest_counted() {
     }
     let sent_samples: u64 = results.iter().map(|r| r.sentry_samples).sum();
     let dropped = dropped_by_reason(&results);
-    assert!(dropped[reason::MAX_SAMPLES_PER_CHUNK] > 0);
+    assert!(dropped[&Reason::MaxSamplesPerChunk] > 0);
     // The cpu/nanoseconds Profile repeats the count one: never expanded.
     assert_eq!(sent_samples + dropped.values().sum::<u64>(), 590);
     assert_eq!(otlp_accounted(&results), 2 * 472);
@@ -581,7 +581,7 @@ fn otel_resource_fills_sentry_metadata_and_inlined_lines_become_frames() {
     assert_eq!(
         results[0].dropped,
         vec![crate::formats::sentry::Dropped {
-            reason: reason::SINGLE_SAMPLE_THREAD,
+            reason: Reason::SingleSampleThread,
             sentry_samples: 1,
             otlp_samples: 1
         }]
@@ -647,7 +647,7 @@ fn a_chunk_relay_would_refuse_is_not_sent() {
     assert_eq!(
         results[0].dropped,
         vec![crate::formats::sentry::Dropped {
-            reason: reason::NOT_ENOUGH_SAMPLES,
+            reason: Reason::NotEnoughSamples,
             sentry_samples: 2,
             otlp_samples: 2
         }]
@@ -809,16 +809,12 @@ fn profiles_that_are_not_sampled_stacks_are_not_sent() {
     ] {
         let results = otlp_to_chunks(&go_cpu_as(types), &ExportOptions::default());
         assert!(sent(&results).is_empty(), "{types:?}");
-        let reasons: BTreeSet<&str> = results
+        let reasons: BTreeSet<Reason> = results
             .iter()
             .flat_map(|r| &r.dropped)
             .map(|d| d.reason)
             .collect();
-        assert_eq!(
-            reasons,
-            [reason::UNSUPPORTED_SAMPLE_TYPE].into(),
-            "{types:?}"
-        );
+        assert_eq!(reasons, [Reason::UnsupportedSampleType].into(), "{types:?}");
         assert_eq!(otlp_accounted(&results), 2 * 472, "{types:?}");
     }
     // Wall-clock profiles (Node's @datadog/pprof) are sampled stacks: the
@@ -833,7 +829,7 @@ fn profiles_that_are_not_sampled_stacks_are_not_sent() {
     assert_eq!(chunks[0].chunk.as_ref().unwrap().profile.samples.len(), 590);
     assert_eq!(
         dropped_by_reason(&results).keys().collect::<Vec<_>>(),
-        [&reason::DUPLICATE_SAMPLE_TYPE]
+        [&Reason::DuplicateSampleType]
     );
 }
 
@@ -865,7 +861,7 @@ fn only_profiles_with_the_same_samples_are_duplicates() {
     assert!(sent(&results).len() >= 2);
     let dropped = dropped_by_reason(&results);
     assert!(
-        !dropped.contains_key(reason::DUPLICATE_SAMPLE_TYPE),
+        !dropped.contains_key(&Reason::DuplicateSampleType),
         "{dropped:?}"
     );
 }
@@ -1064,7 +1060,7 @@ fn ebpf_profiler_data_becomes_a_hybrid_chunk() {
     assert_eq!(
         results.iter().flat_map(|r| &r.dropped).collect::<Vec<_>>(),
         [&crate::formats::sentry::Dropped {
-            reason: reason::UNSUPPORTED_SAMPLE_TYPE,
+            reason: Reason::UnsupportedSampleType,
             sentry_samples: 3,
             otlp_samples: 1,
         }]
@@ -1600,13 +1596,13 @@ fn hostile_times_and_values_are_refused_with_a_reason_in_bounded_work() {
         let reasons = dropped_by_reason(&results);
         let expected = match name {
             "sample timestamp 2^64-1" | "time_unix_nano 2^64-1" | "duration_nano 2^64-1" => {
-                Some(reason::IMPLAUSIBLE_TIME)
+                Some(Reason::ImplausibleTime)
             }
             "duration 1e14, value 2^62 ns" | "no duration, value 2^63-1 count" => {
-                Some(reason::IMPLAUSIBLE_TIME)
+                Some(Reason::ImplausibleTime)
             }
             "duration 1e13, value 2^62 ns" | "value 2^63-1 twice" => {
-                Some(reason::IMPLAUSIBLE_VALUES)
+                Some(Reason::ImplausibleValues)
             }
             _ => None,
         };
@@ -1655,7 +1651,7 @@ fn a_long_plausible_profile_is_spread_over_at_most_sixteen_chunks_worth_of_point
     let points: u64 = results.iter().map(|r| r.sentry_samples).sum();
     assert!(points <= 1_600_000 && points > 1_000_000, "{points}");
     assert_eq!(
-        dropped_by_reason(&results).get(reason::MAX_SAMPLES_PER_CHUNK),
+        dropped_by_reason(&results).get(&Reason::MaxSamplesPerChunk),
         Some(&(7_200_000 - points)),
         "the rest is counted"
     );

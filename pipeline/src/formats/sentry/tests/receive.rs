@@ -5,7 +5,7 @@ use serde_json::{json, Value as Json};
 use super::support::*;
 use crate::formats::sentry::envelope;
 use crate::formats::sentry::{
-    chunk_to_otlp, profile_v1_to_otlp, reason, Converted, ItemError, ReceiveOptions,
+    chunk_to_otlp, profile_v1_to_otlp, Converted, ItemError, Reason, ReceiveOptions,
 };
 use crate::proto::any_value::Value;
 
@@ -260,7 +260,7 @@ fn refused(payload: &[u8]) -> ItemError {
 #[test]
 fn structural_validation_uses_relay_reasons() {
     let frames = json!([{"function": "a"}, {"function": "b"}]);
-    assert_eq!(refused(b"{not json").reason, reason::INVALID_JSON);
+    assert_eq!(refused(b"{not json").reason, Reason::InvalidJson);
     for field in ["version", "profiler_id", "chunk_id", "platform", "profile"] {
         let p = chunk_with(
             |v| drop(v.as_object_mut().unwrap().remove(field)),
@@ -269,29 +269,44 @@ fn structural_validation_uses_relay_reasons() {
             frames.clone(),
         );
         let e = refused(&p);
-        assert_eq!(e.reason, reason::INVALID_JSON, "{field}");
+        assert_eq!(e.reason, Reason::InvalidJson, "{field}");
         assert!(e.message.contains(field), "{field}: {}", e.message);
     }
+    // A field of the wrong type is named by its path.
+    let p = chunk_with(
+        |v| v["profile"]["samples"][1]["stack_id"] = json!("zero"),
+        two_samples(),
+        json!([[0, 1]]),
+        frames.clone(),
+    );
+    let e = refused(&p);
+    assert_eq!(e.reason, Reason::InvalidJson);
+    assert!(
+        e.message
+            .contains("profile.samples[1].stack_id: invalid type"),
+        "{}",
+        e.message
+    );
     let p = chunk_with(
         |v| v["chunk_id"] = json!("not-a-uuid"),
         two_samples(),
         json!([[0]]),
         frames.clone(),
     );
-    assert_eq!(refused(&p).reason, reason::INVALID_JSON);
+    assert_eq!(refused(&p).reason, Reason::InvalidJson);
 
     let p = chunk_json(json!([]), json!([[0]]), frames.clone());
-    assert_eq!(refused(&p).reason, reason::NOT_ENOUGH_SAMPLES);
+    assert_eq!(refused(&p).reason, Reason::NotEnoughSamples);
 
     let bad_stack = json!([{"timestamp": 1.0, "stack_id": 5, "thread_id": "1"}]);
     assert_eq!(
         refused(&chunk_json(bad_stack.clone(), json!([[0]]), frames.clone())).reason,
-        reason::MALFORMED_SAMPLES
+        Reason::MalformedSamples
     );
     // Relay checks samples before stacks.
     assert_eq!(
         refused(&chunk_json(bad_stack, json!([[7]]), frames.clone())).reason,
-        reason::MALFORMED_SAMPLES
+        Reason::MalformedSamples
     );
     // An unknown frame index, even in a stack no sample uses.
     let e = refused(&chunk_json(
@@ -299,7 +314,7 @@ fn structural_validation_uses_relay_reasons() {
         json!([[0, 1], [2]]),
         frames.clone(),
     ));
-    assert_eq!(e.reason, reason::MALFORMED_STACKS);
+    assert_eq!(e.reason, Reason::MalformedStacks);
 
     let p = chunk_with(
         |v| v["version"] = json!("1"),
@@ -307,14 +322,14 @@ fn structural_validation_uses_relay_reasons() {
         json!([[0]]),
         frames.clone(),
     );
-    assert_eq!(refused(&p).reason, reason::PLATFORM_NOT_SUPPORTED);
+    assert_eq!(refused(&p).reason, Reason::PlatformNotSupported);
     let p = chunk_with(
         |v| v["platform"] = json!("android"),
         two_samples(),
         json!([[0]]),
         frames.clone(),
     );
-    assert_eq!(refused(&p).reason, reason::PLATFORM_NOT_SUPPORTED);
+    assert_eq!(refused(&p).reason, Reason::PlatformNotSupported);
     // What the Android SDK really sends: a method trace instead of `profile`.
     let android = serde_json::to_vec(&json!({
         "version": "2", "platform": "android", "sampled_profile": "AAAA",
@@ -322,22 +337,22 @@ fn structural_validation_uses_relay_reasons() {
         "chunk_id": "1f1e2d3c4b5a69788796a5b4c3d2e1f0",
     }))
     .unwrap();
-    assert_eq!(refused(&android).reason, reason::PLATFORM_NOT_SUPPORTED);
+    assert_eq!(refused(&android).reason, Reason::PlatformNotSupported);
     let e = chunk_to_otlp(&android, Some("android"), &opts()).unwrap_err();
-    assert_eq!(e.reason, reason::PLATFORM_NOT_SUPPORTED);
+    assert_eq!(e.reason, Reason::PlatformNotSupported);
 
     let ok = chunk_json(two_samples(), json!([[0, 1]]), frames);
     // Relay compares the profile types (ui: cocoa, android, javascript;
     // else backend) of the item header's platform and the payload's.
     let e = chunk_to_otlp(&ok, Some("cocoa"), &opts()).unwrap_err();
-    assert_eq!(e.reason, reason::INVALID_PROFILE_TYPE);
+    assert_eq!(e.reason, Reason::InvalidProfileType);
     assert!(
         e.message.contains("cocoa") && e.message.contains("python"),
         "{e}"
     );
     for header in ["javascript", "android"] {
         let e = chunk_to_otlp(&ok, Some(header), &opts()).unwrap_err();
-        assert_eq!(e.reason, reason::INVALID_PROFILE_TYPE, "{header}");
+        assert_eq!(e.reason, Reason::InvalidProfileType, "{header}");
     }
     let small = ReceiveOptions {
         max_item_size: ok.len() - 1,
@@ -345,7 +360,7 @@ fn structural_validation_uses_relay_reasons() {
     };
     assert_eq!(
         chunk_to_otlp(&ok, None, &small).unwrap_err().reason,
-        reason::TOO_LARGE
+        Reason::TooLarge
     );
     chunk_to_otlp(&ok, Some("python"), &opts()).unwrap();
 }
@@ -639,7 +654,7 @@ fn v1_samples_outside_the_transaction_are_dropped_and_counted() {
     )
     .unwrap();
     assert_eq!(c.sentry_samples, inside);
-    assert_eq!(c.dropped, vec![(reason::OUTSIDE_TRANSACTION, 498 - inside)]);
+    assert_eq!(c.dropped, vec![(Reason::OutsideTransaction, 498 - inside)]);
     let ts: usize = profile(&c.data)
         .samples
         .iter()
@@ -667,7 +682,7 @@ fn v1_samples_outside_the_transaction_are_dropped_and_counted() {
         &opts(),
     )
     .unwrap_err();
-    assert_eq!(e.reason, reason::NO_TRANSACTION);
+    assert_eq!(e.reason, Reason::NoTransaction);
 }
 
 /// Thread `priority` goes to OTLP and back; a thread without samples stays
@@ -842,7 +857,7 @@ fn item_header_platform_of_the_same_profile_type_is_accepted() {
         chunk_to_otlp(&cocoa, Some(header), &opts()).unwrap();
     }
     let e = chunk_to_otlp(&cocoa, Some("python"), &opts()).unwrap_err();
-    assert_eq!(e.reason, reason::INVALID_PROFILE_TYPE);
+    assert_eq!(e.reason, Reason::InvalidProfileType);
 }
 
 /// One frame of `addr` under a Mach-O image at 0x102580000..+1720320.
@@ -1049,11 +1064,11 @@ fn v1_refusals_use_relay_reasons() {
         move |v: &mut Json| v["transactions"][0][key] = value.clone()
     };
     type Edit = Box<dyn Fn(&mut Json)>;
-    let cases: Vec<(&str, Edit, &str)> = vec![
+    let cases: Vec<(&str, Edit, Reason)> = vec![
         (
             "unknown stack index",
             Box::new(|v| v["profile"]["samples"][3]["stack_id"] = json!(999)),
-            reason::MALFORMED_SAMPLES,
+            Reason::MalformedSamples,
         ),
         (
             "unknown frame index",
@@ -1063,12 +1078,12 @@ fn v1_refusals_use_relay_reasons() {
                     .unwrap()
                     .push(json!(9999))
             }),
-            reason::MALFORMED_STACKS,
+            Reason::MalformedStacks,
         ),
         (
             "no samples",
             Box::new(|v| v["profile"]["samples"] = json!([])),
-            reason::NOT_ENOUGH_SAMPLES,
+            Reason::NotEnoughSamples,
         ),
         (
             "every sample outside the transaction",
@@ -1076,42 +1091,42 @@ fn v1_refusals_use_relay_reasons() {
                 v["transactions"][0]["relative_start_ns"] = json!("5000000000");
                 v["transactions"][0]["relative_end_ns"] = json!("6000000000");
             }),
-            reason::NOT_ENOUGH_SAMPLES,
+            Reason::NotEnoughSamples,
         ),
         (
             "transaction trace_id not a UUID",
             Box::new(tx0("trace_id", json!("nope"))),
-            reason::INVALID_TRANSACTION_METADATA,
+            Reason::InvalidTransactionMetadata,
         ),
         (
             "transaction without a name",
             Box::new(tx0("name", json!(""))),
-            reason::INVALID_TRANSACTION_METADATA,
+            Reason::InvalidTransactionMetadata,
         ),
         (
             "transaction id missing",
             Box::new(|v| drop(v["transactions"][0].as_object_mut().unwrap().remove("id"))),
-            reason::INVALID_TRANSACTION_METADATA,
+            Reason::InvalidTransactionMetadata,
         ),
         (
             "transaction start after its end",
             Box::new(tx0("relative_start_ns", json!("3000000000"))),
-            reason::INVALID_TRANSACTION_METADATA,
+            Reason::InvalidTransactionMetadata,
         ),
         (
             "transaction not an object",
             Box::new(|v| v["transactions"][0] = json!("tx")),
-            reason::INVALID_TRANSACTION_METADATA,
+            Reason::InvalidTransactionMetadata,
         ),
         (
             "missing version",
             Box::new(|v| drop(v.as_object_mut().unwrap().remove("version"))),
-            reason::PLATFORM_NOT_SUPPORTED,
+            Reason::PlatformNotSupported,
         ),
         (
             "version 3",
             Box::new(|v| v["version"] = json!("3")),
-            reason::PLATFORM_NOT_SUPPORTED,
+            Reason::PlatformNotSupported,
         ),
         (
             // Android's legacy format: no version, no `profile` at all.
@@ -1123,22 +1138,22 @@ fn v1_refusals_use_relay_reasons() {
                 o.insert("platform".into(), json!("android"));
                 o.insert("sampled_profile".into(), json!("AAAA"));
             }),
-            reason::PLATFORM_NOT_SUPPORTED,
+            Reason::PlatformNotSupported,
         ),
         (
             "version 1 without its profile",
             Box::new(|v| drop(v.as_object_mut().unwrap().remove("profile"))),
-            reason::INVALID_JSON,
+            Reason::InvalidJson,
         ),
         (
             "event_id not a UUID",
             Box::new(|v| v["event_id"] = json!("x")),
-            reason::INVALID_JSON,
+            Reason::InvalidJson,
         ),
         (
             "samples not a list",
             Box::new(|v| v["profile"]["samples"] = json!({})),
-            reason::INVALID_JSON,
+            Reason::InvalidJson,
         ),
     ];
     for (case, edit, want) in &cases {
@@ -1153,12 +1168,12 @@ fn v1_refusals_use_relay_reasons() {
         },
     )
     .unwrap_err();
-    assert_eq!(e.reason, reason::TOO_LARGE, "{e}");
+    assert_eq!(e.reason, Reason::TooLarge, "{e}");
     assert_eq!(
         profile_v1_to_otlp(b"{\"version\":\"1\",", None, Some(&tx), &header, &opts())
             .unwrap_err()
             .reason,
-        reason::INVALID_JSON
+        Reason::InvalidJson
     );
 
     // `timestamp` as float unix seconds (v2's form) is read too.

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use crate::formats::sentry::outgoing::{
     ChunkFrame, ChunkProfile, ChunkSample, ClientSdk, ProfileChunk, ThreadMetadata,
 };
-use crate::formats::sentry::reason;
 use crate::formats::sentry::relay_rules::{
     check_v2, exceeds_max_duration, is_debug_id, relay_reads_image, Pruned,
 };
+use crate::formats::sentry::Reason;
 
 const S: u64 = 1_000_000_000;
 
@@ -116,21 +116,21 @@ fn samples_are_sorted_by_timestamp() {
 fn refusals_in_relays_order() {
     // Nothing left after pruning.
     let mut c = chunk(vec![sample(1, 0, 0), sample(2, 0, 1)]);
-    assert_eq!(check_v2(&mut c), Err(reason::NOT_ENOUGH_SAMPLES));
+    assert_eq!(check_v2(&mut c), Err(Reason::NotEnoughSamples));
     let mut c = chunk(vec![]);
-    assert_eq!(check_v2(&mut c), Err(reason::NOT_ENOUGH_SAMPLES));
+    assert_eq!(check_v2(&mut c), Err(Reason::NotEnoughSamples));
 
     // An unknown stack counts as idle for pruning, then refuses the chunk.
     let mut c = chunk(vec![sample(1, 0, 0), sample(2, 0, 0), sample(3, 9, 0)]);
-    assert_eq!(check_v2(&mut c), Err(reason::MALFORMED_SAMPLES));
+    assert_eq!(check_v2(&mut c), Err(Reason::MalformedSamples));
 
     let mut c = chunk(vec![sample(1, 0, 0), sample(2, 0, 0)]);
     c.profile.stacks.push(vec![5]);
-    assert_eq!(check_v2(&mut c), Err(reason::MALFORMED_STACKS));
+    assert_eq!(check_v2(&mut c), Err(Reason::MalformedStacks));
 
     // Relay's test_is_above_max_duration cases.
     let mut c = chunk(vec![sample(10, 0, 0), sample(80, 0, 0)]);
-    assert_eq!(check_v2(&mut c), Err(reason::DURATION_TOO_LONG));
+    assert_eq!(check_v2(&mut c), Err(Reason::DurationTooLong));
     let mut c = chunk(vec![sample(50, 0, 0), sample(20, 0, 0)]);
     assert!(check_v2(&mut c).is_ok());
     let mut c = chunk(vec![sample(0, 0, 0), sample(66, 0, 0)]);
@@ -139,10 +139,10 @@ fn refusals_in_relays_order() {
     // What Relay's deserializer insists on.
     let mut c = chunk(vec![sample(1, 0, 0), sample(2, 0, 0)]);
     c.chunk_id = "nope".into();
-    assert_eq!(check_v2(&mut c), Err(reason::INVALID_JSON));
+    assert_eq!(check_v2(&mut c), Err(Reason::InvalidJson));
     let mut c = chunk(vec![sample(1, 0, 0), sample(2, 0, 0)]);
     c.platform = "android".into();
-    assert_eq!(check_v2(&mut c), Err(reason::PLATFORM_NOT_SUPPORTED));
+    assert_eq!(check_v2(&mut c), Err(Reason::PlatformNotSupported));
 }
 
 #[test]
@@ -188,7 +188,7 @@ fn duration_is_measured_on_the_timestamps_as_serialized() {
     let ts = |i: usize| v["profile"]["samples"][i]["timestamp"].as_f64().unwrap();
     assert!(ts(1) - ts(0) > 66.0, "what Relay computes");
     assert!(exceeds_max_duration(first, last));
-    assert_eq!(check_v2(&mut c), Err(reason::DURATION_TOO_LONG));
+    assert_eq!(check_v2(&mut c), Err(Reason::DurationTooLong));
 
     // The same span inside a binade is exactly 66.0: accepted.
     let first = 1_795_318_570_000_006_100;
