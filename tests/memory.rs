@@ -100,42 +100,14 @@ async fn resident_memory_stays_under_the_limit_with_four_processors() {
     let p = start(&cfg, 256, ports.2).await;
     let medium = profcol_pipeline::model::synth::request(100_000, 20_000).encode_to_vec();
     let framed = grpc_frame(&medium, false);
-    let (ok, retry) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut tasks = Vec::new();
-    for _ in 0..4 {
-        let (framed, ok, retry) = (framed.clone(), ok.clone(), retry.clone());
-        let mut ch = channel(ports.0).await;
-        tasks.push(tokio::spawn(async move {
-            while Instant::now() < deadline {
-                match export_framed(&mut ch, framed.clone(), None).await {
-                    0 => ok.fetch_add(1, Ordering::Relaxed),
-                    // UNAVAILABLE: the memory limit; retry shortly.
-                    14 => {
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        retry.fetch_add(1, Ordering::Relaxed)
-                    }
-                    other => panic!("unexpected gRPC status {other}"),
-                };
-            }
-        }));
-    }
-    let mut peak = 0;
-    while Instant::now() < deadline {
-        peak = peak.max(p.memory_mib().0);
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+    let (ok, _) = drive(ports.0, framed, Duration::from_secs(20)).await;
     let (hwm, _) = p.memory_mib();
-    assert!(ok.load(Ordering::Relaxed) > 0, "nothing went through");
+    assert!(ok > 0, "nothing went through");
     assert!(hwm <= 256 + 64, "peak RSS {hwm} MiB over 256 + 64 MiB");
     // Once idle, memory goes back.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (_, idle) = p.memory_mib();
     assert!(idle < 128, "{idle} MiB resident once idle");
-    let _ = peak;
     p.signal("TERM");
     let (code, logs) = p.wait(Duration::from_secs(30)).await;
     assert!(code.success(), "{logs}");
@@ -423,28 +395,7 @@ service:
     wait_healthy(health).await;
     let medium = profcol_pipeline::model::synth::request(100_000, 20_000).encode_to_vec();
     let framed = grpc_frame(&medium, false);
-    let (ok, retry) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let deadline = Instant::now() + Duration::from_secs(8);
-    let mut tasks = Vec::new();
-    for _ in 0..4 {
-        let (framed, ok, retry) = (framed.clone(), ok.clone(), retry.clone());
-        let mut ch = channel(otlp).await;
-        tasks.push(tokio::spawn(async move {
-            while Instant::now() < deadline {
-                match export_framed(&mut ch, framed.clone(), None).await {
-                    0 => ok.fetch_add(1, Ordering::Relaxed),
-                    14 => {
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        retry.fetch_add(1, Ordering::Relaxed)
-                    }
-                    other => panic!("unexpected gRPC status {other}"),
-                };
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+    let (ok, retry) = drive(otlp, framed.clone(), Duration::from_secs(8)).await;
     let (hwm, _) = p.memory_mib();
     let by_limiter = metric(
         metrics,
@@ -458,16 +409,11 @@ service:
     .await;
     eprintln!(
         "accepted {} requests, refused {} (memory_limiter {} samples, budget {} samples), peak RSS {hwm} MiB",
-        ok.load(Ordering::Relaxed),
-        retry.load(Ordering::Relaxed),
-        by_limiter,
+        ok, retry, by_limiter,
         by_budget
     );
-    assert!(ok.load(Ordering::Relaxed) > 0, "nothing went through");
-    assert!(
-        retry.load(Ordering::Relaxed) > 0,
-        "the load was refused in part"
-    );
+    assert!(ok > 0, "nothing went through");
+    assert!(retry > 0, "the load was refused in part");
     assert!(hwm <= 256 + 64, "peak RSS {hwm} MiB over 256 + 64 MiB");
     // The load stops: once the queue has drained below the soft limit, a
     // request is accepted again.
@@ -486,4 +432,33 @@ service:
     p.signal("TERM");
     let (_, logs) = p.wait(Duration::from_secs(30)).await;
     assert!(!logs.contains("panicked"), "{logs}");
+}
+
+/// Sends `framed` on 4 connections for `time`, retrying what is refused
+/// with `UNAVAILABLE` (the memory limit) shortly after; returns the
+/// requests accepted and refused.
+async fn drive(port: u16, framed: bytes::Bytes, time: Duration) -> (u64, u64) {
+    let (ok, retry) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let deadline = Instant::now() + time;
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let (framed, ok, retry) = (framed.clone(), ok.clone(), retry.clone());
+        let mut ch = channel(port).await;
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < deadline {
+                match export_framed(&mut ch, framed.clone(), None).await {
+                    0 => ok.fetch_add(1, Ordering::Relaxed),
+                    14 => {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        retry.fetch_add(1, Ordering::Relaxed)
+                    }
+                    other => panic!("unexpected gRPC status {other}"),
+                };
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    (ok.load(Ordering::Relaxed), retry.load(Ordering::Relaxed))
 }
