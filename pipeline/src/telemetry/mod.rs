@@ -109,6 +109,11 @@ pub struct Telemetry {
     receiver_forward_queue: Cached<Gauge>,
     receiver_requests: Cached<Counter>,
     receiver_repairs: Cached<Counter>,
+    lb_resolutions: Cached<Counter>,
+    lb_backends: Cached<Gauge>,
+    lb_backend_updates: Cached<Counter>,
+    lb_backend_outcome: Cached<Counter>,
+    lb_backend_latency: Cached<Histogram, fn() -> Histogram>,
 }
 
 impl Default for Telemetry {
@@ -170,6 +175,18 @@ impl Telemetry {
             receiver_forward_queue: family!(r, "profcol_receiver_forward_queue_size", "Envelopes waiting in a receiver's forwarding retry queue."),
             receiver_requests: family!(r, "profcol_receiver_accepted_requests", "OTLP requests accepted, by the opentelemetry-proto revision they were written in."),
             receiver_repairs: family!(r, "profcol_receiver_repairs", "Producer mistakes a receiver repaired instead of refusing the request, by kind."),
+            // The loadbalancing exporter's, as the Collector's (its
+            // metadata.yaml gives them no level, so `basic` serves them).
+            lb_resolutions: family!(r, b, "otelcol_loadbalancer_num_resolutions", "Number of times the resolver has triggered new resolutions."),
+            lb_backends: family!(r, b, "otelcol_loadbalancer_num_backends", "Current number of backends in use."),
+            lb_backend_updates: family!(r, b, "otelcol_loadbalancer_num_backend_updates", "Number of times the list of backends was updated."),
+            lb_backend_outcome: family!(r, b, "otelcol_loadbalancer_backend_outcome", "Number of successes and failures for each endpoint."),
+            lb_backend_latency: {
+                let f: Family<Labels, Histogram, fn() -> Histogram> = Family::new_with_constructor(latency_buckets);
+                r.register("otelcol_loadbalancer_backend_latency", "Response latency in ms for the backends.", f.clone());
+                b.register("otelcol_loadbalancer_backend_latency", "Response latency in ms for the backends.", f.clone());
+                Cached::new(f)
+            },
             registry: r,
             basic: b,
         }
@@ -393,7 +410,92 @@ impl Telemetry {
             .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
+    /// One resolution of a `loadbalancing` exporter's resolver; on success,
+    /// `backends` is the set it found and `changed` whether it differs
+    /// from the one in use.
+    pub fn lb_resolution(
+        &self,
+        exporter: &str,
+        resolver: &str,
+        outcome: Result<(usize, bool), &str>,
+    ) {
+        let success = outcome.is_ok();
+        let l = [("exporter", exporter), ("resolver", resolver)];
+        match outcome {
+            Ok((backends, changed)) => {
+                if changed {
+                    tracing::info!(exporter, resolver, backends, "backends changed");
+                    self.lb_backend_updates.get(&l).inc();
+                }
+                self.lb_backends
+                    .get(&l)
+                    .set(i64::try_from(backends).unwrap_or(i64::MAX));
+            }
+            Err(error) => {
+                crate::warn_limited!(
+                    exporter,
+                    resolver,
+                    error,
+                    "resolving backends failed; keeping the last ones"
+                );
+            }
+        }
+        self.lb_resolutions
+            .get(&[
+                ("exporter", exporter),
+                ("resolver", resolver),
+                ("success", bool_label(success)),
+            ])
+            .inc();
+    }
+
+    /// One call of a `loadbalancing` exporter to one backend.
+    pub fn lb_backend_outcome(
+        &self,
+        exporter: &str,
+        endpoint: &str,
+        success: bool,
+        latency: std::time::Duration,
+    ) {
+        tracing::debug!(exporter, endpoint, success, ?latency, "backend call");
+        self.lb_backend_latency
+            .get(&[("exporter", exporter), ("endpoint", endpoint)])
+            .observe(latency.as_secs_f64() * 1000.0);
+        self.lb_backend_outcome
+            .get(&[
+                ("exporter", exporter),
+                ("endpoint", endpoint),
+                ("success", bool_label(success)),
+            ])
+            .inc();
+    }
+
     // Readers, for tests and the accounting check.
+
+    /// Calls of a `loadbalancing` exporter to `endpoint` with this outcome.
+    pub fn lb_backend_calls(&self, exporter: &str, endpoint: &str, success: bool) -> u64 {
+        sum(
+            &self.lb_backend_outcome.family,
+            &[
+                ("exporter", exporter),
+                ("endpoint", endpoint),
+                ("success", bool_label(success)),
+            ],
+        )
+    }
+
+    /// Resolutions of a `loadbalancing` exporter with this outcome.
+    pub fn lb_resolutions(&self, exporter: &str, success: bool) -> u64 {
+        sum(
+            &self.lb_resolutions.family,
+            &[("exporter", exporter), ("success", bool_label(success))],
+        )
+    }
+
+    /// Times a `loadbalancing` exporter's set of backends changed.
+    pub fn lb_backend_updates(&self, exporter: &str) -> u64 {
+        sum(&self.lb_backend_updates.family, &[("exporter", exporter)])
+    }
 
     pub fn accepted(&self, receiver: &str) -> u64 {
         sum(&self.receiver_accepted.family, &[("receiver", receiver)])
@@ -468,6 +570,22 @@ impl Telemetry {
             ],
         )
     }
+}
+
+fn bool_label(b: bool) -> &'static str {
+    if b {
+        "true"
+    } else {
+        "false"
+    }
+}
+
+/// Backend latency in ms, as the Collector's default histogram buckets.
+fn latency_buckets() -> Histogram {
+    Histogram::new([
+        0.0, 5.0, 10.0, 25.0, 50.0, 75.0, 100.0, 250.0, 500.0, 750.0, 1000.0, 2500.0, 5000.0,
+        7500.0, 10000.0,
+    ])
 }
 
 /// The Collector's buckets for `batch_send_size` (items).
