@@ -89,7 +89,6 @@ const EXPORTERS: &[&str] = &[
     "influxdb",
     "jaeger",
     "kafka",
-    "loadbalancing",
     "logging",
     "loki",
     "nop",

@@ -1,0 +1,316 @@
+//! Routing a batch: a key per profile, its owner on the ring, and the
+//! batch cut into one self-contained request per backend. The unit is the
+//! profile (never cut apart from its samples); profiles of one resource
+//! share a `service` or `resource` key, so a resource then goes whole.
+//!
+//! Also what a retry resumes from: the profiles already settled, by their
+//! position in the batch (which never changes: a queued batch is immutable).
+
+use profcol_pipeline::component::Progress;
+use profcol_pipeline::model::dictionary::{extract, Lookup};
+use profcol_pipeline::model::profile_sample_count;
+use profcol_pipeline::proto::{
+    any_value::Value, AnyValue, KeyValue, Profile, ProfilesData, ResourceProfiles, ScopeProfiles,
+};
+
+use super::config::RoutingKey;
+use super::ring::{mix64, Fnv, HashRing};
+
+const SERVICE_NAME: &str = "service.name";
+const SERVICE_INSTANCE_ID: &str = "service.instance.id";
+const SENTRY_PROFILER_ID: &str = "sentry.profiler_id";
+
+/// The routing key of every profile of `data`, in order (resources, their
+/// scopes, their profiles), appended to `out`. One pass; resource-level
+/// keys are computed once per resource.
+pub fn profile_keys(data: &ProfilesData, key: RoutingKey, out: &mut Vec<u64>) {
+    let lookup = Lookup::of(data);
+    for r in &data.resource_profiles {
+        let attrs: &[KeyValue] = r.resource.as_ref().map_or(&[], |r| &r.attributes);
+        let service = || hash_str(resource_str(&lookup, attrs, SERVICE_NAME).unwrap_or(""));
+        let profiles = r.scope_profiles.iter().flat_map(|s| &s.profiles);
+        match key {
+            RoutingKey::Service => {
+                let h = service();
+                out.extend(profiles.map(|_| h));
+            }
+            RoutingKey::Resource => {
+                let h = resource_hash(&lookup, attrs);
+                out.extend(profiles.map(|_| h));
+            }
+            RoutingKey::TraceId => {
+                let fallback = service();
+                out.extend(profiles.map(|p| first_trace_id(&lookup, p).unwrap_or(fallback)));
+            }
+            RoutingKey::ProfileSession => {
+                let resource_level = resource_str(&lookup, attrs, SENTRY_PROFILER_ID)
+                    .or_else(|| resource_str(&lookup, attrs, SERVICE_INSTANCE_ID))
+                    .map_or_else(service, hash_str);
+                out.extend(profiles.map(|p| {
+                    lookup
+                        .attribute_str(&p.attribute_indices, SENTRY_PROFILER_ID)
+                        .map_or(resource_level, hash_str)
+                }));
+            }
+        }
+    }
+}
+
+fn hash_str(s: &str) -> u64 {
+    super::ring::hash_bytes(s.as_bytes())
+}
+
+fn resource_str<'a>(lookup: &Lookup<'a>, attrs: &'a [KeyValue], key: &str) -> Option<&'a str> {
+    attrs
+        .iter()
+        .find(|kv| lookup.key_of(kv) == key)
+        .and_then(|kv| kv.value.as_ref())
+        .and_then(|v| lookup.str_value(v))
+        .filter(|s| !s.is_empty())
+}
+
+/// The trace id of the first sample that links to a trace.
+fn first_trace_id(lookup: &Lookup<'_>, p: &Profile) -> Option<u64> {
+    p.samples
+        .iter()
+        .filter(|s| s.link_index > 0)
+        .map(|s| &lookup.link(s.link_index).trace_id)
+        .find(|t| t.iter().any(|&b| b != 0))
+        .map(|t| super::ring::hash_bytes(t))
+}
+
+/// Every resource attribute, in any order: the sum of one hash per
+/// attribute, so that no sorting (and no allocation) is needed.
+fn resource_hash(lookup: &Lookup<'_>, attrs: &[KeyValue]) -> u64 {
+    attrs.iter().fold(0u64, |acc, kv| {
+        let mut h = Fnv::new();
+        h.write(lookup.key_of(kv).as_bytes());
+        h.write(&[0xff]);
+        if let Some(v) = &kv.value {
+            hash_value(lookup, v, &mut h);
+        }
+        acc.wrapping_add(h.finish())
+    })
+}
+
+fn hash_value(lookup: &Lookup<'_>, v: &AnyValue, h: &mut Fnv) {
+    match &v.value {
+        None => h.write(&[0]),
+        // A string by reference hashes as the string itself.
+        Some(Value::StringValue(_)) | Some(Value::StringValueStrindex(_)) => {
+            h.write(&[1]);
+            h.write(lookup.str_value(v).unwrap_or("").as_bytes());
+        }
+        Some(Value::BoolValue(b)) => h.write(&[2, u8::from(*b)]),
+        Some(Value::IntValue(i)) => {
+            h.write(&[3]);
+            h.write_u64(*i as u64);
+        }
+        Some(Value::DoubleValue(d)) => {
+            h.write(&[4]);
+            h.write_u64(d.to_bits());
+        }
+        Some(Value::ArrayValue(a)) => {
+            h.write(&[5]);
+            h.write_u64(a.values.len() as u64);
+            for v in &a.values {
+                hash_value(lookup, v, h);
+            }
+        }
+        Some(Value::KvlistValue(l)) => {
+            h.write(&[6]);
+            h.write_u64(mix64(resource_hash(lookup, &l.values)));
+        }
+        Some(Value::BytesValue(b)) => {
+            h.write(&[7]);
+            h.write(b);
+        }
+    }
+}
+
+/// A profile that is settled (delivered or refused for good) and is not
+/// routed again.
+pub const SETTLED: u32 = u32::MAX;
+
+/// The owner of each profile on `ring` (by its key), or [`SETTLED`].
+/// `None` when the ring is empty.
+pub fn assign(keys: &[u64], settled: &Settled, ring: &HashRing, out: &mut Vec<u32>) -> Option<()> {
+    out.clear();
+    out.reserve(keys.len());
+    for (i, &k) in keys.iter().enumerate() {
+        out.push(if settled.is_set(i) {
+            SETTLED
+        } else {
+            ring.owner(k)?
+        });
+    }
+    Some(())
+}
+
+/// One backend's share of a batch.
+#[derive(Debug)]
+pub struct Part {
+    /// Its number on the ring.
+    pub endpoint: u32,
+    /// Self-contained: only the dictionary entries its profiles use.
+    pub data: ProfilesData,
+    /// Positions (in the batch) of its profiles.
+    pub profiles: Vec<u32>,
+    pub samples: u64,
+}
+
+#[derive(Default)]
+struct Builder {
+    resources: Vec<ResourceProfiles>,
+    /// The resource and scope (positions in the batch) last opened here.
+    open: Option<(usize, usize)>,
+    profiles: Vec<u32>,
+    samples: u64,
+}
+
+/// Cuts `data` by `owner` (one entry per profile, as [`profile_keys`]):
+/// one part per backend that owns a profile, in the batch's order, each
+/// with its resources and scopes and only the dictionary entries it uses.
+/// Costs one pass over the profiles plus one pass over the dictionary per
+/// part.
+pub fn split(data: &ProfilesData, owner: &[u32], endpoints: usize) -> Vec<Part> {
+    let mut builders: Vec<Option<Builder>> = (0..endpoints).map(|_| None).collect();
+    let mut at = 0usize;
+    for (ri, r) in data.resource_profiles.iter().enumerate() {
+        for (si, s) in r.scope_profiles.iter().enumerate() {
+            for p in &s.profiles {
+                let e = owner.get(at).copied().unwrap_or(SETTLED);
+                let pos = at as u32;
+                at += 1;
+                let Some(slot) = builders.get_mut(e as usize) else {
+                    continue;
+                };
+                let b = slot.get_or_insert_with(Builder::default);
+                if b.open.is_none_or(|(r0, _)| r0 != ri) {
+                    b.resources.push(ResourceProfiles {
+                        resource: r.resource.clone(),
+                        scope_profiles: Vec::new(),
+                        schema_url: r.schema_url.clone(),
+                    });
+                    b.open = None;
+                }
+                let res = b.resources.last_mut().expect("opened above");
+                if b.open != Some((ri, si)) {
+                    res.scope_profiles.push(ScopeProfiles {
+                        scope: s.scope.clone(),
+                        profiles: Vec::new(),
+                        schema_url: s.schema_url.clone(),
+                    });
+                    b.open = Some((ri, si));
+                }
+                let scope = res.scope_profiles.last_mut().expect("opened above");
+                scope.profiles.push(p.clone());
+                b.profiles.push(pos);
+                b.samples += profile_sample_count(p);
+            }
+        }
+    }
+    let dict = profcol_pipeline::proto::dictionary_of(data);
+    builders
+        .into_iter()
+        .enumerate()
+        .filter_map(|(e, b)| {
+            let b = b?;
+            Some(Part {
+                endpoint: e as u32,
+                data: extract(dict, b.resources),
+                profiles: b.profiles,
+                samples: b.samples,
+            })
+        })
+        .collect()
+}
+
+/// Number of profiles in `data`.
+pub fn profile_count(data: &ProfilesData) -> usize {
+    data.resource_profiles
+        .iter()
+        .flat_map(|r| &r.scope_profiles)
+        .map(|s| s.profiles.len())
+        .sum()
+}
+
+/// The profiles of a batch that earlier attempts settled, kept in the
+/// request's [`Progress::resume`] as ranges of positions:
+/// `{"loadbalancing": {"profiles": N, "settled": [[from, to), ...]}}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settled {
+    flags: Vec<bool>,
+}
+
+impl Settled {
+    pub fn none(profiles: usize) -> Self {
+        Self {
+            flags: vec![false; profiles],
+        }
+    }
+
+    /// What `progress` says was settled, for a batch of `profiles`
+    /// profiles. A resume written by another exporter, or for a batch of
+    /// another size, settles nothing.
+    pub fn from_progress(progress: &Progress, profiles: usize) -> Self {
+        let mut s = Self::none(profiles);
+        let Some(lb) = progress
+            .resume
+            .as_ref()
+            .and_then(|r| r.get("loadbalancing"))
+        else {
+            return s;
+        };
+        if lb.get("profiles").and_then(|n| n.as_u64()) != Some(profiles as u64) {
+            return s;
+        }
+        let ranges = lb.get("settled").and_then(|r| r.as_array());
+        for r in ranges.into_iter().flatten() {
+            let bound = |i: usize| r.get(i).and_then(|v| v.as_u64()).map(|v| v as usize);
+            if let (Some(from), Some(to)) = (bound(0), bound(1)) {
+                for f in s.flags.iter_mut().take(to.min(profiles)).skip(from) {
+                    *f = true;
+                }
+            }
+        }
+        s
+    }
+
+    #[inline]
+    pub fn is_set(&self, i: usize) -> bool {
+        self.flags.get(i).copied().unwrap_or(false)
+    }
+
+    pub fn set(&mut self, i: usize) {
+        if let Some(f) = self.flags.get_mut(i) {
+            *f = true;
+        }
+    }
+
+    pub fn all(&self) -> bool {
+        self.flags.iter().all(|&f| f)
+    }
+
+    pub fn any(&self) -> bool {
+        self.flags.iter().any(|&f| f)
+    }
+
+    /// The `resume` value to record.
+    pub fn to_resume(&self) -> serde_json::Value {
+        let mut ranges = Vec::new();
+        let mut i = 0;
+        while i < self.flags.len() {
+            if !self.flags[i] {
+                i += 1;
+                continue;
+            }
+            let from = i;
+            while i < self.flags.len() && self.flags[i] {
+                i += 1;
+            }
+            ranges.push(serde_json::json!([from, i]));
+        }
+        serde_json::json!({"loadbalancing": {"profiles": self.flags.len(), "settled": ranges}})
+    }
+}
