@@ -94,6 +94,13 @@ async fn every_exporter_finishes_each_hostile_batch_and_sends_nothing_of_it() {
             "otlp",
             format!("{{endpoint: '127.0.0.1:{dead}', tls: {{insecure: true}}}}"),
         ),
+        (
+            "loadbalancing",
+            format!(
+                "{{routing_key: traceID, protocol: {{otlp: {{tls: {{insecure: true}}}}}}, \
+                 resolver: {{static: {{hostnames: ['127.0.0.1:{dead}', '127.0.0.2:{dead}']}}}}}}"
+            ),
+        ),
     ];
     let registry = profcol::components::registry();
     for (ty, yaml) in &exporters {

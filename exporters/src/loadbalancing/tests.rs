@@ -499,3 +499,39 @@ fn settled_profiles_are_not_routed_again() {
         assert_eq!(o == SETTLED, back.is_set(i));
     }
 }
+
+#[test]
+fn a_refusal_for_good_fails_only_what_it_refused() {
+    let progress = |delivered, rejected| Progress {
+        delivered,
+        rejected,
+        resume: None,
+    };
+    // Nothing delivered: the whole request failed, with the backends' words.
+    let e = finish(progress(0, 10), vec![], None, vec!["a:1: bad".into()]).unwrap_err();
+    assert!(
+        matches!(&e, ExportError::Permanent { message } if message == "a:1: bad"),
+        "{e:?}"
+    );
+    // Part delivered: the rest counts as rejected.
+    let ok = finish(progress(5, 10), vec![], None, vec!["a:1: bad".into()]).unwrap();
+    assert_eq!(ok, ExportOutcome::rejected(10));
+    // Any retryable failure retries, after the longest wait a peer asked.
+    let e = finish(
+        progress(5, 0),
+        vec!["a:1: down".into(), "b:1: slow".into()],
+        Some(std::time::Duration::from_secs(2)),
+        vec!["c:1: bad".into()],
+    )
+    .unwrap_err();
+    match e {
+        ExportError::Retryable {
+            message,
+            retry_after,
+        } => {
+            assert_eq!(message, "a:1: down; b:1: slow");
+            assert_eq!(retry_after, Some(std::time::Duration::from_secs(2)));
+        }
+        e => panic!("{e:?}"),
+    }
+}
