@@ -215,7 +215,7 @@ fn run(cli: Cli) -> ExitCode {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let (cfg, graph) = match load(&sources) {
+    let (mut cfg, graph) = match load(&sources) {
         Ok(v) => v,
         Err(errs) => return invalid(&errs),
     };
@@ -244,7 +244,7 @@ fn run(cli: Cli) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let svc = match RunningService::start(graph, opts, Arc::new(Telemetry::new())).await {
+        let mut svc = match RunningService::start(graph, opts, Arc::new(Telemetry::new())).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!("{e:#}");
@@ -266,6 +266,10 @@ fn run(cli: Cli) -> ExitCode {
                     tracing::info!("received {name}; logging the state");
                     log_state(&svc);
                 }
+                Signal::Reload(name) => {
+                    tracing::info!("received {name}; reloading the config");
+                    reload(&sources, &mut cfg, &mut svc).await;
+                }
                 Signal::Ignore(name, why) => tracing::warn!("received {name}; {why}"),
             }
         }
@@ -286,6 +290,44 @@ fn run(cli: Cli) -> ExitCode {
     // process up after it.
     rt.shutdown_timeout(std::time::Duration::from_millis(500));
     code
+}
+
+/// Reads the config again from the sources the process started with and
+/// moves the running collector to it (see `runtime::reload`); a config
+/// that does not load, or that the running collector cannot switch to, is
+/// refused with every error logged at its key, and the old one keeps
+/// running.
+async fn reload(sources: &[Source], current: &mut Config, svc: &mut RunningService) {
+    let refused = |svc: &RunningService, errs: &ConfigErrors| {
+        tracing::error!(
+            "config reload refused ({} errors); the running config is kept",
+            errs.0.len()
+        );
+        for e in &errs.0 {
+            tracing::error!("  {e}");
+        }
+        svc.telemetry().config_reload("failure");
+    };
+    let (new, graph) = match crate::app::load_sources(sources) {
+        Ok(v) => v,
+        Err(errs) => return refused(svc, &errs),
+    };
+    match svc.reload(current, &new, graph).await {
+        Err(errs) => refused(svc, &errs),
+        Ok(summary) if summary.failed.is_empty() => {
+            *current = new;
+            tracing::info!("config reloaded: {summary}");
+            svc.telemetry().config_reload("success");
+        }
+        Ok(summary) => {
+            *current = new;
+            tracing::error!(
+                "config reloaded, but not all of it runs: {summary}; failed to start: {}",
+                summary.failed.join("; ")
+            );
+            svc.telemetry().config_reload("partial");
+        }
+    }
 }
 
 /// Raises the soft limit on open files to the hard one, as Go programs do
@@ -317,6 +359,8 @@ enum Signal {
     DumpAndStop(&'static str),
     /// SIGUSR1: log the state and keep running.
     Dump(&'static str),
+    /// SIGHUP: read the config again and switch to it.
+    Reload(&'static str),
     /// Signals whose default action would end the process at once without
     /// a drain or a log line: logged and ignored.
     Ignore(&'static str, &'static str),
@@ -374,10 +418,7 @@ impl Signals {
                 "SIGTERM" | "SIGINT" => Signal::Stop(name),
                 "SIGQUIT" => Signal::DumpAndStop(name),
                 "SIGUSR1" => Signal::Dump(name),
-                "SIGHUP" => Signal::Ignore(
-                    name,
-                    "config reload on SIGHUP is not supported yet; ignoring the signal (restart to change the config)",
-                ),
+                "SIGHUP" => Signal::Reload(name),
                 _ => Signal::Ignore(name, "ignoring the signal"),
             }
         }

@@ -15,10 +15,34 @@ pub type DropReason = &'static str;
 #[derive(Clone)]
 pub struct Output {
     receiver: Arc<str>,
-    pipelines: Arc<[Arc<Pipeline>]>,
+    route: Route,
     budget: Arc<MemoryBudget>,
     telemetry: Arc<Telemetry>,
 }
+
+/// The pipelines a running receiver feeds. A config reload points it at
+/// the new pipelines while the receiver keeps its listener.
+#[derive(Clone)]
+pub struct Route(Arc<std::sync::RwLock<Arc<[Arc<Pipeline>]>>>);
+
+impl Route {
+    fn new(pipelines: Vec<Arc<Pipeline>>) -> Self {
+        Self(Arc::new(std::sync::RwLock::new(pipelines.into())))
+    }
+
+    /// The pipelines batches go to from now on.
+    pub fn set(&self, pipelines: Vec<Arc<Pipeline>>) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = pipelines.into();
+    }
+
+    fn get(&self) -> Arc<[Arc<Pipeline>]> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// How often a batch looks up its pipelines again after meeting one a
+/// reload retired; more than one reload would have to land in between.
+const ROUTE_ATTEMPTS: usize = 8;
 
 /// Why a batch was not accepted. Nothing of a refused batch was kept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -105,10 +129,15 @@ impl Output {
     ) -> Self {
         Self {
             receiver: receiver.into(),
-            pipelines: pipelines.into(),
+            route: Route::new(pipelines),
             budget,
             telemetry,
         }
+    }
+
+    /// The handle a reload repoints this output's pipelines with.
+    pub fn route(&self) -> Route {
+        self.route.clone()
     }
 
     pub fn receiver_id(&self) -> &str {
@@ -141,28 +170,49 @@ impl Output {
                 Err(e) => return refuse(ConsumeError::memory(e)),
             }
         }
-        for p in self.pipelines.iter() {
-            if let Err(e) = p.check_gates() {
-                return refuse(e);
-            }
-        }
-        let mut admitted = Vec::with_capacity(self.pipelines.len());
-        for p in self.pipelines.iter() {
-            match p.admission.clone().try_acquire_owned() {
-                Ok(permit) => admitted.push(permit),
-                Err(tokio::sync::TryAcquireError::Closed) => {
-                    return refuse(ConsumeError::ShuttingDown)
-                }
-                Err(tokio::sync::TryAcquireError::NoPermits) => {
-                    return refuse(ConsumeError::pipeline_full(&p.id))
+        // A pipeline a reload retired closes its admission once the
+        // batches in it are through; the route then names its successor.
+        let mut attempt = 0;
+        let (pipelines, admitted) = loop {
+            attempt += 1;
+            let pipelines = self.route.get();
+            for p in pipelines.iter() {
+                if let Err(e) = p.check_gates() {
+                    return refuse(e);
                 }
             }
-        }
+            let mut admitted = Vec::with_capacity(pipelines.len());
+            let mut retired = false;
+            for p in pipelines.iter() {
+                match p.admission.clone().try_acquire_owned() {
+                    Ok(permit) => admitted.push(permit),
+                    Err(tokio::sync::TryAcquireError::Closed) => {
+                        retired = true;
+                        break;
+                    }
+                    // A retiring pipeline's permits go to its retirement:
+                    // full only if it is still the one routed to.
+                    Err(tokio::sync::TryAcquireError::NoPermits)
+                        if Arc::ptr_eq(&pipelines, &self.route.get()) =>
+                    {
+                        return refuse(ConsumeError::pipeline_full(&p.id))
+                    }
+                    Err(tokio::sync::TryAcquireError::NoPermits) => {
+                        retired = true;
+                        break;
+                    }
+                }
+            }
+            match (retired, attempt < ROUTE_ATTEMPTS) {
+                (false, _) => break (pipelines, admitted),
+                (true, true) => tokio::task::yield_now().await,
+                (true, false) => return refuse(ConsumeError::ShuttingDown),
+            }
+        };
         batch.meta.receiver = self.receiver.to_string();
         let batch = Arc::new(batch);
         let prepared =
-            futures::future::join_all(self.pipelines.iter().map(|p| p.prepare(batch.clone())))
-                .await;
+            futures::future::join_all(pipelines.iter().map(|p| p.prepare(batch.clone()))).await;
         drop(batch);
         let mut ready = Vec::with_capacity(prepared.len());
         for p in prepared {

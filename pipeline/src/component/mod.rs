@@ -8,7 +8,7 @@ mod traits;
 pub use auth::{AuthConfig, Authenticator, Authenticators};
 pub use context::{
     ConsumeError, DropReason, ExporterContext, Output, ProcessContext, ProcessorCounts,
-    ReceiverContext, Storages,
+    ReceiverContext, Route, Storages,
 };
 pub use traits::{
     ExportError, ExportOutcome, Exporter, ExporterFactory, ExporterSettings, Extension,

@@ -29,13 +29,22 @@ pub struct Spawn {
     pub storage: Option<Arc<dyn crate::component::Storage>>,
 }
 
-/// Starts the exporter and its consumers. The returned task ends when the
-/// queue is closed and drained, or soon after `hard_stop` fires, counting
-/// whatever is left as dropped (`shutdown`).
-pub async fn spawn(
-    s: Spawn,
-    hard_stop: CancellationToken,
-) -> anyhow::Result<(ExporterQueue, tokio::task::JoinHandle<()>)> {
+/// An exporter started with its queue open, before any consumer runs: the
+/// part of a start that can fail, so that a config reload can do it
+/// before it changes anything.
+pub struct Started {
+    pub queue: ExporterQueue,
+    exporter: Arc<dyn Exporter>,
+    ctx: ExporterContext,
+    settings: Arc<ExporterSettings>,
+    consumers: usize,
+    budget: Arc<MemoryBudget>,
+}
+
+/// Starts the exporter and opens its queue, or takes over `queue` (a
+/// reload that changed the exporter but not its `sending_queue`: what is
+/// queued is sent by the new instance).
+pub async fn start(s: Spawn, queue: Option<ExporterQueue>) -> anyhow::Result<Started> {
     let Spawn {
         id,
         exporter,
@@ -63,62 +72,104 @@ pub async fn spawn(
     } else {
         (1, true)
     };
-    let queue: Arc<dyn Queue> = match (&storage, q.enabled) {
-        (Some(storage), true) => storage
-            .open_queue(&id, q, budget.clone(), telemetry.clone())
-            .await
-            .map_err(|e| anyhow::anyhow!("exporters::{id}::sending_queue::storage: {e:#}"))?,
-        _ if q.enabled => Arc::new(MemoryQueue::new(q.queue_size, q.sizer)),
-        _ => Arc::new(MemoryQueue::new(1, Sizer::Requests)),
-    };
-    let handle = ExporterQueue {
-        id: id.clone().into(),
-        queue: queue.clone(),
-        block,
-        gauges: q.enabled,
-        telemetry: telemetry.clone(),
+    let handle = match queue {
+        Some(kept) => kept,
+        None => {
+            let queue: Arc<dyn Queue> = match (&storage, q.enabled) {
+                (Some(storage), true) => storage
+                    .open_queue(&id, q, budget.clone(), telemetry.clone())
+                    .await
+                    .map_err(|e| {
+                        anyhow::anyhow!("exporters::{id}::sending_queue::storage: {e:#}")
+                    })?,
+                _ if q.enabled => Arc::new(MemoryQueue::new(q.queue_size, q.sizer)),
+                _ => Arc::new(MemoryQueue::new(1, Sizer::Requests)),
+            };
+            ExporterQueue {
+                id: id.clone().into(),
+                queue,
+                block,
+                gauges: q.enabled,
+                telemetry: telemetry.clone(),
+            }
+        }
     };
     handle.update_gauge();
+    Ok(Started {
+        queue: handle,
+        exporter,
+        ctx,
+        settings: Arc::new(settings),
+        consumers,
+        budget,
+    })
+}
 
-    let settings = Arc::new(settings);
-    let mut tasks = JoinSet::new();
-    for _ in 0..consumers {
-        let (handle, exporter, ctx, settings, stop, budget) = (
-            handle.clone(),
-            exporter.clone(),
-            ctx.clone(),
-            settings.clone(),
-            hard_stop.clone(),
-            budget.clone(),
-        );
-        tasks.spawn(async move {
-            let kept = handle.queue.persistent();
-            while let Some((req, mut ack)) = handle.queue.take().await {
-                handle.update_gauge();
-                let sent = if stop.is_cancelled() {
-                    Sent::Stopped(req)
-                } else {
-                    send_with_retry(&*exporter, req, &ctx, &settings, &budget, &stop, &mut ack)
-                        .await
-                };
-                match sent {
-                    Sent::Settled => ack.done().await,
-                    // A persistent queue keeps it (and its progress) for
-                    // the next start; from memory it is lost, and counted.
-                    Sent::Stopped(_) if kept => {}
-                    Sent::Stopped(req) => {
-                        give_up(&ctx, &req, &|n| ctx.dropped(n, "shutdown"));
-                        ack.done().await;
+impl Started {
+    /// Runs the consumers. The returned task ends, after the exporter's
+    /// `shutdown`, once the queue is closed and drained, or once `retire`
+    /// fires and the requests being sent are settled (the queue then
+    /// belongs to a successor), or soon after `hard_stop` fires, counting
+    /// what a memory queue still held as dropped (`shutdown`).
+    pub fn consume(
+        self,
+        hard_stop: CancellationToken,
+        retire: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let Started {
+            queue: handle,
+            exporter,
+            ctx,
+            settings,
+            consumers,
+            budget,
+        } = self;
+        let mut tasks = JoinSet::new();
+        for _ in 0..consumers {
+            let (handle, exporter, ctx, settings, stop, budget, retire) = (
+                handle.clone(),
+                exporter.clone(),
+                ctx.clone(),
+                settings.clone(),
+                hard_stop.clone(),
+                budget.clone(),
+                retire.clone(),
+            );
+            tasks.spawn(async move {
+                let kept = handle.queue.persistent();
+                loop {
+                    // `take` gives nothing up when dropped while waiting.
+                    let next = tokio::select! {
+                        biased;
+                        _ = retire.cancelled() => None,
+                        next = handle.queue.take() => next,
+                    };
+                    let Some((req, mut ack)) = next else { break };
+                    handle.update_gauge();
+                    let sent = if stop.is_cancelled() {
+                        Sent::Stopped(req)
+                    } else {
+                        send_with_retry(&*exporter, req, &ctx, &settings, &budget, &stop, &mut ack)
+                            .await
+                    };
+                    match sent {
+                        Sent::Settled => ack.done().await,
+                        // A persistent queue keeps it (and its progress) for
+                        // the next start; from memory it is lost, and counted.
+                        Sent::Stopped(_) if kept => {}
+                        Sent::Stopped(req) => {
+                            give_up(&ctx, &req, &|n| ctx.dropped(n, "shutdown"));
+                            ack.done().await;
+                        }
                     }
                 }
-            }
-        });
+            });
+        }
+        tokio::spawn(async move {
+            while tasks.join_next().await.is_some() {}
+            exporter.shutdown().await;
+        })
     }
-    let task = tokio::spawn(async move {
-        while tasks.join_next().await.is_some() {}
-        exporter.shutdown().await;
-    });
-    Ok((handle, task))
 }
 
 /// How one request's send ended.
@@ -307,7 +358,7 @@ mod tests {
                 },
             };
             let stop = CancellationToken::new();
-            let (queue, task) = spawn(
+            let started = start(
                 Spawn {
                     id: "nop".into(),
                     exporter: Arc::new(Nop),
@@ -317,10 +368,12 @@ mod tests {
                     authenticators: Default::default(),
                     storage: None,
                 },
-                stop,
+                None,
             )
             .await
             .unwrap();
+            let queue = started.queue.clone();
+            let task = started.consume(stop, CancellationToken::new());
             let mut slot = queue.queue.try_reserve(&ProfileBatch::default()).unwrap();
             slot.write(&Arc::new(ProfileBatch::default()))
                 .await

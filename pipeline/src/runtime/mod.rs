@@ -9,6 +9,7 @@ mod health;
 mod pipeline;
 pub mod queue;
 mod registry;
+mod reload;
 mod service;
 
 pub use build::{build, create_exporter, Graph};
@@ -16,4 +17,5 @@ pub use exporter_helper::Backoff;
 pub use health::{ExtensionContext, Health};
 pub use pipeline::{ExporterQueue, Pipeline, Prepared};
 pub use registry::Registry;
+pub use reload::{Changes, ReloadSummary};
 pub use service::{RunningService, RuntimeOptions};

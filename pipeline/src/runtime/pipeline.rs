@@ -66,6 +66,8 @@ pub struct Pipeline {
     /// Batches in this pipeline at once (being processed or waiting for
     /// the chain); past it receivers are told to retry (`pipeline_full`).
     pub admission: Arc<Semaphore>,
+    /// The permits `admission` started with.
+    capacity: usize,
     /// The processors before the stateful stage (all of them without one).
     chain: Option<Arc<Mutex<Chain>>>,
     /// The stateful stage, if the pipeline has one.
@@ -174,6 +176,7 @@ impl Pipeline {
         Self {
             id,
             admission: Arc::new(Semaphore::new(max_batches.max(1))),
+            capacity: max_batches.max(1),
             chain,
             stage,
             gates,
@@ -221,6 +224,19 @@ impl Pipeline {
                 tracing::error!(pipeline = %self.id, "the stateful stage stopped: {e}");
             }
         }
+    }
+
+    /// Takes the pipeline out of service after a config reload routed its
+    /// receivers elsewhere: waits until every batch in it is committed
+    /// (holding all of its admission permits), refuses any more (a receiver
+    /// that still had it looks up its route again), then lets the stateful
+    /// stage emit what it holds into the exporters' queues, as at shutdown.
+    pub async fn retire(&self) {
+        let permits = u32::try_from(self.capacity).unwrap_or(u32::MAX);
+        let all = self.admission.acquire_many(permits).await;
+        self.admission.close();
+        drop(all);
+        self.finish().await;
     }
 
     /// Runs the processors and writes the batch into a slot of every

@@ -1,14 +1,16 @@
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::component::{Output, ReceiverContext};
+use crate::component::{ExporterSettings, Output, ReceiverContext, Route, Storages};
+use crate::config::ComponentId;
 use crate::memory::MemoryBudget;
 use crate::telemetry::{serve_metrics, Telemetry};
 
-use super::build::Graph;
+use super::build::{ExporterNode, Graph, PipelineNode, ReceiverNode};
 use super::exporter_helper;
 use super::pipeline::{ExporterQueue, Pipeline};
 use super::{ExtensionContext, Health};
@@ -54,12 +56,48 @@ pub struct RunningService {
     stop_receivers: CancellationToken,
     stop_extensions: CancellationToken,
     hard_stop: CancellationToken,
-    receivers: Vec<JoinHandle<()>>,
-    queues: Vec<ExporterQueue>,
-    pipelines: Vec<Arc<Pipeline>>,
-    exporters: Vec<JoinHandle<()>>,
+    pub(super) receivers: BTreeMap<ComponentId, ReceiverRun>,
+    pub(super) exporters: BTreeMap<ComponentId, ExporterRun>,
+    pub(super) pipelines: BTreeMap<String, Arc<Pipeline>>,
     extensions: Vec<JoinHandle<()>>,
-    shutdown_timeout: Duration,
+    /// What config reloads took out of service and is still winding down.
+    pub(super) retiring: Vec<Retiring>,
+    pub(super) budget: Arc<MemoryBudget>,
+    pub(super) authenticators: crate::component::Authenticators,
+    pub(super) storages: Storages,
+    pub(super) options: RuntimeOptions,
+}
+
+/// A running receiver.
+pub(super) struct ReceiverRun {
+    /// Stops this receiver alone (a child of the service's token).
+    pub stop: CancellationToken,
+    pub task: JoinHandle<()>,
+    /// Where its batches go; a reload repoints it.
+    pub route: Route,
+    /// What it listens on, so a reload knows which ports it frees.
+    pub endpoints: Vec<String>,
+}
+
+/// A running exporter: its queue and the consumers sending from it.
+pub(super) struct ExporterRun {
+    pub queue: ExporterQueue,
+    pub settings: ExporterSettings,
+    pub consumers: JoinHandle<()>,
+    /// Makes the consumers stop taking requests (a successor takes over
+    /// the queue); those being sent are settled first.
+    pub retire: CancellationToken,
+    /// Stops the consumers at once (a child of the service's token).
+    pub hard_stop: CancellationToken,
+}
+
+/// Parts of an earlier config a reload replaced: old pipelines finishing
+/// (`drain`, which closes `queues` once they are through) and consumers
+/// sending what they hold.
+pub(super) struct Retiring {
+    pub drain: Option<JoinHandle<()>>,
+    pub queues: Vec<ExporterQueue>,
+    pub consumers: Vec<JoinHandle<()>>,
 }
 
 impl RunningService {
@@ -74,18 +112,22 @@ impl RunningService {
         let stop_receivers = CancellationToken::new();
         let stop_extensions = CancellationToken::new();
         let hard_stop = CancellationToken::new();
+        let limit = memory_limit(&graph, &opts);
         let mut svc = Self {
             telemetry: telemetry.clone(),
             health: health.clone(),
             stop_receivers: stop_receivers.clone(),
             stop_extensions: stop_extensions.clone(),
             hard_stop: hard_stop.clone(),
-            receivers: Vec::new(),
-            queues: Vec::new(),
-            pipelines: Vec::new(),
-            exporters: Vec::new(),
+            receivers: BTreeMap::new(),
+            exporters: BTreeMap::new(),
+            pipelines: BTreeMap::new(),
             extensions: Vec::new(),
-            shutdown_timeout: opts.shutdown_timeout,
+            retiring: Vec::new(),
+            budget: MemoryBudget::new(limit),
+            authenticators: Default::default(),
+            storages: Default::default(),
+            options: opts.clone(),
         };
 
         if let Some(addr) = graph.telemetry.metrics_address {
@@ -95,19 +137,20 @@ impl RunningService {
             let task = svc.check(started, "service::telemetry::metrics".into())?;
             svc.extensions.push(task);
         }
-        let authenticators = crate::component::Authenticators::new(
+        svc.authenticators = crate::component::Authenticators::new(
             graph
                 .extensions
                 .iter()
                 .filter_map(|(id, ext)| Some((id.to_string(), ext.authenticator()?)))
                 .collect(),
         );
-        let storages: std::collections::HashMap<String, Arc<dyn crate::component::Storage>> = graph
-            .extensions
-            .iter()
-            .filter_map(|(id, ext)| Some((id.to_string(), ext.storage()?)))
-            .collect();
-        let limit = memory_limit(&graph, &opts);
+        svc.storages = Arc::new(
+            graph
+                .extensions
+                .iter()
+                .filter_map(|(id, ext)| Some((id.to_string(), ext.storage()?)))
+                .collect(),
+        );
         for (id, ext) in graph.extensions {
             let ctx = ExtensionContext {
                 id: id.to_string(),
@@ -120,87 +163,120 @@ impl RunningService {
             svc.extensions.push(task);
         }
 
-        let budget = MemoryBudget::new(limit);
         if opts.guard_process_memory {
             svc.extensions.push(crate::memory::spawn_guard(
-                budget.clone(),
+                svc.budget.clone(),
                 stop_extensions.clone(),
             ));
         }
-        let mut queues = std::collections::HashMap::new();
         for node in graph.exporters {
-            let id = node.id.to_string();
-            let spawned = exporter_helper::spawn(
-                exporter_helper::Spawn {
-                    id: id.clone(),
-                    exporter: node.exporter,
-                    telemetry: telemetry.clone(),
-                    budget: budget.clone(),
-                    authenticators: authenticators.clone(),
-                    storage: node
-                        .settings
-                        .sending_queue
-                        .storage
-                        .as_ref()
-                        .and_then(|s| storages.get(s).cloned()),
-                    settings: node.settings,
-                },
-                hard_stop.clone(),
-            )
-            .await;
-            let (queue, task) = svc.check(spawned, format!("exporters::{id}"))?;
-            svc.exporters.push(task);
-            svc.queues.push(queue.clone());
-            queues.insert(node.id, queue);
+            let started = exporter_helper::start(svc.exporter_spawn(&node), None).await;
+            let started = svc.check(started, format!("exporters::{}", node.id))?;
+            let run = svc.run_exporter(started, node.settings);
+            svc.exporters.insert(node.id, run);
         }
-
-        let mut pipelines = std::collections::HashMap::new();
         for p in graph.pipelines {
-            let exporters = p
-                .exporters
-                .iter()
-                .filter_map(|e| queues.get(e).cloned())
-                .collect();
-            let pipeline = Pipeline::new(
-                &p.id,
-                opts.inbox_capacity,
-                p.processors,
-                exporters,
-                budget.clone(),
-                telemetry.clone(),
-            );
-            let pipeline = Arc::new(pipeline);
-            svc.pipelines.push(pipeline.clone());
-            pipelines.insert(p.id.clone(), pipeline);
+            let pipeline = svc.pipeline(p);
+            svc.pipelines.insert(pipeline.id.to_string(), pipeline);
         }
-
-        let receiver_storages = Arc::new(storages.clone());
         for node in graph.receivers {
-            let id = node.id.to_string();
-            let output = Output::new(
-                id.clone(),
-                node.pipelines
-                    .iter()
-                    .filter_map(|p| pipelines.get(p).cloned())
-                    .collect(),
-                budget.clone(),
-                telemetry.clone(),
-            );
-            let ctx = ReceiverContext {
-                id: id.clone(),
-                output,
-                shutdown: stop_receivers.clone(),
-                telemetry: telemetry.clone(),
-                authenticators: authenticators.clone(),
-                storages: receiver_storages.clone(),
-            };
-            let started = node.receiver.start(ctx).await;
-            let task = svc.check(started, format!("receivers::{id}"))?;
-            svc.receivers.push(task);
+            let id = node.id.clone();
+            let started = svc.start_receiver(node).await;
+            let run = svc.check(started, format!("receivers::{id}"))?;
+            svc.receivers.insert(id, run);
         }
         health.set_ready(true);
         tracing::info!("everything is ready; begin running and processing data");
         Ok(svc)
+    }
+
+    /// What starting the exporter of `node` takes.
+    pub(super) fn exporter_spawn(&self, node: &ExporterNode) -> exporter_helper::Spawn {
+        exporter_helper::Spawn {
+            id: node.id.to_string(),
+            exporter: node.exporter.clone(),
+            telemetry: self.telemetry.clone(),
+            budget: self.budget.clone(),
+            authenticators: self.authenticators.clone(),
+            storage: node
+                .settings
+                .sending_queue
+                .storage
+                .as_ref()
+                .and_then(|s| self.storages.get(s).cloned()),
+            settings: node.settings.clone(),
+        }
+    }
+
+    /// Runs the consumers of a started exporter.
+    pub(super) fn run_exporter(
+        &self,
+        started: exporter_helper::Started,
+        settings: ExporterSettings,
+    ) -> ExporterRun {
+        let (retire, hard_stop) = (CancellationToken::new(), self.hard_stop.child_token());
+        let queue = started.queue.clone();
+        ExporterRun {
+            queue,
+            settings,
+            consumers: started.consume(hard_stop.clone(), retire.clone()),
+            retire,
+            hard_stop,
+        }
+    }
+
+    /// A pipeline feeding the running exporters it lists.
+    pub(super) fn pipeline(&self, p: PipelineNode) -> Arc<Pipeline> {
+        let exporters = p
+            .exporters
+            .iter()
+            .filter_map(|e| self.exporters.get(e).map(|r| r.queue.clone()))
+            .collect();
+        Arc::new(Pipeline::new(
+            &p.id,
+            self.options.inbox_capacity,
+            p.processors,
+            exporters,
+            self.budget.clone(),
+            self.telemetry.clone(),
+        ))
+    }
+
+    /// The running pipelines a receiver feeds.
+    pub(super) fn route_of(&self, pipelines: &[String]) -> Vec<Arc<Pipeline>> {
+        pipelines
+            .iter()
+            .filter_map(|p| self.pipelines.get(p).cloned())
+            .collect()
+    }
+
+    /// Binds and starts one receiver, feeding the running pipelines.
+    pub(super) async fn start_receiver(&self, node: ReceiverNode) -> anyhow::Result<ReceiverRun> {
+        let id = node.id.to_string();
+        let output = Output::new(
+            id.clone(),
+            self.route_of(&node.pipelines),
+            self.budget.clone(),
+            self.telemetry.clone(),
+        );
+        let route = output.route();
+        let stop = self.stop_receivers.child_token();
+        let endpoints = node.receiver.endpoints();
+        let ctx = ReceiverContext {
+            id,
+            output,
+            shutdown: stop.clone(),
+            telemetry: self.telemetry.clone(),
+            authenticators: self.authenticators.clone(),
+            storages: self.storages.clone(),
+        };
+        let task = node.receiver.start(ctx).await?;
+        Ok(ReceiverRun {
+            stop,
+            task,
+            route,
+            endpoints,
+        })
     }
 
     /// On a failed start, stops what already runs before reporting: its
@@ -224,12 +300,12 @@ impl RunningService {
 
     /// Samples the stateful stages (`batch`) of every pipeline hold now.
     pub fn held_samples(&self) -> u64 {
-        self.pipelines.iter().map(|p| p.held_samples()).sum()
+        self.pipelines.values().map(|p| p.held_samples()).sum()
     }
 
     /// Graceful shutdown within the configured deadline.
     pub async fn shutdown(self) {
-        let t = self.shutdown_timeout;
+        let t = self.options.shutdown_timeout;
         self.shutdown_with(t).await
     }
 
@@ -237,7 +313,8 @@ impl RunningService {
     /// has the stateful stages (`batch`) emit what they hold into the
     /// exporter queues, closes the queues and lets them drain (retries
     /// included) until `timeout`, then stops hard: what is left is counted
-    /// as dropped with reason `shutdown`.
+    /// as dropped with reason `shutdown`. What a config reload retired and
+    /// is still draining is part of the same drain and deadline.
     pub async fn shutdown_with(self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         self.health.set_ready(false);
@@ -246,11 +323,21 @@ impl RunningService {
         // A receiver waits for its clients to go (an HTTP/2 client must
         // answer GOAWAY's ping); one that never does is cut off at the
         // deadline rather than holding the process up.
-        let receiver_aborts: Vec<_> = self.receivers.iter().map(|t| t.abort_handle()).collect();
-        let queues = self.queues;
+        let receivers: Vec<_> = self.receivers.into_values().map(|r| r.task).collect();
+        let receiver_aborts: Vec<_> = receivers.iter().map(|t| t.abort_handle()).collect();
+        let mut queues: Vec<ExporterQueue> = Vec::new();
+        let mut consumers = Vec::new();
+        for run in self.exporters.into_values() {
+            queues.push(run.queue);
+            consumers.push(run.consumers);
+        }
+        let mut drains = Vec::new();
+        for r in self.retiring {
+            queues.extend(r.queues);
+            consumers.extend(r.consumers);
+            drains.extend(r.drain);
+        }
         let close_queues = |queues: &[ExporterQueue]| queues.iter().for_each(|q| q.queue.close());
-        let receivers = self.receivers;
-        let exporters = self.exporters;
         let pipelines = self.pipelines;
         let drained = async {
             for t in receivers {
@@ -258,11 +345,14 @@ impl RunningService {
             }
             // Held batches go into the queues before they close; at the
             // deadline the closed queues end this wait, counting the rest.
-            for p in &pipelines {
+            for p in pipelines.values() {
                 p.finish().await;
             }
+            for d in drains {
+                let _ = d.await;
+            }
             close_queues(&queues);
-            for t in exporters {
+            for t in consumers {
                 let _ = t.await;
             }
         };
@@ -287,7 +377,7 @@ impl RunningService {
 
 /// The memory budget: `--memory-limit-mib` when given, else the smallest
 /// limit of the `memory_limiter`s in use, else the default.
-fn memory_limit(graph: &Graph, opts: &RuntimeOptions) -> usize {
+pub(super) fn memory_limit(graph: &Graph, opts: &RuntimeOptions) -> usize {
     let limiter = graph
         .pipelines
         .iter()

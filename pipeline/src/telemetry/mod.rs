@@ -114,6 +114,7 @@ pub struct Telemetry {
     lb_backend_updates: Cached<Counter>,
     lb_backend_outcome: Cached<Counter>,
     lb_backend_latency: Cached<Histogram, fn() -> Histogram>,
+    config_reloads: Cached<Counter>,
 }
 
 impl Default for Telemetry {
@@ -187,6 +188,7 @@ impl Telemetry {
                 b.register("otelcol_loadbalancer_backend_latency", "Response latency in ms for the backends.", f.clone());
                 Cached::new(f)
             },
+            config_reloads: family!(r, "profcol_config_reloads", "Config reloads (SIGHUP), by result: success, failure (refused; the old config keeps running) or partial (a component failed to start after the switch)."),
             registry: r,
             basic: b,
         }
@@ -468,6 +470,11 @@ impl Telemetry {
                 ("success", bool_label(success)),
             ])
             .inc();
+    }
+
+    /// One config reload and how it ended: `success`, `failure` or `partial`.
+    pub fn config_reload(&self, result: &'static str) {
+        self.config_reloads.get(&[("result", result)]).inc();
     }
 
     // Readers, for tests and the accounting check.

@@ -293,6 +293,52 @@ impl Settle for DiskAck {
     }
 }
 
+/// A request `take` popped and is reading back from disk: should the
+/// caller drop `take` meanwhile (a consumer retired by a config reload),
+/// it goes back to the front of the queue instead of waiting for the
+/// next start.
+struct Unpopped<'a> {
+    queue: &'a Arc<Inner>,
+    at: Location,
+    size: usize,
+    progress: Option<Progress>,
+}
+
+impl<'a> Unpopped<'a> {
+    fn new(queue: &'a Arc<Inner>, entry: &Entry) -> Self {
+        Self {
+            queue,
+            at: entry.at,
+            size: entry.size,
+            progress: Some(entry.progress.clone()),
+        }
+    }
+
+    async fn load(mut self) -> Result<ProfileBatch, String> {
+        let r = self.queue.load(self.at).await;
+        self.progress = None;
+        r
+    }
+}
+
+impl Drop for Unpopped<'_> {
+    fn drop(&mut self) {
+        let Some(progress) = self.progress.take() else {
+            return;
+        };
+        let mut s = self.queue.lock();
+        s.used += self.size;
+        s.pending.push_front(Entry {
+            at: self.at,
+            size: self.size,
+            batch: None,
+            progress,
+        });
+        drop(s);
+        self.queue.not_empty.notify_one();
+    }
+}
+
 #[async_trait]
 impl Queue for DiskQueue {
     fn try_reserve(&self, batch: &ProfileBatch) -> Result<Box<dyn Slot>, QueueError> {
@@ -334,7 +380,7 @@ impl Queue for DiskQueue {
             q.not_full.notify_one();
             let batch = match entry.batch {
                 Some(b) => b,
-                None => match q.load(entry.at).await {
+                None => match Unpopped::new(q, &entry).load().await {
                     Ok(b) => Arc::new(b),
                     Err(e) => {
                         q.telemetry.exporter_queue_corrupt(&q.owner, 1);

@@ -1,0 +1,434 @@
+//! Config reload on SIGHUP, on the real binary: what did not change keeps
+//! running (an exporter its queue, a receiver its listener), what was added
+//! works, a bad config is refused while the old one keeps serving, and no
+//! accepted sample is lost (the accounting metrics add up).
+
+mod common;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{client, free_port, metric, profcol, wait_healthy, Running, Sink};
+use profcol_pipeline::proto::ExportProfilesServiceRequest;
+
+struct Ports {
+    otlp: u16,
+    health: u16,
+    metrics: u16,
+}
+
+fn ports() -> Ports {
+    Ports {
+        otlp: free_port(),
+        health: free_port(),
+        metrics: free_port(),
+    }
+}
+
+/// The parts every config here shares, around `body` (exporters,
+/// processors, pipelines).
+fn write(path: &Path, ports: &Ports, body: &str) {
+    write_with(path, ports, "", body)
+}
+
+/// [`write`] with more receivers than `otlp`.
+fn write_with(path: &Path, ports: &Ports, receivers: &str, body: &str) {
+    std::fs::write(
+        path,
+        format!(
+            r#"
+receivers:
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:{otlp}"}}}}}}
+{receivers}
+extensions:
+  health_check: {{endpoint: "127.0.0.1:{health}"}}
+service:
+  extensions: [health_check]
+  telemetry: {{metrics: {{address: "127.0.0.1:{metrics}"}}}}
+{body}
+"#,
+            otlp = ports.otlp,
+            health = ports.health,
+            metrics = ports.metrics,
+        ),
+    )
+    .unwrap();
+}
+
+/// An otlp exporter to `sink` that retries every 50 ms for ever, with one
+/// consumer so that what it does not send stays counted in its queue.
+fn exporter(name: &str, sink: &Sink) -> String {
+    format!(
+        r#"
+  {name}:
+    endpoint: 127.0.0.1:{port}
+    tls: {{insecure: true}}
+    retry_on_failure: {{initial_interval: 50ms, max_interval: 50ms, max_elapsed_time: 0s}}
+    sending_queue: {{num_consumers: 1}}"#,
+        port = sink.addr.port()
+    )
+}
+
+async fn start(cfg: &Path, ports: &Ports) -> Running {
+    let p = Running::spawn(
+        profcol()
+            .arg("--config")
+            .arg(cfg)
+            .args(["--shutdown-timeout", "10s"]),
+    );
+    wait_healthy(ports.health).await;
+    p
+}
+
+fn request(samples: usize) -> ExportProfilesServiceRequest {
+    let data = profcol_pipeline::model::synth::request(samples, samples / 10 + 1);
+    ExportProfilesServiceRequest {
+        resource_profiles: data.resource_profiles,
+        dictionary: data.dictionary,
+    }
+}
+
+/// Sends SIGHUP and waits until the reload counter of `result` moves.
+async fn reload(p: &Running, ports: &Ports, result: &str) {
+    let counter = format!("profcol_config_reloads_total{{result=\"{result}\"}}");
+    let before = metric(ports.metrics, &counter).await;
+    p.signal("HUP");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metric(ports.metrics, &counter).await == before {
+        assert!(Instant::now() < deadline, "no reload with result {result}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until `f` holds, or fails with `what`.
+async fn eventually<F: std::future::Future<Output = bool>>(
+    what: &str,
+    limit: Duration,
+    mut f: impl FnMut() -> F,
+) {
+    let deadline = Instant::now() + limit;
+    while !f().await {
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn exporter_metric(name: &str, exporter: &str) -> String {
+    format!("{name}{{exporter=\"{exporter}\"")
+}
+
+/// The sink is down: five requests wait in `otlp/a`'s queue. A reload adds
+/// `otlp/b` and a pipeline to it, leaving `otlp/a` and the receiver as they
+/// were: the queue is still there (and delivered once the sink is back), a
+/// client connection opened before the reload still works, and the new
+/// pipeline delivers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_exporter_keeps_its_queue_and_an_added_one_works() {
+    let (a, b) = (Sink::start().await, Sink::start().await);
+    a.down_for(Duration::from_secs(3600));
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    let ports = ports();
+    let before = format!(
+        "  pipelines:\n    profiles: {{receivers: [otlp], exporters: [otlp/a]}}\nexporters:{}",
+        exporter("otlp/a", &a)
+    );
+    write(&cfg, &ports, &before);
+    let p = start(&cfg, &ports).await;
+
+    let mut c = client(ports.otlp).await;
+    for _ in 0..5 {
+        c.export(request(100)).await.unwrap();
+    }
+    let size = exporter_metric("otelcol_exporter_queue_size", "otlp/a");
+    // One request is with the consumer, retrying; four wait.
+    eventually("four requests queued", Duration::from_secs(10), || async {
+        metric(ports.metrics, &size).await == 4
+    })
+    .await;
+
+    let after = format!(
+        "  pipelines:\n    profiles: {{receivers: [otlp], exporters: [otlp/a]}}\n    profiles/b: {{receivers: [otlp], exporters: [otlp/b]}}\nexporters:{}{}",
+        exporter("otlp/a", &a),
+        exporter("otlp/b", &b)
+    );
+    write(&cfg, &ports, &after);
+    reload(&p, &ports, "success").await;
+    assert_eq!(metric(ports.metrics, &size).await, 4, "the queue was kept");
+
+    // The connection from before the reload: the listener was kept.
+    for _ in 0..3 {
+        c.export(request(100)).await.unwrap();
+    }
+    eventually("otlp/b delivers", Duration::from_secs(10), || async {
+        b.samples() == 300
+    })
+    .await;
+    assert!(a.received().is_empty());
+    a.down_for(Duration::ZERO);
+    eventually(
+        "otlp/a delivers its queue",
+        Duration::from_secs(10),
+        || async { a.samples() == 800 },
+    )
+    .await;
+
+    let accepted = metric(
+        ports.metrics,
+        "otelcol_receiver_accepted_profile_samples_total",
+    )
+    .await;
+    assert_eq!(accepted, 800);
+    let sent = |e: &'static str| {
+        let name = exporter_metric("otelcol_exporter_sent_profile_samples_total", e);
+        async move { metric(ports.metrics, &name).await }
+    };
+    assert_eq!(sent("otlp/a").await, 800);
+    assert_eq!(sent("otlp/b").await, 300);
+    p.signal("TERM");
+    let (code, logs) = p.wait(Duration::from_secs(30)).await;
+    assert!(code.success(), "{logs}");
+    assert!(
+        logs.contains("config reloaded: exporters added: otlp/b; pipelines added: profiles/b"),
+        "{logs}"
+    );
+}
+
+/// A config that does not parse, one that does not validate, and one with
+/// a port another process holds are each refused, their errors logged at
+/// their keys, and the running config keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_config_is_refused_and_the_old_one_keeps_serving() {
+    let sink = Sink::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    let ports = ports();
+    let good = format!(
+        "  pipelines:\n    profiles: {{receivers: [otlp], exporters: [otlp/a]}}\nexporters:{}",
+        exporter("otlp/a", &sink)
+    );
+    write(&cfg, &ports, &good);
+    let p = start(&cfg, &ports).await;
+    let mut c = client(ports.otlp).await;
+    c.export(request(100)).await.unwrap();
+
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = held.local_addr().unwrap().port();
+    std::fs::write(&cfg, "receivers: [unclosed").unwrap();
+    reload(&p, &ports, "failure").await;
+    write(&cfg, &ports, &format!("{good}\n    timeoutt: 5s"));
+    reload(&p, &ports, "failure").await;
+    write_with(
+        &cfg,
+        &ports,
+        &format!("  otlp/2: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:{taken}\"}}}}}}"),
+        &good.replace("receivers: [otlp]", "receivers: [otlp, otlp/2]"),
+    );
+    reload(&p, &ports, "failure").await;
+    for i in 0..3 {
+        c.export(request(100))
+            .await
+            .unwrap_or_else(|e| panic!("after bad config {i}: {e}"));
+    }
+    // The config the process started with is still the one that runs.
+    write(&cfg, &ports, &good);
+    reload(&p, &ports, "success").await;
+    c.export(request(100)).await.unwrap();
+    eventually("all delivered", Duration::from_secs(10), || async {
+        sink.samples() == 500
+    })
+    .await;
+    assert_eq!(
+        metric(
+            ports.metrics,
+            "profcol_config_reloads_total{result=\"failure\"}"
+        )
+        .await,
+        3
+    );
+    drop(held);
+    p.signal("TERM");
+    let (code, logs) = p.wait(Duration::from_secs(30)).await;
+    assert!(code.success(), "{logs}");
+    for expected in [
+        "config reload refused",
+        "timeoutt",
+        &format!("receivers::otlp/2: cannot listen on 127.0.0.1:{taken}"),
+        "config reloaded: nothing changed",
+    ] {
+        assert!(logs.contains(expected), "{expected:?} in {logs}");
+    }
+}
+
+/// Clients send without pause while the config is reloaded twice: the
+/// pipeline's `batch` processor changes (the pipeline is rebuilt, handing
+/// over what it held), then exporter `otlp/b`, whose peer is down, is
+/// removed (it drains as at shutdown once its peer is back). Every sample
+/// accepted is delivered to `otlp/a`, and `otlp/b` settles everything it
+/// was given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_accepted_is_lost_across_reloads() {
+    let (a, b) = (Sink::start().await, Sink::start().await);
+    b.down_for(Duration::from_secs(3600));
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    let ports = ports();
+    let config = |timeout: &str, exporters: &str, with_b: bool| {
+        format!(
+            "  pipelines:\n    profiles: {{receivers: [otlp], processors: [batch], exporters: [{exporters}]}}\nprocessors:\n  batch: {{timeout: {timeout}}}\nexporters:{}{}",
+            exporter("otlp/a", &a),
+            if with_b { exporter("otlp/b", &b) } else { String::new() }
+        )
+    };
+    write(&cfg, &ports, &config("2s", "otlp/a, otlp/b", true));
+    let p = start(&cfg, &ports).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let accepted = Arc::new(AtomicU64::new(0));
+    let senders: Vec<_> = (0..2)
+        .map(|_| {
+            let (stop, accepted, port) = (stop.clone(), accepted.clone(), ports.otlp);
+            tokio::spawn(async move {
+                let mut c = client(port).await;
+                while !stop.load(Ordering::Relaxed) {
+                    match c.export(request(50)).await {
+                        Ok(_) => accepted.fetch_add(50, Ordering::Relaxed),
+                        Err(s) if s.code() == tonic::Code::Unavailable => 0,
+                        Err(s) => panic!("{s}"),
+                    };
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    write(&cfg, &ports, &config("3s", "otlp/a, otlp/b", true));
+    reload(&p, &ports, "success").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    write(&cfg, &ports, &config("3s", "otlp/a", false));
+    reload(&p, &ports, "success").await;
+    let for_b = accepted.load(Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    for s in senders {
+        s.await.unwrap();
+    }
+    b.down_for(Duration::ZERO);
+    let total = accepted.load(Ordering::Relaxed);
+    assert!(total > 0);
+    eventually(
+        "otlp/a delivers everything",
+        Duration::from_secs(20),
+        || async { a.samples() == total },
+    )
+    .await;
+    let m = ports.metrics;
+    assert_eq!(
+        metric(m, "otelcol_receiver_accepted_profile_samples_total").await,
+        total
+    );
+    // otlp/b got what was accepted until its removal and sent all of it
+    // from its closed queue.
+    eventually("otlp/b drains", Duration::from_secs(20), || async {
+        metric(
+            m,
+            &exporter_metric("otelcol_exporter_sent_profile_samples_total", "otlp/b"),
+        )
+        .await
+            == b.samples()
+    })
+    .await;
+    assert!(
+        (1..=for_b).contains(&b.samples()),
+        "{} of {for_b}",
+        b.samples()
+    );
+    assert_eq!(
+        metric(m, "profcol_exporter_dropped_profile_samples_total").await,
+        0
+    );
+    assert_eq!(
+        metric(
+            m,
+            &exporter_metric("otelcol_exporter_sent_profile_samples_total", "otlp/a")
+        )
+        .await,
+        total
+    );
+    p.signal("TERM");
+    let (code, logs) = p.wait(Duration::from_secs(30)).await;
+    assert!(code.success(), "{logs}");
+    for expected in [
+        "config reloaded: pipelines changed: profiles",
+        "config reloaded: exporters removed: otlp/b; pipelines changed: profiles",
+    ] {
+        assert!(logs.contains(expected), "{expected:?} in {logs}");
+    }
+}
+
+/// A changed exporter whose `sending_queue` is unchanged hands its queue
+/// to the new instance (which sends with the new settings), and a changed
+/// receiver moves to its new port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_exporter_takes_over_its_queue_and_a_receiver_moves() {
+    let sink = Sink::start().await;
+    sink.down_for(Duration::from_secs(3600));
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    let ports = ports();
+    let body = |timeout: &str| {
+        format!(
+            "  pipelines:\n    profiles: {{receivers: [otlp], exporters: [otlp/a]}}\nexporters:{}\n    timeout: {timeout}",
+            exporter("otlp/a", &sink)
+        )
+    };
+    write(&cfg, &ports, &body("5s"));
+    let p = start(&cfg, &ports).await;
+    let mut c = client(ports.otlp).await;
+    for _ in 0..5 {
+        c.export(request(100)).await.unwrap();
+    }
+    let size = exporter_metric("otelcol_exporter_queue_size", "otlp/a");
+    eventually("four requests queued", Duration::from_secs(10), || async {
+        metric(ports.metrics, &size).await == 4
+    })
+    .await;
+
+    let moved = Ports {
+        otlp: free_port(),
+        ..ports
+    };
+    write(&cfg, &moved, &body("4s"));
+    reload(&p, &moved, "success").await;
+    // The old consumer keeps retrying the request it holds; the queue is
+    // the new instance's.
+    assert_eq!(metric(moved.metrics, &size).await, 3, "one more is retried");
+    assert!(
+        c.export(request(100)).await.is_err(),
+        "the old port is closed"
+    );
+    let mut c = client(moved.otlp).await;
+    c.export(request(100)).await.unwrap();
+    sink.down_for(Duration::ZERO);
+    eventually("everything delivered", Duration::from_secs(10), || async {
+        sink.samples() == 600
+    })
+    .await;
+    assert_eq!(
+        metric(
+            moved.metrics,
+            &exporter_metric("otelcol_exporter_sent_profile_samples_total", "otlp/a")
+        )
+        .await,
+        600
+    );
+    p.signal("TERM");
+    let (code, logs) = p.wait(Duration::from_secs(30)).await;
+    assert!(code.success(), "{logs}");
+    assert!(
+        logs.contains("config reloaded: receivers changed: otlp; exporters changed: otlp/a"),
+        "{logs}"
+    );
+}
