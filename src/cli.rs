@@ -1,5 +1,5 @@
 //! `profcol [--config URI]... [--set key=value]...`, `profcol validate`,
-//! `profcol components`.
+//! `profcol components`, `profcol health`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,6 +47,19 @@ pub enum Command {
     Validate,
     /// List the component types this build knows.
     Components,
+    /// Ask a running collector's health_check extension whether it is
+    /// ready: exit 0 on 200, 1 otherwise (for container health checks).
+    Health {
+        /// `host:port` of the health_check extension.
+        #[arg(long, default_value = "localhost:13133")]
+        endpoint: String,
+        /// The extension's `path`.
+        #[arg(long, default_value = "/")]
+        path: String,
+        /// How long to wait for the answer (Go duration syntax).
+        #[arg(long, default_value = "5s", value_parser = parse_duration)]
+        timeout: std::time::Duration,
+    },
     /// Run pipeline tests: recorded payloads through a config, checked per exporter.
     Test {
         /// Test files (YAML); see README "Testing pipelines".
@@ -83,6 +96,20 @@ pub fn main() -> ExitCode {
             Err(code) => code,
         },
         Some(Command::Test { ref files, update }) => test(files, update),
+        Some(Command::Health {
+            ref endpoint,
+            ref path,
+            timeout,
+        }) => match crate::health_probe::probe(endpoint, path, timeout) {
+            Ok(status) => {
+                println!("healthy: {status}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("unhealthy: {e}");
+                ExitCode::FAILURE
+            }
+        },
         None => run(cli),
     }
 }

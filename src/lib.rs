@@ -12,3 +12,4 @@ pub mod components;
 pub mod file_storage;
 pub mod harness;
 pub mod health_check;
+pub mod health_probe;

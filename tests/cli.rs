@@ -440,3 +440,42 @@ fn warnings_from_building_components_reach_stderr() {
         "{err}"
     );
 }
+
+/// `profcol health` (the Docker image's HEALTHCHECK): 0 while the
+/// collector serves, 1 with the reason once nothing answers.
+#[tokio::test]
+async fn health_exits_0_while_ready_and_1_when_not() {
+    let health_cmd = |port: u16| {
+        let out = profcol()
+            .args(["health", "--endpoint", &format!("127.0.0.1:{port}")])
+            .args(["--timeout", "2s"])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (recv, health) = (free_port(), free_port());
+    let cfg = running_config(&dir, health, recv, "debug", "{}");
+    let p = Running::start(&["--config".as_ref(), cfg.as_os_str()]);
+    wait_healthy(health).await;
+    let (code, out, _) = tokio::task::spawn_blocking(move || health_cmd(health))
+        .await
+        .unwrap();
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(out.trim(), "healthy: HTTP/1.1 200 OK");
+    p.signal("TERM");
+    let (status, logs) = p.wait(Duration::from_secs(30)).await;
+    assert!(status.success(), "{logs}");
+    let (code, _, err) = tokio::task::spawn_blocking(move || health_cmd(health))
+        .await
+        .unwrap();
+    assert_eq!(code, Some(1));
+    assert!(
+        err.starts_with(&format!("unhealthy: cannot connect to 127.0.0.1:{health}")),
+        "{err}"
+    );
+}
