@@ -10,8 +10,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{client, free_port, metric, profcol, wait_healthy, Running, Sink};
+use common::{client, free_port, health_status, metric, profcol, Running, Sink};
 use profcol_pipeline::proto::ExportProfilesServiceRequest;
+
+/// One test at a time: each takes several ports with `free_port` (free
+/// when asked, bound later), and tests running side by side were seen to
+/// be handed the same one.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 struct Ports {
     otlp: u16,
@@ -72,13 +77,19 @@ fn exporter(name: &str, sink: &Sink) -> String {
 }
 
 async fn start(cfg: &Path, ports: &Ports) -> Running {
-    let p = Running::spawn(
+    let mut p = Running::spawn(
         profcol()
             .arg("--config")
             .arg(cfg)
             .args(["--shutdown-timeout", "10s"]),
     );
-    wait_healthy(ports.health).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while health_status(ports.health).await != Some(200) {
+        if !p.is_running() || Instant::now() > deadline {
+            p.fail("never became healthy").await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     p
 }
 
@@ -126,6 +137,7 @@ fn exporter_metric(name: &str, exporter: &str) -> String {
 /// pipeline delivers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unchanged_exporter_keeps_its_queue_and_an_added_one_works() {
+    let _serial = SERIAL.lock().await;
     let (a, b) = (Sink::start().await, Sink::start().await);
     a.down_for(Duration::from_secs(3600));
     let dir = tempfile::tempdir().unwrap();
@@ -196,11 +208,13 @@ async fn an_unchanged_exporter_keeps_its_queue_and_an_added_one_works() {
     );
 }
 
-/// A config that does not parse, one that does not validate, and one with
-/// a port another process holds are each refused, their errors logged at
-/// their keys, and the running config keeps serving.
+/// A config that does not parse, one that does not validate, one with a
+/// port another process holds and one that changes an extension are each
+/// refused, their errors logged at their keys, and the running config
+/// keeps serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_config_is_refused_and_the_old_one_keeps_serving() {
+    let _serial = SERIAL.lock().await;
     let sink = Sink::start().await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("c.yaml");
@@ -227,7 +241,13 @@ async fn a_bad_config_is_refused_and_the_old_one_keeps_serving() {
         &good.replace("receivers: [otlp]", "receivers: [otlp, otlp/2]"),
     );
     reload(&p, &ports, "failure").await;
-    for i in 0..3 {
+    let other_health = Ports {
+        health: free_port(),
+        ..ports
+    };
+    write(&cfg, &other_health, &good);
+    reload(&p, &ports, "failure").await;
+    for i in 0..4 {
         c.export(request(100))
             .await
             .unwrap_or_else(|e| panic!("after bad config {i}: {e}"));
@@ -237,7 +257,7 @@ async fn a_bad_config_is_refused_and_the_old_one_keeps_serving() {
     reload(&p, &ports, "success").await;
     c.export(request(100)).await.unwrap();
     eventually("all delivered", Duration::from_secs(10), || async {
-        sink.samples() == 500
+        sink.samples() == 600
     })
     .await;
     assert_eq!(
@@ -246,7 +266,7 @@ async fn a_bad_config_is_refused_and_the_old_one_keeps_serving() {
             "profcol_config_reloads_total{result=\"failure\"}"
         )
         .await,
-        3
+        4
     );
     drop(held);
     p.signal("TERM");
@@ -256,6 +276,7 @@ async fn a_bad_config_is_refused_and_the_old_one_keeps_serving() {
         "config reload refused",
         "timeoutt",
         &format!("receivers::otlp/2: cannot listen on 127.0.0.1:{taken}"),
+        "extensions::health_check: cannot change on reload; restart profcol to change it",
         "config reloaded: nothing changed",
     ] {
         assert!(logs.contains(expected), "{expected:?} in {logs}");
@@ -270,6 +291,7 @@ async fn a_bad_config_is_refused_and_the_old_one_keeps_serving() {
 /// was given.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_accepted_is_lost_across_reloads() {
+    let _serial = SERIAL.lock().await;
     let (a, b) = (Sink::start().await, Sink::start().await);
     b.down_for(Duration::from_secs(3600));
     let dir = tempfile::tempdir().unwrap();
@@ -373,6 +395,7 @@ async fn nothing_accepted_is_lost_across_reloads() {
 /// receiver moves to its new port.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_exporter_takes_over_its_queue_and_a_receiver_moves() {
+    let _serial = SERIAL.lock().await;
     let sink = Sink::start().await;
     sink.down_for(Duration::from_secs(3600));
     let dir = tempfile::tempdir().unwrap();
@@ -429,6 +452,45 @@ async fn a_changed_exporter_takes_over_its_queue_and_a_receiver_moves() {
     assert!(code.success(), "{logs}");
     assert!(
         logs.contains("config reloaded: receivers changed: otlp; exporters changed: otlp/a"),
+        "{logs}"
+    );
+}
+
+/// A receiver whose section changes but not its port is stopped and
+/// started again on the same port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_receiver_listens_again_on_its_port() {
+    let _serial = SERIAL.lock().await;
+    let sink = Sink::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    let ports = ports();
+    let body = format!(
+        "  pipelines:\n    profiles: {{receivers: [otlp], exporters: [otlp/a]}}\nexporters:{}",
+        exporter("otlp/a", &sink)
+    );
+    write(&cfg, &ports, &body);
+    let p = start(&cfg, &ports).await;
+    client(ports.otlp).await.export(request(100)).await.unwrap();
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        &format!("endpoint: \"127.0.0.1:{}\"", ports.otlp),
+        &format!(
+            "endpoint: \"127.0.0.1:{}\", max_recv_msg_size_mib: 8",
+            ports.otlp
+        ),
+    );
+    std::fs::write(&cfg, text).unwrap();
+    reload(&p, &ports, "success").await;
+    client(ports.otlp).await.export(request(100)).await.unwrap();
+    eventually("both delivered", Duration::from_secs(10), || async {
+        sink.samples() == 200
+    })
+    .await;
+    p.signal("TERM");
+    let (code, logs) = p.wait(Duration::from_secs(30)).await;
+    assert!(code.success(), "{logs}");
+    assert!(
+        logs.contains("config reloaded: receivers changed: otlp"),
         "{logs}"
     );
 }
