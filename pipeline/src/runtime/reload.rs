@@ -188,7 +188,10 @@ impl RunningService {
         if !errs.0.is_empty() {
             return Err(errs);
         }
-        let limit = super::service::memory_limit(&graph, &self.options);
+        let limit = match super::service::limiter_limit(&graph) {
+            Some(l) if !self.options.memory_limit_explicit => l,
+            _ => self.options.memory_limit_bytes,
+        };
         if limit != self.budget.limit() {
             tracing::warn!(
                 limit_mib = self.budget.limit() >> 20,

@@ -377,14 +377,8 @@ impl RunningService {
 
 /// The memory budget: `--memory-limit-mib` when given, else the smallest
 /// limit of the `memory_limiter`s in use, else the default.
-pub(super) fn memory_limit(graph: &Graph, opts: &RuntimeOptions) -> usize {
-    let limiter = graph
-        .pipelines
-        .iter()
-        .flat_map(|p| &p.processors)
-        .filter_map(|(_, p)| p.gate()?.memory_limit())
-        .min();
-    match limiter {
+fn memory_limit(graph: &Graph, opts: &RuntimeOptions) -> usize {
+    match limiter_limit(graph) {
         Some(l) if !opts.memory_limit_explicit => {
             tracing::info!(limit_mib = l >> 20, "memory limit set by memory_limiter");
             l
@@ -399,4 +393,14 @@ pub(super) fn memory_limit(graph: &Graph, opts: &RuntimeOptions) -> usize {
         }
         None => opts.memory_limit_bytes,
     }
+}
+
+/// The smallest limit of the `memory_limiter`s in use.
+pub(super) fn limiter_limit(graph: &Graph) -> Option<usize> {
+    graph
+        .pipelines
+        .iter()
+        .flat_map(|p| &p.processors)
+        .filter_map(|(_, p)| p.gate()?.memory_limit())
+        .min()
 }
