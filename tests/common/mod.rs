@@ -127,14 +127,18 @@ impl ProfilesService for SinkSvc {
 }
 
 impl Sink {
+    /// On a port of its own: bound here, so no other test can take it
+    /// between choosing and binding.
     pub async fn start() -> Sink {
-        Self::start_on(free_port()).await
+        Self::start_on(0).await
     }
 
     pub async fn start_on(port: u16) -> Sink {
         let state = Arc::new(Mutex::new(SinkState::default()));
-        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port)))
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
         let stop = CancellationToken::new();
         let svc = ProfilesServiceServer::new(SinkSvc(state.clone()))
             .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
