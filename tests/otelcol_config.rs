@@ -100,12 +100,25 @@ async fn the_collectors_example_config_runs_once_it_carries_profiles() {
     let inputs = synth::service_requests(100, 10, 20);
     let mut c = client(grpc).await;
     for d in &inputs {
-        c.export(ExportProfilesServiceRequest {
-            resource_profiles: d.resource_profiles.clone(),
-            dictionary: d.dictionary.clone(),
-        })
-        .await
-        .unwrap();
+        // A busy machine may fill the pipeline for a moment; clients retry
+        // UNAVAILABLE, as the Collector's exporters do.
+        let mut tries = 0;
+        loop {
+            let sent = c
+                .export(ExportProfilesServiceRequest {
+                    resource_profiles: d.resource_profiles.clone(),
+                    dictionary: d.dictionary.clone(),
+                })
+                .await;
+            match sent {
+                Ok(_) => break,
+                Err(s) if s.code() == tonic::Code::Unavailable && tries < 100 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(s) => panic!("{s:?}"),
+            }
+        }
     }
     p.signal("TERM");
     let (status, logs) = p.wait(Duration::from_secs(20)).await;
