@@ -254,10 +254,7 @@ async fn sidecars_to_balanced_gateways_lose_nothing_when_one_is_killed() {
     // Anything sent twice more would show up now.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let times = seen();
-    let numbered = times
-        .keys()
-        .filter(|id| id.len() == 16 && id[..12] == [0; 12])
-        .count();
+    let numbered = times.keys().filter(|id| is_numbered(id)).count();
     assert_eq!(numbered, 300, "every OTLP request arrived");
     let twice: Vec<_> = times
         .iter()
