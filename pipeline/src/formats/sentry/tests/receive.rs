@@ -283,7 +283,7 @@ fn structural_validation_uses_relay_reasons() {
     assert_eq!(e.reason, Reason::InvalidJson);
     assert!(
         e.message
-            .contains("profile.samples[1].stack_id: invalid type"),
+            .contains("profile.samples[1].stack_id: expected an integer"),
         "{}",
         e.message
     );
