@@ -13,7 +13,7 @@ use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use common::{free_port, profcol, wait_healthy, Running};
+use common::{free_port, profcol, Running};
 use profcol_exporters::sentry::mock::MockSentry;
 use profcol_pipeline::model::synth;
 
@@ -88,8 +88,7 @@ service:
             });
         }
     }
-    let p = Running::spawn(&mut cmd);
-    wait_healthy(health).await;
+    let p = Running::spawn(&mut cmd).healthy(health).await;
     Collector {
         p,
         otlp,

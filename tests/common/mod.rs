@@ -328,6 +328,23 @@ impl Running {
         self.child.try_wait().unwrap().is_none()
     }
 
+    /// Waits until its health_check on `port` answers 200; fails the test
+    /// with the process's logs if it exits or is not healthy within 30 s.
+    pub async fn healthy(mut self, port: u16) -> Running {
+        let started = std::time::Instant::now();
+        while health_status(port).await != Some(200) {
+            if !self.is_running() {
+                let (code, logs) = self.wait(std::time::Duration::from_secs(5)).await;
+                panic!("exited before it became healthy: {code:?}\n{logs}");
+            }
+            if started.elapsed() > std::time::Duration::from_secs(30) {
+                self.fail("never became healthy").await;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        self
+    }
+
     /// Kills the process and fails the test with its logs.
     pub async fn fail(self, what: &str) -> ! {
         self.signal("KILL");
