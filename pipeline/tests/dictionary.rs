@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use prost::Message;
 
 use profcol_pipeline::model::dictionary::{
-    dedup, dedup_with, gc, mark, merge, merge_all, resolve_references, split_by_resource,
+    dedup, dedup_with, gc, mark, merge, merge_all, resolve_references, split_by_resource, subsets,
     DictionaryBuilder, PerTable, Table,
 };
 use profcol_pipeline::model::{folded, resolve, validate, Detail, ResolvedProfile};
@@ -614,6 +614,48 @@ proptest! {
             prop_assert!(mark(p).all_live());
         }
         prop_assert_eq!(full(&merge_all(parts)), before);
+    }
+
+    /// A subset encoded straight from the batch is byte for byte its plain
+    /// part, which is self-contained and resolves to the subset's profiles.
+    #[test]
+    fn subsets_encode_as_their_plain_parts(
+        d in data(),
+        groups in prop::collection::vec(0..4u32, 0..12),
+    ) {
+        let mut d = d;
+        let mut n = 0usize;
+        for r in &mut d.resource_profiles {
+            r.schema_url = format!("r{n}");
+            for s in &mut r.scope_profiles {
+                for p in &mut s.profiles {
+                    // The fields the generator leaves at their defaults.
+                    p.profile_id = vec![n as u8 + 1; 16];
+                    p.duration_nano = n as u64 * 10;
+                    p.dropped_attributes_count = n as u32 % 2;
+                    p.original_payload_format = if n.is_multiple_of(2) { "pprof".into() } else { String::new() };
+                    p.original_payload = vec![7; n % 3];
+                    n += 1;
+                }
+            }
+        }
+        // Group 3 is none of the three.
+        let group: Vec<u32> = (0..n).map(|i| groups.get(i).copied().unwrap_or(3)).collect();
+        let resolved = full(&d);
+        for (g, part) in subsets(&d, &group, 3).into_iter().enumerate() {
+            let want: Vec<u32> = (0..n as u32).filter(|&i| group[i as usize] == g as u32).collect();
+            let Some(part) = part else {
+                prop_assert!(want.is_empty());
+                continue;
+            };
+            prop_assert_eq!(part.profiles(), &want[..]);
+            let plain = part.to_data(&d);
+            prop_assert_eq!(validate(&plain), Ok(()));
+            prop_assert!(mark(&plain).all_live());
+            prop_assert_eq!(part.encode(&d), plain.encode_to_vec());
+            let expected: Vec<_> = want.iter().map(|&i| resolved[i as usize].clone()).collect();
+            prop_assert_eq!(full(&plain), expected);
+        }
     }
 
     #[test]

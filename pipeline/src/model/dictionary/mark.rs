@@ -17,7 +17,8 @@ pub struct Live {
 }
 
 impl Live {
-    fn sized(lens: PerTable) -> Self {
+    /// Only the null entry (index 0) of each table live.
+    pub(crate) fn sized(lens: PerTable) -> Self {
         let flags = |n: usize| {
             let mut v = vec![false; n];
             if let Some(z) = v.first_mut() {
@@ -61,7 +62,7 @@ impl Live {
     }
 
     #[inline]
-    fn set(&mut self, t: Table, i: i32) {
+    pub(crate) fn set(&mut self, t: Table, i: i32) {
         if let Some(flag) = usize::try_from(i)
             .ok()
             .and_then(|i| self.table_mut(t).get_mut(i))
@@ -219,17 +220,30 @@ pub(crate) fn mark_with(
         for t in [Table::Location, Table::Mapping, Table::Function] {
             live.table_mut(t).fill(true);
         }
+        close_below_stacks(dict, &mut live);
     } else {
-        let stacks = &dict.stack_table;
-        for (i, s) in stacks.iter().enumerate() {
-            if let Some(next) = ahead(stacks, i) {
-                prefetch_slice(&next.location_indices);
-            }
-            if live.stacks[i] {
-                visit::stack(s, &mut |t, j| live.set(t, *j));
-            }
+        close(dict, &mut live);
+    }
+    live
+}
+
+/// Marks what the live entries of `dict` refer to, top down (stacks,
+/// locations, mappings, functions, attributes; strings last), so each
+/// table is scanned once.
+pub(crate) fn close(dict: &ProfilesDictionary, live: &mut Live) {
+    let stacks = &dict.stack_table;
+    for (i, s) in stacks.iter().enumerate() {
+        if let Some(next) = ahead(stacks, i) {
+            prefetch_slice(&next.location_indices);
+        }
+        if live.stacks[i] {
+            visit::stack(s, &mut |t, j| live.set(t, *j));
         }
     }
+    close_below_stacks(dict, live);
+}
+
+fn close_below_stacks(dict: &ProfilesDictionary, live: &mut Live) {
     for (i, l) in dict.location_table.iter().enumerate() {
         if live.locations[i] {
             visit::location(l, &mut |t, j| live.set(t, *j));
@@ -250,5 +264,4 @@ pub(crate) fn mark_with(
             visit::attribute(a, &mut |t, j| live.set(t, *j));
         }
     }
-    live
 }

@@ -7,7 +7,8 @@
 //! - [`gc`]: drop unreferenced entries (mark, then compact through a [`Remap`]).
 //! - [`dedup`]: rebuild by value, dropping duplicates and orphans.
 //! - [`merge`] / [`merge_all`] / [`Merger`]: concatenate batches, one dictionary.
-//! - [`extract`] / [`split_by_resource`]: self-contained parts of a batch.
+//! - [`extract`] / [`split_by_resource`]: self-contained parts of a batch;
+//!   [`subsets`]: the same parts encoded straight from the batch.
 //! - [`resolve_references`]: `key_strindex` / `string_value_strindex` to plain.
 //! - [`retain_samples`], [`retain_profiles`], [`remove_empty_profiles`]:
 //!   sample work.
@@ -26,6 +27,7 @@ mod references;
 mod remap;
 mod samples;
 mod split;
+mod subset;
 mod table;
 pub mod visit;
 
@@ -44,6 +46,7 @@ pub use samples::{
     SampleIdentity, SampleShape,
 };
 pub use split::{extract, split_by_resource};
+pub use subset::{subsets, Subset};
 pub use table::{PerTable, Table};
 
 pub(crate) use rebuild::intern_live;

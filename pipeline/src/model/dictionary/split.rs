@@ -1,14 +1,24 @@
 use crate::proto::{ProfilesData, ProfilesDictionary, ResourceProfiles};
 
-use super::{mark_parts, Remap};
+use super::{mark_parts, Live, Remap};
 
 /// A self-contained `ProfilesData` for `resources`, which refer to `dict`:
 /// copies only the entries they use, re-indexed in their old order. Costs one
 /// pass over `dict` besides the resources (so splitting into n parts costs n
 /// passes; fine for the few resources a batch holds).
-pub fn extract(dict: &ProfilesDictionary, mut resources: Vec<ResourceProfiles>) -> ProfilesData {
+pub fn extract(dict: &ProfilesDictionary, resources: Vec<ResourceProfiles>) -> ProfilesData {
     let live = mark_parts(dict, &resources);
-    let remap = Remap::compacting(&live);
+    extract_live(dict, resources, &live, &Remap::compacting(&live))
+}
+
+/// [`extract`] with the entries `resources` use already marked in `live`
+/// and `remap` its compaction.
+pub(super) fn extract_live(
+    dict: &ProfilesDictionary,
+    mut resources: Vec<ResourceProfiles>,
+    live: &Live,
+    remap: &Remap,
+) -> ProfilesData {
     let mut out = ProfilesDictionary {
         string_table: copy_live(&dict.string_table, &live.strings),
         mapping_table: copy_live(&dict.mapping_table, &live.mappings),

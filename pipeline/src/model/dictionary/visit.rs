@@ -4,7 +4,7 @@
 //! Each visitor exists twice (shared and `_mut`), generated from one body.
 
 use crate::proto::{
-    any_value::Value, AnyValue, Function, KeyValue, KeyValueAndUnit, Location, Mapping,
+    any_value::Value, AnyValue, Function, KeyValue, KeyValueAndUnit, Location, Mapping, Profile,
     ResourceProfiles, Stack,
 };
 
@@ -12,9 +12,9 @@ use super::Table;
 use crate::model::prefetch::{ahead, prefetch_slice};
 
 macro_rules! visitors {
-    ($resources:ident, $resources_with:ident, $key_values:ident, $any_value:ident,
-     $mapping:ident, $location:ident, $function:ident, $attribute:ident, $stack:ident;
-     $($m:ident)?) => {
+    ($resources:ident, $resources_with:ident, $profile:ident, $key_values:ident,
+     $any_value:ident, $mapping:ident, $location:ident, $function:ident, $attribute:ident,
+     $stack:ident; $($m:ident)?) => {
         /// Index fields outside the dictionary: resource and scope attributes,
         /// profiles (sample and period types, attributes) and samples.
         pub fn $resources<F: FnMut(Table, &$($m)? i32)>(resources: &$($m)? [ResourceProfiles], f: &mut F) {
@@ -37,34 +37,40 @@ macro_rules! visitors {
                         $key_values(&$($m)? s.attributes, f);
                     }
                     for p in &$($m)? sp.profiles {
-                        if let Some(vt) = &$($m)? p.sample_type {
-                            f(Table::String, &$($m)? vt.type_strindex);
-                            f(Table::String, &$($m)? vt.unit_strindex);
-                        }
-                        if let Some(vt) = &$($m)? p.period_type {
-                            f(Table::String, &$($m)? vt.type_strindex);
-                            f(Table::String, &$($m)? vt.unit_strindex);
-                        }
-                        for a in &$($m)? p.attribute_indices {
-                            f(Table::Attribute, a);
-                        }
-                        if !samples() {
-                            continue;
-                        }
-                        let samples = &$($m)? p.samples;
-                        for k in 0..samples.len() {
-                            if let Some(next) = ahead(samples, k) {
-                                prefetch_slice(&next.attribute_indices);
-                            }
-                            let s = &$($m)? samples[k];
-                            f(Table::Stack, &$($m)? s.stack_index);
-                            for a in &$($m)? s.attribute_indices {
-                                f(Table::Attribute, a);
-                            }
-                            f(Table::Link, &$($m)? s.link_index);
-                        }
+                        $profile(p, f, samples());
                     }
                 }
+            }
+        }
+
+        /// A profile's index fields: sample and period types, attributes,
+        /// and its samples' when `samples`.
+        pub fn $profile<F: FnMut(Table, &$($m)? i32)>(p: &$($m)? Profile, f: &mut F, samples: bool) {
+            if let Some(vt) = &$($m)? p.sample_type {
+                f(Table::String, &$($m)? vt.type_strindex);
+                f(Table::String, &$($m)? vt.unit_strindex);
+            }
+            if let Some(vt) = &$($m)? p.period_type {
+                f(Table::String, &$($m)? vt.type_strindex);
+                f(Table::String, &$($m)? vt.unit_strindex);
+            }
+            for a in &$($m)? p.attribute_indices {
+                f(Table::Attribute, a);
+            }
+            if !samples {
+                return;
+            }
+            let samples = &$($m)? p.samples;
+            for k in 0..samples.len() {
+                if let Some(next) = ahead(samples, k) {
+                    prefetch_slice(&next.attribute_indices);
+                }
+                let s = &$($m)? samples[k];
+                f(Table::Stack, &$($m)? s.stack_index);
+                for a in &$($m)? s.attribute_indices {
+                    f(Table::Attribute, a);
+                }
+                f(Table::Link, &$($m)? s.link_index);
             }
         }
 
@@ -131,7 +137,7 @@ macro_rules! visitors {
     };
 }
 
-visitors!(resources, resources_with, key_values, any_value, mapping, location, function,
-    attribute, stack;);
-visitors!(resources_mut, resources_mut_with, key_values_mut, any_value_mut, mapping_mut,
-    location_mut, function_mut, attribute_mut, stack_mut; mut);
+visitors!(resources, resources_with, profile, key_values, any_value, mapping, location,
+    function, attribute, stack;);
+visitors!(resources_mut, resources_mut_with, profile_mut, key_values_mut, any_value_mut,
+    mapping_mut, location_mut, function_mut, attribute_mut, stack_mut; mut);
