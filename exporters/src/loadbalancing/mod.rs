@@ -42,7 +42,7 @@ use resolver::{Lookup, SystemLookup};
 use ring::HashRing;
 use routing::Settled;
 
-use crate::otlp::{OtlpExporter, OtlpExporterConfig};
+use crate::otlp::{Body, OtlpExporter, OtlpExporterConfig};
 
 pub struct LoadBalancingExporterFactory {
     lookup: Arc<dyn Lookup>,
@@ -216,10 +216,11 @@ impl Inner {
 /// One backend's share of a request, ready to send.
 struct Share {
     endpoint: u32,
-    batch: Arc<ProfileBatch>,
+    body: Body,
     /// Positions of its profiles in the request.
     profiles: Vec<u32>,
-    samples: u64,
+    /// Profiles and samples.
+    counts: (u64, u64),
 }
 
 #[async_trait]
@@ -284,12 +285,7 @@ impl Exporter for LoadBalancingExporter {
                 inner.resolver.kind()
             )));
         }
-        let shares = shares(
-            &req.batch,
-            &owner,
-            &settled,
-            backends.ring.endpoints().len(),
-        );
+        let shares = shares(&req.batch, &owner, &settled, &backends);
 
         let timeout = inner.backend_timeout;
         let mut calls: FuturesUnordered<_> = shares
@@ -300,8 +296,7 @@ impl Exporter for LoadBalancingExporter {
                     let started = Instant::now();
                     let result = match exporter {
                         Ok(e) => {
-                            let part = Request::new(share.batch.clone());
-                            tokio::time::timeout(timeout, e.export(&part, ctx))
+                            tokio::time::timeout(timeout, e.send(share.body.clone(), share.counts))
                                 .await
                                 .unwrap_or_else(|_| {
                                     Err(ExportError::retryable(format!(
@@ -324,10 +319,10 @@ impl Exporter for LoadBalancingExporter {
             ctx.telemetry
                 .lb_backend_outcome(&ctx.id, endpoint, result.is_ok(), latency);
             let rejected = match result {
-                Ok(outcome) => outcome.rejected.min(share.samples),
+                Ok(outcome) => outcome.rejected.min(share.counts.1),
                 Err(ExportError::Permanent { message }) => {
                     refused.push(format!("{endpoint}: {message}"));
-                    share.samples
+                    share.counts.1
                 }
                 Err(ExportError::Retryable {
                     message,
@@ -341,7 +336,7 @@ impl Exporter for LoadBalancingExporter {
             for &p in &share.profiles {
                 settled.set(p as usize);
             }
-            progress.delivered += share.samples - rejected;
+            progress.delivered += share.counts.1 - rejected;
             progress.rejected += rejected;
             progress.resume = Some(settled.to_resume());
             // At once: an attempt cut short by the timeout keeps it.
@@ -373,35 +368,50 @@ impl Drop for LoadBalancingExporter {
 
 /// The request cut by `owner`. When every profile goes to one backend and
 /// none is settled, the request itself (its received bytes kept for
-/// pass-through).
+/// pass-through); otherwise each part encoded straight from it, or built
+/// as a batch of its own for a peer on an older proto revision.
 fn shares(
     batch: &Arc<ProfileBatch>,
     owner: &[u32],
     settled: &Settled,
-    endpoints: usize,
+    backends: &Backends,
 ) -> Vec<Share> {
     let first = owner[0];
     if first != routing::SETTLED && !settled.any() && owner.iter().all(|&o| o == first) {
         return vec![Share {
             endpoint: first,
-            batch: batch.clone(),
+            body: Body::Batch(batch.clone()),
             profiles: (0..owner.len() as u32).collect(),
-            samples: batch.sample_count(),
+            counts: (batch.profile_count(), batch.sample_count()),
         }];
     }
-    // The parts are sent and dropped within the attempt: they hold no
-    // memory reservation of their own (the request's covers them).
-    let meta = profcol_pipeline::model::BatchMeta {
-        memory: None,
-        ..batch.meta.clone()
-    };
-    routing::split(batch.data(), owner, endpoints)
+    let data = batch.data();
+    routing::split(data, owner, backends.ring.endpoints().len())
         .into_iter()
-        .map(|p| Share {
-            endpoint: p.endpoint,
-            batch: Arc::new(ProfileBatch::new(p.data).with_meta(meta.clone())),
-            profiles: p.profiles,
-            samples: p.samples,
+        .map(|p| {
+            let encoded = backends.exporters[p.endpoint as usize]
+                .as_ref()
+                .is_ok_and(|e| e.sends_encoded());
+            let body = if encoded {
+                Body::Encoded(p.subset.encode(data).into())
+            } else {
+                // Sent and dropped within the attempt: no memory
+                // reservation of its own (the request's covers it).
+                let meta = profcol_pipeline::model::BatchMeta {
+                    memory: None,
+                    ..batch.meta.clone()
+                };
+                Body::Batch(Arc::new(
+                    ProfileBatch::new(p.subset.to_data(data)).with_meta(meta),
+                ))
+            };
+            let profiles = p.subset.profiles().to_vec();
+            Share {
+                endpoint: p.endpoint,
+                body,
+                counts: (profiles.len() as u64, p.samples),
+                profiles,
+            }
         })
         .collect()
 }

@@ -7,11 +7,9 @@
 //! position in the batch (which never changes: a queued batch is immutable).
 
 use profcol_pipeline::component::Progress;
-use profcol_pipeline::model::dictionary::{extract, Lookup};
+use profcol_pipeline::model::dictionary::{subsets, Lookup, Subset};
 use profcol_pipeline::model::profile_sample_count;
-use profcol_pipeline::proto::{
-    any_value::Value, AnyValue, KeyValue, Profile, ProfilesData, ResourceProfiles, ScopeProfiles,
-};
+use profcol_pipeline::proto::{any_value::Value, AnyValue, KeyValue, Profile, ProfilesData};
 
 use super::config::RoutingKey;
 use super::ring::{mix64, Fnv, HashRing};
@@ -152,75 +150,37 @@ pub fn assign(keys: &[u64], settled: &Settled, ring: &HashRing, out: &mut Vec<u3
 pub struct Part {
     /// Its number on the ring.
     pub endpoint: u32,
-    /// Self-contained: only the dictionary entries its profiles use.
-    pub data: ProfilesData,
-    /// Positions (in the batch) of its profiles.
-    pub profiles: Vec<u32>,
+    /// Its profiles and the dictionary entries they use: encoded straight
+    /// from the batch ([`Subset::encode`]), positions in [`Subset::profiles`].
+    pub subset: Subset,
     pub samples: u64,
 }
 
-#[derive(Default)]
-struct Builder {
-    resources: Vec<ResourceProfiles>,
-    /// The resource and scope (positions in the batch) last opened here.
-    open: Option<(usize, usize)>,
-    profiles: Vec<u32>,
-    samples: u64,
-}
-
 /// Cuts `data` by `owner` (one entry per profile, as [`profile_keys`]):
-/// one part per backend that owns a profile, in the batch's order, each
-/// with its resources and scopes and only the dictionary entries it uses.
-/// Costs one pass over the profiles plus one pass over the dictionary per
-/// part.
+/// one part per backend that owns a profile, in the ring's order. Costs one
+/// pass over the samples plus one over the dictionary per part; nothing is
+/// copied until a part is encoded.
 pub fn split(data: &ProfilesData, owner: &[u32], endpoints: usize) -> Vec<Part> {
-    let mut builders: Vec<Option<Builder>> = (0..endpoints).map(|_| None).collect();
-    let mut at = 0usize;
-    for (ri, r) in data.resource_profiles.iter().enumerate() {
-        for (si, s) in r.scope_profiles.iter().enumerate() {
-            for p in &s.profiles {
-                let e = owner.get(at).copied().unwrap_or(SETTLED);
-                let pos = at as u32;
-                at += 1;
-                let Some(slot) = builders.get_mut(e as usize) else {
-                    continue;
-                };
-                let b = slot.get_or_insert_with(Builder::default);
-                if b.open.is_none_or(|(r0, _)| r0 != ri) {
-                    b.resources.push(ResourceProfiles {
-                        resource: r.resource.clone(),
-                        scope_profiles: Vec::new(),
-                        schema_url: r.schema_url.clone(),
-                    });
-                    b.open = None;
-                }
-                let res = b.resources.last_mut().expect("opened above");
-                if b.open != Some((ri, si)) {
-                    res.scope_profiles.push(ScopeProfiles {
-                        scope: s.scope.clone(),
-                        profiles: Vec::new(),
-                        schema_url: s.schema_url.clone(),
-                    });
-                    b.open = Some((ri, si));
-                }
-                let scope = res.scope_profiles.last_mut().expect("opened above");
-                scope.profiles.push(p.clone());
-                b.profiles.push(pos);
-                b.samples += profile_sample_count(p);
-            }
+    let mut samples = vec![0u64; endpoints];
+    let profiles = data
+        .resource_profiles
+        .iter()
+        .flat_map(|r| &r.scope_profiles)
+        .flat_map(|s| &s.profiles);
+    for (p, &e) in profiles.zip(owner) {
+        if let Some(n) = samples.get_mut(e as usize) {
+            *n += profile_sample_count(p);
         }
     }
-    let dict = profcol_pipeline::proto::dictionary_of(data);
-    builders
+    subsets(data, owner, endpoints)
         .into_iter()
+        .zip(samples)
         .enumerate()
-        .filter_map(|(e, b)| {
-            let b = b?;
+        .filter_map(|(e, (subset, samples))| {
             Some(Part {
                 endpoint: e as u32,
-                data: extract(dict, b.resources),
-                profiles: b.profiles,
-                samples: b.samples,
+                subset: subset?,
+                samples,
             })
         })
         .collect()

@@ -1,3 +1,4 @@
+use prost::Message;
 use std::collections::BTreeMap;
 
 use profcol_pipeline::component::Progress;
@@ -328,6 +329,11 @@ fn sorted_view(data: &[&ProfilesData]) -> Vec<String> {
     v
 }
 
+/// What a part sends, as its backend reads it.
+fn sent(p: &routing::Part, data: &ProfilesData) -> ProfilesData {
+    ProfilesData::decode(p.subset.encode(data).as_slice()).expect("a part decodes")
+}
+
 fn route(data: &ProfilesData, key: RoutingKey, ring: &HashRing) -> Vec<routing::Part> {
     let mut keys = Vec::new();
     routing::profile_keys(data, key, &mut keys);
@@ -353,20 +359,21 @@ fn the_parts_hold_every_sample_once_each_valid_on_its_own() {
         let total = ProfileBatch::new(data.clone()).sample_count();
         let mut seen = vec![false; routing::profile_count(&data)];
         let mut samples = 0;
-        for p in &parts {
-            model::validate(&p.data).unwrap_or_else(|e| panic!("{key}: {e}"));
-            let n = ProfileBatch::new(p.data.clone()).sample_count();
+        let sent: Vec<ProfilesData> = parts.iter().map(|p| sent(p, &data)).collect();
+        for (p, d) in parts.iter().zip(&sent) {
+            model::validate(d).unwrap_or_else(|e| panic!("{key}: {e}"));
+            let n = ProfileBatch::new(d.clone()).sample_count();
             assert_eq!(n, p.samples);
             samples += n;
-            for &i in &p.profiles {
+            for &i in p.subset.profiles() {
                 assert!(!std::mem::replace(&mut seen[i as usize], true));
             }
             // Self-contained: no more dictionary than it uses.
-            assert!(model::dictionary::mark(&p.data).all_live(), "{key}");
+            assert!(model::dictionary::mark(d).all_live(), "{key}");
         }
         assert_eq!(samples, total, "{key}");
         assert!(seen.iter().all(|&s| s), "{key}");
-        let parts_data: Vec<&ProfilesData> = parts.iter().map(|p| &p.data).collect();
+        let parts_data: Vec<&ProfilesData> = sent.iter().collect();
         assert_eq!(sorted_view(&parts_data), sorted_view(&[&data]), "{key}");
     }
 }
@@ -377,7 +384,7 @@ fn a_service_lands_on_one_backend() {
     let data = mixed(10_000, 12, false);
     let mut home: BTreeMap<String, u32> = BTreeMap::new();
     for p in route(&data, RoutingKey::Service, &ring) {
-        for r in &p.data.resource_profiles {
+        for r in &sent(&p, &data).resource_profiles {
             let svc = r
                 .resource
                 .as_ref()
@@ -467,7 +474,7 @@ fn settled_profiles_are_not_routed_again() {
     // The first part was delivered; a retry (recorded, then read back)
     // routes only the others, on a ring without that backend.
     let mut settled = Settled::none(12);
-    for &p in &parts[0].profiles {
+    for &p in parts[0].subset.profiles() {
         settled.set(p as usize);
     }
     let progress = Progress {
@@ -491,8 +498,11 @@ fn settled_profiles_are_not_routed_again() {
     let mut owner = Vec::new();
     routing::assign(&k, &back, &smaller, &mut owner).unwrap();
     let retried = routing::split(&data, &owner, 2);
-    let mut all: Vec<u32> = retried.iter().flat_map(|p| p.profiles.clone()).collect();
-    all.extend(&parts[0].profiles);
+    let mut all: Vec<u32> = retried
+        .iter()
+        .flat_map(|p| p.subset.profiles().to_vec())
+        .collect();
+    all.extend(parts[0].subset.profiles());
     all.sort();
     assert_eq!(all, (0..12).collect::<Vec<u32>>());
     for (i, &o) in owner.iter().enumerate() {

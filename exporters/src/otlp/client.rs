@@ -11,7 +11,7 @@ use profcol_pipeline::formats::otlp_revisions::Revision;
 use profcol_pipeline::proto::EXPORT_PATH;
 
 use super::classify::classify;
-use super::codec::BatchCodec;
+use super::codec::{BatchCodec, Body};
 use super::compress::Compressing;
 use super::config::{metadata_entry, Compression, OtlpExporterConfig};
 use crate::client_auth::ClientAuth;
@@ -136,7 +136,20 @@ impl Exporter for OtlpExporter {
         req: &Request,
         _ctx: &ExporterContext,
     ) -> Result<ExportOutcome, ExportError> {
-        let batch = req.batch.clone();
+        let counts = (req.batch.profile_count(), req.batch.sample_count());
+        self.send(Body::Batch(req.batch.clone()), counts).await
+    }
+}
+
+impl OtlpExporter {
+    /// Whether [`OtlpExporter::send`] takes [`Body::Encoded`]: the peer
+    /// reads the current revision.
+    pub fn sends_encoded(&self) -> bool {
+        self.revision == Revision::CURRENT
+    }
+
+    /// One call carrying `body`, of `counts` (profiles, samples).
+    pub async fn send(&self, body: Body, counts: (u64, u64)) -> Result<ExportOutcome, ExportError> {
         let channel = self
             .channel
             .get_or_init(|| self.endpoint_cfg.connect_lazy());
@@ -145,8 +158,7 @@ impl Exporter for OtlpExporter {
         grpc.ready()
             .await
             .map_err(|e| ExportError::retryable(format!("connecting to {}: {e}", self.endpoint)))?;
-        let counts = (batch.profile_count(), batch.sample_count());
-        let mut req = tonic::Request::new(batch);
+        let mut req = tonic::Request::new(body);
         *req.metadata_mut() = self.metadata.clone();
         for (k, v) in self.auth.headers()? {
             let key = AsciiMetadataKey::from_bytes(k.as_str().as_bytes());

@@ -1,6 +1,6 @@
 //! Client codec: writes a batch's received bytes when nothing changed them,
 //! and encodes straight into the gRPC buffer otherwise, in the proto
-//! revision the peer reads.
+//! revision the peer reads; or writes a request already encoded.
 
 use std::sync::Arc;
 
@@ -15,8 +15,16 @@ use profcol_pipeline::ProfileBatch;
 
 pub struct BatchCodec(pub Revision);
 
+/// What one export sends.
+#[derive(Clone)]
+pub enum Body {
+    Batch(Arc<ProfileBatch>),
+    /// An `ExportProfilesServiceRequest` encoded in the current revision.
+    Encoded(bytes::Bytes),
+}
+
 impl Codec for BatchCodec {
-    type Encode = Arc<ProfileBatch>;
+    type Encode = Body;
     type Decode = ExportProfilesServiceResponse;
     type Encoder = BatchEncoder;
     type Decoder = ResponseDecoder;
@@ -33,11 +41,24 @@ impl Codec for BatchCodec {
 pub struct BatchEncoder(Revision);
 
 impl Encoder for BatchEncoder {
-    type Item = Arc<ProfileBatch>;
+    type Item = Body;
     type Error = Status;
 
-    fn encode(&mut self, item: Arc<ProfileBatch>, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
+    fn encode(&mut self, item: Body, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
         let revision = self.0;
+        let item = match item {
+            Body::Batch(batch) => batch,
+            Body::Encoded(bytes) if revision == Revision::CURRENT => {
+                buf.put_slice(&bytes);
+                return Ok(());
+            }
+            Body::Encoded(_) => {
+                return Err(Status::internal(format!(
+                    "an encoded request cannot be sent to a {} peer",
+                    revision.as_str()
+                )))
+            }
+        };
         match item.encoded() {
             // Received bytes are always v1.10.0's.
             Some(bytes) if revision == Revision::CURRENT => {

@@ -16,6 +16,7 @@ use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 pub use classify::{classify, effective_code, is_retryable};
 pub use client::rejected_samples;
 pub(crate) use client::OtlpExporter;
+pub use codec::Body;
 pub use config::{Compression, OtlpExporterConfig, TlsConfig};
 
 pub struct OtlpExporterFactory;
