@@ -425,9 +425,14 @@ async fn a_changed_exporter_takes_over_its_queue_and_a_receiver_moves() {
     };
     write(&cfg, &moved, &body("4s"));
     reload(&p, &moved, "success").await;
-    // The old consumer keeps retrying the request it holds; the queue is
-    // the new instance's.
-    assert_eq!(metric(moved.metrics, &size).await, 3, "one more is retried");
+    // The old consumer hands the request it was retrying back to the
+    // queue, now the new instance's, whose consumer holds one.
+    eventually(
+        "the held request handed back",
+        Duration::from_secs(10),
+        || async { metric(moved.metrics, &size).await == 4 },
+    )
+    .await;
     assert!(
         c.export(request(100)).await.is_err(),
         "the old port is closed"
@@ -454,6 +459,58 @@ async fn a_changed_exporter_takes_over_its_queue_and_a_receiver_moves() {
         logs.contains("config reloaded: receivers changed: otlp; exporters changed: otlp/a"),
         "{logs}"
     );
+}
+
+/// Requests an exporter was retrying against a dead endpoint go, after a
+/// reload points it elsewhere, to the new endpoint at once: the old
+/// consumer hands back the one it holds instead of waiting out its backoff
+/// (an hour here) against the old endpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_held_for_a_retry_follow_the_exporter_to_its_new_endpoint() {
+    let _serial = SERIAL.lock().await;
+    let (dead, live) = (Sink::start().await, Sink::start().await);
+    dead.down_for(Duration::from_secs(3600));
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    let ports = ports();
+    let body = |sink: &Sink| {
+        format!(
+            r#"  pipelines:
+    profiles: {{receivers: [otlp], exporters: [otlp/a]}}
+exporters:
+  otlp/a:
+    endpoint: 127.0.0.1:{port}
+    tls: {{insecure: true}}
+    retry_on_failure: {{initial_interval: 1h, max_interval: 1h, randomization_factor: 0, max_elapsed_time: 0s}}
+    sending_queue: {{num_consumers: 2}}"#,
+            port = sink.addr.port()
+        )
+    };
+    write(&cfg, &ports, &body(&dead));
+    let p = start(&cfg, &ports).await;
+    let mut c = client(ports.otlp).await;
+    for _ in 0..5 {
+        c.export(request(100)).await.unwrap();
+    }
+    let size = exporter_metric("otelcol_exporter_queue_size", "otlp/a");
+    eventually(
+        "two requests held, three queued",
+        Duration::from_secs(10),
+        || async { metric(ports.metrics, &size).await == 3 },
+    )
+    .await;
+    write(&cfg, &ports, &body(&live));
+    reload(&p, &ports, "success").await;
+    eventually(
+        "every request at the new endpoint",
+        Duration::from_secs(10),
+        || async { live.samples() == 500 },
+    )
+    .await;
+    assert_eq!(dead.samples(), 0);
+    p.signal("TERM");
+    let (code, logs) = p.wait(Duration::from_secs(30)).await;
+    assert!(code.success(), "{logs}");
 }
 
 /// A receiver whose section changes but not its port is stopped and

@@ -149,11 +149,19 @@ impl Started {
                     let sent = if stop.is_cancelled() {
                         Sent::Stopped(req)
                     } else {
-                        send_with_retry(&*exporter, req, &ctx, &settings, &budget, &stop, &mut ack)
+                        let ends = Ends {
+                            stop: &stop,
+                            retire: &retire,
+                        };
+                        send_with_retry(&*exporter, req, &ctx, &settings, &budget, ends, &mut ack)
                             .await
                     };
                     match sent {
                         Sent::Settled => ack.done().await,
+                        Sent::Handed(req) => {
+                            ack.requeue(req);
+                            handle.update_gauge();
+                        }
                         // A persistent queue keeps it (and its progress) for
                         // the next start; from memory it is lost, and counted.
                         Sent::Stopped(_) if kept => {}
@@ -178,6 +186,17 @@ enum Sent {
     Settled,
     /// Shutdown came first; nothing of what remains is counted yet.
     Stopped(Request),
+    /// A config reload retired this consumer while the request waited to
+    /// be retried: it goes back to the queue, whose new exporter (a new
+    /// endpoint, a new set of backends) retries it rather than this one.
+    Handed(Request),
+}
+
+/// What cuts a send short: shutdown, and the consumer's retirement.
+#[derive(Clone, Copy)]
+struct Ends<'a> {
+    stop: &'a CancellationToken,
+    retire: &'a CancellationToken,
 }
 
 /// Counts a request the runtime gives up on: what earlier attempts
@@ -201,7 +220,7 @@ async fn send_with_retry(
     ctx: &ExporterContext,
     settings: &ExporterSettings,
     budget: &Arc<MemoryBudget>,
-    stop: &CancellationToken,
+    Ends { stop, retire }: Ends<'_>,
     ack: &mut Ack,
 ) -> Sent {
     let samples = req.batch.sample_count();
@@ -285,6 +304,7 @@ async fn send_with_retry(
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = stop.cancelled() => return Sent::Stopped(req),
+            _ = retire.cancelled() => return Sent::Handed(req),
         }
     }
 }

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use tokio::sync::Notify;
 
-use super::{size_of, Ack, Queue, QueueError, Slot};
-use crate::component::Request;
+use super::{size_of, Ack, Queue, QueueError, Settle, Slot};
+use crate::component::{Progress, Request};
 use crate::config::Sizer;
 use crate::model::ProfileBatch;
 
@@ -25,7 +25,8 @@ struct Inner {
 
 #[derive(Default)]
 struct State {
-    items: VecDeque<(Arc<ProfileBatch>, usize)>,
+    /// Batches, their sizes, and the progress of those handed back.
+    items: VecDeque<(Arc<ProfileBatch>, usize, Progress)>,
     /// Size of the queued items.
     used: usize,
     /// Size held by slots handed out and not yet committed or dropped.
@@ -99,7 +100,7 @@ impl Slot for MemorySlot {
             let mut s = q.lock();
             s.reserved -= self.size;
             s.used += self.size;
-            s.items.push_back((batch, self.size));
+            s.items.push_back((batch, self.size, Progress::default()));
         }
         q.not_empty.notify_one();
     }
@@ -111,6 +112,28 @@ impl Drop for MemorySlot {
             q.lock().reserved -= self.size;
             q.not_full.notify_one();
         }
+    }
+}
+
+/// What a memory queue needs to take a request back; settling is nothing.
+struct MemoryAck {
+    queue: Arc<Inner>,
+    size: usize,
+}
+
+#[async_trait]
+impl Settle for MemoryAck {
+    async fn progress(&mut self, _: &Progress) {}
+
+    async fn done(self: Box<Self>) {}
+
+    fn requeue(self: Box<Self>, req: Request) {
+        let mut s = self.queue.lock();
+        s.used += self.size;
+        s.items
+            .push_front((req.batch.clone(), self.size, req.progress()));
+        drop(s);
+        self.queue.not_empty.notify_one();
     }
 }
 
@@ -135,11 +158,15 @@ impl Queue for MemoryQueue {
             let more = self.inner.not_empty.notified();
             {
                 let mut s = self.inner.lock();
-                if let Some((b, size)) = s.items.pop_front() {
+                if let Some((b, size, progress)) = s.items.pop_front() {
                     s.used -= size;
                     drop(s);
                     self.inner.not_full.notify_one();
-                    return Some((Request::new(b), Ack::none()));
+                    let ack = Ack::new(MemoryAck {
+                        queue: self.inner.clone(),
+                        size,
+                    });
+                    return Some((Request::resumed(b, progress), ack));
                 }
                 if s.closed {
                     return None;
@@ -171,6 +198,32 @@ mod tests {
 
     fn batch() -> Arc<ProfileBatch> {
         Arc::new(ProfileBatch::default())
+    }
+
+    /// A request handed back goes first, with its progress, and counts in
+    /// the queue's size again.
+    #[tokio::test]
+    async fn a_request_handed_back_is_taken_first_with_its_progress() {
+        let q = MemoryQueue::new(10, Sizer::Requests);
+        let (a, b) = (batch(), batch());
+        for x in [&a, &b] {
+            let mut slot = q.try_reserve(x).unwrap();
+            slot.write(x).await.unwrap();
+            slot.commit();
+        }
+        let (r, ack) = q.take().await.unwrap();
+        r.record(Progress {
+            delivered: 4,
+            ..Progress::default()
+        });
+        ack.requeue(r);
+        assert_eq!(q.size(), 2);
+        let (r, _) = q.take().await.unwrap();
+        assert!(Arc::ptr_eq(&r.batch, &a));
+        assert_eq!(r.progress().delivered, 4);
+        let (r, _) = q.take().await.unwrap();
+        assert!(Arc::ptr_eq(&r.batch, &b));
+        assert_eq!(r.progress(), Progress::default());
     }
 
     async fn commit(mut slot: Box<dyn Slot>) {

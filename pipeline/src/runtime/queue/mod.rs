@@ -55,6 +55,10 @@ pub trait Settle: Send {
     async fn progress(&mut self, progress: &Progress);
     /// The request is settled (delivered, failed for good, or dropped).
     async fn done(self: Box<Self>);
+    /// Puts the request back at the front of the queue with its progress,
+    /// for the next consumer (the successor of one a config reload
+    /// retired). Room is not checked: the queue accepted it already.
+    fn requeue(self: Box<Self>, req: Request);
 }
 
 /// Settles a request taken from the queue; dropping it without
@@ -62,11 +66,6 @@ pub trait Settle: Send {
 pub struct Ack(Option<Box<dyn Settle>>);
 
 impl Ack {
-    /// Nothing to settle (the memory queue).
-    pub fn none() -> Self {
-        Self(None)
-    }
-
     pub fn new(s: impl Settle + 'static) -> Self {
         Self(Some(Box::new(s)))
     }
@@ -80,6 +79,13 @@ impl Ack {
     pub async fn done(mut self) {
         if let Some(s) = self.0.take() {
             s.done().await;
+        }
+    }
+
+    /// [`Settle::requeue`].
+    pub fn requeue(mut self, req: Request) {
+        if let Some(s) = self.0.take() {
+            s.requeue(req);
         }
     }
 }

@@ -275,6 +275,7 @@ impl Drop for DiskSlot {
 struct DiskAck {
     queue: Arc<Inner>,
     at: Location,
+    size: usize,
 }
 
 #[async_trait]
@@ -290,6 +291,23 @@ impl Settle for DiskAck {
         self.queue
             .settle(self.at, record::KIND_DONE, Vec::new())
             .await;
+    }
+
+    fn requeue(self: Box<Self>, req: Request) {
+        let q = &self.queue;
+        let mut s = q.lock();
+        s.used += self.size;
+        // Kept in memory if the resident window has room, as when queued.
+        let keep = s.resident < q.resident_max;
+        s.resident += usize::from(keep);
+        s.pending.push_front(Entry {
+            at: self.at,
+            size: self.size,
+            batch: keep.then(|| req.batch.clone()),
+            progress: req.progress(),
+        });
+        drop(s);
+        q.not_empty.notify_one();
     }
 }
 
@@ -393,6 +411,7 @@ impl Queue for DiskQueue {
             let ack = Ack::new(DiskAck {
                 queue: q.clone(),
                 at: entry.at,
+                size: entry.size,
             });
             return Some((Request::resumed(batch, entry.progress), ack));
         }

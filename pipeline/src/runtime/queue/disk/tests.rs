@@ -259,3 +259,33 @@ async fn capacity_counts_requests_or_bytes() {
     a.done().await;
     assert!(q.try_reserve(&b).is_ok());
 }
+
+/// A request handed back goes first, with its progress, and is still
+/// settled on disk only once: after the next taker's `done`, a restart
+/// finds nothing.
+#[tokio::test]
+async fn a_request_handed_back_is_taken_first_with_its_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (batch(10), batch(20));
+    {
+        let (q, _) = open(dir.path(), 1).await;
+        put(&q, &a).await;
+        put(&q, &b).await;
+        let (r, ack) = q.take().await.unwrap();
+        r.record(Progress {
+            delivered: 4,
+            ..Progress::default()
+        });
+        ack.requeue(r);
+        assert_eq!(q.size(), 2);
+        let (r, ack) = q.take().await.unwrap();
+        assert_eq!(r.batch.encoded(), a.encoded());
+        assert_eq!(r.progress().delivered, 4);
+        ack.done().await;
+        let (r, ack) = q.take().await.unwrap();
+        assert_eq!(r.batch.encoded(), b.encoded());
+        ack.done().await;
+    }
+    let (q, _) = open(dir.path(), 1).await;
+    assert_eq!(q.size(), 0);
+}
