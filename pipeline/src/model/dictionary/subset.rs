@@ -453,62 +453,43 @@ fn dictionary_body(dict: &ProfilesDictionary, live: &Live, remap: &Remap, buf: &
         stack_table,
     } = dict;
     let f = &mut |t: Table, i: &mut i32| *i = remap.map(t, *i);
-    let kept = |table: Table| live.table(table).iter().copied();
+    let kept = |table| live.table(table);
     // Room for the stacks (most of the bytes) and a guess for the rest, so
     // that the buffer does not grow (and copy) a dozen times; room never
     // touched costs nothing.
-    let stacks: usize = stack_table
-        .iter()
-        .zip(kept(Table::Stack))
-        .filter(|e| e.1)
-        .map(|(s, _)| 8 + 5 * s.location_indices.len())
+    let stacks: usize = live_entries(stack_table, kept(Table::Stack))
+        .map(|s| 8 + 5 * s.location_indices.len())
         .sum();
     let counts = live.counts();
     buf.reserve(stacks + 48 * (counts.locations + counts.functions + counts.strings));
-    for (m, _) in mapping_table
-        .iter()
-        .zip(kept(Table::Mapping))
-        .filter(|e| e.1)
-    {
+    for m in live_entries(mapping_table, kept(Table::Mapping)) {
         let mut m = m.clone();
         visit::mapping_mut(&mut m, f);
         encoding::message::encode(1, &m, buf);
     }
-    for (l, _) in location_table
-        .iter()
-        .zip(kept(Table::Location))
-        .filter(|e| e.1)
-    {
+    for l in live_entries(location_table, kept(Table::Location)) {
         let mut l = l.clone();
         visit::location_mut(&mut l, f);
         encoding::message::encode(2, &l, buf);
     }
-    for (x, _) in function_table
-        .iter()
-        .zip(kept(Table::Function))
-        .filter(|e| e.1)
-    {
+    for x in live_entries(function_table, kept(Table::Function)) {
         let mut x = *x;
         visit::function_mut(&mut x, f);
         encoding::message::encode(3, &x, buf);
     }
-    for (l, _) in link_table.iter().zip(kept(Table::Link)).filter(|e| e.1) {
+    for l in live_entries(link_table, kept(Table::Link)) {
         encoding::message::encode(4, l, buf);
     }
     // Every entry of a repeated string is written, the empty one too.
-    for (s, _) in string_table.iter().zip(kept(Table::String)).filter(|e| e.1) {
+    for s in live_entries(string_table, kept(Table::String)) {
         encoding::string::encode(5, s, buf);
     }
-    for (a, _) in attribute_table
-        .iter()
-        .zip(kept(Table::Attribute))
-        .filter(|e| e.1)
-    {
+    for a in live_entries(attribute_table, kept(Table::Attribute)) {
         let mut a = a.clone();
         visit::attribute_mut(&mut a, f);
         encoding::message::encode(6, &a, buf);
     }
-    for (s, _) in stack_table.iter().zip(kept(Table::Stack)).filter(|e| e.1) {
+    for s in live_entries(stack_table, kept(Table::Stack)) {
         let Stack { location_indices } = s;
         let packed: usize = location_indices
             .iter()
@@ -522,6 +503,11 @@ fn dictionary_body(dict: &ProfilesDictionary, live: &Live, remap: &Remap, buf: &
             }
         }
     }
+}
+
+/// The entries of `table` that `live` flags, in order.
+fn live_entries<'a, T>(table: &'a [T], live: &'a [bool]) -> impl Iterator<Item = &'a T> {
+    table.iter().zip(live).filter(|e| *e.1).map(|e| e.0)
 }
 
 #[cfg(test)]
