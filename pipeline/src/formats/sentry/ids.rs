@@ -20,27 +20,20 @@ pub fn random_uuid() -> [u8; 16] {
     uuid::Uuid::new_v4().into_bytes()
 }
 
-/// A deterministic id derived from `parts` (FNV-1a, 128 bits), marked as a
-/// version 8 (custom) UUID. Same parts, same id, across processes.
+/// The namespace of [`stable_uuid`]'s name-based ids (itself a v5 id of
+/// "profcol" in the URL namespace).
+const NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x477a_58f6_a9c9_5c99_ac4e_d014_f9db_2295);
+
+/// A deterministic id derived from `parts`: a name-based (v5) UUID of
+/// the parts, each length-prefixed so that ("ab", "c") and ("a", "bc")
+/// differ. Same parts, same id, across processes and hosts.
 pub fn stable_uuid(parts: &[&[u8]]) -> [u8; 16] {
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut a: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut b: u64 = 0x6c62_272e_07bb_0142;
+    let mut name = Vec::with_capacity(parts.iter().map(|p| p.len() + 8).sum());
     for part in parts {
-        for &byte in part.iter() {
-            a = (a ^ byte as u64).wrapping_mul(PRIME);
-            b = (b ^ byte as u64).wrapping_mul(PRIME).rotate_left(29);
-        }
-        // Separator, so ("ab","c") and ("a","bc") differ.
-        a = (a ^ 0xff).wrapping_mul(PRIME);
-        b = (b ^ 0xff).wrapping_mul(PRIME).rotate_left(29);
+        name.extend_from_slice(&(part.len() as u64).to_be_bytes());
+        name.extend_from_slice(part);
     }
-    let mut out = [0u8; 16];
-    out[..8].copy_from_slice(&a.to_be_bytes());
-    out[8..].copy_from_slice(&b.to_be_bytes());
-    out[6] = (out[6] & 0x0f) | 0x80;
-    out[8] = (out[8] & 0x3f) | 0x80;
-    out
+    uuid::Uuid::new_v5(&NAMESPACE, &name).into_bytes()
 }
 
 /// Parses a hex byte string such as a trace or span id; `None` unless it
@@ -51,27 +44,18 @@ pub fn parse_hex<const N: usize>(s: &str) -> Option<[u8; N]> {
     Some(out)
 }
 
-/// Sentry's debug id for an ELF build id: the first 16 bytes read as a
-/// little-endian GUID (what `symbolic` does), hyphenated.
+/// Sentry's debug id for an ELF build id: its first 16 bytes (padded with
+/// zeros) read as a little-endian GUID, as `symbolic` does.
 pub fn debug_id_from_build_id(build_id: &[u8]) -> Option<String> {
     if build_id.is_empty() {
         return None;
     }
-    let mut b = [0u8; 16];
+    let mut guid = [0u8; 16];
     let n = build_id.len().min(16);
-    b[..n].copy_from_slice(&build_id[..n]);
-    b[..4].reverse();
-    b[4..6].reverse();
-    b[6..8].reverse();
-    let h = hex::encode(b);
-    Some(format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    ))
+    guid[..n].copy_from_slice(&build_id[..n]);
+    debugid::DebugId::from_guid_age(&guid, 0)
+        .ok()
+        .map(|id| id.to_string())
 }
 
 #[cfg(test)]
@@ -101,7 +85,10 @@ mod tests {
         let a = stable_uuid(&[b"svc", b"host"]);
         assert_eq!(a, stable_uuid(&[b"svc", b"host"]));
         assert_ne!(a, stable_uuid(&[b"svch", b"ost"]));
-        assert_eq!(a[6] >> 4, 8, "version 8");
+        assert_ne!(a, stable_uuid(&[b"svc"]));
+        let u = uuid::Uuid::from_bytes(a);
+        assert_eq!(u.get_version_num(), 5);
+        assert_eq!(u.get_variant(), uuid::Variant::RFC4122);
     }
 
     #[test]
@@ -111,5 +98,11 @@ mod tests {
             debug_id_from_build_id(&build_id).unwrap(),
             "e45db8df-af2d-09fd-640c-8fe377d572de"
         );
+        // A short (8-byte Go) build id is padded.
+        assert_eq!(
+            debug_id_from_build_id(&[1, 2, 3, 4, 5, 6, 7, 8]).unwrap(),
+            "04030201-0605-0807-0000-000000000000"
+        );
+        assert_eq!(debug_id_from_build_id(&[]), None);
     }
 }
