@@ -16,6 +16,7 @@
 
 use std::io::{self, Write};
 use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::thread::Scope;
 
@@ -53,6 +54,46 @@ fn compression_threads() -> usize {
     })
 }
 
+/// Compression threads running in the whole process. Files written at
+/// once (an exporter's consumers, several exporters) share one core's
+/// worth per core: a file that finds none free is compressed on its own
+/// thread, so ten consumers on a 2-core sidecar start at most 2 extra
+/// threads, not 20.
+static THREADS_IN_USE: AtomicUsize = AtomicUsize::new(0);
+
+/// Some of the process's compression threads, given back on drop.
+struct Threads(usize);
+
+impl Threads {
+    /// Up to [`compression_threads`] of those free; `None` when fewer than
+    /// two are (one thread besides the encoder gains little).
+    fn take() -> Option<Self> {
+        let limit = compression_threads();
+        let mut used = THREADS_IN_USE.load(Ordering::Relaxed);
+        loop {
+            let n = limit.saturating_sub(used);
+            if n < 2 {
+                return None;
+            }
+            match THREADS_IN_USE.compare_exchange_weak(
+                used,
+                used + n,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(Self(n)),
+                Err(now) => used = now,
+            }
+        }
+    }
+}
+
+impl Drop for Threads {
+    fn drop(&mut self) {
+        THREADS_IN_USE.fetch_sub(self.0, Ordering::AcqRel);
+    }
+}
+
 /// Compresses to `out` at `level` (0-9): serially until the input passes
 /// `parallel_from` bytes (`None`: never), then on threads of `scope`.
 /// [`GzipWriter::finish`] must be called, also after an error, so no
@@ -71,7 +112,9 @@ enum State<'s, W: Write + Send + 's> {
         buf: Vec<u8>,
     },
     Serial(SerialGzip<W>),
-    Parallel(Box<ParCompress<'s, Gzip, W>>),
+    /// Its threads are given back once the stream is finished (gzp joins
+    /// them there) or dropped.
+    Parallel(Box<ParCompress<'s, Gzip, W>>, Threads),
     Finished,
 }
 
@@ -112,21 +155,28 @@ impl<'s, 'e, W: Write + Send + 's> GzipWriter<'s, 'e, W> {
                 gz.finish()
             }
             State::Serial(gz) => gz.finish(),
-            State::Parallel(mut gz) => gz.finish().map_err(gzp_error),
+            State::Parallel(mut gz, _threads) => gz.finish().map_err(gzp_error),
             State::Finished => Err(finished()),
         }
     }
 
+    /// Goes on on threads if the process has some free, else serially.
     fn go_parallel(&mut self, out: W, buf: &[u8]) -> io::Result<()> {
+        let Some(threads) = Threads::take() else {
+            let mut gz = SerialGzip::new(out, self.level);
+            gz.run(buf, FlushCompress::None)?;
+            self.state = State::Serial(gz);
+            return Ok(());
+        };
         let builder = ParCompressBuilder::<Gzip>::new()
             .buffer_size(BLOCK)
             .map_err(gzp_error)?
-            .num_threads(compression_threads())
+            .num_threads(threads.0)
             .map_err(gzp_error)?
             .compression_level(Compression::new(self.level));
         let mut gz = Box::new(builder.from_borrowed_writer(out, self.scope));
         gz.write_all(buf)?;
-        self.state = State::Parallel(gz);
+        self.state = State::Parallel(gz, threads);
         Ok(())
     }
 }
@@ -157,7 +207,7 @@ impl<'s, 'e, W: Write + Send + 's> Write for GzipWriter<'s, 'e, W> {
                 }
             }
             State::Serial(gz) => gz.run(data, FlushCompress::None)?,
-            State::Parallel(gz) => {
+            State::Parallel(gz, _) => {
                 if let Err(e) = gz.write_all(data) {
                     // gzp has stopped its threads; it must not be finished.
                     self.state = State::Finished;
@@ -279,6 +329,33 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Files written at once never run more compression threads in all
+    /// than the process allows, and each still round-trips.
+    #[test]
+    fn concurrent_files_share_the_compression_threads() {
+        let data: Vec<u8> = (0..1_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let most = std::thread::scope(|s| {
+            let watch = s.spawn(|| {
+                let mut most = 0;
+                while !done.load(Ordering::Relaxed) {
+                    most = most.max(THREADS_IN_USE.load(Ordering::Relaxed));
+                    std::thread::yield_now();
+                }
+                most
+            });
+            let files: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| gzip(&data, 1, Some(0))))
+                .collect();
+            for f in files {
+                assert_eq!(gunzip(&f.join().unwrap()), data);
+            }
+            done.store(true, Ordering::Relaxed);
+            watch.join().unwrap()
+        });
+        assert!(most <= compression_threads(), "{most} threads at once");
     }
 
     #[test]
