@@ -44,8 +44,12 @@ const NONE: u32 = u32::MAX;
 
 /// Per-sample decision of a profile planned to the end (one where no
 /// sample is dropped by name, see [`ProfilePlan::deferred`]).
-const KEEP: u8 = 0;
-const BY_COUNT: u8 = 1;
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Decision {
+    Keep,
+    /// Its thread has fewer samples than `min_samples_per_thread`.
+    DropByCount,
+}
 
 /// What the rules do to one entry of the attribute table.
 #[derive(Clone, Copy)]
@@ -189,7 +193,7 @@ fn plan_attributes(lookup: &Lookup<'_>, rules: &Rules) -> AttrPlans {
 /// What happens to one profile.
 struct ProfilePlan {
     /// One decision per sample; empty when every sample is kept.
-    decisions: Vec<u8>,
+    decisions: Vec<Decision>,
     /// Some kept sample's attribute list changes.
     rewrite: bool,
     table: Option<(usize, TableChange)>,
@@ -220,7 +224,7 @@ pub(crate) struct Scratch {
     /// once no sample goes by count.
     decided: SampleMarks,
     /// [`ThreadRules::singles`].
-    singles: Vec<u64>,
+    singles: Vec<Single>,
     /// Per profile (in order, empty ones too), whether its samples were
     /// rewritten.
     rewritten: Vec<bool>,
@@ -268,8 +272,33 @@ fn thread_of(s: &Sample, plans: &AttrPlans) -> Thread {
     t
 }
 
-/// In [`ThreadRules::singles`]: the sample goes by name.
-const SINGLE_DROPPED: u64 = 1 << 31;
+/// What [`ThreadRules::see`] makes of a sample whose only attribute is one
+/// entry: its group, the thread id it refers to, or dropped by name. One
+/// word per attribute entry (group in the low 31 bits, the drop flag in
+/// bit 31, the id in the high half) so that the per-sample lookup is one
+/// load.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+struct Single(u64);
+
+impl Single {
+    const DROPPED: u64 = 1 << 31;
+    /// Groups numbered directly stay below this.
+    const GROUPS: usize = Self::DROPPED as usize;
+
+    #[inline(always)]
+    fn new(group: usize, ref_id: u32, dropped: bool) -> Self {
+        let flag = if dropped { Self::DROPPED } else { 0 };
+        Self(group as u64 | flag | u64::from(ref_id) << 32)
+    }
+
+    /// `None` when dropped by name, else (group, referred id).
+    #[inline(always)]
+    fn outcome(self) -> Option<(usize, u32)> {
+        let group = (self.0 & (Self::DROPPED - 1)) as usize;
+        (self.0 & Self::DROPPED == 0).then_some((group, (self.0 >> 32) as u32))
+    }
+}
 
 /// The rules of one profile, and how its threads are numbered for
 /// `min_samples_per_thread`.
@@ -300,7 +329,7 @@ impl ThreadRules {
         let columns = plans.names + 1;
         let direct = (plans.ids.len() + 1)
             .checked_mul(columns)
-            .filter(|&cells| cells <= samples.max(1 << 12) && cells < SINGLE_DROPPED as usize);
+            .filter(|&cells| cells <= samples.max(1 << 12) && cells < Single::GROUPS);
         scratch.groups.clear();
         scratch.counts.clear();
         scratch.numbers.clear();
@@ -359,10 +388,9 @@ impl ThreadRules {
     }
 
     /// Fills `out`, per attribute entry, with what [`Self::see`] makes of a
-    /// sample whose only attribute that is (most samples): its group, the
-    /// id it refers to (high half) and [`SINGLE_DROPPED`]. Empty unless
+    /// sample whose only attribute that is (most samples). Empty unless
     /// groups are numbered directly.
-    fn singles(&self, plans: &AttrPlans, out: &mut Vec<u64>) {
+    fn singles(&self, plans: &AttrPlans, out: &mut Vec<Single>) {
         out.clear();
         if !self.direct {
             return;
@@ -370,8 +398,7 @@ impl ThreadRules {
         out.extend(plans.attrs.iter().map(|x| {
             let mut t = Thread::NONE;
             t.add(x);
-            let dropped = if self.by_name(&t) { SINGLE_DROPPED } else { 0 };
-            self.direct_group(&t) as u64 | dropped | u64::from(t.ref_id) << 32
+            Single::new(self.direct_group(&t), t.ref_id, self.by_name(&t))
         }));
     }
 
@@ -386,13 +413,12 @@ impl ThreadRules {
         &self,
         s: &Sample,
         plans: &AttrPlans,
-        singles: &[u64],
+        singles: &[Single],
         scratch: &mut Scratch,
     ) -> Option<(usize, u32)> {
         if let [a] = s.attribute_indices[..] {
             if let Some(&v) = usize::try_from(a).ok().and_then(|a| singles.get(a)) {
-                let group = (v & (SINGLE_DROPPED - 1)) as usize;
-                return (v & SINGLE_DROPPED == 0).then_some((group, (v >> 32) as u32));
+                return v.outcome();
             }
         }
         let t = thread_of(s, plans);
@@ -562,9 +588,9 @@ fn plan_profile(
                     let few = r.few(g, scratch);
                     any_removed |= few;
                     if few {
-                        BY_COUNT
+                        Decision::DropByCount
                     } else {
-                        KEEP
+                        Decision::Keep
                     }
                 })
                 .collect();
@@ -572,7 +598,11 @@ fn plan_profile(
                 decisions = Vec::new();
             } else if track_refs || rewrite {
                 // References and rewrites must only count surviving samples.
-                let kept = p.samples.iter().zip(&decisions).filter(|(_, &d)| d == KEEP);
+                let kept = p
+                    .samples
+                    .iter()
+                    .zip(&decisions)
+                    .filter(|(_, &d)| d == Decision::Keep);
                 rewrite = r.survivors(kept.map(|(s, _)| s), plans, scratch);
             }
         }
@@ -746,10 +776,10 @@ fn apply(
             p.samples.retain(|s| {
                 let d = plan.decisions[k];
                 k += 1;
-                if d == BY_COUNT {
+                if d == Decision::DropByCount {
                     by_count += sample_observations(s);
                 }
-                d == KEEP
+                d == Decision::Keep
             });
         }
         if plan.rewrite {
