@@ -16,6 +16,7 @@ pub mod proto;
 pub mod runtime;
 pub mod telemetry;
 #[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use model::{BatchMeta, ProfileBatch};

@@ -7,6 +7,7 @@ pub mod footprint;
 pub mod prefetch;
 pub mod repair;
 pub mod resolved;
+#[cfg(any(test, feature = "testing"))]
 pub mod synth;
 pub mod validate;
 

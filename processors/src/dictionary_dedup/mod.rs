@@ -11,6 +11,7 @@
 mod config;
 mod dedup;
 #[cfg(test)]
+#[cfg(test)]
 pub(crate) mod testdata;
 #[cfg(test)]
 mod tests;
