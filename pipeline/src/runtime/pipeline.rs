@@ -447,8 +447,10 @@ impl Chain {
                 return (None, runs);
             }
         }
-        // What the batch holds now (processors mostly shrink it).
-        if let Some(m) = &batch.meta.memory {
+        // What the batch holds now (processors mostly shrink it); a batch
+        // that still has its received bytes was not changed, and holds
+        // what its receiver measured (a walk of every message saved).
+        if let (Some(m), None) = (&batch.meta.memory, batch.encoded()) {
             m.set(batch.held_bytes());
         }
         (Some(Arc::new(batch)), runs)
