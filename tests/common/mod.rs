@@ -275,11 +275,21 @@ pub fn profcol() -> std::process::Command {
 }
 
 /// A running `profcol` with its stdout/stderr read on threads (a full pipe
-/// would block it).
+/// would block it). Killed when dropped still running, so that a failing
+/// test leaves no process behind.
 pub struct Running {
     child: std::process::Child,
-    out: std::thread::JoinHandle<std::io::Result<u64>>,
-    err: std::thread::JoinHandle<std::io::Result<String>>,
+    out: Option<std::thread::JoinHandle<std::io::Result<u64>>>,
+    err: Option<std::thread::JoinHandle<std::io::Result<String>>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }
 
 impl Running {
@@ -301,7 +311,11 @@ impl Running {
             let mut logs = String::new();
             stderr.read_to_string(&mut logs).map(|_| logs)
         });
-        Running { child, out, err }
+        Running {
+            child,
+            out: Some(out),
+            err: Some(err),
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -374,8 +388,9 @@ impl Running {
             }
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         };
-        self.out.join().unwrap().unwrap();
-        (code, self.err.join().unwrap().unwrap())
+        let (out, err) = (self.out.take(), self.err.take());
+        out.expect("waited once").join().unwrap().unwrap();
+        (code, err.expect("waited once").join().unwrap().unwrap())
     }
 }
 
