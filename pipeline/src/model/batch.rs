@@ -16,6 +16,10 @@ pub struct ProfileBatch {
     data: ProfilesData,
     /// The exact protobuf bytes `data` was decoded from, while still true.
     encoded: Option<Bytes>,
+    /// [`ProfileBatch::sample_count`], once asked: every stage counts the
+    /// batch (receiver, pipeline, queue, exporter), and a count is a walk of
+    /// every sample. Forgotten with any mutable access.
+    samples: std::sync::OnceLock<u64>,
     pub meta: BatchMeta,
 }
 
@@ -109,6 +113,7 @@ impl ProfileBatch {
         Self {
             data,
             encoded: None,
+            samples: Default::default(),
             meta: BatchMeta::default(),
         }
     }
@@ -118,6 +123,7 @@ impl ProfileBatch {
         Self {
             data,
             encoded: Some(bytes),
+            samples: Default::default(),
             meta: BatchMeta::default(),
         }
     }
@@ -137,9 +143,10 @@ impl ProfileBatch {
         &self.data
     }
 
-    /// Mutable access; forgets the received encoding.
+    /// Mutable access; forgets the received encoding and the count.
     pub fn data_mut(&mut self) -> &mut ProfilesData {
         self.encoded = None;
+        self.samples = Default::default();
         &mut self.data
     }
 
@@ -183,9 +190,11 @@ impl ProfileBatch {
     /// when samples with the same stack are merged, and for Sentry input it
     /// equals the number of Sentry samples.
     pub fn sample_count(&self) -> u64 {
-        profiles(&self.data.resource_profiles)
-            .map(profile_sample_count)
-            .sum()
+        *self.samples.get_or_init(|| {
+            profiles(&self.data.resource_profiles)
+                .map(profile_sample_count)
+                .sum()
+        })
     }
 
     pub fn profile_count(&self) -> u64 {
