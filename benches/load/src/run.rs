@@ -19,8 +19,9 @@ pub struct Args {
     /// The profcol binary to measure.
     #[arg(long, default_value = "target/release/profcol")]
     pub profcol: PathBuf,
-    /// Comma-separated: passthrough, gzip, processors.
-    #[arg(long, default_value = "passthrough,gzip,processors")]
+    /// Comma-separated: passthrough, gzip (pass-through, gzip both ways),
+    /// processors, processors-gzip.
+    #[arg(long, default_value = "passthrough,gzip,processors,processors-gzip")]
     pub cases: String,
     /// Comma-separated: small, medium, large (or request files).
     #[arg(long, default_value = "small,medium,large")]
@@ -101,7 +102,11 @@ pub async fn run(a: Args) -> anyhow::Result<()> {
 
 async fn measure(a: &Args, case: &str, size: &str, side: &str) -> anyhow::Result<Measured> {
     let p = payload(size)?;
-    let compression = if case == "gzip" { "gzip" } else { "none" };
+    let compression = if case.ends_with("gzip") {
+        "gzip"
+    } else {
+        "none"
+    };
     let framed = frame(&p, compression)?;
     let sink = Sink::start("127.0.0.1:0", false).await?;
     let port = free_port()?;
@@ -188,7 +193,7 @@ async fn measure(a: &Args, case: &str, size: &str, side: &str) -> anyhow::Result
 }
 
 fn profcol_config(case: &str, port: u16, sink: &str, compression: &str) -> String {
-    let (processors, list) = if case == "processors" {
+    let (processors, list) = if case.starts_with("processors") {
         (
             r#"
 processors:
