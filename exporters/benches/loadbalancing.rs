@@ -82,7 +82,7 @@ fn bench(c: &mut Criterion) {
         ProfileBatch::new(data.clone()).sample_count(),
         bytes.len(),
         parts.len(),
-        parts.iter().map(|p| p.samples).collect::<Vec<_>>()
+        parts.iter().map(|p| p.subset.samples()).collect::<Vec<_>>()
     );
 
     let mut g = c.benchmark_group("loadbalancing");

@@ -269,7 +269,7 @@ impl Exporter for LoadBalancingExporter {
     ) -> Result<ExportOutcome, ExportError> {
         let inner = &*self.inner;
         let data = req.batch.data();
-        let profiles = routing::profile_count(data);
+        let profiles = req.batch.profile_count() as usize;
         if profiles == 0 {
             return Ok(ExportOutcome::delivered());
         }
@@ -409,7 +409,7 @@ fn shares(
             Share {
                 endpoint: p.endpoint,
                 body,
-                counts: (profiles.len() as u64, p.samples),
+                counts: (profiles.len() as u64, p.subset.samples()),
                 profiles,
             }
         })

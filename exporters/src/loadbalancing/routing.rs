@@ -8,7 +8,6 @@
 
 use profcol_pipeline::component::Progress;
 use profcol_pipeline::model::dictionary::{subsets, Lookup, Subset};
-use profcol_pipeline::model::profile_sample_count;
 use profcol_pipeline::proto::{any_value::Value, AnyValue, KeyValue, Profile, ProfilesData};
 
 use super::config::RoutingKey;
@@ -151,9 +150,9 @@ pub struct Part {
     /// Its number on the ring.
     pub endpoint: u32,
     /// Its profiles and the dictionary entries they use: encoded straight
-    /// from the batch ([`Subset::encode`]), positions in [`Subset::profiles`].
+    /// from the batch ([`Subset::encode`]), positions in
+    /// [`Subset::profiles`], observations in [`Subset::samples`].
     pub subset: Subset,
-    pub samples: u64,
 }
 
 /// Cuts `data` by `owner` (one entry per profile, as [`profile_keys`]):
@@ -161,38 +160,16 @@ pub struct Part {
 /// pass over the samples plus one over the dictionary per part; nothing is
 /// copied until a part is encoded.
 pub fn split(data: &ProfilesData, owner: &[u32], endpoints: usize) -> Vec<Part> {
-    let mut samples = vec![0u64; endpoints];
-    let profiles = data
-        .resource_profiles
-        .iter()
-        .flat_map(|r| &r.scope_profiles)
-        .flat_map(|s| &s.profiles);
-    for (p, &e) in profiles.zip(owner) {
-        if let Some(n) = samples.get_mut(e as usize) {
-            *n += profile_sample_count(p);
-        }
-    }
     subsets(data, owner, endpoints)
         .into_iter()
-        .zip(samples)
         .enumerate()
-        .filter_map(|(e, (subset, samples))| {
+        .filter_map(|(e, subset)| {
             Some(Part {
                 endpoint: e as u32,
                 subset: subset?,
-                samples,
             })
         })
         .collect()
-}
-
-/// Number of profiles in `data`.
-pub fn profile_count(data: &ProfilesData) -> usize {
-    data.resource_profiles
-        .iter()
-        .flat_map(|r| &r.scope_profiles)
-        .map(|s| s.profiles.len())
-        .sum()
 }
 
 /// The profiles of a batch that earlier attempts settled, kept in the

@@ -329,6 +329,10 @@ fn sorted_view(data: &[&ProfilesData]) -> Vec<String> {
     v
 }
 
+fn total_profiles(data: &ProfilesData) -> usize {
+    model::profiles(&data.resource_profiles).count()
+}
+
 /// What a part sends, as its backend reads it.
 fn sent(p: &routing::Part, data: &ProfilesData) -> ProfilesData {
     ProfilesData::decode(p.subset.encode(data).as_slice()).expect("a part decodes")
@@ -337,7 +341,7 @@ fn sent(p: &routing::Part, data: &ProfilesData) -> ProfilesData {
 fn route(data: &ProfilesData, key: RoutingKey, ring: &HashRing) -> Vec<routing::Part> {
     let mut keys = Vec::new();
     routing::profile_keys(data, key, &mut keys);
-    assert_eq!(keys.len(), routing::profile_count(data));
+    assert_eq!(keys.len(), total_profiles(data));
     let mut owner = Vec::new();
     let settled = Settled::none(keys.len());
     routing::assign(&keys, &settled, ring, &mut owner).unwrap();
@@ -357,13 +361,13 @@ fn the_parts_hold_every_sample_once_each_valid_on_its_own() {
         let parts = route(&data, key, &ring);
         assert!(parts.len() > 1, "{key}: everything went to one backend");
         let total = ProfileBatch::new(data.clone()).sample_count();
-        let mut seen = vec![false; routing::profile_count(&data)];
+        let mut seen = vec![false; total_profiles(&data)];
         let mut samples = 0;
         let sent: Vec<ProfilesData> = parts.iter().map(|p| sent(p, &data)).collect();
         for (p, d) in parts.iter().zip(&sent) {
             model::validate(d).unwrap_or_else(|e| panic!("{key}: {e}"));
             let n = ProfileBatch::new(d.clone()).sample_count();
-            assert_eq!(n, p.samples);
+            assert_eq!(n, p.subset.samples());
             samples += n;
             for &i in p.subset.profiles() {
                 assert!(!std::mem::replace(&mut seen[i as usize], true));
@@ -478,7 +482,7 @@ fn settled_profiles_are_not_routed_again() {
         settled.set(p as usize);
     }
     let progress = Progress {
-        delivered: parts[0].samples,
+        delivered: parts[0].subset.samples(),
         rejected: 0,
         resume: Some(settled.to_resume()),
     };

@@ -17,6 +17,7 @@ use crate::proto::{
 use super::mark::close;
 use super::split::extract_live;
 use super::{visit, Live, PerTable, Remap, Table};
+use crate::model::profile_sample_count;
 
 /// Some profiles of a batch and what they use of its dictionary.
 #[derive(Debug, Clone)]
@@ -24,6 +25,8 @@ pub struct Subset {
     /// Positions of its profiles in the batch (resources, their scopes,
     /// their profiles, in order), ascending.
     profiles: Vec<u32>,
+    /// Observations of its profiles ([`crate::model::profile_sample_count`]).
+    samples: u64,
     live: Live,
     remap: Remap,
 }
@@ -35,14 +38,16 @@ pub struct Subset {
 pub fn subsets(data: &ProfilesData, group: &[u32], groups: usize) -> Vec<Option<Subset>> {
     let dict = dictionary_of(data);
     let lens = PerTable::lens(dict);
-    let mut marked: Vec<Option<(Vec<u32>, Live)>> = (0..groups).map(|_| None).collect();
+    let mut marked: Vec<Option<(Vec<u32>, u64, Live)>> = (0..groups).map(|_| None).collect();
     for (pos, (r, s, p)) in profiles(data).enumerate() {
         let g = group.get(pos).copied().unwrap_or(u32::MAX);
         let Some(slot) = marked.get_mut(g as usize) else {
             continue;
         };
-        let (positions, live) = slot.get_or_insert_with(|| (Vec::new(), Live::sized(lens)));
+        let (positions, samples, live) =
+            slot.get_or_insert_with(|| (Vec::new(), 0, Live::sized(lens)));
         positions.push(pos as u32);
+        *samples += profile_sample_count(p);
         let f = &mut |t, i: &i32| live.set(t, *i);
         if let Some(res) = &r.resource {
             visit::key_values(&res.attributes, f);
@@ -55,11 +60,12 @@ pub fn subsets(data: &ProfilesData, group: &[u32], groups: usize) -> Vec<Option<
     marked
         .into_iter()
         .map(|m| {
-            let (profiles, mut live) = m?;
+            let (profiles, samples, mut live) = m?;
             close(dict, &mut live);
             let remap = Remap::compacting(&live);
             Some(Subset {
                 profiles,
+                samples,
                 live,
                 remap,
             })
@@ -86,6 +92,11 @@ impl Subset {
     /// Positions of its profiles in the batch, ascending.
     pub fn profiles(&self) -> &[u32] {
         &self.profiles
+    }
+
+    /// Observations of its profiles.
+    pub fn samples(&self) -> u64 {
+        self.samples
     }
 
     /// Its profiles, grouped by scope in the batch's order.
