@@ -9,6 +9,8 @@ pub mod batch;
 pub mod dictionary_dedup;
 pub mod memory_limiter;
 mod merge;
+#[cfg(test)]
+mod oracle;
 pub mod probabilistic_sampler;
 pub mod sampling;
 pub mod thread_pruning;

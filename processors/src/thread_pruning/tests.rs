@@ -1113,3 +1113,5 @@ proptest! {
         prop_assert_eq!(once, text(batch.data()));
     }
 }
+
+mod oracle;
