@@ -74,6 +74,8 @@ impl RSample {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RProfile {
     pub resource: Vec<(String, V)>,
+    /// Of the resource and of the scope.
+    pub schema_urls: (String, String),
     pub scope: (String, String, Vec<(String, V)>),
     /// (type, unit).
     pub sample_type: Option<(String, String)>,
@@ -182,12 +184,11 @@ pub fn resolve(data: &ProfilesData) -> Vec<RProfile> {
     let l = Lookup::of(data);
     let mut out = Vec::new();
     for rp in &data.resource_profiles {
-        let mut resource = rp
+        let resource = rp
             .resource
             .as_ref()
             .map(|r| key_values(&r.attributes, &l))
             .unwrap_or_default();
-        resource.push(("<schema_url>".into(), V::Str(rp.schema_url.clone())));
         for sp in &rp.scope_profiles {
             let scope = sp
                 .scope
@@ -203,6 +204,7 @@ pub fn resolve(data: &ProfilesData) -> Vec<RProfile> {
             for p in &sp.profiles {
                 out.push(RProfile {
                     resource: resource.clone(),
+                    schema_urls: (rp.schema_url.clone(), sp.schema_url.clone()),
                     scope: scope.clone(),
                     sample_type: value_type(p.sample_type.as_ref(), &l),
                     period_type: value_type(p.period_type.as_ref(), &l),

@@ -815,3 +815,5 @@ proptest! {
         prop_assert!(small.is_subset(&large));
     }
 }
+
+mod oracle;
