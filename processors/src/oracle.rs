@@ -181,6 +181,11 @@ pub fn sample(s: &Sample, l: &Lookup<'_>) -> RSample {
 
 /// Every profile of `data`, in document order, with its samples in order.
 pub fn resolve(data: &ProfilesData) -> Vec<RProfile> {
+    resolve_scopes(data).into_iter().flatten().collect()
+}
+
+/// [`resolve`], the profiles of each scope apart (in document order).
+pub fn resolve_scopes(data: &ProfilesData) -> Vec<Vec<RProfile>> {
     let l = Lookup::of(data);
     let mut out = Vec::new();
     for rp in &data.resource_profiles {
@@ -201,25 +206,28 @@ pub fn resolve(data: &ProfilesData) -> Vec<RProfile> {
                     )
                 })
                 .unwrap_or_default();
-            for p in &sp.profiles {
-                out.push(RProfile {
-                    resource: resource.clone(),
-                    schema_urls: (rp.schema_url.clone(), sp.schema_url.clone()),
-                    scope: scope.clone(),
-                    sample_type: value_type(p.sample_type.as_ref(), &l),
-                    period_type: value_type(p.period_type.as_ref(), &l),
-                    period: p.period,
-                    time: (p.time_unix_nano, p.duration_nano),
-                    profile_id: p.profile_id.clone(),
-                    dropped_attributes_count: p.dropped_attributes_count,
-                    original_payload: (
-                        p.original_payload_format.clone(),
-                        p.original_payload.clone(),
-                    ),
-                    attributes: attrs(&p.attribute_indices, &l),
-                    samples: p.samples.iter().map(|s| sample(s, &l)).collect(),
-                });
-            }
+            out.push(
+                sp.profiles
+                    .iter()
+                    .map(|p| RProfile {
+                        resource: resource.clone(),
+                        schema_urls: (rp.schema_url.clone(), sp.schema_url.clone()),
+                        scope: scope.clone(),
+                        sample_type: value_type(p.sample_type.as_ref(), &l),
+                        period_type: value_type(p.period_type.as_ref(), &l),
+                        period: p.period,
+                        time: (p.time_unix_nano, p.duration_nano),
+                        profile_id: p.profile_id.clone(),
+                        dropped_attributes_count: p.dropped_attributes_count,
+                        original_payload: (
+                            p.original_payload_format.clone(),
+                            p.original_payload.clone(),
+                        ),
+                        attributes: attrs(&p.attribute_indices, &l),
+                        samples: p.samples.iter().map(|s| sample(s, &l)).collect(),
+                    })
+                    .collect(),
+            );
         }
     }
     out

@@ -1024,3 +1024,5 @@ proptest! {
         prop_assert!(!second.changed, "{:?}", second);
     }
 }
+
+mod oracle;
