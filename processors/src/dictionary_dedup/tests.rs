@@ -464,3 +464,5 @@ proptest! {
         prop_assert_eq!(&again, out);
     }
 }
+
+mod oracle;
