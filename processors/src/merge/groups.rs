@@ -9,10 +9,10 @@ use super::identity::Key;
 use super::NONE;
 
 /// Identities held per stack before the hash table: most stacks are seen
-/// with a few thread names and links. Eight fill one cache line. On the
-/// bench's request (16 threads, 32 links), four sent 1.6% of the samples to
-/// the table under thread_pruning's rename and 30% under dictionary_dedup;
-/// eight send 0.6% and 13% (dictionary_dedup 8-11% faster).
+/// with a few thread names and links. Eight fill one cache line, and on the
+/// benches' request (many threads and links per stack) send a good deal
+/// fewer samples to the slower hash table than four, most of all under
+/// dictionary_dedup, which sees every link and attribute set.
 const SLOTS: usize = 8;
 
 /// The slots of one stack: (rest code, group), group NONE when unused,

@@ -407,7 +407,8 @@ impl ThreadRules {
     /// (`by_count` only) and the thread id it refers to. A sample with one
     /// attribute takes one load from `singles` ([`Self::singles`]) instead
     /// of a walk of its attributes. Always inlined: it runs once per sample,
-    /// and as a call it cost 4-5% of `drop_threads` + `min_samples`.
+    /// and the call's overhead showed in the `drop_threads` + `min_samples`
+    /// bench (`processors_b`).
     #[inline(always)]
     fn see(
         &self,
