@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
 
-use profcol_pipeline::formats::sentry::chunk::ProfileChunk;
+use profcol_pipeline::formats::sentry::v2::chunk::ProfileChunk;
 use profcol_pipeline::formats::sentry::{
     chunk_to_otlp, envelope, otlp_to_chunks, ExportOptions, ReceiveOptions,
 };

@@ -1,7 +1,7 @@
 use serde::{Deserialize, Serialize};
 
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
-use profcol_pipeline::formats::sentry::relay_rules::MAX_CHUNK_DURATION_NS;
+use profcol_pipeline::formats::sentry::MAX_CHUNK_DURATION_NS;
 
 use profcol_pipeline::formats::sentry::Dsn;
 

@@ -585,7 +585,7 @@ impl Handler {
         for item in &envelope.items {
             let ty = item.item_type();
             let result = match ty {
-                "profile_chunk" => sentry::to_otlp::chunk_to_otlp_in_envelope(
+                "profile_chunk" => sentry::chunk_to_otlp_in_envelope(
                     item.payload,
                     item.platform(),
                     &envelope.header,

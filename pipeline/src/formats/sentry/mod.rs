@@ -1,41 +1,42 @@
 //! Sentry envelopes, profile chunks (v2) and legacy profiles (v1) <-> OTLP.
-//! Pure functions, no I/O.
+//! Pure functions, no I/O. Laid out by payload format, as Relay's
+//! `relay-profiling`, each format with both directions:
 //!
 //! - [`envelope`]: framing as Relay parses it (zero-copy) and writes it.
-//! - [`chunk`], [`profile_v1`]: the payloads SDKs send, borrowed from the bytes.
-//! - [`to_otlp`]: one OTLP Profile (own dictionary) per Sentry profile.
-//! - [`from_otlp`]: OTLP Profiles -> `profile_chunk`s that pass Relay's
-//!   v2 rules ([`relay_rules`]), with aggregated samples expanded.
+//! - [`v2`]: the `profile_chunk` SDKs send ([`chunk_to_otlp`]) and the one
+//!   profcol sends ([`otlp_to_chunks`]), which passes Relay's v2 rules.
+//! - [`v1`]: the legacy transaction `profile` ([`profile_v1_to_otlp`]).
+//! - Shared: lenient field types ([`de`]), frames and debug images
+//!   ([`frame`]), the OTLP builder both formats convert with
+//!   ([`otlp_builder`]), attribute keys, ids, times and platforms.
 //!
 //! Stack order: Sentry stacks and OTLP stacks are both leaf first (verified
 //! against the recorded Python and Node payloads and Relay's fixtures).
 
-pub mod chunk;
 pub mod de;
 pub mod dsn;
 pub mod envelope;
-mod expand;
 pub mod frame;
-pub mod from_otlp;
 pub mod ids;
 pub mod keys;
-pub mod outgoing;
+pub mod otlp_builder;
 pub mod platform;
-pub mod profile_v1;
-pub mod relay_rules;
 pub mod time;
-pub mod to_otlp;
+pub mod v1;
+pub mod v2;
 
 #[cfg(test)]
 mod tests;
 
 pub use dsn::Dsn;
 pub use envelope::{parse as parse_envelope, write_envelope, Envelope, EnvelopeError, Item};
-pub use from_otlp::{otlp_to_chunks, ChunkResult, Dropped, ExportOptions};
-pub use outgoing::ProfileChunk as OutgoingChunk;
 pub use platform::ProfileType;
-pub use profile_v1::profile_v1_to_otlp;
-pub use to_otlp::chunk_to_otlp;
+pub use v1::profile_v1_to_otlp;
+pub use v2::outgoing::ProfileChunk as OutgoingChunk;
+pub use v2::relay_rules::MAX_CHUNK_DURATION_NS;
+pub use v2::{
+    chunk_to_otlp, chunk_to_otlp_in_envelope, otlp_to_chunks, ChunkResult, Dropped, ExportOptions,
+};
 
 use crate::model::profiles;
 use crate::proto::ProfilesData;

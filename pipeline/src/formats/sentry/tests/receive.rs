@@ -951,7 +951,7 @@ fn cocoa_pointer_authentication_bits_are_stripped() {
 /// `sdk` names the SDK then (as it does for v1); the chunk's own wins.
 #[test]
 fn a_chunk_without_client_sdk_takes_the_envelope_header_sdk() {
-    use crate::formats::sentry::to_otlp::chunk_to_otlp_in_envelope;
+    use crate::formats::sentry::chunk_to_otlp_in_envelope;
     let header = json!({"event_id": "0c2a5e3bc5a24b4e9f3a0e1a22a6d5c1",
                         "sdk": {"name": "sentry.cocoa", "version": "8.40.1"}});
     let cocoa = chunk_with(

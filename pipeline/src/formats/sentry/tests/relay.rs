@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::formats::sentry::outgoing::{
+use crate::formats::sentry::v2::outgoing::{
     ChunkFrame, ChunkProfile, ChunkSample, ClientSdk, ProfileChunk, ThreadMetadata,
 };
-use crate::formats::sentry::relay_rules::{
+use crate::formats::sentry::v2::relay_rules::{
     check_v2, exceeds_max_duration, is_debug_id, relay_reads_image, Pruned,
 };
 use crate::formats::sentry::Reason;

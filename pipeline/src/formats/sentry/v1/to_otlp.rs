@@ -1,31 +1,21 @@
-//! The legacy transaction profile (`profile` item, sample format v1;
-//! Relay: `relay-profiling/src/sample/v1.rs`) -> OTLP.
+//! The legacy transaction profile (`profile` item, sample format v1) -> OTLP.
 //!
 //! Samples carry nanoseconds since the profile's `timestamp`; the profile
 //! belongs to one transaction, whose trace and span become a Link on every
 //! sample. Samples outside the transaction's window are dropped, as Relay does.
 
-use std::collections::BTreeMap;
-
-use serde::Deserialize;
-use serde_json::value::RawValue;
-
-use super::de::{self, located, CowStr, DecimalBuf, ThreadId, Timestamp, Version};
-use super::frame::{ClientSdk, Frame, ThreadMeta};
-use super::keys as k;
-use super::to_otlp::{
-    bool_value, invalid_json, parse_debug_meta, resource_attributes, scope, str_value, OtlpBuilder,
-    ResourceInfo,
+use super::profile::{FormatOnly, ProfileV1};
+use super::transaction::{TransactionEvent, TransactionMeta};
+use crate::formats::sentry::de::{located, DecimalBuf, Version};
+use crate::formats::sentry::keys as k;
+use crate::formats::sentry::otlp_builder::{
+    bool_value, envelope_sdk, invalid_json, parse_debug_meta, resource_attributes, scope,
+    str_value, OtlpBuilder, ResourceInfo,
 };
-use super::{ids, Converted, ItemError, Reason, ReceiveOptions};
+use crate::formats::sentry::{
+    ids, Converted, ItemError, Reason, ReceiveOptions, ORIGINAL_FORMAT_V1,
+};
 use crate::proto::{AnyValue, Link};
-
-/// Only what tells a profile's format (Relay's `MinimalProfile`).
-#[derive(Deserialize)]
-struct FormatOnly {
-    #[serde(default)]
-    version: Option<Version>,
-}
 
 fn unsupported(version: Option<Version>) -> ItemError {
     match version {
@@ -38,153 +28,6 @@ fn unsupported(version: Option<Version>) -> ItemError {
             "profile without a sample format version (Android legacy) is not supported",
         ),
     }
-}
-
-#[derive(Debug, Deserialize)]
-pub struct ProfileV1<'a> {
-    #[serde(default)]
-    pub version: Option<Version>,
-    #[serde(alias = "profile_id", borrow)]
-    pub event_id: CowStr<'a>,
-    #[serde(borrow)]
-    pub platform: CowStr<'a>,
-    /// Start of the profile; sample times are relative to it.
-    #[serde(default)]
-    pub timestamp: Option<Timestamp>,
-    #[serde(borrow, default)]
-    pub release: Option<CowStr<'a>>,
-    #[serde(borrow, default)]
-    pub environment: Option<CowStr<'a>>,
-    #[serde(borrow, default)]
-    pub dist: Option<CowStr<'a>>,
-    #[serde(borrow, default)]
-    pub device: Option<Device<'a>>,
-    #[serde(borrow, default)]
-    pub os: Option<Os<'a>>,
-    #[serde(borrow, default)]
-    pub runtime: Option<Runtime<'a>>,
-    #[serde(borrow, default)]
-    pub client_sdk: Option<ClientSdk<'a>>,
-    #[serde(borrow, default)]
-    pub debug_meta: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    pub measurements: Option<&'a RawValue>,
-    /// Older SDKs send one `transaction`, newer ones a `transactions` list.
-    #[serde(borrow, default)]
-    pub transaction: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    pub transactions: Option<Vec<&'a RawValue>>,
-    #[serde(borrow)]
-    pub profile: SampleProfile<'a>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct SampleProfile<'a> {
-    #[serde(borrow)]
-    pub samples: Vec<SampleV1<'a>>,
-    pub stacks: Vec<Vec<usize>>,
-    #[serde(borrow)]
-    pub frames: Vec<Frame<'a>>,
-    #[serde(borrow, default)]
-    pub thread_metadata: Option<BTreeMap<CowStr<'a>, ThreadMeta<'a>>>,
-    /// Cocoa only; kept verbatim.
-    #[serde(borrow, default)]
-    pub queue_metadata: Option<&'a RawValue>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct SampleV1<'a> {
-    #[serde(deserialize_with = "de::usize_lenient")]
-    pub stack_id: usize,
-    #[serde(borrow)]
-    pub thread_id: ThreadId<'a>,
-    #[serde(deserialize_with = "de::u64_lenient")]
-    pub elapsed_since_start_ns: u64,
-    #[serde(borrow, default)]
-    pub queue_address: Option<CowStr<'a>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-pub struct Device<'a> {
-    #[serde(borrow, default)]
-    pub architecture: Option<CowStr<'a>>,
-    #[serde(default, deserialize_with = "de::opt_bool_lenient")]
-    pub is_emulator: Option<bool>,
-    #[serde(borrow, default)]
-    pub locale: Option<CowStr<'a>>,
-    #[serde(borrow, default)]
-    pub manufacturer: Option<CowStr<'a>>,
-    #[serde(borrow, default)]
-    pub model: Option<CowStr<'a>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-pub struct Os<'a> {
-    #[serde(borrow, default)]
-    pub name: Option<CowStr<'a>>,
-    #[serde(borrow, default)]
-    pub version: Option<CowStr<'a>>,
-    #[serde(borrow, default)]
-    pub build_number: Option<CowStr<'a>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-pub struct Runtime<'a> {
-    #[serde(borrow, default)]
-    pub name: Option<CowStr<'a>>,
-    #[serde(borrow, default)]
-    pub version: Option<CowStr<'a>>,
-}
-
-/// Relay's `TransactionMetadata`.
-#[derive(Debug, Deserialize)]
-pub struct TransactionMeta<'a> {
-    #[serde(borrow, default)]
-    pub id: Option<CowStr<'a>>,
-    #[serde(borrow, default)]
-    pub name: Option<CowStr<'a>>,
-    #[serde(borrow, default)]
-    pub trace_id: Option<CowStr<'a>>,
-    #[serde(default, deserialize_with = "de::u64_lenient")]
-    pub relative_start_ns: u64,
-    #[serde(default, deserialize_with = "de::u64_lenient")]
-    pub relative_end_ns: u64,
-}
-
-/// The parts of the `transaction` event a profile needs.
-#[derive(Debug, Default, Deserialize)]
-pub struct TransactionEvent<'a> {
-    #[serde(borrow, default)]
-    pub event_id: Option<CowStr<'a>>,
-    /// The transaction's name.
-    #[serde(borrow, default)]
-    pub transaction: Option<CowStr<'a>>,
-    #[serde(borrow, default)]
-    pub release: Option<CowStr<'a>>,
-    #[serde(borrow, default)]
-    pub dist: Option<CowStr<'a>>,
-    #[serde(borrow, default)]
-    pub environment: Option<CowStr<'a>>,
-    #[serde(borrow, default)]
-    pub sdk: Option<ClientSdk<'a>>,
-    #[serde(default)]
-    pub start_timestamp: Option<Timestamp>,
-    #[serde(borrow, default)]
-    pub contexts: Option<Contexts<'a>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-pub struct Contexts<'a> {
-    #[serde(borrow, default)]
-    pub trace: Option<TraceContext<'a>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-pub struct TraceContext<'a> {
-    #[serde(borrow, default)]
-    pub trace_id: Option<CowStr<'a>>,
-    #[serde(borrow, default)]
-    pub span_id: Option<CowStr<'a>>,
 }
 
 /// Converts one v1 `profile` item. `transaction_payload` is the envelope's
@@ -378,7 +221,7 @@ pub fn profile_v1_to_otlp(
         b.profile_str(k::SENTRY_DEVICE_LOCALE, d.locale.as_deref());
     }
 
-    let header_sdk = super::to_otlp::envelope_sdk(envelope_header);
+    let header_sdk = envelope_sdk(envelope_header);
     let sdk = p
         .client_sdk
         .as_ref()
@@ -418,7 +261,7 @@ pub fn profile_v1_to_otlp(
     let accepted = b.accepted();
     let original = opts
         .include_original_payload
-        .then_some((super::ORIGINAL_FORMAT_V1, payload));
+        .then_some((ORIGINAL_FORMAT_V1, payload));
     let data = b.finish(event_id, resource, scope(sdk), original);
     let dropped = if outside > 0 {
         vec![(Reason::OutsideTransaction, outside)]

@@ -13,6 +13,7 @@
 //! part of `dropped`, summed over a profile's results, is exactly the
 //! profile's number of OTLP Samples.
 
+mod expand;
 mod select;
 
 use std::borrow::Cow;
@@ -21,18 +22,18 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use hashbrown::HashMap;
 
-use super::expand::{expand, thin, Aggregated, Point};
-use super::ids;
-use super::keys as k;
+use self::expand::{expand, thin, Aggregated, Point};
 use super::outgoing::{
     ChunkFrame, ChunkProfile, ChunkSample, ClientSdk, DebugMeta, ProfileChunk, ThreadMetadata,
 };
 use super::relay_rules::{
     check_v2, exceeds_max_duration, relay_reads_image, MAX_CHUNK_DURATION_NS, RELAY_IMAGE_TYPES,
 };
-use super::time::secs_to_unix_nanos;
-use super::to_otlp::DEFAULT_PERIOD_NS;
-use super::Reason;
+use crate::formats::sentry::ids;
+use crate::formats::sentry::keys as k;
+use crate::formats::sentry::otlp_builder::DEFAULT_PERIOD_NS;
+use crate::formats::sentry::time::secs_to_unix_nanos;
+use crate::formats::sentry::{Reason, MAX_ITEM_SIZE};
 use crate::model::bounds::{late_time, MAX_POINTS_PER_SAMPLE_PER_SEC, MAX_PROFILE_DURATION_NS};
 use crate::proto::{
     any_value::Value, AnyValue, KeyValue, KeyValueList, Profile, ProfilesData, ProfilesDictionary,
@@ -64,7 +65,7 @@ impl Default for ExportOptions {
         Self {
             max_samples_per_chunk: 100_000,
             max_chunk_duration_ns: MAX_CHUNK_DURATION_NS,
-            max_chunk_bytes: super::MAX_ITEM_SIZE,
+            max_chunk_bytes: MAX_ITEM_SIZE,
             now_unix_nano: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),

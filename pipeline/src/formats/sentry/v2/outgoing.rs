@@ -10,7 +10,7 @@ use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;
 
-use super::time::unix_nanos_to_secs;
+use crate::formats::sentry::time::unix_nanos_to_secs;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ProfileChunk {

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::de::{self, CowStr, ThreadId};
-use super::frame::{ClientSdk, Frame, ThreadMeta};
+use crate::formats::sentry::de::{self, CowStr, ThreadId};
+use crate::formats::sentry::frame::{ClientSdk, Frame, ThreadMeta};
 
 #[derive(Debug, Deserialize)]
 pub struct ProfileChunk<'a> {

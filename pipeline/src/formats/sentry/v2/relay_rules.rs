@@ -20,10 +20,10 @@
 
 use hashbrown::HashMap;
 
-use super::ids::parse_uuid;
 use super::outgoing::ProfileChunk;
-use super::time::unix_nanos_to_secs;
-use super::Reason;
+use crate::formats::sentry::ids::parse_uuid;
+use crate::formats::sentry::time::unix_nanos_to_secs;
+use crate::formats::sentry::Reason;
 
 /// Relay's `MAX_PROFILE_CHUNK_DURATION`.
 pub const MAX_CHUNK_DURATION_NS: u64 = 66_000_000_000;
