@@ -10,8 +10,10 @@
 //!   sent, a count type before a time type, so that Sentry does not see
 //!   every sample twice; the others are [`Reason::DuplicateSampleType`].
 
-use super::{time_unit_ns, Dict, Dropped};
+use super::points::time_unit_ns;
+use super::Dropped;
 use crate::formats::sentry::Reason;
+use crate::model::dictionary::Lookup;
 use crate::proto::{Profile, Sample};
 
 /// Sample types that are samples of running (or, for wall clock, live)
@@ -29,7 +31,7 @@ const SAMPLED_TYPES: &[&str] = &[
 ];
 
 /// Per Profile (in order): `None` to send it, else why it is not sent.
-pub(super) fn select(dict: Dict<'_>, profiles: &[Profile]) -> Vec<Option<Reason>> {
+pub(super) fn select(dict: Lookup<'_>, profiles: &[Profile]) -> Vec<Option<Reason>> {
     let mut verdicts = Vec::with_capacity(profiles.len());
     let mut candidates = Vec::new();
     for (i, p) in profiles.iter().enumerate() {
@@ -72,9 +74,9 @@ pub(super) fn all_dropped(p: &Profile, reason: Reason) -> Dropped {
 }
 
 /// 0 for counts of samples, 1 for time; `Err` for what is not sampling.
-fn rank(dict: Dict<'_>, p: &Profile) -> Result<u8, Reason> {
+fn rank(dict: Lookup<'_>, p: &Profile) -> Result<u8, Reason> {
     let (ty, unit) = p.sample_type.map_or(("", ""), |t| {
-        (dict.str(t.type_strindex), dict.str(t.unit_strindex))
+        (dict.string(t.type_strindex), dict.string(t.unit_strindex))
     });
     if !SAMPLED_TYPES.iter().any(|t| t.eq_ignore_ascii_case(ty)) {
         return Err(Reason::UnsupportedSampleType);
@@ -90,10 +92,10 @@ fn rank(dict: Dict<'_>, p: &Profile) -> Result<u8, Reason> {
 /// of one type are two recordings, both sent), and so may the values, but
 /// not the time range nor, sample by sample, the stack, attributes, link
 /// and timestamps.
-fn same_recording(dict: Dict<'_>, a: &Profile, b: &Profile) -> bool {
+fn same_recording(dict: Lookup<'_>, a: &Profile, b: &Profile) -> bool {
     let ty = |p: &Profile| {
         p.sample_type.map_or(("", ""), |t| {
-            (dict.str(t.type_strindex), dict.str(t.unit_strindex))
+            (dict.string(t.type_strindex), dict.string(t.unit_strindex))
         })
     };
     ty(a) != ty(b) && same_samples(a, b)
