@@ -12,7 +12,7 @@ use super::de::CowStr;
 use super::frame::{ClientSdk, DebugImage, DebugMeta, Frame, ThreadMeta};
 use super::keys::{self as k, frame_type, sdk_language};
 use super::platform::ProfileType;
-use super::{ItemError, Reason, ReceiveOptions};
+use super::{Converted, ItemError, Reason, ReceiveOptions};
 use crate::model::dictionary::DictionaryBuilder;
 use crate::proto::{
     any_value::Value, AnyValue, InstrumentationScope, KeyValue, KeyValueList, Line, Location,
@@ -256,6 +256,38 @@ impl OtlpBuilder {
         out
     }
 
+    /// Interns a profile's debug images, frames and stacks (v1 and v2 share
+    /// the shape) and returns the OTLP stack of each Sentry stack. As
+    /// Relay, refuses a sample naming an unknown stack, then a stack naming
+    /// an unknown frame.
+    pub fn add_tables(
+        &mut self,
+        images: &[DebugImage],
+        frames: &[Frame],
+        stacks: &[Vec<usize>],
+        sample_stacks: impl Iterator<Item = usize>,
+    ) -> Result<Vec<i32>, ItemError> {
+        self.add_images(images);
+        let locations = self.add_frames(frames);
+        let otlp_stacks = self.add_stacks(stacks, &locations);
+        // Relay reports unknown stacks before unknown frames.
+        if let Some((i, s)) = sample_stacks.enumerate().find(|&(_, s)| s >= stacks.len()) {
+            return Err(ItemError::new(
+                Reason::MalformedSamples,
+                format!("sample {i} references stack {s} of {}", stacks.len()),
+            ));
+        }
+        otlp_stacks.map_err(|i| {
+            ItemError::new(
+                Reason::MalformedStacks,
+                format!(
+                    "stack {i} references a frame beyond the {} frames",
+                    frames.len()
+                ),
+            )
+        })
+    }
+
     /// Interns every stack; `Err(i)` names the first stack holding an
     /// unknown frame index.
     pub fn add_stacks(
@@ -448,6 +480,25 @@ impl OtlpBuilder {
         }
     }
 
+    /// The OTLP data and what the Sentry samples came to: every pushed
+    /// sample accepted, `dropped` left out before.
+    pub fn into_converted(
+        self,
+        profile_id: [u8; 16],
+        resource: Vec<KeyValue>,
+        sdk: Option<&ClientSdk>,
+        original: Option<(&str, &[u8])>,
+        dropped: Vec<(Reason, u64)>,
+    ) -> Converted {
+        let sentry_samples = self.accepted();
+        let data = self.finish(profile_id, resource, scope(sdk), original);
+        Converted {
+            data,
+            sentry_samples,
+            dropped,
+        }
+    }
+
     /// `sentry.thread_metadata`: every thread the SDK described, with or without samples.
     pub fn thread_table_attr(&mut self, meta: &BTreeMap<CowStr, ThreadMeta>) {
         if meta.is_empty() {
@@ -554,6 +605,25 @@ pub(crate) fn scope(sdk: Option<&ClientSdk>) -> InstrumentationScope {
             .to_owned(),
         ..Default::default()
     }
+}
+
+/// Refuses an item over `opts.max_item_size`; `what` names it.
+pub(crate) fn check_size(
+    payload: &[u8],
+    opts: &ReceiveOptions,
+    what: &str,
+) -> Result<(), ItemError> {
+    if payload.len() > opts.max_item_size {
+        return Err(ItemError::new(
+            Reason::TooLarge,
+            format!(
+                "{what} of {} bytes exceeds the limit of {} bytes",
+                payload.len(),
+                opts.max_item_size
+            ),
+        ));
+    }
+    Ok(())
 }
 
 pub(crate) fn invalid_json(e: impl std::fmt::Display) -> ItemError {

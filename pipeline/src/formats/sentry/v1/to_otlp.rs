@@ -9,7 +9,7 @@ use super::transaction::{TransactionEvent, TransactionMeta};
 use crate::formats::sentry::de::{located, DecimalBuf, Version};
 use crate::formats::sentry::keys as k;
 use crate::formats::sentry::otlp_builder::{
-    bool_value, envelope_sdk, invalid_json, parse_debug_meta, resource_attributes, scope,
+    bool_value, check_size, envelope_sdk, invalid_json, parse_debug_meta, resource_attributes,
     str_value, OtlpBuilder, ResourceInfo,
 };
 use crate::formats::sentry::{
@@ -44,16 +44,7 @@ pub fn profile_v1_to_otlp(
     envelope_header: &serde_json::Value,
     opts: &ReceiveOptions,
 ) -> Result<Converted, ItemError> {
-    if payload.len() > opts.max_item_size {
-        return Err(ItemError::new(
-            Reason::TooLarge,
-            format!(
-                "profile of {} bytes exceeds the limit of {} bytes",
-                payload.len(),
-                opts.max_item_size
-            ),
-        ));
-    }
+    check_size(payload, opts, "profile")?;
     let p: ProfileV1 = serde_json::from_slice(payload).map_err(|e| {
         // Other formats (Android's legacy one has no `profile` at all) fail
         // the v1 parse: as Relay, tell them by their version first.
@@ -126,33 +117,12 @@ pub fn profile_v1_to_otlp(
     if platform == "cocoa" && matches!(arch, Some("arm64" | "arm64e")) {
         b.strip_pointer_authentication();
     }
-    b.add_images(&debug_meta.images);
-    let locations = b.add_frames(&data.frames);
-    let stacks = b.add_stacks(&data.stacks, &locations);
-    if let Some((i, s)) = data
-        .samples
-        .iter()
-        .enumerate()
-        .find(|(_, s)| s.stack_id >= data.stacks.len())
-    {
-        return Err(ItemError::new(
-            Reason::MalformedSamples,
-            format!(
-                "sample {i} references stack {} of {}",
-                s.stack_id,
-                data.stacks.len()
-            ),
-        ));
-    }
-    let stacks = stacks.map_err(|i| {
-        ItemError::new(
-            Reason::MalformedStacks,
-            format!(
-                "stack {i} references a frame beyond the {} frames",
-                data.frames.len()
-            ),
-        )
-    })?;
+    let stacks = b.add_tables(
+        &debug_meta.images,
+        &data.frames,
+        &data.stacks,
+        data.samples.iter().map(|s| s.stack_id),
+    )?;
 
     let link = match trace_id {
         Some(t) => b.dict.link(Link {
@@ -258,21 +228,15 @@ pub fn profile_v1_to_otlp(
         },
         opts,
     );
-    let accepted = b.accepted();
     let original = opts
         .include_original_payload
         .then_some((ORIGINAL_FORMAT_V1, payload));
-    let data = b.finish(event_id, resource, scope(sdk), original);
     let dropped = if outside > 0 {
         vec![(Reason::OutsideTransaction, outside)]
     } else {
         Vec::new()
     };
-    Ok(Converted {
-        data,
-        sentry_samples: accepted,
-        dropped,
-    })
+    Ok(b.into_converted(event_id, resource, sdk, original, dropped))
 }
 
 fn nonempty(s: Option<&str>) -> Option<&str> {

@@ -6,8 +6,8 @@ use super::chunk::ProfileChunk;
 use crate::formats::sentry::de::{located, DecimalBuf};
 use crate::formats::sentry::keys as k;
 use crate::formats::sentry::otlp_builder::{
-    check_item_platform, envelope_sdk, invalid_json, parse_debug_meta, resource_attributes, scope,
-    OtlpBuilder, ResourceInfo,
+    check_item_platform, check_size, envelope_sdk, invalid_json, parse_debug_meta,
+    resource_attributes, OtlpBuilder, ResourceInfo,
 };
 use crate::formats::sentry::{
     ids, time, Converted, ItemError, Reason, ReceiveOptions, ORIGINAL_FORMAT_CHUNK,
@@ -41,16 +41,7 @@ pub fn chunk_to_otlp_in_envelope(
     envelope_header: &serde_json::Value,
     opts: &ReceiveOptions,
 ) -> Result<Converted, ItemError> {
-    if payload.len() > opts.max_item_size {
-        return Err(ItemError::new(
-            Reason::TooLarge,
-            format!(
-                "profile chunk of {} bytes exceeds the limit of {} bytes",
-                payload.len(),
-                opts.max_item_size
-            ),
-        ));
-    }
+    check_size(payload, opts, "profile chunk")?;
     // Android chunks carry a method trace (`sampled_profile`), not the v2
     // sample format: name that rather than the fields they lack.
     let chunk = ProfileChunk::parse(payload).map_err(|e| {
@@ -104,34 +95,12 @@ pub fn chunk_to_otlp_in_envelope(
     if platform == "cocoa" {
         b.strip_pointer_authentication();
     }
-    b.add_images(&debug_meta.images);
-    let locations = b.add_frames(&data.frames);
-    let stacks = b.add_stacks(&data.stacks, &locations);
-    // Relay reports unknown stacks before unknown frames.
-    if let Some((i, s)) = data
-        .samples
-        .iter()
-        .enumerate()
-        .find(|(_, s)| s.stack_id >= data.stacks.len())
-    {
-        return Err(ItemError::new(
-            Reason::MalformedSamples,
-            format!(
-                "sample {i} references stack {} of {}",
-                s.stack_id,
-                data.stacks.len()
-            ),
-        ));
-    }
-    let stacks = stacks.map_err(|i| {
-        ItemError::new(
-            Reason::MalformedStacks,
-            format!(
-                "stack {i} references a frame beyond the {} frames",
-                data.frames.len()
-            ),
-        )
-    })?;
+    let stacks = b.add_tables(
+        &debug_meta.images,
+        &data.frames,
+        &data.stacks,
+        data.samples.iter().map(|s| s.stack_id),
+    )?;
 
     let meta = data.thread_metadata.as_ref();
     let mut buf = DecimalBuf::default();
@@ -173,14 +142,8 @@ pub fn chunk_to_otlp_in_envelope(
         },
         opts,
     );
-    let accepted = b.accepted();
     let original = opts
         .include_original_payload
         .then_some((ORIGINAL_FORMAT_CHUNK, payload));
-    let data = b.finish(chunk_id, resource, scope(sdk), original);
-    Ok(Converted {
-        data,
-        sentry_samples: accepted,
-        dropped: Vec::new(),
-    })
+    Ok(b.into_converted(chunk_id, resource, sdk, original, Vec::new()))
 }
