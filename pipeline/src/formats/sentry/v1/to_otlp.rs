@@ -5,8 +5,9 @@
 //! sample. Samples outside the transaction's window are dropped, as Relay does.
 
 use super::profile::{FormatOnly, ProfileV1};
-use super::transaction::{TransactionEvent, TransactionMeta};
+use super::transaction::{Transaction, TransactionEvent};
 use crate::formats::sentry::de::{located, DecimalBuf, Version};
+use crate::formats::sentry::frame::ClientSdk;
 use crate::formats::sentry::keys as k;
 use crate::formats::sentry::otlp_builder::{
     bool_value, check_size, envelope_sdk, invalid_json, parse_debug_meta, resource_attributes,
@@ -15,20 +16,7 @@ use crate::formats::sentry::otlp_builder::{
 use crate::formats::sentry::{
     ids, Converted, ItemError, Reason, ReceiveOptions, ORIGINAL_FORMAT_V1,
 };
-use crate::proto::{AnyValue, Link};
-
-fn unsupported(version: Option<Version>) -> ItemError {
-    match version {
-        Some(Version(v)) => ItemError::new(
-            Reason::PlatformNotSupported,
-            format!("profile with sample format version {v} is not supported"),
-        ),
-        None => ItemError::new(
-            Reason::PlatformNotSupported,
-            "profile without a sample format version (Android legacy) is not supported",
-        ),
-    }
-}
+use crate::proto::{AnyValue, KeyValue};
 
 /// Converts one v1 `profile` item. `transaction_payload` is the envelope's
 /// `transaction` item (for the span id, the SDK, and, as in Relay's
@@ -45,6 +33,73 @@ pub fn profile_v1_to_otlp(
     opts: &ReceiveOptions,
 ) -> Result<Converted, ItemError> {
     check_size(payload, opts, "profile")?;
+    let p = parse(payload)?;
+    let event_id = ids::parse_uuid(&p.event_id)
+        .ok_or_else(|| invalid_json(format_args!("event_id {:?} is not a UUID", &*p.event_id)))?;
+    let tx = Transaction::of(&p)?;
+    // A malformed transaction event only costs the span id.
+    let event: TransactionEvent = transaction_payload
+        .and_then(|t| serde_json::from_slice(t).ok())
+        .unwrap_or_default();
+    let start = p
+        .timestamp
+        .or(event.start_timestamp)
+        .ok_or_else(|| invalid_json("missing field `timestamp`"))?
+        .0;
+    if p.profile.samples.is_empty() {
+        return Err(ItemError::new(
+            Reason::NotEnoughSamples,
+            "profile has no samples",
+        ));
+    }
+    let debug_meta = parse_debug_meta(p.debug_meta)?;
+
+    let mut b = OtlpBuilder::new(&p.platform, p.profile.samples.len());
+    // Relay strips pointer-authentication codes from v1 Cocoa profiles of
+    // arm64 and arm64e devices.
+    let arch = p.device.as_ref().and_then(|d| d.architecture.as_deref());
+    if &*p.platform == "cocoa" && matches!(arch, Some("arm64" | "arm64e")) {
+        b.strip_pointer_authentication();
+    }
+    let data = &p.profile;
+    let stacks = b.add_tables(
+        &debug_meta.images,
+        &data.frames,
+        &data.stacks,
+        data.samples.iter().map(|s| s.stack_id),
+    )?;
+    let link = b.dict.link(tx.link(&event));
+    b.set_link(link);
+    let outside = push_samples(&mut b, &p, &stacks, &tx, start);
+    if b.accepted() == 0 {
+        return Err(ItemError::new(
+            Reason::NotEnoughSamples,
+            "no sample falls inside the transaction",
+        ));
+    }
+
+    let names = Names::of(&p, &tx, &event);
+    add_profile_attributes(&mut b, &p, &tx, &names, !debug_meta.images.is_empty());
+    let header_sdk = envelope_sdk(envelope_header);
+    let sdk = p
+        .client_sdk
+        .as_ref()
+        .or(event.sdk.as_ref())
+        .or(header_sdk.as_ref());
+    let resource = resource(&p, &names, sdk, opts);
+    let original = opts
+        .include_original_payload
+        .then_some((ORIGINAL_FORMAT_V1, payload));
+    let dropped = if outside > 0 {
+        vec![(Reason::OutsideTransaction, outside)]
+    } else {
+        Vec::new()
+    };
+    Ok(b.into_converted(event_id, resource, sdk, original, dropped))
+}
+
+/// The v1 payload; another sample format version is refused by name.
+fn parse(payload: &[u8]) -> Result<ProfileV1<'_>, ItemError> {
     let p: ProfileV1 = serde_json::from_slice(payload).map_err(|e| {
         // Other formats (Android's legacy one has no `profile` at all) fail
         // the v1 parse: as Relay, tell them by their version first.
@@ -56,87 +111,36 @@ pub fn profile_v1_to_otlp(
     if p.version != Some(Version(1)) {
         return Err(unsupported(p.version));
     }
-    let platform: &str = &p.platform;
-    let event_id = ids::parse_uuid(&p.event_id)
-        .ok_or_else(|| invalid_json(format_args!("event_id {:?} is not a UUID", &*p.event_id)))?;
+    Ok(p)
+}
 
-    // The transaction this profile belongs to.
-    let tx_raw = p
-        .transaction
-        .or_else(|| p.transactions.as_ref().and_then(|t| t.first().copied()))
-        .ok_or_else(|| ItemError::new(Reason::NoTransaction, "profile names no transaction"))?;
-    let tx: TransactionMeta = serde_json::from_str(tx_raw.get()).map_err(|e| {
-        ItemError::new(
-            Reason::InvalidTransactionMetadata,
-            format!(
-                "transaction metadata: {}",
-                located::<TransactionMeta>(tx_raw.get().as_bytes(), e)
-            ),
-        )
-    })?;
-    let tx_id_ok = tx.id.as_deref().and_then(ids::parse_uuid).is_some();
-    let trace_id = tx.trace_id.as_deref().and_then(ids::parse_uuid);
-    if !tx_id_ok
-        || trace_id.is_none()
-        || tx.name.as_deref().is_none_or(str::is_empty)
-        || (tx.relative_end_ns > 0 && tx.relative_start_ns >= tx.relative_end_ns)
-    {
-        return Err(ItemError::new(
-            Reason::InvalidTransactionMetadata,
-            "transaction metadata needs an id, a trace_id, a name and start < end",
-        ));
+fn unsupported(version: Option<Version>) -> ItemError {
+    match version {
+        Some(Version(v)) => ItemError::new(
+            Reason::PlatformNotSupported,
+            format!("profile with sample format version {v} is not supported"),
+        ),
+        None => ItemError::new(
+            Reason::PlatformNotSupported,
+            "profile without a sample format version (Android legacy) is not supported",
+        ),
     }
-    // A malformed transaction event only costs the span id.
-    let event: TransactionEvent = transaction_payload
-        .and_then(|t| serde_json::from_slice(t).ok())
-        .unwrap_or_default();
-    let trace_ctx = event.contexts.as_ref().and_then(|c| c.trace.as_ref());
-    let span_id = trace_ctx
-        .and_then(|t| t.span_id.as_deref())
-        .and_then(ids::parse_hex::<8>);
+}
 
-    let start = p
-        .timestamp
-        .or(event.start_timestamp)
-        .ok_or_else(|| invalid_json("missing field `timestamp`"))?
-        .0;
-
-    let data = &p.profile;
-    if data.samples.is_empty() {
-        return Err(ItemError::new(
-            Reason::NotEnoughSamples,
-            "profile has no samples",
-        ));
-    }
-    let debug_meta = parse_debug_meta(p.debug_meta)?;
-
-    let mut b = OtlpBuilder::new(platform, data.samples.len());
-    // Relay strips pointer-authentication codes from v1 Cocoa profiles of
-    // arm64 and arm64e devices.
-    let arch = p.device.as_ref().and_then(|d| d.architecture.as_deref());
-    if platform == "cocoa" && matches!(arch, Some("arm64" | "arm64e")) {
-        b.strip_pointer_authentication();
-    }
-    let stacks = b.add_tables(
-        &debug_meta.images,
-        &data.frames,
-        &data.stacks,
-        data.samples.iter().map(|s| s.stack_id),
-    )?;
-
-    let link = match trace_id {
-        Some(t) => b.dict.link(Link {
-            trace_id: t.to_vec(),
-            span_id: span_id.map(|s| s.to_vec()).unwrap_or_default(),
-        }),
-        None => 0,
-    };
-    b.set_link(link);
-    let window = (tx.relative_end_ns > 0).then_some(tx.relative_start_ns..=tx.relative_end_ns);
-    let meta = data.thread_metadata.as_ref();
+/// Pushes the samples inside the transaction's window; returns how many
+/// fell outside.
+fn push_samples(
+    b: &mut OtlpBuilder,
+    p: &ProfileV1,
+    stacks: &[i32],
+    tx: &Transaction,
+    start: u64,
+) -> u64 {
+    let window = tx.window();
+    let meta = p.profile.thread_metadata.as_ref();
     let mut buf = DecimalBuf::default();
     let mut outside = 0u64;
-    for s in &data.samples {
+    for s in &p.profile.samples {
         if window
             .as_ref()
             .is_some_and(|w| !w.contains(&s.elapsed_since_start_ns))
@@ -152,36 +156,55 @@ pub fn profile_v1_to_otlp(
         );
         b.push(stacks[s.stack_id], set, ts);
     }
-    if b.accepted() == 0 {
-        return Err(ItemError::new(
-            Reason::NotEnoughSamples,
-            "no sample falls inside the transaction",
-        ));
-    }
+    outside
+}
 
-    // Relay's precedence (`parse_sample_profile`): the transaction event's
-    // name, environment and dist win; its release only fills a gap.
-    let release = p.release.as_deref().or(nonempty(event.release.as_deref()));
-    let environment = nonempty(event.environment.as_deref()).or(p.environment.as_deref());
-    let dist = nonempty(event.dist.as_deref()).or(p.dist.as_deref());
-    let tx_name = nonempty(event.transaction.as_deref()).or(tx.name.as_deref());
+/// What the profile and its transaction event both name, by Relay's
+/// precedence (`parse_sample_profile`): the event's name, environment and
+/// dist win; its release only fills a gap.
+struct Names<'x> {
+    release: Option<&'x str>,
+    environment: Option<&'x str>,
+    dist: Option<&'x str>,
+    transaction: Option<&'x str>,
+}
+
+impl<'x> Names<'x> {
+    fn of(p: &'x ProfileV1, tx: &'x Transaction, event: &'x TransactionEvent) -> Self {
+        Self {
+            release: p.release.as_deref().or(nonempty(event.release.as_deref())),
+            environment: nonempty(event.environment.as_deref()).or(p.environment.as_deref()),
+            dist: nonempty(event.dist.as_deref()).or(p.dist.as_deref()),
+            transaction: nonempty(event.transaction.as_deref()).or(tx.meta.name.as_deref()),
+        }
+    }
+}
+
+/// The profile's attributes: what Sentry needs to take it back.
+fn add_profile_attributes(
+    b: &mut OtlpBuilder,
+    p: &ProfileV1,
+    tx: &Transaction,
+    names: &Names,
+    has_images: bool,
+) {
     b.profile_str(k::SENTRY_EVENT_ID, Some(&p.event_id));
-    b.profile_str(k::SENTRY_PLATFORM, Some(platform));
-    b.profile_str(k::SENTRY_RELEASE, release);
-    b.profile_str(k::SENTRY_ENVIRONMENT, environment);
-    b.profile_str(k::SENTRY_DIST, dist);
+    b.profile_str(k::SENTRY_PLATFORM, Some(&p.platform));
+    b.profile_str(k::SENTRY_RELEASE, names.release);
+    b.profile_str(k::SENTRY_ENVIRONMENT, names.environment);
+    b.profile_str(k::SENTRY_DIST, names.dist);
     b.profile_str(k::SENTRY_VERSION, Some("1"));
-    b.profile_str(k::SENTRY_TRANSACTION_NAME, tx_name);
-    b.profile_str(k::SENTRY_TRANSACTION, Some(tx_raw.get()));
-    if let Some(meta) = meta {
+    b.profile_str(k::SENTRY_TRANSACTION_NAME, names.transaction);
+    b.profile_str(k::SENTRY_TRANSACTION, Some(tx.raw));
+    if let Some(meta) = &p.profile.thread_metadata {
         b.thread_table_attr(meta);
     }
     b.profile_str(
         k::SENTRY_QUEUE_METADATA,
-        data.queue_metadata.map(|m| m.get()),
+        p.profile.queue_metadata.map(|m| m.get()),
     );
     b.profile_str(k::SENTRY_MEASUREMENTS, p.measurements.map(|m| m.get()));
-    if !debug_meta.images.is_empty() {
+    if has_images {
         b.profile_str(k::SENTRY_DEBUG_META, p.debug_meta.map(|m| m.get()));
     }
     if let Some(d) = &p.device {
@@ -190,13 +213,15 @@ pub fn profile_v1_to_otlp(
         }
         b.profile_str(k::SENTRY_DEVICE_LOCALE, d.locale.as_deref());
     }
+}
 
-    let header_sdk = envelope_sdk(envelope_header);
-    let sdk = p
-        .client_sdk
-        .as_ref()
-        .or(event.sdk.as_ref())
-        .or(header_sdk.as_ref());
+/// Resource attributes, with the device, OS and runtime v1 describes.
+fn resource(
+    p: &ProfileV1,
+    names: &Names,
+    sdk: Option<&ClientSdk>,
+    opts: &ReceiveOptions,
+) -> Vec<KeyValue> {
     let mut extra: Vec<(&'static str, AnyValue)> = Vec::new();
     let mut put = |key: &'static str, v: Option<&str>| {
         if let Some(v) = v.filter(|v| !v.is_empty()) {
@@ -217,26 +242,17 @@ pub fn profile_v1_to_otlp(
         put(k::RUNTIME_NAME, r.name.as_deref());
         put(k::RUNTIME_VERSION, r.version.as_deref());
     }
-    let resource = resource_attributes(
+    resource_attributes(
         ResourceInfo {
-            platform,
-            release,
-            environment,
+            platform: &p.platform,
+            release: names.release,
+            environment: names.environment,
             sdk_name: sdk.and_then(|s| s.name.as_deref()),
             sdk_version: sdk.and_then(|s| s.version.as_deref()),
             extra,
         },
         opts,
-    );
-    let original = opts
-        .include_original_payload
-        .then_some((ORIGINAL_FORMAT_V1, payload));
-    let dropped = if outside > 0 {
-        vec![(Reason::OutsideTransaction, outside)]
-    } else {
-        Vec::new()
-    };
-    Ok(b.into_converted(event_id, resource, sdk, original, dropped))
+    )
 }
 
 fn nonempty(s: Option<&str>) -> Option<&str> {
