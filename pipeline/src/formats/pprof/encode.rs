@@ -18,10 +18,11 @@ use super::gzip::GzipWriter;
 use super::plan::{kv_key, label_attributes, string};
 use super::proto::{self, tags};
 use super::strings::StringTable;
-use super::{keys, plan_files, PprofError, PprofFile, ToPprofOptions};
+use super::{keys, plan_files, PprofError, PprofFile, ProfileRef, ToPprofOptions};
 use crate::model::dictionary::Lookup;
 use crate::proto::{
-    any_value::Value, AnyValue, KeyValueAndUnit, Profile, ProfilesData, ProfilesDictionary, Sample,
+    any_value::Value, AnyValue, KeyValueAndUnit, Profile, ProfilesData, ProfilesDictionary,
+    ResourceProfiles, Sample,
 };
 
 /// Output is handed to the writer in chunks of about this size.
@@ -706,7 +707,9 @@ fn comment_lines<'a>(v: &'a AnyValue, dict: &'a ProfilesDictionary, out: &mut Ve
     }
 }
 
-/// Writes `file` as an uncompressed pprof `Profile` to `out`.
+/// Writes `file` as an uncompressed pprof `Profile` to `out`: sample
+/// types, samples (streamed), tables, then the informational fields and
+/// the string table every earlier step added to.
 pub fn write_pprof<W: Write>(
     data: &ProfilesData,
     file: &PprofFile,
@@ -718,16 +721,38 @@ pub fn write_pprof<W: Write>(
         .resource_profiles
         .get(file.resource)
         .ok_or_else(|| invalid(format!("resource {} out of range", file.resource)))?;
-    let profile = |r: &super::ProfileRef| -> Result<&Profile, PprofError> {
-        rp.scope_profiles
-            .get(r.scope)
-            .and_then(|s| s.profiles.get(r.profile))
-            .ok_or_else(|| invalid(format!("profile {r:?} out of range")))
-    };
+    let columns = columns(rp, file)?;
+
+    let mut e = Encoder::new(dict, out);
+    for t in &file.sample_types {
+        let vt = proto::ValueType {
+            r#type: e.strings.borrowed(&t.r#type),
+            unit: e.strings.borrowed(&t.unit),
+        };
+        e.message(tags::profile::SAMPLE_TYPE, &vt)?;
+    }
+    let resource_labels = e.resource_labels(rp, opts)?;
+    e.samples(&columns, &resource_labels)?;
+    e.tables()?;
+    let fields = e.profile_fields(&columns, rp, file, opts)?;
+    e.string_table()?;
+    e.finish(&fields)
+}
+
+/// The profiles of each column (sample type) of `file`, checked to line up
+/// sample by sample with the first column's.
+fn columns<'d>(
+    rp: &'d ResourceProfiles,
+    file: &PprofFile,
+) -> Result<Vec<Vec<&'d Profile>>, PprofError> {
     let columns = file
         .columns
         .iter()
-        .map(|c| c.iter().map(profile).collect::<Result<Vec<_>, _>>())
+        .map(|c| {
+            c.iter()
+                .map(|r| profile_at(rp, r))
+                .collect::<Result<Vec<_>, _>>()
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let Some(first_column) = columns.first() else {
         return Err(invalid(
@@ -748,82 +773,281 @@ pub fn write_pprof<W: Write>(
             ));
         }
     }
+    Ok(columns)
+}
 
-    let mut e = Encoder::new(dict, out);
+fn profile_at<'d>(rp: &'d ResourceProfiles, r: &ProfileRef) -> Result<&'d Profile, PprofError> {
+    rp.scope_profiles
+        .get(r.scope)
+        .and_then(|s| s.profiles.get(r.profile))
+        .ok_or_else(|| invalid(format!("profile {r:?} out of range")))
+}
 
-    for t in &file.sample_types {
-        let vt = proto::ValueType {
-            r#type: e.strings.borrowed(&t.r#type),
-            unit: e.strings.borrowed(&t.unit),
+/// `Profile` fields written after the string table is complete:
+/// informational, taken from every profile in the file.
+struct ProfileFields {
+    drop_frames: i64,
+    keep_frames: i64,
+    doc_url: i64,
+    time_nanos: u64,
+    duration_nanos: u64,
+    period_type: Option<proto::ValueType>,
+    period: i64,
+    comments: Vec<i64>,
+    default_sample_type: i64,
+}
+
+impl<'a, W: Write> Encoder<'a, W> {
+    /// Labels of the resource attributes `opts` asks for, encoded once for
+    /// every sample.
+    fn resource_labels(
+        &mut self,
+        rp: &'a ResourceProfiles,
+        opts: &'a ToPprofOptions,
+    ) -> Result<Vec<Labels>, PprofError> {
+        let mut labels = Vec::new();
+        let Some(resource) = &rp.resource else {
+            return Ok(labels);
         };
-        e.message(tags::profile::SAMPLE_TYPE, &vt)?;
-    }
-
-    // Resource labels, then per profile its own labels in front of them.
-    let mut resource_labels = Vec::new();
-    if let Some(resource) = &rp.resource {
         for key in &opts.resource_attributes_as_labels {
             let found = resource
                 .attributes
                 .iter()
-                .find(|kv| kv_key(dict, kv) == key.as_str());
+                .find(|kv| kv_key(self.dict, kv) == key.as_str());
             if let Some(value) = found.and_then(|kv| kv.value.as_ref()) {
-                let k = e.strings.borrowed(key);
-                let start = e.labels.len();
-                e.push_value(k, value, 0)?;
-                resource_labels.push(Labels {
-                    bytes: start..e.labels.len(),
+                let k = self.strings.borrowed(key);
+                let start = self.labels.len();
+                self.push_value(k, value, 0)?;
+                labels.push(Labels {
+                    bytes: start..self.labels.len(),
                     key: k,
                 });
             }
         }
+        Ok(labels)
     }
 
-    e.prepare_stacks(first_column.iter().flat_map(|p| &p.samples))?;
-    let mut values = Vec::with_capacity(columns.len());
-    let mut extra = Vec::new();
-    for (j, p) in first_column.iter().enumerate() {
-        extra.clear();
-        for ai in label_attributes(dict, p) {
-            if profile_comment(dict, ai).is_none() {
-                extra.push(e.attribute(ai)?);
+    /// Writes every sample, one value per column; per profile its own
+    /// labels go in front of the resource's.
+    fn samples(
+        &mut self,
+        columns: &[Vec<&'a Profile>],
+        resource_labels: &[Labels],
+    ) -> Result<(), PprofError> {
+        let dict = self.dict;
+        let first_column = &columns[0];
+        self.prepare_stacks(first_column.iter().flat_map(|p| &p.samples))?;
+        let mut values = Vec::with_capacity(columns.len());
+        let mut extra = Vec::new();
+        for (j, p) in first_column.iter().enumerate() {
+            extra.clear();
+            for ai in label_attributes(dict, p) {
+                if profile_comment(dict, ai).is_none() {
+                    extra.push(self.attribute(ai)?);
+                }
+            }
+            extra.extend(resource_labels.iter().cloned());
+            for (i, s) in p.samples.iter().enumerate() {
+                values.clear();
+                values.push(sample_value(s));
+                for c in &columns[1..] {
+                    values.push(sample_value(&c[j].samples[i]));
+                }
+                self.sample(s, &values, &extra)?;
             }
         }
-        extra.extend(resource_labels.iter().cloned());
-        for (i, s) in p.samples.iter().enumerate() {
-            values.clear();
-            values.push(sample_value(s));
-            for c in &columns[1..] {
-                values.push(sample_value(&c[j].samples[i]));
-            }
-            e.sample(s, &values, &extra)?;
-        }
+        Ok(())
     }
 
-    e.tables()?;
+    /// The informational fields, interning their strings in a fixed order
+    /// (frame filters, period type, default sample type, comments).
+    fn profile_fields(
+        &mut self,
+        columns: &[Vec<&'a Profile>],
+        rp: &'a ResourceProfiles,
+        file: &'a PprofFile,
+        opts: &'a ToPprofOptions,
+    ) -> Result<ProfileFields, PprofError> {
+        let all: Vec<&Profile> = columns.iter().flatten().copied().collect();
+        let first = all[0];
+        let [drop_frames, keep_frames, doc_url] = self.first_string_attributes(&all)?;
+        let start = file.time_unix_nano;
+        let end = end_time(start, &all);
+        let period_type = match first.period_type {
+            Some(pt) => Some(proto::ValueType {
+                r#type: self.string(pt.type_strindex, "period_type")?,
+                unit: self.string(pt.unit_strindex, "period_type")?,
+            }),
+            None => None,
+        };
+        let comments = self.comment_lines(&all, rp, file, opts)?;
+        let default_sample_type = self.default_sample_type(rp, file);
+        let comments = comments
+            .into_iter()
+            .map(|c| self.strings.intern(c))
+            .collect();
+        Ok(ProfileFields {
+            drop_frames,
+            keep_frames,
+            doc_url,
+            time_nanos: start,
+            duration_nanos: end.saturating_sub(start),
+            period_type,
+            period: first.period,
+            comments,
+            default_sample_type,
+        })
+    }
 
-    // Informational fields, from every profile in the file.
-    let all: Vec<&Profile> = columns.iter().flatten().copied().collect();
-    let first = all[0];
-    // drop_frames, keep_frames, doc_url: the first profile that has one.
-    let mut string_fields = [0i64; 3];
-    for p in &all {
-        for (field, key) in
-            string_fields
-                .iter_mut()
-                .zip([keys::DROP_FRAMES, keys::KEEP_FRAMES, keys::DOC_URL])
-        {
-            if *field == 0 {
-                if let Some(s) = e.string_attribute(&p.attribute_indices, key)? {
-                    *field = e.strings.borrowed(s);
+    /// drop_frames, keep_frames, doc_url: each from the first profile that
+    /// has one.
+    fn first_string_attributes(&mut self, all: &[&'a Profile]) -> Result<[i64; 3], PprofError> {
+        let mut fields = [0i64; 3];
+        for p in all {
+            for (field, key) in
+                fields
+                    .iter_mut()
+                    .zip([keys::DROP_FRAMES, keys::KEEP_FRAMES, keys::DOC_URL])
+            {
+                if *field == 0 {
+                    if let Some(s) = self.string_attribute(&p.attribute_indices, key)? {
+                        *field = self.strings.borrowed(s);
+                    }
                 }
             }
         }
+        Ok(fields)
     }
-    let [drop_frames, keep_frames, doc_url] = string_fields;
-    let start = file.time_unix_nano;
-    let end = all
-        .iter()
+
+    /// Comments: the original ones (a pprof that went through OTLP), then
+    /// lines naming the source, without repeating a line already there.
+    fn comment_lines(
+        &self,
+        all: &[&'a Profile],
+        rp: &'a ResourceProfiles,
+        file: &PprofFile,
+        opts: &'a ToPprofOptions,
+    ) -> Result<Vec<Cow<'a, str>>, PprofError> {
+        let dict = self.dict;
+        let mut comments: Vec<Cow<str>> = Vec::new();
+        for p in all {
+            let before = comments.len();
+            if let Some(v) = self.find_attribute(&p.attribute_indices, keys::COMMENT)? {
+                let mut lines = Vec::new();
+                comment_lines(v, dict, &mut lines);
+                // Profiles split from one pprof each carry its comments.
+                if !comments[..before].iter().eq(lines.iter()) {
+                    comments.extend(lines);
+                }
+            }
+        }
+        let mut source = vec![Cow::Borrowed("profcol: converted from OTLP profiles")];
+        for r in file.columns.iter().flatten() {
+            let sp = &rp.scope_profiles[r.scope];
+            if let Some(scope) = sp.scope.as_ref().filter(|s| !s.name.is_empty()) {
+                source.push(Cow::Owned(
+                    format!("profcol: scope {} {}", scope.name, scope.version)
+                        .trim_end()
+                        .to_owned(),
+                ));
+            }
+            let p = profile_at(rp, r)?;
+            if !p.original_payload_format.is_empty() {
+                source.push(Cow::Owned(format!(
+                    "profcol: original format {}",
+                    p.original_payload_format
+                )));
+            }
+        }
+        source.extend(opts.comments.iter().map(|c| Cow::Borrowed(c.as_str())));
+        let mut omitted: Vec<String> = Vec::new();
+        for p in all {
+            for ai in label_attributes(dict, p) {
+                if let Some((key, v)) = profile_comment(dict, ai) {
+                    let note = format!("{key} ({} bytes)", render(v, dict).len());
+                    if !omitted.contains(&note) {
+                        omitted.push(note);
+                    }
+                }
+            }
+        }
+        if !omitted.is_empty() {
+            source.push(Cow::Owned(format!(
+                "profcol: profile attributes too large for labels, not written: {}",
+                omitted.join(", ")
+            )));
+        }
+        for line in source {
+            if !comments.contains(&line) {
+                comments.push(line);
+            }
+        }
+        Ok(comments)
+    }
+
+    /// The first scope's `pprof.default_sample_type` that names one of the
+    /// file's sample types.
+    fn default_sample_type(&mut self, rp: &'a ResourceProfiles, file: &PprofFile) -> i64 {
+        for r in file.columns.iter().flatten() {
+            let Some(scope) = &rp.scope_profiles[r.scope].scope else {
+                continue;
+            };
+            for kv in &scope.attributes {
+                if kv_key(self.dict, kv) != keys::DEFAULT_SAMPLE_TYPE {
+                    continue;
+                }
+                if let Some(Value::StringValue(t)) =
+                    kv.value.as_ref().and_then(|v| v.value.as_ref())
+                {
+                    if file.sample_types.iter().any(|st| &st.r#type == t) {
+                        return self.strings.borrowed(t);
+                    }
+                }
+            }
+        }
+        0
+    }
+
+    fn string_table(&mut self) -> Result<(), PprofError> {
+        for s in self.strings.values() {
+            put_len_prefix(&mut self.buf, tags::profile::STRING_TABLE, s.len());
+            self.buf.extend_from_slice(s.as_bytes());
+            if self.buf.len() >= FLUSH_AT {
+                self.out.write_all(&self.buf)?;
+                self.buf.clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the informational fields and hands back the output.
+    fn finish(mut self, f: &ProfileFields) -> Result<W, PprofError> {
+        let b = &mut self.buf;
+        put_varint_field(b, tags::profile::DROP_FRAMES, f.drop_frames as u64);
+        put_varint_field(b, tags::profile::KEEP_FRAMES, f.keep_frames as u64);
+        put_varint_field(b, tags::profile::TIME_NANOS, f.time_nanos);
+        put_varint_field(b, tags::profile::DURATION_NANOS, f.duration_nanos);
+        if let Some(pt) = &f.period_type {
+            prost::encoding::message::encode(tags::profile::PERIOD_TYPE, pt, b);
+        }
+        put_varint_field(b, tags::profile::PERIOD, f.period as u64);
+        if !f.comments.is_empty() {
+            prost::encoding::int64::encode_packed(tags::profile::COMMENT, &f.comments, b);
+        }
+        put_varint_field(
+            b,
+            tags::profile::DEFAULT_SAMPLE_TYPE,
+            f.default_sample_type as u64,
+        );
+        put_varint_field(b, tags::profile::DOC_URL, f.doc_url as u64);
+        self.out.write_all(&self.buf)?;
+        Ok(self.out)
+    }
+}
+
+/// The latest end of the profiles; one without a time starts at `start`.
+fn end_time(start: u64, all: &[&Profile]) -> u64 {
+    all.iter()
         .map(|p| {
             let t = if p.time_unix_nano == 0 {
                 start
@@ -833,117 +1057,7 @@ pub fn write_pprof<W: Write>(
             t.saturating_add(p.duration_nano)
         })
         .max()
-        .unwrap_or(start);
-    let period_type = match first.period_type {
-        Some(pt) => Some(proto::ValueType {
-            r#type: e.string(pt.type_strindex, "period_type")?,
-            unit: e.string(pt.unit_strindex, "period_type")?,
-        }),
-        None => None,
-    };
-
-    // Comments: the original ones (a pprof that went through OTLP), then
-    // lines naming the source, without repeating a line already there.
-    let mut comments: Vec<Cow<str>> = Vec::new();
-    for p in &all {
-        let before = comments.len();
-        if let Some(v) = e.find_attribute(&p.attribute_indices, keys::COMMENT)? {
-            let mut lines = Vec::new();
-            comment_lines(v, dict, &mut lines);
-            // Profiles split from one pprof each carry its comments.
-            if !comments[..before].iter().eq(lines.iter()) {
-                comments.extend(lines);
-            }
-        }
-    }
-    let mut source = vec![Cow::Borrowed("profcol: converted from OTLP profiles")];
-    let mut default_sample_type = 0;
-    for c in &file.columns {
-        for r in c {
-            let sp = &rp.scope_profiles[r.scope];
-            if let Some(scope) = &sp.scope {
-                if !scope.name.is_empty() {
-                    source.push(Cow::Owned(
-                        format!("profcol: scope {} {}", scope.name, scope.version)
-                            .trim_end()
-                            .to_owned(),
-                    ));
-                }
-                for kv in &scope.attributes {
-                    if kv_key(dict, kv) != keys::DEFAULT_SAMPLE_TYPE || default_sample_type != 0 {
-                        continue;
-                    }
-                    if let Some(Value::StringValue(t)) =
-                        kv.value.as_ref().and_then(|v| v.value.as_ref())
-                    {
-                        if file.sample_types.iter().any(|st| &st.r#type == t) {
-                            default_sample_type = e.strings.borrowed(t);
-                        }
-                    }
-                }
-            }
-            let p = profile(r)?;
-            if !p.original_payload_format.is_empty() {
-                source.push(Cow::Owned(format!(
-                    "profcol: original format {}",
-                    p.original_payload_format
-                )));
-            }
-        }
-    }
-    source.extend(opts.comments.iter().map(|c| Cow::Borrowed(c.as_str())));
-    let mut omitted: Vec<String> = Vec::new();
-    for p in &all {
-        for ai in label_attributes(dict, p) {
-            if let Some((key, v)) = profile_comment(dict, ai) {
-                let note = format!("{key} ({} bytes)", render(v, dict).len());
-                if !omitted.contains(&note) {
-                    omitted.push(note);
-                }
-            }
-        }
-    }
-    if !omitted.is_empty() {
-        source.push(Cow::Owned(format!(
-            "profcol: profile attributes too large for labels, not written: {}",
-            omitted.join(", ")
-        )));
-    }
-    for line in source {
-        if !comments.contains(&line) {
-            comments.push(line);
-        }
-    }
-    let comment_ids: Vec<i64> = comments.into_iter().map(|c| e.strings.intern(c)).collect();
-
-    for s in e.strings.values() {
-        put_len_prefix(&mut e.buf, tags::profile::STRING_TABLE, s.len());
-        e.buf.extend_from_slice(s.as_bytes());
-        if e.buf.len() >= FLUSH_AT {
-            e.out.write_all(&e.buf)?;
-            e.buf.clear();
-        }
-    }
-    let b = &mut e.buf;
-    put_varint_field(b, tags::profile::DROP_FRAMES, drop_frames as u64);
-    put_varint_field(b, tags::profile::KEEP_FRAMES, keep_frames as u64);
-    put_varint_field(b, tags::profile::TIME_NANOS, start);
-    put_varint_field(b, tags::profile::DURATION_NANOS, end.saturating_sub(start));
-    if let Some(pt) = period_type {
-        prost::encoding::message::encode(tags::profile::PERIOD_TYPE, &pt, b);
-    }
-    put_varint_field(b, tags::profile::PERIOD, first.period as u64);
-    if !comment_ids.is_empty() {
-        prost::encoding::int64::encode_packed(tags::profile::COMMENT, &comment_ids, b);
-    }
-    put_varint_field(
-        b,
-        tags::profile::DEFAULT_SAMPLE_TYPE,
-        default_sample_type as u64,
-    );
-    put_varint_field(b, tags::profile::DOC_URL, doc_url as u64);
-    e.out.write_all(&e.buf)?;
-    Ok(e.out)
+        .unwrap_or(start)
 }
 
 /// Writes `file` gzip-compressed at `level` (0-9) to `out`, streaming: the
