@@ -22,6 +22,7 @@ use profcol_pipeline::model::dictionary::{retain_profiles, Lookup};
 use profcol_pipeline::model::footprint::estimate_decoded;
 use profcol_pipeline::model::repair::{repair, Repairs};
 use profcol_pipeline::model::resolved::format_value;
+use profcol_pipeline::model::wire_check;
 use profcol_pipeline::model::{findings, profile_sample_count, Findings, Problem, ValidationError};
 use profcol_pipeline::proto::{ExportProfilesPartialSuccess, ProfilesData};
 use profcol_pipeline::telemetry::Telemetry;
@@ -347,6 +348,17 @@ impl Ingest {
         }
         let mode = self.on_invalid;
         let checked = profcol_pipeline::cpu::run(move || {
+            // A request valid as it is stays bytes: decoded only if a
+            // stage reads it.
+            if let Some(clean) = wire_check::check(&bytes) {
+                return Ok(Checked {
+                    batch: ProfileBatch::checked(bytes, clean, estimate),
+                    partial: None,
+                    removed: Vec::new(),
+                    revision: Some(Revision::CURRENT),
+                    repairs: Repairs::default(),
+                });
+            }
             let d = decode(bytes)?;
             let hint = revision_hint(d.revision);
             let mut c = check(d.batch, Some(d.findings), mode, &hint)?;

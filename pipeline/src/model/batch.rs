@@ -1,5 +1,5 @@
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use prost::Message;
@@ -13,13 +13,20 @@ use crate::proto::{Profile, ProfilesData, ProfilesDictionary, ResourceProfiles, 
 /// encoding: an unmutated batch is forwarded as the bytes that arrived.
 #[derive(Debug, Clone, Default)]
 pub struct ProfileBatch {
-    data: ProfilesData,
+    /// The messages; a batch checked on the wire ([`ProfileBatch::checked`])
+    /// is decoded from `encoded` only when a stage first reads it.
+    data: OnceLock<ProfilesData>,
     /// The exact protobuf bytes `data` was decoded from, while still true.
     encoded: Option<Bytes>,
+    /// What decoding the bytes of a batch not decoded yet will take, in the
+    /// memory budget from the start; 0 once decoded.
+    pending_heap: usize,
+    /// Profiles of a batch not decoded yet.
+    pending_profiles: u64,
     /// [`ProfileBatch::sample_count`], once asked: every stage counts the
     /// batch (receiver, pipeline, queue, exporter), and a count is a walk of
     /// every sample. Forgotten with any mutable access.
-    samples: std::sync::OnceLock<u64>,
+    samples: OnceLock<u64>,
     pub meta: BatchMeta,
 }
 
@@ -111,21 +118,45 @@ impl BatchMeta {
 impl ProfileBatch {
     pub fn new(data: ProfilesData) -> Self {
         Self {
-            data,
-            encoded: None,
-            samples: Default::default(),
-            meta: BatchMeta::default(),
+            data: OnceLock::from(data),
+            ..Self::default()
         }
     }
 
     /// A batch decoded from `bytes`, which are kept for pass-through.
     pub fn from_encoded(data: ProfilesData, bytes: Bytes) -> Self {
         Self {
-            data,
+            data: OnceLock::from(data),
             encoded: Some(bytes),
-            samples: Default::default(),
-            meta: BatchMeta::default(),
+            ..Self::default()
         }
+    }
+
+    /// A batch of `bytes` that [`super::wire_check::check`] found clean,
+    /// not decoded until a stage reads it: forwarded unchanged, it never
+    /// is. `heap` is what decoding will take (reserved from the start).
+    pub fn checked(bytes: Bytes, clean: super::wire_check::Clean, heap: usize) -> Self {
+        Self {
+            encoded: Some(bytes),
+            pending_heap: heap,
+            pending_profiles: clean.profiles,
+            samples: OnceLock::from(clean.samples),
+            ..Self::default()
+        }
+    }
+
+    /// The messages, decoded on first use.
+    fn decoded(&self) -> &ProfilesData {
+        self.data.get_or_init(|| {
+            let bytes = self.encoded.clone().unwrap_or_default();
+            // The wire check is held to prost by a differential test.
+            ProfilesData::decode(bytes).expect("a batch checked on the wire decodes")
+        })
+    }
+
+    /// Whether the messages exist yet.
+    pub fn is_decoded(&self) -> bool {
+        self.data.get().is_some()
     }
 
     /// Decodes protobuf `ProfilesData` / `ExportProfilesServiceRequest` bytes.
@@ -140,22 +171,25 @@ impl ProfileBatch {
     }
 
     pub fn data(&self) -> &ProfilesData {
-        &self.data
+        self.decoded()
     }
 
     /// Mutable access; forgets the received encoding and the count.
     pub fn data_mut(&mut self) -> &mut ProfilesData {
+        self.decoded();
         self.encoded = None;
+        self.pending_heap = 0;
         self.samples = Default::default();
-        &mut self.data
+        self.data.get_mut().expect("decoded above")
     }
 
-    pub fn into_data(self) -> ProfilesData {
-        self.data
+    pub fn into_data(mut self) -> ProfilesData {
+        self.decoded();
+        self.data.take().expect("decoded above")
     }
 
     pub fn dictionary(&self) -> &ProfilesDictionary {
-        crate::proto::dictionary_of(&self.data)
+        crate::proto::dictionary_of(self.decoded())
     }
 
     /// The received bytes, if nothing changed the data since.
@@ -167,20 +201,25 @@ impl ProfileBatch {
     pub fn encode_to_bytes(&self) -> Bytes {
         match &self.encoded {
             Some(b) => b.clone(),
-            None => Bytes::from(self.data.encode_to_vec()),
+            None => Bytes::from(self.decoded().encode_to_vec()),
         }
     }
 
-    /// Bytes the batch holds in memory: its decoded messages and the
-    /// received bytes kept for pass-through.
+    /// Bytes the batch holds in memory: its decoded messages (for a batch
+    /// not decoded yet, what decoding will take) and the received bytes
+    /// kept for pass-through.
     pub fn held_bytes(&self) -> usize {
-        super::footprint::heap_bytes(&self.data) + self.encoded.as_ref().map_or(0, Bytes::len)
+        let heap = match self.data.get() {
+            Some(d) => super::footprint::heap_bytes(d),
+            None => self.pending_heap,
+        };
+        heap + self.encoded.as_ref().map_or(0, Bytes::len)
     }
 
     pub fn encoded_len(&self) -> usize {
         match &self.encoded {
             Some(b) => b.len(),
-            None => self.data.encoded_len(),
+            None => self.decoded().encoded_len(),
         }
     }
 
@@ -191,15 +230,17 @@ impl ProfileBatch {
     /// equals the number of Sentry samples.
     pub fn sample_count(&self) -> u64 {
         *self.samples.get_or_init(|| {
-            profiles(&self.data.resource_profiles)
+            profiles(&self.decoded().resource_profiles)
                 .map(profile_sample_count)
                 .sum()
         })
     }
 
     pub fn profile_count(&self) -> u64 {
-        self.data
-            .resource_profiles
+        let Some(data) = self.data.get() else {
+            return self.pending_profiles;
+        };
+        data.resource_profiles
             .iter()
             .flat_map(|r| &r.scope_profiles)
             .map(|s| s.profiles.len() as u64)

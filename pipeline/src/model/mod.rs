@@ -10,6 +10,7 @@ pub mod resolved;
 #[cfg(any(test, feature = "testing"))]
 pub mod synth;
 pub mod validate;
+pub mod wire_check;
 
 pub use batch::{
     profile_sample_count, profiles, profiles_mut, sample_observations, BatchMeta, Origin,
