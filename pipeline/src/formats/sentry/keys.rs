@@ -48,6 +48,11 @@ pub const SENTRY_TRANSACTION_NAME: &str = "sentry.transaction.name";
 pub const SENTRY_QUEUE_METADATA: &str = "sentry.queue_metadata";
 pub const SENTRY_DEVICE_IS_EMULATOR: &str = "sentry.device.is_emulator";
 pub const SENTRY_DEVICE_LOCALE: &str = "sentry.device.locale";
+/// Android: the UUID of the app's ProGuard mapping.
+pub const SENTRY_BUILD_ID: &str = "sentry.build_id";
+/// React Native on Android: the JavaScript profile beside the method trace
+/// (JSON text, as sent).
+pub const SENTRY_JS_PROFILE: &str = "sentry.js_profile";
 
 // Sample attributes.
 pub const THREAD_ID: &str = "thread.id";

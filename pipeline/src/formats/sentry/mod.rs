@@ -13,6 +13,7 @@
 //! Stack order: Sentry stacks and OTLP stacks are both leaf first (verified
 //! against the recorded Python and Node payloads and Relay's fixtures).
 
+pub mod android;
 pub mod de;
 pub mod dsn;
 pub mod envelope;
@@ -67,6 +68,10 @@ pub enum Reason {
     NoTransaction,
     InvalidTransactionMetadata,
     DurationTooLong,
+    /// Android: `sampled_profile` is not base64.
+    InvalidBase64Value,
+    /// Android: `sampled_profile` is not an ART method trace.
+    InvalidSampledProfile,
     // Samples left out of an accepted profile or chunk.
     /// v1: sample outside `[relative_start_ns, relative_end_ns]` of its transaction.
     OutsideTransaction,
@@ -103,6 +108,8 @@ impl Reason {
             Self::NoTransaction => "profiling_no_transaction_associated",
             Self::InvalidTransactionMetadata => "profiling_invalid_transaction_metadata",
             Self::DurationTooLong => "profiling_duration_is_too_long",
+            Self::InvalidBase64Value => "profiling_invalid_base64_value",
+            Self::InvalidSampledProfile => "profiling_invalid_sampled_profile",
             Self::OutsideTransaction => "outside_transaction",
             Self::SingleSampleThread => "single_sample_thread",
             Self::MaxSamplesPerChunk => "max_samples_per_chunk",

@@ -82,6 +82,11 @@ pub(crate) struct OtlpBuilder {
     /// (OTLP sample, timestamp) in arrival order; gathered into the samples
     /// at the end, so the hot loop only appends.
     points: Vec<(u32, u64)>,
+    /// Wall nanoseconds per point, for spans ([`Self::push_span`]); empty
+    /// for samples, which count one each.
+    values: Vec<i64>,
+    /// End of the latest span.
+    max_end: u64,
     link: i32,
     deltas: Vec<u64>,
     unsorted: bool,
@@ -105,6 +110,8 @@ impl OtlpBuilder {
             samples: Vec::new(),
             sample_set: Vec::new(),
             points: Vec::with_capacity(expected_samples),
+            values: Vec::new(),
+            max_end: 0,
             link: 0,
             deltas: Vec::with_capacity(expected_samples),
             unsorted: false,
@@ -385,6 +392,15 @@ impl OtlpBuilder {
         self.max_ts = self.max_ts.max(ts);
     }
 
+    /// Records a stretch of `ns` wall nanoseconds from `ts` in one stack
+    /// (Android method traces); a builder takes spans or samples, not both.
+    #[inline]
+    pub fn push_span(&mut self, stack: i32, set: u32, ts: u64, ns: u64) {
+        self.push(stack, set, ts);
+        self.values.push(i64::try_from(ns).unwrap_or(i64::MAX));
+        self.max_end = self.max_end.max(ts.saturating_add(ns));
+    }
+
     /// Median interval between consecutive samples of one thread.
     fn period(&mut self) -> u64 {
         if self.unsorted {
@@ -418,6 +434,14 @@ impl OtlpBuilder {
         for &(i, ts) in &self.points {
             self.samples[i as usize].timestamps_unix_nano.push(ts);
         }
+        if !self.values.is_empty() {
+            for s in &mut self.samples {
+                s.values.reserve_exact(s.timestamps_unix_nano.len());
+            }
+            for (&(i, _), &v) in self.points.iter().zip(&self.values) {
+                self.samples[i as usize].values.push(v);
+            }
+        }
     }
 
     pub fn accepted(&self) -> u64 {
@@ -433,14 +457,22 @@ impl OtlpBuilder {
     ) -> ProfilesData {
         let period = self.period();
         self.gather();
-        let (time, duration) = if self.points.is_empty() {
-            (0, 0)
-        } else {
-            (self.min_ts, self.max_ts - self.min_ts + period)
+        let spans = !self.values.is_empty();
+        let (time, duration) = match (self.points.is_empty(), spans) {
+            (true, _) => (0, 0),
+            (false, true) => (self.min_ts, self.max_end - self.min_ts),
+            (false, false) => (self.min_ts, self.max_ts - self.min_ts + period),
         };
-        let sample_type = ValueType {
-            type_strindex: self.dict.string("samples"),
-            unit_strindex: self.dict.string("count"),
+        let sample_type = if spans {
+            ValueType {
+                type_strindex: self.dict.string("wall"),
+                unit_strindex: self.dict.string("nanoseconds"),
+            }
+        } else {
+            ValueType {
+                type_strindex: self.dict.string("samples"),
+                unit_strindex: self.dict.string("count"),
+            }
         };
         let period_type = ValueType {
             type_strindex: self.dict.string("wall"),

@@ -1,5 +1,6 @@
 //! Tests of the Sentry conversion against recorded SDK payloads and Relay's rules.
 
+mod android;
 mod envelope;
 mod export;
 mod receive;

@@ -323,23 +323,25 @@ fn structural_validation_uses_relay_reasons() {
         frames.clone(),
     );
     assert_eq!(refused(&p).reason, Reason::PlatformNotSupported);
+    // Relay reads every `android` chunk as a method trace: without one it
+    // has no samples.
     let p = chunk_with(
         |v| v["platform"] = json!("android"),
         two_samples(),
         json!([[0]]),
         frames.clone(),
     );
-    assert_eq!(refused(&p).reason, Reason::PlatformNotSupported);
-    // What the Android SDK really sends: a method trace instead of `profile`.
+    assert_eq!(refused(&p).reason, Reason::NotEnoughSamples);
+    // What the Android SDK sends, here with a trace that is none.
     let android = serde_json::to_vec(&json!({
         "version": "2", "platform": "android", "sampled_profile": "AAAA",
         "profiler_id": "0f1e2d3c4b5a69788796a5b4c3d2e1f0",
         "chunk_id": "1f1e2d3c4b5a69788796a5b4c3d2e1f0",
     }))
     .unwrap();
-    assert_eq!(refused(&android).reason, Reason::PlatformNotSupported);
+    assert_eq!(refused(&android).reason, Reason::InvalidSampledProfile);
     let e = chunk_to_otlp(&android, Some("android"), &opts()).unwrap_err();
-    assert_eq!(e.reason, Reason::PlatformNotSupported);
+    assert_eq!(e.reason, Reason::InvalidSampledProfile);
 
     let ok = chunk_json(two_samples(), json!([[0, 1]]), frames);
     // Relay compares the profile types (ui: cocoa, android, javascript;
@@ -1138,7 +1140,8 @@ fn v1_refusals_use_relay_reasons() {
                 o.insert("platform".into(), json!("android"));
                 o.insert("sampled_profile".into(), json!("AAAA"));
             }),
-            Reason::PlatformNotSupported,
+            // Read as Android's, whose trace this is not.
+            Reason::InvalidSampledProfile,
         ),
         (
             "version 1 without its profile",

@@ -66,6 +66,7 @@ fn chunk(samples: Vec<ChunkSample>) -> ProfileChunk {
                 ),
             ]),
         },
+        android: None,
     }
 }
 

@@ -12,9 +12,11 @@ use crate::formats::sentry::frame::{ClientSdk, Frame, ThreadMeta};
 
 /// Only what tells a profile's format (Relay's `MinimalProfile`).
 #[derive(Deserialize)]
-pub(super) struct FormatOnly {
+pub(super) struct FormatOnly<'a> {
     #[serde(default)]
     pub version: Option<Version>,
+    #[serde(borrow, default)]
+    pub platform: Option<CowStr<'a>>,
 }
 
 #[derive(Debug, Deserialize)]

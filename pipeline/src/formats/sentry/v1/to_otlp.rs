@@ -6,6 +6,7 @@
 
 use super::profile::{FormatOnly, ProfileV1};
 use super::transaction::{Transaction, TransactionEvent};
+use crate::formats::sentry::android;
 use crate::formats::sentry::de::{located, DecimalBuf, Version};
 use crate::formats::sentry::frame::ClientSdk;
 use crate::formats::sentry::keys as k;
@@ -33,7 +34,9 @@ pub fn profile_v1_to_otlp(
     opts: &ReceiveOptions,
 ) -> Result<Converted, ItemError> {
     check_size(payload, opts, "profile")?;
-    let p = parse(payload)?;
+    let Some(p) = parse(payload)? else {
+        return android::legacy_to_otlp(payload, transaction_payload, envelope_header, opts);
+    };
     let event_id = ids::parse_uuid(&p.event_id)
         .ok_or_else(|| invalid_json(format_args!("event_id {:?} is not a UUID", &*p.event_id)))?;
     let tx = Transaction::of(&p)?;
@@ -98,20 +101,28 @@ pub fn profile_v1_to_otlp(
     Ok(b.into_converted(event_id, resource, sdk, original, dropped))
 }
 
-/// The v1 payload; another sample format version is refused by name.
-fn parse(payload: &[u8]) -> Result<ProfileV1<'_>, ItemError> {
-    let p: ProfileV1 = serde_json::from_slice(payload).map_err(|e| {
+/// The v1 payload, or `None` for Android's legacy one; another sample
+/// format version is refused by name.
+fn parse(payload: &[u8]) -> Result<Option<ProfileV1<'_>>, ItemError> {
+    let p: ProfileV1 = match serde_json::from_slice(payload) {
+        Ok(p) => p,
         // Other formats (Android's legacy one has no `profile` at all) fail
-        // the v1 parse: as Relay, tell them by their version first.
-        match serde_json::from_slice::<FormatOnly>(payload) {
-            Ok(f) if f.version != Some(Version(1)) => unsupported(f.version),
-            _ => invalid_json(located::<ProfileV1>(payload, e)),
+        // the v1 parse: as Relay, tell them by their version and platform.
+        Err(e) => {
+            return match serde_json::from_slice::<FormatOnly>(payload) {
+                Ok(FormatOnly {
+                    version: None,
+                    platform: Some(p),
+                }) if &*p == android::PLATFORM => Ok(None),
+                Ok(f) if f.version != Some(Version(1)) => Err(unsupported(f.version)),
+                _ => Err(invalid_json(located::<ProfileV1>(payload, e))),
+            }
         }
-    })?;
+    };
     if p.version != Some(Version(1)) {
         return Err(unsupported(p.version));
     }
-    Ok(p)
+    Ok(Some(p))
 }
 
 fn unsupported(version: Option<Version>) -> ItemError {
@@ -122,7 +133,7 @@ fn unsupported(version: Option<Version>) -> ItemError {
         ),
         None => ItemError::new(
             Reason::PlatformNotSupported,
-            "profile without a sample format version (Android legacy) is not supported",
+            "profile without a sample format version is not supported (only Android's has none)",
         ),
     }
 }

@@ -24,12 +24,32 @@ pub struct ProfileChunk {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub release: Option<String>,
     pub client_sdk: ClientSdk,
-    /// Always `"2"`.
+    /// `"2"`; empty for an Android chunk, which names no sample format.
+    #[serde(skip_serializing_if = "str::is_empty")]
     pub version: &'static str,
     /// As received from an SDK (kept verbatim).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measurements: Option<Box<RawValue>>,
+    #[serde(skip_serializing_if = "ChunkProfile::is_empty")]
     pub profile: ChunkProfile,
+    /// An Android chunk's method trace, in place of `profile`.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub android: Option<AndroidTrace>,
+}
+
+/// The fields of an Android chunk (Relay: `relay-profiling/src/android/chunk.rs`).
+#[derive(Debug, Clone, Serialize)]
+pub struct AndroidTrace {
+    /// Base64 of the ART method trace.
+    pub sampled_profile: String,
+    pub duration_ns: u64,
+    /// Start of the trace, in float seconds.
+    pub timestamp: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<String>,
+    /// React Native's JavaScript profile, as received.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub js_profile: Option<Box<RawValue>>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -126,6 +146,13 @@ impl ProfileChunk {
             (Some(a), Some(b)) => unix_nanos_to_secs(b) - unix_nanos_to_secs(a),
             _ => 0.0,
         }
+    }
+}
+
+impl ChunkProfile {
+    /// Whether the profile holds nothing (an Android chunk's).
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty() && self.stacks.is_empty() && self.frames.is_empty()
     }
 }
 

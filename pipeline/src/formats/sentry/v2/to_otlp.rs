@@ -3,6 +3,7 @@
 //! One OTLP Profile per chunk, built with the [`OtlpBuilder`] v1 shares.
 
 use super::chunk::ProfileChunk;
+use crate::formats::sentry::android;
 use crate::formats::sentry::de::{located, DecimalBuf};
 use crate::formats::sentry::keys as k;
 use crate::formats::sentry::otlp_builder::{
@@ -12,13 +13,6 @@ use crate::formats::sentry::otlp_builder::{
 use crate::formats::sentry::{
     ids, time, Converted, ItemError, Reason, ReceiveOptions, ORIGINAL_FORMAT_CHUNK,
 };
-
-fn android_chunk() -> ItemError {
-    ItemError::new(
-        Reason::PlatformNotSupported,
-        "Android profile chunks (method traces) are not supported",
-    )
-}
 
 /// Converts one `profile_chunk` item (sample format v2) without its
 /// envelope; see [`chunk_to_otlp_in_envelope`].
@@ -42,19 +36,26 @@ pub fn chunk_to_otlp_in_envelope(
     opts: &ReceiveOptions,
 ) -> Result<Converted, ItemError> {
     check_size(payload, opts, "profile chunk")?;
-    // Android chunks carry a method trace (`sampled_profile`), not the v2
-    // sample format: name that rather than the fields they lack.
-    let chunk = ProfileChunk::parse(payload).map_err(|e| {
-        #[derive(serde::Deserialize)]
-        struct PlatformOnly<'a> {
-            #[serde(borrow)]
-            platform: Option<std::borrow::Cow<'a, str>>,
+    let android = || android::chunk_to_otlp(payload, item_platform, envelope_header, opts);
+    // Relay reads every `android` chunk as a method trace
+    // (`sampled_profile`), whatever else it holds.
+    let chunk = match ProfileChunk::parse(payload) {
+        Ok(c) => c,
+        Err(e) => {
+            #[derive(serde::Deserialize)]
+            struct PlatformOnly<'a> {
+                #[serde(borrow)]
+                platform: Option<std::borrow::Cow<'a, str>>,
+            }
+            return match serde_json::from_slice::<PlatformOnly>(payload) {
+                Ok(PlatformOnly { platform: Some(p) }) if p == android::PLATFORM => android(),
+                _ => Err(invalid_json(located::<ProfileChunk>(payload, e))),
+            };
         }
-        match serde_json::from_slice::<PlatformOnly>(payload) {
-            Ok(PlatformOnly { platform: Some(p) }) if p == "android" => android_chunk(),
-            _ => invalid_json(located::<ProfileChunk>(payload, e)),
-        }
-    })?;
+    };
+    if &*chunk.platform == android::PLATFORM {
+        return android();
+    }
     if chunk.version != 2 {
         return Err(ItemError::new(
             Reason::PlatformNotSupported,
@@ -65,9 +66,6 @@ pub fn chunk_to_otlp_in_envelope(
         ));
     }
     let platform: &str = &chunk.platform;
-    if platform == "android" {
-        return Err(android_chunk());
-    }
     check_item_platform(item_platform, platform)?;
     let chunk_id = ids::parse_uuid(&chunk.chunk_id).ok_or_else(|| {
         invalid_json(format_args!(

@@ -153,6 +153,7 @@ impl ProfileExport<'_> {
             version: "2",
             measurements: meta.measurements.clone(),
             profile,
+            android: None,
         }
     }
 }

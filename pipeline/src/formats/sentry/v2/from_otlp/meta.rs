@@ -5,9 +5,9 @@ use super::dict::{attr_text, nonempty, resource_text};
 use super::frames::Frames;
 use super::images::received_debug_meta;
 use super::ExportOptions;
-use crate::formats::sentry::ids;
 use crate::formats::sentry::keys as k;
 use crate::formats::sentry::v2::outgoing::{ClientSdk, DebugMeta};
+use crate::formats::sentry::{android, ids};
 use crate::model::dictionary::Lookup;
 use crate::proto::{KeyValue, Profile};
 
@@ -49,11 +49,13 @@ impl Meta {
             .as_deref()
             .and_then(ids::parse_uuid)
             .or_else(|| {
-                // A v1 profile belongs to its transaction alone: its own
-                // session, not one shared with the service's other v1
-                // profiles (concurrent transactions, other workers), whose
-                // samples would land on the same thread timeline.
-                let v1 = attr_text(d, pa, k::SENTRY_VERSION).as_deref() == Some("1");
+                // A v1 (or legacy Android) profile belongs to its
+                // transaction alone: its own session, not one shared with
+                // the service's other such profiles (concurrent
+                // transactions, other workers), whose samples would land on
+                // the same thread timeline.
+                let v1 = attr_text(d, pa, k::SENTRY_VERSION).as_deref() == Some("1")
+                    || attr_text(d, pa, k::SENTRY_PLATFORM).as_deref() == Some(android::PLATFORM);
                 let event = attr_text(d, pa, k::SENTRY_EVENT_ID).filter(|_| v1)?;
                 Some(ids::stable_uuid(&[b"sentry v1 profile", event.as_bytes()]))
             })

@@ -24,6 +24,8 @@ mod select;
 mod threads;
 mod windows;
 
+pub(crate) use points::time_unit_ns;
+
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use self::expand::thin;
@@ -31,9 +33,9 @@ use self::frames::Frames;
 use self::images::Images;
 use self::meta::Meta;
 use self::threads::Threads;
-use crate::formats::sentry::ids;
 use crate::formats::sentry::v2::outgoing::ProfileChunk;
 use crate::formats::sentry::v2::relay_rules::MAX_CHUNK_DURATION_NS;
+use crate::formats::sentry::{android, ids, keys as k};
 use crate::formats::sentry::{Reason, MAX_ITEM_SIZE};
 use crate::model::bounds::{late_time, MAX_PROFILE_DURATION_NS};
 use crate::model::dictionary::Lookup;
@@ -170,6 +172,28 @@ impl<'d> ProfileExport<'d> {
         }
     }
 
+    /// A profile whose source was Android goes back as Android chunks.
+    fn android(&self, out: &mut Vec<ChunkResult>) {
+        let meta = Meta::new(
+            self.dict,
+            self.resource,
+            self.profile,
+            self.opts,
+            &self.frames,
+        );
+        let pid = dict::resource_text(self.resource, k::PROCESS_PID).and_then(|p| p.parse().ok());
+        let meta = android::export::ChunkMeta {
+            profiler_id: meta.profiler_id,
+            profile_id: meta.profile_id,
+            release: meta.release,
+            environment: meta.environment,
+            client_sdk: meta.client_sdk,
+            debug_meta: meta.received_debug_meta.flatten(),
+            pid,
+        };
+        android::export::export(self.dict, self.profile, &meta, out);
+    }
+
     fn run(mut self, out: &mut Vec<ChunkResult>) {
         // Times no recording has would drive the window loop and the
         // expansion below: refused before any work.
@@ -179,6 +203,12 @@ impl<'d> ProfileExport<'d> {
                 self.profile,
                 Reason::ImplausibleTime,
             )]));
+            return;
+        }
+        let pa = &self.profile.attribute_indices;
+        if dict::attr_text(self.dict, pa, k::SENTRY_PLATFORM).as_deref() == Some(android::PLATFORM)
+        {
+            self.android(out);
             return;
         }
         let (mut points, pre_dropped) = points::points(

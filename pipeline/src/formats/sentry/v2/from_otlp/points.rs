@@ -151,7 +151,7 @@ enum PerPoint {
     Nanos { unit_ns: u64, period_ns: u64 },
 }
 
-pub(super) fn time_unit_ns(unit: &str) -> Option<u64> {
+pub(crate) fn time_unit_ns(unit: &str) -> Option<u64> {
     Some(match unit {
         "nanoseconds" | "nanosecond" | "ns" => 1,
         "microseconds" | "microsecond" | "us" => 1_000,
