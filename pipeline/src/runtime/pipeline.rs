@@ -252,6 +252,18 @@ impl Pipeline {
                 // On a task of its own: a client that gives up must not take
                 // the chain down with its request.
                 tokio::spawn(async move {
+                    // A batch checked on the wire is decoded here, before
+                    // the chain's lock: processors take one batch at a
+                    // time, decoding need not wait for them.
+                    let batch = if batch.is_decoded() {
+                        batch
+                    } else {
+                        crate::cpu::run(move || {
+                            batch.data();
+                            batch
+                        })
+                        .await
+                    };
                     let mut chain = chain.lock_owned().await;
                     let work = budget.for_work(held(&batch)).await;
                     crate::cpu::run(move || {
