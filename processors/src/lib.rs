@@ -2,7 +2,7 @@
 //! a folder named after its YAML type; `merge` is the combining of samples of
 //! one identity that `dictionary_dedup` and `thread_pruning` share.
 
-// Unsafe code lives in the few modules that allow it, each saying why.
+// The prefetch hooks' unsafe code is a crate of its own (profcol-prefetch).
 #![deny(unsafe_code)]
 
 pub mod batch;
@@ -15,3 +15,15 @@ pub mod probabilistic_sampler;
 pub mod sampling;
 pub mod thread_pruning;
 pub mod unit_normalization;
+
+use profcol_pipeline::proto::Sample;
+use profcol_prefetch::prefetch_slice;
+
+/// Fetches the blocks of a sample's vectors, for a pass that reads them or
+/// drops the sample (see `profcol_prefetch`).
+#[inline(always)]
+pub(crate) fn prefetch_sample(s: &Sample) {
+    prefetch_slice(&s.attribute_indices);
+    prefetch_slice(&s.values);
+    prefetch_slice(&s.timestamps_unix_nano);
+}

@@ -4,7 +4,6 @@ pub mod batch;
 pub mod bounds;
 pub mod dictionary;
 pub mod footprint;
-pub mod prefetch;
 pub mod repair;
 pub mod resolved;
 #[cfg(any(test, feature = "testing"))]

@@ -45,7 +45,9 @@ mod points;
 mod tests;
 
 use profcol_pipeline::model::dictionary::SampleMarks;
-use profcol_pipeline::model::prefetch::{prefetch, prefetch_sample, retain_ahead};
+use profcol_prefetch::{prefetch, retain_ahead};
+
+use crate::prefetch_sample;
 use profcol_pipeline::proto::{Profile, ProfilesDictionary, Sample};
 
 use groups::Groups;

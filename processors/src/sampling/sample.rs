@@ -5,7 +5,9 @@
 
 use profcol_pipeline::component::{ProcessContext, Verdict};
 use profcol_pipeline::model::dictionary::{gc, remove_empty_profiles, Lookup};
-use profcol_pipeline::model::prefetch::{prefetch_sample, retain_ahead};
+use profcol_prefetch::retain_ahead;
+
+use crate::prefetch_sample;
 use profcol_pipeline::model::{
     profile_sample_count, profiles, profiles_mut, sample_observations, ProfileBatch,
 };

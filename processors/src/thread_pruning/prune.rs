@@ -21,7 +21,9 @@ use profcol_pipeline::component::{ProcessContext, Verdict};
 use profcol_pipeline::model::dictionary::{
     gc_with, remove_empty_profiles, GcOptions, Lookup, SampleMarks,
 };
-use profcol_pipeline::model::prefetch::{ahead, prefetch_sample, prefetch_slice, retain_ahead};
+use profcol_prefetch::{ahead, prefetch_slice, retain_ahead};
+
+use crate::prefetch_sample;
 use profcol_pipeline::model::{profiles, profiles_mut, sample_observations, ProfileBatch};
 use profcol_pipeline::proto::{
     any_value::Value, KeyValueAndUnit, Profile, ProfilesData, Sample, Stack,

@@ -1,7 +1,7 @@
 use crate::proto::{ProfilesData, ProfilesDictionary, ResourceProfiles, Sample};
 
 use super::{visit, GcOptions, PerTable, Table};
-use crate::model::prefetch::{ahead, prefetch_slice};
+use profcol_prefetch::{ahead, prefetch_slice};
 
 /// Which dictionary entries are reachable from the data, one flag per entry.
 /// Index 0 of a non-empty table is always live: it is the null value.

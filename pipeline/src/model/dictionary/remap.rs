@@ -1,6 +1,6 @@
-use crate::model::prefetch::{ahead, prefetch_slice};
 use crate::model::profiles_mut;
 use crate::proto::{ProfilesData, ProfilesDictionary, ResourceProfiles};
+use profcol_prefetch::{ahead, prefetch_slice};
 
 use super::{visit, Live, Table};
 

@@ -9,7 +9,7 @@ use crate::proto::{
 };
 
 use super::Table;
-use crate::model::prefetch::{ahead, prefetch_slice};
+use profcol_prefetch::{ahead, prefetch_slice};
 
 macro_rules! visitors {
     ($resources:ident, $resources_with:ident, $profile:ident, $key_values:ident,
