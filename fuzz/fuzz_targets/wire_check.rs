@@ -1,0 +1,28 @@
+//! The wire check against the decoding path it stands in for: bytes it
+//! finds clean decode, validate, are read as the current revision, and
+//! hold the samples and profiles it counted.
+#![no_main]
+
+use bytes::Bytes;
+use libfuzzer_sys::fuzz_target;
+use prost::Message;
+
+use profcol_pipeline::formats::otlp_revisions::{self, Revision};
+use profcol_pipeline::model::findings;
+use profcol_pipeline::model::wire_check::check;
+use profcol_pipeline::proto::ProfilesData;
+use profcol_pipeline::ProfileBatch;
+
+fuzz_target!(|bytes: &[u8]| {
+    let Some(clean) = check(bytes) else {
+        return;
+    };
+    let data = ProfilesData::decode(bytes).expect("clean bytes decode");
+    assert!(findings(&data).is_valid(), "clean bytes validate");
+    let read =
+        otlp_revisions::decode(&Bytes::copy_from_slice(bytes)).expect("a revision reads them");
+    assert_eq!(read.revision, Revision::CURRENT);
+    let batch = ProfileBatch::new(data);
+    assert_eq!(clean.samples, batch.sample_count());
+    assert_eq!(clean.profiles, batch.profile_count());
+});
