@@ -20,9 +20,9 @@ use crate::formats::sentry::otlp_builder::{
     bool_value, check_item_platform, check_size, envelope_sdk, invalid_json, resource_attributes,
     str_value, OtlpBuilder, ResourceInfo,
 };
-use crate::formats::sentry::v1::transaction::{TransactionEvent, TransactionMeta};
+use crate::formats::sentry::v1::transaction::{self, Transaction, TransactionEvent};
 use crate::formats::sentry::{ids, Converted, ItemError, Reason, ReceiveOptions};
-use crate::proto::{AnyValue, Line, Link, Location};
+use crate::proto::{AnyValue, Line, Location};
 
 /// The platform of both Android payloads.
 pub const PLATFORM: &str = "android";
@@ -297,19 +297,10 @@ pub fn legacy_to_otlp(
     let event: TransactionEvent = transaction_payload
         .and_then(|t| serde_json::from_slice(t).ok())
         .unwrap_or_default();
-    let span_id = event
-        .contexts
-        .as_ref()
-        .and_then(|c| c.trace.as_ref())
-        .and_then(|t| t.span_id.as_deref())
-        .and_then(ids::parse_hex::<8>);
 
     let mut b = OtlpBuilder::new(PLATFORM, log.events.len());
     if let Some(t) = trace_id {
-        let link = b.dict.link(Link {
-            trace_id: t.to_vec(),
-            span_id: span_id.map(|s| s.to_vec()).unwrap_or_default(),
-        });
+        let link = b.dict.link(transaction::link(t, &event));
         b.set_link(link);
     }
     add_trace(&mut b, &log)?;
@@ -372,27 +363,9 @@ fn transaction<'p>(
     p: &'p Legacy,
 ) -> Result<(Option<String>, Option<[u8; 16]>, Option<&'p str>), ItemError> {
     if let Some(raw) = p.transactions.as_ref().and_then(|t| t.first()) {
-        let tx: TransactionMeta = serde_json::from_str(raw.get()).map_err(|e| {
-            ItemError::new(
-                Reason::InvalidTransactionMetadata,
-                format!(
-                    "transaction metadata: {}",
-                    located::<TransactionMeta>(raw.get().as_bytes(), e)
-                ),
-            )
-        })?;
-        let trace_id = tx.trace_id.as_deref().and_then(ids::parse_uuid);
-        let valid = tx.id.as_deref().and_then(ids::parse_uuid).is_some()
-            && trace_id.is_some()
-            && tx.name.as_deref().is_some_and(|n| !n.is_empty())
-            && (tx.relative_end_ns == 0 || tx.relative_start_ns < tx.relative_end_ns);
-        if !valid {
-            return Err(ItemError::new(
-                Reason::InvalidTransactionMetadata,
-                "transaction metadata needs an id, a trace_id, a name and start < end",
-            ));
-        }
-        return Ok((tx.name.map(|n| n.0.into_owned()), trace_id, Some(raw.get())));
+        let tx = Transaction::parse(raw.get())?;
+        let name = tx.meta.name.map(|n| n.0.into_owned());
+        return Ok((name, Some(tx.trace_id), Some(tx.raw)));
     }
     match nonempty(p.transaction_name.as_ref()) {
         Some(name) => {

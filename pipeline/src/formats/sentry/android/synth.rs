@@ -8,10 +8,10 @@
 use std::time::Duration;
 
 use android_trace_log::chrono::DateTime;
-use android_trace_log::{Action, AndroidTraceLog, Clock, Event, Method, Thread, Time, Vm};
+use android_trace_log::{Action, AndroidTraceLog, Clock, Method, Thread, Time, Vm};
 use serde_json::{json, Value};
 
-use super::trace;
+use super::trace::{self, event};
 
 /// Methods an app's threads run, as ART names them.
 const METHODS: &[(&str, &str, &str, &str, Option<u32>)] = &[
@@ -228,15 +228,6 @@ pub fn sampled_trace(
         events,
     };
     (log, expected)
-}
-
-fn event(action: Action, thread_id: u16, method_id: u32, time: Time) -> Event {
-    Event {
-        action,
-        thread_id,
-        method_id,
-        time,
-    }
 }
 
 /// The SDK's `client_sdk`.

@@ -211,7 +211,7 @@ pub fn to_trace(info: TraceInfo, spans: &Spans) -> AndroidTraceLog {
     }
 }
 
-fn event(action: Action, thread_id: u16, method_id: u32, time: Time) -> Event {
+pub(crate) fn event(action: Action, thread_id: u16, method_id: u32, time: Time) -> Event {
     Event {
         action,
         thread_id,

@@ -64,7 +64,7 @@ pub struct TraceContext<'a> {
 }
 
 /// The transaction a profile belongs to, checked as Relay does.
-pub(super) struct Transaction<'a> {
+pub(crate) struct Transaction<'a> {
     /// As received, kept in `sentry.transaction`.
     pub raw: &'a str,
     pub meta: TransactionMeta<'a>,
@@ -80,6 +80,12 @@ impl<'a> Transaction<'a> {
             .or_else(|| p.transactions.as_ref().and_then(|t| t.first().copied()))
             .ok_or_else(|| ItemError::new(Reason::NoTransaction, "profile names no transaction"))?
             .get();
+        Self::parse(raw)
+    }
+
+    /// One transaction's metadata as sent; refused without an id, a trace
+    /// id, a name, or with start >= end.
+    pub fn parse(raw: &'a str) -> Result<Self, ItemError> {
         let meta: TransactionMeta = serde_json::from_str(raw).map_err(|e| {
             ItemError::new(
                 Reason::InvalidTransactionMetadata,
@@ -109,16 +115,7 @@ impl<'a> Transaction<'a> {
     /// The Link of every sample: the trace, and the span the transaction
     /// event names, if it does.
     pub fn link(&self, event: &TransactionEvent) -> Link {
-        let span_id = event
-            .contexts
-            .as_ref()
-            .and_then(|c| c.trace.as_ref())
-            .and_then(|t| t.span_id.as_deref())
-            .and_then(ids::parse_hex::<8>);
-        Link {
-            trace_id: self.trace_id.to_vec(),
-            span_id: span_id.map(|s| s.to_vec()).unwrap_or_default(),
-        }
+        link(self.trace_id, event)
     }
 
     /// Sample times (since the profile start) within the transaction;
@@ -126,5 +123,20 @@ impl<'a> Transaction<'a> {
     pub fn window(&self) -> Option<RangeInclusive<u64>> {
         let m = &self.meta;
         (m.relative_end_ns > 0).then_some(m.relative_start_ns..=m.relative_end_ns)
+    }
+}
+
+/// The Link to trace `trace_id`, and to the span the transaction event
+/// names, if it does.
+pub(crate) fn link(trace_id: [u8; 16], event: &TransactionEvent) -> Link {
+    let span_id = event
+        .contexts
+        .as_ref()
+        .and_then(|c| c.trace.as_ref())
+        .and_then(|t| t.span_id.as_deref())
+        .and_then(ids::parse_hex::<8>);
+    Link {
+        trace_id: trace_id.to_vec(),
+        span_id: span_id.map(|s| s.to_vec()).unwrap_or_default(),
     }
 }
