@@ -35,6 +35,10 @@ use crate::telemetry::Telemetry;
 
 use super::queue::{Queue, QueueError, Slot};
 
+/// Requests from this size on are decoded apart from the processor chain
+/// (a hop to the CPU pool of its own); smaller ones decode in the chain's.
+const DECODE_APART: usize = 64 * 1024;
+
 /// The sending side of one exporter's queue, shared by every pipeline that
 /// lists the exporter.
 #[derive(Clone)]
@@ -252,10 +256,11 @@ impl Pipeline {
                 // On a task of its own: a client that gives up must not take
                 // the chain down with its request.
                 tokio::spawn(async move {
-                    // A batch checked on the wire is decoded here, before
-                    // the chain's lock: processors take one batch at a
-                    // time, decoding need not wait for them.
-                    let batch = if batch.is_decoded() {
+                    // A large batch checked on the wire is decoded here,
+                    // before the chain's lock: processors take one batch
+                    // at a time, decoding need not wait for them. A small
+                    // one decodes under the lock, saving a hop.
+                    let batch = if batch.is_decoded() || batch.encoded_len() < DECODE_APART {
                         batch
                     } else {
                         crate::cpu::run(move || {
