@@ -53,7 +53,6 @@ pub fn check(bytes: &[u8]) -> Option<Clean> {
 const VARINT: u8 = 0;
 const I64: u8 = 1;
 const LEN: u8 = 2;
-const I32: u8 = 5;
 
 /// AnyValue nesting followed (prost allows 100).
 const MAX_DEPTH: u32 = 16;
@@ -125,12 +124,6 @@ impl<'a> Reader<'a> {
         match wire {
             VARINT => self.varint().map(drop),
             I64 => self.fixed64().map(drop),
-            I32 => {
-                let end = self.at.checked_add(4)?;
-                self.b.get(self.at..end)?;
-                self.at = end;
-                Some(())
-            }
             _ => None,
         }
     }

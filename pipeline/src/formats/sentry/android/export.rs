@@ -16,11 +16,11 @@ use super::trace::{self, Span, Spans, TraceInfo};
 use crate::formats::sentry::keys as k;
 use crate::formats::sentry::otlp_builder::DEFAULT_PERIOD_NS;
 use crate::formats::sentry::time::unix_nanos_to_secs;
-use crate::formats::sentry::v2::from_otlp::{time_unit_ns, ChunkResult, Dropped};
+use crate::formats::sentry::v2::from_otlp::{chunk_id, time_unit_ns, ChunkResult, Dropped};
 use crate::formats::sentry::v2::outgoing::{
     AndroidTrace, ChunkProfile, ClientSdk, DebugMeta, ProfileChunk,
 };
-use crate::formats::sentry::{ids, Reason};
+use crate::formats::sentry::Reason;
 use crate::model::dictionary::Lookup;
 use crate::proto::{any_value::Value, Profile};
 
@@ -58,7 +58,7 @@ pub fn export(dict: Lookup<'_>, profile: &Profile, meta: &ChunkMeta, out: &mut V
     let mut conv = Convert::new(dict);
     let (mut points, dropped) = conv.points(profile);
     if !dropped.is_empty() {
-        out.push(refused(dropped));
+        out.push(ChunkResult::refused(dropped));
     }
     if points.is_empty() {
         return;
@@ -109,7 +109,7 @@ pub fn export(dict: Lookup<'_>, profile: &Profile, meta: &ChunkMeta, out: &mut V
         }
         let chunk_id = chunk_id(meta.profile_id, made);
         made += 1;
-        let mut spans = conv.spans(&window, start);
+        let spans = conv.spans(&window, start);
         let sentry_samples = window.iter().filter(|p| !p.carried).count();
         let homes = window.iter().filter(|p| p.home).count() as u64;
         let log = trace::to_trace(
@@ -117,7 +117,7 @@ pub fn export(dict: Lookup<'_>, profile: &Profile, meta: &ChunkMeta, out: &mut V
                 start: DateTime::from_timestamp_nanos(start as i64),
                 pid: meta.pid,
                 threads: conv.threads_of(&spans),
-                methods: conv.methods_of(&mut spans),
+                methods: conv.methods_of(&spans),
             },
             &spans,
         );
@@ -149,25 +149,6 @@ pub fn export(dict: Lookup<'_>, profile: &Profile, meta: &ChunkMeta, out: &mut V
             otlp_samples: homes,
             dropped: Vec::new(),
         });
-    }
-}
-
-fn chunk_id(profile_id: Option<[u8; 16]>, n: u64) -> String {
-    let id = match (profile_id, n) {
-        (Some(id), 0) => id,
-        (Some(id), n) => ids::stable_uuid(&[id.as_slice(), n.to_be_bytes().as_slice()]),
-        (None, _) => ids::random_uuid(),
-    };
-    ids::format_uuid(&id)
-}
-
-fn refused(dropped: Vec<Dropped>) -> ChunkResult {
-    ChunkResult {
-        chunk: None,
-        payload: Vec::new(),
-        sentry_samples: 0,
-        otlp_samples: 0,
-        dropped,
     }
 }
 
@@ -390,7 +371,7 @@ impl<'d> Convert<'d> {
     }
 
     /// The methods the spans' stacks name.
-    fn methods_of(&self, spans: &mut Spans) -> Vec<Method> {
+    fn methods_of(&self, spans: &Spans) -> Vec<Method> {
         let mut used: Vec<u32> = spans.stacks.iter().flatten().copied().collect();
         used.sort_unstable();
         used.dedup();

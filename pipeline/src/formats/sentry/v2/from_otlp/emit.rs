@@ -21,12 +21,7 @@ impl ProfileExport<'_> {
     fn next_chunk_id(&mut self, meta: &Meta) -> String {
         let n = self.chunks_made;
         self.chunks_made += 1;
-        let id = match (meta.profile_id, n) {
-            (Some(id), 0) => id,
-            (Some(id), n) => ids::stable_uuid(&[id.as_slice(), n.to_be_bytes().as_slice()]),
-            (None, _) => ids::random_uuid(),
-        };
-        ids::format_uuid(&id)
+        chunk_id(meta.profile_id, n)
     }
 
     /// Builds, checks and serializes the chunk of `pts`; splits it in two
@@ -156,4 +151,15 @@ impl ProfileExport<'_> {
             android: None,
         }
     }
+}
+
+/// The id of a profile's `n`-th chunk: the first is the profile's own id,
+/// later ones derive from it (random when the profile has none).
+pub(crate) fn chunk_id(profile_id: Option<[u8; 16]>, n: u64) -> String {
+    let id = match (profile_id, n) {
+        (Some(id), 0) => id,
+        (Some(id), n) => ids::stable_uuid(&[id.as_slice(), n.to_be_bytes().as_slice()]),
+        (None, _) => ids::random_uuid(),
+    };
+    ids::format_uuid(&id)
 }

@@ -24,6 +24,7 @@ mod select;
 mod threads;
 mod windows;
 
+pub(crate) use emit::chunk_id;
 pub(crate) use points::time_unit_ns;
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -108,7 +109,7 @@ pub struct ChunkResult {
 }
 
 impl ChunkResult {
-    fn refused(dropped: Vec<Dropped>) -> Self {
+    pub(crate) fn refused(dropped: Vec<Dropped>) -> Self {
         Self {
             chunk: None,
             payload: Vec::new(),
