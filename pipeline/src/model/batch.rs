@@ -19,7 +19,7 @@ pub struct ProfileBatch {
     /// The exact protobuf bytes `data` was decoded from, while still true.
     encoded: Option<Bytes>,
     /// What decoding the bytes of a batch not decoded yet will take, in the
-    /// memory budget from the start; 0 once decoded.
+    /// memory budget from the start; unused once decoded.
     pending_heap: usize,
     /// Profiles of a batch not decoded yet.
     pending_profiles: u64,
@@ -178,7 +178,6 @@ impl ProfileBatch {
     pub fn data_mut(&mut self) -> &mut ProfilesData {
         self.decoded();
         self.encoded = None;
-        self.pending_heap = 0;
         self.samples = Default::default();
         self.data.get_mut().expect("decoded above")
     }
