@@ -210,10 +210,19 @@ impl Output {
             }
         };
         batch.meta.receiver = self.receiver.to_string();
-        let batch = Arc::new(batch);
-        let prepared =
-            futures::future::join_all(pipelines.iter().map(|p| p.prepare(batch.clone()))).await;
-        drop(batch);
+        // The last pipeline takes the batch itself: one that is not shared
+        // is processed in place, not copied (`Arc::unwrap_or_clone`).
+        let mut batch = Some(Arc::new(batch));
+        let last = pipelines.len().saturating_sub(1);
+        let prepared = futures::future::join_all(pipelines.iter().enumerate().map(|(i, p)| {
+            let b = if i == last {
+                batch.take()
+            } else {
+                batch.clone()
+            };
+            p.prepare(b.expect("taken only by the last pipeline"))
+        }))
+        .await;
         let mut ready = Vec::with_capacity(prepared.len());
         for p in prepared {
             match p {
