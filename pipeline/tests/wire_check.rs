@@ -1,7 +1,7 @@
 //! The wire check against the decoding path it stands in for: whenever it
 //! finds a request clean, prost decodes it, validation finds nothing,
 //! revision detection reads it as the current revision, and the counts
-//! agree. Checked on random valid data, on the same data corrupted byte by
+//! agree, down to the heap the decoded messages hold. Checked on random valid data, on the same data corrupted byte by
 //! byte and index by index, and on recorded requests.
 
 mod generate;
@@ -12,6 +12,7 @@ use prost::Message;
 
 use generate::{data, for_each_site, Sizes};
 use profcol_pipeline::formats::otlp_revisions::{self, Revision};
+use profcol_pipeline::model::footprint::heap_bytes;
 use profcol_pipeline::model::wire_check::{check, Clean};
 use profcol_pipeline::model::{findings, ProfileBatch};
 use profcol_pipeline::proto::ProfilesData;
@@ -26,10 +27,12 @@ fn decoding_path(bytes: &[u8]) -> Option<Clean> {
     if read.revision != Revision::CURRENT {
         return None;
     }
+    let heap = heap_bytes(&data);
     let batch = ProfileBatch::new(data);
     Some(Clean {
         samples: batch.sample_count(),
         profiles: batch.profile_count(),
+        heap,
     })
 }
 
@@ -202,13 +205,13 @@ fn a_lazy_batch_reads_as_the_decoded_one() {
     let d = profcol_pipeline::model::synth::request(2_000, 50);
     let bytes = Bytes::from(d.encode_to_vec());
     let clean = check(&bytes).expect("synthetic requests are clean");
-    let lazy = ProfileBatch::checked(bytes.clone(), clean, 123);
+    let lazy = ProfileBatch::checked(bytes.clone(), clean);
     assert!(!lazy.is_decoded());
     assert_eq!(
         lazy.sample_count(),
         ProfileBatch::new(d.clone()).sample_count()
     );
-    assert_eq!(lazy.held_bytes(), 123 + bytes.len());
+    assert_eq!(lazy.held_bytes(), clean.heap + bytes.len());
     assert_eq!(lazy.encoded(), Some(&bytes));
     assert!(!lazy.is_decoded(), "counting and forwarding decode nothing");
     assert_eq!(lazy.data(), &d);

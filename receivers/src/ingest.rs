@@ -339,31 +339,33 @@ impl Ingest {
         mut memory: Reservation,
         origin: Origin,
     ) -> Result<Accepted, Refusal> {
-        // What decoding will take, reserved before it is taken.
-        let estimate = estimate_decoded(&bytes);
-        if let Err(e) = memory.try_grow_to(bytes.len() + estimate) {
-            let r = Refusal::from(ConsumeError::memory(e));
-            self.refused(&origin, 0, &r);
-            return Err(r);
-        }
         let mode = self.on_invalid;
-        let checked = profcol_pipeline::cpu::run(move || {
-            // A request valid as it is stays bytes: decoded only if a
-            // stage reads it.
-            if let Some(clean) = wire_check::check(&bytes) {
-                return Ok(Checked {
-                    batch: ProfileBatch::checked(bytes, clean, estimate),
+        let (checked, memory) = profcol_pipeline::cpu::run(move || {
+            // A request valid as it is stays bytes, decoded only if a stage
+            // reads it; the walk that finds it clean also measures what
+            // decoding would take.
+            let clean = wire_check::check(&bytes);
+            let heap = clean.map_or_else(|| estimate_decoded(&bytes), |c| c.heap);
+            // What decoding will take, reserved before it is taken.
+            if let Err(e) = memory.try_grow_to(bytes.len() + heap) {
+                return (Err((0, Refusal::from(ConsumeError::memory(e)))), memory);
+            }
+            let checked = match clean {
+                Some(clean) => Ok(Checked {
+                    batch: ProfileBatch::checked(bytes, clean),
                     partial: None,
                     removed: Vec::new(),
                     revision: Some(Revision::CURRENT),
                     repairs: Repairs::default(),
-                });
-            }
-            let d = decode(bytes)?;
-            let hint = revision_hint(d.revision);
-            let mut c = check(d.batch, Some(d.findings), mode, &hint)?;
-            c.revision = Some(d.revision);
-            Ok(c)
+                }),
+                None => decode(bytes).and_then(|d| {
+                    let hint = revision_hint(d.revision);
+                    let mut c = check(d.batch, Some(d.findings), mode, &hint)?;
+                    c.revision = Some(d.revision);
+                    Ok(c)
+                }),
+            };
+            (checked, memory)
         })
         .await;
         self.hand_off(checked, memory, origin).await

@@ -134,11 +134,11 @@ impl ProfileBatch {
 
     /// A batch of `bytes` that [`super::wire_check::check`] found clean,
     /// not decoded until a stage reads it: forwarded unchanged, it never
-    /// is. `heap` is what decoding will take (reserved from the start).
-    pub fn checked(bytes: Bytes, clean: super::wire_check::Clean, heap: usize) -> Self {
+    /// is. What decoding will take is reserved from the start.
+    pub fn checked(bytes: Bytes, clean: super::wire_check::Clean) -> Self {
         Self {
             encoded: Some(bytes),
-            pending_heap: heap,
+            pending_heap: clean.heap,
             pending_profiles: clean.profiles,
             samples: OnceLock::from(clean.samples),
             ..Self::default()

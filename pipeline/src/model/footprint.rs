@@ -13,7 +13,7 @@ use crate::proto::{
 /// Heap bytes of one allocation of `len` bytes: mimalloc's size classes
 /// waste up to an eighth (an allocation of 0 bytes is none).
 #[inline]
-fn alloc(len: usize) -> usize {
+pub(super) fn alloc(len: usize) -> usize {
     if len == 0 {
         0
     } else {
@@ -147,10 +147,21 @@ pub fn estimate_decoded(bytes: &[u8]) -> usize {
     est
 }
 
-/// Vec capacity after `n` pushes of `elem`-byte elements (Rust's growth:
-/// a first allocation of 4, 8 for bytes, 1 for large elements, then
-/// doubling).
-fn pushed(n: usize, elem: usize) -> usize {
+/// Heap of a `String` or `Vec<u8>` prost filled with `len` bytes (it
+/// reserves them in an empty vector: at least 8).
+#[inline]
+pub(super) fn text_heap(len: usize) -> usize {
+    if len == 0 {
+        0
+    } else {
+        alloc(len.max(8))
+    }
+}
+
+/// Heap of the vector `n` pushes of `elem`-byte elements leave (Rust's
+/// growth: a first allocation of 4, 8 for bytes, 1 for large elements,
+/// then doubling).
+pub(super) fn pushed(n: usize, elem: usize) -> usize {
     if n == 0 {
         return 0;
     }
@@ -418,7 +429,7 @@ fn walk(b: &[u8], schema: &wire::Schema, est: &mut usize, depth: u32) -> Option<
             }
             (Field::Scalars(..), None) => counts[slot] += 1,
             (Field::Text { repeated }, Some(p)) => {
-                *est += alloc(p.len());
+                *est += text_heap(p.len());
                 if *repeated {
                     counts[slot] += 1;
                 }

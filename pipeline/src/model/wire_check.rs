@@ -11,8 +11,19 @@
 //! index 0 that has any bytes, a oneof set twice, deep nesting) answers
 //! `None`, and the request takes the decoding path, which says what is
 //! wrong or repairs it.
+//!
+//! The same walk measures what decoding would take (the heap behind every
+//! `Vec` and `String` prost would fill, as [`super::footprint`] counts a
+//! decoded batch), so memory is reserved without a second pass.
+
+use std::mem::size_of;
 
 use super::bounds::MAX_UNIX_NANO;
+use super::footprint::{pushed, text_heap};
+use crate::proto::{
+    common::EntityRef, AnyValue, KeyValue, KeyValueAndUnit, Line, Link, Location, Mapping, Profile,
+    ResourceProfiles, Sample, ScopeProfiles, Stack,
+};
 
 /// What the walk learned of a clean request.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -20,6 +31,8 @@ pub struct Clean {
     /// Observations, as [`super::ProfileBatch::sample_count`] counts them.
     pub samples: u64,
     pub profiles: u64,
+    /// Heap bytes the decoded messages will hold.
+    pub heap: usize,
 }
 
 /// [`Clean`] if the bytes are a valid request of the current revision as
@@ -36,18 +49,21 @@ pub fn check(bytes: &[u8]) -> Option<Clean> {
             _ => return None,
         }
     }
-    let lens = match dictionary {
-        Some(d) => dictionary_lens(d)?,
-        None => Lens::default(),
+    let mut w = Walk {
+        n: match dictionary {
+            Some(d) => dictionary_lens(d)?,
+            None => Lens::default(),
+        },
+        out: Clean::default(),
     };
+    w.out.heap = pushed(resources.len(), size_of::<ResourceProfiles>());
     if let Some(d) = dictionary {
-        check_dictionary(d, &lens)?;
+        w.check_dictionary(d)?;
     }
-    let mut out = Clean::default();
     for rp in resources {
-        resource_profiles(rp, &lens, &mut out)?;
+        w.resource_profiles(rp)?;
     }
-    Some(out)
+    Some(w.out)
 }
 
 const VARINT: u8 = 0;
@@ -105,8 +121,16 @@ impl<'a> Reader<'a> {
         Some(s)
     }
 
-    fn text(&mut self) -> Option<()> {
-        std::str::from_utf8(self.bytes()?).ok().map(drop)
+    /// A `bytes` field: the heap of its `Vec<u8>`.
+    fn blob(&mut self) -> Option<usize> {
+        Some(text_heap(self.bytes()?.len()))
+    }
+
+    /// A `string` field: the heap of its `String`.
+    fn text(&mut self) -> Option<usize> {
+        let s = self.bytes()?;
+        std::str::from_utf8(s).ok()?;
+        Some(text_heap(s.len()))
     }
 
     fn fixed64(&mut self) -> Option<u64> {
@@ -152,18 +176,25 @@ fn index(r: &mut Reader, wire: u8, len: usize) -> Option<()> {
     (i == 0 || (i > 0 && (i as usize) < len)).then_some(())
 }
 
-/// A repeated `int32` index field, packed or one element.
-fn indices(r: &mut Reader, wire: u8, len: usize) -> Option<()> {
+/// A repeated `int32` index field, packed or one element: how many.
+fn indices(r: &mut Reader, wire: u8, len: usize) -> Option<usize> {
     match wire {
         LEN => {
             let mut p = Reader::new(r.bytes()?);
+            let mut n = 0;
             while p.at < p.b.len() {
                 index(&mut p, VARINT, len)?;
+                n += 1;
             }
-            Some(())
+            Some(n)
         }
-        _ => index(r, wire, len),
+        _ => index(r, wire, len).map(|()| 1),
     }
+}
+
+/// Heap of the `Vec<i32>` a repeated index field decodes to.
+fn index_vec(n: usize) -> usize {
+    pushed(n, size_of::<i32>())
 }
 
 /// Counts the table entries; every entry 0 must be the zero value, which
@@ -194,291 +225,358 @@ fn dictionary_lens(d: &[u8]) -> Option<Lens> {
     Some(n)
 }
 
-fn check_dictionary(d: &[u8], n: &Lens) -> Option<()> {
-    let mut r = Reader::new(d);
-    while let Some((field, _)) = r.key()? {
-        let mut e = Reader::new(r.bytes()?);
-        match field {
-            1 => mapping(&mut e, n)?,
-            2 => location(&mut e, n)?,
-            3 => function(&mut e, n)?,
-            4 => link(&mut e)?,
-            5 => std::str::from_utf8(e.b).ok().map(drop)?,
-            6 => key_value_and_unit(&mut e, n)?,
-            _ => stack(&mut e, n)?,
-        }
-    }
-    Some(())
+/// The walk over one request: the table sizes indices are checked
+/// against, and what it learns.
+struct Walk {
+    n: Lens,
+    out: Clean,
 }
 
-fn mapping(r: &mut Reader, n: &Lens) -> Option<()> {
-    while let Some((field, wire)) = r.key()? {
-        match field {
-            1..=3 => r.scalar(wire, VARINT)?,
-            4 => index(r, wire, n.string)?,
-            5 => indices(r, wire, n.attribute)?,
-            _ => return None,
-        }
-    }
-    Some(())
-}
-
-fn location(r: &mut Reader, n: &Lens) -> Option<()> {
-    while let Some((field, wire)) = r.key()? {
-        match (field, wire) {
-            (1, _) => index(r, wire, n.mapping)?,
-            (2, _) => r.scalar(wire, VARINT)?,
-            (3, LEN) => {
-                let mut line = Reader::new(r.bytes()?);
-                while let Some((field, wire)) = line.key()? {
-                    match field {
-                        1 => index(&mut line, wire, n.function)?,
-                        2 | 3 => line.scalar(wire, VARINT)?,
-                        _ => return None,
-                    }
+impl Walk {
+    fn check_dictionary(&mut self, d: &[u8]) -> Option<()> {
+        let n = self.n;
+        self.out.heap += pushed(n.mapping, size_of::<Mapping>())
+            + pushed(n.location, size_of::<Location>())
+            + pushed(n.function, size_of::<crate::proto::Function>())
+            + pushed(n.link, size_of::<Link>())
+            + pushed(n.string, size_of::<String>())
+            + pushed(n.attribute, size_of::<KeyValueAndUnit>())
+            + pushed(n.stack, size_of::<Stack>());
+        let mut r = Reader::new(d);
+        while let Some((field, _)) = r.key()? {
+            let entry = r.bytes()?;
+            let mut e = Reader::new(entry);
+            match field {
+                1 => self.mapping(&mut e)?,
+                2 => self.location(&mut e)?,
+                3 => self.function(&mut e)?,
+                4 => self.link(&mut e)?,
+                5 => {
+                    std::str::from_utf8(entry).ok()?;
+                    self.out.heap += text_heap(entry.len());
                 }
+                6 => self.key_value_and_unit(&mut e)?,
+                _ => self.stack(&mut e)?,
             }
-            (4, _) => indices(r, wire, n.attribute)?,
-            _ => return None,
         }
+        Some(())
     }
-    Some(())
-}
 
-fn function(r: &mut Reader, n: &Lens) -> Option<()> {
-    while let Some((field, wire)) = r.key()? {
-        match field {
-            1..=3 => index(r, wire, n.string)?,
-            4 => r.scalar(wire, VARINT)?,
-            _ => return None,
+    fn mapping(&mut self, r: &mut Reader) -> Option<()> {
+        let mut attrs = 0;
+        while let Some((field, wire)) = r.key()? {
+            match field {
+                1..=3 => r.scalar(wire, VARINT)?,
+                4 => index(r, wire, self.n.string)?,
+                5 => attrs += indices(r, wire, self.n.attribute)?,
+                _ => return None,
+            }
         }
+        self.out.heap += index_vec(attrs);
+        Some(())
     }
-    Some(())
-}
 
-fn link(r: &mut Reader) -> Option<()> {
-    while let Some((field, wire)) = r.key()? {
-        match (field, wire) {
-            (1 | 2, LEN) => r.bytes().map(drop)?,
-            _ => return None,
+    fn location(&mut self, r: &mut Reader) -> Option<()> {
+        let (mut lines, mut attrs) = (0, 0);
+        while let Some((field, wire)) = r.key()? {
+            match (field, wire) {
+                (1, _) => index(r, wire, self.n.mapping)?,
+                (2, _) => r.scalar(wire, VARINT)?,
+                (3, LEN) => {
+                    let mut line = Reader::new(r.bytes()?);
+                    while let Some((field, wire)) = line.key()? {
+                        match field {
+                            1 => index(&mut line, wire, self.n.function)?,
+                            2 | 3 => line.scalar(wire, VARINT)?,
+                            _ => return None,
+                        }
+                    }
+                    lines += 1;
+                }
+                (4, _) => attrs += indices(r, wire, self.n.attribute)?,
+                _ => return None,
+            }
         }
+        self.out.heap += pushed(lines, size_of::<Line>()) + index_vec(attrs);
+        Some(())
     }
-    Some(())
-}
 
-fn key_value_and_unit(r: &mut Reader, n: &Lens) -> Option<()> {
-    while let Some((field, wire)) = r.key()? {
-        match (field, wire) {
-            (1 | 3, _) => index(r, wire, n.string)?,
-            (2, LEN) => any_value(&mut Reader::new(r.bytes()?), n, 0)?,
-            _ => return None,
+    fn function(&mut self, r: &mut Reader) -> Option<()> {
+        while let Some((field, wire)) = r.key()? {
+            match field {
+                1..=3 => index(r, wire, self.n.string)?,
+                4 => r.scalar(wire, VARINT)?,
+                _ => return None,
+            }
         }
+        Some(())
     }
-    Some(())
-}
 
-fn stack(r: &mut Reader, n: &Lens) -> Option<()> {
-    while let Some((field, wire)) = r.key()? {
-        match field {
-            1 => indices(r, wire, n.location)?,
-            _ => return None,
+    fn link(&mut self, r: &mut Reader) -> Option<()> {
+        while let Some((field, wire)) = r.key()? {
+            match (field, wire) {
+                (1 | 2, LEN) => self.out.heap += r.blob()?,
+                _ => return None,
+            }
         }
+        Some(())
     }
-    Some(())
-}
 
-fn key_values_field(r: &mut Reader, wire: u8, n: &Lens, depth: u32) -> Option<()> {
-    if wire != LEN {
-        return None;
-    }
-    let mut kv = Reader::new(r.bytes()?);
-    while let Some((field, wire)) = kv.key()? {
-        match (field, wire) {
-            (1, LEN) => kv.text()?,
-            (2, LEN) => any_value(&mut Reader::new(kv.bytes()?), n, depth + 1)?,
-            (3, _) => index(&mut kv, wire, n.string)?,
-            _ => return None,
+    fn key_value_and_unit(&mut self, r: &mut Reader) -> Option<()> {
+        while let Some((field, wire)) = r.key()? {
+            match (field, wire) {
+                (1 | 3, _) => index(r, wire, self.n.string)?,
+                (2, LEN) => self.any_value(&mut Reader::new(r.bytes()?), 0)?,
+                _ => return None,
+            }
         }
+        Some(())
     }
-    Some(())
-}
 
-fn any_value(r: &mut Reader, n: &Lens, depth: u32) -> Option<()> {
-    if depth > MAX_DEPTH {
-        return None;
+    fn stack(&mut self, r: &mut Reader) -> Option<()> {
+        let mut locations = 0;
+        while let Some((field, wire)) = r.key()? {
+            match field {
+                1 => locations += indices(r, wire, self.n.location)?,
+                _ => return None,
+            }
+        }
+        self.out.heap += index_vec(locations);
+        Some(())
     }
-    let mut set = false;
-    while let Some((field, wire)) = r.key()? {
-        // A oneof set twice keeps the last (or merges): not followed.
-        if std::mem::replace(&mut set, true) {
+
+    /// One `KeyValue` of a repeated field (its caller counts them).
+    fn key_value(&mut self, r: &mut Reader, wire: u8, depth: u32) -> Option<()> {
+        if wire != LEN {
             return None;
         }
-        match (field, wire) {
-            (1, LEN) => r.text()?,
-            (2 | 3, _) => r.scalar(wire, VARINT)?,
-            (4, _) => r.scalar(wire, I64)?,
-            (5, LEN) => {
-                let mut a = Reader::new(r.bytes()?);
-                while let Some((field, wire)) = a.key()? {
-                    match (field, wire) {
-                        (1, LEN) => any_value(&mut Reader::new(a.bytes()?), n, depth + 1)?,
-                        _ => return None,
+        let mut kv = Reader::new(r.bytes()?);
+        while let Some((field, wire)) = kv.key()? {
+            match (field, wire) {
+                (1, LEN) => self.out.heap += kv.text()?,
+                (2, LEN) => self.any_value(&mut Reader::new(kv.bytes()?), depth + 1)?,
+                (3, _) => index(&mut kv, wire, self.n.string)?,
+                _ => return None,
+            }
+        }
+        Some(())
+    }
+
+    fn any_value(&mut self, r: &mut Reader, depth: u32) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let mut set = false;
+        while let Some((field, wire)) = r.key()? {
+            // A oneof set twice keeps the last (or merges): not followed.
+            if std::mem::replace(&mut set, true) {
+                return None;
+            }
+            match (field, wire) {
+                (1, LEN) => self.out.heap += r.text()?,
+                (2 | 3, _) => r.scalar(wire, VARINT)?,
+                (4, _) => r.scalar(wire, I64)?,
+                (5, LEN) => {
+                    let mut a = Reader::new(r.bytes()?);
+                    let mut values = 0;
+                    while let Some((field, wire)) = a.key()? {
+                        match (field, wire) {
+                            (1, LEN) => {
+                                self.any_value(&mut Reader::new(a.bytes()?), depth + 1)?;
+                                values += 1;
+                            }
+                            _ => return None,
+                        }
+                    }
+                    self.out.heap += pushed(values, size_of::<AnyValue>());
+                }
+                (6, LEN) => {
+                    let mut l = Reader::new(r.bytes()?);
+                    let mut values = 0;
+                    while let Some((field, wire)) = l.key()? {
+                        match field {
+                            1 => self.key_value(&mut l, wire, depth + 1)?,
+                            _ => return None,
+                        }
+                        values += 1;
+                    }
+                    self.out.heap += pushed(values, size_of::<KeyValue>());
+                }
+                (7, LEN) => self.out.heap += r.blob()?,
+                (8, _) => index(r, wire, self.n.string)?,
+                _ => return None,
+            }
+        }
+        Some(())
+    }
+
+    fn resource_profiles(&mut self, b: &[u8]) -> Option<()> {
+        let mut r = Reader::new(b);
+        let mut scopes = 0;
+        while let Some((field, wire)) = r.key()? {
+            match (field, wire) {
+                (1, LEN) => self.resource(&mut Reader::new(r.bytes()?))?,
+                (2, LEN) => {
+                    self.scope_profiles(&mut Reader::new(r.bytes()?))?;
+                    scopes += 1;
+                }
+                (3, LEN) => self.out.heap += r.text()?,
+                _ => return None,
+            }
+        }
+        self.out.heap += pushed(scopes, size_of::<ScopeProfiles>());
+        Some(())
+    }
+
+    fn resource(&mut self, r: &mut Reader) -> Option<()> {
+        let (mut attrs, mut entities) = (0, 0);
+        while let Some((field, wire)) = r.key()? {
+            match field {
+                1 => {
+                    self.key_value(r, wire, 0)?;
+                    attrs += 1;
+                }
+                2 => r.scalar(wire, VARINT)?,
+                3 if wire == LEN => {
+                    let mut e = Reader::new(r.bytes()?);
+                    let (mut ids, mut descriptions) = (0, 0);
+                    while let Some((field, wire)) = e.key()? {
+                        match (field, wire) {
+                            (1..=4, LEN) => self.out.heap += e.text()?,
+                            _ => return None,
+                        }
+                        ids += usize::from(field == 3);
+                        descriptions += usize::from(field == 4);
+                    }
+                    self.out.heap += pushed(ids, size_of::<String>())
+                        + pushed(descriptions, size_of::<String>());
+                    entities += 1;
+                }
+                _ => return None,
+            }
+        }
+        self.out.heap +=
+            pushed(attrs, size_of::<KeyValue>()) + pushed(entities, size_of::<EntityRef>());
+        Some(())
+    }
+
+    fn scope_profiles(&mut self, r: &mut Reader) -> Option<()> {
+        let mut profiles = 0;
+        while let Some((field, wire)) = r.key()? {
+            match (field, wire) {
+                (1, LEN) => {
+                    let mut s = Reader::new(r.bytes()?);
+                    let mut attrs = 0;
+                    while let Some((field, wire)) = s.key()? {
+                        match (field, wire) {
+                            (1 | 2, LEN) => self.out.heap += s.text()?,
+                            (3, _) => {
+                                self.key_value(&mut s, wire, 0)?;
+                                attrs += 1;
+                            }
+                            (4, _) => s.scalar(wire, VARINT)?,
+                            _ => return None,
+                        }
+                    }
+                    self.out.heap += pushed(attrs, size_of::<KeyValue>());
+                }
+                (2, LEN) => {
+                    self.profile(&mut Reader::new(r.bytes()?))?;
+                    profiles += 1;
+                }
+                (3, LEN) => self.out.heap += r.text()?,
+                _ => return None,
+            }
+        }
+        self.out.profiles += profiles as u64;
+        self.out.heap += pushed(profiles, size_of::<Profile>());
+        Some(())
+    }
+
+    fn value_type(&mut self, r: &mut Reader) -> Option<()> {
+        while let Some((field, wire)) = r.key()? {
+            match field {
+                1 | 2 => index(r, wire, self.n.string)?,
+                _ => return None,
+            }
+        }
+        Some(())
+    }
+
+    fn profile(&mut self, r: &mut Reader) -> Option<()> {
+        // prost keeps the last of a repeated singular scalar.
+        let (mut time, mut duration) = (0u64, 0u64);
+        let (mut samples, mut observations, mut attrs) = (0, 0, 0);
+        while let Some((field, wire)) = r.key()? {
+            match (field, wire) {
+                (1 | 5, LEN) => self.value_type(&mut Reader::new(r.bytes()?))?,
+                (2, LEN) => {
+                    observations += self.sample(&mut Reader::new(r.bytes()?))?;
+                    samples += 1;
+                }
+                (3, I64) => time = r.fixed64()?,
+                (4, VARINT) => duration = r.varint()?,
+                (6 | 8, _) => r.scalar(wire, VARINT)?,
+                (7 | 10, LEN) => self.out.heap += r.blob()?,
+                (9, LEN) => self.out.heap += r.text()?,
+                (11, _) => attrs += indices(r, wire, self.n.attribute)?,
+                _ => return None,
+            }
+        }
+        if time > MAX_UNIX_NANO || time.saturating_add(duration) > MAX_UNIX_NANO {
+            return None;
+        }
+        self.out.samples += observations;
+        self.out.heap += pushed(samples, size_of::<Sample>()) + index_vec(attrs);
+        Some(())
+    }
+
+    /// One sample's observations, if it is valid.
+    #[inline]
+    fn sample(&mut self, r: &mut Reader) -> Option<u64> {
+        let (mut attrs, mut values, mut stamps) = (0, 0, 0);
+        while let Some((field, wire)) = r.key()? {
+            match (field, wire) {
+                (1, _) => index(r, wire, self.n.stack)?,
+                (2, _) => attrs += indices(r, wire, self.n.attribute)?,
+                (3, _) => index(r, wire, self.n.link)?,
+                (4, LEN) => {
+                    let mut p = Reader::new(r.bytes()?);
+                    while p.at < p.b.len() {
+                        p.varint()?;
+                        values += 1;
                     }
                 }
-            }
-            (6, LEN) => {
-                let mut l = Reader::new(r.bytes()?);
-                while let Some((field, wire)) = l.key()? {
-                    match field {
-                        1 => key_values_field(&mut l, wire, n, depth + 1)?,
-                        _ => return None,
-                    }
-                }
-            }
-            (7, LEN) => r.bytes().map(drop)?,
-            (8, _) => index(r, wire, n.string)?,
-            _ => return None,
-        }
-    }
-    Some(())
-}
-
-fn resource_profiles(b: &[u8], n: &Lens, out: &mut Clean) -> Option<()> {
-    let mut r = Reader::new(b);
-    while let Some((field, wire)) = r.key()? {
-        match (field, wire) {
-            (1, LEN) => resource(&mut Reader::new(r.bytes()?), n)?,
-            (2, LEN) => scope_profiles(&mut Reader::new(r.bytes()?), n, out)?,
-            (3, LEN) => r.text()?,
-            _ => return None,
-        }
-    }
-    Some(())
-}
-
-fn resource(r: &mut Reader, n: &Lens) -> Option<()> {
-    while let Some((field, wire)) = r.key()? {
-        match field {
-            1 => key_values_field(r, wire, n, 0)?,
-            2 => r.scalar(wire, VARINT)?,
-            3 if wire == LEN => {
-                let mut e = Reader::new(r.bytes()?);
-                while let Some((field, wire)) = e.key()? {
-                    match (field, wire) {
-                        (1..=4, LEN) => e.text()?,
-                        _ => return None,
-                    }
-                }
-            }
-            _ => return None,
-        }
-    }
-    Some(())
-}
-
-fn scope_profiles(r: &mut Reader, n: &Lens, out: &mut Clean) -> Option<()> {
-    while let Some((field, wire)) = r.key()? {
-        match (field, wire) {
-            (1, LEN) => {
-                let mut s = Reader::new(r.bytes()?);
-                while let Some((field, wire)) = s.key()? {
-                    match (field, wire) {
-                        (1 | 2, LEN) => s.text()?,
-                        (3, _) => key_values_field(&mut s, wire, n, 0)?,
-                        (4, _) => s.scalar(wire, VARINT)?,
-                        _ => return None,
-                    }
-                }
-            }
-            (2, LEN) => {
-                profile(&mut Reader::new(r.bytes()?), n, out)?;
-                out.profiles += 1;
-            }
-            (3, LEN) => r.text()?,
-            _ => return None,
-        }
-    }
-    Some(())
-}
-
-fn value_type(r: &mut Reader, n: &Lens) -> Option<()> {
-    while let Some((field, wire)) = r.key()? {
-        match field {
-            1 | 2 => index(r, wire, n.string)?,
-            _ => return None,
-        }
-    }
-    Some(())
-}
-
-fn profile(r: &mut Reader, n: &Lens, out: &mut Clean) -> Option<()> {
-    // prost keeps the last of a repeated singular scalar.
-    let (mut time, mut duration) = (0u64, 0u64);
-    let mut samples = 0u64;
-    while let Some((field, wire)) = r.key()? {
-        match (field, wire) {
-            (1 | 5, LEN) => value_type(&mut Reader::new(r.bytes()?), n)?,
-            (2, LEN) => samples += sample(&mut Reader::new(r.bytes()?), n)?,
-            (3, I64) => time = r.fixed64()?,
-            (4, VARINT) => duration = r.varint()?,
-            (6 | 8, _) => r.scalar(wire, VARINT)?,
-            (7 | 10, LEN) => r.bytes().map(drop)?,
-            (9, LEN) => r.text()?,
-            (11, _) => indices(r, wire, n.attribute)?,
-            _ => return None,
-        }
-    }
-    if time > MAX_UNIX_NANO || time.saturating_add(duration) > MAX_UNIX_NANO {
-        return None;
-    }
-    out.samples += samples;
-    Some(())
-}
-
-/// One sample's observations, if it is valid.
-#[inline]
-fn sample(r: &mut Reader, n: &Lens) -> Option<u64> {
-    let (mut values, mut stamps) = (0usize, 0usize);
-    while let Some((field, wire)) = r.key()? {
-        match (field, wire) {
-            (1, _) => index(r, wire, n.stack)?,
-            (2, _) => indices(r, wire, n.attribute)?,
-            (3, _) => index(r, wire, n.link)?,
-            (4, LEN) => {
-                let mut p = Reader::new(r.bytes()?);
-                while p.at < p.b.len() {
-                    p.varint()?;
+                (4, VARINT) => {
+                    r.varint()?;
                     values += 1;
                 }
-            }
-            (4, VARINT) => {
-                r.varint()?;
-                values += 1;
-            }
-            (5, LEN) => {
-                let p = r.bytes()?;
-                if p.len() % 8 != 0 {
-                    return None;
-                }
-                for t in p.chunks_exact(8) {
-                    if u64::from_le_bytes(t.try_into().ok()?) > MAX_UNIX_NANO {
+                (5, LEN) => {
+                    let p = r.bytes()?;
+                    if p.len() % 8 != 0 {
                         return None;
                     }
+                    for t in p.chunks_exact(8) {
+                        if u64::from_le_bytes(t.try_into().ok()?) > MAX_UNIX_NANO {
+                            return None;
+                        }
+                    }
+                    stamps += p.len() / 8;
                 }
-                stamps += p.len() / 8;
-            }
-            (5, I64) => {
-                if r.fixed64()? > MAX_UNIX_NANO {
-                    return None;
+                (5, I64) => {
+                    if r.fixed64()? > MAX_UNIX_NANO {
+                        return None;
+                    }
+                    stamps += 1;
                 }
-                stamps += 1;
+                _ => return None,
             }
-            _ => return None,
         }
-    }
-    match (values, stamps) {
-        (0, 0) => None,
-        (v, t) if v != 0 && t != 0 && v != t => None,
-        (v, t) => Some(v.max(t) as u64),
+        self.out.heap += index_vec(attrs) + pushed(values, 8) + pushed(stamps, 8);
+        match (values, stamps) {
+            (0, 0) => None,
+            (v, t) if v != 0 && t != 0 && v != t => None,
+            (v, t) => Some(v.max(t) as u64),
+        }
     }
 }
