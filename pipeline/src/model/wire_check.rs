@@ -97,6 +97,17 @@ impl<'a> Reader<'a> {
     /// prost's varint: at most ten bytes, the tenth at most 1.
     #[inline]
     fn varint(&mut self) -> Option<u64> {
+        // Keys and most indices take one byte.
+        let first = *self.b.get(self.at)?;
+        if first < 0x80 {
+            self.at += 1;
+            return Some(u64::from(first));
+        }
+        self.varint_long()
+    }
+
+    #[inline(never)]
+    fn varint_long(&mut self) -> Option<u64> {
         let mut v = 0u64;
         for i in 0..10 {
             let byte = *self.b.get(self.at)?;
