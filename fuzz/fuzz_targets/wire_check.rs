@@ -1,6 +1,7 @@
 //! The wire check against the decoding path it stands in for: bytes it
 //! finds clean decode, validate, are read as the current revision, and
-//! hold the samples and profiles it counted.
+//! hold the samples and profiles it counted, in no more heap than it
+//! measured (the memory reserved for them).
 #![no_main]
 
 use bytes::Bytes;
@@ -9,6 +10,7 @@ use prost::Message;
 
 use profcol_pipeline::formats::otlp_revisions::{self, Revision};
 use profcol_pipeline::model::findings;
+use profcol_pipeline::model::footprint::heap_bytes;
 use profcol_pipeline::model::wire_check::check;
 use profcol_pipeline::proto::ProfilesData;
 use profcol_pipeline::ProfileBatch;
@@ -22,6 +24,7 @@ fuzz_target!(|bytes: &[u8]| {
     let read =
         otlp_revisions::decode(&Bytes::copy_from_slice(bytes)).expect("a revision reads them");
     assert_eq!(read.revision, Revision::CURRENT);
+    assert!(clean.heap >= heap_bytes(&data), "the reservation covers the decode");
     let batch = ProfileBatch::new(data);
     assert_eq!(clean.samples, batch.sample_count());
     assert_eq!(clean.profiles, batch.profile_count());

@@ -7,8 +7,9 @@
 //! decodes the bytes, [`super::findings`] finds nothing, and revision
 //! detection reads them as the current revision (a differential property
 //! test holds it to that). Anything it does not follow exactly (a field it
-//! does not know, another wire type, a dictionary sent twice, an entry at
-//! index 0 that has any bytes, a oneof set twice, deep nesting) answers
+//! does not know, another wire type, a dictionary or another singular
+//! message sent twice, an entry at index 0 that has any bytes, a oneof set
+//! twice, deep nesting) answers
 //! `None`, and the request takes the decoding path, which says what is
 //! wrong or repairs it.
 //!
@@ -203,6 +204,13 @@ fn indices(r: &mut Reader, wire: u8, len: usize) -> Option<usize> {
     }
 }
 
+/// A singular message field, `None` the second time: prost merges the two
+/// (appending to their repeated fields), which the heap count does not
+/// follow and no encoder writes.
+fn first(seen: &mut bool) -> Option<()> {
+    (!std::mem::replace(seen, true)).then_some(())
+}
+
 /// Heap of the `Vec<i32>` a repeated index field decodes to.
 fn index_vec(n: usize) -> usize {
     pushed(n, size_of::<i32>())
@@ -334,10 +342,14 @@ impl Walk {
     }
 
     fn key_value_and_unit(&mut self, r: &mut Reader) -> Option<()> {
+        let mut value = false;
         while let Some((field, wire)) = r.key()? {
             match (field, wire) {
                 (1 | 3, _) => index(r, wire, self.n.string)?,
-                (2, LEN) => self.any_value(&mut Reader::new(r.bytes()?), 0)?,
+                (2, LEN) => {
+                    first(&mut value)?;
+                    self.any_value(&mut Reader::new(r.bytes()?), 0)?;
+                }
                 _ => return None,
             }
         }
@@ -362,10 +374,14 @@ impl Walk {
             return None;
         }
         let mut kv = Reader::new(r.bytes()?);
+        let mut value = false;
         while let Some((field, wire)) = kv.key()? {
             match (field, wire) {
                 (1, LEN) => self.out.heap += kv.text()?,
-                (2, LEN) => self.any_value(&mut Reader::new(kv.bytes()?), depth + 1)?,
+                (2, LEN) => {
+                    first(&mut value)?;
+                    self.any_value(&mut Reader::new(kv.bytes()?), depth + 1)?;
+                }
                 (3, _) => index(&mut kv, wire, self.n.string)?,
                 _ => return None,
             }
@@ -423,10 +439,13 @@ impl Walk {
 
     fn resource_profiles(&mut self, b: &[u8]) -> Option<()> {
         let mut r = Reader::new(b);
-        let mut scopes = 0;
+        let (mut resource, mut scopes) = (false, 0);
         while let Some((field, wire)) = r.key()? {
             match (field, wire) {
-                (1, LEN) => self.resource(&mut Reader::new(r.bytes()?))?,
+                (1, LEN) => {
+                    first(&mut resource)?;
+                    self.resource(&mut Reader::new(r.bytes()?))?;
+                }
                 (2, LEN) => {
                     self.scope_profiles(&mut Reader::new(r.bytes()?))?;
                     scopes += 1;
@@ -472,10 +491,11 @@ impl Walk {
     }
 
     fn scope_profiles(&mut self, r: &mut Reader) -> Option<()> {
-        let mut profiles = 0;
+        let (mut scope, mut profiles) = (false, 0);
         while let Some((field, wire)) = r.key()? {
             match (field, wire) {
                 (1, LEN) => {
+                    first(&mut scope)?;
                     let mut s = Reader::new(r.bytes()?);
                     let mut attrs = 0;
                     while let Some((field, wire)) = s.key()? {
