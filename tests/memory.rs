@@ -471,3 +471,62 @@ async fn drive(port: u16, framed: bytes::Bytes, time: Duration) -> (u64, u64) {
     }
     (ok.load(Ordering::Relaxed), retry.load(Ordering::Relaxed))
 }
+
+/// Pass-through (an `otlp` exporter to a current-revision peer) queues a
+/// request as the bytes it came in, and the memory budget then holds those
+/// bytes only, not what decoding them would take: with the peer down, a
+/// queue of medium requests that decoded would be several times the limit
+/// is accepted whole, and all of it arrives once the peer is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarded_requests_hold_only_their_bytes_while_queued() {
+    const LIMIT_MIB: usize = 160;
+    let limit = LIMIT_MIB << 20;
+    let data = profcol_pipeline::model::synth::request(100_000, 20_000);
+    let bytes = data.encode_to_vec();
+    let heap = profcol_pipeline::model::wire_check::check(&bytes)
+        .expect("synthetic requests are clean")
+        .heap;
+    let n = 16;
+    assert!(
+        n * (bytes.len() + heap) > 2 * limit,
+        "decoded, the queue would be over the limit ({} + {heap} bytes each)",
+        bytes.len()
+    );
+    // Room left for the process itself (resident memory counts too).
+    assert!(
+        n * bytes.len() + bytes.len() + heap < limit / 2,
+        "as bytes, it fits"
+    );
+    let per_request = profcol_pipeline::ProfileBatch::new(data).sample_count();
+
+    let sink = Sink::start().await;
+    sink.counting_only();
+    sink.down_for(Duration::from_secs(3));
+    let dir = tempfile::tempdir().unwrap();
+    let ports = ports();
+    let cfg = config(&dir, ports, sink.addr.port(), false, "queue_size: 100", "");
+    let p = start(&cfg, LIMIT_MIB as u64, ports.2).await;
+    let framed = grpc_frame(&bytes, false);
+    let mut ch = channel(ports.0).await;
+    for i in 0..n {
+        let code = export_framed(&mut ch, framed.clone(), None).await;
+        if code != 0 {
+            p.signal("TERM");
+            let (_, logs) = p.wait(Duration::from_secs(30)).await;
+            panic!("request {i} refused ({code}): {logs}");
+        }
+    }
+    let started = Instant::now();
+    while sink.samples() < n as u64 * per_request {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{} of {} samples arrived",
+            sink.samples(),
+            n as u64 * per_request
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    p.signal("TERM");
+    let (code, logs) = p.wait(Duration::from_secs(30)).await;
+    assert!(code.success(), "{logs}");
+}

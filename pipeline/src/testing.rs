@@ -104,6 +104,7 @@ pub fn capture(
         block: false,
         gauges: false,
         telemetry: telemetry.clone(),
+        decodes: true,
     };
     let pipeline = crate::runtime::Pipeline::new(
         "profiles",

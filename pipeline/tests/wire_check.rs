@@ -222,3 +222,26 @@ fn a_lazy_batch_reads_as_the_decoded_one() {
     assert_eq!(changed.sample_count(), 0);
     assert_eq!(lazy.into_data(), d);
 }
+
+#[test]
+fn a_forwarded_batch_holds_its_bytes_until_something_decodes_it() {
+    use profcol_pipeline::memory::{Held, MemoryBudget};
+    let d = profcol_pipeline::model::synth::request(2_000, 50);
+    let bytes = Bytes::from(d.encode_to_vec());
+    let clean = check(&bytes).expect("synthetic requests are clean");
+    let budget = MemoryBudget::new(1 << 30);
+    let full = bytes.len() + clean.heap;
+    let mut lazy = ProfileBatch::checked(bytes.clone(), clean);
+    lazy.meta.memory = Some(Held::new(budget.force(full)));
+    lazy.hold_bytes_only();
+    assert_eq!(budget.used(), bytes.len());
+    assert!(!lazy.is_decoded());
+    lazy.data();
+    assert_eq!(budget.used(), full, "decoding reserves it again");
+    lazy.hold_bytes_only();
+    assert_eq!(
+        budget.used(),
+        full,
+        "a decoded batch keeps its messages' share"
+    );
+}

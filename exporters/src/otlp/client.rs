@@ -139,6 +139,10 @@ impl Exporter for OtlpExporter {
         let counts = (req.batch.profile_count(), req.batch.sample_count());
         self.send(Body::Batch(req.batch.clone()), counts).await
     }
+
+    fn sends_received_bytes(&self) -> bool {
+        self.sends_encoded()
+    }
 }
 
 impl OtlpExporter {

@@ -151,6 +151,11 @@ impl Exporter for OtlpHttpExporter {
         self.auth.start(ctx)
     }
 
+    /// See [`OtlpHttpExporter::body`].
+    fn sends_received_bytes(&self) -> bool {
+        self.encoding == Encoding::Proto && self.revision == Revision::CURRENT
+    }
+
     async fn export(
         &self,
         req: &Request,

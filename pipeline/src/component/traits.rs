@@ -345,6 +345,13 @@ pub trait Exporter: Send + Sync {
 
     /// Called after the queue has drained.
     async fn shutdown(&self) {}
+
+    /// Whether it sends a batch that still holds the bytes it was received
+    /// as without decoding it. While such a batch waits in its queue, the
+    /// memory budget holds only its bytes, not what decoding would take.
+    fn sends_received_bytes(&self) -> bool {
+        false
+    }
 }
 
 /// A storage extension: where persistent sending queues live.

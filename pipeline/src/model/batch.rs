@@ -149,9 +149,26 @@ impl ProfileBatch {
     fn decoded(&self) -> &ProfilesData {
         self.data.get_or_init(|| {
             let bytes = self.encoded.clone().unwrap_or_default();
+            // Reserved again if `hold_bytes_only` gave it back: a stage
+            // that reads the batch after all is not refused its memory.
+            if let Some(m) = &self.meta.memory {
+                let full = bytes.len() + self.pending_heap;
+                if m.bytes() < full {
+                    m.set(full);
+                }
+            }
             // The wire check is held to prost by a differential test.
             ProfilesData::decode(bytes).expect("a batch checked on the wire decodes")
         })
+    }
+
+    /// For a batch that will be forwarded as received: its memory
+    /// reservation shrinks to its bytes, from the bytes and what decoding
+    /// would take. Decoding it later reserves that again.
+    pub fn hold_bytes_only(&self) {
+        if let (None, Some(bytes), Some(m)) = (self.data.get(), &self.encoded, &self.meta.memory) {
+            m.set(bytes.len());
+        }
     }
 
     /// Whether the messages exist yet.

@@ -72,7 +72,7 @@ pub async fn start(s: Spawn, queue: Option<ExporterQueue>) -> anyhow::Result<Sta
     } else {
         (1, true)
     };
-    let handle = match queue {
+    let mut handle = match queue {
         Some(kept) => kept,
         None => {
             let queue: Arc<dyn Queue> = match (&storage, q.enabled) {
@@ -91,9 +91,13 @@ pub async fn start(s: Spawn, queue: Option<ExporterQueue>) -> anyhow::Result<Sta
                 block,
                 gauges: q.enabled,
                 telemetry: telemetry.clone(),
+                decodes: true,
             }
         }
     };
+    // A queue kept over a reload may now feed a differently configured
+    // exporter.
+    handle.decodes = !exporter.sends_received_bytes();
     handle.update_gauge();
     Ok(Started {
         queue: handle,

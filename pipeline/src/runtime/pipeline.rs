@@ -51,6 +51,8 @@ pub struct ExporterQueue {
     /// Only a real `sending_queue` has queue gauges, as in the Collector.
     pub gauges: bool,
     pub telemetry: Arc<Telemetry>,
+    /// The exporter may decode a batch kept as received bytes.
+    pub decodes: bool,
 }
 
 impl ExporterQueue {
@@ -282,6 +284,14 @@ impl Pipeline {
                 .expect("a processor panicked")
             }
         };
+        if let Some(b) = &out {
+            // Nothing here will decode a batch still undecoded: while it
+            // waits to be sent it holds only its bytes.
+            let forwarded = self.stage.is_none() && self.exporters.iter().all(|e| !e.decodes);
+            if forwarded && Arc::strong_count(b) == 1 {
+                b.hold_bytes_only();
+            }
+        }
         let mut prepared = Prepared {
             pipeline: self.clone(),
             batch: out,
