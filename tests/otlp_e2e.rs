@@ -692,25 +692,30 @@ async fn a_blocked_queue_holds_clients_and_a_full_pipeline_refuses_more() {
     );
 }
 
-/// The memory budget (`--memory-limit-mib`) counts what batches hold once
-/// decoded, and the working space of the exporter's attempt: past it a
-/// request gets UNAVAILABLE (retry later), one larger than the whole
-/// budget RESOURCE_EXHAUSTED. Both are counted with their reason.
+/// The memory budget (`--memory-limit-mib`) counts what a request will
+/// take once decoded when it is admitted, what a batch holds while it waits
+/// (forwarded as received, as here: its bytes), and the working space of
+/// the exporter's attempt: past it a request gets UNAVAILABLE (retry
+/// later), one larger than the whole budget RESOURCE_EXHAUSTED. Both are
+/// counted with their reason.
 #[tokio::test]
 async fn the_memory_budget_bounds_what_is_in_flight() {
     let sink = Sink::start().await;
-    // The sink holds the first call: its batch (and the attempt's working
-    // space) stays in memory.
-    sink.answer_next([Answer::Hold(3_000)]);
+    // The sink holds the first two calls: their batches (and the attempts'
+    // working space) stay in memory.
+    sink.answer_next([Answer::Hold(3_000), Answer::Hold(3_000)]);
     let (yaml, recv, _) = to_sink(&sink);
     let small = request("otlp/minimal-request.bin");
-    let held = profcol_pipeline::ProfileBatch::decode(prost::Message::encode_to_vec(&small).into())
-        .unwrap()
-        .held_bytes();
+    let bytes = prost::Message::encode_to_vec(&small);
+    let decoded = profcol_pipeline::model::wire_check::check(&bytes)
+        .expect("the recording is clean")
+        .heap;
     let opts = RuntimeOptions {
-        // The first batch and its attempt, the second: three times what
-        // one holds; not a fourth.
-        memory_limit_bytes: held * 7 / 2,
+        // Held by the sink, the first batch and its attempt hold its bytes
+        // twice; the second is admitted with room to decode (its bytes and
+        // what decoding takes); once it waits as bytes (queued or sent), a
+        // third has no room.
+        memory_limit_bytes: bytes.len() * 7 / 2 + decoded,
         shutdown_timeout: Duration::from_millis(200),
         ..RuntimeOptions::default()
     };
