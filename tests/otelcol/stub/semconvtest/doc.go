@@ -1,0 +1,2 @@
+// Package semconvtest is an empty stub; see go.mod.
+package semconvtest
