@@ -2,6 +2,7 @@ use std::sync::OnceLock;
 
 use async_trait::async_trait;
 use http::uri::PathAndQuery;
+use tonic::codec::CompressionEncoding;
 use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue, MetadataMap};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
@@ -157,8 +158,13 @@ impl OtlpExporter {
         let channel = self
             .channel
             .get_or_init(|| self.endpoint_cfg.connect_lazy());
+        // gRPC-Go servers (the Collector's) answer in the encoding the
+        // request came in: a response that could not be read would fail a
+        // call the peer had accepted.
         let mut grpc =
-            tonic::client::Grpc::new(Compressing::new(channel.clone(), self.compression));
+            tonic::client::Grpc::new(Compressing::new(channel.clone(), self.compression))
+                .accept_compressed(CompressionEncoding::Gzip)
+                .accept_compressed(CompressionEncoding::Zstd);
         grpc.ready()
             .await
             .map_err(|e| ExportError::retryable(format!("connecting to {}: {e}", self.endpoint)))?;
