@@ -187,8 +187,10 @@ impl Resolver<'_> {
         }
     }
 
+    /// An empty `ValueType` reads as an absent one: the Collector's pdata
+    /// cannot tell them apart and sends the first for the second.
     fn value_type(&self, vt: Option<&ValueType>) -> String {
-        match vt {
+        match vt.filter(|vt| **vt != ValueType::default()) {
             Some(vt) => format!(
                 "{}/{}",
                 self.lookup.string(vt.type_strindex),
