@@ -314,3 +314,68 @@ async fn sidecars_to_balanced_gateways_lose_nothing_when_one_is_killed() {
         assert!(code.success(), "{logs}");
     }
 }
+
+/// A gateway that takes smaller requests than a sidecar sends (its
+/// `max_recv_msg_size_mib`, or its HTTP `max_request_body_size`): the
+/// sidecar sends each too-large request again in parts, and every sample
+/// arrives once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sidecar_cuts_what_a_gateway_refuses_as_too_large() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = Sink::start().await;
+    let gw = Base::new();
+    let (gw_grpc, gw_http) = (free_port(), free_port());
+    let gw_cfg = write(
+        dir.path(),
+        "gateway.yaml",
+        format!(
+            "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:{gw_grpc}\", max_recv_msg_size_mib: 1}}, http: {{endpoint: \"127.0.0.1:{gw_http}\", max_request_body_size: 1048576}}}}}}\nexporters:\n  otlp: {{endpoint: \"{}\", tls: {{insecure: true}}}}\n{}  pipelines:\n    profiles: {{receivers: [otlp], exporters: [otlp]}}\n",
+            sink.addr,
+            gw.yaml(None)
+        ),
+    );
+    let sc = Base::new();
+    let sc_grpc = free_port();
+    let sc_cfg = write(
+        dir.path(),
+        "sidecar.yaml",
+        format!(
+            "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:{sc_grpc}\"}}}}}}\nexporters:\n  otlp: {{endpoint: \"127.0.0.1:{gw_grpc}\", tls: {{insecure: true}}, compression: none, {RETRY}}}\n  otlphttp: {{endpoint: \"http://127.0.0.1:{gw_http}\", compression: none, {RETRY}}}\n{}  pipelines:\n    profiles: {{receivers: [otlp], exporters: [otlp, otlphttp]}}\n",
+            sc.yaml(None)
+        ),
+    );
+    let _gw = Running::start(&["--config".as_ref(), gw_cfg.as_os_str()]);
+    wait_healthy(gw.health).await;
+    let _sc = Running::start(&["--config".as_ref(), sc_cfg.as_os_str()]);
+    wait_healthy(sc.health).await;
+
+    let data = synth::Config {
+        samples: 60_000,
+        stacks: 5_000,
+        resources: 12,
+        ..synth::Config::default()
+    }
+    .build();
+    let req = ExportProfilesServiceRequest {
+        resource_profiles: data.resource_profiles,
+        dictionary: data.dictionary,
+    };
+    assert!(prost::Message::encoded_len(&req) > 1 << 20);
+    client(sc_grpc).await.export(req).await.unwrap();
+    let started = Instant::now();
+    while sink.samples() < 120_000 && started.elapsed() < Duration::from_secs(20) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        sink.samples(),
+        120_000,
+        "each exporter delivers all 60,000 once"
+    );
+    assert!(sink.received().len() > 2, "sent whole");
+    let failed = metric(
+        sc.metrics,
+        "otelcol_exporter_send_failed_profile_samples_total",
+    )
+    .await;
+    assert_eq!(failed, 0);
+}

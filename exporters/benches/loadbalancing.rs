@@ -19,8 +19,9 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use prost::Message;
 
 use profcol_exporters::loadbalancing::ring::{hash_bytes, HashRing};
-use profcol_exporters::loadbalancing::routing::{self, Settled};
+use profcol_exporters::loadbalancing::routing;
 use profcol_exporters::loadbalancing::RoutingKey;
+use profcol_exporters::settled::Settled;
 use profcol_pipeline::model::{synth, ProfileBatch};
 use profcol_pipeline::proto::{any_value::Value, AnyValue, KeyValue, ProfilesData};
 
@@ -60,7 +61,13 @@ fn route(data: &ProfilesData, key: RoutingKey, ring: &HashRing) -> Vec<routing::
     let mut keys = Vec::new();
     routing::profile_keys(data, key, &mut keys);
     let mut owner = Vec::new();
-    routing::assign(&keys, &Settled::none(keys.len()), ring, &mut owner).expect("backends");
+    routing::assign(
+        &keys,
+        &Settled::none("loadbalancing", keys.len()),
+        ring,
+        &mut owner,
+    )
+    .expect("backends");
     routing::split(data, &owner, ring.endpoints().len())
 }
 
@@ -154,7 +161,13 @@ fn summary(data: &ProfilesData, bytes: &[u8], ring: &HashRing, ten: &HashRing, k
         let mut k = Vec::new();
         routing::profile_keys(data, RoutingKey::TraceId, &mut k);
         let mut owner = Vec::new();
-        routing::assign(&k, &Settled::none(k.len()), ring, &mut owner).map(|()| owner)
+        routing::assign(
+            &k,
+            &Settled::none("loadbalancing", k.len()),
+            ring,
+            &mut owner,
+        )
+        .map(|()| owner)
     });
     println!(
         "    of which keys and owners {:.3}x prost decode",

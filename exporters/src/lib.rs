@@ -10,5 +10,7 @@ mod http_common;
 pub mod loadbalancing;
 pub mod otlp;
 pub mod otlphttp;
+mod parts;
 pub mod pprof;
 pub mod sentry;
+pub mod settled;

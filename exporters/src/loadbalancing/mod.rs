@@ -37,10 +37,13 @@ use profcol_pipeline::component::{
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pipeline::model::ProfileBatch;
 
+use crate::settled::Settled;
 pub use config::{normalise_endpoint, Decoded, Resolver, RoutingKey, DEFAULT_PORT};
 use resolver::{Lookup, SystemLookup};
 use ring::HashRing;
-use routing::Settled;
+
+/// Its key in a request's `resume`.
+const KEY: &str = "loadbalancing";
 
 use crate::otlp::{Body, OtlpExporter, OtlpExporterConfig};
 
@@ -274,7 +277,7 @@ impl Exporter for LoadBalancingExporter {
             return Ok(ExportOutcome::delivered());
         }
         let mut progress = req.progress();
-        let mut settled = Settled::from_progress(&progress, profiles);
+        let mut settled = Settled::from_progress(&progress, KEY, profiles);
         let backends = inner.current();
         let mut keys = Vec::with_capacity(profiles);
         routing::profile_keys(data, inner.routing_key, &mut keys);

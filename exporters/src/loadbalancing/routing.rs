@@ -6,12 +6,12 @@
 //! Also what a retry resumes from: the profiles already settled, by their
 //! position in the batch (which never changes: a queued batch is immutable).
 
-use profcol_pipeline::component::Progress;
 use profcol_pipeline::model::dictionary::{subsets, Lookup, Subset};
 use profcol_pipeline::proto::{any_value::Value, AnyValue, KeyValue, Profile, ProfilesData};
 
 use super::config::RoutingKey;
 use super::ring::{mix64, Fnv, HashRing};
+use crate::settled::Settled;
 
 const SERVICE_NAME: &str = "service.name";
 const SERVICE_INSTANCE_ID: &str = "service.instance.id";
@@ -170,84 +170,4 @@ pub fn split(data: &ProfilesData, owner: &[u32], endpoints: usize) -> Vec<Part> 
             })
         })
         .collect()
-}
-
-/// The profiles of a batch that earlier attempts settled, kept in the
-/// request's [`Progress::resume`] as ranges of positions:
-/// `{"loadbalancing": {"profiles": N, "settled": [[from, to), ...]}}`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settled {
-    flags: Vec<bool>,
-}
-
-impl Settled {
-    pub fn none(profiles: usize) -> Self {
-        Self {
-            flags: vec![false; profiles],
-        }
-    }
-
-    /// What `progress` says was settled, for a batch of `profiles`
-    /// profiles. A resume written by another exporter, or for a batch of
-    /// another size, settles nothing.
-    pub fn from_progress(progress: &Progress, profiles: usize) -> Self {
-        let mut s = Self::none(profiles);
-        let Some(lb) = progress
-            .resume
-            .as_ref()
-            .and_then(|r| r.get("loadbalancing"))
-        else {
-            return s;
-        };
-        if lb.get("profiles").and_then(|n| n.as_u64()) != Some(profiles as u64) {
-            return s;
-        }
-        let ranges = lb.get("settled").and_then(|r| r.as_array());
-        for r in ranges.into_iter().flatten() {
-            let bound = |i: usize| r.get(i).and_then(|v| v.as_u64()).map(|v| v as usize);
-            if let (Some(from), Some(to)) = (bound(0), bound(1)) {
-                for f in s.flags.iter_mut().take(to.min(profiles)).skip(from) {
-                    *f = true;
-                }
-            }
-        }
-        s
-    }
-
-    #[inline]
-    pub fn is_set(&self, i: usize) -> bool {
-        self.flags.get(i).copied().unwrap_or(false)
-    }
-
-    pub fn set(&mut self, i: usize) {
-        if let Some(f) = self.flags.get_mut(i) {
-            *f = true;
-        }
-    }
-
-    pub fn all(&self) -> bool {
-        self.flags.iter().all(|&f| f)
-    }
-
-    pub fn any(&self) -> bool {
-        self.flags.iter().any(|&f| f)
-    }
-
-    /// The `resume` value to record.
-    pub fn to_resume(&self) -> serde_json::Value {
-        let mut ranges = Vec::new();
-        let mut i = 0;
-        while i < self.flags.len() {
-            if !self.flags[i] {
-                i += 1;
-                continue;
-            }
-            let from = i;
-            while i < self.flags.len() && self.flags[i] {
-                i += 1;
-            }
-            ranges.push(serde_json::json!([from, i]));
-        }
-        serde_json::json!({"loadbalancing": {"profiles": self.flags.len(), "settled": ranges}})
-    }
 }

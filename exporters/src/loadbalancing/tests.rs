@@ -9,8 +9,10 @@ use profcol_pipeline::runtime::create_exporter;
 
 use super::config::{decode, Resolver, RoutingKey};
 use super::ring::{hash_bytes, HashRing};
-use super::routing::{self, Settled, SETTLED};
+use super::routing::{self, SETTLED};
+use super::KEY;
 use super::*;
+use crate::settled::Settled;
 
 fn ring(endpoints: &[&str]) -> HashRing {
     HashRing::new(endpoints.iter().map(|e| e.to_string()))
@@ -343,7 +345,7 @@ fn route(data: &ProfilesData, key: RoutingKey, ring: &HashRing) -> Vec<routing::
     routing::profile_keys(data, key, &mut keys);
     assert_eq!(keys.len(), total_profiles(data));
     let mut owner = Vec::new();
-    let settled = Settled::none(keys.len());
+    let settled = Settled::none(KEY, keys.len());
     routing::assign(&keys, &settled, ring, &mut owner).unwrap();
     routing::split(data, &owner, ring.endpoints().len())
 }
@@ -477,7 +479,7 @@ fn settled_profiles_are_not_routed_again() {
     let parts = route(&data, RoutingKey::Service, &ring);
     // The first part was delivered; a retry (recorded, then read back)
     // routes only the others, on a ring without that backend.
-    let mut settled = Settled::none(12);
+    let mut settled = Settled::none(KEY, 12);
     for &p in parts[0].subset.profiles() {
         settled.set(p as usize);
     }
@@ -486,9 +488,12 @@ fn settled_profiles_are_not_routed_again() {
         rejected: 0,
         resume: Some(settled.to_resume()),
     };
-    let back = Settled::from_progress(&progress, 12);
+    let back = Settled::from_progress(&progress, KEY, 12);
     assert_eq!(back, settled);
-    assert_eq!(Settled::from_progress(&progress, 13), Settled::none(13));
+    assert_eq!(
+        Settled::from_progress(&progress, KEY, 13),
+        Settled::none(KEY, 13)
+    );
     let gone = &ring.endpoints()[parts[0].endpoint as usize];
     let rest: Vec<String> = ring
         .endpoints()

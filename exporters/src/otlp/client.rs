@@ -16,6 +16,7 @@ use super::codec::{BatchCodec, Body};
 use super::compress::Compressing;
 use super::config::{metadata_entry, Compression, OtlpExporterConfig};
 use crate::client_auth::ClientAuth;
+use crate::parts::{self, PeerLimit};
 
 pub struct OtlpExporter {
     endpoint_cfg: Endpoint,
@@ -27,6 +28,8 @@ pub struct OtlpExporter {
     endpoint: String,
     auth: ClientAuth,
     revision: Revision,
+    /// What the peer takes, once it refused a request as too large.
+    limit: PeerLimit,
 }
 
 impl OtlpExporter {
@@ -116,6 +119,7 @@ impl OtlpExporter {
                 endpoint: uri,
                 auth: ClientAuth::new(cfg.auth.clone()),
                 revision: cfg.proto_revision,
+                limit: PeerLimit::default(),
             }),
             _ => Err(errs),
         }
@@ -137,8 +141,16 @@ impl Exporter for OtlpExporter {
         req: &Request,
         _ctx: &ExporterContext,
     ) -> Result<ExportOutcome, ExportError> {
+        let in_parts = || parts::send(req, &self.limit, |b, c| self.send(Body::Batch(b), c));
+        if self.limit.applies_to(req) {
+            return in_parts().await;
+        }
         let counts = (req.batch.profile_count(), req.batch.sample_count());
-        self.send(Body::Batch(req.batch.clone()), counts).await
+        let result = self.send(Body::Batch(req.batch.clone()), counts).await;
+        if self.limit.refused(&result, req) {
+            return in_parts().await;
+        }
+        result
     }
 
     fn sends_received_bytes(&self) -> bool {

@@ -18,6 +18,7 @@ use crate::client_auth::ClientAuth;
 use crate::http_common::error_chain;
 use crate::otlp::compress::{compress_into, encoding_name};
 use crate::otlp::Compression;
+use crate::parts::{self, PeerLimit};
 
 const USER_AGENT: &str = concat!("profcol/", env!("CARGO_PKG_VERSION"));
 
@@ -29,6 +30,8 @@ pub struct OtlpHttpExporter {
     compression: Compression,
     auth: ClientAuth,
     revision: Revision,
+    /// What the peer takes, once it refused a request as too large.
+    limit: PeerLimit,
 }
 
 impl OtlpHttpExporter {
@@ -100,6 +103,7 @@ impl OtlpHttpExporter {
                 compression: cfg.compression,
                 auth: ClientAuth::new(cfg.auth.clone()),
                 revision: cfg.proto_revision,
+                limit: PeerLimit::default(),
             }),
             _ => Err(errs),
         }
@@ -161,8 +165,26 @@ impl Exporter for OtlpHttpExporter {
         req: &Request,
         _ctx: &ExporterContext,
     ) -> Result<ExportOutcome, ExportError> {
-        let batch = req.batch.clone();
-        let counts = (batch.profile_count(), batch.sample_count());
+        let in_parts = || parts::send(req, &self.limit, |b, c| self.send(b, c));
+        if self.limit.applies_to(req) {
+            return in_parts().await;
+        }
+        let counts = (req.batch.profile_count(), req.batch.sample_count());
+        let result = self.send(req.batch.clone(), counts).await;
+        if self.limit.refused(&result, req) {
+            return in_parts().await;
+        }
+        result
+    }
+}
+
+impl OtlpHttpExporter {
+    /// One POST of `batch`, of `counts` (profiles, samples).
+    async fn send(
+        &self,
+        batch: Arc<ProfileBatch>,
+        counts: (u64, u64),
+    ) -> Result<ExportOutcome, ExportError> {
         let body = self.body(&batch).await?;
         drop(batch);
         let mut req = self
