@@ -25,6 +25,8 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+pub mod otelcol;
+
 pub use profcol_pipeline::testing::fixture;
 
 pub fn request(rel: &str) -> ExportProfilesServiceRequest {

@@ -1,0 +1,92 @@
+//! The real OpenTelemetry Collector as a test peer: the pinned build of
+//! `tests/otelcol/builder-config.yaml`, made (or found in its cache) by
+//! `tests/otelcol/build.sh`.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+use super::Running;
+
+/// The feature gate the Collector needs before it builds profiles pipelines.
+pub const PROFILES_GATE: &str = "--feature-gates=service.profilesSupport";
+
+/// The Collector binary: `PROFCOL_OTELCOL` when set, else the pinned
+/// build, made on first use. `None` skips the caller's test
+/// locally when `go` is missing or the build fails; under CI (`CI` set) that
+/// fails instead, as the go tool pprof tests do.
+pub fn binary() -> Option<PathBuf> {
+    static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(path) = std::env::var_os("PROFCOL_OTELCOL") {
+            return Some(PathBuf::from(path));
+        }
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/otelcol/build.sh");
+        let why = match Command::new("bash").arg(&script).output() {
+            Ok(out) if out.status.success() => {
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                let path = PathBuf::from(stdout.lines().last().unwrap_or("").trim());
+                if path.is_file() {
+                    return Some(path);
+                }
+                format!("{} printed no binary path", script.display())
+            }
+            Ok(out) => format!(
+                "{} failed: {}",
+                script.display(),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(e) => format!("{}: {e}", script.display()),
+        };
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the OpenTelemetry Collector test peer is missing under CI: {why}"
+        );
+        eprintln!("skipping: no OpenTelemetry Collector test peer ({why})");
+        None
+    })
+    .clone()
+}
+
+/// `otelcol-profcol ARGS` with the profiles gate.
+pub fn command(bin: &std::path::Path) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.env_remove("OTEL_RESOURCE_ATTRIBUTES");
+    cmd
+}
+
+/// `otelcol validate` on `config`: whether it passed, and what it printed.
+pub fn validate(bin: &std::path::Path, config: &std::path::Path) -> (bool, String) {
+    let out = command(bin)
+        .arg("validate")
+        .arg(format!("--config=file:{}", config.display()))
+        .arg(PROFILES_GATE)
+        .output()
+        .expect("run otelcol validate");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// A running Collector on `config` (which must enable the `health_check`
+/// extension on `health`), once healthy.
+pub async fn start(
+    bin: &std::path::Path,
+    config: &str,
+    health: u16,
+) -> (Running, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("otelcol.yaml");
+    std::fs::write(&path, config).unwrap();
+    let running = Running::spawn(
+        command(bin)
+            .arg(format!("--config=file:{}", path.display()))
+            .arg(PROFILES_GATE),
+    )
+    .healthy(health)
+    .await;
+    (running, dir)
+}

@@ -1,0 +1,791 @@
+//! profcol beside the real OpenTelemetry Collector (the pinned build of
+//! tests/otelcol): every recorded payload and producer through
+//! `producer -> profcol -> otelcol -> profcol -> sink`, over each transport,
+//! encoding and compression both sides speak, arrives as it left; and what
+//! profcol does when the Collector refuses.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{free_port, otelcol, replay_sentry, Running, Sink};
+use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
+use profcol_pipeline::model::resolved::{resolve, Detail, ResolvedProfile};
+use profcol_pipeline::model::synth;
+use profcol_pipeline::proto::ProfilesData;
+use profcol_pipeline::testing::fixtures_dir;
+use prost::Message as _;
+
+/// One profile as a user reads it, plus what the resolved view leaves out
+/// (times, ids, counts of dropped attributes, schema URLs, timestamps).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Seen {
+    resolved: String,
+    profile_id: String,
+    time_unix_nano: u64,
+    duration_nano: u64,
+    dropped_attributes_count: u32,
+    resource_schema_url: String,
+    resource_dropped_attributes_count: u32,
+    scope_schema_url: String,
+    scope_dropped_attributes_count: u32,
+    /// Every sample's timestamps, sorted.
+    timestamps: Vec<u64>,
+}
+
+/// Every profile of `data`, in document order.
+fn seen(data: &ProfilesData) -> Vec<Seen> {
+    let view = resolve(data, Detail::Full);
+    let mut resolved = view.profiles.iter();
+    let mut out = Vec::new();
+    for rp in &data.resource_profiles {
+        let res = rp.resource.clone().unwrap_or_default();
+        for sp in &rp.scope_profiles {
+            let scope = sp.scope.clone().unwrap_or_default();
+            for p in &sp.profiles {
+                let r: &ResolvedProfile = resolved.next().expect("one view per profile");
+                let mut timestamps: Vec<u64> = p
+                    .samples
+                    .iter()
+                    .flat_map(|s| s.timestamps_unix_nano.iter().copied())
+                    .collect();
+                timestamps.sort_unstable();
+                out.push(Seen {
+                    resolved: r.to_string(),
+                    profile_id: format!("{:02x?}", p.profile_id),
+                    time_unix_nano: p.time_unix_nano,
+                    duration_nano: p.duration_nano,
+                    dropped_attributes_count: p.dropped_attributes_count,
+                    resource_schema_url: rp.schema_url.clone(),
+                    resource_dropped_attributes_count: res.dropped_attributes_count,
+                    scope_schema_url: sp.schema_url.clone(),
+                    scope_dropped_attributes_count: scope.dropped_attributes_count,
+                    timestamps,
+                });
+            }
+        }
+    }
+    out
+}
+
+fn all_seen(requests: &[ExportProfilesServiceRequest]) -> Vec<Seen> {
+    let mut out: Vec<Seen> = requests
+        .iter()
+        .flat_map(|r| {
+            seen(&ProfilesData {
+                resource_profiles: r.resource_profiles.clone(),
+                dictionary: r.dictionary.clone(),
+            })
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// `None` when both hold the same profiles (in any order and batching);
+/// else the first difference, naming the field.
+fn difference(expected: &[Seen], got: &[Seen]) -> Option<String> {
+    if expected.len() != got.len() {
+        return Some(format!(
+            "{} profiles expected, {} arrived",
+            expected.len(),
+            got.len()
+        ));
+    }
+    for (i, (e, g)) in expected.iter().zip(got).enumerate() {
+        if e == g {
+            continue;
+        }
+        let field = |name: &str, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
+            format!("profile {i}: {name}: expected {a:?}, got {b:?}")
+        };
+        if e.resolved != g.resolved {
+            let diff = similar::TextDiff::from_lines(&e.resolved, &g.resolved)
+                .unified_diff()
+                .context_radius(1)
+                .to_string();
+            return Some(format!("profile {i}: resolved view differs:\n{diff}"));
+        }
+        return Some(if e.profile_id != g.profile_id {
+            field("profile_id", &e.profile_id, &g.profile_id)
+        } else if e.time_unix_nano != g.time_unix_nano {
+            field("time_unix_nano", &e.time_unix_nano, &g.time_unix_nano)
+        } else if e.duration_nano != g.duration_nano {
+            field("duration_nano", &e.duration_nano, &g.duration_nano)
+        } else if e.dropped_attributes_count != g.dropped_attributes_count {
+            field(
+                "dropped_attributes_count",
+                &e.dropped_attributes_count,
+                &g.dropped_attributes_count,
+            )
+        } else if e.resource_schema_url != g.resource_schema_url {
+            field(
+                "resource.schema_url",
+                &e.resource_schema_url,
+                &g.resource_schema_url,
+            )
+        } else if e.resource_dropped_attributes_count != g.resource_dropped_attributes_count {
+            field(
+                "resource.dropped_attributes_count",
+                &e.resource_dropped_attributes_count,
+                &g.resource_dropped_attributes_count,
+            )
+        } else if e.scope_schema_url != g.scope_schema_url {
+            field("scope.schema_url", &e.scope_schema_url, &g.scope_schema_url)
+        } else if e.scope_dropped_attributes_count != g.scope_dropped_attributes_count {
+            field(
+                "scope.dropped_attributes_count",
+                &e.scope_dropped_attributes_count,
+                &g.scope_dropped_attributes_count,
+            )
+        } else {
+            field(
+                "samples' timestamps",
+                &e.timestamps.len(),
+                &g.timestamps.len(),
+            )
+        });
+    }
+    None
+}
+
+/// Waits until every sink in `paths` holds as many samples as `direct`,
+/// and `direct` has stopped growing; then compares each with `direct`.
+async fn assert_paths_agree(direct: &Sink, paths: &[(&str, &Sink)], procs: &mut [&mut Running]) {
+    let started = Instant::now();
+    let mut last = (u64::MAX, Instant::now());
+    loop {
+        let d = direct.samples();
+        if d != last.0 {
+            last = (d, Instant::now());
+        }
+        let settled = last.1.elapsed() > Duration::from_millis(500) && d > 0;
+        if settled && paths.iter().all(|(_, s)| s.samples() == d) {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(90) {
+            break;
+        }
+        for p in procs.iter_mut() {
+            assert!(p.is_running(), "a process of the chain exited");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let expected = all_seen(&direct.received());
+    assert!(!expected.is_empty(), "nothing arrived on the direct path");
+    for (name, sink) in paths {
+        if let Some(diff) = difference(&expected, &all_seen(&sink.received())) {
+            panic!("{name}: what went through the Collector differs from the direct path: {diff}");
+        }
+    }
+}
+
+/// The recorded OTLP requests: current and earlier revisions, protobuf.
+fn otlp_fixtures() -> Vec<(String, Vec<u8>)> {
+    let dir = fixtures_dir();
+    let mut out: Vec<(String, Vec<u8>)> = [
+        "otlp/go-cpu.otlp.bin",
+        "otlp/minimal-request.bin",
+        "otlp/two-resources-request.bin",
+    ]
+    .iter()
+    .map(|rel| (rel.to_string(), std::fs::read(dir.join(rel)).unwrap()))
+    .collect();
+    for line in std::fs::read_to_string(dir.join("otlp-revisions/EXPECTED.tsv"))
+        .unwrap()
+        .lines()
+        .skip(1)
+    {
+        let rel = format!("otlp-revisions/{}", line.split('\t').next().unwrap());
+        if rel.ends_with(".binpb") {
+            out.push((rel.clone(), std::fs::read(dir.join(&rel)).unwrap()));
+        }
+    }
+    // Synthetic: inlined lines, mappings, links, thread attributes, several
+    // resources, aggregated values and timestamps.
+    for (k, timestamps) in [(1u64, true), (2, false)] {
+        let data = synth::Config {
+            samples: 3_000,
+            stacks: 400,
+            functions: 300,
+            resources: 3,
+            timestamps,
+            seed: k,
+            ..synth::Config::default()
+        }
+        .build();
+        let req = ExportProfilesServiceRequest {
+            resource_profiles: data.resource_profiles,
+            dictionary: data.dictionary,
+        };
+        out.push((format!("synth/{k}"), req.encode_to_vec()));
+    }
+    out
+}
+
+/// Recorded Sentry and Pyroscope requests (`NNNN.meta.json` beside
+/// `NNNN.body.bin`), by path without the extensions.
+fn recordings(under: &str) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![fixtures_dir().join(under)];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                // Envelopes of errors and transactions only, forwarded as they are.
+                if p.file_name().is_some_and(|n| n != "forward") {
+                    stack.push(p);
+                }
+            } else if let Some(stem) = p.to_str().and_then(|s| s.strip_suffix(".meta.json")) {
+                out.push(std::path::PathBuf::from(stem));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A profcol config file in `dir`.
+fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+async fn start_profcol(config: &Path, health: u16) -> Running {
+    Running::spawn(common::profcol().arg("--config").arg(config))
+        .healthy(health)
+        .await
+}
+
+/// One path through the Collector: how profcol sends to it, and how it
+/// sends on to the second profcol.
+struct Route {
+    /// profcol's exporter: `otlp` or `otlphttp`, and its extra keys.
+    out: (&'static str, &'static str),
+    /// The Collector's exporter: `otlp_grpc` or `otlp_http`, and its keys.
+    back: (&'static str, &'static str),
+}
+
+/// Every transport, encoding and compression both speak, each way.
+const PATHS: [Route; 6] = [
+    Route {
+        out: ("otlp", "compression: gzip"),
+        back: ("otlp_grpc", "compression: zstd"),
+    },
+    Route {
+        out: ("otlp", "compression: zstd"),
+        back: ("otlp_grpc", "compression: gzip"),
+    },
+    Route {
+        out: ("otlp", "compression: none"),
+        back: ("otlp_http", "compression: none"),
+    },
+    Route {
+        out: ("otlphttp", "compression: zstd"),
+        back: ("otlp_http", "compression: gzip"),
+    },
+    Route {
+        out: ("otlphttp", "compression: gzip"),
+        back: ("otlp_http", "compression: zstd"),
+    },
+    Route {
+        out: ("otlphttp", "encoding: json, compression: none"),
+        back: ("otlp_http", "encoding: json, compression: none"),
+    },
+];
+
+impl Route {
+    fn name(&self) -> String {
+        format!(
+            "profcol {} {{{}}} -> otelcol {} {{{}}}",
+            self.out.0, self.out.1, self.back.0, self.back.1
+        )
+    }
+}
+
+/// `endpoint` as an exporter of `kind` names it.
+fn endpoint(kind: &str, port: u16) -> String {
+    if kind.ends_with("http") {
+        format!("http://127.0.0.1:{port}")
+    } else {
+        format!("127.0.0.1:{port}")
+    }
+}
+
+/// A receiver section listening on `port` with the protocol `kind` sends.
+fn listener(kind: &str, port: u16) -> String {
+    let proto = if kind.ends_with("http") {
+        "http"
+    } else {
+        "grpc"
+    };
+    format!("{{protocols: {{{proto}: {{endpoint: \"127.0.0.1:{port}\"}}}}}}")
+}
+
+/// Every recorded payload and producer through `producer -> profcol ->
+/// otelcol -> profcol -> sink`, on each of [`PATHS`]. The first profcol also
+/// sends everything straight to a sink; each path's sink must then hold the
+/// same profiles: equal resolved views (stacks, values, attributes, links,
+/// mappings) and equal times, ids and schema URLs. Both profcols must count
+/// every sample as sent and none as failed, and what the Collector's `file`
+/// exporter wrote must read back, with profcol's OTLP/JSON reader, to the
+/// same profiles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_payload_crosses_the_collector_and_back_unchanged() {
+    let Some(bin) = otelcol::binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let direct = Sink::start().await;
+    let mut sinks = Vec::new();
+    for _ in &PATHS {
+        sinks.push(Sink::start().await);
+    }
+    let into_collector: Vec<u16> = PATHS.iter().map(|_| free_port()).collect();
+    let into_b: Vec<u16> = PATHS.iter().map(|_| free_port()).collect();
+    let file = |n: usize| dir.path().join(format!("otelcol-{n}.jsonl"));
+
+    // The second profcol: one receiver and pipeline per path.
+    let (b_health, b_metrics) = (free_port(), free_port());
+    let mut b = String::from("receivers:\n");
+    for (n, p) in PATHS.iter().enumerate() {
+        b += &format!("  otlp/{n}: {}\n", listener(p.back.0, into_b[n]));
+    }
+    b += "exporters:\n";
+    for (n, s) in sinks.iter().enumerate() {
+        b += &format!(
+            "  otlp/{n}: {{endpoint: \"{}\", tls: {{insecure: true}}, compression: none}}\n",
+            s.addr
+        );
+    }
+    b += &format!("extensions:\n  health_check: {{endpoint: \"127.0.0.1:{b_health}\"}}\nservice:\n  extensions: [health_check]\n  telemetry: {{metrics: {{address: \"127.0.0.1:{b_metrics}\"}}}}\n  pipelines:\n");
+    for n in 0..PATHS.len() {
+        b += &format!("    profiles/{n}: {{receivers: [otlp/{n}], exporters: [otlp/{n}]}}\n");
+    }
+
+    // The Collector: one pipeline per path, each also to a `file` exporter.
+    let c_health = free_port();
+    let mut c = String::from("receivers:\n");
+    for (n, p) in PATHS.iter().enumerate() {
+        c += &format!("  otlp/{n}: {}\n", listener(p.out.0, into_collector[n]));
+    }
+    c += "exporters:\n";
+    for (n, p) in PATHS.iter().enumerate() {
+        c += &format!(
+            "  {}/{n}: {{endpoint: \"{}\", tls: {{insecure: true}}, {}}}\n  file/{n}: {{path: \"{}\"}}\n",
+            p.back.0,
+            endpoint(p.back.0, into_b[n]),
+            p.back.1,
+            file(n).display()
+        );
+    }
+    c += &format!("extensions:\n  health_check: {{endpoint: \"127.0.0.1:{c_health}\"}}\nservice:\n  extensions: [health_check]\n  telemetry: {{metrics: {{level: none}}}}\n  pipelines:\n");
+    for (n, p) in PATHS.iter().enumerate() {
+        c += &format!(
+            "    profiles/{n}: {{receivers: [otlp/{n}], exporters: [{}/{n}, file/{n}]}}\n",
+            p.back.0
+        );
+    }
+
+    // The first profcol: every receiver, to the sink and to each path.
+    let (a_grpc, a_http, a_sentry, a_pyroscope, a_health, a_metrics) = (
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+    );
+    let mut a = format!(
+        "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:{a_grpc}\"}}, http: {{endpoint: \"127.0.0.1:{a_http}\"}}}}}}\n  sentry: {{endpoint: \"127.0.0.1:{a_sentry}\"}}\n  pyroscope: {{endpoint: \"127.0.0.1:{a_pyroscope}\"}}\nexporters:\n  otlp/direct: {{endpoint: \"{}\", tls: {{insecure: true}}, compression: none}}\n",
+        direct.addr
+    );
+    let mut list = vec!["otlp/direct".to_owned()];
+    for (n, p) in PATHS.iter().enumerate() {
+        a += &format!(
+            "  {}/{n}: {{endpoint: \"{}\", tls: {{insecure: true}}, {}}}\n",
+            p.out.0,
+            endpoint(p.out.0, into_collector[n]),
+            p.out.1
+        );
+        list.push(format!("{}/{n}", p.out.0));
+    }
+    a += &format!(
+        "extensions:\n  health_check: {{endpoint: \"127.0.0.1:{a_health}\"}}\nservice:\n  extensions: [health_check]\n  telemetry: {{metrics: {{address: \"127.0.0.1:{a_metrics}\"}}}}\n  pipelines:\n    profiles: {{receivers: [otlp, sentry, pyroscope], exporters: [{}]}}\n",
+        list.join(", ")
+    );
+
+    let mut b = start_profcol(&write(dir.path(), "b.yaml", &b), b_health).await;
+    let (mut c, _c_dir) = otelcol::start(&bin, &c, c_health).await;
+    let mut a_proc = start_profcol(&write(dir.path(), "a.yaml", &a), a_health).await;
+
+    // Producers: recorded OTLP requests over gRPC, OTLP/JSON over HTTP,
+    // Sentry envelopes, Pyroscope SDK uploads, pprof files.
+    let mut channel = tonic::transport::Channel::from_shared(format!("http://127.0.0.1:{a_grpc}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut sent = 0;
+    for (name, bytes) in otlp_fixtures() {
+        // As recorded: earlier revisions are read (and translated) by profcol.
+        let code =
+            common::export_framed(&mut channel, common::grpc_frame(&bytes, false), None).await;
+        assert_eq!(code, 0, "{name}: gRPC status {code}");
+        sent += 1;
+    }
+    let json = std::fs::read(fixtures_dir().join("otlp/minimal-request.json")).unwrap();
+    let resp = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{a_http}/v1development/profiles"))
+        .header("content-type", "application/json")
+        .body(json)
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+    sent += 1;
+    for rec in recordings("sentry-python")
+        .into_iter()
+        .chain(recordings("sentry-node"))
+    {
+        replay_sentry(a_sentry, &rec, None).await;
+        sent += 1;
+    }
+    for rec in recordings("pyroscope") {
+        replay_sentry(a_pyroscope, &rec, None).await;
+        sent += 1;
+    }
+    for pprof in ["pprof/go-cpu.pb.gz", "pprof/dd-wall.pb.gz"] {
+        let body = std::fs::read(fixtures_dir().join(pprof)).unwrap();
+        let resp = reqwest::Client::new()
+            .post(format!(
+                "http://127.0.0.1:{a_pyroscope}/ingest?name=pprof-file&format=pprof"
+            ))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert!(resp.status().is_success(), "{pprof}: {}", resp.status());
+        sent += 1;
+    }
+
+    let names: Vec<String> = PATHS.iter().map(Route::name).collect();
+    let paths: Vec<(&str, &Sink)> = names.iter().map(String::as_str).zip(sinks.iter()).collect();
+    assert_paths_agree(&direct, &paths, &mut [&mut a_proc, &mut b, &mut c]).await;
+    let expected = all_seen(&direct.received());
+    assert!(
+        expected.len() >= sent,
+        "{sent} requests sent, {} profiles arrived",
+        expected.len()
+    );
+
+    // Each profcol heard success for every sample it sent: a response it
+    // could not read (gRPC-Go answers gzip'd requests gzip'd) would count
+    // a delivered batch as failed.
+    let d = direct.samples();
+    let exporters = PATHS.len() as u64;
+    for (port, who, each) in [
+        (a_metrics, "the first profcol", exporters + 1),
+        (b_metrics, "the second profcol", exporters),
+    ] {
+        let started = Instant::now();
+        while common::metric(port, "otelcol_exporter_sent_profile_samples_total").await < each * d
+            && started.elapsed() < Duration::from_secs(10)
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(
+            common::metric(port, "otelcol_exporter_sent_profile_samples_total").await,
+            each * d,
+            "{who}: samples sent"
+        );
+        assert_eq!(
+            common::metric(port, "otelcol_exporter_send_failed_profile_samples_total").await,
+            0,
+            "{who}: samples failed"
+        );
+    }
+
+    // What the Collector's file exporter wrote: OTLP/JSON lines, as the
+    // Collector marshals them (attribute keys as string table references).
+    for (n, name) in names.iter().enumerate() {
+        let text = std::fs::read_to_string(file(n)).unwrap();
+        let mut got: Vec<Seen> = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .flat_map(|l| {
+                let data = profcol_pipeline::formats::otlp_json::decode(l.as_bytes())
+                    .unwrap_or_else(|e| panic!("{name}: the file exporter's line: {e}"));
+                seen(&data)
+            })
+            .collect();
+        got.sort();
+        if let Some(diff) = difference(&expected, &got) {
+            panic!("{name}: the Collector's file exporter output, read by profcol: {diff}");
+        }
+    }
+}
+
+/// A profcol that sends what its OTLP gRPC receiver gets to `exporter`
+/// (a YAML flow map), retrying fast; its config path and ports.
+fn forwarder(dir: &Path, exporter: &str) -> (std::path::PathBuf, u16, u16, u16) {
+    let (grpc, health, metrics) = (free_port(), free_port(), free_port());
+    let cfg = write(
+        dir,
+        "forwarder.yaml",
+        &format!(
+            r#"
+receivers:
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:{grpc}"}}}}}}
+exporters:
+  {exporter}
+extensions:
+  health_check: {{endpoint: "127.0.0.1:{health}"}}
+service:
+  extensions: [health_check]
+  telemetry: {{metrics: {{address: "127.0.0.1:{metrics}"}}}}
+  pipelines:
+    profiles: {{receivers: [otlp], exporters: [{}]}}
+"#,
+            exporter.split(':').next().unwrap().trim()
+        ),
+    );
+    (cfg, grpc, health, metrics)
+}
+
+/// A Collector receiving on `grpc`/`http` and sending everything on to
+/// `sink`, with `processors` (YAML flow map) and `receiver` extra keys.
+fn collector_to_sink(
+    grpc: u16,
+    http: u16,
+    health: u16,
+    sink: &Sink,
+    processors: &str,
+    extra: &str,
+) -> String {
+    let list = if processors.is_empty() {
+        "[]".to_owned()
+    } else {
+        format!("[{}]", processors.split(':').next().unwrap().trim())
+    };
+    let processors = if processors.is_empty() {
+        String::new()
+    } else {
+        format!("processors:\n  {processors}\n")
+    };
+    format!(
+        r#"
+receivers:
+  otlp:
+    protocols:
+      grpc: {{endpoint: "127.0.0.1:{grpc}"{extra}}}
+      http: {{endpoint: "127.0.0.1:{http}"}}
+{processors}
+exporters:
+  otlp_grpc: {{endpoint: "{}", tls: {{insecure: true}}}}
+extensions:
+  health_check: {{endpoint: "127.0.0.1:{health}"}}
+service:
+  extensions: [health_check]
+  telemetry: {{metrics: {{level: none}}}}
+  pipelines:
+    profiles: {{receivers: [otlp], processors: {list}, exporters: [otlp_grpc]}}
+"#,
+        sink.addr
+    )
+}
+
+async fn send_all(port: u16, requests: &[ExportProfilesServiceRequest]) {
+    let mut client = common::client(port).await;
+    for r in requests {
+        client.export(r.clone()).await.unwrap();
+    }
+}
+
+/// The Collector's `memory_limiter` refuses everything (its limit is below
+/// what the process holds): its receiver answers with a retryable error,
+/// profcol keeps the batches queued and retries, and once the Collector is
+/// back with room, every sample arrives and none is counted as failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_the_collector_refuses_for_memory_profcol_retries_until_it_takes_them() {
+    let Some(bin) = otelcol::binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let sink = Sink::start().await;
+    let (c_grpc, c_http, c_health) = (free_port(), free_port(), free_port());
+    let (cfg, grpc, health, metrics) = forwarder(
+        dir.path(),
+        &format!(
+            "otlp: {{endpoint: \"127.0.0.1:{c_grpc}\", tls: {{insecure: true}}, retry_on_failure: {{initial_interval: 100ms, max_interval: 300ms, max_elapsed_time: 0}}}}"
+        ),
+    );
+    let refusing = collector_to_sink(
+        c_grpc,
+        c_http,
+        c_health,
+        &sink,
+        "memory_limiter: {check_interval: 100ms, limit_mib: 2, spike_limit_mib: 1}",
+        "",
+    );
+    let (collector, _d) = otelcol::start(&bin, &refusing, c_health).await;
+    let profcol = start_profcol(&cfg, health).await;
+
+    let requests: Vec<ExportProfilesServiceRequest> = synth::requests(4, 500, 100)
+        .into_iter()
+        .map(|d| ExportProfilesServiceRequest {
+            resource_profiles: d.resource_profiles,
+            dictionary: d.dictionary,
+        })
+        .collect();
+    send_all(grpc, &requests).await;
+    let total: u64 = requests
+        .iter()
+        .flat_map(|r| profcol_pipeline::model::profiles(&r.resource_profiles))
+        .map(profcol_pipeline::model::profile_sample_count)
+        .sum();
+
+    // Refused and retried: nothing arrives, nothing is given up.
+    let started = Instant::now();
+    while common::metric(
+        metrics,
+        "otelcol_exporter_send_failed_profile_samples_total",
+    )
+    .await
+        == 0
+        && started.elapsed() < Duration::from_secs(3)
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(sink.samples(), 0, "the refusing Collector let data through");
+    assert_eq!(
+        common::metric(
+            metrics,
+            "otelcol_exporter_send_failed_profile_samples_total"
+        )
+        .await,
+        0,
+        "profcol gave up on data the Collector refused retryably"
+    );
+    let queued = common::metric(metrics, "otelcol_exporter_queue_size").await;
+
+    // The Collector comes back with room on the same ports.
+    collector.signal("TERM");
+    let _ = collector.wait(Duration::from_secs(20)).await;
+    let roomy = collector_to_sink(c_grpc, c_http, c_health, &sink, "", "");
+    let (_collector, _d2) = otelcol::start(&bin, &roomy, c_health).await;
+    let started = Instant::now();
+    while sink.samples() < total && started.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        sink.samples(),
+        total,
+        "queued {queued} batches; not all arrived"
+    );
+    assert_eq!(
+        common::metric(metrics, "otelcol_exporter_sent_profile_samples_total").await,
+        total
+    );
+    assert_eq!(
+        common::metric(
+            metrics,
+            "otelcol_exporter_send_failed_profile_samples_total"
+        )
+        .await,
+        0
+    );
+    drop(profcol);
+}
+
+/// The Collector takes gRPC messages up to `max_recv_msg_size_mib` (4 MiB
+/// unless set) and HTTP bodies up to `max_request_body_size`. A request
+/// over it is sent again in parts at profile boundaries: every profile
+/// arrives, as it was, and nothing is counted as failed. A single profile
+/// over the limit cannot be cut: it is refused for good, and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_over_the_collectors_size_limit_arrives_in_parts() {
+    let Some(bin) = otelcol::binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (c_grpc, c_http, c_health) = (free_port(), free_port(), free_port());
+    let sink = Sink::start().await;
+    let collector = collector_to_sink(
+        c_grpc,
+        c_http,
+        c_health,
+        &sink,
+        "",
+        ", max_recv_msg_size_mib: 1",
+    )
+    .replace(
+        "http: {endpoint:",
+        "http: {max_request_body_size: 1048576, endpoint:",
+    );
+    let (_collector, _d) = otelcol::start(&bin, &collector, c_health).await;
+    // 1.5 MB: twelve resources with one profile each.
+    let data = synth::Config {
+        samples: 60_000,
+        stacks: 5_000,
+        resources: 12,
+        ..synth::Config::default()
+    }
+    .build();
+    let many = ExportProfilesServiceRequest {
+        resource_profiles: data.resource_profiles.clone(),
+        dictionary: data.dictionary.clone(),
+    };
+    assert!(many.encoded_len() > 1 << 20);
+    let expected = all_seen(std::slice::from_ref(&many));
+    let one = synth::Config {
+        samples: 60_000,
+        stacks: 5_000,
+        ..synth::Config::default()
+    }
+    .build();
+    let one = ExportProfilesServiceRequest {
+        resource_profiles: one.resource_profiles,
+        dictionary: one.dictionary,
+    };
+
+    for exporter in [
+        format!("otlp: {{endpoint: \"127.0.0.1:{c_grpc}\", tls: {{insecure: true}}, compression: gzip}}"),
+        format!("otlphttp: {{endpoint: \"http://127.0.0.1:{c_http}\", compression: zstd}}"),
+    ] {
+        let (before, before_samples) = (sink.received().len(), sink.samples());
+        let (cfg, grpc, health, metrics) = forwarder(dir.path(), &exporter);
+        let profcol = start_profcol(&cfg, health).await;
+        send_all(grpc, std::slice::from_ref(&many)).await;
+        let started = Instant::now();
+        while (sink.samples() < before_samples + 60_000
+            || common::metric(metrics, "otelcol_exporter_sent_profile_samples_total").await < 60_000)
+            && started.elapsed() < Duration::from_secs(20)
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let got = all_seen(&sink.received()[before..]);
+        if let Some(diff) = difference(&expected, &got) {
+            panic!("{exporter}: {diff}");
+        }
+        assert!(sink.received().len() - before > 1, "{exporter}: sent whole");
+        assert_eq!(
+            common::metric(metrics, "otelcol_exporter_send_failed_profile_samples_total").await,
+            0,
+            "{exporter}"
+        );
+
+        // One profile over the limit: refused for good, counted, logged.
+        send_all(grpc, std::slice::from_ref(&one)).await;
+        let started = Instant::now();
+        while common::metric(metrics, "otelcol_exporter_send_failed_profile_samples_total").await == 0
+            && started.elapsed() < Duration::from_secs(20)
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(
+            common::metric(metrics, "otelcol_exporter_send_failed_profile_samples_total").await,
+            60_000,
+            "{exporter}"
+        );
+        profcol.signal("TERM");
+        let (_, logs) = profcol.wait(Duration::from_secs(20)).await;
+        assert!(logs.contains("larger than the peer takes"), "{exporter}: {logs}");
+    }
+}
