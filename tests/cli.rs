@@ -252,6 +252,9 @@ fn components_lists_the_known_types() {
         "exporters:",
         "  - debug",
         "  - otlp_grpc",
+        // The Collector's v0.161.0 names of its renamed types.
+        "  - otlp_http",
+        "  - load_balancing",
         "extensions:",
         "  - health_check",
     ] {

@@ -56,6 +56,11 @@ impl ExporterFactory for LoadBalancingExporterFactory {
         "loadbalancing"
     }
 
+    /// The Collector's name for it since v0.161.0.
+    fn aliases(&self) -> &'static [&'static str] {
+        &["load_balancing"]
+    }
+
     fn create(
         &self,
         cfg: &ComponentConfig,
