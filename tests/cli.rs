@@ -154,7 +154,7 @@ service:
         "invalid configuration (9 errors):",
         r#"  exporters::debug::verbosity: unknown value "loud", expected one of "basic", "normal", "detailed""#,
         "  exporters::debug::sampling_thereafter: must be at least 1",
-        "  exporters::otlp::headers::bad name: invalid header name",
+        "  exporters::otlp::headers::bad name: invalid header name: gRPC metadata names are letters, digits, '-', '_' and '.' (the Collector takes this one here and then fails every export)",
         "  exporters::otlp::headers::bad name: invalid header value: only printable ASCII is allowed",
         "  exporters::pprof::directory: /proc/nope does not exist and create_directory is false",
         r#"  exporters::sentry::compression: unknown value "zstd", expected one of "gzip", "", "none""#,

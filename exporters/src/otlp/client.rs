@@ -14,7 +14,7 @@ use profcol_pipeline::proto::EXPORT_PATH;
 use super::classify::classify;
 use super::codec::{BatchCodec, Body};
 use super::compress::Compressing;
-use super::config::{metadata_entry, Compression, OtlpExporterConfig};
+use super::config::{dial_target, metadata_entry, Compression, OtlpExporterConfig};
 use crate::client_auth::ClientAuth;
 use crate::parts::{self, PeerLimit};
 
@@ -46,17 +46,28 @@ impl OtlpExporter {
     ) -> Result<Self, ConfigErrors> {
         let mut errs = ConfigErrors::default();
         let plaintext = cfg.plaintext();
-        let bare = cfg
-            .endpoint
-            .trim_start_matches("http://")
-            .trim_start_matches("https://")
-            .trim_end_matches('/');
-        let uri = format!("{}://{bare}", if plaintext { "http" } else { "https" });
-        let ep = if cfg.endpoint.is_empty() {
-            None
-        } else {
-            match Endpoint::from_shared(uri.clone()) {
-                Ok(ep) => Some(ep.tcp_nodelay(true).connect_timeout(connect_timeout)),
+        // An endpoint that is missing or not host:port is reported by
+        // `OtlpExporterConfig::validate`.
+        let target = dial_target(&cfg.endpoint).ok();
+        let uri = format!(
+            "{}://{}",
+            if plaintext { "http" } else { "https" },
+            target.unwrap_or_default()
+        );
+        let ep = match target {
+            None => None,
+            Some(_) => match Endpoint::from_shared(uri.clone()) {
+                Ok(ep) => {
+                    let ep = ep
+                        .tcp_nodelay(true)
+                        .connect_timeout(connect_timeout)
+                        .keep_alive_timeout(cfg.keepalive.timeout.get())
+                        .keep_alive_while_idle(cfg.keepalive.permit_without_stream);
+                    Some(match cfg.keepalive.interval() {
+                        Some(t) => ep.http2_keep_alive_interval(t),
+                        None => ep,
+                    })
+                }
                 Err(e) => {
                     errs.push(
                         section.key_path("endpoint"),
@@ -64,7 +75,7 @@ impl OtlpExporter {
                     );
                     None
                 }
-            }
+            },
         };
         let mut tls = None;
         if !plaintext {

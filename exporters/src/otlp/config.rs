@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue};
 
 use profcol_pipeline::component::AuthConfig;
-use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
 use profcol_pipeline::formats::otlp_revisions::Revision;
 
 /// `exporters: otlp:` with the Collector's names and defaults.
@@ -22,6 +22,48 @@ pub struct OtlpExporterConfig {
     /// The opentelemetry-proto revision the peer reads (`v1.10.0` unless
     /// it has not upgraded).
     pub proto_revision: Revision,
+    /// HTTP/2 pings that find a dead connection, as `configgrpc` has them.
+    pub keepalive: ClientKeepalive,
+    /// gRPC's load-balancing policy. Only `pick_first` (what this exporter
+    /// does: one connection, to the first address that answers) is
+    /// accepted when set; `round_robin` is refused with the way to spread
+    /// profiles over several backends.
+    pub balancer_name: Option<String>,
+    /// The Collector's socket buffer sizes for gRPC-Go; accepted, no effect
+    /// (hyper sizes its own buffers).
+    pub read_buffer_size: Option<u64>,
+    pub write_buffer_size: Option<u64>,
+}
+
+/// `keepalive` of a gRPC client, with `configgrpc`'s names and defaults: after
+/// `time` without a frame from the server, a ping is sent, and the connection
+/// is closed if no answer comes within `timeout`. Pings go only while a call
+/// is in flight, unless `permit_without_stream`. `time: 0` sends none; below
+/// 10 s it is raised to 10 s, as gRPC-Go does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClientKeepalive {
+    pub time: Duration,
+    pub timeout: Duration,
+    pub permit_without_stream: bool,
+}
+
+impl Default for ClientKeepalive {
+    fn default() -> Self {
+        Self {
+            time: Duration::from_secs(10),
+            timeout: Duration::from_secs(10),
+            permit_without_stream: false,
+        }
+    }
+}
+
+impl ClientKeepalive {
+    /// The ping interval, if pings are on.
+    pub fn interval(&self) -> Option<std::time::Duration> {
+        const MIN: std::time::Duration = std::time::Duration::from_secs(10);
+        self.time.nonzero().map(|t| t.max(MIN))
+    }
 }
 
 impl Default for OtlpExporterConfig {
@@ -33,6 +75,10 @@ impl Default for OtlpExporterConfig {
             compression: Compression::Gzip,
             auth: None,
             proto_revision: Revision::CURRENT,
+            keepalive: ClientKeepalive::default(),
+            balancer_name: None,
+            read_buffer_size: None,
+            write_buffer_size: None,
         }
     }
 }
@@ -76,6 +122,22 @@ impl OtlpExporterConfig {
         let mut errs = ConfigErrors::default();
         if self.endpoint.is_empty() {
             errs.push(cfg.key_path("endpoint"), "is required");
+        } else if let Err(e) = dial_target(&self.endpoint) {
+            errs.push(
+                cfg.key_path("endpoint"),
+                format!("invalid endpoint {:?}: {e}", self.endpoint),
+            );
+        }
+        match self.balancer_name.as_deref() {
+            None | Some("" | "pick_first") => {}
+            Some("round_robin") => errs.push(
+                cfg.key_path("balancer_name"),
+                "round_robin is not supported: this exporter keeps one connection, to the first address the endpoint resolves to that answers (pick_first); to spread profiles over several backends, use the loadbalancing exporter with resolver: dns",
+            ),
+            Some(other) => errs.push(
+                cfg.key_path("balancer_name"),
+                format!("invalid balancer_name {other:?} (pick_first is the one supported)"),
+            ),
         }
         if self.cert_pair_incomplete() {
             errs.push(
@@ -101,6 +163,67 @@ impl OtlpExporterConfig {
     }
 }
 
+/// The `host:port` an endpoint dials, checked as the Collector's
+/// `configgrpc` checks it at validate: an `http://` or `https://` scheme
+/// (which picks plain text or TLS) or a gRPC `dns:` or `passthrough:`
+/// target (`dns:///host:port`, whose authority, if any, is ignored) is
+/// taken off, and what is left must be `host:port` with a numeric port.
+/// A trailing `/` is tolerated. `unix://` targets are refused: this
+/// exporter dials TCP only (the Collector refuses an empty socket path
+/// at validate, and dials a given one).
+pub fn dial_target(endpoint: &str) -> Result<&str, String> {
+    if let Some(path) = endpoint.strip_prefix("unix://") {
+        return Err(if path.is_empty() {
+            "unix socket path cannot be empty".into()
+        } else {
+            "unix sockets are not supported: profcol's otlp exporter dials TCP, give host:port"
+                .into()
+        });
+    }
+    let mut bare = endpoint
+        .strip_prefix("http://")
+        .or_else(|| endpoint.strip_prefix("https://"))
+        .unwrap_or(endpoint);
+    if let Some((scheme, rest)) = bare.split_once("://") {
+        match scheme {
+            // gRPC's target syntax: scheme://[authority]/endpoint.
+            "dns" | "passthrough" => {
+                bare = rest.split_once('/').map(|(_, e)| e).unwrap_or(rest);
+            }
+            _ => {
+                return Err(format!(
+                    "unsupported scheme {scheme:?} (use host:port, http://, https://, dns:/// or passthrough:///)"
+                ))
+            }
+        }
+    }
+    let bare = bare.trim_end_matches('/');
+    if bare.is_empty() {
+        return Err("no host:port".into());
+    }
+    let port = match bare.strip_prefix('[') {
+        // [IPv6]:port
+        Some(v6) => match v6.split_once(']') {
+            Some((_, rest)) => rest.strip_prefix(':'),
+            None => return Err(format!("address {bare}: missing ']' in address")),
+        },
+        None => match bare.split_once(':') {
+            Some((_, p)) if p.contains(':') => {
+                return Err(format!("address {bare}: too many colons in address"))
+            }
+            Some((_, p)) => Some(p),
+            None => None,
+        },
+    };
+    match port {
+        None => Err(format!(
+            "address {bare}: missing port in address (write host:port, e.g. {bare}:4317)"
+        )),
+        Some(p) if p.parse::<u16>().is_err() => Err(format!("invalid port {p:?}")),
+        Some(_) => Ok(bare),
+    }
+}
+
 /// One `headers` entry as gRPC metadata, the name and the value checked
 /// apart so that both problems are reported. A value must be printable
 /// ASCII (0x20-0x7E), as gRPC's spec and grpc-go have it: tonic alone
@@ -112,7 +235,9 @@ pub(super) fn metadata_entry(
     Result<AsciiMetadataKey, &'static str>,
     Result<AsciiMetadataValue, &'static str>,
 ) {
-    let key = AsciiMetadataKey::from_bytes(name.as_bytes()).map_err(|_| "invalid header name");
+    let key = AsciiMetadataKey::from_bytes(name.as_bytes()).map_err(|_| {
+        "invalid header name: gRPC metadata names are letters, digits, '-', '_' and '.' (the Collector takes this one here and then fails every export)"
+    });
     let value = if value.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
         value
             .parse::<AsciiMetadataValue>()

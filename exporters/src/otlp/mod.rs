@@ -17,7 +17,7 @@ pub use classify::{classify, effective_code, is_retryable};
 pub use client::rejected_samples;
 pub(crate) use client::OtlpExporter;
 pub use codec::Body;
-pub use config::{Compression, OtlpExporterConfig, TlsConfig};
+pub use config::{dial_target, ClientKeepalive, Compression, OtlpExporterConfig, TlsConfig};
 
 pub struct OtlpExporterFactory;
 

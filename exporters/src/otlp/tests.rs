@@ -70,6 +70,7 @@ proto_revision: v1.9.0
         compression: Compression::Zstd,
         auth: None,
         proto_revision: Revision::V1_9_0,
+        ..OtlpExporterConfig::default()
     };
     assert_eq!(c, want);
     assert!(c.plaintext());
@@ -132,6 +133,87 @@ fn scheme_decides_tls_as_the_collector_does() {
     assert!(tls("https://gw:4317", true));
 }
 
+/// Endpoints as the Collector's `configgrpc` checks them at validate (its
+/// `otlpexporter` testdata): a port is required and must be a number, a
+/// `unix://` socket path must not be empty; gRPC's `dns:///` and
+/// `passthrough:///` targets name a host:port.
+#[test]
+fn endpoints_are_checked_as_the_collector_checks_them() {
+    for (endpoint, want) in [
+        ("gw:4317", Ok("gw:4317")),
+        ("https://gw:4317", Ok("gw:4317")),
+        ("http://[::1]:4317/", Ok("[::1]:4317")),
+        ("dns:///gw:4317", Ok("gw:4317")),
+        ("dns://8.8.8.8/gw:4317", Ok("gw:4317")),
+        ("passthrough:///10.0.0.1:4317", Ok("10.0.0.1:4317")),
+        (
+            "example.com",
+            Err("address example.com: missing port in address (write host:port, e.g. example.com:4317)"),
+        ),
+        ("example.com:port", Err("invalid port \"port\"")),
+        ("example.com:", Err("invalid port \"\"")),
+        ("::1:4317", Err("address ::1:4317: too many colons in address")),
+        ("unix://", Err("unix socket path cannot be empty")),
+        (
+            "unix:///run/otlp.sock",
+            Err("unix sockets are not supported: profcol's otlp exporter dials TCP, give host:port"),
+        ),
+        ("xds:///gw", Err("unsupported scheme \"xds\" (use host:port, http://, https://, dns:/// or passthrough:///)")),
+    ] {
+        assert_eq!(dial_target(endpoint), want.map_err(str::to_owned), "{endpoint}");
+    }
+    // At the key path, once.
+    assert_eq!(
+        create_errors("endpoint: example.com:port"),
+        ["exporters::otlp/gw::endpoint: invalid endpoint \"example.com:port\": invalid port \"port\""]
+    );
+}
+
+/// `keepalive`, `balancer_name` and the buffer sizes, as `configgrpc`
+/// names them: keepalive with its meaning and defaults, `pick_first` (what
+/// the exporter does), the buffer sizes with no effect; `round_robin` is
+/// refused with the way to spread profiles.
+#[test]
+fn the_collectors_grpc_client_keys() {
+    let cfg = ComponentConfig::from_yaml(
+        Kind::Exporter,
+        "otlp",
+        "endpoint: a:1\nbalancer_name: pick_first\nread_buffer_size: 123\nwrite_buffer_size: 345\nkeepalive: {time: 20s, timeout: 30s, permit_without_stream: true}",
+    )
+    .unwrap();
+    let (rest, _) = cfg.split_off(&profcol_pipeline::config::EXPORTER_SETTINGS_KEYS);
+    let c: OtlpExporterConfig = rest.decode().unwrap();
+    assert_eq!(
+        c.keepalive,
+        ClientKeepalive {
+            time: Duration::from_secs(20),
+            timeout: Duration::from_secs(30),
+            permit_without_stream: true
+        }
+    );
+    assert!(create_exporter(&*factory(), &cfg).is_ok());
+    let k = OtlpExporterConfig::default().keepalive;
+    assert_eq!(k.interval(), Some(std::time::Duration::from_secs(10)));
+    let short = ClientKeepalive {
+        time: Duration::from_secs(1),
+        ..k.clone()
+    };
+    assert_eq!(short.interval(), Some(std::time::Duration::from_secs(10)));
+    let off = ClientKeepalive {
+        time: Duration::from_secs(0),
+        ..k
+    };
+    assert_eq!(off.interval(), None);
+    let errs = create_errors("endpoint: a:1\nbalancer_name: round_robin").join("\n");
+    assert!(
+        errs.starts_with("exporters::otlp/gw::balancer_name: round_robin is not supported: this exporter keeps one connection"),
+        "{errs}"
+    );
+    assert!(errs.contains("use the loadbalancing exporter"), "{errs}");
+    let errs = create_errors("endpoint: a:1\nbalancer_name: nope").join("\n");
+    assert!(errs.contains("invalid balancer_name \"nope\""), "{errs}");
+}
+
 #[test]
 fn invalid_settings_name_their_key() {
     for (yaml, want) in [
@@ -150,6 +232,10 @@ fn invalid_settings_name_their_key() {
         (
             "endpoint: a:1\nsending_queue: {queue_size: 0}",
             "exporters::otlp/gw::sending_queue::queue_size: must be greater than 0",
+        ),
+        (
+            "endpoint: a:1\nsending_queue: {sizer: items}",
+            "exporters::otlp/gw::sending_queue::sizer: \"items\" is not supported: profcol sizes a queue in requests or bytes",
         ),
         (
             "endpoint: a:1\nheaders: {\"bad key\": v}",
@@ -182,7 +268,7 @@ fn every_problem_is_reported_at_once() {
     assert_eq!(
         create_errors("endpoint: a:1\nheaders: {\"bad name\": \"värde\"}"),
         [
-            "exporters::otlp/gw::headers::bad name: invalid header name",
+            "exporters::otlp/gw::headers::bad name: invalid header name: gRPC metadata names are letters, digits, '-', '_' and '.' (the Collector takes this one here and then fails every export)",
             "exporters::otlp/gw::headers::bad name: invalid header value: only printable ASCII is allowed",
         ]
     );
@@ -221,7 +307,9 @@ fn every_problem_is_reported_at_once() {
     );
     assert_eq!(
         create_errors("endpoint: 'gw:4317/a b'"),
-        [r#"exporters::otlp/gw::endpoint: invalid endpoint "gw:4317/a b": invalid URI"#]
+        [
+            r#"exporters::otlp/gw::endpoint: invalid endpoint "gw:4317/a b": invalid port "4317/a b""#
+        ]
     );
 }
 

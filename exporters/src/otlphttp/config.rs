@@ -27,6 +27,10 @@ pub struct OtlpHttpExporterConfig {
     /// The opentelemetry-proto revision the peer reads (`v1.10.0` unless
     /// it has not upgraded), in protobuf and in JSON.
     pub proto_revision: Revision,
+    /// `confighttp`'s buffer sizes for Go's HTTP transport; accepted, no
+    /// effect (hyper sizes its own buffers).
+    pub read_buffer_size: Option<u64>,
+    pub write_buffer_size: Option<u64>,
 }
 
 impl Default for OtlpHttpExporterConfig {
@@ -40,6 +44,8 @@ impl Default for OtlpHttpExporterConfig {
             tls: HttpTls::default(),
             auth: None,
             proto_revision: Revision::CURRENT,
+            read_buffer_size: None,
+            write_buffer_size: None,
         }
     }
 }
@@ -118,7 +124,7 @@ impl OtlpHttpExporterConfig {
             if http::HeaderName::from_bytes(k.as_bytes()).is_err() {
                 errs.push(
                     cfg.key_path(&format!("headers::{k}")),
-                    "invalid header name",
+                    "invalid header name: it cannot be sent (the Collector takes it here and then fails every export)",
                 );
             }
             if http::HeaderValue::from_str(v).is_err() {

@@ -52,6 +52,16 @@ fn defaults_are_the_collectors() {
     );
 }
 
+/// The Collector's `confighttp` buffer sizes load and change nothing.
+#[test]
+fn buffer_sizes_are_accepted() {
+    let c = decode("endpoint: http://gw\nread_buffer_size: 123\nwrite_buffer_size: 345").unwrap();
+    assert_eq!(
+        (c.read_buffer_size, c.write_buffer_size),
+        (Some(123), Some(345))
+    );
+}
+
 #[test]
 fn the_signal_path_is_appended_unless_the_full_url_is_given() {
     let c = decode("endpoint: https://gw:4318/").unwrap();

@@ -87,7 +87,8 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::
 }
 
 /// What `queue_size` counts, as the Collector's `sending_queue.sizer`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The Collector's `items` is refused with a reason (see `Deserialize`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Sizer {
     /// Requests (batches).
@@ -95,6 +96,20 @@ pub enum Sizer {
     Requests,
     /// Bytes of the requests' protobuf encoding.
     Bytes,
+}
+
+impl<'de> Deserialize<'de> for Sizer {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match String::deserialize(d)?.as_str() {
+            "requests" => Ok(Sizer::Requests),
+            "bytes" => Ok(Sizer::Bytes),
+            "items" => Err(D::Error::custom(
+                "\"items\" is not supported: profcol sizes a queue in requests or bytes (a persistent queue would have to decode every stored request at start to count its samples); use sizer: requests or sizer: bytes",
+            )),
+            other => Err(D::Error::unknown_variant(other, &["requests", "bytes"])),
+        }
+    }
 }
 
 impl Default for QueueSettings {
