@@ -2,8 +2,9 @@
 //! `basic` logs one line per batch, `normal` one line per profile,
 //! `detailed` every profile as folded stacks with values.
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -31,8 +32,13 @@ pub struct DebugConfig {
     pub sampling_initial: u64,
     /// After that, one batch in this many is logged.
     pub sampling_thereafter: u64,
-    /// Through the collector's log (true) or straight to stdout (false).
+    /// Through the collector's log (true) or straight to `output_paths`
+    /// (false).
     pub use_internal_logger: bool,
+    /// Where the text goes without the internal logger, as in the
+    /// Collector: `stdout`, `stderr` or file paths (appended to); unset,
+    /// stdout.
+    pub output_paths: Option<Vec<String>>,
 }
 
 impl Default for DebugConfig {
@@ -42,6 +48,7 @@ impl Default for DebugConfig {
             sampling_initial: 2,
             sampling_thereafter: 1,
             use_internal_logger: true,
+            output_paths: None,
         }
     }
 }
@@ -53,8 +60,66 @@ impl DebugConfig {
         if self.sampling_thereafter == 0 {
             errs.push(cfg.key_path("sampling_thereafter"), "must be at least 1");
         }
+        // The Collector's two checks, with its words.
+        match (&self.output_paths, self.use_internal_logger) {
+            (Some(_), true) => errs.push(
+                cfg.key_path("output_paths"),
+                "output_paths is not supported when use_internal_logger is true",
+            ),
+            (Some(p), false) if p.is_empty() => errs.push(
+                cfg.key_path("output_paths"),
+                "output_paths must not be empty when use_internal_logger is false",
+            ),
+            (Some(paths), false) => {
+                for (i, p) in paths.iter().enumerate() {
+                    if let Err(e) = check_output(p) {
+                        errs.push(cfg.key_path(&format!("output_paths::{i}")), e);
+                    }
+                }
+            }
+            (None, _) => {}
+        }
         errs.into_result(())
     }
+
+    /// Where the text goes when the internal logger is not used.
+    fn outputs(&self) -> Vec<Output> {
+        let paths = match &self.output_paths {
+            Some(p) => p.clone(),
+            None => vec!["stdout".to_owned()],
+        };
+        paths
+            .into_iter()
+            .map(|p| match p.as_str() {
+                "stdout" => Output::Stdout,
+                "stderr" => Output::Stderr,
+                _ => Output::File(PathBuf::from(p), Mutex::new(None)),
+            })
+            .collect()
+    }
+}
+
+/// What opening `path` for appending at start would refuse, found without
+/// creating it: a directory, or a parent directory that does not exist.
+fn check_output(path: &str) -> Result<(), String> {
+    if matches!(path, "stdout" | "stderr") {
+        return Ok(());
+    }
+    let p = Path::new(path);
+    if p.is_dir() {
+        return Err(format!("{path} is a directory"));
+    }
+    match p.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) if !dir.is_dir() => Err(format!("{} does not exist", dir.display())),
+        _ => Ok(()),
+    }
+}
+
+/// One of `output_paths`; a file is opened at start.
+enum Output {
+    Stdout,
+    Stderr,
+    File(PathBuf, Mutex<Option<std::fs::File>>),
 }
 
 pub struct DebugExporterFactory;
@@ -76,6 +141,7 @@ impl ExporterFactory for DebugExporterFactory {
     ) -> Result<Arc<dyn Exporter>, ConfigErrors> {
         let (c, ()) = cfg.decode_checked(|c: &DebugConfig| c.validate(cfg))?;
         Ok(Arc::new(DebugExporter {
+            outputs: c.outputs(),
             cfg: c,
             seen: AtomicU64::new(0),
         }))
@@ -89,6 +155,8 @@ pub fn factory() -> Arc<dyn ExporterFactory> {
 pub struct DebugExporter {
     cfg: DebugConfig,
     seen: AtomicU64,
+    /// Used without the internal logger.
+    outputs: Vec<Output>,
 }
 
 impl DebugExporter {
@@ -144,8 +212,51 @@ pub fn render(batch: &ProfileBatch, verbosity: Verbosity) -> String {
     out
 }
 
+impl DebugExporter {
+    /// `text` to every output; a file that fails is logged, as a failed
+    /// write to zap's output is in the Collector, and the batch still
+    /// counts as exported.
+    fn write(&self, text: &str) {
+        use std::io::Write;
+        for out in &self.outputs {
+            match out {
+                Output::Stdout => println!("{text}"),
+                Output::Stderr => eprintln!("{text}"),
+                Output::File(path, file) => {
+                    let mut f = file.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(f) = f.as_mut() {
+                        if let Err(e) = writeln!(f, "{text}") {
+                            tracing::warn!(path = %path.display(), "debug exporter: cannot write: {e}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl Exporter for DebugExporter {
+    /// Opens the files of `output_paths` for appending.
+    async fn start(&self, _ctx: &ExporterContext) -> anyhow::Result<()> {
+        if self.cfg.use_internal_logger {
+            return Ok(());
+        }
+        for out in &self.outputs {
+            if let Output::File(path, file) = out {
+                let f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|e| {
+                        anyhow::anyhow!("debug exporter: opening {}: {e}", path.display())
+                    })?;
+                *file.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+            }
+        }
+        Ok(())
+    }
+
     async fn export(
         &self,
         req: &Request,
@@ -157,7 +268,7 @@ impl Exporter for DebugExporter {
             if self.cfg.use_internal_logger {
                 tracing::info!(exporter = %ctx.id, "{text}");
             } else {
-                println!("{text}");
+                self.write(&text);
             }
         }
         Ok(ExportOutcome::delivered())

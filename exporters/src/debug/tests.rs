@@ -52,6 +52,7 @@ fn exact_decode() {
             sampling_initial: 5,
             sampling_thereafter: 10,
             use_internal_logger: false,
+            output_paths: None,
         }
     );
     assert_eq!(
@@ -73,7 +74,7 @@ fn invalid_settings_name_their_key() {
         ),
         (
             "timeout: 5s",
-            r#"exporters::debug: unknown field "timeout", expected one of "verbosity", "sampling_initial", "sampling_thereafter", "use_internal_logger""#,
+            r#"exporters::debug: unknown field "timeout", expected one of "verbosity", "sampling_initial", "sampling_thereafter", "use_internal_logger", "output_paths""#,
         ),
     ] {
         assert_eq!(create(yaml).unwrap_err(), want, "{yaml:?}");
@@ -159,9 +160,61 @@ fn verbosities_render_as_the_collector_does() {
 fn sampling_logs_the_first_batches_then_one_in_n() {
     let (c, _) = create("sampling_initial: 2\nsampling_thereafter: 3").unwrap();
     let e = DebugExporter {
+        outputs: c.outputs(),
         cfg: c,
         seen: AtomicU64::new(0),
     };
     let logged: Vec<bool> = (0..8).map(|_| e.sampled()).collect();
     assert_eq!(logged, [true, true, true, false, false, true, false, false]);
+}
+
+/// `output_paths`, with the Collector's checks and meaning: only without
+/// the internal logger, not empty; `stdout`, `stderr` or files appended to.
+#[tokio::test]
+async fn output_paths_as_the_collector_has_them() {
+    let (c, _) = create("use_internal_logger: false\noutput_paths: [stderr]").unwrap();
+    assert_eq!(c.output_paths, Some(vec!["stderr".to_owned()]));
+    for (yaml, want) in [
+        (
+            "output_paths: [stdout]",
+            "exporters::debug::output_paths: output_paths is not supported when use_internal_logger is true",
+        ),
+        (
+            "use_internal_logger: false\noutput_paths: []",
+            "exporters::debug::output_paths: output_paths must not be empty when use_internal_logger is false",
+        ),
+        (
+            "use_internal_logger: false\noutput_paths: [stdout, /nonexistent/dir/out.txt]",
+            "exporters::debug::output_paths::1: /nonexistent/dir does not exist",
+        ),
+    ] {
+        assert_eq!(create(yaml).unwrap_err(), want, "{yaml}");
+    }
+
+    // A file gets one block of text per batch, appended.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("debug.txt");
+    std::fs::write(&path, "before\n").unwrap();
+    let yaml = format!(
+        "use_internal_logger: false\noutput_paths: [{}]",
+        path.display()
+    );
+    let cfg = ComponentConfig::from_yaml(Kind::Exporter, "debug", &yaml).unwrap();
+    let (exporter, _) = create_exporter(&DebugExporterFactory, &cfg).unwrap();
+    let ctx = ExporterContext {
+        id: "debug".into(),
+        telemetry: std::sync::Arc::new(profcol_pipeline::telemetry::Telemetry::new()),
+        authenticators: Default::default(),
+    };
+    exporter.start(&ctx).await.unwrap();
+    let batch = std::sync::Arc::new(fixture("minimal-request.bin"));
+    exporter
+        .export(&Request::new(batch.clone()), &ctx)
+        .await
+        .unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.starts_with("before\nProfiles: resource profiles: "),
+        "{text}"
+    );
 }
