@@ -56,6 +56,37 @@ fn config_defaults_and_errors() {
     assert!(err.contains("exporters::file::format"), "{err}");
 }
 
+/// The Collector's keys: `flush_interval` loads (every batch is written
+/// through anyway), a disabled `group_by` is nothing; rotation, zstd and
+/// an enabled `group_by` are refused, each with its reason.
+#[test]
+fn the_collectors_other_keys() {
+    for yaml in [
+        "{path: p, flush_interval: 5s}",
+        "{path: p, flush_interval: 5}",
+        "{path: p, group_by: {enabled: false, resource_attribute: x}}",
+        "{path: p, compression: ''}",
+    ] {
+        assert!(
+            create_exporter(&*factory(), &component(yaml)).is_ok(),
+            "{yaml}"
+        );
+    }
+    for (yaml, want) in [
+        ("{path: p, rotation: }", "exporters::file::rotation: rotation is not supported: this exporter writes one file"),
+        ("{path: p, rotation: {max_megabytes: 10}}", "exporters::file::rotation: rotation is not supported"),
+        ("{path: p, compression: zstd, compression_params: {level: 6}}", "exporters::file::compression: zstd is not supported: this exporter writes plain records"),
+        ("{path: p, compression: gzip}", "exporters::file::compression: compression is not supported"),
+        ("{path: 'p/*.json', group_by: {enabled: true}}", "exporters::file::group_by: group_by is not supported: this exporter writes every batch to its one path"),
+    ] {
+        let err = create_exporter(&*factory(), &component(yaml))
+            .err()
+            .unwrap_or_else(|| panic!("accepted {yaml}"))
+            .to_string();
+        assert!(err.contains(want), "{yaml}: {err}");
+    }
+}
+
 #[test]
 fn full_config_decodes() {
     let yaml = "{path: out/p.bin, format: proto, append: true, timeout: 2s,
