@@ -8,7 +8,7 @@ use axum::{extract::State, http::StatusCode, routing::get, Json, Router};
 use serde::{Deserialize, Serialize};
 
 use profcol_pipeline::component::{Extension, ExtensionFactory};
-use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration, ServerTls};
 use profcol_pipeline::runtime::{ExtensionContext, Health};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -16,6 +16,13 @@ use profcol_pipeline::runtime::{ExtensionContext, Health};
 pub struct HealthCheckConfig {
     pub endpoint: String,
     pub path: String,
+    /// Plain-text bodies instead of the JSON status, as in the Collector.
+    pub response_body: Option<ResponseBody>,
+    /// Serve over TLS (the receivers' `tls:` keys).
+    pub tls: Option<ServerTls>,
+    /// The Collector's pipeline check, which its v0.161.0 health_check
+    /// reads and never uses: accepted, checked, no effect.
+    pub check_collector_pipeline: Option<CheckCollectorPipeline>,
 }
 
 impl Default for HealthCheckConfig {
@@ -23,8 +30,27 @@ impl Default for HealthCheckConfig {
         Self {
             endpoint: "localhost:13133".into(),
             path: "/".into(),
+            response_body: None,
+            tls: None,
+            check_collector_pipeline: None,
         }
     }
+}
+
+/// `response_body`: the text answered when ready (200) and when not (503).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ResponseBody {
+    pub healthy: String,
+    pub unhealthy: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CheckCollectorPipeline {
+    pub enabled: bool,
+    pub interval: Option<Duration>,
+    pub exporter_failure_threshold: Option<i64>,
 }
 
 pub struct HealthCheckFactory;
@@ -53,6 +79,9 @@ impl HealthCheckConfig {
                 format!("must start with '/', got {:?}", self.path),
             );
         }
+        if let Some(t) = &self.tls {
+            t.validate(&cfg.key_path("tls"), &mut errs);
+        }
         errs.into_result(())
     }
 }
@@ -68,8 +97,26 @@ struct Body {
     status: &'static str,
 }
 
-async fn status(State(h): State<Arc<Health>>) -> (StatusCode, Json<Body>) {
-    if h.is_ready() {
+/// `response_body`'s text, or else the JSON status.
+async fn status(
+    State((h, body)): State<(Arc<Health>, Option<Arc<ResponseBody>>)>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let ready = h.is_ready();
+    let code = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    match body {
+        Some(b) if ready => (code, b.healthy.clone()).into_response(),
+        Some(b) => (code, b.unhealthy.clone()).into_response(),
+        None => json_status(ready).into_response(),
+    }
+}
+
+fn json_status(ready: bool) -> (StatusCode, Json<Body>) {
+    if ready {
         (
             StatusCode::OK,
             Json(Body {
@@ -99,14 +146,24 @@ impl Extension for HealthCheck {
         let listener =
             profcol_receivers::endpoint::bind(&self.0.endpoint, &format!("extensions::{}", ctx.id))
                 .await?;
+        let name = format!("extensions::{}", ctx.id);
+        let mut settings = profcol_pipeline::net::ServerSettings::small();
+        if let Some(t) = &self.0.tls {
+            settings.tls = Some(profcol_pipeline::net::tls::server_config(
+                t,
+                &name,
+                ctx.shutdown.clone(),
+            )?);
+        }
+        let body = self.0.response_body.clone().map(Arc::new);
         let app = Router::new()
             .route(&self.0.path, get(status))
-            .with_state(ctx.health.clone());
+            .with_state((ctx.health.clone(), body));
         Ok(profcol_pipeline::net::spawn(
-            &format!("extensions::{}", ctx.id),
+            &name,
             listener,
             app,
-            profcol_pipeline::net::ServerSettings::small(),
+            settings,
             ctx.shutdown.clone(),
         ))
     }
@@ -136,28 +193,46 @@ mod tests {
             HealthCheckConfig::default(),
             HealthCheckConfig {
                 endpoint: "localhost:13133".into(),
-                path: "/".into()
+                path: "/".into(),
+                response_body: None,
+                tls: None,
+                check_collector_pipeline: None,
             }
         );
         assert_eq!(
             create("endpoint: 127.0.0.1:1\npath: /health").unwrap(),
             HealthCheckConfig {
                 endpoint: "127.0.0.1:1".into(),
-                path: "/health".into()
+                path: "/health".into(),
+                ..HealthCheckConfig::default()
             }
+        );
+        // The Collector's other keys: a body, TLS, and the pipeline check
+        // it reads and never uses.
+        let c = create(
+            "response_body: {healthy: I'm OK, unhealthy: I'm not well}\ncheck_collector_pipeline: {enabled: false, interval: 5m, exporter_failure_threshold: 5}",
+        )
+        .unwrap();
+        assert_eq!(
+            c.response_body,
+            Some(ResponseBody {
+                healthy: "I'm OK".into(),
+                unhealthy: "I'm not well".into()
+            })
+        );
+        assert_eq!(
+            create("tls: {cert_file: /nonexistent/c.pem, key_file: /nonexistent/k.pem}")
+                .unwrap_err(),
+            "extensions::health_check::tls::cert_file: cannot read /nonexistent/c.pem: No such file or directory (os error 2)"
         );
         assert_eq!(
             create("path: health").unwrap_err(),
             r#"extensions::health_check::path: must start with '/', got "health""#
         );
-        assert_eq!(
-            create("check_collector_pipeline: {}").unwrap_err(),
-            r#"extensions::health_check: unknown field "check_collector_pipeline", expected one of "endpoint", "path""#
-        );
         // Every problem at once: the unknown key does not hide the checks.
         assert_eq!(
-            create("check_collector_pipeline: {}\nendpoint: '13133'\npath: health").unwrap_err(),
-            "extensions::health_check: unknown field \"check_collector_pipeline\", expected one of \"endpoint\", \"path\"\n\
+            create("grpc: {}\nendpoint: '13133'\npath: health").unwrap_err(),
+            "extensions::health_check: unknown field \"grpc\", expected one of \"endpoint\", \"path\", \"response_body\", \"tls\", \"check_collector_pipeline\"\n\
              extensions::health_check::endpoint: invalid endpoint \"13133\": expected host:port\n\
              extensions::health_check::path: must start with '/', got \"health\""
         );
@@ -174,6 +249,7 @@ mod tests {
         let cfg = HealthCheckConfig {
             endpoint: format!("127.0.0.1:{port}"),
             path: "/health".into(),
+            ..HealthCheckConfig::default()
         };
         let health = Arc::new(Health::default());
         let shutdown = CancellationToken::new();
@@ -204,5 +280,105 @@ mod tests {
         assert_eq!(get().await.0, 503);
         shutdown.cancel();
         task.await.unwrap();
+    }
+
+    /// `response_body`: its text instead of the JSON status.
+    #[tokio::test]
+    async fn answers_with_the_configured_bodies() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let cfg = HealthCheckConfig {
+            endpoint: format!("127.0.0.1:{port}"),
+            response_body: Some(ResponseBody {
+                healthy: "I'm OK".into(),
+                unhealthy: "I'm not well".into(),
+            }),
+            ..HealthCheckConfig::default()
+        };
+        let health = Arc::new(Health::default());
+        let shutdown = CancellationToken::new();
+        let task = Box::new(HealthCheck(cfg))
+            .start(ExtensionContext {
+                id: "health_check".into(),
+                shutdown: shutdown.clone(),
+                telemetry: Arc::new(Telemetry::new()),
+                health: health.clone(),
+            })
+            .await
+            .unwrap();
+        let url = format!("http://127.0.0.1:{port}/");
+        let get = || async {
+            let r = reqwest::get(&url).await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        };
+        assert_eq!(get().await, (503, "I'm not well".into()));
+        health.set_ready(true);
+        assert_eq!(get().await, (200, "I'm OK".into()));
+        shutdown.cancel();
+        task.await.unwrap();
+    }
+
+    /// `tls`: served over TLS with the receivers' keys; the Collector's
+    /// `ca_file` of a server is read and has no effect.
+    #[tokio::test]
+    async fn serves_over_tls() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let (c, k) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+        std::fs::write(&c, cert.pem()).unwrap();
+        std::fs::write(&k, key.serialize_pem()).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let yaml = format!(
+            "endpoint: 127.0.0.1:{port}\ntls: {{cert_file: {c}, key_file: {k}, ca_file: {c}}}",
+            c = c.display(),
+            k = k.display()
+        );
+        let cfg = create(&yaml).unwrap();
+        let health = Arc::new(Health::default());
+        health.set_ready(true);
+        let shutdown = CancellationToken::new();
+        let task = Box::new(HealthCheck(cfg))
+            .start(ExtensionContext {
+                id: "health_check".into(),
+                shutdown: shutdown.clone(),
+                telemetry: Arc::new(Telemetry::new()),
+                health: health.clone(),
+            })
+            .await
+            .unwrap();
+        let client = reqwest::Client::builder()
+            .tls_certs_only([reqwest::Certificate::from_pem(cert.pem().as_bytes()).unwrap()])
+            .resolve("localhost", ([127, 0, 0, 1], port).into())
+            .build()
+            .unwrap();
+        let r = client
+            .get(format!("https://localhost:{port}/"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        shutdown.cancel();
+        task.await.unwrap();
+        // A ca_file that cannot be read fails, as it fails the Collector's
+        // start.
+        let bad = yaml.replace(
+            &format!("ca_file: {}", c.display()),
+            "ca_file: /nonexistent/ca.pem",
+        );
+        assert_eq!(
+            create(&bad).unwrap_err(),
+            "extensions::health_check::tls::ca_file: cannot read /nonexistent/ca.pem: No such file or directory (os error 2)"
+        );
     }
 }

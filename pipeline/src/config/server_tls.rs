@@ -18,6 +18,10 @@ pub struct ServerTls {
     /// CAs that client certificates must chain to; set, every client must
     /// present one.
     pub client_ca_file: Option<String>,
+    /// The Collector's `ca_file`, which a server loads but does not use
+    /// (clients are verified against `client_ca_file`): read and checked,
+    /// no effect.
+    pub ca_file: Option<String>,
     /// `1.2` or `1.3` (default `1.2`).
     pub min_version: Option<String>,
     pub max_version: Option<String>,

@@ -69,6 +69,17 @@ pub fn load(cfg: &ServerTls) -> Result<Loaded, (&'static str, String)> {
             Some(roots)
         }
     };
+    // Loaded and dropped: the Collector loads it as a server's root CAs,
+    // which verify nothing, so it fails only on a file it cannot read.
+    if let Some(f) = &cfg.ca_file {
+        let pem = std::fs::read(f).map_err(|e| ("ca_file", format!("cannot read {f}: {e}")))?;
+        let certs: Vec<_> = CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<_, _>>()
+            .map_err(|e| ("ca_file", format!("not a PEM certificate: {e}")))?;
+        if certs.is_empty() {
+            return Err(("ca_file", "holds no PEM certificate".into()));
+        }
+    }
     // The key must sign with this provider, and match what it is used for.
     certified(&chain, &key).map_err(|e| (key_key, e))?;
     Ok(Loaded {
