@@ -26,9 +26,26 @@ pub struct BearerTokenAuthConfig {
     pub token: Option<String>,
     /// Several accepted tokens (a client sends the first).
     pub tokens: Vec<String>,
-    /// A file holding the token, read again when it changes.
+    /// A file holding the token, read again when it changes. Given with
+    /// `token`, the file wins (as in the Collector).
     pub filename: Option<String>,
+    /// The Collector's wait for a token file that is not there yet:
+    /// refused when enabled.
+    pub retry_on_failure: Option<TokenFileRetry>,
+    pub wait_for_token_file: bool,
 }
+
+/// `retry_on_failure` of the Collector's credentials file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TokenFileRetry {
+    pub enabled: bool,
+    pub max_retries: u64,
+    pub interval: profcol_pipeline::config::Duration,
+}
+
+/// Why waiting for the token file is refused.
+const NO_WAIT: &str = "is not supported: profcol reads the token file when the config is loaded, refuses one it cannot read, and reads it again whenever it changes; it does not wait for the file to appear";
 
 impl Default for BearerTokenAuthConfig {
     fn default() -> Self {
@@ -38,6 +55,8 @@ impl Default for BearerTokenAuthConfig {
             token: None,
             tokens: Vec::new(),
             filename: None,
+            retry_on_failure: None,
+            wait_for_token_file: false,
         }
     }
 }
@@ -45,14 +64,42 @@ impl Default for BearerTokenAuthConfig {
 impl BearerTokenAuthConfig {
     pub fn validate(&self, cfg: &ComponentConfig) -> Result<(), ConfigErrors> {
         let mut errs = ConfigErrors::default();
-        let sources = usize::from(self.token.is_some())
-            + usize::from(!self.tokens.is_empty())
-            + usize::from(self.filename.is_some());
-        if sources != 1 {
+        // The Collector's rules: a token, tokens or a file; not token and
+        // tokens; the file wins over token.
+        let (token, tokens, file) = (
+            self.token.is_some(),
+            !self.tokens.is_empty(),
+            self.filename.is_some(),
+        );
+        if !token && !tokens && !file {
             errs.push(
                 cfg.path(),
-                "exactly one of token, tokens and filename must be set",
+                "no bearer token provided: set token, tokens or filename",
             );
+        }
+        if token && tokens {
+            errs.push(
+                cfg.path(),
+                "either tokens or token should be provided, not both",
+            );
+        }
+        if tokens && file {
+            errs.push(
+                cfg.key_path("filename"),
+                "set either tokens or filename: given both, the Collector v0.161.0 uses tokens and ignores the file, while its log says the tokens are ignored",
+            );
+        }
+        if token && file {
+            tracing::warn!(
+                extension = %cfg.id,
+                "a filename is specified; the configured token is ignored"
+            );
+        }
+        if self.retry_on_failure.as_ref().is_some_and(|r| r.enabled) {
+            errs.push(cfg.key_path("retry_on_failure"), NO_WAIT);
+        }
+        if self.wait_for_token_file {
+            errs.push(cfg.key_path("wait_for_token_file"), NO_WAIT);
         }
         if HeaderName::from_bytes(self.header.as_bytes()).is_err() {
             errs.push(
@@ -87,13 +134,14 @@ fn with_scheme(scheme: &str, token: &str) -> String {
     }
 }
 
-/// The tokens of a file: one per line, blank lines ignored.
+/// The tokens of a file, as the Collector reads it: the first
+/// whitespace-delimited word of each line (the rest of the line is a
+/// comment), blank lines ignored.
 fn read_tokens(path: &str) -> Result<Vec<String>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
     let tokens: Vec<String> = text
         .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
+        .filter_map(|l| l.split_whitespace().next())
         .map(str::to_owned)
         .collect();
     if tokens.is_empty() {
@@ -287,6 +335,28 @@ mod tests {
         assert!(a.authenticate(&headers("authorization", "b")).is_err());
     }
 
+    /// As the Collector: the file wins over `token`, and each line's first
+    /// word is its token (the rest is a comment).
+    #[test]
+    fn a_token_file_wins_and_holds_a_word_per_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("token");
+        std::fs::write(&f, "  first # the old one\n\nsecond\tcomment\n").unwrap();
+        let a = create(&format!("token: ignored\nfilename: {}", f.display())).unwrap();
+        for ok in ["Bearer first", "Bearer second"] {
+            assert!(
+                a.authenticate(&headers("authorization", ok)).is_ok(),
+                "{ok}"
+            );
+        }
+        for bad in ["Bearer ignored", "Bearer first # the old one"] {
+            assert!(
+                a.authenticate(&headers("authorization", bad)).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
     #[test]
     fn a_token_file_is_read_again_when_it_changes() {
         let dir = tempfile::tempdir().unwrap();
@@ -317,12 +387,43 @@ mod tests {
     #[test]
     fn config_errors_name_the_key_and_never_the_token() {
         let e = create("{}").err().unwrap();
+        assert_eq!(
+            e,
+            "extensions::bearertokenauth: no bearer token provided: set token, tokens or filename"
+        );
+        let e = create("token: a\ntokens: [b]").err().unwrap();
+        assert_eq!(
+            e,
+            "extensions::bearertokenauth: either tokens or token should be provided, not both"
+        );
+        let e = create("tokens: [a]\nfilename: /nope").err().unwrap();
         assert!(
-            e.contains("exactly one of token, tokens and filename"),
+            e.starts_with("extensions::bearertokenauth::filename: set either tokens or filename"),
             "{e}"
         );
         let e = create("token: a\nfilename: /nope").err().unwrap();
-        assert!(e.contains("exactly one"), "{e}");
+        assert!(
+            e.starts_with("extensions::bearertokenauth::filename: cannot read /nope"),
+            "{e}"
+        );
+        let e = create(
+            "filename: /nope\nretry_on_failure: {enabled: true, max_retries: 5, interval: 2s}\nwait_for_token_file: true",
+        )
+        .err()
+        .unwrap();
+        for key in ["retry_on_failure", "wait_for_token_file"] {
+            assert!(
+                e.contains(&format!(
+                    "extensions::bearertokenauth::{key}: is not supported: profcol reads the token file"
+                )),
+                "{e}"
+            );
+        }
+        // Disabled, they change nothing.
+        assert!(
+            create("token: a\nretry_on_failure: {enabled: false}\nwait_for_token_file: false")
+                .is_ok()
+        );
         let e = create("token: \"bad\\nline\"").err().unwrap();
         assert!(!e.contains("bad"), "{e}");
         let e = create("filename: /does/not/exist").err().unwrap();
