@@ -50,6 +50,10 @@ pub struct FileStorageConfig {
     pub recreate: bool,
     /// The Collector's compaction settings; accepted, see the module doc.
     pub compaction: Compaction,
+    /// The Collector's cap on each database file, in bytes; `0` is none.
+    /// A cap is refused: a queue is bounded by its `sending_queue`.
+    #[serde(deserialize_with = "go_int")]
+    pub max_size: Option<i64>,
 }
 
 impl Default for FileStorageConfig {
@@ -62,6 +66,7 @@ impl Default for FileStorageConfig {
             timeout: Duration::from_secs(1),
             recreate: false,
             compaction: Compaction::default(),
+            max_size: None,
         }
     }
 }
@@ -72,11 +77,64 @@ pub struct Compaction {
     pub directory: Option<String>,
     pub on_start: bool,
     pub on_rebound: bool,
-    pub rebound_needed_threshold_mib: Option<u64>,
-    pub rebound_trigger_threshold_mib: Option<u64>,
-    pub max_transaction_size: Option<u64>,
+    #[serde(deserialize_with = "go_int")]
+    pub rebound_needed_threshold_mib: Option<i64>,
+    #[serde(deserialize_with = "go_int")]
+    pub rebound_trigger_threshold_mib: Option<i64>,
+    #[serde(deserialize_with = "go_int")]
+    pub max_transaction_size: Option<i64>,
     pub check_interval: Option<Duration>,
     pub cleanup_on_start: bool,
+}
+
+/// An integer as the Collector decodes one: a YAML integer, or text Go's
+/// `strconv.ParseInt(s, 0, 64)` reads (`65_536`, `0x10`, `0o17`, `010`
+/// octal), as the extension's README writes `max_transaction_size: 65_536`.
+fn go_int<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    use serde::de::Error;
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Null => Ok(None),
+        serde_json::Value::Number(n) => n
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| D::Error::custom(format!("{n} is not an integer"))),
+        serde_json::Value::String(s) => parse_go_int(&s)
+            .map(Some)
+            .ok_or_else(|| D::Error::custom(format!("{s:?} is not an integer"))),
+        other => Err(D::Error::custom(format!(
+            "expected an integer, got {other}"
+        ))),
+    }
+}
+
+/// `strconv.ParseInt(s, 0, 64)`: a sign, a base prefix, and `_` only
+/// between digits (or after the prefix).
+fn parse_go_int(s: &str) -> Option<i64> {
+    let (neg, body) = match s.as_bytes().first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let lower = body.to_ascii_lowercase();
+    let (radix, digits) = if let Some(d) = lower.strip_prefix("0x") {
+        (16, d.to_owned())
+    } else if let Some(d) = lower.strip_prefix("0o") {
+        (8, d.to_owned())
+    } else if let Some(d) = lower.strip_prefix("0b") {
+        (2, d.to_owned())
+    } else if lower.len() > 1 && lower.starts_with('0') {
+        (8, lower[1..].to_owned())
+    } else {
+        (10, lower)
+    };
+    let underscores_ok = !digits.ends_with('_')
+        && !digits.contains("__")
+        && (radix != 10 || !digits.starts_with('_'));
+    if digits.is_empty() || !underscores_ok {
+        return None;
+    }
+    let v = i64::from_str_radix(&digits.replace('_', ""), radix).ok()?;
+    Some(if neg { -v } else { v })
 }
 
 impl FileStorageConfig {
@@ -105,6 +163,20 @@ impl FileStorageConfig {
                     "{} does not exist (create it, or set create_directory: true)",
                     self.directory
                 ),
+            );
+        }
+        match self.max_size {
+            Some(n) if n < 0 => errs.push(cfg.key_path("max_size"), "max size cannot be less than 0"),
+            Some(n) if n > 0 => errs.push(
+                cfg.key_path("max_size"),
+                "is not supported: profcol's persistent queue is bounded by its exporter's sending_queue (queue_size, in bytes with sizer: bytes), not by the storage; set max_size: 0 or leave it out",
+            ),
+            _ => {}
+        }
+        if self.compaction.max_transaction_size.is_some_and(|n| n < 0) {
+            errs.push(
+                cfg.key_path("compaction::max_transaction_size"),
+                "max transaction size for compaction cannot be less than 0",
             );
         }
         if self.mode().is_none() {
@@ -251,6 +323,45 @@ mod tests {
             dir.path().display()
         );
         assert!(create(&yaml).unwrap().storage().is_some());
+    }
+
+    /// Integers as the Collector reads them (its README writes
+    /// `max_transaction_size: 65_536`); a size cap is refused with why.
+    #[test]
+    fn the_collectors_integers_and_max_size() {
+        for (s, want) in [
+            ("65_536", Some(65536)),
+            ("0x10", Some(16)),
+            ("0o17", Some(15)),
+            ("010", Some(8)),
+            ("-5", Some(-5)),
+            ("0", Some(0)),
+            ("1__0", None),
+            ("_1", None),
+            ("1_", None),
+            ("12ab", None),
+            ("", None),
+        ] {
+            assert_eq!(parse_go_int(s), want, "{s:?}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let yaml = format!(
+            "directory: {}\nmax_size: 0\ncompaction: {{max_transaction_size: 65_536, rebound_needed_threshold_mib: '100'}}",
+            dir.path().display()
+        );
+        assert!(create(&yaml).is_ok());
+        let err = create(&yaml.replace("max_size: 0", "max_size: 268435456"))
+            .err()
+            .unwrap();
+        assert!(
+            err.starts_with("extensions::file_storage::max_size: is not supported: profcol's persistent queue is bounded by its exporter's sending_queue"),
+            "{err}"
+        );
+        let err = create(&yaml.replace("65_536", "many")).err().unwrap();
+        assert!(
+            err.contains("extensions::file_storage::compaction::max_transaction_size: \"many\" is not an integer"),
+            "{err}"
+        );
     }
 
     #[test]
