@@ -98,6 +98,23 @@ struct PipelineRaw {
 struct TelemetryRaw {
     metrics: MetricsRaw,
     logs: LogsRaw,
+    /// Attributes of the Collector's own telemetry: accepted, no effect
+    /// (profcol's own telemetry, Prometheus text and log lines, carries no
+    /// resource).
+    #[allow(dead_code)]
+    resource: Option<serde::de::IgnoredAny>,
+    /// The Collector's own traces: checked, no effect (profcol makes none).
+    traces: Option<TracesRaw>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+struct TracesRaw {
+    level: Option<String>,
+    #[allow(dead_code)]
+    propagators: Option<Vec<String>>,
+    #[allow(dead_code)]
+    processors: Option<Vec<serde::de::IgnoredAny>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -122,6 +139,17 @@ struct LogsRaw {
     /// zap's development mode (accepted, no effect).
     #[allow(dead_code)]
     development: Option<bool>,
+    /// Only `[stderr]`, the Collector's default and where profcol's logs go.
+    output_paths: Option<Vec<String>>,
+    error_output_paths: Option<Vec<String>>,
+    /// Accepted, no effect: profcol's log lines carry neither.
+    #[allow(dead_code)]
+    disable_caller: Option<bool>,
+    #[allow(dead_code)]
+    disable_stacktrace: Option<bool>,
+    /// Refused with the reason.
+    initial_fields: Option<serde::de::IgnoredAny>,
+    processors: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize, Default)]
@@ -338,6 +366,44 @@ fn telemetry(raw: &TelemetryRaw, errs: &mut ConfigErrors) -> TelemetryConfig {
         }
     }
 
+    for (key, paths) in [
+        ("output_paths", &raw.logs.output_paths),
+        ("error_output_paths", &raw.logs.error_output_paths),
+    ] {
+        if paths
+            .as_ref()
+            .is_some_and(|p| p.iter().any(|p| p != "stderr"))
+        {
+            errs.push(
+                format!("service::telemetry::logs::{key}"),
+                "only [stderr] is supported: profcol writes its logs to stderr (the Collector's default); redirect stderr to keep them elsewhere",
+            );
+        }
+    }
+    if raw.logs.initial_fields.is_some() {
+        errs.push(
+            "service::telemetry::logs::initial_fields",
+            "is not supported: profcol's log lines carry no fields of their own; add them where the logs are collected",
+        );
+    }
+    if raw.logs.processors.is_some() {
+        errs.push(
+            "service::telemetry::logs::processors",
+            "is not supported: profcol does not export its logs; they go to stderr, to be collected from there",
+        );
+    }
+    if let Some(level) = raw.traces.as_ref().and_then(|t| t.level.as_ref()) {
+        if one_of(level, &METRICS_LEVELS).is_none() {
+            errs.push(
+                "service::telemetry::traces::level",
+                format!(
+                    "invalid level {level:?}, expected one of {}",
+                    METRICS_LEVELS.join(", ")
+                ),
+            );
+        }
+    }
+
     let m = &raw.metrics;
     if let Some(level) = &m.level {
         match one_of(level, &METRICS_LEVELS) {
@@ -359,6 +425,12 @@ fn telemetry(raw: &TelemetryRaw, errs: &mut ConfigErrors) -> TelemetryConfig {
         }
     }
     let disabled = out.metrics_level == MetricsLevel::None;
+    if !disabled && m.address.is_none() && m.readers.as_ref().is_some_and(Vec::is_empty) {
+        errs.push(
+            "service::telemetry::metrics::readers",
+            "collector telemetry metrics reader should exist when metric level is not none (set level: none to turn /metrics off)",
+        );
+    }
 
     let address = match (&m.address, &m.readers) {
         (Some(_), Some(_)) => {

@@ -516,11 +516,35 @@ fn invalid_configs_report_every_error_with_its_path() {
             ],
         ),
         (
-            format!("{MINIMAL}  telemetry: {{metrics: {{adress: x}}, logs: {{encodng: json}}, traces: {{}}}}"),
+            format!("{MINIMAL}  telemetry: {{metrics: {{adress: x}}, logs: {{encodng: json}}, tracs: {{}}}}"),
             vec![
-                r#"service::telemetry::logs: unknown field "encodng", expected one of "level", "encoding", "sampling", "development""#,
+                r#"service::telemetry::logs: unknown field "encodng", expected one of "level", "encoding", "sampling", "development", "output_paths", "error_output_paths", "disable_caller", "disable_stacktrace", "initial_fields", "processors""#,
                 r#"service::telemetry::metrics: unknown field "adress", expected one of "level", "address", "readers""#,
-                r#"service::telemetry: unknown field "traces", expected one of "metrics", "logs""#,
+                r#"service::telemetry: unknown field "tracs", expected one of "metrics", "logs", "resource", "traces""#,
+            ],
+        ),
+        (
+            // As the Collector: no reader is an error unless metrics are off.
+            format!("{MINIMAL}  telemetry: {{metrics: {{level: basic, readers: []}}}}"),
+            vec!["service::telemetry::metrics::readers: collector telemetry metrics reader should exist when metric level is not none (set level: none to turn /metrics off)"],
+        ),
+        (
+            // The Collector's own traces: a level is checked; processors
+            // must be a list.
+            format!("{MINIMAL}  telemetry: {{traces: {{level: loud, processors: {{batch: {{}}}}}}}}"),
+            vec![
+                r#"service::telemetry::traces::processors: invalid type: expected a sequence, got a map"#,
+                r#"service::telemetry::traces::level: invalid level "loud", expected one of none, basic, normal, detailed"#,
+            ],
+        ),
+        (
+            // Logs go to stderr, with no fields of their own, unexported.
+            format!("{MINIMAL}  telemetry: {{logs: {{output_paths: [stderr, /var/log/p.log], error_output_paths: [stdout], initial_fields: {{a: b}}, processors: [{{batch: {{}}}}]}}}}"),
+            vec![
+                "service::telemetry::logs::output_paths: only [stderr] is supported: profcol writes its logs to stderr (the Collector's default); redirect stderr to keep them elsewhere",
+                "service::telemetry::logs::error_output_paths: only [stderr] is supported: profcol writes its logs to stderr (the Collector's default); redirect stderr to keep them elsewhere",
+                "service::telemetry::logs::initial_fields: is not supported: profcol's log lines carry no fields of their own; add them where the logs are collected",
+                "service::telemetry::logs::processors: is not supported: profcol does not export its logs; they go to stderr, to be collected from there",
             ],
         ),
         (
@@ -695,7 +719,18 @@ fn telemetry_forms() {
             .metrics_address,
         addr("127.0.0.1:1234")
     );
-    assert_eq!(telemetry("{metrics: {readers: []}}").metrics_address, None);
+    assert_eq!(
+        telemetry("{metrics: {level: none, readers: []}}").metrics_address,
+        None
+    );
+    // The Collector's keys with nothing to do here: its own resource and
+    // traces, the default log outputs, caller and stack traces.
+    let t = telemetry(
+        "{resource: {attributes: [{name: foo, value: bar}], detection/development: {detectors: [{host: {}}]}}, \
+         traces: {level: basic, propagators: [tracecontext], processors: [{batch: {exporter: {otlp: {endpoint: 'x:4317'}}}}]}, \
+         logs: {output_paths: [stderr], error_output_paths: [stderr], disable_caller: true, disable_stacktrace: true}}",
+    );
+    assert_eq!(t, TelemetryConfig::default());
     assert_eq!(telemetry("{logs: {level: debug}}").logs_level, "debug");
     // The Collector's default level is normal; levels are case-insensitive.
     let level = |t: &str| telemetry(t).metrics_level;
