@@ -73,6 +73,13 @@ pub struct HttpConfig {
     pub read_timeout: Duration,
     pub body_timeout: Duration,
     pub min_body_rate: u64,
+    /// Only `tcp` is supported.
+    pub transport: String,
+    /// The Collector's paths of the other signals, which profcol does not
+    /// receive: checked as the Collector parses them, no effect.
+    pub traces_url_path: Option<String>,
+    pub metrics_url_path: Option<String>,
+    pub logs_url_path: Option<String>,
 }
 
 impl Default for HttpConfig {
@@ -91,6 +98,10 @@ impl Default for HttpConfig {
             read_timeout: Duration::from_secs(0),
             body_timeout: Duration::from_secs(30),
             min_body_rate: 1024,
+            transport: "tcp".into(),
+            traces_url_path: None,
+            metrics_url_path: None,
+            logs_url_path: None,
         }
     }
 }
@@ -142,6 +153,10 @@ pub struct GrpcConfig {
     pub include_metadata: bool,
     pub tls: Option<ServerTls>,
     pub auth: Option<AuthConfig>,
+    /// gRPC-Go's socket buffer sizes; accepted, no effect (hyper sizes its
+    /// own buffers).
+    pub read_buffer_size: Option<u64>,
+    pub write_buffer_size: Option<u64>,
 }
 
 /// `keepalive`, as the Collector's `configgrpc` spells it.
@@ -201,8 +216,15 @@ impl Default for GrpcConfig {
             include_metadata: false,
             tls: None,
             auth: None,
+            read_buffer_size: None,
+            write_buffer_size: None,
         }
     }
+}
+
+/// Why a transport other than TCP is refused.
+fn unsupported_transport(t: &str) -> String {
+    format!("unsupported transport {t:?}: profcol listens on TCP only (host:port)")
 }
 
 impl GrpcConfig {
@@ -242,7 +264,10 @@ impl OtlpReceiverConfig {
         let grpc = self.grpc();
         let key = |k: &str| cfg.key_path(&format!("protocols::grpc::{k}"));
         if let Some(g) = &grpc {
-            if let Err(e) = crate::endpoint::check(&g.endpoint) {
+            // A unix socket path is not host:port: the transport says why.
+            if g.transport != "tcp" {
+                errs.push(key("transport"), unsupported_transport(&g.transport));
+            } else if let Err(e) = crate::endpoint::check(&g.endpoint) {
                 errs.push(key("endpoint"), e);
             }
             if g.max_recv_msg_size_mib == 0 || g.max_recv_msg_size_mib > 4095 {
@@ -260,20 +285,30 @@ impl OtlpReceiverConfig {
             if g.max_connections == 0 {
                 errs.push(key("max_connections"), "must be greater than 0");
             }
-            if g.transport != "tcp" {
-                errs.push(
-                    key("transport"),
-                    format!("unsupported transport {:?} (only \"tcp\")", g.transport),
-                );
-            }
             if let Some(t) = &g.tls {
                 t.validate(&key("tls"), &mut errs);
             }
         }
         if let Some(h) = self.http() {
             let key = |k: &str| cfg.key_path(&format!("protocols::http::{k}"));
-            if let Err(e) = crate::endpoint::check(&h.endpoint) {
+            if h.transport != "tcp" {
+                errs.push(key("transport"), unsupported_transport(&h.transport));
+            } else if let Err(e) = crate::endpoint::check(&h.endpoint) {
                 errs.push(key("endpoint"), e);
+            }
+            for (k, p) in [
+                ("traces_url_path", &h.traces_url_path),
+                ("metrics_url_path", &h.metrics_url_path),
+                ("logs_url_path", &h.logs_url_path),
+            ] {
+                // What Go's url.Parse refuses of a path; any other text is
+                // a path (the Collector puts a '/' before a relative one).
+                if p.as_deref().is_some_and(|p| p.starts_with(':')) {
+                    errs.push(
+                        key(k),
+                        "invalid HTTP URL path set for signal: missing protocol scheme",
+                    );
+                }
             }
             if !h.profiles_url_path.starts_with('/') {
                 errs.push(

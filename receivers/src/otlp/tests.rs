@@ -120,7 +120,7 @@ fn every_problem_is_reported_at_once() {
     let cfg = ComponentConfig::from_yaml(
         Kind::Receiver,
         "otlp",
-        "protocols: {grpc: {endpoint: nope, max_recv_msg_size_mib: 0, max_concurrent_streams: -1, transport: unix}}\nrecord_to: ''",
+        "protocols: {grpc: {endpoint: nope, max_recv_msg_size_mib: 0, max_concurrent_streams: -1}}\nrecord_to: ''",
     )
     .unwrap();
     let err = match OtlpReceiverFactory.create(&cfg) {
@@ -132,9 +132,38 @@ fn every_problem_is_reported_at_once() {
         "receivers::otlp::protocols::grpc::max_concurrent_streams: invalid value: expected u32, got integer -1\n\
          receivers::otlp::protocols::grpc::endpoint: invalid endpoint \"nope\": expected host:port\n\
          receivers::otlp::protocols::grpc::max_recv_msg_size_mib: must be between 1 and 4095, got 0\n\
-         receivers::otlp::record_to: must be a directory, not empty\n\
-         receivers::otlp::protocols::grpc::transport: unsupported transport \"unix\" (only \"tcp\")"
+         receivers::otlp::record_to: must be a directory, not empty"
     );
+}
+
+/// The Collector's keys that change nothing for profiles load: gRPC-Go's
+/// buffer sizes, the URL paths of the other signals (checked as the
+/// Collector parses them). A unix socket is refused at `transport`, not
+/// at the socket path.
+#[test]
+fn the_collectors_other_keys() {
+    let c = decode(
+        "protocols:\n  grpc: {read_buffer_size: 1024, write_buffer_size: 1024}\n  http: {traces_url_path: traces, metrics_url_path: /v2/metrics, logs_url_path: log/ingest}",
+    )
+    .unwrap();
+    assert_eq!(c.grpc().unwrap().read_buffer_size, Some(1024));
+    assert_eq!(
+        c.http().unwrap().metrics_url_path.as_deref(),
+        Some("/v2/metrics")
+    );
+    for (yaml, want) in [
+        (
+            "protocols: {http: {traces_url_path: ':invalid'}}",
+            "receivers::otlp::protocols::http::traces_url_path: invalid HTTP URL path set for signal: missing protocol scheme",
+        ),
+        (
+            "protocols: {grpc: {transport: unix, endpoint: /tmp/grpc_otlp.sock}, http: {transport: unix, endpoint: /tmp/http_otlp.sock}}",
+            "receivers::otlp::protocols::grpc::transport: unsupported transport \"unix\": profcol listens on TCP only (host:port)\n\
+             receivers::otlp::protocols::http::transport: unsupported transport \"unix\": profcol listens on TCP only (host:port)",
+        ),
+    ] {
+        assert_eq!(decode(yaml).unwrap_err(), want, "{yaml}");
+    }
 }
 
 #[test]
