@@ -37,8 +37,42 @@ pub struct Cli {
     #[arg(long, global = true, value_parser = parse_memory_limit)]
     pub memory_limit_mib: Option<usize>,
 
+    /// The Collector's feature gates, so that its command lines carry
+    /// over: a comma list, repeatable. profcol knows
+    /// `service.profilesSupport` (profiles are always on); others are a
+    /// usage error.
+    #[arg(long = "feature-gates", global = true, value_name = "GATES", value_parser = parse_feature_gates)]
+    pub feature_gates: Vec<String>,
+
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// The feature gates profcol knows, each always on.
+const FEATURE_GATES: [&str; 1] = ["service.profilesSupport"];
+
+/// A `--feature-gates` value as the Collector reads it (`gate`, `+gate`
+/// to enable, `-gate` to disable, comma-separated): every gate must be
+/// one profcol knows, and none can be turned off.
+fn parse_feature_gates(s: &str) -> Result<String, String> {
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (off, gate) = match item.strip_prefix('-') {
+            Some(g) => (true, g),
+            None => (false, item.strip_prefix('+').unwrap_or(item)),
+        };
+        if !FEATURE_GATES.contains(&gate) {
+            return Err(format!(
+                "unknown feature gate {gate:?}; profcol knows {} (always on)",
+                FEATURE_GATES.join(", ")
+            ));
+        }
+        if off {
+            return Err(format!(
+                "{gate} cannot be turned off: profcol always carries profiles"
+            ));
+        }
+    }
+    Ok(s.to_owned())
 }
 
 #[derive(Subcommand, Debug)]

@@ -240,6 +240,69 @@ fn later_config_files_win() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("exporters::debug::verbosity"));
 }
 
+/// The Collector's command line carries over: `--feature-gates` with the
+/// gate it needs for profiles (always on here), repeatable, comma lists.
+/// An unknown gate, or turning profiles off, is a usage error naming the
+/// gates profcol knows.
+#[test]
+fn the_collectors_feature_gates_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = otlp_to_debug(&dir, &[]);
+    let config = format!("--config={}", cfg.display());
+    for gates in [
+        vec!["--feature-gates=service.profilesSupport"],
+        vec![
+            "--feature-gates",
+            "+service.profilesSupport,service.profilesSupport",
+            "--feature-gates=service.profilesSupport",
+        ],
+    ] {
+        let out = profcol()
+            .arg("validate")
+            .arg(&config)
+            .args(&gates)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{gates:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Before the subcommand too, as the Collector's docs write it.
+    let out = profcol()
+        .arg("--feature-gates=service.profilesSupport")
+        .arg("validate")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (gates, want) in [
+        (
+            "--feature-gates=service.profilesSupport,exporter.otlp.nope",
+            "unknown feature gate \"exporter.otlp.nope\"; profcol knows service.profilesSupport (always on)",
+        ),
+        (
+            "--feature-gates=-service.profilesSupport",
+            "service.profilesSupport cannot be turned off: profcol always carries profiles",
+        ),
+    ] {
+        let out = profcol()
+            .arg("validate")
+            .arg(&config)
+            .arg(gates)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{gates}: {err}");
+        assert!(err.contains(want), "{gates}: {err}");
+    }
+}
+
 #[test]
 fn components_lists_the_known_types() {
     let out = profcol().arg("components").output().unwrap();
