@@ -103,7 +103,7 @@ async fn resident_memory_stays_under_the_limit_with_four_processors() {
     let (ok, _) = drive(ports.0, framed, Duration::from_secs(20)).await;
     let (hwm, _) = p.memory_mib();
     assert!(ok > 0, "nothing went through");
-    assert!(hwm <= 256 + 64, "peak RSS {hwm} MiB over 256 + 64 MiB");
+    assert!(hwm <= 160 + 64, "peak RSS {hwm} MiB over 160 + 64 MiB");
     // Once idle, memory goes back.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (_, idle) = p.memory_mib();
@@ -357,7 +357,7 @@ async fn overload_refuses_retryably_and_loses_nothing_accepted() {
     }
 }
 
-/// `memory_limiter` as a Collector config sets it (limit 256 MiB, spike 64,
+/// `memory_limiter` as a Collector config sets it (limit 160 MiB, spike 32,
 /// no `--memory-limit-mib`): a client sends far more than the exporter
 /// drains (its peer holds every call 200 ms). Resident memory stays under
 /// the limit + 64 MiB; everything refused is refused retryably
@@ -377,7 +377,7 @@ async fn memory_limiter_holds_resident_memory_under_overload_and_recovers() {
 receivers:
   otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:{otlp}"}}}}}}
 processors:
-  memory_limiter: {{check_interval: 100ms, limit_mib: 256, spike_limit_mib: 64}}
+  memory_limiter: {{check_interval: 100ms, limit_mib: 160, spike_limit_mib: 32}}
 exporters:
   otlp:
     endpoint: 127.0.0.1:{sink}
@@ -423,7 +423,7 @@ service:
     );
     assert!(ok > 0, "nothing went through");
     assert!(retry > 0, "the load was refused in part");
-    assert!(hwm <= 256 + 64, "peak RSS {hwm} MiB over 256 + 64 MiB");
+    assert!(hwm <= 160 + 64, "peak RSS {hwm} MiB over 160 + 64 MiB");
     // The load stops: once the queue has drained below the soft limit, a
     // request is accepted again.
     let mut ch = channel(otlp).await;

@@ -75,6 +75,14 @@ pub trait Processor: Send {
     fn gate(&self) -> Option<Arc<dyn Gate>> {
         None
     }
+
+    /// Whether `process` looks at the batch. A processor that only guards
+    /// admission through its [`Processor::gate`] (`memory_limiter`) does
+    /// not: a pipeline of such processors forwards batches as received,
+    /// without decoding them or queueing for its chain.
+    fn reads_batches(&self) -> bool {
+        true
+    }
 }
 
 /// Checked before a batch is admitted to a pipeline, wherever its

@@ -76,6 +76,9 @@ pub struct Pipeline {
     capacity: usize,
     /// The processors before the stateful stage (all of them without one).
     chain: Option<Arc<Mutex<Chain>>>,
+    /// The processors before the stage when none of them reads batches:
+    /// counted as passing every sample on.
+    passive_names: Vec<String>,
     /// The stateful stage, if the pipeline has one.
     stage: Option<StageHandle>,
     /// Checks made before a batch enters (`memory_limiter`).
@@ -143,6 +146,13 @@ impl Pipeline {
             }
             None => (None, Vec::new()),
         };
+        // Processors that only guard admission are counted, not run.
+        let passive = processors.iter().all(|(_, p)| !p.reads_batches());
+        let passive_names = if passive {
+            processors.drain(..).map(|(id, _)| id.to_string()).collect()
+        } else {
+            Vec::new()
+        };
         let chain = (!processors.is_empty())
             .then(|| Arc::new(Mutex::new(Chain::new(processors, &id, &budget))));
         let stage = stage.map(|(name, processor)| {
@@ -184,6 +194,7 @@ impl Pipeline {
             admission: Arc::new(Semaphore::new(max_batches.max(1))),
             capacity: max_batches.max(1),
             chain,
+            passive_names,
             stage,
             gates,
             exporters,
@@ -252,7 +263,20 @@ impl Pipeline {
         batch: Arc<ProfileBatch>,
     ) -> Result<Prepared, ConsumeError> {
         let (out, runs) = match &self.chain {
-            None => ((!batch.is_empty()).then_some(batch), Vec::new()),
+            None => {
+                let n = batch.sample_count();
+                let runs = self
+                    .passive_names
+                    .iter()
+                    .map(|name| ProcessorRun {
+                        name: name.clone(),
+                        before: n,
+                        after: n,
+                        counts: ProcessorCounts::default(),
+                    })
+                    .collect();
+                ((!batch.is_empty()).then_some(batch), runs)
+            }
             Some(chain) => {
                 let (chain, budget) = (chain.clone(), self.budget.clone());
                 // On a task of its own: a client that gives up must not take
@@ -649,5 +673,73 @@ async fn sleep_until(deadline: Option<Instant>) {
             tokio::time::sleep_until(d.min(cap).into()).await
         }
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::component::Verdict;
+    use crate::runtime::queue::{MemoryQueue, Queue};
+    use crate::telemetry::Telemetry;
+    use bytes::Bytes;
+    use prost::Message;
+
+    /// A processor that reads (`true`) or only guards admission.
+    struct Probe(bool);
+
+    impl Processor for Probe {
+        fn process(&mut self, _: &mut ProfileBatch, _: &mut ProcessContext) -> Verdict {
+            Verdict::Keep
+        }
+
+        fn reads_batches(&self) -> bool {
+            self.0
+        }
+    }
+
+    /// What comes out of a pipeline of `processors` for a request checked
+    /// on the wire.
+    async fn through(processors: Vec<bool>) -> Arc<ProfileBatch> {
+        let telemetry = Arc::new(Telemetry::new());
+        let queue = Arc::new(MemoryQueue::new(8, crate::config::Sizer::Requests));
+        let exporter = ExporterQueue {
+            id: "e".into(),
+            queue: queue.clone(),
+            block: false,
+            gauges: false,
+            telemetry: telemetry.clone(),
+            decodes: false,
+        };
+        let processors = processors
+            .into_iter()
+            .enumerate()
+            .map(|(i, reads)| {
+                let id = ComponentId::parse(&format!("probe/{i}")).unwrap();
+                (id, Box::new(Probe(reads)) as Box<dyn Processor>)
+            })
+            .collect();
+        let budget = MemoryBudget::new(1 << 30);
+        let p = Arc::new(Pipeline::new(
+            "profiles",
+            8,
+            processors,
+            vec![exporter],
+            budget,
+            telemetry,
+        ));
+        // Over DECODE_APART, so an active chain decodes it on the CPU pool.
+        let bytes = Bytes::from(crate::model::synth::request(20_000, 2_000).encode_to_vec());
+        assert!(bytes.len() >= DECODE_APART);
+        let clean = crate::model::wire_check::check(&bytes).unwrap();
+        let batch = Arc::new(ProfileBatch::checked(bytes, clean));
+        p.prepare(batch).await.unwrap().commit();
+        queue.take().await.unwrap().0.batch
+    }
+
+    #[tokio::test]
+    async fn a_pipeline_of_admission_guards_forwards_without_decoding() {
+        assert!(!through(vec![false, false]).await.is_decoded());
+        assert!(through(vec![false, true]).await.is_decoded());
     }
 }

@@ -68,6 +68,10 @@ impl Processor for MemoryLimiter {
     fn gate(&self) -> Option<Arc<dyn Gate>> {
         Some(self.gate.clone())
     }
+
+    fn reads_batches(&self) -> bool {
+        false
+    }
 }
 
 /// Refuses while resident memory, measured at most every `check_interval`,
