@@ -85,7 +85,7 @@ impl BearerTokenAuthConfig {
         }
         if tokens && file {
             errs.push(
-                cfg.key_path("filename"),
+                cfg.key_path("tokens"),
                 "set either tokens or filename: given both, the Collector v0.161.0 uses tokens and ignores the file, while its log says the tokens are ignored",
             );
         }
@@ -398,7 +398,7 @@ mod tests {
         );
         let e = create("tokens: [a]\nfilename: /nope").err().unwrap();
         assert!(
-            e.starts_with("extensions::bearertokenauth::filename: set either tokens or filename"),
+            e.starts_with("extensions::bearertokenauth::tokens: set either tokens or filename"),
             "{e}"
         );
         let e = create("token: a\nfilename: /nope").err().unwrap();

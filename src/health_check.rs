@@ -23,6 +23,15 @@ pub struct HealthCheckConfig {
     /// The Collector's pipeline check, which its v0.161.0 health_check
     /// reads and never uses: accepted, checked, no effect.
     pub check_collector_pipeline: Option<CheckCollectorPipeline>,
+    /// The Collector's v2 keys (behind its
+    /// `extension.healthcheck.useComponentStatus` gate): read so that they
+    /// are refused with the reason.
+    #[serde(skip_serializing)]
+    pub http: Option<serde::de::IgnoredAny>,
+    #[serde(skip_serializing)]
+    pub grpc: Option<serde::de::IgnoredAny>,
+    #[serde(skip_serializing)]
+    pub component_health: Option<serde::de::IgnoredAny>,
 }
 
 impl Default for HealthCheckConfig {
@@ -33,6 +42,9 @@ impl Default for HealthCheckConfig {
             response_body: None,
             tls: None,
             check_collector_pipeline: None,
+            http: None,
+            grpc: None,
+            component_health: None,
         }
     }
 }
@@ -81,6 +93,18 @@ impl HealthCheckConfig {
         }
         if let Some(t) = &self.tls {
             t.validate(&cfg.key_path("tls"), &mut errs);
+        }
+        for (key, set) in [
+            ("http", self.http.is_some()),
+            ("grpc", self.grpc.is_some()),
+            ("component_health", self.component_health.is_some()),
+        ] {
+            if set {
+                errs.push(
+                    cfg.key_path(key),
+                    "is not supported: it is the Collector's v2 health_check (behind its extension.healthcheck.useComponentStatus gate), which reports each component; profcol's answers for the whole collector at endpoint and path",
+                );
+            }
         }
         errs.into_result(())
     }
@@ -197,6 +221,9 @@ mod tests {
                 response_body: None,
                 tls: None,
                 check_collector_pipeline: None,
+                http: None,
+                grpc: None,
+                component_health: None,
             }
         );
         assert_eq!(
@@ -231,10 +258,17 @@ mod tests {
         );
         // Every problem at once: the unknown key does not hide the checks.
         assert_eq!(
-            create("grpc: {}\nendpoint: '13133'\npath: health").unwrap_err(),
-            "extensions::health_check: unknown field \"grpc\", expected one of \"endpoint\", \"path\", \"response_body\", \"tls\", \"check_collector_pipeline\"\n\
+            create("grps: {}\nendpoint: '13133'\npath: health").unwrap_err(),
+            "extensions::health_check: unknown field \"grps\", expected one of \"endpoint\", \"path\", \"response_body\", \"tls\", \"check_collector_pipeline\", \"http\", \"grpc\", \"component_health\"\n\
              extensions::health_check::endpoint: invalid endpoint \"13133\": expected host:port\n\
              extensions::health_check::path: must start with '/', got \"health\""
+        );
+        // The Collector's v2 form, refused with why.
+        let err = create("http: {endpoint: 'localhost:13133'}\ncomponent_health: {}").unwrap_err();
+        assert!(
+            err.starts_with("extensions::health_check::http: is not supported: it is the Collector's v2 health_check")
+                && err.contains("extensions::health_check::component_health: is not supported"),
+            "{err}"
         );
     }
 

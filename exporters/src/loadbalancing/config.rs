@@ -74,6 +74,9 @@ pub struct ResolverConfig {
     pub dns: Option<DnsResolver>,
     /// Accepted as the Collector writes it, refused by `validate`.
     pub k8s: Option<K8sResolver>,
+    /// The Collector's AWS Cloud Map resolver: read so that it is refused
+    /// with the reason.
+    pub aws_cloud_map: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -214,6 +217,7 @@ impl ResolverConfig {
             ("static", self.static_.is_some()),
             ("dns", self.dns.is_some()),
             ("k8s", self.k8s.is_some()),
+            ("aws_cloud_map", self.aws_cloud_map.is_some()),
         ]
         .into_iter()
         .filter_map(|(k, on)| on.then_some(k))
@@ -237,6 +241,12 @@ impl ResolverConfig {
             return Err(cfg.error(
                 "resolver::k8s",
                 "k8s resolver is not built in; use dns with a headless Service",
+            ));
+        }
+        if self.aws_cloud_map.is_some() {
+            return Err(cfg.error(
+                "resolver::aws_cloud_map",
+                "aws_cloud_map resolver is not built in; use static, or dns with the service's DNS name",
             ));
         }
         let mut errs = ConfigErrors::default();

@@ -197,6 +197,12 @@ fn config_errors_name_the_key() {
             "{base}::resolver::k8s: k8s resolver is not built in; use dns with a headless Service"
         )
     );
+    assert_eq!(
+        errors("resolver: {aws_cloud_map: {namespace: cloudmap, service_name: otelcollectors, port: 4317}}"),
+        format!(
+            "{base}::resolver::aws_cloud_map: aws_cloud_map resolver is not built in; use static, or dns with the service's DNS name"
+        )
+    );
     let e = errors("resolver: {static: {hostnames: [a]}}\nrouting_key: spanID");
     assert!(e.starts_with(&format!("{base}::routing_key: ")), "{e}");
     assert!(

@@ -60,6 +60,7 @@ const PROCESSORS: &[&str] = &[
     "groupbytrace",
     "interval",
     "k8sattributes",
+    "k8s_attributes",
     "logdedup",
     "metricsgeneration",
     "metricstransform",

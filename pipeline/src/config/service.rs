@@ -125,6 +125,8 @@ struct MetricsRaw {
     address: Option<String>,
     /// The newer form: `[{pull: {exporter: {prometheus: {host, port}}}}]`.
     readers: Option<Vec<ReaderRaw>>,
+    /// Refused with the reason.
+    views: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize, Default)]
@@ -425,6 +427,12 @@ fn telemetry(raw: &TelemetryRaw, errs: &mut ConfigErrors) -> TelemetryConfig {
         }
     }
     let disabled = out.metrics_level == MetricsLevel::None;
+    if m.views.is_some() {
+        errs.push(
+            "service::telemetry::metrics::views",
+            "are not supported: profcol serves its metrics as they are; drop or rename them where they are scraped",
+        );
+    }
     if !disabled && m.address.is_none() && m.readers.as_ref().is_some_and(Vec::is_empty) {
         errs.push(
             "service::telemetry::metrics::readers",

@@ -519,7 +519,7 @@ fn invalid_configs_report_every_error_with_its_path() {
             format!("{MINIMAL}  telemetry: {{metrics: {{adress: x}}, logs: {{encodng: json}}, tracs: {{}}}}"),
             vec![
                 r#"service::telemetry::logs: unknown field "encodng", expected one of "level", "encoding", "sampling", "development", "output_paths", "error_output_paths", "disable_caller", "disable_stacktrace", "initial_fields", "processors""#,
-                r#"service::telemetry::metrics: unknown field "adress", expected one of "level", "address", "readers""#,
+                r#"service::telemetry::metrics: unknown field "adress", expected one of "level", "address", "readers", "views""#,
                 r#"service::telemetry: unknown field "tracs", expected one of "metrics", "logs", "resource", "traces""#,
             ],
         ),
