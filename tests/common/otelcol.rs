@@ -57,7 +57,19 @@ pub fn command(bin: &std::path::Path) -> Command {
 
 /// `otelcol validate` on `config`: whether it passed, and what it printed.
 pub fn validate(bin: &std::path::Path, config: &std::path::Path) -> (bool, String) {
-    let out = command(bin)
+    validate_with(bin, config, |_| {})
+}
+
+/// [`validate`], with the command set up by `setup` first (its working
+/// directory, its environment).
+pub fn validate_with(
+    bin: &std::path::Path,
+    config: &std::path::Path,
+    setup: impl FnOnce(&mut Command),
+) -> (bool, String) {
+    let mut cmd = command(bin);
+    setup(&mut cmd);
+    let out = cmd
         .arg("validate")
         .arg(format!("--config=file:{}", config.display()))
         .arg(PROFILES_GATE)
