@@ -75,14 +75,20 @@ impl std::fmt::Display for Report {
 
 /// The gRPC frame of `p`: flag, length, message (compressed when asked).
 pub fn frame(p: &Payload, compression: &str) -> anyhow::Result<Bytes> {
+    frame_bytes(&p.bytes, compression)
+}
+
+/// The gRPC frame of a message, compressed at level 1 (gzip, zstd) as
+/// profcol compresses.
+pub fn frame_bytes(message: &[u8], compression: &str) -> anyhow::Result<Bytes> {
     let body: Vec<u8> = match compression {
         "gzip" => {
             let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-            e.write_all(&p.bytes)?;
+            e.write_all(message)?;
             e.finish()?
         }
-        "zstd" => zstd::encode_all(&p.bytes[..], 1)?,
-        "none" | "" => p.bytes.to_vec(),
+        "zstd" => zstd::encode_all(message, 1)?,
+        "none" | "" => message.to_vec(),
         other => anyhow::bail!("unknown compression {other}"),
     };
     let mut out = BytesMut::with_capacity(body.len() + 5);
@@ -170,7 +176,7 @@ pub async fn run_load(
 }
 
 /// One export; `Ok(grpc-status)`, or `Err(-1)` when the call itself failed.
-async fn export(mut channel: Channel, framed: Bytes, compression: &str) -> Result<i32, i32> {
+pub async fn export(mut channel: Channel, framed: Bytes, compression: &str) -> Result<i32, i32> {
     let mut req = http::Request::builder()
         .method("POST")
         .uri(EXPORT_PATH)

@@ -20,7 +20,8 @@ pub struct Args {
     #[arg(long, default_value = "target/release/profcol")]
     pub profcol: PathBuf,
     /// Comma-separated: passthrough, gzip (pass-through, gzip both ways),
-    /// processors, processors-gzip.
+    /// processors (profcol's four), processors-gzip, memory_limiter (the
+    /// Collector's processor, in profcol and the Collector alike).
     #[arg(long, default_value = "passthrough,gzip,processors,processors-gzip")]
     pub cases: String,
     /// Comma-separated: small, medium, large (or request files).
@@ -37,13 +38,18 @@ pub struct Args {
     /// Passed to profcol as --memory-limit-mib.
     #[arg(long)]
     pub memory_limit_mib: Option<u64>,
-    /// Comma-separated: profcol, naive, and `base` (another profcol
-    /// binary, `--base`, e.g. an earlier build to compare with).
+    /// Comma-separated: profcol, naive, `otelcol` (the real Collector, the
+    /// pinned build of tests/otelcol) and `base` (another profcol binary,
+    /// `--base`, e.g. an earlier build to compare with).
     #[arg(long, default_value = "profcol,naive")]
     pub sides: String,
     /// The profcol binary of the `base` side.
     #[arg(long)]
     pub base: Option<PathBuf>,
+    /// The Collector binary of the `otelcol` side; default: what
+    /// tests/otelcol/build.sh builds (or finds in its cache).
+    #[arg(long)]
+    pub otelcol: Option<PathBuf>,
     /// After the load, how long to wait before reading the resident memory
     /// again (what the process gives back once idle).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
@@ -82,6 +88,9 @@ pub async fn run(a: Args) -> anyhow::Result<()> {
         for case in &cases {
             for size in &sizes {
                 for side in &sides {
+                    if side == "otelcol" && !OTELCOL_CASES.contains(&case.as_str()) {
+                        continue;
+                    }
                     let m = measure(&a, case, size, side).await?;
                     eprintln!(
                         "round {} {case:<10} {size:<6} {side:<7} {:>8.2} ms CPU/req  {}  peak {:.0} MiB, {:.0} MiB once idle",
@@ -96,7 +105,7 @@ pub async fn run(a: Args) -> anyhow::Result<()> {
             }
         }
     }
-    print_table(&all, &cases, &sizes, a.rounds);
+    print_table(&all, &cases, &sizes, &sides, a.rounds);
     Ok(())
 }
 
@@ -135,6 +144,19 @@ async fn measure(a: &Args, case: &str, size: &str, side: &str) -> anyhow::Result
                 .stderr(Stdio::null())
                 .spawn()?
         }
+        "otelcol" => {
+            let cfg = dir.path().join("otelcol.yaml");
+            std::fs::write(
+                &cfg,
+                otelcol_config(case, port, &sink.addr.to_string(), compression)?,
+            )?;
+            Command::new(otelcol_binary(a)?)
+                .arg(format!("--config=file:{}", cfg.display()))
+                .arg("--feature-gates=service.profilesSupport")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()?
+        }
         "naive" => Command::new(std::env::current_exe()?)
             .args([
                 "naive",
@@ -161,6 +183,10 @@ async fn measure(a: &Args, case: &str, size: &str, side: &str) -> anyhow::Result
             None,
         )
         .await?;
+        // The window opens once the warm-up's requests reached the sink,
+        // and closes once the measured ones have: CPU spent on requests
+        // still queued inside the process counts.
+        let before = sink_settled(&sink, 0).await;
         let pid = child.id();
         let cpu0 = cpu_seconds(pid);
         let report = run_load(
@@ -172,6 +198,7 @@ async fn measure(a: &Args, case: &str, size: &str, side: &str) -> anyhow::Result
             None,
         )
         .await?;
+        sink_settled(&sink, before + report.ok).await;
         let cpu_s = cpu_seconds(pid) - cpu0;
         let (peak_mib, _) = memory_mib(pid);
         tokio::time::sleep(a.settle).await;
@@ -192,7 +219,81 @@ async fn measure(a: &Args, case: &str, size: &str, side: &str) -> anyhow::Result
     result
 }
 
+/// Waits until the sink has had at least `want` requests, and no more
+/// arrive for a moment (at most 30 s); returns how many it had.
+async fn sink_settled(sink: &Sink, want: u64) -> u64 {
+    let started = Instant::now();
+    let mut last = (sink.counts().0, Instant::now());
+    loop {
+        let n = sink.counts().0;
+        if n != last.0 {
+            last = (n, Instant::now());
+        }
+        let quiet = last.1.elapsed() > Duration::from_millis(200);
+        if (n >= want && quiet) || started.elapsed() > Duration::from_secs(30) {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The Collector of the `otelcol` side.
+fn otelcol_binary(a: &Args) -> anyhow::Result<PathBuf> {
+    if let Some(p) = &a.otelcol {
+        return Ok(p.clone());
+    }
+    let out = Command::new("bash")
+        .arg("tests/otelcol/build.sh")
+        .stderr(Stdio::inherit())
+        .output()?;
+    anyhow::ensure!(out.status.success(), "tests/otelcol/build.sh failed");
+    let stdout = String::from_utf8(out.stdout)?;
+    Ok(PathBuf::from(
+        stdout.lines().last().unwrap_or_default().trim(),
+    ))
+}
+
+/// The Collector doing the same work: its OTLP receiver (with room for the
+/// large request, over gRPC-Go's default 4 MiB) to its OTLP exporter,
+/// through `memory_limiter` in that case. Over gRPC the Collector
+/// compresses gzip at level 6 and zstd at its default level, with no key
+/// to change them: profcol and the naive proxy use level 1.
+fn otelcol_config(case: &str, port: u16, sink: &str, compression: &str) -> anyhow::Result<String> {
+    let (processors, list) = match case {
+        "passthrough" | "gzip" => ("", "[]"),
+        "memory_limiter" => (MEMORY_LIMITER, "[memory_limiter]"),
+        other => anyhow::bail!("the Collector has no {other} case"),
+    };
+    Ok(format!(
+        r#"
+receivers:
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:{port}", max_recv_msg_size_mib: 256}}}}}}
+{processors}
+exporters:
+  otlp_grpc: {{endpoint: "{sink}", tls: {{insecure: true}}, compression: {compression}}}
+service:
+  telemetry: {{metrics: {{level: none}}, logs: {{level: error}}}}
+  pipelines:
+    profiles: {{receivers: [otlp], processors: {list}, exporters: [otlp_grpc]}}
+"#
+    ))
+}
+
+/// The cases the Collector can run: it has none of profcol's processors.
+const OTELCOL_CASES: [&str; 3] = ["passthrough", "gzip", "memory_limiter"];
+
+/// The `memory_limiter` case's processor, the same in both.
+const MEMORY_LIMITER: &str = "
+processors:
+  memory_limiter: {check_interval: 1s, limit_mib: 1536, spike_limit_mib: 256}
+";
+
 fn profcol_config(case: &str, port: u16, sink: &str, compression: &str) -> String {
+    if case == "memory_limiter" {
+        return profcol_config("passthrough", port, sink, compression)
+            .replace("\nexporters:", &format!("{MEMORY_LIMITER}exporters:"))
+            .replace("processors: []", "processors: [memory_limiter]");
+    }
     let (processors, list) = if case.starts_with("processors") {
         (
             r#"
@@ -265,11 +366,25 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn print_table(all: &[Measured], cases: &[String], sizes: &[String], rounds: usize) {
-    println!(
-        "\n| case | size | profcol CPU/req | naive CPU/req | profcol / naive (each round) | profcol samples/s/core | p50 / p99 profcol | p50 / p99 naive | peak RSS profcol / naive | RSS once idle profcol / naive |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+/// One row per case and size: each side's median CPU per request, peak and
+/// idle RSS, latency; profcol's ratio to every other side, round by round
+/// (a side that did not run a case shows `-`).
+fn print_table(
+    all: &[Measured],
+    cases: &[String],
+    sizes: &[String],
+    sides: &[String],
+    rounds: usize,
+) {
+    let others: Vec<&String> = sides.iter().filter(|s| *s != "profcol").collect();
+    let mut header = String::from("| case | size | CPU/req");
+    for o in &others {
+        header += &format!(" | profcol / {o} (each round)");
+    }
+    header += " | profcol samples/s/core | p50 / p99 | peak RSS | RSS once idle |";
+    println!("\n{header}");
+    println!("|{}", "---|".repeat(7 + others.len()));
+    let names = sides.join(" / ");
     for case in cases {
         for size in sizes {
             let of = |side: &str| -> Vec<&Measured> {
@@ -277,9 +392,30 @@ fn print_table(all: &[Measured], cases: &[String], sizes: &[String], rounds: usi
                     .filter(|m| &m.case == case && &m.size == size && m.side == side)
                     .collect()
             };
-            let (p, n) = (of("profcol"), of("naive"));
-            let base = of("base");
-            if !base.is_empty() {
+            let p = of("profcol");
+            let per_side = |f: &dyn Fn(&[&Measured]) -> String| -> String {
+                sides
+                    .iter()
+                    .map(|side| {
+                        let ms = of(side);
+                        if ms.is_empty() {
+                            "-".to_owned()
+                        } else {
+                            f(&ms)
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            };
+            let cpu = per_side(&|ms| {
+                format!(
+                    "{:.2}",
+                    median(ms.iter().map(|m| m.cpu_ms_per_request()).collect())
+                )
+            });
+            let mut row = format!("| {case} | {size} | {cpu} ms ({names})");
+            for o in &others {
+                let base = of(o);
                 let ratios: Vec<String> = (0..rounds)
                     .filter_map(|r| {
                         let (a, b) = (p.get(r)?, base.get(r)?);
@@ -289,31 +425,21 @@ fn print_table(all: &[Measured], cases: &[String], sizes: &[String], rounds: usi
                         ))
                     })
                     .collect();
-                let peak = |ms: &[&Measured]| ms.iter().map(|m| m.peak_mib).fold(0.0, f64::max);
-                println!(
-                    "| {case} | {size} | profcol / base CPU per request: {} (base {:.2} ms, peak {:.0} MiB) |",
-                    ratios.join(", "),
-                    median(base.iter().map(|m| m.cpu_ms_per_request()).collect()),
-                    peak(&base)
+                row += &format!(
+                    " | {}",
+                    if ratios.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        ratios.join(", ")
+                    }
                 );
             }
-            let cpu =
-                |ms: &[&Measured]| median(ms.iter().map(|m| m.cpu_ms_per_request()).collect());
-            let ratios: Vec<String> = (0..rounds)
-                .filter_map(|r| {
-                    let (a, b) = (p.get(r)?, n.get(r)?);
-                    Some(format!(
-                        "{:.2}",
-                        a.cpu_ms_per_request() / b.cpu_ms_per_request()
-                    ))
-                })
-                .collect();
             let per_core = median(
                 p.iter()
                     .map(|m| (m.report.ok * m.samples_per_request) as f64 / m.cpu_s.max(1e-9))
                     .collect(),
             );
-            let lat = |ms: &[&Measured]| {
+            let lat = per_side(&|ms| {
                 let med = |f: &dyn Fn(&Report) -> Duration| {
                     median(
                         ms.iter()
@@ -322,25 +448,22 @@ fn print_table(all: &[Measured], cases: &[String], sizes: &[String], rounds: usi
                     )
                 };
                 format!(
-                    "{:.1} / {:.1} ms",
+                    "{:.1}/{:.1}",
                     med(&|r| r.percentile(0.5)),
                     med(&|r| r.percentile(0.99))
                 )
-            };
-            let peak = |ms: &[&Measured]| ms.iter().map(|m| m.peak_mib).fold(0.0, f64::max);
-            let settled = |ms: &[&Measured]| ms.iter().map(|m| m.settled_mib).fold(0.0, f64::max);
+            });
+            let peak =
+                per_side(&|ms| format!("{:.0}", ms.iter().map(|m| m.peak_mib).fold(0.0, f64::max)));
+            let settled = per_side(&|ms| {
+                format!(
+                    "{:.0}",
+                    ms.iter().map(|m| m.settled_mib).fold(0.0, f64::max)
+                )
+            });
             println!(
-                "| {case} | {size} | {:.2} ms | {:.2} ms | {} | {:.2} M | {} | {} | {:.0} / {:.0} MiB | {:.0} / {:.0} MiB |",
-                cpu(&p),
-                cpu(&n),
-                ratios.join(", "),
-                per_core / 1e6,
-                lat(&p),
-                lat(&n),
-                peak(&p),
-                peak(&n),
-                settled(&p),
-                settled(&n)
+                "{row} | {:.2} M | {lat} ms | {peak} MiB | {settled} MiB |",
+                per_core / 1e6
             );
         }
     }
