@@ -456,7 +456,7 @@ fn component_errors_have_exact_paths() {
             format!("receivers: {{otlp: , nosuch/a: }}\nexporters: {{debug: , kafka: }}\n{pipeline}"),
             vec![
                 r#"receivers::nosuch/a: unknown type "nosuch" (known: otlp, pyroscope, sentry)"#,
-                r#"exporters::kafka: unknown type "kafka"; profcol has no kafka exporter (see README: Collector compatibility)"#,
+                r#"exporters::kafka: unknown type "kafka"; profcol has no kafka exporter (see docs/collector-compatibility.md)"#,
             ],
         ),
         (

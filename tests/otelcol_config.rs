@@ -36,7 +36,7 @@ fn the_collectors_example_config_fails_only_on_what_profcol_lacks() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("invalid configuration (2 errors):"), "{err}");
     assert!(
-        err.contains(r#"extensions::zpages: unknown type "zpages"; profcol has no zpages extension (see README: Collector compatibility)"#),
+        err.contains(r#"extensions::zpages: unknown type "zpages"; profcol has no zpages extension (see docs/collector-compatibility.md)"#),
         "{err}"
     );
     assert!(
@@ -265,8 +265,8 @@ fn the_collectors_processors_load_with_their_keys() {
 // ---------------------------------------------------------------------------
 // The same config in both: every Collector config profcol carries as a
 // fixture goes through `otelcol validate` and `profcol validate`. They must
-// agree, or the difference must be a row of README's "Collector
-// compatibility" table that says why.
+// agree, or the difference must be a row of the table in
+// docs/collector-compatibility.md that says why.
 // ---------------------------------------------------------------------------
 
 /// Every Collector config carried as a fixture: the gateway example and the
@@ -373,15 +373,17 @@ fn kind_of(word: &str) -> Option<&'static str> {
         .map(|(_, singular)| *singular)
 }
 
-/// README's "Collector compatibility" table, from its heading to the next.
+/// The table of docs/collector-compatibility.md, from the page's title to
+/// the next heading.
 fn compatibility_table() -> Vec<Row> {
-    let readme =
-        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-            .unwrap();
-    let start = readme
-        .find("\n## Collector compatibility\n")
-        .expect("README has a Collector compatibility section");
-    let section = &readme[start + 1..];
+    let page = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/collector-compatibility.md"),
+    )
+    .unwrap();
+    let start = page
+        .find("# Collector compatibility\n")
+        .expect("docs/collector-compatibility.md has its title");
+    let section = &page[start..];
     let end = section[3..]
         .find("\n#")
         .map(|i| i + 3)
@@ -685,8 +687,8 @@ impl Place {
 }
 
 /// Runs both validates on every Collector config carried as a fixture.
-/// They agree, or each error of the side that refused is a row of README's
-/// "Collector compatibility" table that says why: profcol's every error
+/// They agree, or each error of the side that refused is a row of the
+/// table in docs/collector-compatibility.md that says why: profcol's every error
 /// when only profcol refuses, the Collector's complaint (it reports the
 /// first it meets) when only it does.
 ///
@@ -756,7 +758,7 @@ fn the_collector_and_profcol_agree_on_every_collector_config() {
             match row {
                 Some(row) => explained.push(format!("{name}: {:?}\n  {}", fault.path, row.text)),
                 None => missing.push(format!(
-                    "{name}: only {} refuses it, and no row of README's Collector compatibility table explains\n  at {:?}: {}\n\
+                    "{name}: only {} refuses it, and no row of the table in docs/collector-compatibility.md explains\n  at {:?}: {}\n\
                      (a row naming the kind and type, or the config path, and the key, whose third cell starts with {} and gives the reason)\n\
                      --- otelcol validate ({}):\n{}\n--- profcol validate ({}):\n{}",
                     if by == Refused::ByProfcol { "profcol" } else { "the Collector" },

@@ -138,7 +138,7 @@ pub fn unknown_type(kind: Kind, ty: &str, known: &[&str]) -> String {
     let noun = super::service::kind_noun(kind);
     if is_collector_type(kind, ty) {
         format!(
-            "unknown type {ty:?}; profcol has no {ty} {noun} (see README: Collector compatibility)"
+            "unknown type {ty:?}; profcol has no {ty} {noun} (see docs/collector-compatibility.md)"
         )
     } else {
         let list = if known.is_empty() {

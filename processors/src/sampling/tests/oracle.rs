@@ -1,10 +1,10 @@
-//! `sampling` against a reference model written from the README: the
-//! identity's bytes per mode, FNV-1a 32 over the seed's 4 bytes (least
-//! significant first) then those bytes, kept when `hash & 0x3FFF <
-//! uint32(float32(percentage) * 163.84)`; what has no identity is dropped
-//! under `fail_closed` and kept otherwise; profiles left without samples go,
-//! as does a batch left empty. Compared on resolved content and on the drop
-//! counts.
+//! `sampling` against a reference model written from its documentation
+//! (docs/components/processor-sampling.md): the identity's bytes per mode,
+//! FNV-1a 32 over the seed's 4 bytes (least significant first) then those
+//! bytes, kept when `hash & 0x3FFF < uint32(float32(percentage) * 163.84)`;
+//! what has no identity is dropped under `fail_closed` and kept otherwise;
+//! profiles left without samples go, as does a batch left empty. Compared on
+//! resolved content and on the drop counts.
 
 use std::collections::BTreeMap;
 
