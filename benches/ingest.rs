@@ -16,8 +16,8 @@ use http_body_util::BodyExt;
 use prost::Message;
 use tower::{Service, ServiceExt};
 
-use profcol_pipeline::model::synth;
-use profcol_pipeline::proto::{ExportProfilesServiceRequest, EXPORT_PATH};
+use profcol_model::proto::{ExportProfilesServiceRequest, EXPORT_PATH};
+use profcol_model::synth;
 use profcol_pipeline::runtime::RuntimeOptions;
 
 fn free_port() -> u16 {

@@ -1,4 +1,4 @@
-//! mimalloc's levers for the memory guard (`profcol_pipeline::memory`):
+//! mimalloc's levers for the memory guard (`profcol_model::memory`):
 //! how long freed memory is kept before it is returned to the OS, and a
 //! collection that returns it now.
 //!
@@ -48,10 +48,7 @@ pub fn install() {
     }
     // SAFETY: as in `pressure`.
     DEFAULT_DELAY.get_or_init(|| unsafe { mi::mi_option_get(PURGE_DELAY) });
-    profcol_pipeline::memory::set_allocator(profcol_pipeline::memory::Allocator {
-        pressure,
-        collect,
-    });
+    profcol_model::memory::set_allocator(profcol_model::memory::Allocator { pressure, collect });
 }
 
 #[cfg(test)]

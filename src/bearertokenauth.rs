@@ -223,7 +223,7 @@ impl BearerToken {
                             tracing::info!(file = %f, "bearer token file read again");
                         }
                         Err(e) => {
-                            profcol_pipeline::warn_limited!(error = %e, "cannot read the bearer token file; keeping the previous token")
+                            profcol_model::warn_limited!(error = %e, "cannot read the bearer token file; keeping the previous token")
                         }
                     }
                 }

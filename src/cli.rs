@@ -244,7 +244,7 @@ fn invalid(errs: &profcol_pipeline::config::ConfigErrors) -> ExitCode {
 fn runtime() -> Option<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .on_thread_park(profcol_pipeline::memory::on_thread_park)
+        .on_thread_park(profcol_model::memory::on_thread_park)
         .build()
         .map_err(|e| eprintln!("error: cannot start the async runtime: {e}"))
         .ok()

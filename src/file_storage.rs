@@ -15,9 +15,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use profcol_model::memory::MemoryBudget;
 use profcol_pipeline::component::{Extension, ExtensionFactory, Storage};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration, QueueSettings};
-use profcol_pipeline::memory::MemoryBudget;
 use profcol_pipeline::runtime::queue::{
     BlobLog, DiskQueue, DiskQueueOptions, Queue, RecoveredBlobs,
 };

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use tonic::Code;
 
 use common::{client, free_port, Answer, Sink};
-use profcol_pipeline::model::resolved::{resolve, Detail};
-use profcol_pipeline::model::{synth, ProfileBatch};
-use profcol_pipeline::proto::{request_into_data, ExportProfilesServiceRequest, ProfilesData};
+use profcol_model::proto::{request_into_data, ExportProfilesServiceRequest, ProfilesData};
+use profcol_model::resolved::{resolve, Detail};
+use profcol_model::{synth, ProfileBatch};
 use profcol_pipeline::runtime::RuntimeOptions;
 
 fn config(recv: u16, sink: u16, batch: &str, exporter_extra: &str) -> String {
@@ -47,7 +47,7 @@ fn view<'a>(data: impl IntoIterator<Item = &'a ProfilesData>) -> Vec<String> {
     let mut v: Vec<String> = data
         .into_iter()
         .flat_map(|d| resolve(d, Detail::Full).profiles)
-        .map(|p| profcol_pipeline::model::ResolvedView { profiles: vec![p] }.to_text())
+        .map(|p| profcol_model::ResolvedView { profiles: vec![p] }.to_text())
         .collect();
     v.sort();
     v

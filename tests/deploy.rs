@@ -81,7 +81,7 @@ fn configmap_entries() -> Vec<(PathBuf, String, String, String)> {
 
 #[test]
 fn the_manifests_match_the_kubernetes_schemas() {
-    let Some(python) = profcol_pipeline::testing::python(&["kubernetes_validate"]) else {
+    let Some(python) = profcol_model::testing::python(&["kubernetes_validate"]) else {
         return;
     };
     let files: Vec<PathBuf> = yaml_files(&root().join("deploy/kubernetes"))

@@ -12,7 +12,7 @@ use prost::Message;
 use tonic::Code;
 
 use common::{client, free_port, metric, profcol, wait_healthy, Running, Sink};
-use profcol_pipeline::proto::ProfilesData;
+use profcol_model::proto::ProfilesData;
 
 struct Ports {
     otlp: u16,
@@ -78,7 +78,7 @@ async fn start(cmd: &mut std::process::Command, ports: &Ports) -> Running {
 
 /// Request `n`: its own profile id, so the sink can tell each apart.
 fn numbered(n: u32, samples: usize) -> ProfilesData {
-    let mut data = profcol_pipeline::model::synth::request(samples, samples / 10 + 1);
+    let mut data = profcol_model::synth::request(samples, samples / 10 + 1);
     let id = &mut data.resource_profiles[0].scope_profiles[0].profiles[0].profile_id;
     *id = [n.to_be_bytes(); 4].concat();
     data
@@ -89,7 +89,7 @@ async fn send_all(port: u16, range: std::ops::Range<u32>, samples: usize) {
     let mut c = client(port).await;
     for n in range {
         let data = numbered(n, samples);
-        let req = profcol_pipeline::proto::ExportProfilesServiceRequest {
+        let req = profcol_model::proto::ExportProfilesServiceRequest {
             resource_profiles: data.resource_profiles,
             dictionary: data.dictionary,
         };
@@ -110,7 +110,7 @@ async fn arrived(sink: &Sink, n: usize, limit: Duration) -> Vec<u32> {
             let mut ids: Vec<u32> = sink
                 .received()
                 .iter()
-                .flat_map(|r| profcol_pipeline::model::profiles(&r.resource_profiles))
+                .flat_map(|r| profcol_model::profiles(&r.resource_profiles))
                 .map(|p| u32::from_be_bytes(p.profile_id[..4].try_into().unwrap()))
                 .collect();
             ids.sort_unstable();
@@ -255,7 +255,7 @@ async fn a_full_disk_refuses_retryably_and_recovers() {
     let mut c = client(ports.otlp).await;
     let request = |n| {
         let d = numbered(n, 2000);
-        profcol_pipeline::proto::ExportProfilesServiceRequest {
+        profcol_model::proto::ExportProfilesServiceRequest {
             resource_profiles: d.resource_profiles,
             dictionary: d.dictionary,
         }

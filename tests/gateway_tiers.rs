@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::{client, free_port, metric, profcol, replay_fixture, wait_healthy, Running, Sink};
-use profcol_pipeline::model::synth;
-use profcol_pipeline::proto::any_value::Value;
-use profcol_pipeline::proto::ExportProfilesServiceRequest;
+use profcol_model::proto::any_value::Value;
+use profcol_model::proto::ExportProfilesServiceRequest;
+use profcol_model::synth;
 
 /// What every process has besides its pipeline.
 struct Base {

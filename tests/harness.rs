@@ -78,8 +78,8 @@ tests:
 /// The minimal request's folded stacks, as the resolved view prints them.
 fn minimal_stacks() -> Vec<(String, i64)> {
     let req = common::request("otlp/minimal-request.bin");
-    let data = profcol_pipeline::proto::request_into_data(req);
-    profcol_pipeline::model::resolved::folded(&data)
+    let data = profcol_model::proto::request_into_data(req);
+    profcol_model::resolved::folded(&data)
         .into_iter()
         .flat_map(|p| p.samples.into_iter())
         .collect()

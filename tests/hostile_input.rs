@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 
 use common::{free_port, profcol, Running};
 use profcol_exporters::sentry::mock::MockSentry;
-use profcol_pipeline::model::synth;
+use profcol_model::synth;
 
 const KEY: &str = "publickey";
 
@@ -404,7 +404,7 @@ async fn a_request_without_a_valid_key_is_refused_on_its_first_line() {
     }
     // The right key in the dsn: the receiver waits for the rest.
     let envelope = std::fs::read(
-        profcol_pipeline::testing::fixtures_dir().join("sentry-python/manual/0001.envelope"),
+        profcol_model::testing::fixtures_dir().join("sentry-python/manual/0001.envelope"),
     )
     .unwrap();
     let rest = &envelope[envelope.iter().position(|&b| b == b'\n').unwrap() + 1..];

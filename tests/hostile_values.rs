@@ -8,9 +8,9 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use profcol_model::{synth, validate, Problem, ProfileBatch};
 use profcol_pipeline::component::{ExporterContext, ProcessContext, Request};
 use profcol_pipeline::config::{ComponentConfig, Kind};
-use profcol_pipeline::model::{synth, validate, Problem, ProfileBatch};
 use profcol_pipeline::runtime::create_exporter;
 use profcol_pipeline::telemetry::Telemetry;
 

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use common::{client, free_port, Sink};
 use profcol_exporters::loadbalancing::resolver::ScriptedLookup;
 use profcol_exporters::loadbalancing::ring::{hash_bytes, HashRing};
-use profcol_pipeline::model::{profile_sample_count, synth};
-use profcol_pipeline::proto::{
+use profcol_model::proto::{
     any_value::Value, data_into_request, AnyValue, ExportProfilesServiceRequest, KeyValue,
 };
+use profcol_model::{profile_sample_count, synth};
 use profcol_pipeline::runtime::{self, RunningService, RuntimeOptions};
 use profcol_pipeline::telemetry::Telemetry;
 

@@ -98,7 +98,7 @@ async fn resident_memory_stays_under_the_limit_with_four_processors() {
     let ports = ports();
     let cfg = config(&dir, ports, sink.addr.port(), true, "", "");
     let p = start(&cfg, 256, ports.2).await;
-    let medium = profcol_pipeline::model::synth::request(100_000, 20_000).encode_to_vec();
+    let medium = profcol_model::synth::request(100_000, 20_000).encode_to_vec();
     let framed = grpc_frame(&medium, false);
     let (ok, _) = drive(ports.0, framed, Duration::from_secs(20)).await;
     let (hwm, _) = p.memory_mib();
@@ -275,8 +275,8 @@ async fn overload_refuses_retryably_and_loses_nothing_accepted() {
         let cfg = config(&dir, ports, sink.addr.port(), false, queue, "");
         let p = start(&cfg, 256, ports.2).await;
         let req = common::request("otlp/two-resources-request.bin");
-        let per_request = profcol_pipeline::model::profiles(&req.resource_profiles)
-            .map(profcol_pipeline::model::profile_sample_count)
+        let per_request = profcol_model::profiles(&req.resource_profiles)
+            .map(profcol_model::profile_sample_count)
             .sum::<u64>();
         let framed = grpc_frame(&req.encode_to_vec(), false);
         let (ok, refused) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
@@ -402,7 +402,7 @@ service:
             .args(["--shutdown-timeout", "1s"]),
     );
     wait_healthy(health).await;
-    let medium = profcol_pipeline::model::synth::request(100_000, 20_000).encode_to_vec();
+    let medium = profcol_model::synth::request(100_000, 20_000).encode_to_vec();
     let framed = grpc_frame(&medium, false);
     let (ok, retry) = drive(otlp, framed.clone(), Duration::from_secs(8)).await;
     let (hwm, _) = p.memory_mib();
@@ -481,9 +481,9 @@ async fn drive(port: u16, framed: bytes::Bytes, time: Duration) -> (u64, u64) {
 async fn forwarded_requests_hold_only_their_bytes_while_queued() {
     const LIMIT_MIB: usize = 160;
     let limit = LIMIT_MIB << 20;
-    let data = profcol_pipeline::model::synth::request(100_000, 20_000);
+    let data = profcol_model::synth::request(100_000, 20_000);
     let bytes = data.encode_to_vec();
-    let heap = profcol_pipeline::model::wire_check::check(&bytes)
+    let heap = profcol_model::wire_check::check(&bytes)
         .expect("synthetic requests are clean")
         .heap;
     let n = 16;
@@ -497,7 +497,7 @@ async fn forwarded_requests_hold_only_their_bytes_while_queued() {
         n * bytes.len() + bytes.len() + heap < limit / 2,
         "as bytes, it fits"
     );
-    let per_request = profcol_pipeline::ProfileBatch::new(data).sample_count();
+    let per_request = profcol_model::ProfileBatch::new(data).sample_count();
 
     let sink = Sink::start().await;
     sink.counting_only();

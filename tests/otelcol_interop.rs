@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use common::{free_port, otelcol, replay_sentry, Running, Sink};
 use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
-use profcol_pipeline::model::resolved::{resolve, Detail, ResolvedProfile};
-use profcol_pipeline::model::synth;
-use profcol_pipeline::proto::ProfilesData;
-use profcol_pipeline::testing::fixtures_dir;
+use profcol_model::proto::ProfilesData;
+use profcol_model::resolved::{resolve, Detail, ResolvedProfile};
+use profcol_model::synth;
+use profcol_model::testing::fixtures_dir;
 use prost::Message as _;
 
 /// One profile as a user reads it, plus what the resolved view leaves out
@@ -639,8 +639,8 @@ async fn when_the_collector_refuses_for_memory_profcol_retries_until_it_takes_th
     send_all(grpc, &requests).await;
     let total: u64 = requests
         .iter()
-        .flat_map(|r| profcol_pipeline::model::profiles(&r.resource_profiles))
-        .map(profcol_pipeline::model::profile_sample_count)
+        .flat_map(|r| profcol_model::profiles(&r.resource_profiles))
+        .map(profcol_model::profile_sample_count)
         .sum();
 
     // Refused and retried: nothing arrives, nothing is given up.

@@ -6,8 +6,8 @@ mod common;
 use std::time::Duration;
 
 use common::{client, free_port, request, Answer, Sink};
-use profcol_pipeline::model::resolved::{resolve, Detail};
-use profcol_pipeline::proto::{request_into_data, ExportProfilesServiceRequest};
+use profcol_model::proto::{request_into_data, ExportProfilesServiceRequest};
+use profcol_model::resolved::{resolve, Detail};
 use profcol_pipeline::runtime::RuntimeOptions;
 use tonic::codec::CompressionEncoding;
 use tonic::Code;
@@ -82,7 +82,7 @@ fn resolved_in_any_order(reqs: &[ExportProfilesServiceRequest]) -> Vec<String> {
 
 fn samples(reqs: &[ExportProfilesServiceRequest]) -> u64 {
     reqs.iter()
-        .map(|r| profcol_pipeline::ProfileBatch::new(request_into_data(r.clone())).sample_count())
+        .map(|r| profcol_model::ProfileBatch::new(request_into_data(r.clone())).sample_count())
         .sum()
 }
 
@@ -468,7 +468,7 @@ async fn an_invalid_profile_is_rejected_alone() {
     // Not one of the mistakes `on_invalid: repair` repairs.
     profiles[1].samples[3].values = vec![5];
     profiles[1].samples[3].timestamps_unix_nano = vec![1, 2];
-    let bad = profcol_pipeline::model::profile_sample_count(&profiles[1]);
+    let bad = profcol_model::profile_sample_count(&profiles[1]);
     assert_eq!(bad, profiles[1].samples.len() as u64 + 3);
     let n = samples(std::slice::from_ref(&req));
     let answer = client(recv)
@@ -707,7 +707,7 @@ async fn the_memory_budget_bounds_what_is_in_flight() {
     let (yaml, recv, _) = to_sink(&sink);
     let small = request("otlp/minimal-request.bin");
     let bytes = prost::Message::encode_to_vec(&small);
-    let decoded = profcol_pipeline::model::wire_check::check(&bytes)
+    let decoded = profcol_model::wire_check::check(&bytes)
         .expect("the recording is clean")
         .heap;
     let opts = RuntimeOptions {
@@ -789,7 +789,7 @@ async fn raw_export(port: u16, body: Vec<u8>) -> Result<(), tonic::Status> {
     grpc.ready().await.unwrap();
     grpc.unary(
         tonic::Request::new(body),
-        http::uri::PathAndQuery::from_static(profcol_pipeline::proto::EXPORT_PATH),
+        http::uri::PathAndQuery::from_static(profcol_model::proto::EXPORT_PATH),
         Raw,
     )
     .await
@@ -841,7 +841,7 @@ async fn older_revisions_in_an_older_revision_out() {
         ("beacon-profiling-1.2.1/0001.binpb", "v1.10.0"),
     ];
     for (file, _) in files {
-        let bytes = profcol_pipeline::testing::fixture(&format!("otlp-revisions/{file}"));
+        let bytes = profcol_model::testing::fixture(&format!("otlp-revisions/{file}"));
         let code =
             common::export_framed(&mut channel, common::grpc_frame(&bytes, false), None).await;
         assert_eq!(code, 0, "{file}");
@@ -867,13 +867,13 @@ async fn older_revisions_in_an_older_revision_out() {
     let mut want: Vec<String> = files
         .iter()
         .map(|(file, _)| {
-            let b = bytes::Bytes::from(profcol_pipeline::testing::fixture(&format!(
+            let b = bytes::Bytes::from(profcol_model::testing::fixture(&format!(
                 "otlp-revisions/{file}"
             )));
             let mut d = profcol_pipeline::formats::otlp_revisions::decode(&b)
                 .unwrap()
                 .data;
-            profcol_pipeline::model::repair::repair(&mut d);
+            profcol_model::repair::repair(&mut d);
             resolve(&d, Detail::Full).to_text()
         })
         .collect();

@@ -10,11 +10,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{client, fixture, free_port, request, Sink};
-use profcol_pipeline::formats::otlp_json;
-use profcol_pipeline::model::resolved::{resolve, Detail};
-use profcol_pipeline::proto::{
+use profcol_model::proto::{
     request_into_data, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
 };
+use profcol_model::resolved::{resolve, Detail};
+use profcol_pipeline::formats::otlp_json;
 use profcol_pipeline::runtime::RuntimeOptions;
 use prost::Message;
 
@@ -582,7 +582,7 @@ service:
 /// `http/protobuf` sends, to a gateway with TLS and a token.
 #[tokio::test]
 async fn the_python_sdks_otlp_http_client_is_accepted() {
-    let Some(python) = profcol_pipeline::testing::python(&[
+    let Some(python) = profcol_model::testing::python(&[
         "opentelemetry.exporter.otlp.proto.http",
         "opentelemetry.proto.collector.profiles.v1development",
     ]) else {
@@ -600,7 +600,7 @@ async fn the_python_sdks_otlp_http_client_is_accepted() {
         .unwrap();
     let files: Vec<_> = FIXTURES
         .iter()
-        .map(|f| profcol_pipeline::testing::fixtures_dir().join(f))
+        .map(|f| profcol_model::testing::fixtures_dir().join(f))
         .collect();
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -670,8 +670,8 @@ async fn the_python_sdks_otlp_http_client_is_accepted() {
 /// and each request is counted by the revision it was read as.
 #[tokio::test]
 async fn older_revisions_are_accepted_over_http_in_protobuf_and_json() {
+    use profcol_model::repair::repair;
     use profcol_pipeline::formats::otlp_revisions;
-    use profcol_pipeline::model::repair::repair;
 
     let sink = Sink::start().await;
     let (grpc, http) = (free_port(), free_port());

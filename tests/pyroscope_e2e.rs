@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::{free_port, wait_healthy, Running};
+use profcol_model::testing::fixtures_dir;
 use profcol_pipeline::formats::pprof::decode_pprof;
-use profcol_pipeline::testing::fixtures_dir;
 
 fn config(dir: &Path, port: u16, health: u16) -> String {
     let metrics = free_port();
@@ -261,7 +261,7 @@ async fn tls_and_a_bearer_token_guard_the_receiver() {
 /// Skipped without the SDK, except under `CI`.
 #[test]
 fn the_live_python_check_passes_where_the_sdk_is_installed() {
-    let Some(python) = profcol_pipeline::testing::python(&["pyroscope"]) else {
+    let Some(python) = profcol_model::testing::python(&["pyroscope"]) else {
         return;
     };
     let out = std::process::Command::new(&python)

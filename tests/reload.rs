@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{client, free_port, health_status, metric, profcol, Running, Sink};
-use profcol_pipeline::proto::ExportProfilesServiceRequest;
+use profcol_model::proto::ExportProfilesServiceRequest;
 
 /// One test at a time: each takes several ports with `free_port` (free
 /// when asked, bound later), and tests running side by side were seen to
@@ -94,7 +94,7 @@ async fn start(cfg: &Path, ports: &Ports) -> Running {
 }
 
 fn request(samples: usize) -> ExportProfilesServiceRequest {
-    let data = profcol_pipeline::model::synth::request(samples, samples / 10 + 1);
+    let data = profcol_model::synth::request(samples, samples / 10 + 1);
     ExportProfilesServiceRequest {
         resource_profiles: data.resource_profiles,
         dictionary: data.dictionary,

@@ -160,7 +160,7 @@ fn ports() -> Ports {
 fn recordings() -> Vec<PathBuf> {
     let mut out = Vec::new();
     for sdk in ["sentry-python", "sentry-node"] {
-        let dir = profcol_pipeline::testing::fixtures_dir()
+        let dir = profcol_model::testing::fixtures_dir()
             .join(sdk)
             .join("forward");
         let mut metas: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -302,7 +302,7 @@ async fn what_sdks_send_reaches_the_upstream_byte_for_byte() {
 
 /// An event-only envelope (Python's gzip'd `event`).
 fn event_recording() -> PathBuf {
-    profcol_pipeline::testing::fixtures_dir().join("sentry-python/forward/0002")
+    profcol_model::testing::fixtures_dir().join("sentry-python/forward/0002")
 }
 
 async fn post_event(port: u16) -> reqwest::Response {
@@ -383,7 +383,7 @@ async fn the_upstreams_answers_reach_the_sdk() {
     // A v1 profile and its transaction (Python): the profile is taken, the
     // transaction forwarded; the SDK hears 200 with the upstream's limits.
     upstream.then(200, &[("x-sentry-rate-limits", limits)]);
-    let v1 = profcol_pipeline::testing::fixtures_dir().join("sentry-python/forward/0003");
+    let v1 = profcol_model::testing::fixtures_dir().join("sentry-python/forward/0003");
     let meta: serde_json::Value =
         serde_json::from_slice(&std::fs::read(v1.with_extension("meta.json")).unwrap()).unwrap();
     let auth = meta["headers"]

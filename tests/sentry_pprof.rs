@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::{free_port, replay_fixture};
+use profcol_model::testing::{go_available, go_tool_pprof};
 use profcol_pipeline::runtime::RuntimeOptions;
-use profcol_pipeline::testing::{go_available, go_tool_pprof};
 
 fn go_pprof(args: &[&str], file: &Path) -> String {
     go_tool_pprof(args, file, file.parent().unwrap())

@@ -22,8 +22,8 @@ use profcol_exporters::loadbalancing::ring::{hash_bytes, HashRing};
 use profcol_exporters::loadbalancing::routing;
 use profcol_exporters::loadbalancing::RoutingKey;
 use profcol_exporters::settled::Settled;
-use profcol_pipeline::model::{synth, ProfileBatch};
-use profcol_pipeline::proto::{any_value::Value, AnyValue, KeyValue, ProfilesData};
+use profcol_model::proto::{any_value::Value, AnyValue, KeyValue, ProfilesData};
+use profcol_model::{synth, ProfileBatch};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant, SystemTime};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 use profcol_exporters::sentry::{encode, Compression, EncodeOptions};
+use profcol_model::synth;
 use profcol_pipeline::formats::sentry::{otlp_to_chunks, ExportOptions};
-use profcol_pipeline::model::synth;
 
 const SAMPLES: usize = 100_000;
 

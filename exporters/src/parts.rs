@@ -14,10 +14,10 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use profcol_model::dictionary::subsets;
+use profcol_model::ProfileBatch;
+use profcol_model::{profile_sample_count, profiles, BatchMeta};
 use profcol_pipeline::component::{ExportError, ExportOutcome, Request};
-use profcol_pipeline::model::dictionary::subsets;
-use profcol_pipeline::model::{profile_sample_count, profiles, BatchMeta};
-use profcol_pipeline::ProfileBatch;
 
 use crate::settled::Settled;
 

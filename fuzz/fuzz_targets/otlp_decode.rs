@@ -6,9 +6,9 @@
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 
-use profcol_pipeline::model::footprint::{estimate_decoded, heap_bytes};
-use profcol_pipeline::model::{invalid_profiles, validate};
-use profcol_pipeline::proto::ProfilesData;
+use profcol_model::footprint::{estimate_decoded, heap_bytes};
+use profcol_model::proto::ProfilesData;
+use profcol_model::{invalid_profiles, validate};
 
 fuzz_target!(|bytes: &[u8]| {
     let _ = estimate_decoded(bytes);

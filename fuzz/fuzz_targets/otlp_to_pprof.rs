@@ -5,9 +5,9 @@
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 
+use profcol_model::proto::ProfilesData;
+use profcol_model::validate;
 use profcol_pipeline::formats::pprof::{pprof_to_otlp, to_pprof, ToPprofOptions};
-use profcol_pipeline::model::validate;
-use profcol_pipeline::proto::ProfilesData;
 
 fuzz_target!(|bytes: &[u8]| {
     let Ok(data) = ProfilesData::decode(bytes) else {

@@ -4,8 +4,8 @@
 
 use libfuzzer_sys::fuzz_target;
 
+use profcol_model::validate;
 use profcol_pipeline::formats::sentry::{chunk_to_otlp, ReceiveOptions};
-use profcol_pipeline::model::validate;
 
 fuzz_target!(|payload: &[u8]| {
     for platform in [None, Some("python"), Some("cocoa")] {

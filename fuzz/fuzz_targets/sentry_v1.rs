@@ -4,8 +4,8 @@
 
 use libfuzzer_sys::fuzz_target;
 
+use profcol_model::validate;
 use profcol_pipeline::formats::sentry::{profile_v1_to_otlp, ReceiveOptions};
-use profcol_pipeline::model::validate;
 
 fuzz_target!(|bytes: &[u8]| {
     let (profile, transaction) = match bytes.iter().position(|&b| b == 0) {
@@ -13,7 +13,13 @@ fuzz_target!(|bytes: &[u8]| {
         None => (bytes, None),
     };
     let header = serde_json::Value::Object(Default::default());
-    if let Ok(c) = profile_v1_to_otlp(profile, None, transaction, &header, &ReceiveOptions::default()) {
+    if let Ok(c) = profile_v1_to_otlp(
+        profile,
+        None,
+        transaction,
+        &header,
+        &ReceiveOptions::default(),
+    ) {
         validate(&c.data).expect("a converted v1 profile is valid OTLP");
     }
 });

@@ -8,12 +8,12 @@ use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 
+use profcol_model::findings;
+use profcol_model::footprint::heap_bytes;
+use profcol_model::proto::ProfilesData;
+use profcol_model::wire_check::check;
+use profcol_model::ProfileBatch;
 use profcol_pipeline::formats::otlp_revisions::{self, Revision};
-use profcol_pipeline::model::findings;
-use profcol_pipeline::model::footprint::heap_bytes;
-use profcol_pipeline::model::wire_check::check;
-use profcol_pipeline::proto::ProfilesData;
-use profcol_pipeline::ProfileBatch;
 
 fuzz_target!(|bytes: &[u8]| {
     let Some(clean) = check(bytes) else {
@@ -24,7 +24,10 @@ fuzz_target!(|bytes: &[u8]| {
     let read =
         otlp_revisions::decode(&Bytes::copy_from_slice(bytes)).expect("a revision reads them");
     assert_eq!(read.revision, Revision::CURRENT);
-    assert!(clean.heap >= heap_bytes(&data), "the reservation covers the decode");
+    assert!(
+        clean.heap >= heap_bytes(&data),
+        "the reservation covers the decode"
+    );
     let batch = ProfileBatch::new(data);
     assert_eq!(clean.samples, batch.sample_count());
     assert_eq!(clean.profiles, batch.profile_count());

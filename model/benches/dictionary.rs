@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use criterion::{BatchSize, Criterion, Throughput};
 use prost::Message;
 
-use profcol_pipeline::model::dictionary::{dedup, gc, merge_all};
-use profcol_pipeline::model::{synth, validate};
-use profcol_pipeline::proto::ProfilesData;
+use profcol_model::dictionary::{dedup, gc, merge_all};
+use profcol_model::proto::ProfilesData;
+use profcol_model::{synth, validate};
 
 const SAMPLES: usize = 100_000;
 const STACKS: usize = 20_000;

@@ -15,10 +15,10 @@ use bytes::Bytes;
 use criterion::{Criterion, Throughput};
 use prost::Message;
 
-use profcol_pipeline::model::footprint::{estimate_decoded, heap_bytes};
-use profcol_pipeline::model::{synth, validate};
-use profcol_pipeline::proto::{ExportProfilesServiceRequest, ProfilesData};
-use profcol_pipeline::ProfileBatch;
+use profcol_model::footprint::{estimate_decoded, heap_bytes};
+use profcol_model::proto::{ExportProfilesServiceRequest, ProfilesData};
+use profcol_model::ProfileBatch;
+use profcol_model::{synth, validate};
 
 fn raw_prost(bytes: &[u8]) -> usize {
     let req = ExportProfilesServiceRequest::decode(bytes).unwrap();

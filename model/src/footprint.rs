@@ -458,7 +458,7 @@ mod tests {
     #[test]
     fn decoded_size_of_the_synthetic_requests() {
         for (samples, stacks) in [(1_000, 500), (100_000, 20_000)] {
-            let data = crate::model::synth::request(samples, stacks);
+            let data = crate::synth::request(samples, stacks);
             let bytes = data.encode_to_vec();
             let decoded = ProfilesData::decode(&bytes[..]).unwrap();
             let heap = heap_bytes(&decoded);
@@ -484,7 +484,7 @@ mod tests {
     fn the_estimate_sees_a_request_of_tiny_samples_for_what_it_is() {
         // 200k samples of one value each: ~7 bytes on the wire apiece, a
         // Sample struct and a heap block once decoded.
-        let mut data = crate::model::synth::request(1_000, 100);
+        let mut data = crate::synth::request(1_000, 100);
         let p = &mut data.resource_profiles[0].scope_profiles[0].profiles[0];
         let s = p.samples[0].clone();
         p.samples = vec![

@@ -66,7 +66,7 @@ impl Default for LogLimit {
 #[macro_export]
 macro_rules! warn_limited {
     ($($arg:tt)+) => {{
-        static LIMIT: $crate::telemetry::LogLimit = $crate::telemetry::LogLimit::new();
+        static LIMIT: $crate::log_limit::LogLimit = $crate::log_limit::LogLimit::new();
         match LIMIT.admit() {
             Some(0) => ::tracing::warn!($($arg)+),
             Some(suppressed) => ::tracing::warn!(suppressed, $($arg)+),
@@ -79,7 +79,7 @@ macro_rules! warn_limited {
 #[macro_export]
 macro_rules! info_limited {
     ($($arg:tt)+) => {{
-        static LIMIT: $crate::telemetry::LogLimit = $crate::telemetry::LogLimit::new();
+        static LIMIT: $crate::log_limit::LogLimit = $crate::log_limit::LogLimit::new();
         match LIMIT.admit() {
             Some(0) => ::tracing::info!($($arg)+),
             Some(suppressed) => ::tracing::info!(suppressed, $($arg)+),
@@ -92,7 +92,7 @@ macro_rules! info_limited {
 #[macro_export]
 macro_rules! error_limited {
     ($($arg:tt)+) => {{
-        static LIMIT: $crate::telemetry::LogLimit = $crate::telemetry::LogLimit::new();
+        static LIMIT: $crate::log_limit::LogLimit = $crate::log_limit::LogLimit::new();
         match LIMIT.admit() {
             Some(0) => ::tracing::error!($($arg)+),
             Some(suppressed) => ::tracing::error!(suppressed, $($arg)+),

@@ -258,12 +258,12 @@ fn drop_empty_samples(data: &mut ProfilesData) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::resolved::{resolve, Detail};
-    use crate::model::validate;
     use crate::proto::{
         Function, KeyValueAndUnit, Line, Location, Profile, ResourceProfiles, Sample,
         ScopeProfiles, Stack, ValueType,
     };
+    use crate::resolved::{resolve, Detail};
+    use crate::validate;
 
     fn string(s: &str) -> Option<AnyValue> {
         Some(AnyValue {

@@ -406,7 +406,7 @@ pub fn profile_total(p: &Profile) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::dictionary::DictionaryBuilder;
+    use crate::dictionary::DictionaryBuilder;
     use crate::proto::{
         ArrayValue, KeyValueAndUnit, KeyValueList, Line, Link, Resource, ResourceProfiles,
         ScopeProfiles,

@@ -479,7 +479,7 @@ pub fn hostile() -> Vec<(&'static str, ProfilesData)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{dictionary::PerTable, validate};
+    use crate::{dictionary::PerTable, validate};
 
     #[test]
     fn requests_are_valid_deterministic_and_sized_as_asked() {
@@ -492,7 +492,7 @@ mod tests {
         assert_eq!(n, 5_000);
         // Every requested stack is used (plus the zero value), nothing else.
         assert_eq!(PerTable::lens(a.dictionary.as_ref().unwrap()).stacks, 1_001);
-        assert!(crate::model::dictionary::mark(&a).all_live());
+        assert!(crate::dictionary::mark(&a).all_live());
 
         let parts = Config {
             samples: 1_001,

@@ -9,14 +9,12 @@ use prost::Message;
 
 use generate::*;
 
-use profcol_pipeline::model::dictionary::{
+use profcol_model::dictionary::{
     dedup, dedup_with, gc, mark, merge, merge_all, resolve_references, split_by_resource, subsets,
     DictionaryBuilder, PerTable,
 };
-use profcol_pipeline::model::{folded, resolve, validate, Detail, ResolvedProfile};
-use profcol_pipeline::proto::{
-    ExportProfilesServiceRequest, Line, ProfilesData, ProfilesDictionary,
-};
+use profcol_model::proto::{ExportProfilesServiceRequest, Line, ProfilesData, ProfilesDictionary};
+use profcol_model::{folded, resolve, validate, Detail, ResolvedProfile};
 
 fn full(data: &ProfilesData) -> Vec<ResolvedProfile> {
     resolve(data, Detail::Full).profiles
@@ -24,10 +22,10 @@ fn full(data: &ProfilesData) -> Vec<ResolvedProfile> {
 
 /// True when no two entries of any table are equal.
 fn no_duplicates(d: &ProfilesDictionary) -> bool {
-    fn distinct<T: PartialEq + Clone + profcol_pipeline::model::dictionary::DictHash + Default>(
+    fn distinct<T: PartialEq + Clone + profcol_model::dictionary::DictHash + Default>(
         t: &[T],
     ) -> bool {
-        let mut i = profcol_pipeline::model::dictionary::Interner::<T>::new();
+        let mut i = profcol_model::dictionary::Interner::<T>::new();
         t.iter().skip(1).all(|v| {
             let before = i.len();
             i.intern(v.clone());
@@ -217,9 +215,9 @@ proptest! {
 // ---------------------------------------------------------------- fixtures
 
 fn fixture(name: &str) -> ProfilesData {
-    let bytes = profcol_pipeline::testing::fixture(&format!("otlp/{name}"));
+    let bytes = profcol_model::testing::fixture(&format!("otlp/{name}"));
     let req = ExportProfilesServiceRequest::decode(bytes.as_slice()).unwrap();
-    profcol_pipeline::proto::request_into_data(req)
+    profcol_model::proto::request_into_data(req)
 }
 
 const FIXTURES: &[&str] = &[
@@ -336,7 +334,7 @@ fn go_fixture_agrees_with_go_tool_pprof() {
         .any(|l| l.contains(";runtime.mallocgc;runtime.nextFreeFast [")));
 
     // The inlined frames share one location: lines[0] is the callee.
-    let lookup = profcol_pipeline::model::dictionary::Lookup::of(&d);
+    let lookup = profcol_model::dictionary::Lookup::of(&d);
     let name = |l: &Line| lookup.string(lookup.function(l.function_index).name_strindex);
     let dict = d.dictionary.as_ref().unwrap();
     assert!(dict.location_table.iter().any(|loc| {

@@ -18,11 +18,11 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use prost::Message;
 
+use profcol_model::proto::{data_into_request, ExportProfilesServiceRequest, ProfilesData};
+use profcol_model::synth;
 use profcol_pipeline::formats::pprof::{
     plan_files, write_pprof, write_pprof_gzip, PprofFile, ToPprofOptions,
 };
-use profcol_pipeline::model::synth;
-use profcol_pipeline::proto::{data_into_request, ExportProfilesServiceRequest, ProfilesData};
 
 const TARGET: f64 = 2.0;
 const RUNS: usize = 15;

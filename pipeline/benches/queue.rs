@@ -18,13 +18,13 @@ use bytes::Bytes;
 use criterion::{Criterion, Throughput};
 use prost::Message;
 
+use profcol_model::memory::MemoryBudget;
+use profcol_model::proto::ExportProfilesServiceRequest;
+use profcol_model::ProfileBatch;
+use profcol_model::{synth, validate};
 use profcol_pipeline::config::Sizer;
-use profcol_pipeline::memory::MemoryBudget;
-use profcol_pipeline::model::{synth, validate};
-use profcol_pipeline::proto::ExportProfilesServiceRequest;
 use profcol_pipeline::runtime::queue::{DiskQueue, DiskQueueOptions, MemoryQueue, Queue};
 use profcol_pipeline::telemetry::Telemetry;
-use profcol_pipeline::ProfileBatch;
 
 fn raw_prost(bytes: &[u8]) -> usize {
     let req = ExportProfilesServiceRequest::decode(bytes).unwrap();

@@ -20,9 +20,9 @@ use bytes::Bytes;
 use criterion::{Criterion, Throughput};
 use prost::Message;
 
+use profcol_model::proto::ProfilesData;
+use profcol_model::{synth, validate};
 use profcol_pipeline::formats::otlp_revisions::{decode, encode_as, Revision};
-use profcol_pipeline::model::{synth, validate};
-use profcol_pipeline::proto::ProfilesData;
 
 /// The CPU time of this thread: on a busy machine, what a run cost
 /// without the time it waited for a core.

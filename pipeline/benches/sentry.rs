@@ -29,7 +29,7 @@ impl Case {
 }
 
 fn recorded_python() -> Case {
-    let envelope = profcol_pipeline::testing::fixture("sentry-python/manual/0001.envelope");
+    let envelope = profcol_model::testing::fixture("sentry-python/manual/0001.envelope");
     let samples = ProfileChunk::parse(envelope::parse(&envelope).unwrap().items[0].payload)
         .unwrap()
         .profile

@@ -4,6 +4,8 @@
 //! agree, down to the heap the decoded messages hold. Checked on random valid data, on the same data corrupted byte by
 //! byte and index by index, and on recorded requests.
 
+// The generators of profcol-model's own tests.
+#[path = "../../model/tests/generate/mod.rs"]
 mod generate;
 
 use bytes::Bytes;
@@ -11,11 +13,11 @@ use proptest::prelude::*;
 use prost::Message;
 
 use generate::{data, for_each_site, Sizes};
+use profcol_model::footprint::heap_bytes;
+use profcol_model::proto::ProfilesData;
+use profcol_model::wire_check::{check, Clean};
+use profcol_model::{findings, ProfileBatch};
 use profcol_pipeline::formats::otlp_revisions::{self, Revision};
-use profcol_pipeline::model::footprint::heap_bytes;
-use profcol_pipeline::model::wire_check::{check, Clean};
-use profcol_pipeline::model::{findings, ProfileBatch};
-use profcol_pipeline::proto::ProfilesData;
 
 /// What the decoding path says of `bytes`, as the wire check would.
 fn decoding_path(bytes: &[u8]) -> Option<Clean> {
@@ -134,8 +136,8 @@ proptest! {
     }
 }
 
-fn table_lens(d: &ProfilesData) -> impl Fn(profcol_pipeline::model::dictionary::Table) -> usize {
-    use profcol_pipeline::model::dictionary::Table;
+fn table_lens(d: &ProfilesData) -> impl Fn(profcol_model::dictionary::Table) -> usize {
+    use profcol_model::dictionary::Table;
     let dict = d.dictionary.clone().unwrap_or_default();
     move |t| match t {
         Table::String => dict.string_table.len(),
@@ -154,7 +156,7 @@ fn _sizes(_: Sizes) {}
 
 #[test]
 fn recorded_current_requests_are_clean_and_older_ones_are_not() {
-    let dir = profcol_pipeline::testing::fixtures_dir();
+    let dir = profcol_model::testing::fixtures_dir();
     let mut clean = 0;
     let mut files = Vec::new();
     for sub in ["otlp", "otlp-revisions"] {
@@ -202,7 +204,7 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn a_lazy_batch_reads_as_the_decoded_one() {
-    let d = profcol_pipeline::model::synth::request(2_000, 50);
+    let d = profcol_model::synth::request(2_000, 50);
     let bytes = Bytes::from(d.encode_to_vec());
     let clean = check(&bytes).expect("synthetic requests are clean");
     let lazy = ProfileBatch::checked(bytes.clone(), clean);
@@ -225,8 +227,8 @@ fn a_lazy_batch_reads_as_the_decoded_one() {
 
 #[test]
 fn a_forwarded_batch_holds_its_bytes_until_something_decodes_it() {
-    use profcol_pipeline::memory::{Held, MemoryBudget};
-    let d = profcol_pipeline::model::synth::request(2_000, 50);
+    use profcol_model::memory::{Held, MemoryBudget};
+    let d = profcol_model::synth::request(2_000, 50);
     let bytes = Bytes::from(d.encode_to_vec());
     let clean = check(&bytes).expect("synthetic requests are clean");
     let budget = MemoryBudget::new(1 << 30);

@@ -16,8 +16,8 @@ use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use prost::Message;
 
+use profcol_model::{synth, ProfileBatch};
 use profcol_pipeline::component::{StageContext, Stateful};
-use profcol_pipeline::model::{synth, ProfileBatch};
 use profcol_pipeline::telemetry::Telemetry;
 use profcol_processors::batch::{Batch, BatchConfig};
 

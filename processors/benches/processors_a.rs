@@ -18,10 +18,10 @@ use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use prost::Message;
 
+use profcol_model::dictionary::{merge_all, DictionaryBuilder};
+use profcol_model::proto::{ProfilesData, ValueType};
+use profcol_model::{synth, ProfileBatch};
 use profcol_pipeline::component::{ProcessContext, Processor};
-use profcol_pipeline::model::dictionary::{merge_all, DictionaryBuilder};
-use profcol_pipeline::model::{synth, ProfileBatch};
-use profcol_pipeline::proto::{ProfilesData, ValueType};
 use profcol_pipeline::telemetry::Telemetry;
 use profcol_processors::dictionary_dedup::{DictionaryDedup, DictionaryDedupConfig};
 use profcol_processors::unit_normalization::{normalize_batch, Options, Target};

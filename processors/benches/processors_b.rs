@@ -12,12 +12,12 @@ use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use prost::Message;
 
+use profcol_model::proto::ProfilesData;
+use profcol_model::synth;
+use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, Verdict};
 use profcol_pipeline::config::{ComponentConfig, Kind};
-use profcol_pipeline::model::synth;
-use profcol_pipeline::proto::ProfilesData;
 use profcol_pipeline::telemetry::Telemetry;
-use profcol_pipeline::ProfileBatch;
 
 mod turns;
 

@@ -16,7 +16,7 @@ pub mod sampling;
 pub mod thread_pruning;
 pub mod unit_normalization;
 
-use profcol_pipeline::proto::Sample;
+use profcol_model::proto::Sample;
 use profcol_prefetch::prefetch_slice;
 
 /// Fetches the blocks of a sample's vectors, for a pass that reads them or

@@ -12,12 +12,12 @@
 
 use std::collections::BTreeMap;
 
-use profcol_pipeline::component::{ProcessContext, Processor, Verdict};
-use profcol_pipeline::model::dictionary::Lookup;
-use profcol_pipeline::model::ProfileBatch;
-use profcol_pipeline::proto::{
+use profcol_model::dictionary::Lookup;
+use profcol_model::proto::{
     any_value::Value, AnyValue, KeyValue, KeyValueAndUnit, ProfilesData, Sample, ValueType,
 };
+use profcol_model::ProfileBatch;
+use profcol_pipeline::component::{ProcessContext, Processor, Verdict};
 
 /// An attribute value, resolved (string references become strings).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

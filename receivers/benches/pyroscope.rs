@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput};
 use prost::Message;
 
-use profcol_pipeline::memory::MemoryBudget;
-use profcol_pipeline::proto::{data_into_request, ExportProfilesServiceRequest, ProfilesData};
+use profcol_model::memory::MemoryBudget;
+use profcol_model::proto::{data_into_request, ExportProfilesServiceRequest, ProfilesData};
 use profcol_receivers::pyroscope::convert::{Converter, SampleTypes, Window, Work};
 use profcol_receivers::pyroscope::folded::{Shape, Text};
 use profcol_receivers::pyroscope::labels::{describe, Described};
@@ -122,7 +122,7 @@ fn cases() -> Vec<Case> {
         .unwrap();
         c.finish().unwrap()
     });
-    let gz = profcol_pipeline::testing::fixture("pprof/go-cpu.pb.gz");
+    let gz = profcol_model::testing::fixture("pprof/go-cpu.pb.gz");
     let pprof = case("pprof_go_cpu", gz.len(), move || {
         let mut c = Converter::new();
         let window = Window { from: 0, until: 0 };

@@ -12,7 +12,7 @@ use futures::TryStreamExt;
 use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
 use tokio_util::io::StreamReader;
 
-use profcol_pipeline::memory::{MemoryBudget, Reservation};
+use profcol_model::memory::{MemoryBudget, Reservation};
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum BodyError {

@@ -14,19 +14,19 @@ use bytes::Bytes;
 use http::StatusCode;
 use tonic::Code;
 
+use profcol_model::dictionary::{retain_profiles, Lookup};
+use profcol_model::footprint::estimate_decoded;
+use profcol_model::memory::{Held, Reservation};
+use profcol_model::proto::{ExportProfilesPartialSuccess, ProfilesData};
+use profcol_model::repair::{repair, Repairs};
+use profcol_model::resolved::format_value;
+use profcol_model::wire_check;
+use profcol_model::ProfileBatch;
+use profcol_model::{findings, profile_sample_count, Findings, Problem, ValidationError};
 use profcol_pipeline::component::{ConsumeError, Output};
 use profcol_pipeline::formats::otlp_json;
 use profcol_pipeline::formats::otlp_revisions::{self, Revision};
-use profcol_pipeline::memory::{Held, Reservation};
-use profcol_pipeline::model::dictionary::{retain_profiles, Lookup};
-use profcol_pipeline::model::footprint::estimate_decoded;
-use profcol_pipeline::model::repair::{repair, Repairs};
-use profcol_pipeline::model::resolved::format_value;
-use profcol_pipeline::model::wire_check;
-use profcol_pipeline::model::{findings, profile_sample_count, Findings, Problem, ValidationError};
-use profcol_pipeline::proto::{ExportProfilesPartialSuccess, ProfilesData};
 use profcol_pipeline::telemetry::Telemetry;
-use profcol_pipeline::ProfileBatch;
 
 use crate::body::BodyError;
 
@@ -326,7 +326,7 @@ impl Ingest {
             .receiver_refused(&self.id, origin.transport, samples, r.reason);
         self.telemetry.receiver_item(&self.id, "request", r.reason);
         if r.retry_after.is_none() {
-            profcol_pipeline::warn_limited!(receiver = %self.id, transport = origin.transport, peer = %origin.peer(), reason = r.reason, error = %r.message, "request refused");
+            profcol_model::warn_limited!(receiver = %self.id, transport = origin.transport, peer = %origin.peer(), reason = r.reason, error = %r.message, "request refused");
         }
     }
 
@@ -340,7 +340,7 @@ impl Ingest {
         origin: Origin,
     ) -> Result<Accepted, Refusal> {
         let mode = self.on_invalid;
-        let (checked, memory) = profcol_pipeline::cpu::run(move || {
+        let (checked, memory) = profcol_model::cpu::run(move || {
             // A request valid as it is stays bytes, decoded only if a stage
             // reads it; the walk that finds it clean also measures what
             // decoding would take.
@@ -385,7 +385,7 @@ impl Ingest {
             return Err(r);
         }
         let mode = self.on_invalid;
-        let checked = profcol_pipeline::cpu::run(move || {
+        let checked = profcol_model::cpu::run(move || {
             let d = otlp_json::decode_any(&json)
                 .map_err(|e| (0, Refusal::invalid("malformed", e.to_string())))?;
             let hint = revision_hint(d.revision);
@@ -408,8 +408,7 @@ impl Ingest {
     ) -> Result<Accepted, Refusal> {
         let mode = self.on_invalid;
         let checked =
-            profcol_pipeline::cpu::run(move || check(ProfileBatch::new(data), None, mode, ""))
-                .await;
+            profcol_model::cpu::run(move || check(ProfileBatch::new(data), None, mode, "")).await;
         self.hand_off(checked, memory, origin).await
     }
 
@@ -437,7 +436,7 @@ impl Ingest {
                 .receiver_refused(&self.id, origin.transport, n, reason);
         }
         if let Some(p) = &partial {
-            profcol_pipeline::warn_limited!(receiver = %self.id, transport = origin.transport, peer = %origin.peer(), rejected_profiles = p.rejected_profiles, error = %p.error_message, "request partially refused");
+            profcol_model::warn_limited!(receiver = %self.id, transport = origin.transport, peer = %origin.peer(), rejected_profiles = p.rejected_profiles, error = %p.error_message, "request partially refused");
         }
         self.tell(&batch, &origin, revision, &repairs);
         memory.set(batch.held_bytes());
@@ -484,13 +483,13 @@ impl Ingest {
         let producer = producer(batch.data(), origin.client);
         if let Some(r) = older {
             if self.told.first(&producer, r.as_str()) {
-                profcol_pipeline::info_limited!(receiver = %self.id, producer = %producer, otlp.proto_revision = r.as_str(), "producer sends an older revision of OTLP profiles; read and translated to v1.10.0");
+                profcol_model::info_limited!(receiver = %self.id, producer = %producer, otlp.proto_revision = r.as_str(), "producer sends an older revision of OTLP profiles; read and translated to v1.10.0");
             }
         }
         for (kind, n) in counts {
             if self.told.first(&producer, kind) {
                 let tables: Vec<&str> = repairs.shifted.iter().map(|t| t.field_name()).collect();
-                profcol_pipeline::warn_limited!(receiver = %self.id, producer = %producer, kind, n, tables = ?tables, "repaired a request instead of refusing it (on_invalid: repair); logged once per producer and kind");
+                profcol_model::warn_limited!(receiver = %self.id, producer = %producer, kind, n, tables = ?tables, "repaired a request instead of refusing it (on_invalid: repair); logged once per producer and kind");
             }
         }
     }

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use profcol_pipeline::model::resolved::{folded, ResolvedProfile};
-use profcol_pipeline::model::ProfileBatch;
+use profcol_model::resolved::{folded, ResolvedProfile};
+use profcol_model::ProfileBatch;
 
 use super::spec::Expectation;
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_client::ProfilesServiceClient;
-use profcol_pipeline::proto::{ExportProfilesServiceRequest, ProfilesData};
+use profcol_model::proto::{ExportProfilesServiceRequest, ProfilesData};
 use prost::Message;
 
 use super::spec::InputFormat;
@@ -338,7 +338,7 @@ mod tests {
     use super::*;
 
     fn fixture(rel: &str) -> Vec<u8> {
-        profcol_pipeline::testing::fixture(rel)
+        profcol_model::testing::fixture(rel)
     }
 
     fn requests(payload: Payload) -> Vec<ExportProfilesServiceRequest> {
@@ -382,7 +382,7 @@ mod tests {
         }
 
         // JSON lines under a `.json` name.
-        let data = want.iter().map(|r| profcol_pipeline::proto::ProfilesData {
+        let data = want.iter().map(|r| profcol_model::proto::ProfilesData {
             resource_profiles: r.resource_profiles.clone(),
             dictionary: r.dictionary.clone(),
         });

@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 use axum::routing::post;
+use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext, Request};
-use profcol_pipeline::model::ProfileBatch;
 use tokio_util::sync::CancellationToken;
 
 /// Keeps every batch, then hands it to the real exporter when there is one.

@@ -27,7 +27,7 @@ pub fn free_port() -> u16 {
 
 pub mod otelcol;
 
-pub use profcol_pipeline::testing::fixture;
+pub use profcol_model::testing::fixture;
 
 pub fn request(rel: &str) -> ExportProfilesServiceRequest {
     ExportProfilesServiceRequest::decode(fixture(rel).as_slice()).unwrap()
@@ -116,8 +116,8 @@ impl ProfilesService for SinkSvc {
             }
             None | Some(Answer::Hold(_)) => {
                 let req = req.into_inner();
-                s.samples += profcol_pipeline::model::profiles(&req.resource_profiles)
-                    .map(profcol_pipeline::model::profile_sample_count)
+                s.samples += profcol_model::profiles(&req.resource_profiles)
+                    .map(profcol_model::profile_sample_count)
                     .sum::<u64>();
                 if !s.counting_only {
                     s.received.push(req);
@@ -247,7 +247,7 @@ pub async fn replay_sentry(port: u16, recording: &std::path::Path, body: Option<
 pub async fn replay_fixture(port: u16, recording: &str, body: Option<Vec<u8>>) {
     replay_sentry(
         port,
-        &profcol_pipeline::testing::fixtures_dir().join(recording),
+        &profcol_model::testing::fixtures_dir().join(recording),
         body,
     )
     .await
@@ -428,7 +428,7 @@ pub async fn export_framed(
     use tower::{Service, ServiceExt};
     let mut req = http::Request::builder()
         .method("POST")
-        .uri(profcol_pipeline::proto::EXPORT_PATH)
+        .uri(profcol_model::proto::EXPORT_PATH)
         .header("content-type", "application/grpc")
         .header("te", "trailers");
     if let Some(e) = encoding {

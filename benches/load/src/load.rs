@@ -10,7 +10,7 @@ use http_body_util::BodyExt;
 use tonic::transport::Channel;
 use tower::{Service, ServiceExt};
 
-use profcol_pipeline::proto::EXPORT_PATH;
+use profcol_model::proto::EXPORT_PATH;
 
 use crate::requests::{payload, Payload};
 

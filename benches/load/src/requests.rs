@@ -1,10 +1,10 @@
 //! The requests sent: synthetic OTLP profiles of three sizes (realistically
-//! shaped, see `profcol_pipeline::model::synth`) or a file.
+//! shaped, see `profcol_model::synth`) or a file.
 
 use bytes::Bytes;
 use prost::Message;
 
-use profcol_pipeline::model::synth;
+use profcol_model::synth;
 
 /// One request as sent: its protobuf bytes and its number of samples.
 #[derive(Clone)]
@@ -28,15 +28,15 @@ pub fn payload(spec: &str) -> anyhow::Result<Payload> {
         .build(),
         path => {
             let bytes = std::fs::read(path)?;
-            let data = profcol_pipeline::proto::ProfilesData::decode(&bytes[..])?;
-            let samples = profcol_pipeline::ProfileBatch::new(data).sample_count();
+            let data = profcol_model::proto::ProfilesData::decode(&bytes[..])?;
+            let samples = profcol_model::ProfileBatch::new(data).sample_count();
             return Ok(Payload {
                 bytes: bytes.into(),
                 samples,
             });
         }
     };
-    let samples = profcol_pipeline::ProfileBatch::new(data.clone()).sample_count();
+    let samples = profcol_model::ProfileBatch::new(data.clone()).sample_count();
     Ok(Payload {
         bytes: data.encode_to_vec().into(),
         samples,

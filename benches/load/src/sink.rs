@@ -16,7 +16,7 @@ use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, En
 use tonic::server::{NamedService, UnaryService};
 use tonic::{Request, Response, Status};
 
-use profcol_pipeline::proto::{ExportProfilesServiceResponse, ProfilesData, EXPORT_PATH};
+use profcol_model::proto::{ExportProfilesServiceResponse, ProfilesData, EXPORT_PATH};
 
 #[derive(Default, Debug)]
 pub struct Counts {
@@ -100,7 +100,7 @@ impl UnaryService<Bytes> for Export {
         c.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
         if self.0.decode {
             if let Ok(d) = ProfilesData::decode(bytes) {
-                let n = profcol_pipeline::ProfileBatch::new(d).sample_count();
+                let n = profcol_model::ProfileBatch::new(d).sample_count();
                 c.samples.fetch_add(n, Ordering::Relaxed);
             }
         }

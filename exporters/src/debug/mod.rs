@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{
     ExportError, ExportOutcome, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
     Request,
 };
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
-use profcol_pipeline::ProfileBatch;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -195,7 +195,7 @@ pub fn render(batch: &ProfileBatch, verbosity: Verbosity) -> String {
                             s(st.type_strindex),
                             s(st.unit_strindex),
                             // Observations, the unit of `basic` and the metrics.
-                            profcol_pipeline::model::profile_sample_count(p),
+                            profcol_model::profile_sample_count(p),
                             p.duration_nano / 1_000_000,
                         ));
                     }
@@ -204,9 +204,7 @@ pub fn render(batch: &ProfileBatch, verbosity: Verbosity) -> String {
         }
         Verbosity::Detailed => {
             out.push('\n');
-            out.push_str(
-                &profcol_pipeline::model::resolved::resolve(data, Default::default()).to_text(),
-            );
+            out.push_str(&profcol_model::resolved::resolve(data, Default::default()).to_text());
         }
     }
     out

@@ -1,14 +1,14 @@
 use prost::Message;
 
+use profcol_model::proto::ProfilesData;
 use profcol_pipeline::config::{ComponentConfig, Kind};
-use profcol_pipeline::proto::ProfilesData;
 
 use profcol_pipeline::runtime::create_exporter;
 
 use super::*;
 
 fn fixture(name: &str) -> ProfileBatch {
-    let bytes = profcol_pipeline::testing::fixture(&format!("otlp/{name}"));
+    let bytes = profcol_model::testing::fixture(&format!("otlp/{name}"));
     ProfileBatch::new(ProfilesData::decode(bytes.as_slice()).unwrap())
 }
 

@@ -15,14 +15,14 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use prost::Message;
 
+use profcol_model::proto::ProfilesData;
+use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{
     ExportError, ExportOutcome, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
     Request,
 };
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pipeline::formats::otlp_json;
-use profcol_pipeline::proto::ProfilesData;
-use profcol_pipeline::ProfileBatch;
 
 pub use config::{FileExporterConfig, Format};
 

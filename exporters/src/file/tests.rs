@@ -1,10 +1,10 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use profcol_model::ProfileBatch;
 use profcol_pipeline::component::ExporterContext;
 use profcol_pipeline::config::{ComponentConfig, Kind};
 use profcol_pipeline::telemetry::Telemetry;
-use profcol_pipeline::ProfileBatch;
 
 use profcol_pipeline::runtime::create_exporter;
 
@@ -15,7 +15,7 @@ fn component(yaml: &str) -> ComponentConfig {
 }
 
 fn batch(name: &str) -> Arc<ProfileBatch> {
-    let bytes = profcol_pipeline::testing::fixture(&format!("otlp/{name}"));
+    let bytes = profcol_model::testing::fixture(&format!("otlp/{name}"));
     Arc::new(ProfileBatch::decode(Bytes::from(bytes)).unwrap())
 }
 

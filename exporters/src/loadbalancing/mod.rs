@@ -30,12 +30,12 @@ use async_trait::async_trait;
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio_util::sync::CancellationToken;
 
+use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{
     ExportError, ExportOutcome, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
     Progress, Request,
 };
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
-use profcol_pipeline::model::ProfileBatch;
 
 use crate::settled::Settled;
 pub use config::{normalise_endpoint, Decoded, Resolver, RoutingKey, DEFAULT_PORT};
@@ -405,7 +405,7 @@ fn shares(
             } else {
                 // Sent and dropped within the attempt: no memory
                 // reservation of its own (the request's covers it).
-                let meta = profcol_pipeline::model::BatchMeta {
+                let meta = profcol_model::BatchMeta {
                     memory: None,
                     ..batch.meta.clone()
                 };

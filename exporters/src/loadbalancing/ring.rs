@@ -121,5 +121,5 @@ impl Default for Fnv {
 /// splitmix64's finalizer.
 #[inline]
 pub fn mix64(x: u64) -> u64 {
-    profcol_pipeline::model::dictionary::mix64(x)
+    profcol_model::dictionary::mix64(x)
 }

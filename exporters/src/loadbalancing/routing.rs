@@ -6,8 +6,8 @@
 //! Also what a retry resumes from: the profiles already settled, by their
 //! position in the batch (which never changes: a queued batch is immutable).
 
-use profcol_pipeline::model::dictionary::{subsets, Lookup, Subset};
-use profcol_pipeline::proto::{any_value::Value, AnyValue, KeyValue, Profile, ProfilesData};
+use profcol_model::dictionary::{subsets, Lookup, Subset};
+use profcol_model::proto::{any_value::Value, AnyValue, KeyValue, Profile, ProfilesData};
 
 use super::config::RoutingKey;
 use super::ring::{mix64, Fnv, HashRing};

@@ -1,10 +1,10 @@
 use prost::Message;
 use std::collections::BTreeMap;
 
+use profcol_model::proto::{any_value::Value, AnyValue, KeyValue, ProfilesData};
+use profcol_model::{self as model, synth, Detail, ProfileBatch};
 use profcol_pipeline::component::Progress;
 use profcol_pipeline::config::{ComponentConfig, Kind};
-use profcol_pipeline::model::{self, synth, Detail, ProfileBatch};
-use profcol_pipeline::proto::{any_value::Value, AnyValue, KeyValue, ProfilesData};
 use profcol_pipeline::runtime::create_exporter;
 
 use super::config::{decode, Resolver, RoutingKey};

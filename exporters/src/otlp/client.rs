@@ -6,10 +6,10 @@ use tonic::codec::CompressionEncoding;
 use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue, MetadataMap};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
+use profcol_model::proto::EXPORT_PATH;
 use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext, Request};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pipeline::formats::otlp_revisions::Revision;
-use profcol_pipeline::proto::EXPORT_PATH;
 
 use super::classify::classify;
 use super::codec::{BatchCodec, Body};

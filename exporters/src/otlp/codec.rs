@@ -9,9 +9,9 @@ use prost::Message;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::Status;
 
+use profcol_model::proto::ExportProfilesServiceResponse;
+use profcol_model::ProfileBatch;
 use profcol_pipeline::formats::otlp_revisions::{encode_as, Revision};
-use profcol_pipeline::proto::ExportProfilesServiceResponse;
-use profcol_pipeline::ProfileBatch;
 
 pub struct BatchCodec(pub Revision);
 

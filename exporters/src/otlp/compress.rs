@@ -55,7 +55,7 @@ impl tower::Service<http::Request<Body>> for Compressing {
             let (mut parts, body) = req.into_parts();
             let framed = body.collect().await?.to_bytes();
             let framed =
-                profcol_pipeline::cpu::run(move || compress_frame(framed, compression)).await?;
+                profcol_model::cpu::run(move || compress_frame(framed, compression)).await?;
             parts
                 .headers
                 .insert("grpc-encoding", http::HeaderValue::from_static(name));

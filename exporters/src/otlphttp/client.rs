@@ -6,11 +6,11 @@ use bytes::Bytes;
 use http::header::{CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue};
 
+use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext, Request};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pipeline::formats::otlp_json;
 use profcol_pipeline::formats::otlp_revisions::{self, Lost, Revision};
-use profcol_pipeline::ProfileBatch;
 
 use super::config::{Encoding, OtlpHttpExporterConfig};
 use super::response::{self, Answer};
@@ -119,7 +119,7 @@ impl OtlpHttpExporter {
             return Ok(batch.encode_to_bytes());
         }
         let batch = Arc::clone(batch);
-        profcol_pipeline::cpu::run(move || {
+        profcol_model::cpu::run(move || {
             let (plain, lost) = match encoding {
                 Encoding::Proto if current => (batch.encode_to_bytes(), Lost::default()),
                 Encoding::Proto => {

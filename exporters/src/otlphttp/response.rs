@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use prost::Message;
 
+use profcol_model::proto::ExportProfilesServiceResponse;
 use profcol_pipeline::component::ExportError;
-use profcol_pipeline::proto::ExportProfilesServiceResponse;
 
 /// Response bodies past this are cut: enough for any status or partial success.
 const MAX_BODY: usize = 64 * 1024;
@@ -161,7 +161,7 @@ mod tests {
             (0, String::new())
         );
         let proto = ExportProfilesServiceResponse {
-            partial_success: Some(profcol_pipeline::proto::ExportProfilesPartialSuccess {
+            partial_success: Some(profcol_model::proto::ExportProfilesPartialSuccess {
                 rejected_profiles: 3,
                 error_message: "too old".into(),
             }),

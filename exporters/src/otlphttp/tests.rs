@@ -6,13 +6,13 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use prost::Message;
 
+use profcol_model::proto::ProfilesData;
+use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{ExportError, Exporter, ExporterContext, Request};
 use profcol_pipeline::config::{ComponentConfig, Kind};
 use profcol_pipeline::formats::otlp_json;
-use profcol_pipeline::proto::ProfilesData;
 use profcol_pipeline::runtime::create_exporter;
 use profcol_pipeline::telemetry::Telemetry;
-use profcol_pipeline::ProfileBatch;
 
 use super::*;
 use crate::otlp::Compression;
@@ -159,7 +159,7 @@ fn ctx() -> ExporterContext {
 }
 
 fn received() -> Arc<ProfileBatch> {
-    let bytes = profcol_pipeline::testing::fixture("otlp/go-cpu.otlp.bin");
+    let bytes = profcol_model::testing::fixture("otlp/go-cpu.otlp.bin");
     Arc::new(ProfileBatch::decode(bytes.into()).unwrap())
 }
 
@@ -268,7 +268,7 @@ async fn proto_revision_sends_an_older_revision_in_either_encoding() {
         if revision == Revision::V1_8_0 {
             // Lossless: the batch itself, string references resolved.
             let mut resolved = want.clone();
-            profcol_pipeline::model::dictionary::resolve_references(&mut resolved);
+            profcol_model::dictionary::resolve_references(&mut resolved);
             assert_eq!(d.data, resolved, "{extra}");
         }
     }
@@ -278,7 +278,7 @@ async fn proto_revision_sends_an_older_revision_in_either_encoding() {
 
 #[tokio::test]
 async fn an_unchanged_protobuf_batch_is_sent_as_received() {
-    let bytes = profcol_pipeline::testing::fixture("otlp/go-cpu.otlp.bin");
+    let bytes = profcol_model::testing::fixture("otlp/go-cpu.otlp.bin");
     let (url, seen) = server(vec![ok()]).await;
     let e = exporter(&url, "compression: none");
     e.export(&Request::new(received()), &ctx()).await.unwrap();

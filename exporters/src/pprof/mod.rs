@@ -40,14 +40,14 @@ use tokio::task::JoinHandle;
 
 use async_trait::async_trait;
 
+use profcol_model::proto::ProfilesData;
+use profcol_model::{Origin, ProfileBatch};
 use profcol_pipeline::component::{
     ExportError, ExportOutcome, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
     Request,
 };
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pipeline::formats::pprof::{plan_files, write_pprof_gzip, PprofError, ToPprofOptions};
-use profcol_pipeline::model::{Origin, ProfileBatch};
-use profcol_pipeline::proto::ProfilesData;
 
 pub use config::{PprofExporterConfig, DEFAULT_FILE_NAME};
 pub use file_name::{FileNameTemplate, NameValues};
@@ -219,7 +219,7 @@ impl Inner {
     /// Stages `batch` in the open window, after checking it can be written
     /// (what cannot is refused now, not when its window closes).
     fn stage(&self, windows: &window::Windows, batch: &ProfileBatch) -> Result<(), ExportError> {
-        profcol_pipeline::model::validate::validate(batch.data())
+        profcol_model::validate::validate(batch.data())
             .map_err(|e| ExportError::permanent(format!("pprof exporter: {e}")))?;
         plan_files(batch.data(), &self.options(Vec::new()))
             .map_err(|e| ExportError::permanent(format!("pprof exporter: {e}")))?;

@@ -3,20 +3,20 @@ use std::sync::Arc;
 
 use prost::Message;
 
+use profcol_model::proto::ProfilesData;
+use profcol_model::ProfileBatch;
+use profcol_model::{BatchMeta, Origin};
 use profcol_pipeline::component::{ExportError, Exporter, ExporterContext};
 use profcol_pipeline::config::{ComponentConfig, Kind};
 use profcol_pipeline::formats::pprof::decode_pprof;
-use profcol_pipeline::model::{BatchMeta, Origin};
-use profcol_pipeline::proto::ProfilesData;
 use profcol_pipeline::telemetry::Telemetry;
-use profcol_pipeline::ProfileBatch;
 
 use profcol_pipeline::runtime::create_exporter;
 
 use super::*;
 
 fn fixture(name: &str) -> ProfileBatch {
-    let bytes = profcol_pipeline::testing::fixture(&format!("otlp/{name}"));
+    let bytes = profcol_model::testing::fixture(&format!("otlp/{name}"));
     ProfileBatch::new(ProfilesData::decode(bytes.as_slice()).unwrap())
 }
 
@@ -553,7 +553,7 @@ fn config_decodes_with_collector_names_and_reports_every_error() {
 
 /// `batch` with its resources' `host.name` set to `host`.
 fn on_host(mut batch: ProfileBatch, host: &str) -> ProfileBatch {
-    use profcol_pipeline::proto::{any_value::Value, AnyValue, KeyValue};
+    use profcol_model::proto::{any_value::Value, AnyValue, KeyValue};
     for rp in &mut batch.data_mut().resource_profiles {
         rp.resource
             .get_or_insert_with(Default::default)

@@ -8,7 +8,7 @@
 //! a window has closed (and at shutdown, the open one too), its staged
 //! batches are decoded one by one into one linear merge (equal dictionary
 //! entries, resources and scopes shared, see
-//! [`profcol_pipeline::model::dictionary::Merger`]), the resources of one
+//! [`profcol_model::dictionary::Merger`]), the resources of one
 //! `service.name` are folded into one (keeping the attributes they all
 //! share), and the result is written as the exporter writes a batch. The
 //! staged files are removed once every file of the window is published: a
@@ -23,10 +23,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prost::Message;
 
+use profcol_model::dictionary::Merger;
+use profcol_model::proto::{any_value::Value, KeyValue, ProfilesData, ResourceProfiles};
 use profcol_pipeline::component::ExportError;
 use profcol_pipeline::formats::pprof::keys;
-use profcol_pipeline::model::dictionary::Merger;
-use profcol_pipeline::proto::{any_value::Value, KeyValue, ProfilesData, ResourceProfiles};
 
 use super::files::{export_error, TEMP_PREFIX};
 

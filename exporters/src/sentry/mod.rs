@@ -208,7 +208,7 @@ impl Exporter for SentryExporter {
         let skip = resume.done;
         let (opts, now) = (self.opts.clone(), resume.now_unix_nano);
         let data = batch.clone();
-        let encoded = profcol_pipeline::cpu::run(move || {
+        let encoded = profcol_model::cpu::run(move || {
             encode(data.data(), &opts, now, SystemTime::now(), skip)
         })
         .await;
@@ -244,7 +244,7 @@ impl Exporter for SentryExporter {
                     self.counters
                         .envelopes_refused
                         .fetch_add(1, Ordering::Relaxed);
-                    profcol_pipeline::warn_limited!(exporter = %ctx.id, chunk_id = %env.chunk_id, samples = env.samples, error = %detail, "Sentry refused a profile chunk");
+                    profcol_model::warn_limited!(exporter = %ctx.id, chunk_id = %env.chunk_id, samples = env.samples, error = %detail, "Sentry refused a profile chunk");
                     rejected += env.samples;
                     refusal = Some(detail);
                 }

@@ -86,7 +86,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::model::dictionary::DictionaryBuilder;
+    use crate::dictionary::DictionaryBuilder;
     use crate::proto::{
         any_value::Value, AnyValue, Function, InstrumentationScope, KeyValue, KeyValueAndUnit,
         Line, Link, Location, Mapping, Profile, ProfilesDictionary, Resource, ResourceProfiles,
@@ -152,7 +152,7 @@ mod tests {
         assert_eq!(dict.stack_table[1].location_indices, vec![1]);
         assert_eq!(dict.location_table[1].lines[0].function_index, 1);
         assert_eq!(dict.function_table[1].name_strindex, 1);
-        crate::model::validate(&d).unwrap();
+        crate::validate(&d).unwrap();
     }
 
     /// Any index into a table of `n` entries, or (rarely) past it or negative.
@@ -327,7 +327,7 @@ mod tests {
             d.link_table.len(),
             d.attribute_table.len().saturating_sub(shorter),
         );
-        let profiles = crate::model::profiles(&got.resource_profiles);
+        let profiles = crate::profiles(&got.resource_profiles);
         for (p, _) in profiles.zip(flags).filter(|(_, &m)| m) {
             p.samples.iter().for_each(|s| marks.sample(s));
         }

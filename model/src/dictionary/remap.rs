@@ -1,4 +1,4 @@
-use crate::model::profiles_mut;
+use crate::profiles_mut;
 use crate::proto::{ProfilesData, ProfilesDictionary, ResourceProfiles};
 use profcol_prefetch::{ahead, prefetch_slice};
 

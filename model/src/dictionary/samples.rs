@@ -2,8 +2,8 @@
 
 use std::hash::{Hash, Hasher};
 
-use crate::model::{profiles_mut, ProfileAt};
 use crate::proto::{Profile, ProfilesData, ProfilesDictionary, Sample};
+use crate::{profiles_mut, ProfileAt};
 
 use super::{multiset_hash, Lookup};
 

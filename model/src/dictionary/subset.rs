@@ -17,7 +17,7 @@ use crate::proto::{
 use super::mark::close;
 use super::split::extract_live;
 use super::{visit, Live, PerTable, Remap, Table};
-use crate::model::profile_sample_count;
+use crate::profile_sample_count;
 
 /// Some profiles of a batch and what they use of its dictionary.
 #[derive(Debug, Clone)]
@@ -25,7 +25,7 @@ pub struct Subset {
     /// Positions of its profiles in the batch (resources, their scopes,
     /// their profiles, in order), ascending.
     profiles: Vec<u32>,
-    /// Observations of its profiles ([`crate::model::profile_sample_count`]).
+    /// Observations of its profiles ([`crate::profile_sample_count`]).
     samples: u64,
     live: Live,
     remap: Remap,
@@ -526,7 +526,7 @@ mod tests {
     use prost::Message;
 
     use super::*;
-    use crate::model::synth;
+    use crate::synth;
 
     /// A larger batch than the property test makes: many links,
     /// attributes and stacks, so every table's entries move.

@@ -6,8 +6,8 @@
 
 use proptest::prelude::*;
 
-use profcol_pipeline::model::dictionary::Table;
-use profcol_pipeline::proto::{
+use profcol_model::dictionary::Table;
+use profcol_model::proto::{
     any_value::Value, AnyValue, ArrayValue, Function, InstrumentationScope, KeyValue,
     KeyValueAndUnit, KeyValueList, Line, Link, Location, Mapping, Profile, ProfilesData,
     ProfilesDictionary, Resource, ResourceProfiles, Sample, ScopeProfiles, Stack, ValueType,

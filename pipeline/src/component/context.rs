@@ -3,10 +3,10 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::memory::{Exhausted, Held, MemoryBudget};
-use crate::model::ProfileBatch;
 use crate::runtime::Pipeline;
 use crate::telemetry::Telemetry;
+use profcol_model::memory::{Exhausted, Held, MemoryBudget};
+use profcol_model::ProfileBatch;
 
 /// Why samples were dropped or refused; the `reason` label of the metrics.
 pub type DropReason = &'static str;

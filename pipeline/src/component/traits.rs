@@ -5,7 +5,7 @@ use async_trait::async_trait;
 
 use super::context::{DropReason, ExporterContext, ProcessContext, ReceiverContext};
 use crate::config::{ComponentConfig, ConfigErrors, QueueSettings, RetrySettings};
-use crate::model::ProfileBatch;
+use profcol_model::ProfileBatch;
 
 /// Makes receivers of one YAML type. `create` decodes and validates the
 /// config and binds nothing, so `profcol validate` can call it.
@@ -121,7 +121,7 @@ pub struct GateRefusal {
 /// sample it takes (it may merge batches but drops nothing); the memory a
 /// held batch reserved stays reserved until what it was merged into is
 /// emitted, which then holds a reservation of its own size
-/// ([`crate::memory::Held::merge`]).
+/// ([`profcol_model::memory::Held::merge`]).
 pub trait Stateful: Send {
     /// Takes a batch; pushes to `out` whatever is ready to go on.
     fn accept(
@@ -371,7 +371,7 @@ pub trait Storage: Send + Sync {
         &self,
         owner: &str,
         settings: &QueueSettings,
-        budget: Arc<crate::memory::MemoryBudget>,
+        budget: Arc<profcol_model::memory::MemoryBudget>,
         telemetry: Arc<crate::telemetry::Telemetry>,
     ) -> anyhow::Result<Arc<dyn crate::runtime::queue::Queue>>;
 

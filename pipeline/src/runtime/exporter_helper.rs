@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::component::{ExportError, Exporter, ExporterContext, ExporterSettings, Request};
 use crate::config::{RetrySettings, Sizer};
-use crate::memory::MemoryBudget;
 use crate::telemetry::Telemetry;
+use profcol_model::memory::MemoryBudget;
 
 use super::pipeline::ExporterQueue;
 use super::queue::{Ack, MemoryQueue, Queue};
@@ -354,7 +354,7 @@ mod tests {
     use super::*;
     use crate::component::ExportOutcome;
     use crate::config::{Duration as D, QueueSettings};
-    use crate::model::ProfileBatch;
+    use profcol_model::ProfileBatch;
 
     struct Nop;
 

@@ -29,9 +29,9 @@ use crate::component::{
     ConsumeError, Gate, ProcessContext, Processor, ProcessorCounts, StageContext, Verdict,
 };
 use crate::config::ComponentId;
-use crate::memory::{Held, MemoryBudget};
-use crate::model::ProfileBatch;
 use crate::telemetry::Telemetry;
+use profcol_model::memory::{Held, MemoryBudget};
+use profcol_model::ProfileBatch;
 
 use super::queue::{Queue, QueueError, Slot};
 
@@ -289,7 +289,7 @@ impl Pipeline {
                     let batch = if batch.is_decoded() || batch.encoded_len() < DECODE_APART {
                         batch
                     } else {
-                        crate::cpu::run(move || {
+                        profcol_model::cpu::run(move || {
                             batch.data();
                             batch
                         })
@@ -297,7 +297,7 @@ impl Pipeline {
                     };
                     let mut chain = chain.lock_owned().await;
                     let work = budget.for_work(held(&batch)).await;
-                    crate::cpu::run(move || {
+                    profcol_model::cpu::run(move || {
                         let r = chain.process(batch);
                         drop(work);
                         r
@@ -575,7 +575,7 @@ impl StageWorker {
                 _ = sleep_until(deadline), if deadline.is_some() => Step::Tick,
             };
             let flush = matches!(step, Step::Flush);
-            let (worker, out) = crate::cpu::run(move || {
+            let (worker, out) = profcol_model::cpu::run(move || {
                 let out = self.step(step);
                 (self, out)
             })
@@ -729,9 +729,9 @@ mod tests {
             telemetry,
         ));
         // Over DECODE_APART, so an active chain decodes it on the CPU pool.
-        let bytes = Bytes::from(crate::model::synth::request(20_000, 2_000).encode_to_vec());
+        let bytes = Bytes::from(profcol_model::synth::request(20_000, 2_000).encode_to_vec());
         assert!(bytes.len() >= DECODE_APART);
-        let clean = crate::model::wire_check::check(&bytes).unwrap();
+        let clean = profcol_model::wire_check::check(&bytes).unwrap();
         let batch = Arc::new(ProfileBatch::checked(bytes, clean));
         p.prepare(batch).await.unwrap().commit();
         queue.take().await.unwrap().0.batch

@@ -7,8 +7,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::component::{ExporterSettings, Output, ReceiverContext, Route, Storages};
 use crate::config::ComponentId;
-use crate::memory::MemoryBudget;
 use crate::telemetry::{serve_metrics, Telemetry};
+use profcol_model::memory::MemoryBudget;
 
 use super::build::{ExporterNode, Graph, PipelineNode, ReceiverNode};
 use super::exporter_helper;
@@ -164,7 +164,7 @@ impl RunningService {
         }
 
         if opts.guard_process_memory {
-            svc.extensions.push(crate::memory::spawn_guard(
+            svc.extensions.push(profcol_model::memory::spawn_guard(
                 svc.budget.clone(),
                 stop_extensions.clone(),
             ));

@@ -2,10 +2,9 @@
 //! `tracing` event and the metric, with the Collector's metric names.
 //! Counts are in OTLP samples.
 
-mod log_limit;
 mod server;
 
-pub use log_limit::LogLimit;
+pub use profcol_model::log_limit::LogLimit;
 pub use server::serve_metrics;
 
 use prometheus_client::encoding::text::encode;

@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use prost::Message;
 
+use profcol_model::proto::ProfilesData;
+use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{ProcessContext, Processor};
-use profcol_pipeline::proto::ProfilesData;
 use profcol_pipeline::telemetry::Telemetry;
-use profcol_pipeline::ProfileBatch;
 
 pub const RUNS: usize = 30;
 pub const WARM: usize = 10;

@@ -39,11 +39,11 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{
     ProcessContext, Processor, ProcessorFactory, StageContext, Stateful, Verdict,
 };
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
-use profcol_pipeline::model::ProfileBatch;
 
 pub use config::BatchConfig;
 

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use profcol_pipeline::memory::Held;
-use profcol_pipeline::model::dictionary::{extract, Merger};
-use profcol_pipeline::model::{profile_sample_count, BatchMeta, Origin, ProfileBatch};
-use profcol_pipeline::proto::{ResourceProfiles, ScopeProfiles};
+use profcol_model::dictionary::{extract, Merger};
+use profcol_model::memory::Held;
+use profcol_model::proto::{ResourceProfiles, ScopeProfiles};
+use profcol_model::{profile_sample_count, BatchMeta, Origin, ProfileBatch};
 
 /// What keeps batches apart: the client's values of each metadata key
 /// (unset and empty are different, as in the Collector) and the origin.
@@ -166,7 +166,7 @@ fn push_profile(
     part: &mut Vec<ResourceProfiles>,
     rp: &ResourceProfiles,
     sp: &ScopeProfiles,
-    p: profcol_pipeline::proto::Profile,
+    p: profcol_model::proto::Profile,
 ) {
     let same_resource = part
         .last()

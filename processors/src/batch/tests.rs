@@ -3,10 +3,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use prost::Message;
 
+use profcol_model::memory::{Held, MemoryBudget};
+use profcol_model::{resolve, synth, validate, Detail, ProfileBatch};
 use profcol_pipeline::component::{Processor, StageContext, Stateful};
 use profcol_pipeline::config::{ComponentConfig, Kind};
-use profcol_pipeline::memory::{Held, MemoryBudget};
-use profcol_pipeline::model::{resolve, synth, validate, Detail, ProfileBatch};
 use profcol_pipeline::telemetry::Telemetry;
 
 use super::*;
@@ -36,8 +36,8 @@ fn view(batches: &[ProfileBatch]) -> Vec<String> {
     v
 }
 
-fn resolve_text(p: &profcol_pipeline::model::ResolvedProfile) -> String {
-    profcol_pipeline::model::ResolvedView {
+fn resolve_text(p: &profcol_model::ResolvedProfile) -> String {
+    profcol_model::ResolvedView {
         profiles: vec![p.clone()],
     }
     .to_text()

@@ -1,9 +1,9 @@
 //! The dictionary rebuild: references resolved, tables rebuilt by value
 //! bottom up (via `model::dictionary::dedup_with`), samples merged.
 
-use profcol_pipeline::model::dictionary::{dedup_with, resolve_references, PerTable};
-use profcol_pipeline::model::{profiles_mut, ProfileBatch};
-use profcol_pipeline::proto::{ProfilesData, ProfilesDictionary};
+use profcol_model::dictionary::{dedup_with, resolve_references, PerTable};
+use profcol_model::proto::{ProfilesData, ProfilesDictionary};
+use profcol_model::{profiles_mut, ProfileBatch};
 
 use super::DictionaryDedupConfig;
 use crate::merge::{SampleMerger, Tables};

@@ -18,9 +18,9 @@ mod tests;
 
 use std::sync::Arc;
 
+use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, Verdict};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
-use profcol_pipeline::model::ProfileBatch;
 
 use crate::merge::SampleMerger;
 

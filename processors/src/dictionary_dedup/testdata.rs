@@ -5,19 +5,19 @@
 
 use proptest::prelude::*;
 
-use profcol_pipeline::component::{ProcessContext, Processor, Verdict};
-use profcol_pipeline::formats::sentry::{self, ReceiveOptions};
-use profcol_pipeline::model::{resolve, validate, Detail, ProfileBatch};
-use profcol_pipeline::proto::{
+use profcol_model::proto::{
     any_value::Value, AnyValue, ArrayValue, Function, InstrumentationScope, KeyValue,
     KeyValueAndUnit, Line, Link, Location, Mapping, Profile, ProfilesData, ProfilesDictionary,
     Resource, ResourceProfiles, Sample, ScopeProfiles, Stack, ValueType,
 };
+use profcol_model::{resolve, validate, Detail, ProfileBatch};
+use profcol_pipeline::component::{ProcessContext, Processor, Verdict};
+use profcol_pipeline::formats::sentry::{self, ReceiveOptions};
 use profcol_pipeline::telemetry::Telemetry;
 
 // ---------------------------------------------------------------- fixtures
 
-pub use profcol_pipeline::testing::fixture as fixture_bytes;
+pub use profcol_model::testing::fixture as fixture_bytes;
 
 /// A recorded OTLP request (`tests/fixtures/otlp/NAME`), as received: the
 /// batch keeps its bytes for pass-through.

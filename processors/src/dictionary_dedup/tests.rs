@@ -1,13 +1,13 @@
 use proptest::prelude::*;
 use prost::Message;
 
-use profcol_pipeline::config::{ComponentConfig, Kind};
-use profcol_pipeline::model::dictionary::{mark, DictionaryBuilder, PerTable};
-use profcol_pipeline::model::{resolve, validate, Detail, ProfileBatch};
-use profcol_pipeline::proto::{
+use profcol_model::dictionary::{mark, DictionaryBuilder, PerTable};
+use profcol_model::proto::{
     any_value::Value, AnyValue, KeyValue, KeyValueAndUnit, Line, Location, Profile, ProfilesData,
     ProfilesDictionary, Resource, ResourceProfiles, Sample, ScopeProfiles,
 };
+use profcol_model::{resolve, validate, Detail, ProfileBatch};
+use profcol_pipeline::config::{ComponentConfig, Kind};
 
 use super::testdata::{self, full, run};
 use super::*;
@@ -111,11 +111,11 @@ fn duplicated() -> ProfilesData {
         string_table: ["", "main", "orphan", "main"].map(String::from).to_vec(),
         function_table: vec![
             Default::default(),
-            profcol_pipeline::proto::Function {
+            profcol_model::proto::Function {
                 name_strindex: 1,
                 ..Default::default()
             },
-            profcol_pipeline::proto::Function {
+            profcol_model::proto::Function {
                 name_strindex: 3,
                 ..Default::default()
             },
@@ -139,10 +139,10 @@ fn duplicated() -> ProfilesData {
         ],
         stack_table: vec![
             Default::default(),
-            profcol_pipeline::proto::Stack {
+            profcol_model::proto::Stack {
                 location_indices: vec![1],
             },
-            profcol_pipeline::proto::Stack {
+            profcol_model::proto::Stack {
                 location_indices: vec![2],
             },
         ],
@@ -421,7 +421,7 @@ fn a_converted_sentry_chunk_keeps_its_meaning() {
 
 fn has_references(d: &ProfilesData) -> bool {
     let mut resolved = d.clone();
-    profcol_pipeline::model::dictionary::resolve_references(&mut resolved) > 0
+    profcol_model::dictionary::resolve_references(&mut resolved) > 0
 }
 
 proptest! {
@@ -446,7 +446,7 @@ proptest! {
         // shrinks the encoding.
         let mut baseline = d.clone();
         if resolve_refs {
-            profcol_pipeline::model::dictionary::resolve_references(&mut baseline);
+            profcol_model::dictionary::resolve_references(&mut baseline);
         }
         prop_assert!(out.encoded_len() <= baseline.encoded_len(),
             "{} > {}", out.encoded_len(), baseline.encoded_len());

@@ -24,12 +24,12 @@ mod tests;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use profcol_model::memory;
+use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{
     Gate, GateRefusal, ProcessContext, Processor, ProcessorFactory, Verdict,
 };
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
-use profcol_pipeline::memory;
-use profcol_pipeline::model::ProfileBatch;
 
 pub use config::{Limits, MemoryLimiterConfig};
 

@@ -2,8 +2,8 @@
 
 use hashbrown::HashTable;
 
-use profcol_pipeline::model::dictionary::{mix64, samples_identity, SampleIdentity};
-use profcol_pipeline::proto::Sample;
+use profcol_model::dictionary::{mix64, samples_identity, SampleIdentity};
+use profcol_model::proto::Sample;
 
 use super::identity::Key;
 use super::NONE;

@@ -1,8 +1,8 @@
 //! A sample's identity and shape apart from its stack, numbered exactly
 //! ([`RestCode`], [`Singles`]) or hashed ([`Key`]), for grouping.
 
-use profcol_pipeline::model::dictionary::{mix64, multiset_hash, SampleShape};
-use profcol_pipeline::proto::Sample;
+use profcol_model::dictionary::{mix64, multiset_hash, SampleShape};
+use profcol_model::proto::Sample;
 
 use super::{Tables, DROP, NONE};
 

@@ -44,11 +44,11 @@ mod points;
 #[cfg(test)]
 mod tests;
 
-use profcol_pipeline::model::dictionary::SampleMarks;
+use profcol_model::dictionary::SampleMarks;
 use profcol_prefetch::{prefetch, retain_ahead};
 
 use crate::prefetch_sample;
-use profcol_pipeline::proto::{Profile, ProfilesDictionary, Sample};
+use profcol_model::proto::{Profile, ProfilesDictionary, Sample};
 
 use groups::Groups;
 use identity::{mapped, rest_of, RestCode, Singles};

@@ -1,7 +1,7 @@
 //! The points of folded samples: set aside as the samples go, then ordered
 //! by group and appended to the samples kept.
 
-use profcol_pipeline::proto::Sample;
+use profcol_model::proto::Sample;
 use profcol_prefetch::{prefetch, AHEAD};
 
 /// Appends to the points (`field`) of each sample `g` its group's share of

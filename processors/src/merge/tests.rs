@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 
-use profcol_pipeline::model::dictionary::{SampleMarks, SampleShape};
-use profcol_pipeline::proto::{Profile, Sample};
+use profcol_model::dictionary::{SampleMarks, SampleShape};
+use profcol_model::proto::{Profile, Sample};
 
 use super::{SampleMerger, Tables, DROP};
 

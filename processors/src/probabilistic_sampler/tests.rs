@@ -1,6 +1,6 @@
+use profcol_model::validate;
 use profcol_pipeline::component::{Processor, Verdict};
 use profcol_pipeline::config::{ComponentConfig, Kind};
-use profcol_pipeline::model::validate;
 
 use super::*;
 use crate::sampling::tests::{drops, frames, linked_batch, run};

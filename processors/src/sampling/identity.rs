@@ -3,10 +3,10 @@
 
 use std::borrow::Cow;
 
+use profcol_model::dictionary::Lookup;
+use profcol_model::proto::{any_value::Value, Link, Profile, Resource};
+use profcol_model::resolved::format_value;
 use profcol_pipeline::formats::sentry::ids::parse_uuid;
-use profcol_pipeline::model::dictionary::Lookup;
-use profcol_pipeline::model::resolved::format_value;
-use profcol_pipeline::proto::{any_value::Value, Link, Profile, Resource};
 
 pub(crate) const PROFILER_ID: &str = "sentry.profiler_id";
 pub(crate) const SERVICE_INSTANCE_ID: &str = "service.instance.id";

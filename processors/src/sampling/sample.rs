@@ -3,15 +3,15 @@
 //! encoding), then emptied profiles are removed and the dictionary
 //! garbage-collected.
 
+use profcol_model::dictionary::{gc, remove_empty_profiles, Lookup};
 use profcol_pipeline::component::{ProcessContext, Verdict};
-use profcol_pipeline::model::dictionary::{gc, remove_empty_profiles, Lookup};
 use profcol_prefetch::retain_ahead;
 
 use crate::prefetch_sample;
-use profcol_pipeline::model::{
+use profcol_model::proto::Sample;
+use profcol_model::{
     profile_sample_count, profiles, profiles_mut, sample_observations, ProfileBatch,
 };
-use profcol_pipeline::proto::Sample;
 
 use super::config::SamplingMode;
 use super::hash::HashSampler;

@@ -4,15 +4,15 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use prost::Message;
 
-use profcol_pipeline::component::{ProcessContext, Processor, Verdict};
-use profcol_pipeline::config::{ComponentConfig, Kind};
-use profcol_pipeline::formats::sentry::{chunk_to_otlp, parse_envelope, ReceiveOptions};
-use profcol_pipeline::model::dictionary::DictionaryBuilder;
-use profcol_pipeline::model::{resolve, validate, Detail, ProfileBatch};
-use profcol_pipeline::proto::{
+use profcol_model::dictionary::DictionaryBuilder;
+use profcol_model::proto::{
     any_value::Value, AnyValue, KeyValue, Line, Link, Location, Profile, ProfilesData, Resource,
     ResourceProfiles, Sample, ScopeProfiles, ValueType,
 };
+use profcol_model::{resolve, validate, Detail, ProfileBatch};
+use profcol_pipeline::component::{ProcessContext, Processor, Verdict};
+use profcol_pipeline::config::{ComponentConfig, Kind};
+use profcol_pipeline::formats::sentry::{chunk_to_otlp, parse_envelope, ReceiveOptions};
 use profcol_pipeline::telemetry::Telemetry;
 
 use super::*;
@@ -63,7 +63,7 @@ fn text(data: &ProfilesData) -> String {
     resolve(data, Detail::Names).to_text()
 }
 
-use profcol_pipeline::testing::fixture;
+use profcol_model::testing::fixture;
 
 fn sentry_fixture(rel: &str) -> ProfileBatch {
     let bytes = fixture(rel);
@@ -190,7 +190,7 @@ fn sample(frame: &str, trace: &[u8], n: usize) -> (String, Vec<u8>, usize) {
 
 /// Frames of the samples left, per profile.
 pub(crate) fn frames(data: &ProfilesData) -> Vec<Vec<String>> {
-    let lookup = profcol_pipeline::model::dictionary::Lookup::of(data);
+    let lookup = profcol_model::dictionary::Lookup::of(data);
     data.resource_profiles
         .iter()
         .flat_map(|r| &r.scope_profiles)

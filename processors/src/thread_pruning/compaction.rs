@@ -4,8 +4,8 @@
 //! nothing left to re-index in those samples, which would cost a second
 //! pass over every kept sample's attribute list.
 
-use profcol_pipeline::model::dictionary::{retain_flagged, visit, Remap, Table, TableRemap};
-use profcol_pipeline::proto::{ProfilesDictionary, ResourceProfiles};
+use profcol_model::dictionary::{retain_flagged, visit, Remap, Table, TableRemap};
+use profcol_model::proto::{ProfilesDictionary, ResourceProfiles};
 
 use crate::merge::DROP;
 

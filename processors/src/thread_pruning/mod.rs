@@ -26,9 +26,9 @@ mod tests;
 
 use std::sync::Arc;
 
+use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, Verdict};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
-use profcol_pipeline::model::ProfileBatch;
 
 pub use config::{RenameRule, ThreadPruningConfig};
 pub use prune::{MIN_SAMPLES_PER_THREAD, THREAD_DROPPED};

@@ -17,17 +17,15 @@
 
 use hashbrown::HashMap;
 
+use profcol_model::dictionary::{gc_with, remove_empty_profiles, GcOptions, Lookup, SampleMarks};
 use profcol_pipeline::component::{ProcessContext, Verdict};
-use profcol_pipeline::model::dictionary::{
-    gc_with, remove_empty_profiles, GcOptions, Lookup, SampleMarks,
-};
 use profcol_prefetch::{ahead, prefetch_slice, retain_ahead};
 
 use crate::prefetch_sample;
-use profcol_pipeline::model::{profiles, profiles_mut, sample_observations, ProfileBatch};
-use profcol_pipeline::proto::{
+use profcol_model::proto::{
     any_value::Value, KeyValueAndUnit, Profile, ProfilesData, Sample, Stack,
 };
+use profcol_model::{profiles, profiles_mut, sample_observations, ProfileBatch};
 
 use super::compaction::Compaction;
 use super::config::Rules;
@@ -168,7 +166,7 @@ fn plan_attributes(lookup: &Lookup<'_>, rules: &Rules) -> AttrPlans {
                         .or_insert_with(|| {
                             new_attrs.push(KeyValueAndUnit {
                                 key_strindex: a.key_strindex,
-                                value: Some(profcol_pipeline::proto::AnyValue {
+                                value: Some(profcol_model::proto::AnyValue {
                                     value: Some(Value::StringValue(new)),
                                 }),
                                 unit_strindex: a.unit_strindex,

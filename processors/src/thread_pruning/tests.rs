@@ -4,15 +4,15 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use prost::Message;
 
-use profcol_pipeline::component::{ProcessContext, Processor, Verdict};
-use profcol_pipeline::config::{ComponentConfig, Kind};
-use profcol_pipeline::formats::sentry::{chunk_to_otlp, parse_envelope, ReceiveOptions};
-use profcol_pipeline::model::dictionary::{gc, sample_total, DictionaryBuilder, Lookup};
-use profcol_pipeline::model::{resolve, validate, Detail, ProfileBatch};
-use profcol_pipeline::proto::{
+use profcol_model::dictionary::{gc, sample_total, DictionaryBuilder, Lookup};
+use profcol_model::proto::{
     any_value::Value, AnyValue, KeyValue, KeyValueList, Line, Location, Profile, ProfilesData,
     Resource, ResourceProfiles, Sample, ScopeProfiles, ValueType,
 };
+use profcol_model::{resolve, validate, Detail, ProfileBatch};
+use profcol_pipeline::component::{ProcessContext, Processor, Verdict};
+use profcol_pipeline::config::{ComponentConfig, Kind};
+use profcol_pipeline::formats::sentry::{chunk_to_otlp, parse_envelope, ReceiveOptions};
 use profcol_pipeline::telemetry::Telemetry;
 
 use super::*;
@@ -79,7 +79,7 @@ fn text(data: &ProfilesData) -> String {
     resolve(data, Detail::Names).to_text()
 }
 
-use profcol_pipeline::testing::fixture;
+use profcol_model::testing::fixture;
 
 fn otlp_fixture(rel: &str) -> ProfileBatch {
     ProfileBatch::decode(Bytes::from(fixture(rel))).unwrap()
@@ -534,7 +534,7 @@ fn an_unchanged_batch_keeps_its_received_encoding() {
     );
 
     let mut synth = ProfileBatch::decode(Bytes::from(
-        profcol_pipeline::model::synth::request(2_000, 300).encode_to_vec(),
+        profcol_model::synth::request(2_000, 300).encode_to_vec(),
     ))
     .unwrap();
     let (v, _, _) = run(&mut *create("{}").unwrap(), &mut synth);

@@ -5,7 +5,7 @@
 //! Python sends every thread alive at flush, so entries without samples are
 //! common.
 
-use profcol_pipeline::proto::{any_value::Value, AnyValue, KeyValue, KeyValueList};
+use profcol_model::proto::{any_value::Value, AnyValue, KeyValue, KeyValueList};
 
 use super::config::Rules;
 

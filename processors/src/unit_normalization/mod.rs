@@ -15,9 +15,9 @@ pub mod units;
 
 use std::sync::Arc;
 
+use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, Verdict};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
-use profcol_pipeline::model::ProfileBatch;
 
 pub use config::UnitNormalizationConfig;
 pub use normalize::{normalize, normalize_batch, Options, Outcome};

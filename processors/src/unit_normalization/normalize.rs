@@ -15,13 +15,13 @@
 
 use hashbrown::{HashMap, HashSet};
 
-use profcol_pipeline::model::dictionary::{
+use profcol_model::dictionary::{
     retain_flagged, visit, Interner, Lookup, Remap, Table, TableRemap,
 };
-use profcol_pipeline::model::{profiles_mut, ProfileBatch};
-use profcol_pipeline::proto::{
+use profcol_model::proto::{
     any_value::Value, AnyValue, Profile, ProfilesData, ProfilesDictionary, ResourceProfiles, Sample,
 };
+use profcol_model::{profiles_mut, ProfileBatch};
 
 use super::units::{self, Dimension, Target, Unit, NANOSECOND};
 

@@ -1,12 +1,12 @@
 use proptest::prelude::*;
 
-use profcol_pipeline::config::{ComponentConfig, Kind};
-use profcol_pipeline::model::dictionary::{visit, DictionaryBuilder, Lookup, Table};
-use profcol_pipeline::model::{resolve, validate, Detail, ProfileBatch};
-use profcol_pipeline::proto::{
+use profcol_model::dictionary::{visit, DictionaryBuilder, Lookup, Table};
+use profcol_model::proto::{
     any_value::Value, AnyValue, ArrayValue, KeyValueAndUnit, Line, Location, Profile, ProfilesData,
     ProfilesDictionary, ResourceProfiles, Sample, ScopeProfiles, ValueType,
 };
+use profcol_model::{resolve, validate, Detail, ProfileBatch};
+use profcol_pipeline::config::{ComponentConfig, Kind};
 
 use super::units::{self, parse, Dimension, Unit};
 use super::*;

@@ -13,7 +13,7 @@ use http_body_util::BodyExt;
 use prost::Message;
 use tokio::io::AsyncReadExt;
 
-use profcol_pipeline::memory::{MemoryBudget, Reservation};
+use profcol_model::memory::{MemoryBudget, Reservation};
 
 use crate::body::{self, BodyReader};
 use crate::ingest::Refusal;

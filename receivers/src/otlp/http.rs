@@ -16,8 +16,8 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use prost::Message;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
+use profcol_model::proto::{ExportProfilesPartialSuccess, ExportProfilesServiceResponse};
 use profcol_pipeline::component::Authenticator;
-use profcol_pipeline::proto::{ExportProfilesPartialSuccess, ExportProfilesServiceResponse};
 
 use super::config::{CorsConfig, HttpConfig};
 use crate::body::BodyReader;

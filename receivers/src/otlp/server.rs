@@ -6,8 +6,8 @@ use axum::extract::{ConnectInfo, State};
 use axum::response::{IntoResponse, Response};
 use http::{Request, StatusCode};
 
+use profcol_model::proto::{ExportProfilesServiceResponse, EXPORT_PATH};
 use profcol_pipeline::component::{Authenticator, Receiver, ReceiverContext};
-use profcol_pipeline::proto::{ExportProfilesServiceResponse, EXPORT_PATH};
 
 use super::config::OtlpReceiverConfig;
 use super::{grpc, http as otlp_http};

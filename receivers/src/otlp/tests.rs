@@ -200,7 +200,7 @@ mod record_to {
     use profcol_pipeline::telemetry::Telemetry;
 
     fn fixture_request() -> ExportProfilesServiceRequest {
-        let bytes = profcol_pipeline::testing::fixture("otlp/minimal-request.bin");
+        let bytes = profcol_model::testing::fixture("otlp/minimal-request.bin");
         ExportProfilesServiceRequest::decode(bytes.as_slice()).unwrap()
     }
 
@@ -358,12 +358,13 @@ mod revisions {
     use prost::Message;
     use tonic::Code;
 
-    use profcol_pipeline::model::dictionary::{visit, Table};
-    use profcol_pipeline::model::resolved::{resolve, Detail};
-    use profcol_pipeline::proto::{ProfilesData, Sample};
+    use profcol_model::dictionary::{visit, Table};
+    use profcol_model::proto::{ProfilesData, Sample};
+    use profcol_model::resolved::{resolve, Detail};
+    use profcol_model::testing::fixture;
+    use profcol_model::ProfileBatch;
     use profcol_pipeline::telemetry::Telemetry;
-    use profcol_pipeline::testing::{capture, fixture, Capture};
-    use profcol_pipeline::ProfileBatch;
+    use profcol_pipeline::testing::{capture, Capture};
 
     use crate::ingest::{Ingest, OnInvalid, Origin, Refusal};
 
@@ -446,7 +447,7 @@ mod revisions {
         let (i, mut rx, telemetry) = ingest(OnInvalid::Repair);
         send(&i, bytes).await.unwrap();
         let batch = rx.recv().await.unwrap();
-        profcol_pipeline::model::validate(batch.data()).unwrap();
+        profcol_model::validate(batch.data()).unwrap();
         assert_eq!(batch.sample_count(), 13);
         assert_eq!(telemetry.accepted("otlp"), 13);
         assert_eq!(telemetry.repairs("otlp", "index_0_real_entry"), 4);

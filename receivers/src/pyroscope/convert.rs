@@ -9,14 +9,14 @@ use std::io::Read;
 
 use flate2::read::MultiGzDecoder;
 
-use profcol_pipeline::component::ConsumeError;
-use profcol_pipeline::formats::pprof::{decode_pprof_limited, import_pprof};
-use profcol_pipeline::memory::Reservation;
-use profcol_pipeline::model::dictionary::DictionaryBuilder;
-use profcol_pipeline::proto::{
+use profcol_model::dictionary::DictionaryBuilder;
+use profcol_model::memory::Reservation;
+use profcol_model::proto::{
     any_value::Value, AnyValue, InstrumentationScope, Profile, ProfilesData, ProfilesDictionary,
     Resource, ResourceProfiles, ScopeProfiles,
 };
+use profcol_pipeline::component::ConsumeError;
+use profcol_pipeline::formats::pprof::{decode_pprof_limited, import_pprof};
 
 use super::folded::{self, Shape, Text};
 use super::labels::{Described, SAMPLE_LABELS};
@@ -358,7 +358,7 @@ pub fn pprof_estimate(raw: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use profcol_pipeline::memory::MemoryBudget;
+    use profcol_model::memory::MemoryBudget;
 
     fn work() -> Work {
         Work {
@@ -372,7 +372,7 @@ mod tests {
     #[test]
     fn the_estimate_covers_the_converted_pprof() {
         for rel in ["pprof/go-cpu.pb.gz", "pprof/dd-wall.pb.gz"] {
-            let gz = profcol_pipeline::testing::fixture(rel);
+            let gz = profcol_model::testing::fixture(rel);
             let mut w = work();
             let raw = inflate(&gz, &mut w).unwrap().into_owned();
             assert!(
@@ -389,7 +389,7 @@ mod tests {
             )
             .unwrap();
             let data = c.finish().unwrap();
-            let held = profcol_pipeline::model::footprint::heap_bytes(&data);
+            let held = profcol_model::footprint::heap_bytes(&data);
             let need = held + 2 * raw.len();
             assert!(
                 pprof_estimate(&raw) >= need,

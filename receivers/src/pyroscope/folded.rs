@@ -8,8 +8,8 @@ use std::borrow::Cow;
 
 use ahash::HashMap;
 
-use profcol_pipeline::model::dictionary::DictionaryBuilder;
-use profcol_pipeline::proto::{Line, Location, Profile, Sample, ValueType};
+use profcol_model::dictionary::DictionaryBuilder;
+use profcol_model::proto::{Line, Location, Profile, Sample, ValueType};
 
 /// The two text formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,7 +212,7 @@ pub fn unit_of(units: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use profcol_pipeline::proto::{ProfilesData, ResourceProfiles, ScopeProfiles};
+    use profcol_model::proto::{ProfilesData, ResourceProfiles, ScopeProfiles};
 
     fn shape() -> Shape {
         Shape {
@@ -237,8 +237,8 @@ mod tests {
             }],
             dictionary: Some(dict.finish()),
         };
-        profcol_pipeline::model::validate::validate(&data).unwrap();
-        let r = profcol_pipeline::model::resolved::folded(&data);
+        profcol_model::validate::validate(&data).unwrap();
+        let r = profcol_model::resolved::folded(&data);
         Ok(r[0].samples.iter().map(|(k, v)| (k.clone(), *v)).collect())
     }
 

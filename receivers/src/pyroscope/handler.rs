@@ -54,7 +54,7 @@ impl Kind {
 
 /// A converted request; `None` data when it held no samples.
 struct Converted {
-    data: Option<profcol_pipeline::proto::ProfilesData>,
+    data: Option<profcol_model::proto::ProfilesData>,
     work: Work,
     /// The body as parsed, kept for `record_to`.
     body: Option<Bytes>,
@@ -131,7 +131,7 @@ impl Handler {
         let keep = self.recorder.is_some();
         let item = kind.item();
         let converted =
-            profcol_pipeline::cpu::run(move || convert_ingest(&params, &kind, bytes, work, keep))
+            profcol_model::cpu::run(move || convert_ingest(&params, &kind, bytes, work, keep))
                 .await;
         let c = match converted {
             Ok(c) => c,
@@ -188,10 +188,9 @@ impl Handler {
             Err(r) => return error(&self.refuse(&origin, r)),
         };
         let keep = self.recorder.is_some();
-        let converted = profcol_pipeline::cpu::run(move || {
-            convert_push(bytes, codec, spy.as_ref(), work, keep)
-        })
-        .await;
+        let converted =
+            profcol_model::cpu::run(move || convert_push(bytes, codec, spy.as_ref(), work, keep))
+                .await;
         let c = match converted {
             Ok(c) => c,
             Err(r) => return error(&self.refuse(&origin, r)),

@@ -3,7 +3,7 @@
 //! semantic-convention names of the labels SDKs and agents set, and the
 //! `spyName` of the SDK.
 
-use profcol_pipeline::proto::{any_value::Value, AnyValue, KeyValue};
+use profcol_model::proto::{any_value::Value, AnyValue, KeyValue};
 
 /// The `name` parameter: the application and its labels in order.
 #[derive(Debug, Clone, PartialEq, Eq)]

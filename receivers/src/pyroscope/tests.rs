@@ -12,12 +12,12 @@ use bytes::Bytes;
 use prost::Message;
 use tower::ServiceExt;
 
+use profcol_model::proto::{any_value::Value, ProfilesData};
+use profcol_model::resolved::folded;
+use profcol_model::testing::fixtures_dir as fixtures;
+use profcol_model::validate::validate;
 use profcol_pipeline::formats::pprof::decode_pprof;
-use profcol_pipeline::model::resolved::folded;
-use profcol_pipeline::model::validate::validate;
-use profcol_pipeline::proto::{any_value::Value, ProfilesData};
 use profcol_pipeline::telemetry::Telemetry;
-use profcol_pipeline::testing::fixtures_dir as fixtures;
 
 use super::config::PyroscopeReceiverConfig;
 use super::handler::Handler;
@@ -541,7 +541,7 @@ async fn each_sdks_request_maps_to_the_conventions() {
     assert!(dict.link_table.len() > 1, "samples link to their spans");
 
     // A profile-type suffix is not part of the service, whatever the body.
-    let pprof = profcol_pipeline::testing::fixture("pprof/go-cpu.pb.gz");
+    let pprof = profcol_model::testing::fixture("pprof/go-cpu.pb.gz");
     let req = post(
         "/ingest?name=svc.cpu%7Bhost%3Dh1%7D&format=pprof",
         &[],
@@ -576,7 +576,7 @@ async fn bad_input_gets_its_status_and_reason_and_nothing_else_is_lost() {
         b
     };
     let multipart = ("content-type", "multipart/form-data; boundary=XX");
-    let pprof = profcol_pipeline::testing::fixture("pprof/go-cpu.pb.gz");
+    let pprof = profcol_model::testing::fixture("pprof/go-cpu.pb.gz");
     let mut bad_push = PushRequest {
         series: vec![RawProfileSeries {
             labels: vec![LabelPair {
@@ -832,7 +832,7 @@ async fn push_takes_json_and_answers_in_kind() {
     let mut h = default_harness();
     use base64::Engine;
     let raw = base64::engine::general_purpose::STANDARD
-        .encode(profcol_pipeline::testing::fixture("pprof/go-cpu.pb.gz"));
+        .encode(profcol_model::testing::fixture("pprof/go-cpu.pb.gz"));
     let json = format!(
         r#"{{"series":[{{"labels":[{{"name":"__name__","value":"process_cpu"}},{{"name":"service_name","value":"shop"}},{{"name":"hostname","value":"h1"}}],"samples":[{{"rawProfile":"{raw}","ID":"u"}}]}}]}}"#
     );

@@ -20,8 +20,8 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use bytes::Bytes;
 use tokio::sync::Notify;
 
+use profcol_model::memory::{MemoryBudget, Reservation};
 use profcol_pipeline::config::Sizer;
-use profcol_pipeline::memory::{MemoryBudget, Reservation};
 use profcol_pipeline::net::error_chain;
 use profcol_pipeline::runtime::queue::{BlobLog, Location, RecoveredBlobs};
 use profcol_pipeline::runtime::Backoff;
@@ -457,7 +457,7 @@ impl Forwarder {
                 }
             }
         }
-        profcol_pipeline::warn_limited!(receiver = %self.id, error = %detail, "forwarding failed, will retry");
+        profcol_model::warn_limited!(receiver = %self.id, error = %detail, "forwarding failed, will retry");
         let mut s = self.state.lock().unwrap();
         s.pending.push_back(out);
         self.telemetry
@@ -491,7 +491,7 @@ impl Forwarder {
                         break;
                     }
                     Attempt::Unreachable { detail, .. } => {
-                        profcol_pipeline::warn_limited!(receiver = %self.id, error = %detail, interval = ?delay, "forwarding failed, will retry");
+                        profcol_model::warn_limited!(receiver = %self.id, error = %detail, interval = ?delay, "forwarding failed, will retry");
                     }
                 }
             }
@@ -568,7 +568,7 @@ impl Forwarder {
     async fn attempt(&self, out: &Outgoing) -> Attempt {
         let body = if out.gzip {
             let raw = out.body.clone();
-            profcol_pipeline::cpu::run(move || gzip(&raw)).await
+            profcol_model::cpu::run(move || gzip(&raw)).await
         } else {
             out.body.clone()
         };
@@ -632,7 +632,7 @@ impl Forwarder {
             } else {
                 format!("upstream_{}", status.as_u16())
             };
-            profcol_pipeline::info_limited!(receiver = %self.id, status = status.as_u16(), "the upstream refused forwarded items");
+            profcol_model::info_limited!(receiver = %self.id, status = status.as_u16(), "the upstream refused forwarded items");
             self.count(items, "failed", &reason);
         }
     }

@@ -9,13 +9,13 @@ use axum::Json;
 use bytes::Bytes;
 use serde_json::json;
 
+use profcol_model::dictionary::merge_all;
+use profcol_model::memory::{Held, Reservation};
+use profcol_model::Origin;
+use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{ConsumeError, Output};
 use profcol_pipeline::formats::sentry::{self, Converted, Dsn, Envelope, ReceiveOptions};
-use profcol_pipeline::memory::{Held, Reservation};
-use profcol_pipeline::model::dictionary::merge_all;
-use profcol_pipeline::model::Origin;
 use profcol_pipeline::telemetry::Telemetry;
-use profcol_pipeline::ProfileBatch;
 
 use super::auth;
 use super::config::SentryReceiverConfig;
@@ -154,7 +154,7 @@ impl Handler {
             let status = reply.0.status().as_u16();
             let peer = peer.map(|p| p.to_string()).unwrap_or_default();
             let detail = reply.1.as_deref().unwrap_or("");
-            profcol_pipeline::info_limited!(receiver = %self.id, status, peer = %peer, detail, "envelope refused");
+            profcol_model::info_limited!(receiver = %self.id, status, peer = %peer, detail, "envelope refused");
         }
         reply
     }
@@ -191,7 +191,7 @@ impl Handler {
             headers: headers.clone(),
             peer,
         };
-        let parsed = profcol_pipeline::cpu::run(move || {
+        let parsed = profcol_model::cpu::run(move || {
             handler.parse(bytes, memory, &pid, request_key, &request)
         })
         .await;
@@ -618,7 +618,7 @@ impl Handler {
                     out.push((ty, c));
                 }
                 Err(e) => {
-                    profcol_pipeline::warn_limited!(receiver = %self.id, item = ty, reason = e.reason.as_str(), error = %e.message, "item refused");
+                    profcol_model::warn_limited!(receiver = %self.id, item = ty, reason = e.reason.as_str(), error = %e.message, "item refused");
                     self.telemetry
                         .receiver_item(&self.id, ty, e.reason.as_str());
                 }

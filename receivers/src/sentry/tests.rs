@@ -8,16 +8,16 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use tower::ServiceExt;
 
-use profcol_pipeline::model::resolved::{resolve, Detail};
-use profcol_pipeline::model::validate::validate;
+use profcol_model::resolved::{resolve, Detail};
+use profcol_model::validate::validate;
+use profcol_model::ProfileBatch;
 use profcol_pipeline::telemetry::Telemetry;
-use profcol_pipeline::ProfileBatch;
 
 use super::config::SentryReceiverConfig;
 use super::handler::Handler;
 use super::server::router;
 
-use profcol_pipeline::testing::fixtures_dir as fixtures;
+use profcol_model::testing::fixtures_dir as fixtures;
 
 struct Harness {
     app: axum::Router,
@@ -1064,7 +1064,7 @@ async fn duplicate_slashes_in_the_path_are_folded() {
         let batch = h.rx.try_recv().unwrap();
         assert_eq!(sentry_samples(&batch), 1085, "{path}");
         match &batch.meta.origin {
-            profcol_pipeline::model::Origin::Sentry { project_id, .. } => {
+            profcol_model::Origin::Sentry { project_id, .. } => {
                 assert_eq!(project_id, "42", "{path}")
             }
             other => panic!("{path}: {other:?}"),

@@ -11,14 +11,14 @@ use std::sync::Arc;
 
 use prost::Message;
 
+use profcol_model::proto::ProfilesData;
 use profcol_pipeline::component::ExporterContext;
 use profcol_pipeline::config::{ComponentConfig, Kind};
-use profcol_pipeline::proto::ProfilesData;
 use profcol_pipeline::telemetry::Telemetry;
 
 use super::*;
 
-pub use profcol_pipeline::testing::fixture;
+pub use profcol_model::testing::fixture;
 
 /// `tests/fixtures/otlp/go-cpu.otlp.bin`: a Go CPU profile (pprof) as OTLP,
 /// one Profile per sample type, aggregated values and no timestamps.

@@ -5,10 +5,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use profcol_model::proto::ProfilesData;
+use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, Request};
 use profcol_pipeline::formats::sentry::Reason;
-use profcol_pipeline::proto::ProfilesData;
-use profcol_pipeline::ProfileBatch;
 
 use super::{ctx, exporter, go_cpu};
 use crate::sentry::mock::MockSentry;

@@ -7,12 +7,12 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value as Json;
 
+use profcol_model::Origin;
+use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{Exporter, Request};
 use profcol_pipeline::formats::sentry::{
     chunk_to_otlp, parse_envelope, profile_v1_to_otlp, Reason, ReceiveOptions,
 };
-use profcol_pipeline::model::Origin;
-use profcol_pipeline::ProfileBatch;
 
 use super::sentry_view::{assert_same_samples, samples, thread_names};
 use super::{ctx, exporter, fixture};

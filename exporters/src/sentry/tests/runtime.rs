@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{Receiver, ReceiverContext, ReceiverFactory};
 use profcol_pipeline::config::{load_str, ComponentConfig, ConfigErrors};
 use profcol_pipeline::runtime::{build, Registry, RunningService, RuntimeOptions};
 use profcol_pipeline::telemetry::Telemetry;
-use profcol_pipeline::ProfileBatch;
 
 use super::{go_cpu, long_profile_for_runtime};
 use crate::sentry::mock::MockSentry;

@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 use super::{size_of, Ack, Queue, QueueError, Settle, Slot};
 use crate::component::{Progress, Request};
 use crate::config::Sizer;
-use crate::model::ProfileBatch;
+use profcol_model::ProfileBatch;
 
 pub struct MemoryQueue {
     inner: Arc<Inner>,
@@ -278,7 +278,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_bytes_sizer_counts_encoded_bytes_and_admits_one_oversize_batch_alone() {
-        let big = ProfileBatch::new(crate::model::synth::request(200, 50));
+        let big = ProfileBatch::new(profcol_model::synth::request(200, 50));
         let len = big.encoded_len();
         let q = MemoryQueue::new(len + len / 2, Sizer::Bytes);
         let first = q.try_reserve(&big).unwrap();

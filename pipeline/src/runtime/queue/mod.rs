@@ -21,7 +21,7 @@ use async_trait::async_trait;
 
 use crate::component::{Progress, Request};
 use crate::config::Sizer;
-use crate::model::ProfileBatch;
+use profcol_model::ProfileBatch;
 
 pub use disk::{Blob, BlobLog, DiskQueue, DiskQueueOptions, Location, RecoveredBlobs};
 pub use memory::MemoryQueue;

@@ -7,7 +7,7 @@
 //! each, with `gc` no entry nothing refers to, and with
 //! `resolve_references` no string reference.
 
-use profcol_pipeline::model::dictionary::{gc, resolve_references};
+use profcol_model::dictionary::{gc, resolve_references};
 
 use crate::oracle::{self, Attr, Frame, RProfile, RSample};
 

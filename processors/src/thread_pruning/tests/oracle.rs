@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use regex::Regex;
 
-use profcol_pipeline::proto::Link;
+use profcol_model::proto::Link;
 
 use crate::oracle::{self, Attr, RProfile, RSample, V};
 

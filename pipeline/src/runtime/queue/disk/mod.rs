@@ -35,9 +35,9 @@ use super::memory::fits;
 use super::{size_of, Ack, Queue, QueueError, Settle, Slot};
 use crate::component::{Progress, Request};
 use crate::config::Sizer;
-use crate::memory::{Held, MemoryBudget};
-use crate::model::ProfileBatch;
 use crate::telemetry::Telemetry;
+use profcol_model::memory::{Held, MemoryBudget};
+use profcol_model::ProfileBatch;
 
 use store::{Recovered, Store};
 
@@ -194,7 +194,7 @@ impl Inner {
             .map_err(|e| format!("reading: {e}"))?;
         let payload = record::request_payload(&Bytes::from(record))
             .ok_or("the record no longer checks out (damaged since start-up)")?;
-        let mut batch = crate::cpu::run(move || record::decode_payload(payload)).await?;
+        let mut batch = profcol_model::cpu::run(move || record::decode_payload(payload)).await?;
         let held = batch.held_bytes();
         batch.meta.memory = Some(Held::new(self.budget.force(held)));
         Ok(batch)
@@ -219,7 +219,7 @@ impl Slot for DiskSlot {
             Some(b) => b.clone(),
             None => {
                 let b = batch.clone();
-                crate::cpu::run(move || b.encode_to_bytes()).await
+                profcol_model::cpu::run(move || b.encode_to_bytes()).await
             }
         };
         let at = q

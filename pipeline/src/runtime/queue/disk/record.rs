@@ -16,7 +16,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::component::Progress;
-use crate::model::{BatchMeta, Origin, ProfileBatch};
+use profcol_model::{BatchMeta, Origin, ProfileBatch};
 
 pub const REQUEST_MAGIC: [u8; 4] = *b"PCQR";
 pub const ACK_MAGIC: [u8; 4] = *b"PCQA";
@@ -350,7 +350,7 @@ mod tests {
 
     #[test]
     fn metadata_and_batch_survive_the_round_trip() {
-        let data = crate::model::synth::request(50, 10);
+        let data = profcol_model::synth::request(50, 10);
         let bytes = Bytes::from(prost::Message::encode_to_vec(&data));
         let batch = ProfileBatch::decode(bytes.clone())
             .unwrap()

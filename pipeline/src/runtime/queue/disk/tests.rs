@@ -3,7 +3,7 @@ use std::path::Path;
 use prost::Message;
 
 use super::*;
-use crate::model::synth;
+use profcol_model::synth;
 
 fn opts(dir: &Path, resident: usize) -> DiskQueueOptions {
     DiskQueueOptions {
