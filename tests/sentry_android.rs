@@ -12,8 +12,8 @@ use serde_json::{json, Value as Json};
 
 use common::free_port;
 use profcol_exporters::sentry::mock::MockSentry;
-use profcol_pipeline::formats::sentry::android::{synth, trace};
 use profcol_pipeline::runtime::RuntimeOptions;
+use profcol_sentry::android::{synth, trace};
 
 const START_US: i64 = 1_764_000_000_000_000;
 

@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use common::{free_port, metric, profcol, wait_healthy, Running, Sink};
-use profcol_pipeline::formats::sentry::parse_envelope;
+use profcol_sentry::parse_envelope;
 
 /// What the mock upstream saw of one request.
 #[derive(Debug, Clone)]

@@ -11,7 +11,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 use profcol_exporters::sentry::{encode, Compression, EncodeOptions};
 use profcol_model::synth;
-use profcol_pipeline::formats::sentry::{otlp_to_chunks, ExportOptions};
+use profcol_sentry::{otlp_to_chunks, ExportOptions};
 
 const SAMPLES: usize = 100_000;
 

@@ -8,9 +8,7 @@ use prost::Message;
 
 use profcol_model::proto::ProfilesData;
 use profcol_model::{profiles, validate};
-use profcol_pipeline::formats::sentry::{
-    chunk_to_otlp, otlp_to_chunks, ExportOptions, ReceiveOptions,
-};
+use profcol_sentry::{chunk_to_otlp, otlp_to_chunks, ExportOptions, ReceiveOptions};
 
 fuzz_target!(|bytes: &[u8]| {
     let Ok(data) = ProfilesData::decode(bytes) else {

@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 
 use profcol_model::validate;
-use profcol_pipeline::formats::sentry::{chunk_to_otlp, ReceiveOptions};
+use profcol_sentry::{chunk_to_otlp, ReceiveOptions};
 
 fuzz_target!(|payload: &[u8]| {
     for platform in [None, Some("python"), Some("cocoa")] {

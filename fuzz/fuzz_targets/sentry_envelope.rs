@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 
-use profcol_pipeline::formats::sentry::parse_envelope;
+use profcol_sentry::parse_envelope;
 
 fuzz_target!(|bytes: &[u8]| {
     let Ok(env) = parse_envelope(bytes) else {
@@ -15,7 +15,10 @@ fuzz_target!(|bytes: &[u8]| {
     for item in &env.items {
         let _ = (item.item_type(), item.platform());
         let p = item.payload.as_ptr_range();
-        assert!(p.start >= last && p.end <= range.end, "payloads lie in the input, in order");
+        assert!(
+            p.start >= last && p.end <= range.end,
+            "payloads lie in the input, in order"
+        );
         last = p.end;
     }
     let _ = env.count_by_type();

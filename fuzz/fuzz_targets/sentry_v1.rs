@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 
 use profcol_model::validate;
-use profcol_pipeline::formats::sentry::{profile_v1_to_otlp, ReceiveOptions};
+use profcol_sentry::{profile_v1_to_otlp, ReceiveOptions};
 
 fuzz_target!(|bytes: &[u8]| {
     let (profile, transaction) = match bytes.iter().position(|&b| b == 0) {

@@ -1,7 +1,7 @@
 //! Dictionary work against the baseline every request pays anyway: prost
 //! decode + encode of the same request.
 //!
-//! `cargo bench -p profcol-pipeline --bench dictionary`
+//! `cargo bench -p profcol-model --bench dictionary`
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

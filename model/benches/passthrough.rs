@@ -6,7 +6,7 @@
 //! reference-count bump; `decode_validate_reencode` is the cost once a
 //! processor has changed the batch.
 //!
-//! `cargo bench -p profcol-pipeline --bench passthrough`
+//! `cargo bench -p profcol-model --bench passthrough`
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -131,7 +131,7 @@ fn count_chunks(headers: &HeaderMap, body: &[u8]) -> Result<u64, String> {
         "identity" | "" => body,
         other => return Err(format!("unexpected content-encoding {other}")),
     };
-    let env = profcol_pipeline::formats::sentry::envelope::parse(bytes)
+    let env = profcol_sentry::envelope::parse(bytes)
         .map_err(|e| format!("the exporter sent a broken envelope: {e}"))?;
     Ok(env
         .items

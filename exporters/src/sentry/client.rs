@@ -9,7 +9,7 @@ use http::header::{CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
 use super::config::Compression;
 use super::rate_limits::RateLimits;
 use crate::http_common::error_chain;
-use profcol_pipeline::formats::sentry::Dsn;
+use profcol_sentry::Dsn;
 
 /// `sentry_client` and `User-Agent`.
 pub const CLIENT_NAME: &str = concat!("profcol/", env!("CARGO_PKG_VERSION"));

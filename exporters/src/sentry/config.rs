@@ -1,9 +1,9 @@
 use serde::{Deserialize, Serialize};
 
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
-use profcol_pipeline::formats::sentry::MAX_CHUNK_DURATION_NS;
+use profcol_sentry::MAX_CHUNK_DURATION_NS;
 
-use profcol_pipeline::formats::sentry::Dsn;
+use profcol_sentry::Dsn;
 
 /// `exporters: sentry:`. Queue, retry and timeout keys have the
 /// Collector's names and defaults.

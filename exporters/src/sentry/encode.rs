@@ -17,9 +17,7 @@ use flate2::write::GzEncoder;
 
 use profcol_model::profiles;
 use profcol_model::proto::ProfilesData;
-use profcol_pipeline::formats::sentry::{
-    otlp_to_chunks, write_envelope, ChunkResult, Dropped, ExportOptions,
-};
+use profcol_sentry::{otlp_to_chunks, write_envelope, ChunkResult, Dropped, ExportOptions};
 
 use super::config::Compression;
 use super::rate_limits::category_for_platform;

@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value as Json;
 
-use profcol_pipeline::formats::sentry::parse_envelope;
+use profcol_sentry::parse_envelope;
 
 #[derive(Debug, Clone)]
 pub struct Recorded {

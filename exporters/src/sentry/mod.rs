@@ -53,7 +53,7 @@ use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 pub use client::Reply;
 pub use config::{Compression, SentryExporterConfig};
 pub use encode::{encode, EncodeOptions, Encoded, Envelope};
-pub use profcol_pipeline::formats::sentry::Dsn;
+pub use profcol_sentry::Dsn;
 pub use rate_limits::RateLimits;
 
 use client::Client;
@@ -129,7 +129,7 @@ impl SentryExporter {
             environment: cfg.environment.clone(),
             release: cfg.release.clone(),
             // Made once per exporter, stable while it runs.
-            instance_id: profcol_pipeline::formats::sentry::ids::random_uuid(),
+            instance_id: profcol_sentry::ids::random_uuid(),
         };
         Ok(Self {
             client,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::http_common::{parse_retry_after, secs_to_duration};
 
-use profcol_pipeline::formats::sentry::ProfileType;
+use profcol_sentry::ProfileType;
 
 /// Data category of a `profile_chunk`.
 pub const PROFILE_CHUNK: &str = "profile_chunk";

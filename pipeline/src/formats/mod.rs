@@ -3,4 +3,3 @@
 pub mod otlp_json;
 pub mod otlp_revisions;
 pub mod pprof;
-pub mod sentry;

@@ -12,8 +12,8 @@ use profcol_model::proto::{
 };
 use profcol_model::{resolve, validate, Detail, ProfileBatch};
 use profcol_pipeline::component::{ProcessContext, Processor, Verdict};
-use profcol_pipeline::formats::sentry::{self, ReceiveOptions};
 use profcol_pipeline::telemetry::Telemetry;
+use profcol_sentry::{self as sentry, ReceiveOptions};
 
 // ---------------------------------------------------------------- fixtures
 

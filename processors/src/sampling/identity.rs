@@ -6,7 +6,6 @@ use std::borrow::Cow;
 use profcol_model::dictionary::Lookup;
 use profcol_model::proto::{any_value::Value, Link, Profile, Resource};
 use profcol_model::resolved::format_value;
-use profcol_pipeline::formats::sentry::ids::parse_uuid;
 
 pub(crate) const PROFILER_ID: &str = "sentry.profiler_id";
 pub(crate) const SERVICE_INSTANCE_ID: &str = "service.instance.id";
@@ -22,6 +21,16 @@ pub(crate) fn session<'a>(lookup: &Lookup<'a>, p: &Profile, resource: &'a [u8]) 
         },
         _ => Cow::Borrowed(resource),
     }
+}
+
+/// A Sentry id's 16 bytes, read as `profcol_sentry::ids::parse_uuid` reads
+/// it (hyphenated or not, in braces or after `urn:uuid:`; the nil id is no
+/// id), without depending on the Sentry formats for it.
+fn parse_uuid(s: &str) -> Option<[u8; 16]> {
+    uuid::Uuid::try_parse(s.trim())
+        .ok()
+        .filter(|u| !u.is_nil())
+        .map(uuid::Uuid::into_bytes)
 }
 
 /// A resource's bytes: `service.instance.id`, else every attribute as

@@ -251,7 +251,7 @@ impl Forwarder {
     #[allow(clippy::too_many_arguments)]
     pub fn outgoing(
         &self,
-        envelope: &profcol_pipeline::formats::sentry::Envelope<'_>,
+        envelope: &profcol_sentry::Envelope<'_>,
         whole: &Bytes,
         keep: impl Fn(&str) -> bool,
         project_id: &str,
@@ -325,10 +325,7 @@ impl Forwarder {
 
     /// The envelope header line with its `dsn` rewritten, when the project
     /// or key is and the header has one.
-    fn header_line(
-        &self,
-        envelope: &profcol_pipeline::formats::sentry::Envelope<'_>,
-    ) -> Option<Vec<u8>> {
+    fn header_line(&self, envelope: &profcol_sentry::Envelope<'_>) -> Option<Vec<u8>> {
         if self.project.is_none() && self.key.is_none() {
             return None;
         }
@@ -673,7 +670,7 @@ pub fn merge_rate_limits(
 mod tests {
     use super::*;
     use profcol_pipeline::config::{ComponentConfig, Kind};
-    use profcol_pipeline::formats::sentry::parse_envelope;
+    use profcol_sentry::parse_envelope;
 
     fn forwarder(yaml: &str) -> Arc<Forwarder> {
         let cfg = ComponentConfig::from_yaml(Kind::Receiver, "sentry", yaml).unwrap();

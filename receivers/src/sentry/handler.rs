@@ -14,8 +14,8 @@ use profcol_model::memory::{Held, Reservation};
 use profcol_model::Origin;
 use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{ConsumeError, Output};
-use profcol_pipeline::formats::sentry::{self, Converted, Dsn, Envelope, ReceiveOptions};
 use profcol_pipeline::telemetry::Telemetry;
+use profcol_sentry::{self as sentry, Converted, Dsn, Envelope, ReceiveOptions};
 
 use super::auth;
 use super::config::SentryReceiverConfig;

@@ -245,7 +245,7 @@ async fn every_recorded_request_replays_over_http() {
 
         // What the recording holds, from the decoded body.
         let envelope = std::fs::read(fixtures().join(format!("{rel}.envelope"))).unwrap();
-        let parsed = profcol_pipeline::formats::sentry::parse_envelope(&envelope).unwrap();
+        let parsed = profcol_sentry::parse_envelope(&envelope).unwrap();
         let id = body["id"].as_str().unwrap_or_default();
         match parsed.header.get("event_id").and_then(|e| e.as_str()) {
             // The envelope's event_id, as Relay answers.
@@ -959,7 +959,7 @@ async fn keys_are_read_from_each_place_and_chunked_bodies_are_accepted() {
 #[tokio::test]
 async fn v1_samples_outside_the_transaction_are_counted_over_http() {
     let bytes = std::fs::read(fixtures().join("sentry-python/v1/0001.envelope")).unwrap();
-    let env = profcol_pipeline::formats::sentry::parse_envelope(&bytes).unwrap();
+    let env = profcol_sentry::parse_envelope(&bytes).unwrap();
     let mut profile: serde_json::Value = serde_json::from_slice(env.items[0].payload).unwrap();
     profile["transactions"][0]["relative_end_ns"] = serde_json::json!("1000000000");
     let samples = profile["profile"]["samples"].as_array().unwrap();

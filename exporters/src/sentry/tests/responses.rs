@@ -8,7 +8,7 @@ use std::time::Duration;
 use profcol_model::proto::ProfilesData;
 use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, Request};
-use profcol_pipeline::formats::sentry::Reason;
+use profcol_sentry::Reason;
 
 use super::{ctx, exporter, go_cpu};
 use crate::sentry::mock::MockSentry;
@@ -62,7 +62,7 @@ async fn pprof_cpu_profile_is_expanded_into_timestamped_samples() {
     );
     for r in &reqs {
         let bytes = r.envelope();
-        let env = profcol_pipeline::formats::sentry::parse_envelope(&bytes).unwrap();
+        let env = profcol_sentry::parse_envelope(&bytes).unwrap();
         // Nothing in a pprof profile names the runtime: the configured platform.
         assert_eq!(env.items[0].platform(), Some("go"));
         let chunk = r.chunk();

@@ -10,9 +10,7 @@ use serde_json::Value as Json;
 use profcol_model::Origin;
 use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{Exporter, Request};
-use profcol_pipeline::formats::sentry::{
-    chunk_to_otlp, parse_envelope, profile_v1_to_otlp, Reason, ReceiveOptions,
-};
+use profcol_sentry::{chunk_to_otlp, parse_envelope, profile_v1_to_otlp, Reason, ReceiveOptions};
 
 use super::sentry_view::{assert_same_samples, samples, thread_names};
 use super::{ctx, exporter, fixture};

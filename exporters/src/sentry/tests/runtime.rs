@@ -175,7 +175,7 @@ async fn the_exporters_own_drops_are_counted_once_by_the_runtime() {
     assert_eq!(t.send_failed("sentry"), per_batch, "B as a whole");
     assert!(t
         .encode_text()
-        .contains(profcol_pipeline::formats::sentry::Reason::DuplicateSampleType.as_str()));
+        .contains(profcol_sentry::Reason::DuplicateSampleType.as_str()));
     assert_counted_once(&t);
 
     // Retries run out: the batch fails as a whole, its drops included.
