@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use common::{free_port, wait_healthy, Running};
 use profcol_model::testing::fixtures_dir;
-use profcol_pipeline::formats::pprof::decode_pprof;
+use profcol_pprof::decode_pprof;
 
 fn config(dir: &Path, port: u16, health: u16) -> String {
     let metrics = free_port();

@@ -7,7 +7,7 @@ use prost::Message;
 
 use profcol_model::proto::ProfilesData;
 use profcol_model::validate;
-use profcol_pipeline::formats::pprof::{pprof_to_otlp, to_pprof, ToPprofOptions};
+use profcol_pprof::{pprof_to_otlp, to_pprof, ToPprofOptions};
 
 fuzz_target!(|bytes: &[u8]| {
     let Ok(data) = ProfilesData::decode(bytes) else {

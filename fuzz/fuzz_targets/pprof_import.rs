@@ -5,9 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 
 use profcol_model::validate;
-use profcol_pipeline::formats::pprof::{
-    decode_pprof_limited, pprof_to_otlp, to_pprof, ToPprofOptions,
-};
+use profcol_pprof::{decode_pprof_limited, pprof_to_otlp, to_pprof, ToPprofOptions};
 
 fuzz_target!(|bytes: &[u8]| {
     let Ok(p) = decode_pprof_limited(bytes, 16 << 20) else {

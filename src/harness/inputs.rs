@@ -79,9 +79,9 @@ pub fn load(path: &Path, format: Option<InputFormat>) -> anyhow::Result<Payload>
         }
         InputFormat::OtlpFile => file_output(&read(path)?)?,
         InputFormat::Pprof => {
-            let profile = profcol_pipeline::formats::pprof::decode_pprof(&read(path)?)
+            let profile = profcol_pprof::decode_pprof(&read(path)?)
                 .map_err(|e| anyhow::anyhow!("{}: not a pprof profile: {e}", path.display()))?;
-            let data = profcol_pipeline::formats::pprof::pprof_to_otlp(&profile)
+            let data = profcol_pprof::pprof_to_otlp(&profile)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             Payload::Otlp(vec![otlp(data)])
         }

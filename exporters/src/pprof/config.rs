@@ -1,7 +1,7 @@
 use serde::{Deserialize, Serialize};
 
 use profcol_pipeline::config::{ConfigErrors, Duration};
-use profcol_pipeline::formats::pprof::{keys, DEFAULT_GZIP_LEVEL};
+use profcol_pprof::{keys, DEFAULT_GZIP_LEVEL};
 
 use super::file_name::FileNameTemplate;
 

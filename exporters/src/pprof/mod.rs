@@ -3,7 +3,7 @@
 //! the profiles came through.
 //!
 //! One file per resource and sample type (or per resource with
-//! `merge_sample_types`), see [`profcol_pipeline::formats::pprof`]. Files
+//! `merge_sample_types`), see [`profcol_pprof`]. Files
 //! appear atomically (see [`files`]); `max_files` / `max_total_size_mib`
 //! delete the oldest (see [`retention`]). Encoding and file I/O run on the
 //! blocking pool, several batches at a time; only choosing the final name,
@@ -47,7 +47,7 @@ use profcol_pipeline::component::{
     Request,
 };
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
-use profcol_pipeline::formats::pprof::{plan_files, write_pprof_gzip, PprofError, ToPprofOptions};
+use profcol_pprof::{plan_files, write_pprof_gzip, PprofError, ToPprofOptions};
 
 pub use config::{PprofExporterConfig, DEFAULT_FILE_NAME};
 pub use file_name::{FileNameTemplate, NameValues};

@@ -8,8 +8,8 @@ use profcol_model::ProfileBatch;
 use profcol_model::{BatchMeta, Origin};
 use profcol_pipeline::component::{ExportError, Exporter, ExporterContext};
 use profcol_pipeline::config::{ComponentConfig, Kind};
-use profcol_pipeline::formats::pprof::decode_pprof;
 use profcol_pipeline::telemetry::Telemetry;
+use profcol_pprof::decode_pprof;
 
 use profcol_pipeline::runtime::create_exporter;
 
@@ -620,7 +620,7 @@ async fn aggregate_window_writes_one_file_per_service_with_the_dictionary_shared
     let once = once.unwrap();
     let merged = decode_pprof(&std::fs::read(dir.path().join(&files[0])).unwrap()).unwrap();
     assert_eq!(merged.sample.len(), 3 * once.sample.len());
-    let total = |p: &profcol_pipeline::formats::pprof::proto::Profile| -> i64 {
+    let total = |p: &profcol_pprof::proto::Profile| -> i64 {
         p.sample.iter().map(|s| s.value.iter().sum::<i64>()).sum()
     };
     assert_eq!(total(&merged), 3 * total(&once));

@@ -26,7 +26,7 @@ use prost::Message;
 use profcol_model::dictionary::Merger;
 use profcol_model::proto::{any_value::Value, KeyValue, ProfilesData, ResourceProfiles};
 use profcol_pipeline::component::ExportError;
-use profcol_pipeline::formats::pprof::keys;
+use profcol_pprof::keys;
 
 use super::files::{export_error, TEMP_PREFIX};
 

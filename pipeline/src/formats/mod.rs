@@ -2,4 +2,3 @@
 
 pub mod otlp_json;
 pub mod otlp_revisions;
-pub mod pprof;

@@ -16,7 +16,7 @@ use profcol_model::proto::{
     Resource, ResourceProfiles, ScopeProfiles,
 };
 use profcol_pipeline::component::ConsumeError;
-use profcol_pipeline::formats::pprof::{decode_pprof_limited, import_pprof};
+use profcol_pprof::{decode_pprof_limited, import_pprof};
 
 use super::folded::{self, Shape, Text};
 use super::labels::{Described, SAMPLE_LABELS};

@@ -16,8 +16,8 @@ use profcol_model::proto::{any_value::Value, ProfilesData};
 use profcol_model::resolved::folded;
 use profcol_model::testing::fixtures_dir as fixtures;
 use profcol_model::validate::validate;
-use profcol_pipeline::formats::pprof::decode_pprof;
 use profcol_pipeline::telemetry::Telemetry;
+use profcol_pprof::decode_pprof;
 
 use super::config::PyroscopeReceiverConfig;
 use super::handler::Handler;

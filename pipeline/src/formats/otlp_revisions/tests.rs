@@ -157,8 +157,8 @@ fn shared_fixtures() -> Vec<(String, ProfilesData)> {
     })
     .collect();
     for f in ["pprof/dd-wall.pb.gz", "pprof/go-cpu.pb.gz"] {
-        let p = crate::formats::pprof::decode_pprof(&fixture(f)).unwrap();
-        let d = crate::formats::pprof::pprof_to_otlp(&p).unwrap();
+        let p = profcol_pprof::decode_pprof(&fixture(f)).unwrap();
+        let d = profcol_pprof::pprof_to_otlp(&p).unwrap();
         all.push((f.to_owned(), d));
     }
     all.push((

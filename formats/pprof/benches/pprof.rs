@@ -2,7 +2,7 @@
 //! anyway: prost encode of the same OTLP request. Target (issue 4): encode +
 //! gzip level 1, the pprof exporter's default, within 2x.
 //!
-//! `cargo bench -p profcol-pipeline --bench pprof`
+//! `cargo bench -p profcol-pprof --bench pprof`
 //!
 //! After criterion's groups, a summary gives each case as a ratio to prost
 //! encode (best of several interleaved runs), and gzip level 1 of the
@@ -20,9 +20,7 @@ use prost::Message;
 
 use profcol_model::proto::{data_into_request, ExportProfilesServiceRequest, ProfilesData};
 use profcol_model::synth;
-use profcol_pipeline::formats::pprof::{
-    plan_files, write_pprof, write_pprof_gzip, PprofFile, ToPprofOptions,
-};
+use profcol_pprof::{plan_files, write_pprof, write_pprof_gzip, PprofFile, ToPprofOptions};
 
 const TARGET: f64 = 2.0;
 const RUNS: usize = 15;

@@ -19,8 +19,8 @@ use super::plan::{kv_key, label_attributes, string};
 use super::proto::{self, tags};
 use super::strings::StringTable;
 use super::{keys, plan_files, PprofError, PprofFile, ProfileRef, ToPprofOptions};
-use crate::model::dictionary::Lookup;
-use crate::proto::{
+use profcol_model::dictionary::Lookup;
+use profcol_model::proto::{
     any_value::Value, AnyValue, KeyValueAndUnit, Profile, ProfilesData, ProfilesDictionary,
     ResourceProfiles, Sample,
 };
@@ -716,7 +716,7 @@ pub fn write_pprof<W: Write>(
     opts: &ToPprofOptions,
     out: W,
 ) -> Result<W, PprofError> {
-    let dict = crate::proto::dictionary_of(data);
+    let dict = profcol_model::proto::dictionary_of(data);
     let rp = data
         .resource_profiles
         .get(file.resource)

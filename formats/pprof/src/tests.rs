@@ -3,13 +3,13 @@ use std::collections::BTreeSet;
 use prost::Message;
 
 use super::*;
-use crate::model::dictionary::DictionaryBuilder;
-use crate::proto::{
+use profcol_model::dictionary::DictionaryBuilder;
+use profcol_model::proto::{
     any_value::Value, AnyValue, ArrayValue, InstrumentationScope, KeyValue, Line, Link, Location,
     Mapping, Profile, ProfilesData, Resource, ResourceProfiles, Sample, ScopeProfiles, ValueType,
 };
 
-pub(super) use crate::testing::fixture;
+pub(super) use profcol_model::testing::fixture;
 
 fn otlp_fixture(name: &str) -> ProfilesData {
     ProfilesData::decode(fixture(&format!("otlp/{name}")).as_slice()).unwrap()
@@ -1136,15 +1136,19 @@ fn go_heap_profile_keeps_its_sample_types_mappings_and_num_labels() {
 }
 
 /// `go tool pprof -raw` of `p` (written uncompressed), which must open it;
-/// `None` when `go` is not installed (see [`crate::testing::go_available`]).
+/// `None` when `go` is not installed (see [`profcol_model::testing::go_available`]).
 fn go_raw(p: &proto::Profile) -> Option<String> {
-    if !crate::testing::go_available() {
+    if !profcol_model::testing::go_available() {
         return None;
     }
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("profile.pb");
     std::fs::write(&path, p.encode_to_vec()).unwrap();
-    Some(crate::testing::go_tool_pprof(&["-raw"], &path, tmp.path()))
+    Some(profcol_model::testing::go_tool_pprof(
+        &["-raw"],
+        &path,
+        tmp.path(),
+    ))
 }
 
 /// The function a location's first line names, which must exist.
@@ -1213,7 +1217,7 @@ fn a_line_without_a_function_gets_an_empty_function() {
     let st = b.dict.stack(&[unnamed, named]);
     let p = b.profile("wall", vec![sample(st, vec![], vec![1], 0)]);
     let data = b.finish(vec![p]);
-    crate::model::validate::validate(&data).unwrap();
+    profcol_model::validate::validate(&data).unwrap();
     let (_, pp) = one_file(&data, &ToPprofOptions::default());
     let leaf = pp
         .location
@@ -1227,7 +1231,7 @@ fn a_line_without_a_function_gets_an_empty_function() {
     }
 }
 
-fn one_profile(dict: crate::proto::ProfilesDictionary, profile: Profile) -> ProfilesData {
+fn one_profile(dict: profcol_model::proto::ProfilesDictionary, profile: Profile) -> ProfilesData {
     ProfilesData {
         resource_profiles: vec![ResourceProfiles {
             resource: None,
@@ -1247,7 +1251,7 @@ fn index_0_of_an_empty_table_is_its_zero_value() {
     // What `validate` accepts, the encoder writes: index 0 is the null
     // reference, valid even into an empty table.
     let everything_empty = one_profile(
-        crate::proto::ProfilesDictionary::default(),
+        profcol_model::proto::ProfilesDictionary::default(),
         Profile {
             attribute_indices: vec![0],
             samples: vec![Sample {
@@ -1260,7 +1264,7 @@ fn index_0_of_an_empty_table_is_its_zero_value() {
             ..Default::default()
         },
     );
-    crate::model::validate::validate(&everything_empty).unwrap();
+    profcol_model::validate::validate(&everything_empty).unwrap();
     let (file, p) = one_file(&everything_empty, &ToPprofOptions::default());
     assert_eq!(file.sample_types[0].r#type, "");
     assert_eq!(p.sample.len(), 1);
@@ -1271,7 +1275,7 @@ fn index_0_of_an_empty_table_is_its_zero_value() {
 
     // Strings and stacks present; no functions, links, mappings or
     // attributes: a line naming function 0 and samples naming link 0.
-    let dict = crate::proto::ProfilesDictionary {
+    let dict = profcol_model::proto::ProfilesDictionary {
         string_table: ["", "cpu", "nanoseconds"].map(String::from).to_vec(),
         location_table: vec![
             Location::default(),
@@ -1287,8 +1291,8 @@ fn index_0_of_an_empty_table_is_its_zero_value() {
             },
         ],
         stack_table: vec![
-            crate::proto::Stack::default(),
-            crate::proto::Stack {
+            profcol_model::proto::Stack::default(),
+            profcol_model::proto::Stack {
                 location_indices: vec![1, 0],
             },
         ],
@@ -1305,7 +1309,7 @@ fn index_0_of_an_empty_table_is_its_zero_value() {
             ..Default::default()
         },
     );
-    crate::model::validate::validate(&data).unwrap();
+    profcol_model::validate::validate(&data).unwrap();
     let (file, p) = one_file(&data, &ToPprofOptions::default());
     assert_eq!(file.sample_type_name(), "cpu");
     assert_eq!(
@@ -1545,7 +1549,7 @@ fn large_or_structured_profile_attributes_are_not_written_but_named() {
     let threads = b.dict.attribute_kv(
         "sentry.thread_metadata",
         AnyValue {
-            value: Some(Value::KvlistValue(crate::proto::KeyValueList {
+            value: Some(Value::KvlistValue(profcol_model::proto::KeyValueList {
                 values: vec![KeyValue {
                     key: "1".into(),
                     value: Some(string("main")),

@@ -18,8 +18,8 @@ use flate2::read::MultiGzDecoder;
 use prost::Message;
 
 use super::{keys, proto, PprofError};
-use crate::model::dictionary::DictionaryBuilder;
-use crate::proto::{
+use profcol_model::dictionary::DictionaryBuilder;
+use profcol_model::proto::{
     any_value::Value, AnyValue, ArrayValue, Function, InstrumentationScope, KeyValue, Line, Link,
     Location, Mapping, Profile, ProfilesData, ResourceProfiles, Sample, ScopeProfiles, ValueType,
 };

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use super::tests::{fixture, go_heap_pprof};
 use super::*;
-use crate::testing::{go_available, go_tool_pprof};
+use profcol_model::testing::{go_available, go_tool_pprof};
 
 fn pprof_raw(path: &Path, tmp: &Path) -> String {
     go_tool_pprof(&["-raw"], path, tmp)
@@ -115,7 +115,9 @@ fn recorded_pprof_round_trips_through_otlp_for_go_tool_pprof() {
     }
     let tmp = tempfile::tempdir().unwrap();
     for name in ["go-cpu.pb.gz", "dd-wall.pb.gz"] {
-        let original_path = crate::testing::fixtures_dir().join("pprof").join(name);
+        let original_path = profcol_model::testing::fixtures_dir()
+            .join("pprof")
+            .join(name);
         let original = decode_pprof(&fixture(&format!("pprof/{name}"))).unwrap();
         let data = pprof_to_otlp(&original).unwrap();
         let opts = ToPprofOptions {
@@ -152,7 +154,7 @@ fn the_normalisation_still_sees_real_differences() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let original_path = crate::testing::fixtures_dir().join("pprof/go-cpu.pb.gz");
+    let original_path = profcol_model::testing::fixtures_dir().join("pprof/go-cpu.pb.gz");
     let want = normalise(&pprof_raw(&original_path, tmp.path()));
     let original = decode_pprof(&fixture("pprof/go-cpu.pb.gz")).unwrap();
 
@@ -231,7 +233,7 @@ fn multi_block_gzip_reads_in_go_as_the_plain_file() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let data = crate::model::synth::request(20_000, 4_000);
+    let data = profcol_model::synth::request(20_000, 4_000);
     let opts = ToPprofOptions::default();
     let file = &plan_files(&data, &opts).unwrap()[0];
     let plain = write_pprof(&data, file, &opts, Vec::new()).unwrap();

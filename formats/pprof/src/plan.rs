@@ -8,7 +8,9 @@
 //! with the same number of samples, and sample by sample the same stack,
 //! attributes and link (as a pprof profile converted to OTLP is shaped).
 
-use crate::proto::{any_value::Value, Profile, ProfilesData, ProfilesDictionary, Resource, Sample};
+use profcol_model::proto::{
+    any_value::Value, Profile, ProfilesData, ProfilesDictionary, Resource, Sample,
+};
 
 use super::{keys, PprofError, ToPprofOptions};
 
@@ -79,7 +81,10 @@ pub(super) fn string<'a>(
 
 /// Key of a resource or scope attribute, resolving `key_strindex` if the
 /// sender used the string table.
-pub(super) fn kv_key<'a>(dict: &'a ProfilesDictionary, kv: &'a crate::proto::KeyValue) -> &'a str {
+pub(super) fn kv_key<'a>(
+    dict: &'a ProfilesDictionary,
+    kv: &'a profcol_model::proto::KeyValue,
+) -> &'a str {
     if kv.key.is_empty() && kv.key_strindex > 0 {
         return dict
             .string_table
@@ -155,7 +160,7 @@ pub fn plan_files(
     data: &ProfilesData,
     opts: &ToPprofOptions,
 ) -> Result<Vec<PprofFile>, PprofError> {
-    let dict = crate::proto::dictionary_of(data);
+    let dict = profcol_model::proto::dictionary_of(data);
     let mut files = Vec::new();
     for (r, rp) in data.resource_profiles.iter().enumerate() {
         // Flatten the resource's profiles so refs can be compared by position.
