@@ -514,7 +514,7 @@ async fn every_payload_crosses_the_collector_and_back_unchanged() {
             .lines()
             .filter(|l| !l.trim().is_empty())
             .flat_map(|l| {
-                let data = profcol_pipeline::formats::otlp_json::decode(l.as_bytes())
+                let data = profcol_otlp::json::decode(l.as_bytes())
                     .unwrap_or_else(|e| panic!("{name}: the file exporter's line: {e}"));
                 seen(&data)
             })

@@ -870,9 +870,7 @@ async fn older_revisions_in_an_older_revision_out() {
             let b = bytes::Bytes::from(profcol_model::testing::fixture(&format!(
                 "otlp-revisions/{file}"
             )));
-            let mut d = profcol_pipeline::formats::otlp_revisions::decode(&b)
-                .unwrap()
-                .data;
+            let mut d = profcol_otlp::revisions::decode(&b).unwrap().data;
             profcol_model::repair::repair(&mut d);
             resolve(&d, Detail::Full).to_text()
         })

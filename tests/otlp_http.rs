@@ -14,7 +14,7 @@ use profcol_model::proto::{
     request_into_data, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
 };
 use profcol_model::resolved::{resolve, Detail};
-use profcol_pipeline::formats::otlp_json;
+use profcol_otlp::json as otlp_json;
 use profcol_pipeline::runtime::RuntimeOptions;
 use prost::Message;
 
@@ -671,7 +671,7 @@ async fn the_python_sdks_otlp_http_client_is_accepted() {
 #[tokio::test]
 async fn older_revisions_are_accepted_over_http_in_protobuf_and_json() {
     use profcol_model::repair::repair;
-    use profcol_pipeline::formats::otlp_revisions;
+    use profcol_otlp::revisions as otlp_revisions;
 
     let sink = Sink::start().await;
     let (grpc, http) = (free_port(), free_port());

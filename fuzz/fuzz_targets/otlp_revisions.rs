@@ -10,7 +10,7 @@ use libfuzzer_sys::fuzz_target;
 use profcol_model::repair::repair;
 use profcol_model::validate;
 use profcol_model::ProfileBatch;
-use profcol_pipeline::formats::otlp_revisions::{decode, encode_as, Revision};
+use profcol_otlp::revisions::{decode, encode_as, Revision};
 
 fuzz_target!(|bytes: &[u8]| {
     let Ok(mut d) = decode(&Bytes::copy_from_slice(bytes)) else {

@@ -13,7 +13,7 @@ use profcol_model::footprint::heap_bytes;
 use profcol_model::proto::ProfilesData;
 use profcol_model::wire_check::check;
 use profcol_model::ProfileBatch;
-use profcol_pipeline::formats::otlp_revisions::{self, Revision};
+use profcol_otlp::revisions::{self as otlp_revisions, Revision};
 
 fuzz_target!(|bytes: &[u8]| {
     let Some(clean) = check(bytes) else {

@@ -8,7 +8,6 @@
 
 pub mod component;
 pub mod config;
-pub mod formats;
 pub mod net;
 pub mod runtime;
 pub mod telemetry;

@@ -23,9 +23,9 @@ use profcol_model::resolved::format_value;
 use profcol_model::wire_check;
 use profcol_model::ProfileBatch;
 use profcol_model::{findings, profile_sample_count, Findings, Problem, ValidationError};
+use profcol_otlp::json as otlp_json;
+use profcol_otlp::revisions::{self as otlp_revisions, Revision};
 use profcol_pipeline::component::{ConsumeError, Output};
-use profcol_pipeline::formats::otlp_json;
-use profcol_pipeline::formats::otlp_revisions::{self, Revision};
 use profcol_pipeline::telemetry::Telemetry;
 
 use crate::body::BodyError;

@@ -73,7 +73,7 @@ pub fn load(path: &Path, format: Option<InputFormat>) -> anyhow::Result<Payload>
             if holds_several_json_values(&bytes) {
                 return file_output(&bytes);
             }
-            let data = profcol_pipeline::formats::otlp_json::decode(&bytes)
+            let data = profcol_otlp::json::decode(&bytes)
                 .with_context(|| format!("{}: not an OTLP/JSON request", path.display()))?;
             Payload::Otlp(vec![otlp(data)])
         }
@@ -388,7 +388,7 @@ mod tests {
         });
         let mut lines = Vec::new();
         for d in data {
-            lines.extend(profcol_pipeline::formats::otlp_json::encode(&d));
+            lines.extend(profcol_otlp::json::encode(&d));
             lines.push(b'\n');
         }
         assert_eq!(load_file("out.json", &lines), want);

@@ -17,12 +17,12 @@ use prost::Message;
 
 use profcol_model::proto::ProfilesData;
 use profcol_model::ProfileBatch;
+use profcol_otlp::json as otlp_json;
 use profcol_pipeline::component::{
     ExportError, ExportOutcome, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
     Request,
 };
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
-use profcol_pipeline::formats::otlp_json;
 
 pub use config::{FileExporterConfig, Format};
 

@@ -7,9 +7,9 @@ use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue, MetadataMap};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use profcol_model::proto::EXPORT_PATH;
+use profcol_otlp::revisions::Revision;
 use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext, Request};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
-use profcol_pipeline::formats::otlp_revisions::Revision;
 
 use super::classify::classify;
 use super::codec::{BatchCodec, Body};

@@ -11,7 +11,7 @@ use tonic::Status;
 
 use profcol_model::proto::ExportProfilesServiceResponse;
 use profcol_model::ProfileBatch;
-use profcol_pipeline::formats::otlp_revisions::{encode_as, Revision};
+use profcol_otlp::revisions::{encode_as, Revision};
 
 pub struct BatchCodec(pub Revision);
 

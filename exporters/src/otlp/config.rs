@@ -3,9 +3,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue};
 
+use profcol_otlp::revisions::Revision;
 use profcol_pipeline::component::AuthConfig;
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
-use profcol_pipeline::formats::otlp_revisions::Revision;
 
 /// `exporters: otlp:` with the Collector's names and defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

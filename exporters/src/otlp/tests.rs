@@ -1,8 +1,8 @@
 use tonic::Code;
 
+use profcol_otlp::revisions::Revision;
 use profcol_pipeline::component::ExportError;
 use profcol_pipeline::config::{ComponentConfig, Duration, Kind};
-use profcol_pipeline::formats::otlp_revisions::Revision;
 
 use profcol_pipeline::runtime::create_exporter;
 

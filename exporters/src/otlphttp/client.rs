@@ -7,10 +7,10 @@ use http::header::{CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 use profcol_model::ProfileBatch;
+use profcol_otlp::json as otlp_json;
+use profcol_otlp::revisions::{self as otlp_revisions, Lost, Revision};
 use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext, Request};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
-use profcol_pipeline::formats::otlp_json;
-use profcol_pipeline::formats::otlp_revisions::{self, Lost, Revision};
 
 use super::config::{Encoding, OtlpHttpExporterConfig};
 use super::response::{self, Answer};

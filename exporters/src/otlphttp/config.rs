@@ -2,9 +2,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use profcol_otlp::revisions::Revision;
 use profcol_pipeline::component::AuthConfig;
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
-use profcol_pipeline::formats::otlp_revisions::Revision;
 
 use crate::otlp::Compression;
 

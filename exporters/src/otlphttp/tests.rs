@@ -8,9 +8,9 @@ use prost::Message;
 
 use profcol_model::proto::ProfilesData;
 use profcol_model::ProfileBatch;
+use profcol_otlp::json as otlp_json;
 use profcol_pipeline::component::{ExportError, Exporter, ExporterContext, Request};
 use profcol_pipeline::config::{ComponentConfig, Kind};
-use profcol_pipeline::formats::otlp_json;
 use profcol_pipeline::runtime::create_exporter;
 use profcol_pipeline::telemetry::Telemetry;
 
@@ -228,7 +228,7 @@ async fn every_encoding_and_compression_carries_the_same_profiles() {
 /// it back gets the same profiles.
 #[tokio::test]
 async fn proto_revision_sends_an_older_revision_in_either_encoding() {
-    use profcol_pipeline::formats::otlp_revisions::{self, Revision};
+    use profcol_otlp::revisions::{self as otlp_revisions, Revision};
 
     let batch = received();
     let want = batch.data().clone();

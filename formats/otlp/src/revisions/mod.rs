@@ -5,7 +5,7 @@
 //! (v1.11.0 is the same on the wire); this module reads v1.7.0, v1.8.0 and
 //! v1.9.0 into it ([`decode`]) and writes it back ([`encode_as`]). Each
 //! revision is one module: its generated messages (`wire`, from the
-//! descriptors in `pipeline/proto/revisions/`) and its translation.
+//! descriptors in `proto/revisions/`) and its translation.
 //!
 //! # Bytes two revisions read differently
 //!
@@ -48,8 +48,8 @@ use bytes::BufMut;
 use prost::Message;
 use serde::{Deserialize, Serialize};
 
-use crate::model::dictionary::resolve_references;
-use crate::proto::ProfilesData;
+use profcol_model::dictionary::resolve_references;
+use profcol_model::proto::ProfilesData;
 
 pub use detect::{decode, read_as, Decoded, Undecodable};
 pub(crate) use shape::pool;
@@ -128,7 +128,7 @@ impl Lost {
     /// Says (rate-limited) what a batch sent as `revision` lost, if anything.
     pub fn warn(&self, revision: Revision) {
         if !self.is_empty() {
-            crate::warn_limited!(
+            profcol_model::warn_limited!(
                 proto_revision = %revision,
                 summed_samples = self.summed_samples,
                 attribute_units = self.attribute_units,

@@ -11,7 +11,7 @@
 //! alone, what the receiver did before it read other revisions. Times are
 //! wall and thread CPU: on a busy machine the CPU time is steadier.
 //!
-//! `cargo bench -p profcol-pipeline --bench revisions`
+//! `cargo bench -p profcol-otlp --bench revisions`
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -22,7 +22,7 @@ use prost::Message;
 
 use profcol_model::proto::ProfilesData;
 use profcol_model::{synth, validate};
-use profcol_pipeline::formats::otlp_revisions::{decode, encode_as, Revision};
+use profcol_otlp::revisions::{decode, encode_as, Revision};
 
 /// The CPU time of this thread: on a busy machine, what a run cost
 /// without the time it waited for a core.

@@ -5,7 +5,7 @@
 //! byte and index by index, and on recorded requests.
 
 // The generators of profcol-model's own tests.
-#[path = "../../model/tests/generate/mod.rs"]
+#[path = "../../../model/tests/generate/mod.rs"]
 mod generate;
 
 use bytes::Bytes;
@@ -17,7 +17,7 @@ use profcol_model::footprint::heap_bytes;
 use profcol_model::proto::ProfilesData;
 use profcol_model::wire_check::{check, Clean};
 use profcol_model::{findings, ProfileBatch};
-use profcol_pipeline::formats::otlp_revisions::{self, Revision};
+use profcol_otlp::revisions::{self as otlp_revisions, Revision};
 
 /// What the decoding path says of `bytes`, as the wire check would.
 fn decoding_path(bytes: &[u8]) -> Option<Clean> {

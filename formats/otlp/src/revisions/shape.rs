@@ -52,9 +52,9 @@ static V1_10: LazyLock<Schema> = LazyLock::new(|| Schema::new(&pool(Revision::V1
 /// for v1.10.0 those `opentelemetry-proto` ships.
 pub fn pool(revision: Revision) -> DescriptorPool {
     let bytes: &[u8] = match revision {
-        Revision::V1_7_0 => include_bytes!("../../../proto/revisions/v1.7.0.binpb"),
-        Revision::V1_8_0 => include_bytes!("../../../proto/revisions/v1.8.0.binpb"),
-        Revision::V1_9_0 => include_bytes!("../../../proto/revisions/v1.9.0.binpb"),
+        Revision::V1_7_0 => include_bytes!("../../proto/revisions/v1.7.0.binpb"),
+        Revision::V1_8_0 => include_bytes!("../../proto/revisions/v1.8.0.binpb"),
+        Revision::V1_9_0 => include_bytes!("../../proto/revisions/v1.9.0.binpb"),
         Revision::V1_10_0 => opentelemetry_proto::DESCRIPTORS,
     };
     DescriptorPool::decode(bytes).expect("the descriptor sets are valid")

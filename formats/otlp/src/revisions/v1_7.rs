@@ -24,9 +24,9 @@
 
 use ahash::HashMap;
 
-use crate::model::dictionary::{Interner, Table};
-use crate::model::{Problem, ValidationError};
-use crate::proto;
+use profcol_model::dictionary::{Interner, Table};
+use profcol_model::proto;
+use profcol_model::{Problem, ValidationError};
 
 use super::Lost;
 

@@ -5,12 +5,12 @@ use prost::Message;
 use prost_reflect::{Kind, MessageDescriptor};
 
 use super::*;
-use crate::model::dictionary::Table;
-use crate::model::repair::repair;
-use crate::model::resolved::{resolve, Detail};
-use crate::model::{profiles, validate};
-use crate::proto::{self, ProfilesData};
-use crate::testing::fixture;
+use profcol_model::dictionary::Table;
+use profcol_model::proto::{self, ProfilesData};
+use profcol_model::repair::repair;
+use profcol_model::resolved::{resolve, Detail};
+use profcol_model::testing::fixture;
+use profcol_model::{profiles, validate};
 
 fn bytes(rel: &str) -> Bytes {
     Bytes::from(fixture(&format!("otlp-revisions/{rel}")))
@@ -163,7 +163,7 @@ fn shared_fixtures() -> Vec<(String, ProfilesData)> {
     }
     all.push((
         "synth::request(500, 50)".to_owned(),
-        crate::model::synth::request(500, 50),
+        profcol_model::synth::request(500, 50),
     ));
     all
 }
@@ -226,18 +226,18 @@ fn the_v1_9_producer_without_zero_entries_is_read_and_repaired() {
             (first.stack_index, first.attribute_indices),
             (0, vec![0, 1])
         );
-        let before = crate::ProfileBatch::new(d.data.clone()).sample_count();
+        let before = profcol_model::ProfileBatch::new(d.data.clone()).sample_count();
         assert_eq!(repair(&mut d.data).shifted, shifted);
         validate(&d.data).unwrap();
         assert_eq!(
-            crate::ProfileBatch::new(d.data.clone()).sample_count(),
+            profcol_model::ProfileBatch::new(d.data.clone()).sample_count(),
             before
         );
         let view = resolve(&d.data, Detail::Names).to_text();
         assert!(view.contains("thread.name=MainThread"), "{view}");
         // No sample lost its thread: each has the id and the name.
         let first = &profiles(&d.data.resource_profiles).next().unwrap().samples[0];
-        let lookup = crate::model::dictionary::Lookup::of(&d.data);
+        let lookup = profcol_model::dictionary::Lookup::of(&d.data);
         let keys: Vec<&str> = first
             .attribute_indices
             .iter()
@@ -361,7 +361,7 @@ mod ambiguous {
     }
 
     fn profiles_mut_first(d: &mut ProfilesData) -> &mut proto::Profile {
-        crate::model::profiles_mut(&mut d.resource_profiles)
+        profcol_model::profiles_mut(&mut d.resource_profiles)
             .next()
             .unwrap()
     }
@@ -541,7 +541,7 @@ mod v1_7_translation {
                 unit_strindex: unit,
             });
         }
-        let p = crate::model::profiles_mut(&mut data.resource_profiles)
+        let p = profcol_model::profiles_mut(&mut data.resource_profiles)
             .next()
             .unwrap();
         p.samples[0].timestamps_unix_nano = vec![1, 2];

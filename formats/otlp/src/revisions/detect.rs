@@ -18,8 +18,8 @@
 use bytes::Bytes;
 use prost::Message;
 
-use crate::model::{findings, Findings};
-use crate::proto::ProfilesData;
+use profcol_model::proto::ProfilesData;
+use profcol_model::{findings, Findings};
 
 use super::{shape, v1_7, v1_8, v1_9, Revision};
 

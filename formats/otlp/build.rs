@@ -5,7 +5,7 @@
 //!
 //! Messages whose wire form is the same as in v1.10.0 are not generated
 //! again: they map to the v1.10.0 types, so translating them costs nothing.
-//! `formats::otlp_revisions` tests that each of them really is the same.
+//! `profcol_otlp::revisions` tests that each of them really is the same.
 
 use std::path::PathBuf;
 
@@ -62,12 +62,18 @@ fn main() {
             .out_dir(&dir)
             // common.proto and resource.proto only gained fields since
             // v1.7.0: the v1.10.0 types read every older revision.
-            .extern_path(".opentelemetry.proto.common.v1", "crate::proto::common")
-            .extern_path(".opentelemetry.proto.resource.v1", "crate::proto::resource");
+            .extern_path(
+                ".opentelemetry.proto.common.v1",
+                "profcol_model::proto::common",
+            )
+            .extern_path(
+                ".opentelemetry.proto.resource.v1",
+                "profcol_model::proto::resource",
+            );
         for m in shared {
             config.extern_path(
                 format!("{PACKAGE}.{m}"),
-                format!("crate::proto::profiles::{m}"),
+                format!("profcol_model::proto::profiles::{m}"),
             );
         }
         config

@@ -3,7 +3,7 @@
 //! dictionary and `ValueType` are v1.10.0's types, so only profiles and
 //! samples are rebuilt, their vectors moved, not copied.
 
-use crate::proto;
+use profcol_model::proto;
 
 /// The generated messages (build.rs).
 #[allow(clippy::all, missing_docs)]

@@ -3,8 +3,8 @@
 //! `ValueType.aggregation_temporality`. v1.9.0 removed both, so v1.10.0
 //! cannot carry them: they are dropped. The dictionary is v1.10.0's type.
 
-use crate::model::{Problem, ValidationError};
-use crate::proto;
+use profcol_model::proto;
+use profcol_model::{Problem, ValidationError};
 
 /// The generated messages (build.rs).
 #[allow(clippy::all, missing_docs)]
@@ -39,7 +39,7 @@ pub fn upgrade(d: wire::ProfilesData) -> Result<proto::ProfilesData, ValidationE
                         ),
                         problem: Problem::OutOfRange {
                             index: i,
-                            table: crate::model::dictionary::Table::String,
+                            table: profcol_model::dictionary::Table::String,
                             len: strings,
                         },
                     });

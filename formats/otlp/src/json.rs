@@ -5,7 +5,7 @@
 //! span and profile ids as hex rather than base64, which is fixed up here.
 //!
 //! The older revisions of `profiles/v1development` (see
-//! [`otlp_revisions`](super::otlp_revisions)) are read and written with
+//! [`otlp_revisions`](crate::revisions)) are read and written with
 //! their own descriptors. In JSON fields go by name, so text that one
 //! revision reads means the same in every revision that reads it: v1.9.0
 //! and v1.10.0 write the same names, and their text is read as v1.10.0.
@@ -19,8 +19,8 @@ use prost_reflect::{
 };
 use serde_json::Value;
 
-use super::otlp_revisions::{self, Decoded, Lost, Revision};
-use crate::proto::{ExportProfilesServiceRequest, ProfilesData};
+use crate::revisions::{self as otlp_revisions, Decoded, Lost, Revision};
+use profcol_model::proto::{ExportProfilesServiceRequest, ProfilesData};
 
 const REQUEST: &str =
     "opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceRequest";
@@ -84,7 +84,7 @@ pub fn decode(json: &[u8]) -> Result<ProfilesData, OtlpJsonError> {
         .map_err(|e| located(json, &opts, e))?;
     let req = ExportProfilesServiceRequest::decode(msg.encode_to_vec().as_slice())
         .map_err(|e| OtlpJsonError(e.to_string()))?;
-    Ok(crate::proto::request_into_data(req))
+    Ok(profcol_model::proto::request_into_data(req))
 }
 
 /// Decodes OTLP/JSON written with the profiles messages of any revision
@@ -215,7 +215,7 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> Vec<u8> {
-        crate::testing::fixture(&format!("otlp/{name}"))
+        profcol_model::testing::fixture(&format!("otlp/{name}"))
     }
 
     fn proto(name: &str) -> ProfilesData {
@@ -268,7 +268,7 @@ mod tests {
     }
 
     fn revision_fixture(rel: &str) -> Vec<u8> {
-        crate::testing::fixture(&format!("otlp-revisions/{rel}"))
+        profcol_model::testing::fixture(&format!("otlp-revisions/{rel}"))
     }
 
     /// The hand-built request of each revision, as its own published

@@ -1,0 +1,8 @@
+//! OTLP profiles in the forms profcol reads and writes besides the current
+//! protobuf: the earlier opentelemetry-proto revisions ([`revisions`],
+//! generated at build time from the descriptors in `proto/revisions/`) and
+//! OTLP/JSON ([`json`]), both translated to and from the v1.10.0 model of
+//! `profcol-model`. Pure: no I/O.
+
+pub mod json;
+pub mod revisions;

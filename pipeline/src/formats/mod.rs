@@ -1,4 +1,0 @@
-//! Conversions between OTLP profiles and other formats. Pure: no I/O.
-
-pub mod otlp_json;
-pub mod otlp_revisions;
