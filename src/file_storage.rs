@@ -18,11 +18,9 @@ use serde::{Deserialize, Serialize};
 use profcol_model::memory::MemoryBudget;
 use profcol_pipeline::component::{Extension, ExtensionFactory, Storage};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration, QueueSettings};
-use profcol_pipeline::runtime::queue::{
-    BlobLog, DiskQueue, DiskQueueOptions, Queue, RecoveredBlobs,
-};
 use profcol_pipeline::runtime::ExtensionContext;
 use profcol_pipeline::telemetry::Telemetry;
+use profcol_queue::{BlobLog, DiskQueue, DiskQueueOptions, OnCorrupt, Queue, RecoveredBlobs};
 
 /// The Collector's default on Linux.
 const DEFAULT_DIRECTORY: &str = "/var/lib/otelcol/file_storage";
@@ -271,8 +269,11 @@ impl Storage for FileStorage {
             resident: 2 * settings.num_consumers,
             segment_bytes: SEGMENT_BYTES,
         };
+        let exporter = owner.to_owned();
+        let on_corrupt: OnCorrupt =
+            Arc::new(move |records| telemetry.exporter_queue_corrupt(&exporter, records));
         Ok(Arc::new(
-            DiskQueue::open(opts, owner, budget, telemetry).await?,
+            DiskQueue::open(opts, owner, budget, on_corrupt).await?,
         ))
     }
 

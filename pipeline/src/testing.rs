@@ -16,7 +16,7 @@ pub fn capture(
 ) -> (crate::component::Output, Capture) {
     use std::sync::Arc;
     let budget = profcol_model::memory::MemoryBudget::new(budget);
-    let queue = Arc::new(crate::runtime::queue::MemoryQueue::new(
+    let queue = Arc::new(profcol_queue::MemoryQueue::new(
         queue_size,
         crate::config::Sizer::Requests,
     ));
@@ -42,18 +42,18 @@ pub fn capture(
 }
 
 /// The batches a [`capture`] output queued.
-pub struct Capture(std::sync::Arc<crate::runtime::queue::MemoryQueue>);
+pub struct Capture(std::sync::Arc<profcol_queue::MemoryQueue>);
 
 impl Capture {
     /// The next batch, waiting for it.
     pub async fn recv(&mut self) -> Option<std::sync::Arc<profcol_model::ProfileBatch>> {
-        use crate::runtime::queue::Queue;
+        use profcol_queue::Queue;
         self.0.take().await.map(|(r, _)| r.batch)
     }
 
     /// The next batch if one is queued.
     pub fn try_recv(&mut self) -> Option<std::sync::Arc<profcol_model::ProfileBatch>> {
-        use crate::runtime::queue::Queue;
+        use profcol_queue::Queue;
         if self.0.size() == 0 {
             return None;
         }

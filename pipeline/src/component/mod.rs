@@ -10,8 +10,11 @@ pub use context::{
     ConsumeError, DropReason, ExporterContext, Output, ProcessContext, ProcessorCounts,
     ReceiverContext, Route, Storages,
 };
+/// What an exporter sends and how far it got: the queue's types, which a
+/// persistent queue stores.
+pub use profcol_queue::{Progress, Request};
 pub use traits::{
     ExportError, ExportOutcome, Exporter, ExporterFactory, ExporterSettings, Extension,
-    ExtensionFactory, Gate, GateRefusal, Processor, ProcessorFactory, Progress, Receiver,
-    ReceiverFactory, Request, StageContext, Stateful, Storage, Verdict,
+    ExtensionFactory, Gate, GateRefusal, Processor, ProcessorFactory, Receiver, ReceiverFactory,
+    StageContext, Stateful, Storage, Verdict,
 };

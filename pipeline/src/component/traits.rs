@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use super::context::{DropReason, ExporterContext, ProcessContext, ReceiverContext};
 use crate::config::{ComponentConfig, ConfigErrors, QueueSettings, RetrySettings};
 use profcol_model::ProfileBatch;
+use profcol_queue::Request;
 
 /// Makes receivers of one YAML type. `create` decodes and validates the
 /// config and binds nothing, so `profcol validate` can call it.
@@ -206,55 +207,6 @@ pub trait ExporterFactory: Send + Sync {
     ) -> Result<Arc<dyn Exporter>, ConfigErrors>;
 }
 
-/// What an exporter sends: a batch, and how far earlier attempts got with
-/// it. An exporter that sends a request in parts records its progress as
-/// it goes, so that the next attempt (after a failure, a timeout, or a
-/// restart with a persistent queue) sends only what remains.
-#[derive(Debug, Clone)]
-pub struct Request {
-    pub batch: Arc<ProfileBatch>,
-    progress: Arc<std::sync::Mutex<Progress>>,
-}
-
-impl Request {
-    pub fn new(batch: Arc<ProfileBatch>) -> Self {
-        Self::resumed(batch, Progress::default())
-    }
-
-    /// A request earlier attempts got as far as `progress` with.
-    pub fn resumed(batch: Arc<ProfileBatch>, progress: Progress) -> Self {
-        Self {
-            batch,
-            progress: Arc::new(std::sync::Mutex::new(progress)),
-        }
-    }
-
-    pub fn progress(&self) -> Progress {
-        self.progress
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    /// Records how far the export got, at once: an attempt cut short by
-    /// the timeout or shutdown keeps it.
-    pub fn record(&self, progress: Progress) {
-        *self.progress.lock().unwrap_or_else(|e| e.into_inner()) = progress;
-    }
-}
-
-/// How far the export of a batch got over earlier attempts.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Progress {
-    /// Samples delivered.
-    pub delivered: u64,
-    /// Samples the peer refused for good.
-    pub rejected: u64,
-    /// Where the next attempt resumes, in the exporter's own terms (the
-    /// Sentry exporter: chunks done, and the clock its chunks were cut by).
-    pub resume: Option<serde_json::Value>,
-}
-
 /// Why one export attempt failed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ExportError {
@@ -373,17 +325,14 @@ pub trait Storage: Send + Sync {
         settings: &QueueSettings,
         budget: Arc<profcol_model::memory::MemoryBudget>,
         telemetry: Arc<crate::telemetry::Telemetry>,
-    ) -> anyhow::Result<Arc<dyn crate::runtime::queue::Queue>>;
+    ) -> anyhow::Result<Arc<dyn profcol_queue::Queue>>;
 
     /// A log of opaque records for `owner` (a receiver's forwarding), with
     /// what the last run left in it. Blocking.
     fn open_log(
         &self,
         owner: &str,
-    ) -> anyhow::Result<(
-        crate::runtime::queue::BlobLog,
-        crate::runtime::queue::RecoveredBlobs,
-    )>;
+    ) -> anyhow::Result<(profcol_queue::BlobLog, profcol_queue::RecoveredBlobs)>;
 }
 
 pub trait ExtensionFactory: Send + Sync {

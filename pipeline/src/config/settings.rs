@@ -2,6 +2,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{ConfigErrors, Duration};
 
+/// What `queue_size` counts: the queue's own type, read here.
+pub use profcol_queue::Sizer;
+
 /// `retry_on_failure`, with the Collector's names and defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -84,32 +87,6 @@ pub struct QueueSettings {
 /// reads an empty `batch` as batching with its defaults.
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::Value>, D::Error> {
     Ok(Some(serde_json::Value::deserialize(d)?))
-}
-
-/// What `queue_size` counts, as the Collector's `sending_queue.sizer`.
-/// The Collector's `items` is refused with a reason (see `Deserialize`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Sizer {
-    /// Requests (batches).
-    #[default]
-    Requests,
-    /// Bytes of the requests' protobuf encoding.
-    Bytes,
-}
-
-impl<'de> Deserialize<'de> for Sizer {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        match String::deserialize(d)?.as_str() {
-            "requests" => Ok(Sizer::Requests),
-            "bytes" => Ok(Sizer::Bytes),
-            "items" => Err(D::Error::custom(
-                "\"items\" is not supported: profcol sizes a queue in requests or bytes (a persistent queue would have to decode every stored request at start to count its samples); use sizer: requests or sizer: bytes",
-            )),
-            other => Err(D::Error::unknown_variant(other, &["requests", "bytes"])),
-        }
-    }
 }
 
 impl Default for QueueSettings {

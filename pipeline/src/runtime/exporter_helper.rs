@@ -15,7 +15,7 @@ use crate::telemetry::Telemetry;
 use profcol_model::memory::MemoryBudget;
 
 use super::pipeline::ExporterQueue;
-use super::queue::{Ack, MemoryQueue, Queue};
+use profcol_queue::{Ack, MemoryQueue, Queue};
 
 /// What an exporter runs with.
 pub struct Spawn {

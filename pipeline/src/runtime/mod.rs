@@ -7,10 +7,12 @@ mod build;
 mod exporter_helper;
 mod health;
 mod pipeline;
-pub mod queue;
 mod registry;
 mod reload;
 mod service;
+
+/// The sending queues: `profcol-queue`, under its old path.
+pub use profcol_queue as queue;
 
 pub use build::{build, create_exporter, Graph};
 pub use exporter_helper::Backoff;

@@ -33,7 +33,7 @@ use crate::telemetry::Telemetry;
 use profcol_model::memory::{Held, MemoryBudget};
 use profcol_model::ProfileBatch;
 
-use super::queue::{Queue, QueueError, Slot};
+use profcol_queue::{Queue, QueueError, Slot};
 
 /// Requests from this size on are decoded apart from the processor chain
 /// (a hop to the CPU pool of its own); smaller ones decode in the chain's.
@@ -680,9 +680,9 @@ async fn sleep_until(deadline: Option<Instant>) {
 mod tests {
     use super::*;
     use crate::component::Verdict;
-    use crate::runtime::queue::{MemoryQueue, Queue};
     use crate::telemetry::Telemetry;
     use bytes::Bytes;
+    use profcol_queue::{MemoryQueue, Queue};
     use prost::Message;
 
     /// A processor that reads (`true`) or only guards admission.

@@ -23,9 +23,9 @@ use tokio::sync::Notify;
 use profcol_model::memory::{MemoryBudget, Reservation};
 use profcol_pipeline::config::Sizer;
 use profcol_pipeline::net::error_chain;
-use profcol_pipeline::runtime::queue::{BlobLog, Location, RecoveredBlobs};
 use profcol_pipeline::runtime::Backoff;
 use profcol_pipeline::telemetry::Telemetry;
+use profcol_queue::{BlobLog, Location, RecoveredBlobs};
 
 use super::config::{ForwardingSettings, SentryReceiverConfig};
 

@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::component::Progress;
+use crate::Progress;
 use profcol_model::{BatchMeta, Origin, ProfileBatch};
 
 pub const REQUEST_MAGIC: [u8; 4] = *b"PCQR";

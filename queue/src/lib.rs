@@ -18,13 +18,87 @@ mod memory;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 
-use crate::component::{Progress, Request};
-use crate::config::Sizer;
 use profcol_model::ProfileBatch;
 
-pub use disk::{Blob, BlobLog, DiskQueue, DiskQueueOptions, Location, RecoveredBlobs};
+pub use disk::{Blob, BlobLog, DiskQueue, DiskQueueOptions, Location, OnCorrupt, RecoveredBlobs};
 pub use memory::MemoryQueue;
+
+/// What an exporter sends: a batch, and how far earlier attempts got with
+/// it. An exporter that sends a request in parts records its progress as
+/// it goes, so that the next attempt (after a failure, a timeout, or a
+/// restart with a persistent queue) sends only what remains.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub batch: Arc<ProfileBatch>,
+    progress: Arc<std::sync::Mutex<Progress>>,
+}
+
+impl Request {
+    pub fn new(batch: Arc<ProfileBatch>) -> Self {
+        Self::resumed(batch, Progress::default())
+    }
+
+    /// A request earlier attempts got as far as `progress` with.
+    pub fn resumed(batch: Arc<ProfileBatch>, progress: Progress) -> Self {
+        Self {
+            batch,
+            progress: Arc::new(std::sync::Mutex::new(progress)),
+        }
+    }
+
+    pub fn progress(&self) -> Progress {
+        self.progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Records how far the export got, at once: an attempt cut short by
+    /// the timeout or shutdown keeps it.
+    pub fn record(&self, progress: Progress) {
+        *self.progress.lock().unwrap_or_else(|e| e.into_inner()) = progress;
+    }
+}
+
+/// How far the export of a batch got over earlier attempts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Progress {
+    /// Samples delivered.
+    pub delivered: u64,
+    /// Samples the peer refused for good.
+    pub rejected: u64,
+    /// Where the next attempt resumes, in the exporter's own terms (the
+    /// Sentry exporter: chunks done, and the clock its chunks were cut by).
+    pub resume: Option<serde_json::Value>,
+}
+
+/// What `queue_size` counts, as the Collector's `sending_queue.sizer`.
+/// The Collector's `items` is refused with a reason (see `Deserialize`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sizer {
+    /// Requests (batches).
+    #[default]
+    Requests,
+    /// Bytes of the requests' protobuf encoding.
+    Bytes,
+}
+
+impl<'de> Deserialize<'de> for Sizer {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match String::deserialize(d)?.as_str() {
+            "requests" => Ok(Sizer::Requests),
+            "bytes" => Ok(Sizer::Bytes),
+            "items" => Err(D::Error::custom(
+                "\"items\" is not supported: profcol sizes a queue in requests or bytes (a persistent queue would have to decode every stored request at start to count its samples); use sizer: requests or sizer: bytes",
+            )),
+            other => Err(D::Error::unknown_variant(other, &["requests", "bytes"])),
+        }
+    }
+}
 
 /// Why a batch could not be queued.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,4 +1,5 @@
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use prost::Message;
 
@@ -16,16 +17,29 @@ fn opts(dir: &Path, resident: usize) -> DiskQueueOptions {
     }
 }
 
-async fn open(dir: &Path, resident: usize) -> (DiskQueue, Arc<Telemetry>) {
+/// What the runtime's metric would count: the damage a queue reported.
+#[derive(Clone, Default)]
+struct Corrupt(Arc<AtomicU64>);
+
+impl Corrupt {
+    fn counter(&self) -> OnCorrupt {
+        let n = self.0.clone();
+        Arc::new(move |k| {
+            n.fetch_add(k, Ordering::Relaxed);
+        })
+    }
+}
+
+async fn open(dir: &Path, resident: usize) -> (DiskQueue, Corrupt) {
     open_with(opts(dir, resident)).await
 }
 
-async fn open_with(o: DiskQueueOptions) -> (DiskQueue, Arc<Telemetry>) {
-    let telemetry = Arc::new(Telemetry::new());
-    let q = DiskQueue::open(o, "otlp", MemoryBudget::new(1 << 30), telemetry.clone())
+async fn open_with(o: DiskQueueOptions) -> (DiskQueue, Corrupt) {
+    let corrupt = Corrupt::default();
+    let q = DiskQueue::open(o, "otlp", MemoryBudget::new(1 << 30), corrupt.counter())
         .await
         .unwrap();
-    (q, telemetry)
+    (q, corrupt)
 }
 
 /// A batch as a receiver hands it on: decoded, its bytes kept.
@@ -40,12 +54,8 @@ async fn put(q: &DiskQueue, b: &Arc<ProfileBatch>) {
     slot.commit();
 }
 
-fn corrupt(t: &Telemetry) -> u64 {
-    let text = t.encode_text();
-    text.lines()
-        .find(|l| l.starts_with("profcol_exporter_queue_corrupt_records_total{exporter=\"otlp\"}"))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0)
+fn corrupt(t: &Corrupt) -> u64 {
+    t.0.load(Ordering::Relaxed)
 }
 
 fn files(dir: &Path, ext: &str) -> usize {
@@ -215,7 +225,7 @@ async fn one_queue_directory_serves_one_process() {
         opts(dir.path(), 1),
         "otlp",
         MemoryBudget::new(1 << 20),
-        Arc::new(Telemetry::new()),
+        Corrupt::default().counter(),
     )
     .await;
     let err = second.err().unwrap().to_string();
@@ -248,7 +258,7 @@ async fn capacity_counts_requests_or_bytes() {
         o,
         "otlp",
         MemoryBudget::new(1 << 30),
-        Arc::new(Telemetry::new()),
+        Corrupt::default().counter(),
     )
     .await
     .unwrap();

@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 
 use super::{size_of, Ack, Queue, QueueError, Settle, Slot};
-use crate::component::{Progress, Request};
-use crate::config::Sizer;
+use crate::Sizer;
+use crate::{Progress, Request};
 use profcol_model::ProfileBatch;
 
 pub struct MemoryQueue {

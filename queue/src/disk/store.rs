@@ -9,7 +9,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::record::{self, KIND_DONE};
-use crate::component::Progress;
+use crate::Progress;
 
 const VERSION: &str = "profcol-queue 1\n";
 

@@ -8,7 +8,7 @@
 //! mutated keeps them) and reads nothing back while it keeps up, so its
 //! cost is one `write` (+ one `fdatasync`) per request and per ack.
 //!
-//! `cargo bench -p profcol-pipeline --bench queue`
+//! `cargo bench -p profcol-queue --bench queue`
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -22,9 +22,7 @@ use profcol_model::memory::MemoryBudget;
 use profcol_model::proto::ExportProfilesServiceRequest;
 use profcol_model::ProfileBatch;
 use profcol_model::{synth, validate};
-use profcol_pipeline::config::Sizer;
-use profcol_pipeline::runtime::queue::{DiskQueue, DiskQueueOptions, MemoryQueue, Queue};
-use profcol_pipeline::telemetry::Telemetry;
+use profcol_queue::{DiskQueue, DiskQueueOptions, MemoryQueue, Queue, Sizer};
 
 fn raw_prost(bytes: &[u8]) -> usize {
     let req = ExportProfilesServiceRequest::decode(bytes).unwrap();
@@ -65,7 +63,6 @@ fn main() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let budget = MemoryBudget::new(1 << 30);
-    let telemetry = Arc::new(Telemetry::new());
     let disk = |name: &str, fsync: bool| -> Arc<dyn Queue> {
         let opts = DiskQueueOptions {
             directory: dir.path().join(name),
@@ -80,7 +77,7 @@ fn main() {
                 opts,
                 name,
                 budget.clone(),
-                telemetry.clone(),
+                Arc::new(|_| {}),
             ))
             .unwrap(),
         )

@@ -33,13 +33,16 @@ use tokio::sync::Notify;
 
 use super::memory::fits;
 use super::{size_of, Ack, Queue, QueueError, Settle, Slot};
-use crate::component::{Progress, Request};
-use crate::config::Sizer;
-use crate::telemetry::Telemetry;
+use crate::Sizer;
+use crate::{Progress, Request};
 use profcol_model::memory::{Held, MemoryBudget};
 use profcol_model::ProfileBatch;
 
 use store::{Recovered, Store};
+
+/// Counts damaged records and files a persistent queue found and skipped
+/// (the runtime: its exporter's `profcol_exporter_queue_corrupt_records_total`).
+pub type OnCorrupt = Arc<dyn Fn(u64) + Send + Sync>;
 
 pub struct DiskQueueOptions {
     /// The queue's own directory (created if missing).
@@ -67,7 +70,7 @@ struct Inner {
     sizer: Sizer,
     resident_max: usize,
     budget: Arc<MemoryBudget>,
-    telemetry: Arc<Telemetry>,
+    on_corrupt: OnCorrupt,
     state: Mutex<State>,
     store: Arc<Mutex<Store>>,
     not_empty: Notify,
@@ -94,12 +97,12 @@ struct Entry {
 impl DiskQueue {
     /// Opens the queue, queueing again what an earlier run left. Damage
     /// found on the way (records, ack files, a directory of another
-    /// version) is counted as corrupt records of `owner` and logged.
+    /// version) is counted with `on_corrupt` and logged with `owner`.
     pub async fn open(
         opts: DiskQueueOptions,
         owner: &str,
         budget: Arc<MemoryBudget>,
-        telemetry: Arc<Telemetry>,
+        on_corrupt: OnCorrupt,
     ) -> anyhow::Result<Self> {
         let (dir, fsync, segment_bytes) = (opts.directory.clone(), opts.fsync, opts.segment_bytes);
         let owner_log = owner.to_owned();
@@ -109,7 +112,7 @@ impl DiskQueue {
         .await??;
         let Recovered { entries, corrupt } = recovered;
         if corrupt > 0 {
-            telemetry.exporter_queue_corrupt(owner, corrupt);
+            on_corrupt(corrupt);
         }
         let mut state = State::default();
         for (at, progress) in entries {
@@ -135,7 +138,7 @@ impl DiskQueue {
                 sizer: opts.sizer,
                 resident_max: opts.resident,
                 budget,
-                telemetry,
+                on_corrupt,
                 state: Mutex::new(state),
                 store: Arc::new(Mutex::new(store)),
                 not_empty: Notify::new(),
@@ -182,7 +185,7 @@ impl Inner {
     /// after a restart (at least once), so it is logged, not raised.
     async fn settle(&self, at: Location, kind: u8, payload: Vec<u8>) {
         if let Err(e) = self.with_store(move |s| s.ack(at, kind, &payload)).await {
-            crate::error_limited!(exporter = %self.owner, error = %e, "sending queue: cannot record a settled request; it may be sent again after a restart");
+            profcol_model::error_limited!(exporter = %self.owner, error = %e, "sending queue: cannot record a settled request; it may be sent again after a restart");
         }
     }
 
@@ -401,8 +404,8 @@ impl Queue for DiskQueue {
                 None => match Unpopped::new(q, &entry).load().await {
                     Ok(b) => Arc::new(b),
                     Err(e) => {
-                        q.telemetry.exporter_queue_corrupt(&q.owner, 1);
-                        crate::error_limited!(exporter = %q.owner, error = %e, "sending queue: a stored request cannot be read; it is skipped");
+                        (q.on_corrupt)(1);
+                        profcol_model::error_limited!(exporter = %q.owner, error = %e, "sending queue: a stored request cannot be read; it is skipped");
                         q.settle(entry.at, record::KIND_DONE, Vec::new()).await;
                         continue;
                     }
