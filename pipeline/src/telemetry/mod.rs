@@ -106,6 +106,7 @@ pub struct Telemetry {
     receiver_items: Cached<Counter>,
     receiver_forwarded: Cached<Counter>,
     receiver_forward_queue: Cached<Gauge>,
+    receiver_forward_duplicates: Cached<Counter>,
     receiver_requests: Cached<Counter>,
     receiver_repairs: Cached<Counter>,
     lb_resolutions: Cached<Counter>,
@@ -173,6 +174,7 @@ impl Telemetry {
             receiver_items: family!(r, "profcol_receiver_items", "Items a receiver saw, by type and outcome (e.g. Sentry envelope items)."),
             receiver_forwarded: family!(r, "profcol_receiver_forwarded_items", "Items a receiver forwarded upstream, by type and outcome (forwarded, failed, dropped) with a reason."),
             receiver_forward_queue: family!(r, "profcol_receiver_forward_queue_size", "Envelopes waiting in a receiver's forwarding retry queue."),
+            receiver_forward_duplicates: family!(r, "profcol_receiver_forwarded_possible_duplicates", "Forwarded items delivered after an attempt that may have been taken (timed out after sending), by type: the upstream may hold them twice."),
             receiver_requests: family!(r, "profcol_receiver_accepted_requests", "OTLP requests accepted, by the opentelemetry-proto revision they were written in."),
             receiver_repairs: family!(r, "profcol_receiver_repairs", "Producer mistakes a receiver repaired instead of refusing the request, by kind."),
             // The loadbalancing exporter's, as the Collector's (its
@@ -254,6 +256,13 @@ impl Telemetry {
                 ("outcome", outcome),
                 ("reason", reason),
             ])
+            .inc();
+    }
+
+    /// An item delivered by a retry of a POST that may have been taken.
+    pub fn receiver_forward_duplicate(&self, receiver: &str, item_type: &str) {
+        self.receiver_forward_duplicates
+            .get(&[("receiver", receiver), ("type", item_type)])
             .inc();
     }
 

@@ -9,12 +9,32 @@
 //! outage) puts the envelope in a bounded queue retried in the background
 //! with `retry_on_failure`, and the SDK hears 200, as from Relay. Every
 //! forwarded item ends counted: forwarded, failed or dropped, by reason.
+//!
+//! The queue drains at the upstream's pace: each consumer backs off per
+//! envelope, but only while the upstream is down; the first answer any
+//! attempt gets (a consumer's or an SDK's) wakes every consumer waiting
+//! out a backoff, and an envelope taken while the upstream answers goes at
+//! once (Relay likewise holds its queue during an outage and sends it all
+//! when its probe gets through).
+//!
+//! A POST that timed out (or got 504) after it was sent may have been
+//! taken: it is retried, as Relay retries, but with twice the time to
+//! answer each time, so a slow upstream is waited for rather than sent the
+//! envelope again and again; one delivered after such an attempt is
+//! counted as a possible duplicate.
+//!
+//! A 429 with `X-Sentry-Rate-Limits` is Sentry discarding the envelope (it
+//! was received): a queued one is not retried, and its limits are kept per
+//! category and scope so that queued envelopes under them are discarded
+//! before they are sent, as Relay does (see `upstream_limits`). A 429
+//! without them is throttling on the way (a proxy): held and retried after
+//! `Retry-After`.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use bytes::Bytes;
@@ -28,6 +48,11 @@ use profcol_pipeline::telemetry::Telemetry;
 use profcol_queue::{BlobLog, Location, RecoveredBlobs};
 
 use super::config::{ForwardingSettings, SentryReceiverConfig};
+use super::upstream_limits::{retry_after_secs, Scoping, UpstreamLimits};
+
+/// How much longer than `forwarding.timeout` a retry of a POST that timed
+/// out may wait for its answer (doubling per attempt).
+const MAX_TIMEOUT_GROWTH: u32 = 8;
 
 /// Request headers an envelope keeps on its way upstream (hop-by-hop
 /// ones, `Host` and the lengths are the client's own).
@@ -59,6 +84,14 @@ pub struct Outgoing {
     _memory: Option<Reservation>,
     /// Where it is stored, with a persistent queue.
     at: Option<Location>,
+    /// An attempt may have reached the upstream without an answer (a
+    /// timeout or 504 after the request was sent).
+    maybe_taken: bool,
+    /// The time the next attempt gives the upstream to answer.
+    timeout: Duration,
+    /// The body's length as queued (what `sizer: bytes` charged), kept
+    /// when a rate limit takes items out of the body.
+    queued_len: usize,
 }
 
 impl Outgoing {
@@ -98,11 +131,14 @@ impl Outgoing {
         Some(Self {
             path: m.path,
             headers,
-            body,
             gzip: m.gzip,
             items: m.items,
             _memory: memory,
             at: Some(at),
+            maybe_taken: false,
+            timeout: Duration::ZERO,
+            queued_len: body.len(),
+            body,
         })
     }
 }
@@ -129,8 +165,13 @@ enum Attempt {
         headers: HeaderMap,
         body: Bytes,
     },
-    /// Connection error, timeout, 502/503/504.
-    Unreachable { detail: String, timeout: bool },
+    /// Connection error, timeout, 502/503/504. `maybe_taken`: the request
+    /// was sent and may have been taken (a timeout after connecting, 504).
+    Unreachable {
+        detail: String,
+        timeout: bool,
+        maybe_taken: bool,
+    },
 }
 
 pub struct Forwarder {
@@ -148,6 +189,12 @@ pub struct Forwarder {
     next_id: AtomicU64,
     /// The persistent queue (`sending_queue.storage`), if any.
     log: Option<Arc<BlobLog>>,
+    /// The last attempt found the upstream down: consumers back off.
+    outage: std::sync::atomic::AtomicBool,
+    /// Woken when an attempt is answered, ending every backoff.
+    answered: Notify,
+    /// The upstream's rate limits, per category and scope.
+    limits: Mutex<UpstreamLimits>,
 }
 
 #[derive(Default)]
@@ -195,7 +242,7 @@ impl Forwarder {
                     Some(out) => {
                         state.used += match f.sending_queue.sizer {
                             Sizer::Requests => 1,
-                            Sizer::Bytes => out.body.len(),
+                            Sizer::Bytes => out.queued_len,
                         };
                         state.pending.push_back(out);
                     }
@@ -228,6 +275,9 @@ impl Forwarder {
             settled: Notify::new(),
             next_id: AtomicU64::new(0),
             log,
+            outage: std::sync::atomic::AtomicBool::new(false),
+            answered: Notify::new(),
+            limits: Mutex::new(UpstreamLimits::default()),
         })))
     }
 
@@ -315,11 +365,14 @@ impl Forwarder {
         Ok(Some(Outgoing {
             path,
             headers: out,
-            body,
             gzip,
             items,
             _memory: Some(memory),
             at: None,
+            maybe_taken: false,
+            timeout: self.settings.timeout.get(),
+            queued_len: body.len(),
+            body,
         }))
     }
 
@@ -380,13 +433,15 @@ impl Forwarder {
 
     /// Forwards `out` while its SDK waits; an unreachable upstream queues
     /// it for the consumers.
-    pub async fn forward(&self, out: Outgoing) -> Answer {
+    pub async fn forward(&self, mut out: Outgoing) -> Answer {
         match self.attempt(&out).await {
             Attempt::Answered {
                 status,
                 headers,
                 body,
             } => {
+                self.note(true);
+                self.record_limits(&out, status, &headers);
                 self.settle(&out.items, status);
                 Answer::Upstream {
                     status,
@@ -394,7 +449,125 @@ impl Forwarder {
                     body,
                 }
             }
-            Attempt::Unreachable { detail, timeout } => self.enqueue(out, detail, timeout).await,
+            Attempt::Unreachable {
+                detail,
+                timeout,
+                maybe_taken,
+            } => {
+                self.note(false);
+                if maybe_taken {
+                    out.maybe_taken = true;
+                    out.timeout = self.longer(out.timeout);
+                }
+                self.enqueue(out, detail, timeout).await
+            }
+        }
+    }
+
+    /// The time to answer after an attempt that may have been taken.
+    fn longer(&self, t: Duration) -> Duration {
+        let base = self.settings.timeout.get();
+        t.max(base).saturating_mul(2).min(base * MAX_TIMEOUT_GROWTH)
+    }
+
+    /// Records the rate limits of an answer (any status: Sentry sends them
+    /// with 200 too when it dropped some items).
+    fn record_limits(&self, out: &Outgoing, status: StatusCode, headers: &HeaderMap) {
+        let values: Vec<&str> = headers
+            .get_all("x-sentry-rate-limits")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        if values.is_empty() {
+            return;
+        }
+        let (project, key) = scoping(out);
+        let scoping = Scoping {
+            project: &project,
+            key: key.as_deref(),
+        };
+        let mut limits = self.limits.lock().unwrap();
+        for v in values {
+            limits.record(v, &scoping, Instant::now());
+        }
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            profcol_model::info_limited!(receiver = %self.id, limits = ?headers.get("x-sentry-rate-limits"), "the upstream rate-limits forwarded items; queued items under the limit are discarded, as Relay does");
+        }
+    }
+
+    /// Drops the items of a queued envelope that a rate limit in effect
+    /// covers, as Relay does before sending; false when none is left.
+    fn apply_limits(&self, out: &mut Outgoing) -> bool {
+        let (project, key) = scoping(out);
+        let scoping = Scoping {
+            project: &project,
+            key: key.as_deref(),
+        };
+        let now = Instant::now();
+        let limited: Vec<bool> = {
+            let limits = self.limits.lock().unwrap();
+            out.items
+                .iter()
+                .map(|t| limits.is_limited(t, &scoping, now))
+                .collect()
+        };
+        if !limited.contains(&true) {
+            return true;
+        }
+        let dropped: Vec<String> = out
+            .items
+            .iter()
+            .zip(&limited)
+            .filter(|(_, &l)| l)
+            .map(|(t, _)| t.clone())
+            .collect();
+        self.count(&dropped, "dropped", "rate_limited");
+        profcol_model::info_limited!(receiver = %self.id, items = dropped.len(), "queued items discarded under the upstream's rate limit, as Relay does");
+        if dropped.len() == out.items.len() {
+            return false;
+        }
+        // Keep the other items, byte for byte, under the same header.
+        let Ok(env) = profcol_sentry::parse_envelope(&out.body) else {
+            return true;
+        };
+        let mut i = 0;
+        let body = env.write_selected(env.raw_header, |_| {
+            i += 1;
+            !limited.get(i - 1).copied().unwrap_or(false)
+        });
+        out.items = out
+            .items
+            .iter()
+            .zip(&limited)
+            .filter(|(_, &l)| !l)
+            .map(|(t, _)| t.clone())
+            .collect();
+        out.body = Bytes::from(body);
+        true
+    }
+
+    /// Whether a consumer should back off before its next attempt.
+    fn in_outage(&self) -> bool {
+        self.outage.load(Ordering::Relaxed)
+    }
+
+    fn note(&self, answered: bool) {
+        self.outage.store(!answered, Ordering::Relaxed);
+        if answered {
+            // Every consumer waiting out a backoff goes now.
+            self.answered.notify_waiters();
+        }
+    }
+
+    /// Waits `delay`, or less if an attempt is answered meanwhile.
+    async fn pause(&self, delay: Duration) {
+        let answered = self.answered.notified();
+        if delay.is_zero() || !self.in_outage() {
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = answered => {}
         }
     }
 
@@ -416,7 +589,7 @@ impl Forwarder {
         }
         let size = match q.sizer {
             Sizer::Requests => 1,
-            Sizer::Bytes => out.body.len(),
+            Sizer::Bytes => out.queued_len,
         };
         {
             let mut s = self.state.lock().unwrap();
@@ -472,27 +645,87 @@ impl Forwarder {
                 self.not_empty.notified().await;
                 continue;
             };
-            let started = Instant::now();
-            let mut backoff = Backoff::new(&self.settings.retry_on_failure);
-            let max = self.settings.retry_on_failure.max_elapsed_time.get();
-            loop {
-                let delay = backoff.next_delay();
-                if !max.is_zero() && started.elapsed() + delay > max {
-                    self.count(&out.items, "failed", "retries_exhausted");
-                    break;
+            let mut out = out;
+            self.deliver(&mut out).await;
+            self.release(id, &out).await;
+        }
+    }
+
+    /// Retries `out` until it is answered, discarded under a rate limit or
+    /// `max_elapsed_time` passes. Backoff is this envelope's own, and is
+    /// waited only while the upstream is down (or throttles).
+    async fn deliver(&self, out: &mut Outgoing) {
+        let started = Instant::now();
+        let mut backoff = Backoff::new(&self.settings.retry_on_failure);
+        let max = self.settings.retry_on_failure.max_elapsed_time.get();
+        let mut wait = if self.in_outage() {
+            backoff.next_delay()
+        } else {
+            Duration::ZERO
+        };
+        let mut throttled = false;
+        loop {
+            if !max.is_zero() && started.elapsed() + wait > max {
+                self.count(&out.items, "failed", "retries_exhausted");
+                return;
+            }
+            if throttled {
+                tokio::time::sleep(wait).await;
+            } else {
+                self.pause(wait).await;
+            }
+            if !self.apply_limits(out) {
+                return;
+            }
+            match self.attempt(out).await {
+                Attempt::Answered {
+                    status, headers, ..
+                } => {
+                    self.note(true);
+                    if status == StatusCode::TOO_MANY_REQUESTS
+                        && !headers.contains_key("x-sentry-rate-limits")
+                    {
+                        // Throttled on the way, not discarded by Sentry.
+                        throttled = true;
+                        let next = backoff.next_delay();
+                        wait = headers
+                            .get("retry-after")
+                            .and_then(|v| v.to_str().ok())
+                            .and_then(retry_after_secs)
+                            .unwrap_or(next);
+                        profcol_model::info_limited!(receiver = %self.id, retry_after = ?wait, "the upstream throttles forwarding (429 without X-Sentry-Rate-Limits); holding the envelope");
+                        continue;
+                    }
+                    self.record_limits(out, status, &headers);
+                    if status == StatusCode::TOO_MANY_REQUESTS {
+                        // Received and discarded under a limit (Relay's
+                        // `rate_limited` outcome): the SDK was told 200.
+                        self.count(&out.items, "dropped", "rate_limited");
+                        return;
+                    }
+                    if status.is_success() && out.maybe_taken {
+                        for ty in &out.items {
+                            self.telemetry.receiver_forward_duplicate(&self.id, ty);
+                        }
+                    }
+                    self.settle(&out.items, status);
+                    return;
                 }
-                tokio::time::sleep(delay).await;
-                match self.attempt(&out).await {
-                    Attempt::Answered { status, .. } => {
-                        self.settle(&out.items, status);
-                        break;
+                Attempt::Unreachable {
+                    detail,
+                    maybe_taken,
+                    ..
+                } => {
+                    self.note(false);
+                    throttled = false;
+                    if maybe_taken {
+                        out.maybe_taken = true;
+                        out.timeout = self.longer(out.timeout);
                     }
-                    Attempt::Unreachable { detail, .. } => {
-                        profcol_model::warn_limited!(receiver = %self.id, error = %detail, interval = ?delay, "forwarding failed, will retry");
-                    }
+                    wait = backoff.next_delay();
+                    profcol_model::warn_limited!(receiver = %self.id, error = %detail, interval = ?wait, "forwarding failed, will retry");
                 }
             }
-            self.release(id, &out).await;
         }
     }
 
@@ -518,7 +751,7 @@ impl Forwarder {
         s.in_flight.remove(&id);
         s.used -= match self.settings.sending_queue.sizer {
             Sizer::Requests => 1,
-            Sizer::Bytes => out.body.len(),
+            Sizer::Bytes => out.queued_len,
         };
         drop(s);
         self.settled.notify_waiters();
@@ -573,7 +806,11 @@ impl Forwarder {
             .http
             .post(format!("{}{}", self.base, out.path))
             .headers(out.headers.clone())
-            .timeout(self.settings.timeout.get());
+            .timeout(if out.timeout.is_zero() {
+                self.settings.timeout.get()
+            } else {
+                out.timeout
+            });
         if out.gzip {
             req = req.header("content-encoding", "gzip");
         }
@@ -583,7 +820,9 @@ impl Forwarder {
                 return Attempt::Unreachable {
                     detail: error_chain(&e),
                     timeout: e.is_timeout(),
-                }
+                    // Only a connection never made is surely not taken.
+                    maybe_taken: !e.is_connect(),
+                };
             }
         };
         let status = resp.status();
@@ -602,13 +841,17 @@ impl Forwarder {
                 return Attempt::Unreachable {
                     detail: format!("reading the answer: {}", error_chain(&e)),
                     timeout: e.is_timeout(),
+                    maybe_taken: true,
                 }
             }
         };
         if matches!(status.as_u16(), 502..=504) {
+            // A gateway that timed out may have passed the request on.
+            let timeout = status == StatusCode::GATEWAY_TIMEOUT;
             return Attempt::Unreachable {
                 detail: format!("HTTP {status}"),
-                timeout: status == StatusCode::GATEWAY_TIMEOUT,
+                timeout,
+                maybe_taken: timeout,
             };
         }
         Attempt::Answered {
@@ -640,6 +883,28 @@ impl Forwarder {
                 .receiver_forwarded(&self.id, ty, outcome, reason);
         }
     }
+}
+
+/// The project (from the path) and DSN key (from the auth header or the
+/// query) an envelope goes to, for rate-limit scopes.
+fn scoping(out: &Outgoing) -> (String, Option<String>) {
+    let project = out
+        .path
+        .strip_prefix("/api/")
+        .and_then(|p| p.split('/').next())
+        .unwrap_or("")
+        .to_owned();
+    let from = |text: &str| {
+        text.split([',', '&', ' '])
+            .find_map(|kv| kv.trim().strip_prefix("sentry_key="))
+            .map(str::to_owned)
+    };
+    let key = ["x-sentry-auth", "authorization"]
+        .iter()
+        .filter_map(|h| out.headers.get(*h)?.to_str().ok())
+        .find_map(from)
+        .or_else(|| from(out.path.split_once('?')?.1));
+    (project, key)
 }
 
 fn gzip(data: &[u8]) -> Bytes {
@@ -777,5 +1042,224 @@ mod tests {
         );
         assert_eq!(merge_rate_limits(None, Some(&theirs)).unwrap(), theirs);
         assert!(merge_rate_limits(None, None).is_none());
+    }
+
+    /// A Sentry stand-in: answers each request after `delay` with the
+    /// next scripted reply, or 503 while `down`, else 200; counts what it
+    /// answered 200.
+    /// A scripted answer: status and headers.
+    type Scripted = (u16, Vec<(&'static str, &'static str)>);
+
+    #[derive(Clone, Default)]
+    struct Mock {
+        down: Arc<std::sync::atomic::AtomicBool>,
+        delay: Arc<Mutex<Duration>>,
+        script: Arc<Mutex<VecDeque<Scripted>>>,
+        received: Arc<AtomicU64>,
+        delivered: Arc<AtomicU64>,
+    }
+
+    async fn mock() -> (Mock, String) {
+        let m = Mock::default();
+        let state = m.clone();
+        let app = axum::Router::new().fallback(move || {
+            let m = state.clone();
+            async move {
+                m.received.fetch_add(1, Ordering::SeqCst);
+                let delay = *m.delay.lock().unwrap();
+                tokio::time::sleep(delay).await;
+                let (status, headers) = if m.down.load(Ordering::SeqCst) {
+                    (503, vec![])
+                } else {
+                    m.script
+                        .lock()
+                        .unwrap()
+                        .pop_front()
+                        .unwrap_or((200, vec![]))
+                };
+                if status == 200 {
+                    m.delivered.fetch_add(1, Ordering::SeqCst);
+                }
+                let mut r = axum::response::Response::builder().status(status);
+                for (k, v) in headers {
+                    r = r.header(k, v);
+                }
+                r.body(axum::body::Body::empty()).unwrap()
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (m, format!("http://{addr}"))
+    }
+
+    const EVENT: &[u8] = b"{}\n{\"type\":\"event\"}\n{\"message\":\"boom\"}\n";
+
+    fn event_out(f: &Forwarder, envelope: &'static [u8]) -> Outgoing {
+        let e = parse_envelope(envelope).unwrap();
+        f.outgoing(
+            &e,
+            &Bytes::from_static(envelope),
+            |_| true,
+            "42",
+            Some("sentry_key=abc"),
+            &HeaderMap::new(),
+            None,
+        )
+        .unwrap()
+        .unwrap()
+    }
+
+    async fn until(what: impl Fn() -> bool, limit: Duration) -> Duration {
+        let start = Instant::now();
+        while !what() && start.elapsed() < limit {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        start.elapsed()
+    }
+
+    fn metric(t: &Telemetry, prefix: &str) -> Vec<String> {
+        t.encode_text()
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// With the default `retry_on_failure` (5 s initial backoff), what
+    /// queued during an outage goes as soon as the upstream answers again,
+    /// not one envelope per consumer per backoff interval.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_queue_drains_at_the_upstreams_pace_after_an_outage() {
+        let (m, url) = mock().await;
+        let f = forwarder(&format!("forward_to: {url}"));
+        f.start();
+        m.down.store(true, Ordering::SeqCst);
+        for _ in 0..60 {
+            assert!(matches!(
+                f.forward(event_out(&f, EVENT)).await,
+                Answer::Queued
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        m.down.store(false, Ordering::SeqCst);
+        // The SDKs' traffic gets through: the queue follows at once.
+        assert!(matches!(
+            f.forward(event_out(&f, EVENT)).await,
+            Answer::Upstream { status, .. } if status == StatusCode::OK
+        ));
+        let took = until(
+            || m.delivered.load(Ordering::SeqCst) == 61,
+            Duration::from_secs(20),
+        )
+        .await;
+        assert_eq!(m.delivered.load(Ordering::SeqCst), 61);
+        assert!(took < Duration::from_secs(3), "drained in {took:?}");
+        f.drain().await;
+    }
+
+    /// An upstream slower than `forwarding.timeout`: the retry of the POST
+    /// that timed out waits twice as long instead of sending it again and
+    /// again, and the copy the upstream may hold twice is counted.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_timed_out_post_is_retried_with_more_time_and_counted() {
+        let (m, url) = mock().await;
+        *m.delay.lock().unwrap() = Duration::from_millis(1500);
+        let f = forwarder(&format!(
+            "{{forward_to: '{url}', forwarding: {{timeout: 1s, retry_on_failure: {{initial_interval: 50ms, max_interval: 100ms}}}}}}"
+        ));
+        f.start();
+        assert!(matches!(
+            f.forward(event_out(&f, EVENT)).await,
+            Answer::Queued
+        ));
+        until(
+            || m.delivered.load(Ordering::SeqCst) >= 2,
+            Duration::from_secs(5),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        // The first POST was taken late, the retry in time: two copies,
+        // not one per second until the backoff ran out.
+        assert_eq!(m.received.load(Ordering::SeqCst), 2);
+        assert_eq!(
+            metric(&f.telemetry, "profcol_receiver_forwarded_possible_duplicates_total"),
+            ["profcol_receiver_forwarded_possible_duplicates_total{receiver=\"sentry\",type=\"event\"} 1"]
+        );
+        // A connection never made is not a possible duplicate.
+        assert!(!f.longer(Duration::from_secs(1)).is_zero());
+    }
+
+    /// A 429 without `X-Sentry-Rate-Limits` (a proxy throttling) holds the
+    /// queued envelope until `Retry-After`; one with them is Sentry
+    /// discarding it: counted as dropped under the limit, and later queued
+    /// envelopes under it are not sent.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn queued_envelopes_are_held_when_throttled_and_discarded_when_limited() {
+        let (m, url) = mock().await;
+        let f = forwarder(&format!(
+            "{{forward_to: '{url}', forwarding: {{retry_on_failure: {{initial_interval: 50ms, max_interval: 100ms}}}}}}"
+        ));
+        f.start();
+        m.down.store(true, Ordering::SeqCst);
+        assert!(matches!(
+            f.forward(event_out(&f, EVENT)).await,
+            Answer::Queued
+        ));
+        m.script
+            .lock()
+            .unwrap()
+            .push_back((429, vec![("retry-after", "1")]));
+        m.down.store(false, Ordering::SeqCst);
+        let took = until(
+            || m.delivered.load(Ordering::SeqCst) == 1,
+            Duration::from_secs(5),
+        )
+        .await;
+        assert_eq!(m.delivered.load(Ordering::SeqCst), 1, "held and retried");
+        assert!(
+            took >= Duration::from_millis(900),
+            "after Retry-After: {took:?}"
+        );
+
+        // Now Sentry's own limit on errors.
+        m.down.store(true, Ordering::SeqCst);
+        assert!(matches!(
+            f.forward(event_out(&f, EVENT)).await,
+            Answer::Queued
+        ));
+        m.script.lock().unwrap().push_back((
+            429,
+            vec![("x-sentry-rate-limits", "60:error:project:org_quota")],
+        ));
+        m.down.store(false, Ordering::SeqCst);
+        until(
+            || m.received.load(Ordering::SeqCst) >= 4,
+            Duration::from_secs(5),
+        )
+        .await;
+        f.drain().await;
+        let received = m.received.load(Ordering::SeqCst);
+        // A queued envelope under the limit: its event is discarded
+        // unsent, its attachment goes alone.
+        const MIXED: &[u8] =
+            b"{}\n{\"type\":\"event\"}\n{}\n{\"type\":\"attachment\",\"length\":1}\nx\n";
+        let mut out = event_out(&f, MIXED);
+        assert!(f.apply_limits(&mut out));
+        assert_eq!(out.items, ["attachment"]);
+        assert_eq!(
+            &out.body[..],
+            b"{}\n{\"type\":\"attachment\",\"length\":1}\nx\n"
+        );
+        let mut out = event_out(&f, EVENT);
+        assert!(!f.apply_limits(&mut out));
+        assert_eq!(m.received.load(Ordering::SeqCst), received);
+        let counted = metric(&f.telemetry, "profcol_receiver_forwarded_items_total");
+        assert!(
+            counted.contains(
+                &"profcol_receiver_forwarded_items_total{receiver=\"sentry\",type=\"event\",outcome=\"dropped\",reason=\"rate_limited\"} 3".to_owned()
+            ),
+            "{counted:?}"
+        );
     }
 }

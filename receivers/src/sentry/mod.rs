@@ -9,6 +9,7 @@ mod handler;
 mod server;
 #[cfg(test)]
 mod tests;
+mod upstream_limits;
 
 use std::sync::Arc;
 
