@@ -25,6 +25,12 @@ pub struct SentryExporterConfig {
     /// Most samples in one chunk; expansion of aggregated samples beyond
     /// it is thinned evenly and counted as dropped.
     pub max_samples_per_chunk: usize,
+    /// Most chunks (requests to Sentry) one incoming batch may become; the
+    /// chunks past it are dropped and counted (`max_chunks_per_request`).
+    pub max_chunks_per_request: usize,
+    /// Chunks per second to this DSN, for every exporter that sends to it;
+    /// more wait (0: no limit).
+    pub max_chunks_per_second: f64,
 }
 
 impl Default for SentryExporterConfig {
@@ -37,6 +43,8 @@ impl Default for SentryExporterConfig {
             release: None,
             max_chunk_duration: Duration::from_secs(60),
             max_samples_per_chunk: 100_000,
+            max_chunks_per_request: 1000,
+            max_chunks_per_second: 100.0,
         }
     }
 }
@@ -73,6 +81,21 @@ impl SentryExporterConfig {
             errs.push(
                 cfg.key_path("max_samples_per_chunk"),
                 "must be greater than 0",
+            );
+        }
+        if self.max_chunks_per_request == 0 {
+            errs.push(
+                cfg.key_path("max_chunks_per_request"),
+                "must be greater than 0",
+            );
+        }
+        if !(self.max_chunks_per_second.is_finite() && self.max_chunks_per_second >= 0.0) {
+            errs.push(
+                cfg.key_path("max_chunks_per_second"),
+                format!(
+                    "must be 0 (no limit) or more, got {}",
+                    self.max_chunks_per_second
+                ),
             );
         }
         if let Some(p) = &self.platform {

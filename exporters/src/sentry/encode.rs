@@ -27,6 +27,8 @@ use super::rate_limits::category_for_platform;
 pub struct EncodeOptions {
     pub max_samples_per_chunk: usize,
     pub max_chunk_duration_ns: u64,
+    /// Chunks past this many are dropped (`max_chunks_per_request`).
+    pub max_chunks: usize,
     pub compression: Compression,
     /// The DSN for the envelope header (without secret).
     pub dsn: Option<String>,
@@ -45,6 +47,7 @@ impl Default for EncodeOptions {
         Self {
             max_samples_per_chunk: convert.max_samples_per_chunk,
             max_chunk_duration_ns: 60_000_000_000,
+            max_chunks: usize::MAX,
             compression: Compression::Gzip,
             dsn: None,
             platform: None,
@@ -75,7 +78,12 @@ pub struct Encoded {
     pub envelopes: Vec<Envelope>,
     /// Samples the conversion left out, by reason, in batch units.
     pub dropped: Vec<(&'static str, u64)>,
+    /// Chunks left out by `max_chunks`.
+    pub over_limit: u64,
 }
+
+/// The drop reason of chunks past `max_chunks_per_request`.
+pub const MAX_CHUNKS_PER_REQUEST: &str = "max_chunks_per_request";
 
 /// Converts `data` and builds the envelopes of the chunks from index
 /// `skip` on; earlier ones get no body. `now_unix_nano` stands in for
@@ -107,6 +115,13 @@ pub fn encode(
             continue;
         };
         let index = out.envelopes.len();
+        if index >= opts.max_chunks {
+            // Bounds the requests one incoming batch can cost; the same
+            // chunks on every attempt, as the conversion is.
+            add_dropped(&mut out.dropped, MAX_CHUNKS_PER_REQUEST, samples);
+            out.over_limit += 1;
+            continue;
+        }
         let mut changed = false;
         if let Some(e) = &opts.environment {
             changed |= replace_opt(&mut chunk.environment, e);

@@ -32,6 +32,7 @@ mod config;
 pub mod encode;
 #[cfg(any(test, feature = "testing"))]
 pub mod mock;
+mod pace;
 pub mod rate_limits;
 pub mod resume;
 
@@ -113,6 +114,8 @@ pub struct SentryExporter {
     opts: Arc<EncodeOptions>,
     limits: Mutex<RateLimits>,
     counters: Counters,
+    /// `max_chunks_per_second`, shared per DSN.
+    pace: Option<Arc<pace::Pace>>,
 }
 
 impl SentryExporter {
@@ -123,6 +126,7 @@ impl SentryExporter {
             max_samples_per_chunk: cfg.max_samples_per_chunk,
             max_chunk_duration_ns: u64::try_from(cfg.max_chunk_duration.get().as_nanos())
                 .unwrap_or(u64::MAX),
+            max_chunks: cfg.max_chunks_per_request,
             compression: cfg.compression,
             dsn: Some(dsn.to_string()),
             platform: cfg.platform.clone(),
@@ -131,7 +135,9 @@ impl SentryExporter {
             // Made once per exporter, stable while it runs.
             instance_id: profcol_sentry::ids::random_uuid(),
         };
+        let pace = pace::for_dsn(&dsn.to_string(), cfg.max_chunks_per_second);
         Ok(Self {
+            pace,
             client,
             opts: Arc::new(opts),
             limits: Mutex::new(RateLimits::default()),
@@ -217,6 +223,11 @@ impl Exporter for SentryExporter {
         // `now`, the same chunks): they are reported once, by the attempt
         // that settles the batch, and counted by the runtime with the rest.
         let (mut envelopes, dropped) = (encoded.envelopes, encoded.dropped);
+        if encoded.over_limit > 0 && skip == 0 {
+            ctx.telemetry
+                .exporter_event(&ctx.id, "chunk_over_request_limit", encoded.over_limit);
+            profcol_model::warn_limited!(exporter = %ctx.id, chunks = encoded.over_limit, "a batch would become more chunks than max_chunks_per_request; the rest are dropped");
+        }
         let mut refusal = None;
         for i in skip..envelopes.len() {
             let Some(body) = envelopes[i].body.take() else {
@@ -228,6 +239,12 @@ impl Exporter for SentryExporter {
                     message: format!("Sentry rate limit on {} in effect", env.category),
                     retry_after: Some(wait),
                 });
+            }
+            if let Some(wait) = self.pace.as_ref().map(|p| p.take()) {
+                if !wait.is_zero() {
+                    ctx.telemetry.exporter_event(&ctx.id, "chunk_paced", 1);
+                    tokio::time::sleep(wait).await;
+                }
             }
             let size = body.len() as u64;
             match self.client.send(body, &self.limits).await {

@@ -1,6 +1,7 @@
 //! Tests of the `sentry` exporter against an in-process Sentry.
 
 mod config;
+mod fan_out;
 mod rate_limits;
 mod responses;
 mod round_trip;

@@ -1,7 +1,10 @@
 //! OTLP -> Sentry `profile_chunk`s (sample format v2).
 //!
-//! One chunk per Profile and time window (at most 66 s, Relay's limit, and
-//! at most 50 MiB of JSON). Timestamped samples keep their timestamps;
+//! One chunk per session and time window (at most 66 s, Relay's limit, and
+//! at most 50 MiB of JSON). Profiles of one resource (by value) with the
+//! same attributes and sample type come from one process and session:
+//! they share chunks, as an SDK's profiler sends one chunk per window
+//! however many pieces it recorded (see `sessions`). Timestamped samples keep their timestamps;
 //! aggregated ones are expanded (see `expand`). Every chunk passes
 //! [`check_v2`](super::relay_rules::check_v2) before it is offered for sending; what Relay would refuse is
 //! counted with the reason instead. Profiles that are not stacks sampled
@@ -21,6 +24,7 @@ mod images;
 mod meta;
 mod points;
 mod select;
+mod sessions;
 mod threads;
 mod windows;
 
@@ -124,13 +128,14 @@ impl ChunkResult {
 pub fn otlp_to_chunks(data: &ProfilesData, opts: &ExportOptions) -> Vec<ChunkResult> {
     let dict = Lookup::of(data);
     let mut out = Vec::new();
+    let mut sessions = sessions::Sessions::default();
     for rp in &data.resource_profiles {
         let resource = rp.resource.as_ref().map_or(&[][..], |r| &r.attributes[..]);
         for sp in &rp.scope_profiles {
             let verdicts = select::select(dict, &sp.profiles);
             for (profile, verdict) in sp.profiles.iter().zip(verdicts) {
                 match verdict {
-                    None => ProfileExport::new(dict, resource, profile, opts).run(&mut out),
+                    None => sessions.add(dict, resource, profile),
                     Some(_) if profile.samples.is_empty() => {}
                     Some(reason) => out.push(ChunkResult::refused(vec![select::all_dropped(
                         profile, reason,
@@ -138,6 +143,9 @@ pub fn otlp_to_chunks(data: &ProfilesData, opts: &ExportOptions) -> Vec<ChunkRes
                 }
             }
         }
+    }
+    for (resource, profiles) in sessions.into_groups() {
+        ProfileExport::new(dict, resource, profiles[0], opts).run(&profiles, &mut out);
     }
     out
 }
@@ -195,32 +203,42 @@ impl<'d> ProfileExport<'d> {
         android::export::export(self.dict, self.profile, &meta, out);
     }
 
-    fn run(mut self, out: &mut Vec<ChunkResult>) {
-        // Times no recording has would drive the window loop and the
-        // expansion below: refused before any work.
-        if late_time(self.profile).is_some() || self.profile.duration_nano > MAX_PROFILE_DURATION_NS
-        {
-            out.push(ChunkResult::refused(vec![select::all_dropped(
-                self.profile,
-                Reason::ImplausibleTime,
-            )]));
-            return;
-        }
-        let pa = &self.profile.attribute_indices;
-        if dict::attr_text(self.dict, pa, k::SENTRY_PLATFORM).as_deref() == Some(android::PLATFORM)
-        {
-            self.android(out);
-            return;
-        }
-        let (mut points, pre_dropped) = points::points(
-            self.dict,
-            self.profile,
-            self.opts,
-            &mut self.frames,
-            &mut self.threads,
-        );
-        if !pre_dropped.is_empty() {
-            out.push(ChunkResult::refused(pre_dropped));
+    /// Chunks of `profiles`, one session (`profiles[0]` is `self.profile`).
+    fn run(mut self, profiles: &[&'d Profile], out: &mut Vec<ChunkResult>) {
+        let mut points = Vec::new();
+        for &profile in profiles {
+            // Times no recording has would drive the window loop and the
+            // expansion below: refused before any work.
+            if late_time(profile).is_some() || profile.duration_nano > MAX_PROFILE_DURATION_NS {
+                out.push(ChunkResult::refused(vec![select::all_dropped(
+                    profile,
+                    Reason::ImplausibleTime,
+                )]));
+                continue;
+            }
+            let pa = &profile.attribute_indices;
+            if dict::attr_text(self.dict, pa, k::SENTRY_PLATFORM).as_deref()
+                == Some(android::PLATFORM)
+            {
+                // Android profiles are never grouped (see `sessions`).
+                self.android(out);
+                return;
+            }
+            let (pts, pre_dropped) = points::points(
+                self.dict,
+                profile,
+                self.opts,
+                &mut self.frames,
+                &mut self.threads,
+            );
+            if !pre_dropped.is_empty() {
+                out.push(ChunkResult::refused(pre_dropped));
+            }
+            if points.is_empty() {
+                points = pts;
+            } else {
+                points.extend(pts);
+            }
         }
         if points.is_empty() {
             return;
@@ -243,8 +261,26 @@ impl<'d> ProfileExport<'d> {
             m => vec![m],
         }
         .into_iter();
-        for w in windows {
-            meta.measurements = measurements.next().flatten();
+        // A window of several profiles is cut at the sample cap rather
+        // than thinned: each of them alone would have gone whole.
+        let cap = self.opts.max_samples_per_chunk.max(1);
+        let pieces = windows.into_iter().flat_map(|w| {
+            let first = w.start;
+            let cut = if profiles.len() > 1 {
+                cap
+            } else {
+                w.len().max(1)
+            };
+            (w.start..w.end)
+                .step_by(cut)
+                .map(move |s| (s == first, s..(s + cut).min(w.end)))
+        });
+        for (first_piece, w) in pieces {
+            if first_piece {
+                meta.measurements = measurements.next().flatten();
+            } else {
+                meta.measurements = None;
+            }
             let mut pts = points[w].to_vec();
             let (thinned, thinned_homes) = thin(&mut pts, self.opts.max_samples_per_chunk.max(1));
             let mut dropped = Vec::new();

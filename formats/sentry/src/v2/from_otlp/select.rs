@@ -10,6 +10,8 @@
 //!   sent, a count type before a time type, so that Sentry does not see
 //!   every sample twice; the others are [`Reason::DuplicateSampleType`].
 
+use std::collections::HashMap;
+
 use super::points::time_unit_ns;
 use super::Dropped;
 use crate::Reason;
@@ -45,15 +47,34 @@ pub(super) fn select(dict: Lookup<'_>, profiles: &[Profile]) -> Vec<Option<Reaso
     }
     if candidates.len() > 1 {
         candidates.sort_unstable();
-        let mut kept: Vec<usize> = Vec::new();
+        // Kept Profiles by time range, size and first stack, then by
+        // sample type: a Profile is compared only with kept ones of its
+        // shape and another type, not with every one kept (tens of
+        // thousands of tiny Profiles in a request made this quadratic).
+        type Shape = (u64, u64, usize, Option<i32>);
+        type ByType<'a> = Vec<((&'a str, &'a str), Vec<usize>)>;
+        let mut kept: HashMap<Shape, ByType> = HashMap::new();
         for (_, i) in candidates {
-            if kept
+            let p = &profiles[i];
+            let ty = type_of(dict, p);
+            let shape = (
+                p.time_unix_nano,
+                p.duration_nano,
+                p.samples.len(),
+                p.samples.first().map(|s| s.stack_index),
+            );
+            let by_type = kept.entry(shape).or_default();
+            let repeats = by_type
                 .iter()
-                .any(|&j| same_recording(dict, &profiles[i], &profiles[j]))
-            {
+                .filter(|(t, _)| *t != ty)
+                .any(|(_, js)| js.iter().any(|&j| same_samples(p, &profiles[j])));
+            if repeats {
                 verdicts[i] = Some(Reason::DuplicateSampleType);
             } else {
-                kept.push(i);
+                match by_type.iter_mut().find(|(t, _)| *t == ty) {
+                    Some((_, js)) => js.push(i),
+                    None => by_type.push((ty, vec![i])),
+                }
             }
         }
     }
@@ -88,17 +109,14 @@ fn rank(dict: Lookup<'_>, p: &Profile) -> Result<u8, Reason> {
     }
 }
 
-/// One recording under two sample types: the types differ (two Profiles
-/// of one type are two recordings, both sent), and so may the values, but
-/// not the time range nor, sample by sample, the stack, attributes, link
-/// and timestamps.
-fn same_recording(dict: Lookup<'_>, a: &Profile, b: &Profile) -> bool {
-    let ty = |p: &Profile| {
-        p.sample_type.map_or(("", ""), |t| {
-            (dict.string(t.type_strindex), dict.string(t.unit_strindex))
-        })
-    };
-    ty(a) != ty(b) && same_samples(a, b)
+/// A Profile's sample type and unit. One recording under two sample types
+/// differs in type (two Profiles of one type are two recordings, both
+/// sent), and maybe in values, but not in time range nor, sample by
+/// sample, in stack, attributes, link and timestamps (`same_samples`).
+fn type_of<'d>(dict: Lookup<'d>, p: &Profile) -> (&'d str, &'d str) {
+    p.sample_type.map_or(("", ""), |t| {
+        (dict.string(t.type_strindex), dict.string(t.unit_strindex))
+    })
 }
 
 fn same_samples(a: &Profile, b: &Profile) -> bool {
