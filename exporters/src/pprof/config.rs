@@ -21,7 +21,9 @@ pub struct PprofExporterConfig {
     pub max_total_size_mib: f64,
     /// Create `directory` (and its parents) when missing.
     pub create_directory: bool,
-    /// One file with several sample types when a resource's profiles line up.
+    /// One file with every sample type when a resource's profiles line up
+    /// (one pprof upload's types always do); `false` splits them, one file
+    /// per sample type.
     pub merge_sample_types: bool,
     /// Resource attributes copied onto every sample as labels.
     pub resource_attributes_as_labels: Vec<String>,
@@ -42,7 +44,7 @@ impl Default for PprofExporterConfig {
             max_files: 0,
             max_total_size_mib: 0.0,
             create_directory: true,
-            merge_sample_types: false,
+            merge_sample_types: true,
             resource_attributes_as_labels: vec![keys::SERVICE_NAME.to_owned()],
             compression_level: DEFAULT_GZIP_LEVEL,
             aggregate_window: Duration(std::time::Duration::ZERO),

@@ -2,8 +2,9 @@
 //! `go tool pprof`, Pyroscope or any pprof tool can open, whatever receiver
 //! the profiles came through.
 //!
-//! One file per resource and sample type (or per resource with
-//! `merge_sample_types`), see [`profcol_pprof`]. Files
+//! One file per resource with every sample type that lines up
+//! (`merge_sample_types`, the default), else per resource and sample type,
+//! see [`profcol_pprof`]. Files
 //! appear atomically (see [`files`]); `max_files` / `max_total_size_mib`
 //! delete the oldest (see [`retention`]). Encoding and file I/O run on the
 //! blocking pool, several batches at a time; only choosing the final name,

@@ -129,6 +129,38 @@ async fn one_file_per_resource_and_collisions_get_a_suffix() {
     );
 }
 
+/// A Node wall upload (`samples/count` and `wall/nanoseconds` over the
+/// same samples) is one file with both types by default, as pprof tools
+/// and Pyroscope expect it (`-sample_index`); `merge_sample_types: false`
+/// splits it.
+#[tokio::test]
+async fn one_upload_is_one_file_with_every_sample_type_by_default() {
+    let body =
+        profcol_model::testing::fixture("pyroscope/nodejs-pyroscope-0.6.4/default/0001.body.bin");
+    let pprof = decode_pprof(&body).unwrap();
+    let data = profcol_pprof::pprof_to_otlp(&pprof).unwrap();
+    let batch = ProfileBatch::new(data);
+    let dir = tempfile::tempdir().unwrap();
+    let written = exporter(dir.path(), |_| {}).write_batch(&batch).unwrap();
+    assert_eq!(written.len(), 1, "{written:?}");
+    let name = written[0].file_name().unwrap().to_str().unwrap();
+    assert!(name.ends_with("-samples+wall.pb.gz"), "{name}");
+    let p = decode_pprof(&std::fs::read(&written[0]).unwrap()).unwrap();
+    let types: Vec<&str> = p
+        .sample_type
+        .iter()
+        .map(|t| p.string_table[t.r#type as usize].as_str())
+        .collect();
+    assert_eq!(types, ["samples", "wall"]);
+    assert_eq!(p.sample.len(), pprof.sample.len());
+
+    let split = tempfile::tempdir().unwrap();
+    let written = exporter(split.path(), |c| c.merge_sample_types = false)
+        .write_batch(&batch)
+        .unwrap();
+    assert_eq!(written.len(), 2, "{written:?}");
+}
+
 #[tokio::test]
 async fn merge_sample_types_writes_one_file_for_go_cpu() {
     let dir = tempfile::tempdir().unwrap();
@@ -580,6 +612,7 @@ async fn aggregate_window_writes_one_file_per_service_with_the_dictionary_shared
     let dir = tempfile::tempdir().unwrap();
     let single = tempfile::tempdir().unwrap();
     exporter(single.path(), |c| {
+        c.merge_sample_types = false;
         c.file_name = "{service.name}-{sample_type}.pb.gz".into()
     })
     .write_batch(&fixture("go-cpu.otlp.bin"))
@@ -587,6 +620,7 @@ async fn aggregate_window_writes_one_file_per_service_with_the_dictionary_shared
     let once = decode_pprof(&std::fs::read(single.path().join("go-cpu-cpu.pb.gz")).unwrap());
     let e = exporter(dir.path(), |c| {
         c.aggregate_window = profcol_pipeline::config::Duration::from_secs(3600);
+        c.merge_sample_types = false;
         c.file_name = "{service.name}-{sample_type}.pb.gz".into();
     });
     e.start(&ctx()).await.unwrap();
