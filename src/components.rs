@@ -21,7 +21,7 @@ pub fn registry() -> Registry {
         .exporter(profcol_exporters::pprof::factory())
         .exporter(profcol_exporters::file::factory())
         .exporter(profcol_exporters::loadbalancing::factory())
-        .extension(crate::health_check::factory())
-        .extension(crate::bearertokenauth::factory())
-        .extension(crate::file_storage::factory())
+        .extension(profcol_extensions::health_check::factory())
+        .extension(profcol_extensions::bearertokenauth::factory())
+        .extension(profcol_extensions::file_storage::factory())
 }

@@ -4,7 +4,6 @@
 #![deny(unsafe_code)]
 
 pub mod body;
-pub mod endpoint;
 pub mod ingest;
 pub mod otlp;
 pub mod pyroscope;

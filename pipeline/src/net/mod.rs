@@ -6,11 +6,13 @@
 //!   idle connection is closed to admit a new one), idle and age timeouts,
 //!   and shedding when the process is out of file descriptors;
 //! - [`stream`]: a TCP stream that can be closed from outside;
+//! - [`endpoint`]: `host:port` as the Collector reads it, and binding it;
 //! - [`body`]: request bodies that must keep arriving;
 //! - [`serve`]: the accept loop and hyper's HTTP/1.1 and HTTP/2 settings.
 
 pub mod body;
 pub mod conns;
+pub mod endpoint;
 mod serve;
 mod stream;
 pub mod tls;

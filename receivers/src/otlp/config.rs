@@ -267,7 +267,7 @@ impl OtlpReceiverConfig {
             // A unix socket path is not host:port: the transport says why.
             if g.transport != "tcp" {
                 errs.push(key("transport"), unsupported_transport(&g.transport));
-            } else if let Err(e) = crate::endpoint::check(&g.endpoint) {
+            } else if let Err(e) = profcol_pipeline::net::endpoint::check(&g.endpoint) {
                 errs.push(key("endpoint"), e);
             }
             if g.max_recv_msg_size_mib == 0 || g.max_recv_msg_size_mib > 4095 {
@@ -293,7 +293,7 @@ impl OtlpReceiverConfig {
             let key = |k: &str| cfg.key_path(&format!("protocols::http::{k}"));
             if h.transport != "tcp" {
                 errs.push(key("transport"), unsupported_transport(&h.transport));
-            } else if let Err(e) = crate::endpoint::check(&h.endpoint) {
+            } else if let Err(e) = profcol_pipeline::net::endpoint::check(&h.endpoint) {
                 errs.push(key("endpoint"), e);
             }
             for (k, p) in [
@@ -326,7 +326,7 @@ impl OtlpReceiverConfig {
                 t.validate(&key("tls"), &mut errs);
             }
             if let Some(g) = self.grpc() {
-                if crate::endpoint::same_port(&g.endpoint, &h.endpoint) {
+                if profcol_pipeline::net::endpoint::same_port(&g.endpoint, &h.endpoint) {
                     errs.push(
                         key("endpoint"),
                         format!("{} is also the gRPC endpoint", h.endpoint),

@@ -54,7 +54,7 @@ impl Receiver for OtlpReceiver {
         ));
         let mut servers = Vec::new();
         if let Some(g) = self.cfg.grpc() {
-            let listener = crate::endpoint::bind(&g.endpoint, &name).await?;
+            let listener = profcol_pipeline::net::endpoint::bind(&g.endpoint, &name).await?;
             let mut settings = g.server_settings();
             if let Some(t) = &g.tls {
                 settings.tls = Some(profcol_pipeline::net::tls::server_config(
@@ -84,7 +84,7 @@ impl Receiver for OtlpReceiver {
             ));
         }
         if let Some(h) = self.cfg.http() {
-            let listener = crate::endpoint::bind(&h.endpoint, &name).await?;
+            let listener = profcol_pipeline::net::endpoint::bind(&h.endpoint, &name).await?;
             let mut settings = h.server_settings();
             if let Some(t) = &h.tls {
                 settings.tls = Some(profcol_pipeline::net::tls::server_config(

@@ -68,7 +68,7 @@ impl PyroscopeReceiverConfig {
 
     pub fn validate(&self, cfg: &ComponentConfig) -> Result<(), ConfigErrors> {
         let mut errs = ConfigErrors::default();
-        if let Err(e) = crate::endpoint::check(&self.endpoint) {
+        if let Err(e) = profcol_pipeline::net::endpoint::check(&self.endpoint) {
             errs.push(cfg.key_path("endpoint"), e);
         }
         if self.max_request_body_size == 0 {

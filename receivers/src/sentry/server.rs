@@ -145,8 +145,11 @@ impl Receiver for SentryReceiver {
         self: Box<Self>,
         ctx: ReceiverContext,
     ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-        let listener =
-            crate::endpoint::bind(&self.cfg.endpoint, &format!("receivers::{}", ctx.id)).await?;
+        let listener = profcol_pipeline::net::endpoint::bind(
+            &self.cfg.endpoint,
+            &format!("receivers::{}", ctx.id),
+        )
+        .await?;
         tracing::info!(receiver = %ctx.id, endpoint = %self.cfg.endpoint, "Sentry envelope receiver listening");
         let recorder = crate::record::Recorder::for_config(
             self.cfg.record_to.as_deref(),

@@ -39,7 +39,7 @@ pub fn same_port(a: &str, b: &str) -> bool {
 
 /// Binds a TCP listener, resolving host names such as `localhost`.
 pub async fn bind(endpoint: &str, owner: &str) -> anyhow::Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(&*profcol_pipeline::config::listen_address(endpoint))
+    tokio::net::TcpListener::bind(&*crate::config::listen_address(endpoint))
         .await
         .map_err(|e| anyhow::anyhow!("{owner}: cannot listen on {endpoint}: {e}"))
 }

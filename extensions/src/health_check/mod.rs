@@ -82,7 +82,7 @@ impl HealthCheckConfig {
     /// Checks every key, reporting all problems at once.
     pub fn validate(&self, cfg: &ComponentConfig) -> Result<(), ConfigErrors> {
         let mut errs = ConfigErrors::default();
-        if let Err(e) = profcol_receivers::endpoint::check(&self.endpoint) {
+        if let Err(e) = profcol_pipeline::net::endpoint::check(&self.endpoint) {
             errs.push(cfg.key_path("endpoint"), e);
         }
         if !self.path.starts_with('/') {
@@ -167,9 +167,11 @@ impl Extension for HealthCheck {
         self: Box<Self>,
         ctx: ExtensionContext,
     ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-        let listener =
-            profcol_receivers::endpoint::bind(&self.0.endpoint, &format!("extensions::{}", ctx.id))
-                .await?;
+        let listener = profcol_pipeline::net::endpoint::bind(
+            &self.0.endpoint,
+            &format!("extensions::{}", ctx.id),
+        )
+        .await?;
         let name = format!("extensions::{}", ctx.id);
         let mut settings = profcol_pipeline::net::ServerSettings::small();
         if let Some(t) = &self.0.tls {
