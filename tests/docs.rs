@@ -573,6 +573,7 @@ fn links_and_paths_in_the_docs_exist() {
                         "receivers",
                         "processors",
                         "exporters",
+                        "extensions",
                         "benches",
                         "deploy",
                         "fuzz",
