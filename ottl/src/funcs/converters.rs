@@ -1,0 +1,414 @@
+//! Converters: functions whose names start uppercase, used as values and
+//! as conditions.
+
+use std::borrow::Cow;
+
+use profcol_model::proto::{any_value::Value as A, AnyValue, ArrayValue, KeyValue, KeyValueList};
+
+use super::args::{self, bind, opt, req, Kind, P};
+use super::strings::{parse_duration, sha256_hex, sprintf, to_camel, to_snake};
+use super::Pattern;
+use crate::ast;
+use crate::compile::{Compiler, Expr};
+use crate::context::Ctx;
+use crate::error::{EvalResult, ParseError};
+use crate::fail;
+use crate::value::Val;
+
+#[derive(Debug, Clone, Copy)]
+pub enum Case {
+    Lower,
+    Upper,
+    Snake,
+    Camel,
+}
+
+#[derive(Debug)]
+pub enum Converter {
+    IsMatch(Expr, Pattern),
+    Concat(Expr, Expr),
+    ConvertCase(Expr, Case),
+    ToLowerCase(Expr),
+    ToUpperCase(Expr),
+    Split(Expr, Expr),
+    Substring(Expr, Expr, Expr, bool),
+    Len(Expr),
+    Int(Expr),
+    Double(Expr),
+    String(Expr),
+    IsString(Expr),
+    IsMap(Expr),
+    IsInt(Expr),
+    IsDouble(Expr),
+    IsBool(Expr),
+    IsList(Expr),
+    Sha256(Expr),
+    Hex(Expr),
+    ParseJson(Expr),
+    Format(String, Vec<Expr>),
+    Now,
+    UnixNano(Expr),
+    UnixMicro(Expr),
+    UnixMilli(Expr),
+    UnixSeconds(Expr),
+    TruncateTime(Expr, Expr),
+    Duration(Expr),
+}
+
+/// Converters the Collector has that profcol does not implement yet.
+const NOT_YET: &[&str] = &[
+    "Base64Decode",
+    "Decode",
+    "ExtractPatterns",
+    "ExtractGrokPatterns",
+    "FNV",
+    "GetXML",
+    "InsertXML",
+    "IsRootSpan",
+    "IsValidLuhn",
+    "Keys",
+    "Log",
+    "MD5",
+    "Minutes",
+    "Month",
+    "Murmur3Hash",
+    "Murmur3Hash128",
+    "Nanoseconds",
+    "ParseCSV",
+    "ParseKeyValue",
+    "ParseSimplifiedXML",
+    "ParseXML",
+    "ProfileID",
+    "RemoveXML",
+    "SHA1",
+    "SHA512",
+    "SliceToMap",
+    "Sort",
+    "SpanID",
+    "Time",
+    "TraceID",
+    "TrimPrefix",
+    "TrimSuffix",
+    "Trim",
+    "URL",
+    "UserAgent",
+    "UUID",
+    "UUIDv7",
+    "Values",
+    "Weekday",
+    "XXH3",
+    "XXH128",
+    "Year",
+    "Day",
+    "Hour",
+    "Hours",
+    "Seconds",
+    "Milliseconds",
+    "Microseconds",
+    "Unix",
+    "IsValidLuhn",
+    "ConvertAttributesToElementsXML",
+    "ConvertTextToElementsXML",
+    "CommunityID",
+    "ContainsValue",
+    "Index",
+    "ToCamelCase",
+    "ToSnakeCase",
+    "ToKeyValueString",
+    "Base64Encode",
+    "ElementsXML",
+    "CIDR",
+    "MapToSlice",
+];
+
+pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError> {
+    use Kind::*;
+    let g = |k| P::Get(k);
+    let one = |k: Kind, f: fn(Expr) -> Converter| -> Result<Converter, ParseError> {
+        let mut a = bind(c, call, &[req("target", P::Get(k))])?;
+        Ok(f(a.expr(0)))
+    };
+    Ok(match call.name.as_str() {
+        "IsMatch" => {
+            let mut a = bind(
+                c,
+                call,
+                &[req("target", g(StrLike)), req("pattern", P::Regex)],
+            )?;
+            Converter::IsMatch(a.expr(0), a.pattern(1))
+        }
+        "Concat" => {
+            let mut a = bind(c, call, &[req("vals", P::Slice), req("delimiter", g(Str))])?;
+            Converter::Concat(a.expr(0), a.expr(1))
+        }
+        "ConvertCase" => {
+            let mut a = bind(c, call, &[req("target", g(Str)), req("toCase", P::LitStr)])?;
+            let case = match a.str(1).as_deref() {
+                Some("lower") => Case::Lower,
+                Some("upper") => Case::Upper,
+                Some("snake") => Case::Snake,
+                Some("camel") => Case::Camel,
+                other => {
+                    return Err(ParseError::new(
+                        call.col,
+                        format!(
+                            "invalid case: {}, allowed cases are: lower, upper, snake, camel",
+                            other.unwrap_or("")
+                        ),
+                    ))
+                }
+            };
+            Converter::ConvertCase(a.expr(0), case)
+        }
+        "ToLowerCase" => one(Str, Converter::ToLowerCase)?,
+        "ToUpperCase" => one(Str, Converter::ToUpperCase)?,
+        "Split" => {
+            let mut a = bind(c, call, &[req("target", g(Str)), req("delimiter", g(Str))])?;
+            Converter::Split(a.expr(0), a.expr(1))
+        }
+        "Substring" => {
+            let mut a = bind(
+                c,
+                call,
+                &[
+                    req("target", g(Str)),
+                    req("start", g(Int)),
+                    req("length", g(Int)),
+                    opt("utf8_safe", P::LitBool),
+                ],
+            )?;
+            Converter::Substring(a.expr(0), a.expr(1), a.expr(2), a.bool(3).unwrap_or(false))
+        }
+        "Len" => one(Any, Converter::Len)?,
+        "Int" => one(IntLike, Converter::Int)?,
+        "Double" => one(FloatLike, Converter::Double)?,
+        "String" => one(StrLike, Converter::String)?,
+        "IsString" => one(Any, Converter::IsString)?,
+        "IsMap" => one(Any, Converter::IsMap)?,
+        "IsInt" => one(Any, Converter::IsInt)?,
+        "IsDouble" => one(Any, Converter::IsDouble)?,
+        "IsList" => one(Any, Converter::IsList)?,
+        "SHA256" => one(Str, Converter::Sha256)?,
+        "Hex" => one(BytesLike, Converter::Hex)?,
+        "ParseJSON" => one(Str, Converter::ParseJson)?,
+        "Format" => {
+            let mut a = bind(c, call, &[req("format", P::LitStr), req("vals", P::List)])?;
+            Converter::Format(a.str(0).unwrap_or_default(), a.list(1).unwrap_or_default())
+        }
+        "Now" => {
+            bind(c, call, &[])?;
+            Converter::Now
+        }
+        "UnixNano" => one(Time, Converter::UnixNano)?,
+        "UnixMicro" => one(Time, Converter::UnixMicro)?,
+        "UnixMilli" => one(Time, Converter::UnixMilli)?,
+        "UnixSeconds" => one(Time, Converter::UnixSeconds)?,
+        "TruncateTime" => {
+            let mut a = bind(
+                c,
+                call,
+                &[req("time", g(Time)), req("duration", g(Duration))],
+            )?;
+            Converter::TruncateTime(a.expr(0), a.expr(1))
+        }
+        "Duration" => one(Str, Converter::Duration)?,
+        "IsBool" => one(Any, Converter::IsBool)?,
+        n if NOT_YET.contains(&n) => {
+            return Err(ParseError::new(
+                call.col,
+                format!("converter {n} is not supported by profcol yet"),
+            ))
+        }
+        n => {
+            return Err(ParseError::new(
+                call.col,
+                format!("undefined function {n:?}"),
+            ))
+        }
+    })
+}
+
+const GO_ZERO_TO_UNIX_NS: i128 = 62_135_596_800 * 1_000_000_000;
+
+impl Converter {
+    pub fn call<'r>(&'r self, ctx: &'r Ctx) -> EvalResult<Val<'r>> {
+        use Converter as C;
+        Ok(match self {
+            C::IsMatch(t, p) => match args::str_like(&t.eval(ctx)?)? {
+                None => Val::Bool(false),
+                Some(s) => p.with(ctx, |r| Ok(Val::Bool(r.is_match(&s))))?,
+            },
+            C::Concat(vals, d) => {
+                let d = args::get_str(d.eval(ctx)?)?;
+                Val::Str(Cow::Owned(args::slice_strings(&vals.eval(ctx)?)?.join(&d)))
+            }
+            C::ConvertCase(t, case) => {
+                let s = args::get_str(t.eval(ctx)?)?;
+                Val::Str(Cow::Owned(match case {
+                    Case::Lower => s.to_lowercase(),
+                    Case::Upper => s.to_uppercase(),
+                    Case::Snake => to_snake(&s),
+                    Case::Camel => to_camel(&s),
+                }))
+            }
+            C::ToLowerCase(t) => Val::Str(Cow::Owned(args::get_str(t.eval(ctx)?)?.to_lowercase())),
+            C::ToUpperCase(t) => Val::Str(Cow::Owned(args::get_str(t.eval(ctx)?)?.to_uppercase())),
+            C::Split(t, d) => {
+                let s = args::get_str(t.eval(ctx)?)?;
+                let d = args::get_str(d.eval(ctx)?)?;
+                let parts: Vec<Val> = if d.is_empty() {
+                    s.chars()
+                        .map(|c| Val::Str(Cow::Owned(c.to_string())))
+                        .collect()
+                } else {
+                    s.split(d.as_ref())
+                        .map(|p| Val::Str(Cow::Owned(p.to_string())))
+                        .collect()
+                };
+                Val::List(parts)
+            }
+            C::Substring(t, start, len, utf8) => {
+                let s = args::get_str(t.eval(ctx)?)?;
+                let start = args::get_int(&start.eval(ctx)?)?;
+                let len = args::get_int(&len.eval(ctx)?)?;
+                if start < 0 {
+                    fail!("invalid start for substring function, {start} cannot be negative");
+                }
+                if len <= 0 {
+                    fail!(
+                        "invalid length for substring function, {len} cannot be negative or zero"
+                    );
+                }
+                let n = s.len() as i64;
+                if start > n || len > n - start {
+                    fail!("invalid range for substring function, {start}:{} cannot be past the end of the string", start + len);
+                }
+                let (mut a, mut b) = (start as usize, (start + len) as usize);
+                if *utf8 {
+                    while a < s.len() && !s.is_char_boundary(a) {
+                        a += 1;
+                    }
+                    while b > a && !s.is_char_boundary(b) {
+                        b -= 1;
+                    }
+                }
+                let bytes = &s.as_bytes()[a..b.max(a)];
+                Val::Str(Cow::Owned(String::from_utf8_lossy(bytes).into_owned()))
+            }
+            C::Len(t) => Val::Int(match t.eval(ctx)? {
+                Val::Str(s) => s.len(),
+                Val::Bytes(b) => b.len(),
+                Val::Map(m) => m.len(),
+                Val::Slice(s) => s.len(),
+                Val::List(l) => l.len(),
+                Val::Ints(v) => v.len(),
+                other => fail!("unsupported type: {}", other.type_name()),
+            } as i64),
+            C::Int(t) => args::int_like(&t.eval(ctx)?)?.map_or(Val::Nil, Val::Int),
+            C::Double(t) => args::float_like(&t.eval(ctx)?)?.map_or(Val::Nil, Val::Double),
+            C::String(t) => args::str_like(&t.eval(ctx)?)?
+                .map_or(Val::Nil, |s| Val::Str(Cow::Owned(s.into_owned()))),
+            C::IsString(t) => Val::Bool(matches!(t.eval(ctx)?, Val::Str(_))),
+            C::IsMap(t) => Val::Bool(matches!(t.eval(ctx)?, Val::Map(_))),
+            C::IsInt(t) => Val::Bool(matches!(t.eval(ctx)?, Val::Int(_))),
+            C::IsDouble(t) => Val::Bool(matches!(t.eval(ctx)?, Val::Double(_))),
+            C::IsBool(t) => Val::Bool(matches!(t.eval(ctx)?, Val::Bool(_))),
+            C::IsList(t) => Val::Bool(matches!(
+                t.eval(ctx)?,
+                Val::Slice(_) | Val::List(_) | Val::Ints(_)
+            )),
+            C::Sha256(t) => Val::Str(Cow::Owned(sha256_hex(
+                args::get_str(t.eval(ctx)?)?.as_bytes(),
+            ))),
+            C::Hex(t) => Val::Str(Cow::Owned(
+                args::bytes_like(&t.eval(ctx)?)?.map_or(String::new(), hex::encode),
+            )),
+            C::ParseJson(t) => {
+                let s = args::get_str(t.eval(ctx)?)?;
+                match serde_json::from_str::<serde_json::Value>(&s) {
+                    Ok(serde_json::Value::Object(o)) => Val::Map(Cow::Owned(json_map(o))),
+                    Ok(serde_json::Value::Array(a)) => Val::Slice(Cow::Owned(a.into_iter().map(json_any).collect())),
+                    Ok(other) => fail!("could not convert parsed value of type {} into pcommon.Map or pcommon.Slice", json_type(&other)),
+                    Err(e) => fail!("{e}"),
+                }
+            }
+            C::Format(f, vals) => {
+                let vals = vals
+                    .iter()
+                    .map(|v| v.eval(ctx))
+                    .collect::<EvalResult<Vec<_>>>()?;
+                Val::Str(Cow::Owned(sprintf(f, &vals)))
+            }
+            C::Now => Val::Time(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as i64),
+            ),
+            C::UnixNano(t) => Val::Int(time(&t.eval(ctx)?)?),
+            C::UnixMicro(t) => Val::Int(time(&t.eval(ctx)?)?.div_euclid(1_000)),
+            C::UnixMilli(t) => Val::Int(time(&t.eval(ctx)?)?.div_euclid(1_000_000)),
+            C::UnixSeconds(t) => Val::Int(time(&t.eval(ctx)?)?.div_euclid(1_000_000_000)),
+            C::TruncateTime(t, d) => {
+                let t = time(&t.eval(ctx)?)?;
+                let d = match d.eval(ctx)? {
+                    Val::Duration(d) => d,
+                    other => fail!("expected duration but got {}", other.type_name()),
+                };
+                if d <= 0 {
+                    Val::Time(t)
+                } else {
+                    // Go truncates relative to its zero time (year 1).
+                    let abs = t as i128 + GO_ZERO_TO_UNIX_NS;
+                    Val::Time((abs - abs.rem_euclid(d as i128) - GO_ZERO_TO_UNIX_NS) as i64)
+                }
+            }
+            C::Duration(t) => Val::Duration(parse_duration(&args::get_str(t.eval(ctx)?)?)?),
+        })
+    }
+}
+
+fn time(v: &Val) -> EvalResult<i64> {
+    match v {
+        Val::Time(t) => Ok(*t),
+        other => fail!("expected time but got {}", other.type_name()),
+    }
+}
+
+fn json_type(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "<nil>",
+        serde_json::Value::Bool(_) => "bool",
+        serde_json::Value::Number(_) => "float64",
+        serde_json::Value::String(_) => "string",
+        _ => "",
+    }
+}
+
+fn json_map(o: serde_json::Map<String, serde_json::Value>) -> Vec<KeyValue> {
+    o.into_iter()
+        .map(|(k, v)| KeyValue {
+            key: k,
+            value: Some(json_any(v)),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// A parsed JSON value as the Collector stores it: every number a double.
+fn json_any(v: serde_json::Value) -> AnyValue {
+    use serde_json::Value as J;
+    AnyValue {
+        value: match v {
+            J::Null => None,
+            J::Bool(b) => Some(A::BoolValue(b)),
+            J::Number(n) => Some(A::DoubleValue(n.as_f64().unwrap_or(0.0))),
+            J::String(s) => Some(A::StringValue(s)),
+            J::Array(a) => Some(A::ArrayValue(ArrayValue {
+                values: a.into_iter().map(json_any).collect(),
+            })),
+            J::Object(o) => Some(A::KvlistValue(KeyValueList {
+                values: json_map(o),
+            })),
+        },
+    }
+}

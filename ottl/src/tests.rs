@@ -1,0 +1,360 @@
+//! Statements over a small batch: two profiles sharing the dictionary
+//! entry `shared="abc"`; A also has `own1=5` (unit `bytes`), B `own2="x-y-z"`.
+
+use profcol_model::proto::{
+    any_value::Value as A, AnyValue, InstrumentationScope, KeyValue, KeyValueAndUnit, Profile,
+    ProfilesData, ProfilesDictionary, Resource, ResourceProfiles, ScopeProfiles, ValueType,
+};
+
+use super::*;
+
+fn s(v: &str) -> Option<AnyValue> {
+    Some(AnyValue {
+        value: Some(A::StringValue(v.into())),
+    })
+}
+
+fn i(v: i64) -> Option<AnyValue> {
+    Some(AnyValue {
+        value: Some(A::IntValue(v)),
+    })
+}
+
+pub fn batch() -> ProfilesData {
+    let strings: Vec<String> = ["", "shared", "own1", "own2", "bytes", "cpu", "nanoseconds"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let attrs = vec![
+        KeyValueAndUnit::default(),
+        KeyValueAndUnit {
+            key_strindex: 1,
+            value: s("abc"),
+            unit_strindex: 0,
+        },
+        KeyValueAndUnit {
+            key_strindex: 2,
+            value: i(5),
+            unit_strindex: 4,
+        },
+        KeyValueAndUnit {
+            key_strindex: 3,
+            value: s("x-y-z"),
+            unit_strindex: 0,
+        },
+    ];
+    let profile = |id: u8, idx: Vec<i32>| Profile {
+        profile_id: vec![id; 16],
+        period: 10 * id as i64,
+        time_unix_nano: 1_700_000_000_000_000_000,
+        duration_nano: 5000,
+        sample_type: Some(ValueType {
+            type_strindex: 5,
+            unit_strindex: 6,
+        }),
+        attribute_indices: idx,
+        ..Default::default()
+    };
+    ProfilesData {
+        resource_profiles: vec![ResourceProfiles {
+            resource: Some(Resource {
+                attributes: vec![
+                    KeyValue {
+                        key: "service.name".into(),
+                        value: s("svc"),
+                        ..Default::default()
+                    },
+                    KeyValue {
+                        key: "host".into(),
+                        value: s("h1"),
+                        ..Default::default()
+                    },
+                ],
+                ..Default::default()
+            }),
+            scope_profiles: vec![ScopeProfiles {
+                scope: Some(InstrumentationScope {
+                    name: "sc".into(),
+                    version: "1.0".into(),
+                    ..Default::default()
+                }),
+                profiles: vec![profile(1, vec![1, 2]), profile(2, vec![1, 3])],
+                schema_url: String::new(),
+            }],
+            schema_url: String::new(),
+        }],
+        dictionary: Some(ProfilesDictionary {
+            string_table: strings,
+            attribute_table: attrs,
+            ..Default::default()
+        }),
+    }
+}
+
+fn flat() -> Options {
+    Options {
+        level: Level::Profile,
+        prefixes: Prefixes::Required,
+    }
+}
+
+fn run(data: &mut ProfilesData, stmts: &[&str]) -> Vec<String> {
+    let level = infer(stmts, &[]).map_err(|(_, e)| e).unwrap();
+    let compiled: Vec<Statement> = stmts
+        .iter()
+        .map(|s| {
+            Statement::parse(s, Options { level, ..flat() }).unwrap_or_else(|e| panic!("{s}: {e}"))
+        })
+        .collect();
+    let mut errors = Vec::new();
+    for st in &compiled {
+        for_each(data, level, |ctx| {
+            if let Err(e) = st.run(ctx) {
+                errors.push(e.0);
+            }
+            Ok::<_, ()>(())
+        })
+        .unwrap();
+    }
+    errors
+}
+
+/// Each profile's attributes, resolved, in order.
+fn attrs(data: &ProfilesData) -> Vec<Vec<(String, String)>> {
+    let d = data.dictionary.as_ref().unwrap();
+    profcol_model::profiles(&data.resource_profiles)
+        .map(|p| {
+            p.attribute_indices
+                .iter()
+                .map(|&i| {
+                    let a = &d.attribute_table[i as usize];
+                    let v = a
+                        .value
+                        .as_ref()
+                        .map(value::any_as_string)
+                        .unwrap_or_default();
+                    let v = match a.value.as_ref().and_then(|v| v.value.as_ref()) {
+                        Some(A::DoubleValue(_)) => format!("{v}(f)"),
+                        None => "(empty)".into(),
+                        _ => v,
+                    };
+                    (d.string_table[a.key_strindex as usize].clone(), v)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn setting_a_shared_attribute_leaves_the_other_profile_alone() {
+    let mut d = batch();
+    let n_before = d.dictionary.as_ref().unwrap().attribute_table.len();
+    assert!(run(
+        &mut d,
+        &[r#"set(profile.attributes["shared"], "mutated") where profile.period == 10"#]
+    )
+    .is_empty());
+    let a = attrs(&d);
+    assert_eq!(a[0], kv(&[("shared", "mutated"), ("own1", "5")]));
+    assert_eq!(a[1], kv(&[("shared", "abc"), ("own2", "x-y-z")]));
+    // One entry appended, the old one kept for B.
+    assert_eq!(
+        d.dictionary.as_ref().unwrap().attribute_table.len(),
+        n_before + 1
+    );
+}
+
+#[test]
+fn whole_map_edits_drop_units_and_swap_remove() {
+    let mut d = batch();
+    run(
+        &mut d,
+        &[r#"delete_key(profile.attributes, "shared") where profile.period == 10"#],
+    );
+    let a = attrs(&d);
+    assert_eq!(a[0], kv(&[("own1", "5")]));
+    let t = &d.dictionary.as_ref().unwrap().attribute_table;
+    let own1 = d.resource_profiles[0].scope_profiles[0].profiles[0].attribute_indices[0];
+    assert_eq!(
+        t[own1 as usize].unit_strindex, 0,
+        "re-interned without its unit"
+    );
+    assert_eq!(a[1], kv(&[("shared", "abc"), ("own2", "x-y-z")]));
+}
+
+#[test]
+fn values_math_and_converters() {
+    let mut d = batch();
+    let errs = run(
+        &mut d,
+        &[
+            r#"set(profile.attributes["t1"], 1 + 2.5)"#,
+            r#"set(profile.attributes["t2"], Concat([resource.attributes["service.name"], profile.attributes["nope"], 1, 2.5, true], "|"))"#,
+            r#"set(profile.attributes["t3"], String(1.0))"#,
+            r#"set(profile.attributes["t4"], Int(-2.7))"#,
+            r#"set(profile.attributes["t5"], Hex(1))"#,
+            r#"set(profile.attributes["t6"], Len(profile.attributes))"#,
+            r#"set(profile.attributes["t7"], ToUpperCase(profile.attributes["own2"]))"#,
+            r#"set(profile.attributes["t8"], Split("a,,b", ",")[2])"#,
+            r#"set(profile.attributes["t9"], SHA256("bob"))"#,
+            r#"set(profile.attributes["n"], nil)"#,
+        ],
+    );
+    // ToUpperCase on A's missing own2 fails: A only.
+    assert_eq!(errs, vec!["expected string but got nil".to_string()]);
+    let a = attrs(&d);
+    let get = |p: usize, k: &str| a[p].iter().find(|(x, _)| x == k).map(|(_, v)| v.clone());
+    assert_eq!(get(0, "t1").as_deref(), Some("3.5(f)"));
+    assert_eq!(get(0, "t2").as_deref(), Some("svc|<nil>|1|2.5|true"));
+    assert_eq!(get(0, "t3").as_deref(), Some("1"));
+    assert_eq!(get(0, "t4").as_deref(), Some("-2"));
+    assert_eq!(get(0, "t5").as_deref(), Some("0000000000000001"));
+    assert_eq!(get(0, "t6").as_deref(), Some("7"));
+    assert_eq!(get(0, "t7"), None);
+    assert_eq!(get(1, "t7").as_deref(), Some("X-Y-Z"));
+    assert_eq!(get(1, "t8").as_deref(), Some("b"));
+    assert_eq!(
+        get(1, "t9").as_deref(),
+        Some("81b637d8fcd2c6da6359e6963113a1170de795e4b725b84d1e0b4cfd9ec58ce9")
+    );
+    assert_eq!(get(1, "n").as_deref(), Some("(empty)"));
+}
+
+#[test]
+fn replace_and_map_editors() {
+    let mut d = batch();
+    run(
+        &mut d,
+        &[
+            r#"set(profile.attributes["k"], "secret=abc other")"#,
+            r#"replace_pattern(profile.attributes["k"], "secret=([a-z]+)", "secret=$1-$$-***")"#,
+            r#"replace_all_matches(profile.attributes, "*-y-*", "REDACTED")"#,
+            r#"replace_all_patterns(profile.attributes, "key", "^own(\\d)$", "mine$1")"#,
+            r#"limit(profile.attributes, 2, ["k"])"#,
+        ],
+    );
+    let a = attrs(&d);
+    assert_eq!(
+        a[0],
+        kv(&[("shared", "abc"), ("k", "secret=abc-$-*** other")])
+    );
+    assert_eq!(
+        a[1],
+        kv(&[("shared", "abc"), ("k", "secret=abc-$-*** other")])
+    );
+}
+
+#[test]
+fn scalar_fields_and_string_table() {
+    let mut d = batch();
+    let errs = run(
+        &mut d,
+        &[
+            r#"set(profile.sample_type.type, "alloc") where profile.period == 20"#,
+            r#"set(profile.sample_type.unit, "bytes")"#,
+            r#"set(profile.attributes["pid"], profile.profile_id.string)"#,
+            r#"set(profile.duration_unix_nano, -1)"#,
+            r#"set(profile.original_payload_format, "json")"#,
+            r#"set(scope.name, Concat([scope.name, scope.version], "@"))"#,
+        ],
+    );
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    let dict = d.dictionary.as_ref().unwrap();
+    let ps = &d.resource_profiles[0].scope_profiles[0].profiles;
+    let st = |p: &Profile| {
+        let v = p.sample_type.as_ref().unwrap();
+        (
+            dict.string_table[v.type_strindex as usize].as_str(),
+            dict.string_table[v.unit_strindex as usize].as_str(),
+        )
+    };
+    assert_eq!(st(&ps[0]), ("cpu", "bytes"));
+    assert_eq!(st(&ps[1]), ("alloc", "bytes"));
+    // "bytes" was already in the table: reused.
+    assert_eq!(ps[0].sample_type.unwrap().unit_strindex, 4);
+    assert_eq!(ps[0].original_payload_format, "json");
+    assert_eq!(
+        attrs(&d)[0].last().unwrap().1,
+        "01010101010101010101010101010101"
+    );
+    assert_eq!(
+        d.resource_profiles[0].scope_profiles[0]
+            .scope
+            .as_ref()
+            .unwrap()
+            .name,
+        "sc@1.0@1.0"
+    );
+}
+
+#[test]
+fn config_errors_name_the_column() {
+    let p = flat();
+    for (s, col) in [
+        (r#"set(profile.foo, 1)"#, 5),
+        (r#"set(profile.attributes["a"], Int("abc"))"#, 34),
+        (r#"set(profile.attributes["a"], IsMatch("x", "["))"#, 43),
+        (r#"limit(profile.attributes, -1, [])"#, 27),
+        (r#"keep_keys(profile.attributes, "a")"#, 31),
+        (r#"set(profile.attribute_indices[0], 1)"#, 5),
+        (r#"set(attributes["a"], "b")"#, 5),
+        (r#"set(profile.attributes["a"], Nope())"#, 30),
+    ] {
+        let e = Statement::parse(s, p).expect_err(s);
+        assert_eq!(e.col, col, "{s}: {e}");
+    }
+}
+
+#[test]
+fn inference_as_the_collector() {
+    assert_eq!(
+        infer(&["keep_keys(resource.attributes, [\"a\"])"], &[]).unwrap(),
+        Level::Resource
+    );
+    assert_eq!(
+        infer(&["set(resource.attributes[\"a\"], profile.period)"], &[]).unwrap(),
+        Level::Profile
+    );
+    assert!(infer(&["set(instrumentation_scope.name, \"x\")"], &[]).is_err());
+    assert!(infer(&["set(attributes[\"a\"], \"b\")"], &[]).is_err());
+    let e = infer(
+        &[r#"replace_pattern(profile.attributes["k"], "u=(\\w+)", "$1", SHA256, "sha:%s")"#],
+        &[],
+    )
+    .unwrap_err();
+    assert!(e.1.msg.contains("enum symbol \"SHA256\""), "{}", e.1);
+    // With an explicit context the same statement compiles.
+    Statement::parse(
+        r#"replace_pattern(attributes["k"], "u=(\\w+)", "$1", SHA256, "sha:%s")"#,
+        Options {
+            level: Level::Profile,
+            prefixes: Prefixes::Default,
+        },
+    )
+    .unwrap();
+}
+
+#[test]
+fn conditions_borrow_and_short_circuit() {
+    let mut d = batch();
+    let c = Condition::parse(
+        r#"profile.attributes["own2"] == "x-y-z" or ToUpperCase(profile.attributes["nope"]) == "X""#,
+        flat(),
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    for_each(&mut d, Level::Profile, |ctx| {
+        out.push(c.eval(ctx).map_err(|e| e.0));
+        Ok::<_, ()>(())
+    })
+    .unwrap();
+    assert!(out[0].is_err());
+    assert_eq!(out[1], Ok(true));
+}
