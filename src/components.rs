@@ -14,6 +14,8 @@ pub fn registry() -> Registry {
         .processor(profcol_processors::thread_pruning::factory())
         .processor(profcol_processors::sampling::factory())
         .processor(profcol_processors::probabilistic_sampler::factory())
+        .processor(profcol_processors::transform::factory())
+        .processor(profcol_processors::filter::factory())
         .exporter(profcol_exporters::otlp::factory())
         .exporter(profcol_exporters::otlphttp::factory())
         .exporter(profcol_exporters::debug::factory())

@@ -7,6 +7,7 @@
 
 pub mod batch;
 pub mod dictionary_dedup;
+pub mod filter;
 pub mod memory_limiter;
 mod merge;
 #[cfg(test)]
@@ -14,6 +15,7 @@ mod oracle;
 pub mod probabilistic_sampler;
 pub mod sampling;
 pub mod thread_pruning;
+pub mod transform;
 pub mod unit_normalization;
 
 use profcol_model::proto::Sample;

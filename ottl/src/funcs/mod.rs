@@ -10,7 +10,7 @@ mod strings;
 
 pub use converters::{converter, Converter};
 pub use editors::{editor, Editor};
-pub use strings::StrFn;
+pub use strings::{sha256_hex, StrFn};
 
 use regex::Regex;
 

@@ -55,7 +55,6 @@ const PROCESSORS: &[&str] = &[
     "cumulativetodelta",
     "deltatocumulative",
     "deltatorate",
-    "filter",
     "groupbyattrs",
     "groupbytrace",
     "interval",
@@ -74,7 +73,6 @@ const PROCESSORS: &[&str] = &[
     "span",
     "sumologic",
     "tail_sampling",
-    "transform",
 ];
 
 const EXPORTERS: &[&str] = &[

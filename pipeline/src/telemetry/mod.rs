@@ -95,6 +95,7 @@ pub struct Telemetry {
     processor_outgoing: Cached<Counter>,
     processor_dropped: Cached<Counter>,
     processor_events: Cached<Counter>,
+    filter_filtered: Cached<Counter>,
     processor_held: Cached<Gauge>,
     batch_send_size: Cached<Histogram, fn() -> Histogram>,
     batch_send_size_bytes: Cached<Histogram, fn() -> Histogram>,
@@ -153,6 +154,7 @@ impl Telemetry {
             processor_incoming: family!(r, b, "otelcol_processor_incoming_items", "Number of items (profile samples) passed to the processor."),
             processor_outgoing: family!(r, b, "otelcol_processor_outgoing_items", "Number of items (profile samples) emitted from the processor."),
             processor_dropped: family!(r, "profcol_processor_dropped_profile_samples", "Samples a processor dropped, by reason."),
+            filter_filtered: family!(r, b, "otelcol_processor_filter_profiles_filtered", "Number of profile samples dropped by the filter processor."),
             processor_events: family!(r, "profcol_processor_events", "Non-sample events a processor counted (unknown units, pruned threads, bytes saved)."),
             processor_held: family!(r, "profcol_processor_held_profile_samples", "Samples a stateful processor (batch) holds: accepted, neither sent nor lost yet."),
             batch_send_size: {
@@ -367,6 +369,12 @@ impl Telemetry {
                 ("reason", reason),
             ])
             .inc_by(samples);
+        // The filter processor's own counter, as the Collector names it.
+        if reason == "filtered" {
+            self.filter_filtered
+                .get(&[("filter", processor)])
+                .inc_by(samples);
+        }
     }
 
     pub fn processor_event(&self, processor: &str, what: &str, n: u64) {

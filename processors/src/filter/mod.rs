@@ -1,0 +1,226 @@
+//! Processor `filter`: the Collector's processor of that name for
+//! profiles. An item for which a condition holds is dropped: a resource
+//! with everything in it, a scope, a profile. As in the Collector, a
+//! scope or resource left without profiles goes too, and the dropped
+//! samples are counted (`otelcol_processor_filter_profiles_filtered`).
+
+mod config;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use profcol_model::dictionary::resolve_references;
+use profcol_model::proto::{KeyValue, ResourceProfiles, ScopeProfiles};
+use profcol_model::ProfileBatch;
+use profcol_ottl::{Condition, Ctx, Dict};
+use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, Verdict};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+
+pub use config::{FilterConfig, Rules};
+
+use crate::transform::ErrorMode;
+
+/// Samples a condition dropped: counted as the Collector's
+/// `otelcol_processor_filter_profiles.filtered` too.
+pub const FILTERED: &str = "filtered";
+/// Samples of a batch a condition failed on with `error_mode: propagate`.
+pub const CONDITION_ERROR: &str = "condition_error";
+
+pub struct FilterFactory;
+
+impl ProcessorFactory for FilterFactory {
+    fn type_name(&self) -> &'static str {
+        "filter"
+    }
+
+    fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Processor>, ConfigErrors> {
+        let (_, rules) = cfg.decode_checked(|c: &FilterConfig| c.compile(cfg))?;
+        Ok(Box::new(Filter {
+            id: cfg.id.to_string(),
+            rules,
+        }))
+    }
+}
+
+pub fn factory() -> Arc<dyn ProcessorFactory> {
+    Arc::new(FilterFactory)
+}
+
+pub struct Filter {
+    id: String,
+    rules: Vec<Rules>,
+}
+
+struct Stop(String);
+
+/// Whether one of `conds` holds; a failing condition counts as not
+/// holding unless the mode propagates it.
+fn any(
+    conds: &[Condition],
+    ctx: &Ctx,
+    mode: ErrorMode,
+    id: &str,
+    errors: &mut u64,
+) -> Result<bool, Stop> {
+    for c in conds {
+        match c.eval(ctx) {
+            Ok(true) => return Ok(true),
+            Ok(false) => {}
+            Err(e) => {
+                *errors += 1;
+                match mode {
+                    ErrorMode::Ignore => {
+                        profcol_model::warn_limited!(processor = %id, error = %e, condition = %c.text, "failed to eval condition")
+                    }
+                    ErrorMode::Silent => {}
+                    ErrorMode::Propagate => {
+                        return Err(Stop(format!("failed to eval condition: {}, {e}", c.text)))
+                    }
+                }
+            }
+        }
+    }
+    Ok(false)
+}
+
+impl Filter {
+    fn apply(
+        &self,
+        r: &Rules,
+        rps: &mut Vec<ResourceProfiles>,
+        dict: &mut Dict,
+        errors: &mut u64,
+    ) -> Result<(), Stop> {
+        let mut cache: Vec<KeyValue> = Vec::new();
+        let mut stop = None;
+        let id = self.id.as_str();
+        let mode = r.error_mode;
+        rps.retain_mut(|rp| {
+            if stop.is_some() {
+                return true;
+            }
+            let ResourceProfiles {
+                resource,
+                scope_profiles,
+                schema_url,
+            } = rp;
+            if !r.resource.is_empty() {
+                cache.clear();
+                let ctx = Ctx {
+                    resource: &mut *resource,
+                    resource_schema_url: &mut *schema_url,
+                    scope: None,
+                    scope_schema_url: None,
+                    profile: None,
+                    dict: &mut *dict,
+                    cache: &mut cache,
+                };
+                match any(&r.resource, &ctx, mode, id, errors) {
+                    Ok(true) => return false,
+                    Ok(false) => {}
+                    Err(s) => {
+                        stop = Some(s);
+                        return true;
+                    }
+                }
+            }
+            if r.scope.is_empty() && r.profile.is_empty() {
+                return !scope_profiles.is_empty();
+            }
+            scope_profiles.retain_mut(|sp| {
+                if stop.is_some() {
+                    return true;
+                }
+                let ScopeProfiles {
+                    scope,
+                    profiles,
+                    schema_url: scope_url,
+                } = sp;
+                if !r.scope.is_empty() {
+                    cache.clear();
+                    let ctx = Ctx {
+                        resource: &mut *resource,
+                        resource_schema_url: &mut *schema_url,
+                        scope: Some(&mut *scope),
+                        scope_schema_url: Some(&mut *scope_url),
+                        profile: None,
+                        dict: &mut *dict,
+                        cache: &mut cache,
+                    };
+                    match any(&r.scope, &ctx, mode, id, errors) {
+                        Ok(true) => return false,
+                        Ok(false) => {}
+                        Err(s) => {
+                            stop = Some(s);
+                            return true;
+                        }
+                    }
+                }
+                if !r.profile.is_empty() {
+                    profiles.retain_mut(|p| {
+                        if stop.is_some() {
+                            return true;
+                        }
+                        cache.clear();
+                        let ctx = Ctx {
+                            resource: &mut *resource,
+                            resource_schema_url: &mut *schema_url,
+                            scope: Some(&mut *scope),
+                            scope_schema_url: Some(&mut *scope_url),
+                            profile: Some(p),
+                            dict: &mut *dict,
+                            cache: &mut cache,
+                        };
+                        match any(&r.profile, &ctx, mode, id, errors) {
+                            Ok(drop) => !drop,
+                            Err(s) => {
+                                stop = Some(s);
+                                true
+                            }
+                        }
+                    });
+                }
+                !profiles.is_empty()
+            });
+            !scope_profiles.is_empty()
+        });
+        stop.map_or(Ok(()), Err)
+    }
+}
+
+impl Processor for Filter {
+    fn process(&mut self, batch: &mut ProfileBatch, ctx: &mut ProcessContext) -> Verdict {
+        if self.rules.is_empty() {
+            return Verdict::Keep;
+        }
+        let before = batch.sample_count();
+        let data = batch.data_mut();
+        resolve_references(data);
+        let mut dict = Dict::take(&mut data.dictionary);
+        let mut errors = 0;
+        let mut result = Ok(());
+        for r in &self.rules {
+            result = self.apply(r, &mut data.resource_profiles, &mut dict, &mut errors);
+            if result.is_err() {
+                break;
+            }
+        }
+        dict.restore(&mut data.dictionary);
+        ctx.event("condition_errors", errors);
+        if let Err(Stop(msg)) = result {
+            profcol_model::warn_limited!(processor = %self.id, error = %msg, "failed processing profiles");
+            ctx.dropped(before, CONDITION_ERROR);
+            return Verdict::Drop;
+        }
+        let left = data.resource_profiles.is_empty();
+        let after = batch.sample_count();
+        ctx.dropped(before - after, FILTERED);
+        if left {
+            Verdict::Drop
+        } else {
+            Verdict::Keep
+        }
+    }
+}

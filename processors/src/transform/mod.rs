@@ -1,0 +1,128 @@
+//! Processor `transform`: the Collector's processor of that name for
+//! profiles. OTTL statements (`profcol-ottl`) compiled at load run in
+//! order on each resource, scope or profile of a batch; a statement that
+//! fails on an item follows `error_mode`.
+
+mod config;
+
+#[cfg(test)]
+pub(crate) mod tests;
+
+use std::sync::Arc;
+
+use profcol_model::dictionary::resolve_references;
+use profcol_model::ProfileBatch;
+use profcol_ottl::for_each;
+use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, Verdict};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+
+pub(crate) use config::ottl_error;
+pub use config::{config_any, ErrorMode, Group, TransformConfig};
+
+/// Samples of a batch a statement failed on with `error_mode: propagate`.
+pub const STATEMENT_ERROR: &str = "statement_error";
+
+pub struct TransformFactory;
+
+impl ProcessorFactory for TransformFactory {
+    fn type_name(&self) -> &'static str {
+        "transform"
+    }
+
+    fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Processor>, ConfigErrors> {
+        let (c, (_, groups)) = cfg.decode_checked(|c: &TransformConfig| c.compile(cfg))?;
+        if !c.trace_statements.is_empty()
+            || !c.metric_statements.is_empty()
+            || !c.log_statements.is_empty()
+        {
+            tracing::info!(processor = %cfg.id, "trace, metric and log statements never run: profcol carries profiles only");
+        }
+        Ok(Box::new(Transform {
+            id: cfg.id.to_string(),
+            groups,
+        }))
+    }
+}
+
+pub fn factory() -> Arc<dyn ProcessorFactory> {
+    Arc::new(TransformFactory)
+}
+
+pub struct Transform {
+    id: String,
+    groups: Vec<Group>,
+}
+
+/// Why a group stopped: an error under `propagate`.
+struct Stop(String);
+
+impl Processor for Transform {
+    fn process(&mut self, batch: &mut ProfileBatch, ctx: &mut ProcessContext) -> Verdict {
+        if self.groups.is_empty() {
+            return Verdict::Keep;
+        }
+        let samples = batch.sample_count();
+        let data = batch.data_mut();
+        // Paths read plain keys and strings, as the Collector's receiver
+        // resolves references before a processor sees them.
+        resolve_references(data);
+        let mut errors = 0u64;
+        for g in &self.groups {
+            let id = &self.id;
+            let r = for_each(data, g.level, |item| {
+                let mut run = true;
+                if !g.conditions.is_empty() {
+                    run = false;
+                    for c in &g.conditions {
+                        match c.eval(item) {
+                            Ok(true) => {
+                                run = true;
+                                break;
+                            }
+                            Ok(false) => {}
+                            Err(e) => {
+                                errors += 1;
+                                fail(g.error_mode, id, "failed to eval condition", &c.text, &e.0)?;
+                            }
+                        }
+                    }
+                }
+                if !run {
+                    return Ok(());
+                }
+                for s in &g.statements {
+                    if let Err(e) = s.run(item) {
+                        errors += 1;
+                        fail(
+                            g.error_mode,
+                            id,
+                            "failed to execute statement",
+                            &s.text,
+                            &e.0,
+                        )?;
+                    }
+                }
+                Ok(())
+            });
+            if let Err(Stop(msg)) = r {
+                ctx.event("statement_errors", errors);
+                profcol_model::warn_limited!(processor = %self.id, error = %msg, "failed processing profiles");
+                ctx.dropped(samples, STATEMENT_ERROR);
+                return Verdict::Drop;
+            }
+        }
+        ctx.event("statement_errors", errors);
+        Verdict::Keep
+    }
+}
+
+fn fail(mode: ErrorMode, id: &str, what: &str, text: &str, err: &str) -> Result<(), Stop> {
+    match mode {
+        ErrorMode::Ignore => {
+            profcol_model::warn_limited!(processor = %id, error = %err, statement = %text, "{what}");
+            Ok(())
+        }
+        ErrorMode::Silent => Ok(()),
+        ErrorMode::Propagate => Err(Stop(format!("{what}: {text}, {err}"))),
+    }
+}
