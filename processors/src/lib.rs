@@ -13,6 +13,7 @@ mod merge;
 #[cfg(test)]
 mod oracle;
 pub mod probabilistic_sampler;
+pub mod resource;
 pub mod sampling;
 pub mod thread_pruning;
 pub mod transform;

@@ -66,7 +66,6 @@ const PROCESSORS: &[&str] = &[
     "queuebatch",
     "redaction",
     "remotetap",
-    "resource",
     "resourcedetection",
     "routing",
     "schema",

@@ -90,6 +90,7 @@ pub(crate) fn create(ty: &str, yaml: &str) -> Result<Box<dyn Processor>, String>
     let cfg = ComponentConfig::from_yaml(Kind::Processor, ty, yaml).map_err(|e| e.to_string())?;
     let f = match ty.split('/').next() {
         Some("filter") => crate::filter::factory(),
+        Some("resource") => crate::resource::factory(),
         _ => factory(),
     };
     f.create(&cfg).map_err(|e| e.to_string())
