@@ -354,6 +354,15 @@ async fn overload_refuses_retryably_and_loses_nothing_accepted() {
         p.signal("TERM");
         let (code, logs) = p.wait(Duration::from_secs(30)).await;
         assert!(code.success(), "{logs}");
+        // A full queue refused the client: nothing was dropped, and the
+        // log says so.
+        assert!(!logs.contains("samples dropped"), "{queue}: {logs}");
+        if queue == "queue_size: 5" {
+            assert!(
+                logs.contains("the request was refused to its client, which may retry it"),
+                "{queue}: {logs}"
+            );
+        }
     }
 }
 

@@ -343,7 +343,7 @@ impl Pipeline {
             if err != QueueError::Closed {
                 let n = batch.sample_count();
                 self.telemetry
-                    .exporter_enqueue_failed(&e.id, n, &err.to_string());
+                    .exporter_enqueue_failed(&e.id, n, &err.to_string(), true);
             }
             match err {
                 QueueError::Full => ConsumeError::queue_full(&e.id),
@@ -651,9 +651,10 @@ impl Outlet {
             match slot {
                 Ok(slot) => slots.push((e, slot)),
                 Err(QueueError::Closed) => self.telemetry.exporter_dropped(&e.id, n, "shutdown"),
-                Err(err) => self
-                    .telemetry
-                    .exporter_enqueue_failed(&e.id, n, &err.to_string()),
+                Err(err) => {
+                    self.telemetry
+                        .exporter_enqueue_failed(&e.id, n, &err.to_string(), false)
+                }
             }
         }
         for (e, slot) in slots {

@@ -309,13 +309,32 @@ impl Telemetry {
             .inc_by(samples);
     }
 
-    pub fn exporter_enqueue_failed(&self, exporter: &str, samples: u64, reason: &str) {
-        crate::warn_limited!(
-            exporter,
-            samples,
-            reason,
-            "sending queue refused batch; samples dropped"
-        );
+    /// A sending queue could not take a batch. `client_refused`: the
+    /// batch was still the client's, which was refused and may send it
+    /// again (nothing is lost); else it had been accepted (emitted by a
+    /// stateful stage) and is dropped.
+    pub fn exporter_enqueue_failed(
+        &self,
+        exporter: &str,
+        samples: u64,
+        reason: &str,
+        client_refused: bool,
+    ) {
+        if client_refused {
+            crate::warn_limited!(
+                exporter,
+                samples,
+                reason,
+                "sending queue refused batch; the request was refused to its client, which may retry it"
+            );
+        } else {
+            crate::warn_limited!(
+                exporter,
+                samples,
+                reason,
+                "sending queue refused batch; samples dropped"
+            );
+        }
         self.exporter_enqueue_failed
             .get(&[("exporter", exporter)])
             .inc_by(samples);
