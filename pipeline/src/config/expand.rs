@@ -146,17 +146,22 @@ fn resolve(body: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Resolv
             Some((name, default)) => (name, Some(default)),
             None => (rest, None),
         },
-        Some((scheme, rest)) if is_scheme(scheme) => {
-            let hint = if rest.starts_with('-') {
+        Some((scheme, rest)) => {
+            // `${NAME:-default}` is shell syntax the Collector does not
+            // take (it reads NAME as a scheme): point at the form it takes.
+            let hint = if rest.starts_with('-') && is_env_name(scheme) {
                 format!("; did you mean \"${{env:{body}}}\"?")
             } else {
                 String::new()
             };
-            return Err(format!(
-                "unsupported scheme {scheme:?} in \"${{{body}}}\": only env is supported{hint}"
-            ));
+            return Err(if is_scheme(scheme) {
+                format!(
+                    "unsupported scheme {scheme:?} in \"${{{body}}}\": only env is supported{hint}"
+                )
+            } else {
+                format!("invalid reference \"${{{body}}}\"{hint}")
+            });
         }
-        Some(_) => return Err(format!("invalid reference \"${{{body}}}\"")),
     };
     if !is_env_name(name) {
         return Err(format!(

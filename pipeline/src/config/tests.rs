@@ -832,6 +832,15 @@ fn expands_strings_like_the_collector() {
         r#"environment variable "hello.world" has invalid name: must match [a-zA-Z_][a-zA-Z0-9_]*"#
     );
     assert_eq!(err("${:x}"), r#"invalid reference "${:x}""#);
+    // A one-letter name is no scheme, and a default may hold a colon.
+    assert_eq!(
+        err("${X:-backend:4317}"),
+        r#"invalid reference "${X:-backend:4317}"; did you mean "${env:X:-backend:4317}"?"#
+    );
+    assert_eq!(
+        whole("${env:UNSET:-backend:4317}"),
+        Expanded::Whole(Resolved::Default("backend:4317".into()))
+    );
     assert_eq!(
         err("${env:${HOST}}"),
         r#"nested references are not supported in "${env:${HOST}""#
