@@ -34,7 +34,13 @@ pub struct Handler {
     recorder: Option<crate::record::Recorder>,
     auth: Option<Arc<dyn profcol_pipeline::component::Authenticator>>,
     forwarder: Option<Arc<Forwarder>>,
+    /// Item types already logged as dropped for want of `forward_to`.
+    unforwarded: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
+
+/// Item types logged as dropped without `forward_to`, at most: a client
+/// may name any type, and the log must stay bounded.
+const UNFORWARDED_LOGGED: usize = 32;
 
 /// An HTTP answer in Relay's shapes, with what a refusal's log line says.
 pub struct Reply(Box<Response>, Option<String>);
@@ -77,7 +83,24 @@ impl Handler {
             recorder: None,
             auth: None,
             forwarder: None,
+            unforwarded: Default::default(),
         }
+    }
+
+    /// Says once per item type that SDK data is answered 200 and dropped
+    /// because no `forward_to` is set: without it a user of the shipped
+    /// config loses their events without a word.
+    fn log_unforwarded(&self, ty: &str) {
+        let mut seen = self.unforwarded.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() >= UNFORWARDED_LOGGED || !seen.insert(ty.to_owned()) {
+            return;
+        }
+        tracing::warn!(
+            receiver = %self.id,
+            item_type = ty,
+            "{ty} items are answered 200 and dropped: set forward_to to send them to Sentry \
+             (counted in profcol_receiver_items_total{{outcome=\"ignored\"}}; logged once per type)"
+        );
     }
 
     /// Forwards what the pipeline does not consume (`forward_to`).
@@ -606,6 +629,7 @@ impl Handler {
                 }
                 _ => {
                     self.telemetry.receiver_item(&self.id, ty, "ignored");
+                    self.log_unforwarded(ty);
                     continue;
                 }
             };

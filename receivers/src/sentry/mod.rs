@@ -27,6 +27,15 @@ impl ReceiverFactory for SentryReceiverFactory {
 
     fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Receiver>, ConfigErrors> {
         let (c, ()) = cfg.decode_checked(|c: &SentryReceiverConfig| c.validate(cfg))?;
+        if c.forward_to.is_empty() {
+            // Shown by `profcol validate` and at start: the shipped config
+            // takes profiles only.
+            tracing::warn!(
+                receiver = %cfg.id,
+                "note: forward_to is not set: the events, transactions and sessions Sentry SDKs \
+                 send here are answered 200 and dropped; set forward_to to send them to Sentry"
+            );
+        }
         Ok(Box::new(server::SentryReceiver::new(c)))
     }
 }

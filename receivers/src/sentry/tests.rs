@@ -1229,3 +1229,58 @@ fn forwarding_config_errors_name_their_key() {
         assert!(err.contains(want), "{yaml}\n  got: {err}");
     }
 }
+
+/// Without `forward_to`, what the pipeline does not take is answered 200
+/// and dropped: the log says so once per item type, so that a user of the
+/// shipped config learns why Sentry never sees their errors.
+#[tokio::test]
+async fn unforwarded_items_are_logged_once_per_type() {
+    #[derive(Clone, Default)]
+    struct Log(Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Log {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let log = Log::default();
+    let writer = log.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    // Global: envelopes are converted on the CPU pool's threads. Other
+    // tests' lines land here too: the item types are ones no other test
+    // sends.
+    tracing::subscriber::set_global_default(subscriber).unwrap();
+
+    let h = harness(SentryReceiverConfig::default(), 4);
+    let item = |ty: &str, payload: &str| {
+        format!(
+            "{{\"type\":\"{ty}\",\"length\":{}}}\n{payload}\n",
+            payload.len()
+        )
+    };
+    for _ in 0..3 {
+        let body = format!(
+            "{{\"event_id\":\"9ec79c33ec9942ab8353589fcb2e04dc\"}}\n{}{}{}",
+            item("check_in", "{\"check_in_id\":\"a\"}"),
+            item("check_in", "{\"check_in_id\":\"b\"}"),
+            item("replay_event", "{\"replay_id\":\"x\"}"),
+        );
+        let (status, _, _) = send(&h.app, post("/api/1/envelope/", &[], body)).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    assert_eq!(h.telemetry.items("sentry", "check_in", "ignored"), 6);
+    assert_eq!(h.telemetry.items("sentry", "replay_event", "ignored"), 3);
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    let lines = |ty: &str| {
+        let needle = format!("{ty} items are answered 200 and dropped: set forward_to");
+        text.lines().filter(|l| l.contains(&needle)).count()
+    };
+    assert_eq!((lines("check_in"), lines("replay_event")), (1, 1), "{text}");
+}
