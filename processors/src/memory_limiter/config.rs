@@ -41,6 +41,9 @@ pub struct Limits {
 
 const MIB: u64 = 1 << 20;
 
+/// What profcol may hold above its limit (docs/operations.md "Memory").
+const OVERHEAD: u64 = 64 * MIB;
+
 impl MemoryLimiterConfig {
     /// The Collector's checks, each at its key, then the limits in bytes;
     /// `total` is the memory the percentages are of (`None`: unknown).
@@ -109,10 +112,15 @@ impl MemoryLimiterConfig {
             match total {
                 Some(total) => {
                     let total = total as u64;
-                    (
-                        u64::from(self.limit_percentage) * total / 100,
-                        u64::from(self.spike_limit_percentage) * total / 100,
-                    )
+                    let share = u64::from(self.limit_percentage) * total / 100;
+                    let spike = u64::from(self.spike_limit_percentage) * total / 100;
+                    // profcol stays within its limit + 64 MiB: a share that
+                    // leaves less than that below the container's limit
+                    // (80 % of anything under 320 MiB) would be OOM-killed
+                    // before it refused anything. A floor of a quarter keeps
+                    // a tiny container usable.
+                    let hard = share.min(total.saturating_sub(OVERHEAD).max(total / 4));
+                    (hard, spike.min(hard / 2))
                 }
                 None => {
                     errs.push(

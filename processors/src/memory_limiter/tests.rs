@@ -35,6 +35,23 @@ fn limits_as_the_collector_computes_them() {
     )
     .unwrap();
     assert_eq!((l.hard, l.soft), (750 * MIB, 600 * MIB));
+    // A share that would leave less than profcol's 64 MiB of overhead below
+    // the container's limit is capped there: 80 % of 256 MiB is 204.8 MiB,
+    // and 204.8 + 64 would not fit.
+    let l = limits(
+        "check_interval: 1s\nlimit_percentage: 80\nspike_limit_percentage: 15",
+        Some(256 * MIB),
+    )
+    .unwrap();
+    assert_eq!(l.hard, 192 * MIB);
+    assert!(l.hard + 64 * MIB <= 256 * MIB && l.soft < l.hard);
+    // Above 320 MiB, 80 % leaves room enough and is kept.
+    let l = limits(
+        "check_interval: 1s\nlimit_percentage: 80\nspike_limit_percentage: 15",
+        Some(1000 * MIB),
+    )
+    .unwrap();
+    assert_eq!(l.hard, 800 * MIB);
     // Fixed limits win over percentages.
     let l = limits(
         "check_interval: 1s\nlimit_mib: 100\nlimit_percentage: 75",
