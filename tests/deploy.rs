@@ -247,3 +247,41 @@ fn memory_limits_follow_the_sizing_rule() {
     let config = std::fs::read_to_string(root().join("deploy/systemd/config.yaml")).unwrap();
     assert_eq!(limit_mib(&config) + 64, max, "MemoryMax");
 }
+
+/// An HPA owns its Deployment's replica count: a `replicas` beside it is
+/// reset on every `kubectl apply`, undoing what the HPA scaled to.
+#[test]
+fn deployments_an_hpa_scales_leave_replicas_to_it() {
+    let all = manifests();
+    let scaled: Vec<(String, String)> = all
+        .iter()
+        .filter(|(_, v)| kind(v) == "HorizontalPodAutoscaler")
+        .map(|(_, v)| {
+            let target = &v["spec"]["scaleTargetRef"];
+            assert_eq!(target["kind"].as_str(), Some("Deployment"));
+            (
+                v["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+                target["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(!scaled.is_empty(), "the gateway has an HPA");
+    for (ns, name) in &scaled {
+        let (path, deployment) = all
+            .iter()
+            .find(|(_, v)| {
+                kind(v) == "Deployment"
+                    && v["metadata"]["name"].as_str() == Some(name)
+                    && v["metadata"]["namespace"].as_str().unwrap_or("") == ns
+            })
+            .unwrap_or_else(|| panic!("the HPA's target {ns}/{name} is shipped"));
+        assert!(
+            deployment["spec"]["replicas"].is_null(),
+            "{}: sets spec.replicas, which an HPA manages",
+            path.display()
+        );
+    }
+}
