@@ -39,6 +39,25 @@ fn collect() {
     unsafe { mi::mi_collect(true) }
 }
 
+fn committed() -> usize {
+    let mut commit = 0usize;
+    // SAFETY: mi_process_info writes only through the non-null pointers it
+    // is given; null ones are skipped.
+    unsafe {
+        mi::mi_process_info(
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut commit,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        );
+    }
+    commit
+}
+
 /// Hands mimalloc's levers to the memory guard.
 pub fn install() {
     #[cfg(target_os = "linux")]
@@ -48,7 +67,11 @@ pub fn install() {
     }
     // SAFETY: as in `pressure`.
     DEFAULT_DELAY.get_or_init(|| unsafe { mi::mi_option_get(PURGE_DELAY) });
-    profcol_model::memory::set_allocator(profcol_model::memory::Allocator { pressure, collect });
+    profcol_model::memory::set_allocator(profcol_model::memory::Allocator {
+        pressure,
+        collect,
+        committed,
+    });
 }
 
 #[cfg(test)]

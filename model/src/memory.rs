@@ -198,9 +198,17 @@ pub struct Allocator {
     pub pressure: fn(bool),
     /// Give back what the allocator keeps of freed memory.
     pub collect: fn(),
+    /// Bytes the allocator has committed for the heap now (live objects
+    /// and freed pages it keeps), for the process metrics.
+    pub committed: fn() -> usize,
 }
 
 static ALLOCATOR: OnceLock<Allocator> = OnceLock::new();
+
+/// Bytes the binary's allocator has committed now; `None` without one.
+pub fn allocator_committed() -> Option<usize> {
+    ALLOCATOR.get().map(|a| (a.committed)())
+}
 
 pub fn set_allocator(a: Allocator) {
     let _ = ALLOCATOR.set(a);
@@ -277,6 +285,22 @@ pub fn resident_bytes() -> Option<usize> {
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     Some(pages * usize::try_from(page).ok()?)
+}
+
+/// User plus system CPU time of this process so far, in seconds.
+#[allow(unsafe_code)]
+pub fn cpu_seconds() -> Option<f64> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: getrusage fills the whole rusage it points at on success,
+    // and only then is it read.
+    let usage = unsafe {
+        if libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) != 0 {
+            return None;
+        }
+        usage.assume_init()
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Some(secs(usage.ru_utime) + secs(usage.ru_stime))
 }
 
 /// How close to the limit the allocator is put under pressure, and how far

@@ -2,7 +2,10 @@
 //! `tracing` event and the metric, with the Collector's metric names.
 //! Counts are in OTLP samples.
 
+mod process;
 mod server;
+
+pub use process::Identity;
 
 pub use profcol_model::log_limit::LogLimit;
 pub use server::serve_metrics;
@@ -124,16 +127,17 @@ impl Default for Telemetry {
     }
 }
 
+// prometheus_client ends every HELP with a period of its own.
 macro_rules! family {
     ($reg:expr, $name:literal, $help:literal) => {{
         let f = Family::default();
-        $reg.register($name, $help, f.clone());
+        $reg.register($name, $help.trim_end_matches('.'), f.clone());
         Cached::new(f)
     }};
     // A core Collector metric, served at every level.
     ($reg:expr, $basic:expr, $name:literal, $help:literal) => {{
         let f = family!($reg, $name, $help);
-        $basic.register($name, $help, f.family.clone());
+        $basic.register($name, $help.trim_end_matches('.'), f.family.clone());
         f
     }};
 }
@@ -141,6 +145,11 @@ macro_rules! family {
 impl Telemetry {
     pub fn new() -> Self {
         let (mut r, mut b) = (Registry::default(), Registry::default());
+        // The process metrics are served at every level, as the Collector's.
+        let identity = Identity::default();
+        for reg in [&mut r, &mut b] {
+            reg.register_collector(Box::new(process::Process::new(identity.clone())));
+        }
         Self {
             receiver_accepted: family!(r, b, "otelcol_receiver_accepted_profile_samples", "Samples successfully pushed into the pipeline."),
             receiver_refused: family!(r, b, "otelcol_receiver_refused_profile_samples", "Samples that could not be pushed into the pipeline."),
@@ -159,13 +168,13 @@ impl Telemetry {
             processor_held: family!(r, "profcol_processor_held_profile_samples", "Samples a stateful processor (batch) holds: accepted, neither sent nor lost yet."),
             batch_send_size: {
                 let f: Family<Labels, Histogram, fn() -> Histogram> = Family::new_with_constructor(send_size_buckets);
-                r.register("otelcol_processor_batch_batch_send_size", "Number of units in the batch (profile samples).", f.clone());
-                b.register("otelcol_processor_batch_batch_send_size", "Number of units in the batch (profile samples).", f.clone());
+                r.register("otelcol_processor_batch_batch_send_size", "Number of units in the batch (profile samples)", f.clone());
+                b.register("otelcol_processor_batch_batch_send_size", "Number of units in the batch (profile samples)", f.clone());
                 Cached::new(f)
             },
             batch_send_size_bytes: {
                 let f: Family<Labels, Histogram, fn() -> Histogram> = Family::new_with_constructor(send_bytes_buckets);
-                r.register("otelcol_processor_batch_batch_send_size_bytes", "Number of bytes in the batch that was sent (encoded).", f.clone());
+                r.register("otelcol_processor_batch_batch_send_size_bytes", "Number of bytes in the batch that was sent (encoded)", f.clone());
                 Cached::new(f)
             },
             batch_size_trigger: family!(r, b, "otelcol_processor_batch_batch_size_trigger_send", "Number of times the batch was sent due to a size trigger."),
@@ -187,8 +196,8 @@ impl Telemetry {
             lb_backend_outcome: family!(r, b, "otelcol_loadbalancer_backend_outcome", "Number of successes and failures for each endpoint."),
             lb_backend_latency: {
                 let f: Family<Labels, Histogram, fn() -> Histogram> = Family::new_with_constructor(latency_buckets);
-                r.register("otelcol_loadbalancer_backend_latency", "Response latency in ms for the backends.", f.clone());
-                b.register("otelcol_loadbalancer_backend_latency", "Response latency in ms for the backends.", f.clone());
+                r.register("otelcol_loadbalancer_backend_latency", "Response latency in ms for the backends", f.clone());
+                b.register("otelcol_loadbalancer_backend_latency", "Response latency in ms for the backends", f.clone());
                 Cached::new(f)
             },
             config_reloads: family!(r, "profcol_config_reloads", "Config reloads (SIGHUP), by result: success, failure (refused; the old config keeps running) or partial (a component failed to start after the switch)."),
@@ -701,7 +710,70 @@ mod tests {
             let text = t.encode_text_at(level);
             assert!(text.contains(accepted) && text.contains(dropped), "{text}");
         }
-        assert_eq!(t.encode_text(), t.encode_text_at(MetricsLevel::Normal));
+        // The same families, apart from the clocks the process metrics read.
+        let steady = |text: String| -> Vec<String> {
+            text.lines()
+                .filter(|l| !l.starts_with("otelcol_process_"))
+                .map(str::to_owned)
+                .collect()
+        };
+        assert_eq!(
+            steady(t.encode_text()),
+            steady(t.encode_text_at(MetricsLevel::Normal))
+        );
         assert_eq!(t.encode_text_at(MetricsLevel::None), "");
+    }
+
+    /// The Collector's process metrics and `target_info`, which its
+    /// dashboards read, are served at every level; no HELP ends in "..".
+    #[test]
+    fn process_metrics_and_target_info_are_served() {
+        let t = Telemetry::new();
+        t.receiver_accepted("otlp", "grpc", 1);
+        for level in [MetricsLevel::Basic, MetricsLevel::Normal] {
+            let text = t.encode_text_at(level);
+            for family in [
+                "# TYPE otelcol_process_uptime counter",
+                "# TYPE otelcol_process_cpu_seconds counter",
+                "# TYPE otelcol_process_memory_rss gauge",
+                "# TYPE target_info gauge",
+            ] {
+                assert!(text.contains(family), "{family} missing:\n{text}");
+            }
+            let rss = text
+                .lines()
+                .find_map(|l| l.strip_prefix("otelcol_process_memory_rss "))
+                .and_then(|v| v.parse::<u64>().ok())
+                .expect("an rss sample");
+            assert!(rss > 1 << 20, "rss {rss}");
+            let info = text
+                .lines()
+                .find(|l| l.starts_with("target_info{"))
+                .unwrap();
+            assert!(
+                info.contains("service_name=\"profcol\"")
+                    && info.contains(&format!(
+                        "service_version=\"{}\"",
+                        env!("CARGO_PKG_VERSION")
+                    ))
+                    && info.contains("service_instance_id=\"")
+                    && info.ends_with(" 1"),
+                "{info}"
+            );
+            let helps: Vec<&str> = text.lines().filter(|l| l.starts_with("# HELP")).collect();
+            assert!(helps.len() >= 5, "{helps:?}");
+            for h in helps {
+                assert!(!h.ends_with(".."), "{h}");
+            }
+        }
+        // One identity for every level.
+        let id = |l| {
+            let text = t.encode_text_at(l);
+            text.lines()
+                .find(|l| l.starts_with("target_info{"))
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(id(MetricsLevel::Basic), id(MetricsLevel::Detailed));
     }
 }
