@@ -9,7 +9,7 @@
 //! but not yet answered, or sent but not yet removed from its queue, is
 //! sent again, so a few requests may arrive twice; the test bounds that.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

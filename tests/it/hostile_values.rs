@@ -3,7 +3,7 @@
 //! them through ingest): each must finish in bounded time, and the exporters
 //! that send must not send anything built from them.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! What is expected is read from the recorded envelope with
 //! `serde_json::Value` alone, not through profcol's Sentry types.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! `profcol` process under load, bombs and overload, its resident memory
 //! from `/proc`, what its clients were told and what its metrics count.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -12,7 +12,7 @@
 //! use (`PROFCOL_PYTHON`, target/py or `python3`) when it imports
 //! `pyroscope`; `.ci/run` installs pyroscope-io there.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

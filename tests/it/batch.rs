@@ -2,7 +2,7 @@
 //! small requests from sidecars forwards few merged ones, and every sample
 //! stays accounted for while held, at shutdown, and with the exporter down.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! The `loadbalancing` exporter in one process: requests of ten services
 //! through the `otlp` receiver, routed by service to three OTLP sinks.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -2,7 +2,7 @@
 //! stopped with SIGTERM and killed with SIGKILL while their peer is down,
 //! started again on a damaged queue, and run out of disk.
 
-mod common;
+use crate::common;
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

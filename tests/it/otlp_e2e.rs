@@ -1,7 +1,7 @@
 //! The collector in one process: recorded OTLP requests through the `otlp`
 //! receiver and exporter to an independent sink.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! encoding and compression both sides speak, arrives as it left; and what
 //! profcol does when the Collector refuses.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

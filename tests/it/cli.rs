@@ -1,6 +1,6 @@
 //! The `profcol` binary as a user runs it.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

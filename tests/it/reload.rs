@@ -3,7 +3,7 @@
 //! works, a bad config is refused while the old one keeps serving, and no
 //! accepted sample is lost (the accounting metrics add up).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -422,7 +422,7 @@ fn every_yaml_example_validates() {
                         cmd.env(n, v);
                     }
                     None => faults.push(format!(
-                        "{at}: reads ${{env:{name}}}, which tests/docs.rs does not provide (add it to ENV)"
+                        "{at}: reads ${{env:{name}}}, which tests/it/docs.rs does not provide (add it to ENV)"
                     )),
                 }
             }
@@ -561,7 +561,7 @@ fn links_and_paths_in_the_docs_exist() {
                     }
                 }
             }
-            // A repository path in inline code (`tests/docs.rs`) names a
+            // A repository path in inline code (`tests/it/docs.rs`) names a
             // file or directory that exists.
             for span in code_spans(line) {
                 let top = span.split('/').next().unwrap_or("");

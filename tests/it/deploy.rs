@@ -4,7 +4,7 @@
 //! systemd and Docker configs pass `profcol validate`, and every memory
 //! limit follows the README's sizing rule.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -4,7 +4,7 @@
 //! the upstream's rate limits reach the SDK; and keep-alive connections
 //! with chunked, compressed bodies, as the Node SDK sends them.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! `profcol test`: this repository's pipeline tests, and the harness itself.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

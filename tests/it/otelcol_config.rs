@@ -2,7 +2,7 @@
 //! Collector's documentation: `--config=file:`, `env:`, `yaml:`, `--set`,
 //! the Collector's processors, and hints for what profcol lacks.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! that memory or time stays bounded, and that a valid request right after
 //! still goes through.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::time::{Duration, Instant};

@@ -6,7 +6,7 @@
 //! Needs `go` on PATH (Debian `golang-go`); skipped locally without it and
 //! failing under CI (`CI` set), as the pprof round-trip tests do.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

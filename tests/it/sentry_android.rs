@@ -4,7 +4,7 @@
 //! on by the `sentry` exporter. What arrives is Android chunks whose method
 //! traces hold the same spans, and every span is counted once.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! sidecar and a gateway (`otlp` gRPC in, `otlphttp` over TLS with a token,
 //! `otlp` gRPC out to an independent sink).
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::Path;

@@ -1,0 +1,28 @@
+//! The integration tests of the `profcol` package, one binary (`cargo test
+//! --test it`) with a module per subject: one link of the test harness and
+//! its dependencies instead of one per file. Select a module with its path:
+//! `cargo test --test it sentry_forward::`.
+
+mod common;
+
+mod batch;
+mod cli;
+mod deploy;
+mod docs;
+mod durable_queue;
+mod gateway_tiers;
+mod harness;
+mod hostile_input;
+mod hostile_values;
+mod loadbalancing;
+mod memory;
+mod otelcol_config;
+mod otelcol_interop;
+mod otlp_e2e;
+mod otlp_http;
+mod pyroscope_e2e;
+mod reload;
+mod sentry_android;
+mod sentry_forward;
+mod sentry_pprof;
+mod sentry_roundtrip;
