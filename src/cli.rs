@@ -44,6 +44,14 @@ pub struct Cli {
     #[arg(long = "feature-gates", global = true, value_name = "GATES", value_parser = parse_feature_gates)]
     pub feature_gates: Vec<String>,
 
+    /// Once the collector is ready, write every listener's bound address
+    /// to this file, `<listener> <address>` a line
+    /// (`receivers::otlp::protocols::grpc 127.0.0.1:41234`); rewritten after
+    /// each config reload, removed on exit. With `:0` endpoints (a free
+    /// port each) this is how a script or a test learns the ports.
+    #[arg(long, value_name = "PATH")]
+    pub ready_file: Option<PathBuf>,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -295,6 +303,7 @@ fn run(cli: Cli) -> ExitCode {
         guard_process_memory: true,
         ..RuntimeOptions::default()
     };
+    let ready_file = cli.ready_file.clone();
     let code = rt.block_on(async move {
         // Listening from before start-up on, so no signal is missed between
         // the first and the second.
@@ -305,6 +314,10 @@ fn run(cli: Cli) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        // A file left by an earlier run must not pass for this one's.
+        if let Some(path) = &ready_file {
+            let _ = std::fs::remove_file(path);
+        }
         let mut svc = match RunningService::start(graph, opts, Arc::new(Telemetry::new())).await {
             Ok(s) => s,
             Err(e) => {
@@ -312,6 +325,13 @@ fn run(cli: Cli) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        if let Some(path) = &ready_file {
+            if let Err(e) = write_ready_file(path, &svc) {
+                tracing::error!("cannot write the ready file {}: {e}", path.display());
+                svc.shutdown().await;
+                return ExitCode::FAILURE;
+            }
+        }
         loop {
             match signals.next().await {
                 Signal::Stop(name) => {
@@ -329,7 +349,7 @@ fn run(cli: Cli) -> ExitCode {
                 }
                 Signal::Reload(name) => {
                     tracing::info!("received {name}; reloading the config");
-                    reload(&sources, &mut cfg, &mut svc).await;
+                    reload(&sources, &mut cfg, &mut svc, ready_file.as_deref()).await;
                 }
                 Signal::Ignore(name, why) => tracing::warn!("received {name}; {why}"),
             }
@@ -344,6 +364,9 @@ fn run(cli: Cli) -> ExitCode {
             }
         });
         svc.shutdown().await;
+        if let Some(path) = &ready_file {
+            let _ = std::fs::remove_file(path);
+        }
         ExitCode::SUCCESS
     });
     // The drain above is bounded by its deadline; work still running on
@@ -358,7 +381,12 @@ fn run(cli: Cli) -> ExitCode {
 /// that does not load, or that the running collector cannot switch to, is
 /// refused with every error logged at its key, and the old one keeps
 /// running.
-async fn reload(sources: &[Source], current: &mut Config, svc: &mut RunningService) {
+async fn reload(
+    sources: &[Source],
+    current: &mut Config,
+    svc: &mut RunningService,
+    ready_file: Option<&std::path::Path>,
+) {
     let refused = |svc: &RunningService, errs: &ConfigErrors| {
         tracing::error!(
             "config reload refused ({} errors); the running config is kept",
@@ -373,7 +401,15 @@ async fn reload(sources: &[Source], current: &mut Config, svc: &mut RunningServi
         Ok(v) => v,
         Err(errs) => return refused(svc, &errs),
     };
-    match svc.reload(current, &new, graph).await {
+    let result = svc.reload(current, &new, graph).await;
+    // Before the reload is counted: whoever waits on the counter reads a
+    // file that is already rewritten.
+    if let (Ok(_), Some(path)) = (&result, ready_file) {
+        if let Err(e) = write_ready_file(path, svc) {
+            tracing::error!("cannot write the ready file {}: {e}", path.display());
+        }
+    }
+    match result {
         Err(errs) => refused(svc, &errs),
         Ok(summary) if summary.failed.is_empty() => {
             *current = new;
@@ -389,6 +425,21 @@ async fn reload(sources: &[Source], current: &mut Config, svc: &mut RunningServi
             svc.telemetry().config_reload("partial");
         }
     }
+}
+
+/// Writes `--ready-file`: every listener and its bound address, a line
+/// each, through a temporary file renamed over it, so that a reader sees
+/// the whole file or none.
+fn write_ready_file(path: &std::path::Path, svc: &RunningService) -> std::io::Result<()> {
+    let text: String = svc
+        .listeners()
+        .iter()
+        .map(|b| format!("{} {}\n", b.name, b.address))
+        .collect();
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
 }
 
 /// Raises the soft limit on open files to the hard one, as Go programs do

@@ -8,17 +8,17 @@ use std::time::{Duration, Instant};
 
 use tonic::Code;
 
-use common::{client, free_port, Answer, Sink};
+use common::{client, Answer, Ports, Sink};
 use profcol_model::proto::{request_into_data, ExportProfilesServiceRequest, ProfilesData};
 use profcol_model::resolved::{resolve, Detail};
 use profcol_model::{synth, ProfileBatch};
 use profcol_pipeline::runtime::RuntimeOptions;
 
-fn config(recv: u16, sink: u16, batch: &str, exporter_extra: &str) -> String {
+fn config(sink: u16, batch: &str, exporter_extra: &str) -> String {
     format!(
         r#"
 receivers:
-  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:{recv}"}}}}}}
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:0"}}}}}}
 processors:
   batch: {batch}
 exporters:
@@ -135,16 +135,11 @@ async fn until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_small_requests_leave_as_a_few_merged_ones() {
     let sink = Sink::start().await;
-    let recv = free_port();
-    let yaml = config(
-        recv,
-        sink.addr.port(),
-        "{send_batch_size: 3000, timeout: 1h}",
-        "",
-    );
+    let yaml = config(sink.addr.port(), "{send_batch_size: 3000, timeout: 1h}", "");
     let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
         .await
         .unwrap();
+    let recv = svc.grpc_port();
     let t = svc.telemetry().clone();
 
     let inputs = synth::service_requests(1000, 10, 20);
@@ -233,9 +228,7 @@ async fn an_exporter_that_is_down_keeps_the_accounting_exact() {
         Answer::Fail(Code::Unavailable, "down"),
         100_000,
     ));
-    let recv = free_port();
     let yaml = config(
-        recv,
         sink.addr.port(),
         "{send_batch_size: 100, timeout: 20ms}",
         "    retry_on_failure: {initial_interval: 10ms, max_interval: 20ms, max_elapsed_time: 0s}\n    sending_queue: {queue_size: 2, num_consumers: 1}",
@@ -246,6 +239,7 @@ async fn an_exporter_that_is_down_keeps_the_accounting_exact() {
         ..RuntimeOptions::default()
     };
     let svc = profcol::app::start_str(&yaml, options).await.unwrap();
+    let recv = svc.grpc_port();
     let t = svc.telemetry().clone();
     let inputs = synth::service_requests(120, 4, 20);
     let reqs: Vec<_> = inputs.iter().map(request).collect();

@@ -5,7 +5,7 @@ use crate::common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{client, free_port, health_status, profcol, request, wait_healthy, Running};
+use common::{client, health_status, profcol, request, Ports, Running};
 
 fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::PathBuf {
     let p = dir.path().join(name);
@@ -325,15 +325,9 @@ fn components_lists_the_known_types() {
     }
 }
 
-/// One receiver, one exporter (`exporter` with its YAML body), health_check.
-fn running_config(
-    dir: &tempfile::TempDir,
-    health: u16,
-    recv: u16,
-    exporter: &str,
-    body: &str,
-) -> std::path::PathBuf {
-    let metrics = free_port();
+/// One receiver, one exporter (`exporter` with its YAML body), health_check,
+/// each listening on port 0 ([`Ports`]).
+fn running_config(dir: &tempfile::TempDir, exporter: &str, body: &str) -> std::path::PathBuf {
     write(
         dir,
         "c.yaml",
@@ -341,16 +335,16 @@ fn running_config(
             r#"
 receivers:
   otlp:
-    protocols: {{grpc: {{endpoint: "127.0.0.1:{recv}"}}}}
+    protocols: {{grpc: {{endpoint: "127.0.0.1:0"}}}}
 exporters:
   {exporter}: {body}
 extensions:
   health_check:
-    endpoint: 127.0.0.1:{health}
+    endpoint: 127.0.0.1:0
 service:
   extensions: [health_check]
   telemetry:
-    metrics: {{address: "127.0.0.1:{metrics}"}}
+    metrics: {{address: "127.0.0.1:0"}}
   pipelines:
     profiles: {{receivers: [otlp], exporters: [{exporter}]}}
 "#,
@@ -361,11 +355,9 @@ service:
 /// SIGTERM or SIGINT drains and exits 0; health_check says 200 while running.
 async fn graceful_exit(signal: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let (recv, health) = (free_port(), free_port());
-    let cfg = running_config(&dir, health, recv, "debug", "{verbosity: detailed}");
-    let p = Running::start(&["--config".as_ref(), cfg.as_os_str()]);
-    wait_healthy(health).await;
-    let mut c = client(recv).await;
+    let cfg = running_config(&dir, "debug", "{verbosity: detailed}");
+    let p = Running::ready(profcol().arg("--config").arg(&cfg)).await;
+    let mut c = client(p.grpc_port()).await;
     c.export(request("otlp/minimal-request.bin")).await.unwrap();
     // The client stays connected: shutdown must not wait on it forever.
     p.signal(signal);
@@ -394,7 +386,6 @@ async fn sigint_shuts_down_gracefully() {
 #[tokio::test]
 async fn a_second_signal_forces_exit() {
     let dir = tempfile::tempdir().unwrap();
-    let (recv, health) = (free_port(), free_port());
     // A peer that is down: it drops every connection, which the exporter
     // retries. Holding the port keeps another test from taking it.
     let down = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -406,18 +397,17 @@ async fn a_second_signal_forces_exit() {
     });
     let cfg = running_config(
         &dir,
-        health,
-        recv,
         "otlp",
         &format!("{{endpoint: '127.0.0.1:{dead}', tls: {{insecure: true}}}}"),
     );
-    let p = Running::start(&[
-        "--config".as_ref(),
-        cfg.as_os_str(),
-        "--shutdown-timeout".as_ref(),
-        "120s".as_ref(),
-    ]);
-    wait_healthy(health).await;
+    let p = Running::ready(
+        profcol()
+            .arg("--config")
+            .arg(&cfg)
+            .args(["--shutdown-timeout", "120s"]),
+    )
+    .await;
+    let (recv, health) = (p.grpc_port(), p.health_port());
     client(recv)
         .await
         .export(request("otlp/minimal-request.bin"))
@@ -524,10 +514,9 @@ async fn health_exits_0_while_ready_and_1_when_not() {
         )
     };
     let dir = tempfile::tempdir().unwrap();
-    let (recv, health) = (free_port(), free_port());
-    let cfg = running_config(&dir, health, recv, "debug", "{}");
-    let p = Running::start(&["--config".as_ref(), cfg.as_os_str()]);
-    wait_healthy(health).await;
+    let cfg = running_config(&dir, "debug", "{}");
+    let p = Running::ready(profcol().arg("--config").arg(&cfg)).await;
+    let health = p.health_port();
     let (code, out, _) = tokio::task::spawn_blocking(move || health_cmd(health))
         .await
         .unwrap();

@@ -11,24 +11,18 @@ use std::time::{Duration, Instant};
 use prost::Message;
 use tonic::Code;
 
-use common::{client, free_port, metric, profcol, wait_healthy, Running, Sink};
+use common::{client, metric, profcol, Ports, Running, Sink};
 use profcol_model::proto::ProfilesData;
 
-struct Ports {
-    otlp: u16,
-    health: u16,
-    metrics: u16,
-}
-
 /// otlp in, otlp out to `sink` through a persistent queue in `queue_dir`.
-fn config(dir: &Path, ports: &Ports, sink: u16, queue_dir: &Path) -> PathBuf {
+fn config(dir: &Path, sink: u16, queue_dir: &Path) -> PathBuf {
     let path = dir.join("c.yaml");
     std::fs::write(
         &path,
         format!(
             r#"
 receivers:
-  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:{otlp}"}}}}}}
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:0"}}}}}}
 exporters:
   otlp:
     endpoint: 127.0.0.1:{sink}
@@ -36,30 +30,19 @@ exporters:
     retry_on_failure: {{initial_interval: 50ms, max_interval: 200ms, max_elapsed_time: 0s}}
     sending_queue: {{storage: file_storage}}
 extensions:
-  health_check: {{endpoint: "127.0.0.1:{health}"}}
+  health_check: {{endpoint: "127.0.0.1:0"}}
   file_storage: {{directory: "{queue}", create_directory: true}}
 service:
   extensions: [health_check, file_storage]
-  telemetry: {{metrics: {{address: "127.0.0.1:{metrics}"}}, logs: {{level: warn}}}}
+  telemetry: {{metrics: {{address: "127.0.0.1:0"}}, logs: {{level: warn}}}}
   pipelines:
     profiles: {{receivers: [otlp], exporters: [otlp]}}
 "#,
-            otlp = ports.otlp,
-            health = ports.health,
-            metrics = ports.metrics,
             queue = queue_dir.display(),
         ),
     )
     .unwrap();
     path
-}
-
-fn ports() -> Ports {
-    Ports {
-        otlp: free_port(),
-        health: free_port(),
-        metrics: free_port(),
-    }
 }
 
 fn command(cfg: &Path) -> std::process::Command {
@@ -70,10 +53,9 @@ fn command(cfg: &Path) -> std::process::Command {
     c
 }
 
-async fn start(cmd: &mut std::process::Command, ports: &Ports) -> Running {
-    let p = Running::spawn(cmd);
-    wait_healthy(ports.health).await;
-    p
+/// Started, and ready: its listeners on port 0 ([`Ports`]).
+async fn start(cmd: &mut std::process::Command) -> Running {
+    Running::ready(cmd).await
 }
 
 /// Request `n`: its own profile id, so the sink can tell each apart.
@@ -128,11 +110,10 @@ async fn sigterm_and_sigkill_lose_nothing_accepted() {
     let sink = Sink::start().await;
     sink.down_for(Duration::from_secs(3600));
     let dir = tempfile::tempdir().unwrap();
-    let ports = ports();
-    let cfg = config(dir.path(), &ports, sink.addr.port(), &dir.path().join("q"));
+    let cfg = config(dir.path(), sink.addr.port(), &dir.path().join("q"));
 
-    let p = start(&mut command(&cfg), &ports).await;
-    send_all(ports.otlp, 0..20, 1000).await;
+    let p = start(&mut command(&cfg)).await;
+    send_all(p.grpc_port(), 0..20, 1000).await;
     p.signal("TERM");
     let (code, logs) = p.wait(Duration::from_secs(30)).await;
     assert!(code.success(), "{logs}");
@@ -141,23 +122,23 @@ async fn sigterm_and_sigkill_lose_nothing_accepted() {
         "nothing dropped at shutdown: {logs}"
     );
 
-    let p = start(&mut command(&cfg), &ports).await;
+    let p = start(&mut command(&cfg)).await;
     // Queued again (less what the 10 consumers hold, retrying).
-    let queued = metric(ports.metrics, "otelcol_exporter_queue_size").await;
+    let queued = metric(p.metrics_port(), "otelcol_exporter_queue_size").await;
     assert!((10..=20).contains(&queued), "the queue came back: {queued}");
-    send_all(ports.otlp, 20..40, 1000).await;
+    send_all(p.grpc_port(), 20..40, 1000).await;
     p.signal("KILL");
     p.wait(Duration::from_secs(10)).await;
     assert!(sink.received().is_empty());
 
     sink.down_for(Duration::ZERO);
-    let p = start(&mut command(&cfg), &ports).await;
+    let p = start(&mut command(&cfg)).await;
     let ids = arrived(&sink, 40, Duration::from_secs(60)).await;
     assert_eq!(ids, (0..40).collect::<Vec<_>>(), "each request once");
     assert_eq!(sink.samples(), 40 * 1000);
     // Delivered requests leave the disk.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while metric(ports.metrics, "otelcol_exporter_queue_size").await > 0 {
+    while metric(p.metrics_port(), "otelcol_exporter_queue_size").await > 0 {
         assert!(Instant::now() < deadline, "the queue drains");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -182,10 +163,9 @@ async fn a_damaged_queue_starts_and_counts_what_it_lost() {
     let sink = Sink::start().await;
     sink.down_for(Duration::from_secs(3600));
     let dir = tempfile::tempdir().unwrap();
-    let ports = ports();
-    let cfg = config(dir.path(), &ports, sink.addr.port(), &dir.path().join("q"));
-    let p = start(&mut command(&cfg), &ports).await;
-    send_all(ports.otlp, 0..10, 1000).await;
+    let cfg = config(dir.path(), sink.addr.port(), &dir.path().join("q"));
+    let p = start(&mut command(&cfg)).await;
+    send_all(p.grpc_port(), 0..10, 1000).await;
     p.signal("KILL");
     p.wait(Duration::from_secs(10)).await;
 
@@ -201,9 +181,9 @@ async fn a_damaged_queue_starts_and_counts_what_it_lost() {
     std::fs::write(&seg, bytes).unwrap();
 
     sink.down_for(Duration::ZERO);
-    let p = start(&mut command(&cfg), &ports).await;
+    let p = start(&mut command(&cfg)).await;
     let lost = metric(
-        ports.metrics,
+        p.metrics_port(),
         "profcol_exporter_queue_corrupt_records_total",
     )
     .await;
@@ -231,8 +211,7 @@ async fn a_full_disk_refuses_retryably_and_recovers() {
     let sink = Sink::start().await;
     sink.down_for(Duration::from_secs(3600));
     let dir = tempfile::tempdir().unwrap();
-    let ports = ports();
-    let cfg = config(dir.path(), &ports, sink.addr.port(), &dir.path().join("q"));
+    let cfg = config(dir.path(), sink.addr.port(), &dir.path().join("q"));
     let mut cmd = command(&cfg);
     // SAFETY: setrlimit and signal are async-signal-safe; nothing else
     // runs between fork and exec.
@@ -251,8 +230,8 @@ async fn a_full_disk_refuses_retryably_and_recovers() {
             Ok(())
         });
     }
-    let p = start(&mut cmd, &ports).await;
-    let mut c = client(ports.otlp).await;
+    let p = start(&mut cmd).await;
+    let mut c = client(p.grpc_port()).await;
     let request = |n| {
         let d = numbered(n, 2000);
         profcol_model::proto::ExportProfilesServiceRequest {
@@ -310,16 +289,15 @@ async fn a_kill_during_delivery_resends_at_most_what_was_in_flight() {
     let sink = Sink::start().await;
     sink.answer_next(std::iter::repeat_n(common::Answer::Hold(1000), 1000));
     let dir = tempfile::tempdir().unwrap();
-    let ports = ports();
-    let cfg = config(dir.path(), &ports, sink.addr.port(), &dir.path().join("q"));
-    let p = start(&mut command(&cfg), &ports).await;
-    send_all(ports.otlp, 0..60, 500).await;
+    let cfg = config(dir.path(), sink.addr.port(), &dir.path().join("q"));
+    let p = start(&mut command(&cfg)).await;
+    send_all(p.grpc_port(), 0..60, 500).await;
     p.signal("KILL");
     p.wait(Duration::from_secs(10)).await;
     let before = sink.received().len();
     assert!(before < 60, "the kill came before the queue drained");
 
-    let p = start(&mut command(&cfg), &ports).await;
+    let p = start(&mut command(&cfg)).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     let ids = loop {
         let mut ids = arrived(&sink, 60, Duration::from_secs(60)).await;

@@ -15,26 +15,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{client, free_port, metric, profcol, replay_fixture, wait_healthy, Running, Sink};
+use common::{client, metric, profcol, replay_fixture, Ports, Running, Sink};
 use profcol_model::proto::any_value::Value;
 use profcol_model::proto::ExportProfilesServiceRequest;
 use profcol_model::synth;
 
-/// What every process has besides its pipeline.
-struct Base {
-    health: u16,
-    metrics: u16,
-}
+/// What every process has besides its pipeline: health_check and metrics
+/// on port 0 ([`Ports`]), and `file_storage` in `storage`.
+struct Base;
 
 impl Base {
-    fn new() -> Self {
-        Self {
-            health: free_port(),
-            metrics: free_port(),
-        }
-    }
-
-    fn yaml(&self, storage: Option<&Path>) -> String {
+    fn yaml(storage: Option<&Path>) -> String {
         let (ext, list) = match storage {
             Some(dir) => (
                 format!(
@@ -46,8 +37,7 @@ impl Base {
             None => (String::new(), "[health_check]"),
         };
         format!(
-            "extensions:\n  health_check: {{endpoint: \"127.0.0.1:{}\"}}\n{ext}service:\n  extensions: {list}\n  telemetry: {{metrics: {{address: \"127.0.0.1:{}\"}}, logs: {{level: warn}}}}\n",
-            self.health, self.metrics
+            "extensions:\n  health_check: {{endpoint: \"127.0.0.1:0\"}}\n{ext}service:\n  extensions: {list}\n  telemetry: {{metrics: {{address: \"127.0.0.1:0\"}}, logs: {{level: warn}}}}\n"
         )
     }
 }
@@ -61,15 +51,14 @@ fn write(dir: &Path, name: &str, yaml: String) -> PathBuf {
     path
 }
 
-async fn start(cfg: &Path, base: &Base) -> Running {
-    let p = Running::spawn(
+async fn start(cfg: &Path) -> Running {
+    Running::ready(
         profcol()
             .arg("--config")
             .arg(cfg)
             .args(["--shutdown-timeout", "10s"]),
-    );
-    wait_healthy(base.health).await;
-    p
+    )
+    .await
 }
 
 /// The `service.name` of every resource in `requests`, with its samples.
@@ -108,30 +97,30 @@ async fn sidecars_to_balanced_gateways_lose_nothing_when_one_is_killed() {
         Sink::start().await,
     ];
 
-    // Gateways: otlp in, otlp out through a persistent queue.
-    let gateway_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    // Gateways: otlp in, otlp out through a persistent queue. Each starts
+    // on port 0; the one killed comes back on the port it had (the tier
+    // lists it), so its config is written again with that port.
+    let mut gateway_ports = Vec::new();
     let mut gateways = Vec::new();
     let mut gateway_cfgs = Vec::new();
     for (i, sink) in sinks.iter().enumerate() {
-        let base = Base::new();
         let storage = dir.path().join(format!("g{i}"));
-        let cfg = write(
-            dir.path(),
-            &format!("g{i}.yaml"),
+        let yaml = |port: u16| {
             format!(
-                "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:{}\"}}}}}}\nexporters:\n  otlp:\n    endpoint: 127.0.0.1:{}\n    tls: {{insecure: true}}\n    {RETRY}\n    sending_queue: {{storage: file_storage}}\n{}  pipelines:\n    profiles: {{receivers: [otlp], exporters: [otlp]}}\n",
-                gateway_ports[i],
+                "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:{port}\"}}}}}}\nexporters:\n  otlp:\n    endpoint: 127.0.0.1:{}\n    tls: {{insecure: true}}\n    {RETRY}\n    sending_queue: {{storage: file_storage}}\n{}  pipelines:\n    profiles: {{receivers: [otlp], exporters: [otlp]}}\n",
                 sink.addr.port(),
-                base.yaml(Some(&storage)),
-            ),
-        );
-        gateways.push(Some(start(&cfg, &base).await));
-        gateway_cfgs.push((cfg, base));
+                Base::yaml(Some(&storage)),
+            )
+        };
+        let cfg = write(dir.path(), &format!("g{i}.yaml"), yaml(0));
+        let gateway = start(&cfg).await;
+        gateway_ports.push(gateway.grpc_port());
+        write(dir.path(), &format!("g{i}.yaml"), yaml(gateway.grpc_port()));
+        gateways.push(Some(gateway));
+        gateway_cfgs.push(cfg);
     }
 
     // The load-balancing tier, with a persistent queue of its own.
-    let lb_port = free_port();
-    let lb_base = Base::new();
     let hostnames: Vec<String> = gateway_ports
         .iter()
         .map(|p| format!("\"127.0.0.1:{p}\""))
@@ -140,16 +129,15 @@ async fn sidecars_to_balanced_gateways_lose_nothing_when_one_is_killed() {
         dir.path(),
         "lb.yaml",
         format!(
-            "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:{lb_port}\"}}}}}}\nexporters:\n  loadbalancing:\n    routing_key: service\n    protocol: {{otlp: {{tls: {{insecure: true}}, timeout: 5s}}}}\n    resolver: {{static: {{hostnames: [{}]}}}}\n    {RETRY}\n    sending_queue: {{storage: file_storage}}\n{}  pipelines:\n    profiles: {{receivers: [otlp], exporters: [loadbalancing]}}\n",
+            "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:0\"}}}}}}\nexporters:\n  loadbalancing:\n    routing_key: service\n    protocol: {{otlp: {{tls: {{insecure: true}}, timeout: 5s}}}}\n    resolver: {{static: {{hostnames: [{}]}}}}\n    {RETRY}\n    sending_queue: {{storage: file_storage}}\n{}  pipelines:\n    profiles: {{receivers: [otlp], exporters: [loadbalancing]}}\n",
             hostnames.join(", "),
-            lb_base.yaml(Some(&dir.path().join("lb"))),
+            Base::yaml(Some(&dir.path().join("lb"))),
         ),
     );
-    let lb = start(&lb_cfg, &lb_base).await;
+    let lb = start(&lb_cfg).await;
+    let lb_port = lb.grpc_port();
 
     // Sidecars: one OTLP, one Sentry, both sending to the tier.
-    let (otlp_port, sentry_port) = (free_port(), free_port());
-    let (a_base, b_base) = (Base::new(), Base::new());
     let to_lb = format!(
         "exporters:\n  otlp:\n    endpoint: 127.0.0.1:{lb_port}\n    tls: {{insecure: true}}\n    {RETRY}\n"
     );
@@ -157,20 +145,21 @@ async fn sidecars_to_balanced_gateways_lose_nothing_when_one_is_killed() {
         dir.path(),
         "a.yaml",
         format!(
-            "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:{otlp_port}\"}}}}}}\n{to_lb}{}  pipelines:\n    profiles: {{receivers: [otlp], exporters: [otlp]}}\n",
-            a_base.yaml(None)
+            "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:0\"}}}}}}\n{to_lb}{}  pipelines:\n    profiles: {{receivers: [otlp], exporters: [otlp]}}\n",
+            Base::yaml(None)
         ),
     );
     let b_cfg = write(
         dir.path(),
         "b.yaml",
         format!(
-            "receivers:\n  sentry: {{endpoint: \"127.0.0.1:{sentry_port}\"}}\n{to_lb}{}  pipelines:\n    profiles: {{receivers: [sentry], exporters: [otlp]}}\n",
-            b_base.yaml(None)
+            "receivers:\n  sentry: {{endpoint: \"127.0.0.1:0\"}}\n{to_lb}{}  pipelines:\n    profiles: {{receivers: [sentry], exporters: [otlp]}}\n",
+            Base::yaml(None)
         ),
     );
-    let a = start(&a_cfg, &a_base).await;
-    let b = start(&b_cfg, &b_base).await;
+    let a = start(&a_cfg).await;
+    let b = start(&b_cfg).await;
+    let (otlp_port, sentry_port) = (a.grpc_port(), b.port("receivers::sentry"));
 
     // Load: 300 requests from 12 services, and Sentry envelopes, while the
     // second gateway is killed after a third and started again after two.
@@ -181,8 +170,7 @@ async fn sidecars_to_balanced_gateways_lose_nothing_when_one_is_killed() {
             gateways[1].take().unwrap().signal("KILL");
         }
         if n == 200 {
-            let (cfg, base) = &gateway_cfgs[1];
-            gateways[1] = Some(start(cfg, base).await);
+            gateways[1] = Some(start(&gateway_cfgs[1]).await);
         }
         let mut req = ExportProfilesServiceRequest {
             resource_profiles: data.resource_profiles,
@@ -204,12 +192,12 @@ async fn sidecars_to_balanced_gateways_lose_nothing_when_one_is_killed() {
     }
 
     let accepted = metric(
-        a_base.metrics,
+        a.metrics_port(),
         "otelcol_receiver_accepted_profile_samples_total",
     )
     .await
         + metric(
-            b_base.metrics,
+            b.metrics_port(),
             "otelcol_receiver_accepted_profile_samples_total",
         )
         .await;
@@ -280,10 +268,10 @@ async fn sidecars_to_balanced_gateways_lose_nothing_when_one_is_killed() {
         )
     };
     assert!(
-        metric(lb_base.metrics, &calls(false)).await > 0,
+        metric(lb.metrics_port(), &calls(false)).await > 0,
         "no failed call to the killed gateway"
     );
-    assert!(metric(lb_base.metrics, &calls(true)).await > 0);
+    assert!(metric(lb.metrics_port(), &calls(true)).await > 0);
 
     let per_sink: Vec<BTreeMap<String, u64>> = sinks
         .iter()
@@ -323,31 +311,27 @@ async fn sidecars_to_balanced_gateways_lose_nothing_when_one_is_killed() {
 async fn a_sidecar_cuts_what_a_gateway_refuses_as_too_large() {
     let dir = tempfile::tempdir().unwrap();
     let sink = Sink::start().await;
-    let gw = Base::new();
-    let (gw_grpc, gw_http) = (free_port(), free_port());
     let gw_cfg = write(
         dir.path(),
         "gateway.yaml",
         format!(
-            "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:{gw_grpc}\", max_recv_msg_size_mib: 1}}, http: {{endpoint: \"127.0.0.1:{gw_http}\", max_request_body_size: 1048576}}}}}}\nexporters:\n  otlp: {{endpoint: \"{}\", tls: {{insecure: true}}}}\n{}  pipelines:\n    profiles: {{receivers: [otlp], exporters: [otlp]}}\n",
+            "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:0\", max_recv_msg_size_mib: 1}}, http: {{endpoint: \"127.0.0.1:0\", max_request_body_size: 1048576}}}}}}\nexporters:\n  otlp: {{endpoint: \"{}\", tls: {{insecure: true}}}}\n{}  pipelines:\n    profiles: {{receivers: [otlp], exporters: [otlp]}}\n",
             sink.addr,
-            gw.yaml(None)
+            Base::yaml(None)
         ),
     );
-    let sc = Base::new();
-    let sc_grpc = free_port();
+    let gw = start(&gw_cfg).await;
+    let (gw_grpc, gw_http) = (gw.grpc_port(), gw.http_port());
     let sc_cfg = write(
         dir.path(),
         "sidecar.yaml",
         format!(
-            "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:{sc_grpc}\"}}}}}}\nexporters:\n  otlp: {{endpoint: \"127.0.0.1:{gw_grpc}\", tls: {{insecure: true}}, compression: none, {RETRY}}}\n  otlphttp: {{endpoint: \"http://127.0.0.1:{gw_http}\", compression: none, {RETRY}}}\n{}  pipelines:\n    profiles: {{receivers: [otlp], exporters: [otlp, otlphttp]}}\n",
-            sc.yaml(None)
+            "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:0\"}}}}}}\nexporters:\n  otlp: {{endpoint: \"127.0.0.1:{gw_grpc}\", tls: {{insecure: true}}, compression: none, {RETRY}}}\n  otlphttp: {{endpoint: \"http://127.0.0.1:{gw_http}\", compression: none, {RETRY}}}\n{}  pipelines:\n    profiles: {{receivers: [otlp], exporters: [otlp, otlphttp]}}\n",
+            Base::yaml(None)
         ),
     );
-    let _gw = Running::start(&["--config".as_ref(), gw_cfg.as_os_str()]);
-    wait_healthy(gw.health).await;
-    let _sc = Running::start(&["--config".as_ref(), sc_cfg.as_os_str()]);
-    wait_healthy(sc.health).await;
+    let sc = start(&sc_cfg).await;
+    let sc_grpc = sc.grpc_port();
 
     let data = synth::Config {
         samples: 60_000,
@@ -373,7 +357,7 @@ async fn a_sidecar_cuts_what_a_gateway_refuses_as_too_large() {
     );
     assert!(sink.received().len() > 2, "sent whole");
     let failed = metric(
-        sc.metrics,
+        sc.metrics_port(),
         "otelcol_exporter_send_failed_profile_samples_total",
     )
     .await;

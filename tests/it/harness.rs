@@ -1,6 +1,6 @@
 //! `profcol test`: this repository's pipeline tests, and the harness itself.
 
-use crate::common;
+use crate::common::{self, Ports};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -276,9 +276,8 @@ async fn a_recorded_capture_replays_to_what_was_captured() {
     }
 
     // The same requests captured by a running collector.
-    let (sentry_port, otlp_port) = (common::free_port(), common::free_port());
     let yaml = format!(
-        "receivers:\n  sentry: {{ endpoint: \"127.0.0.1:{sentry_port}\", keys: [publickey], record_to: {} }}\n  otlp: {{ protocols: {{ grpc: {{ endpoint: \"127.0.0.1:{otlp_port}\" }} }}, record_to: {} }}\n\
+        "receivers:\n  sentry: {{ endpoint: \"127.0.0.1:0\", keys: [publickey], record_to: {} }}\n  otlp: {{ protocols: {{ grpc: {{ endpoint: \"127.0.0.1:0\" }} }}, record_to: {} }}\n\
          exporters: {{ debug: {{}} }}\n\
          service:\n  telemetry: {{ metrics: {{ level: none }} }}\n  pipelines: {{ profiles: {{ receivers: [sentry, otlp], exporters: [debug] }} }}\n",
         rec_sentry.display(),
@@ -287,6 +286,7 @@ async fn a_recorded_capture_replays_to_what_was_captured() {
     let svc = profcol::app::start_str(&yaml, Default::default())
         .await
         .unwrap();
+    let (sentry_port, otlp_port) = (svc.port("receivers::sentry"), svc.grpc_port());
     common::replay_sentry(sentry_port, &fixtures.join("sentry-node/manual/0001"), None).await;
     let mut c = common::client(otlp_port).await;
     c.export(common::request("otlp/minimal-request.bin"))
@@ -333,11 +333,10 @@ async fn a_recorded_capture_replays_to_what_was_captured() {
 #[tokio::test]
 async fn file_exporter_output_is_test_input() {
     let dir = tempfile::tempdir().unwrap();
-    let port = common::free_port();
     let [jsonl, json, binpb, pb] =
         ["out.jsonl", "out.json", "out.binpb", "out.pb"].map(|n| dir.path().join(n));
     let yaml = format!(
-        "receivers: {{ otlp: {{ protocols: {{ grpc: {{ endpoint: \"127.0.0.1:{port}\" }} }} }} }}\n\
+        "receivers: {{ otlp: {{ protocols: {{ grpc: {{ endpoint: \"127.0.0.1:0\" }} }} }} }}\n\
          exporters:\n  file/jsonl: {{ path: {} }}\n  file/json: {{ path: {} }}\n  file/binpb: {{ path: {}, format: proto }}\n  file/pb: {{ path: {}, format: proto }}\n\
          service:\n  telemetry: {{ metrics: {{ level: none }} }}\n  pipelines: {{ profiles: {{ receivers: [otlp], exporters: [file/jsonl, file/json, file/binpb, file/pb] }} }}\n",
         jsonl.display(),
@@ -348,7 +347,7 @@ async fn file_exporter_output_is_test_input() {
     let svc = profcol::app::start_str(&yaml, Default::default())
         .await
         .unwrap();
-    let mut c = common::client(port).await;
+    let mut c = common::client(svc.grpc_port()).await;
     for name in ["otlp/minimal-request.bin", "otlp/two-resources-request.bin"] {
         c.export(common::request(name)).await.unwrap();
     }

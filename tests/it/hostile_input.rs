@@ -13,7 +13,7 @@ use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use common::{free_port, profcol, Running};
+use common::{profcol, Ports, Running};
 use profcol_exporters::sentry::mock::MockSentry;
 use profcol_model::synth;
 
@@ -34,7 +34,6 @@ struct Collector {
 async fn start(fd_limit: Option<u64>) -> Collector {
     let mock = MockSentry::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let (otlp, sentry, health, metrics) = (free_port(), free_port(), free_port(), free_port());
     let cfg = dir.path().join("c.yaml");
     std::fs::write(
         &cfg,
@@ -44,10 +43,10 @@ receivers:
   otlp:
     protocols:
       grpc:
-        endpoint: "127.0.0.1:{otlp}"
+        endpoint: "127.0.0.1:0"
         keepalive: {{server_parameters: {{max_connection_idle: 1s}}}}
   sentry:
-    endpoint: "127.0.0.1:{sentry}"
+    endpoint: "127.0.0.1:0"
     keys: [{KEY}]
     read_header_timeout: 1s
     idle_timeout: 1s
@@ -56,10 +55,10 @@ receivers:
 exporters:
   sentry: {{dsn: "{dsn}", retry_on_failure: {{enabled: false}}}}
 extensions:
-  health_check: {{endpoint: "127.0.0.1:{health}"}}
+  health_check: {{endpoint: "127.0.0.1:0"}}
 service:
   extensions: [health_check]
-  telemetry: {{metrics: {{address: "127.0.0.1:{metrics}"}}}}
+  telemetry: {{metrics: {{address: "127.0.0.1:0"}}}}
   pipelines:
     profiles: {{receivers: [otlp, sentry], exporters: [sentry]}}
 "#,
@@ -88,13 +87,13 @@ service:
             });
         }
     }
-    let p = Running::spawn(&mut cmd).healthy(health).await;
+    let p = Running::ready(&mut cmd).await;
     Collector {
+        otlp: p.grpc_port(),
+        sentry: p.port("receivers::sentry"),
+        health: p.health_port(),
+        metrics: p.metrics_port(),
         p,
-        otlp,
-        sentry,
-        health,
-        metrics,
         mock,
         _dir: dir,
     }

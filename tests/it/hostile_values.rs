@@ -68,7 +68,7 @@ fn every_processor_finishes_each_hostile_batch() {
 async fn every_exporter_finishes_each_hostile_batch_and_sends_nothing_of_it() {
     let sentry = profcol_exporters::sentry::mock::MockSentry::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let dead = common::free_port();
+    let (_dead, dead) = common::refusing_port();
     let exporters = [
         ("debug", "{verbosity: detailed}".to_owned()),
         ("sentry", format!("{{dsn: '{}'}}", sentry.dsn())),

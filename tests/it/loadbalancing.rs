@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{client, free_port, Sink};
+use common::{client, Ports, Sink};
 use profcol_exporters::loadbalancing::resolver::ScriptedLookup;
 use profcol_exporters::loadbalancing::ring::{hash_bytes, HashRing};
 use profcol_model::proto::{
@@ -75,14 +75,15 @@ fn by_service(reqs: &[ExportProfilesServiceRequest]) -> BTreeMap<String, u64> {
     m
 }
 
-fn config(recv: u16, exporter: &str) -> String {
+/// The receiver listens on port 0 ([`Ports`]).
+fn config(exporter: &str) -> String {
     format!(
         r#"
 receivers:
   otlp:
     protocols:
       grpc:
-        endpoint: 127.0.0.1:{recv}
+        endpoint: 127.0.0.1:0
 exporters:
   loadbalancing:
     routing_key: service
@@ -163,17 +164,13 @@ async fn every_service_lands_once_on_one_backend() {
         Sink::start().await,
         Sink::start().await,
     ];
-    let recv = free_port();
     let hostnames: Vec<String> = sinks.iter().map(|s| s.addr.to_string()).collect();
     let resolver = format!(
         "    resolver: {{static: {{hostnames: [{}]}}}}",
         hostnames.join(", ")
     );
-    let svc = start(
-        &config(recv, &resolver),
-        Arc::new(ScriptedLookup::new(vec![])),
-    )
-    .await;
+    let svc = start(&config(&resolver), Arc::new(ScriptedLookup::new(vec![]))).await;
+    let recv = svc.grpc_port();
     let telemetry = svc.telemetry().clone();
     let sent: Vec<_> = (1..=5).map(request).collect();
     send(recv, &sent).await;
@@ -224,9 +221,9 @@ async fn a_dead_backends_data_goes_to_its_new_owner_once_dns_drops_it() {
     let alive: Vec<&Sink> = sinks.iter().filter(|s| s.addr != dead.addr).collect();
 
     let lookup = Arc::new(ScriptedLookup::new(addrs.clone()));
-    let recv = free_port();
     let resolver = "    resolver:\n      dns: {hostname: backends.test, interval: 20ms}";
-    let svc = start(&config(recv, resolver), lookup.clone()).await;
+    let svc = start(&config(resolver), lookup.clone()).await;
+    let recv = svc.grpc_port();
     let telemetry = svc.telemetry().clone();
     let sent: Vec<_> = (1..=4).map(request).collect();
     send(recv, &sent).await;
@@ -273,9 +270,9 @@ async fn a_dead_backends_data_goes_to_its_new_owner_once_dns_drops_it() {
 async fn a_failing_lookup_keeps_the_last_backends() {
     let sink = Sink::start().await;
     let lookup = Arc::new(ScriptedLookup::new(vec![sink.addr]));
-    let recv = free_port();
     let resolver = "    resolver:\n      dns: {hostname: backends.test, interval: 10ms}";
-    let svc = start(&config(recv, resolver), lookup.clone()).await;
+    let svc = start(&config(resolver), lookup.clone()).await;
+    let recv = svc.grpc_port();
     let telemetry = svc.telemetry().clone();
     lookup.fail("no such host");
     until("a failed resolution", || {

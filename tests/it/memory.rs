@@ -12,19 +12,18 @@ use std::time::{Duration, Instant};
 use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use common::{export_framed, free_port, grpc_frame, metric, profcol, wait_healthy, Running, Sink};
+use common::{export_framed, grpc_frame, metric, profcol, Ports, Running, Sink};
 
 /// A config: otlp and sentry receivers, the four processors or none, an
-/// `otlp` exporter to `sink` with `queue`, metrics and health.
+/// `otlp` exporter to `sink` with `queue`, metrics and health, each
+/// listening on port 0 ([`start`] says where).
 fn config(
     dir: &tempfile::TempDir,
-    ports: (u16, u16, u16, u16),
     sink: u16,
     processors: bool,
     queue: &str,
     sentry_extra: &str,
 ) -> std::path::PathBuf {
-    let (otlp, sentry, health, metrics) = ports;
     let (procs, list) = if processors {
         (
             "processors:\n  dictionary_dedup: {}\n  unit_normalization: {target: ucum}\n  thread_pruning: {rename_threads: [{pattern: 'worker-\\d+', replacement: 'worker-*'}]}\n  sampling: {sampling_percentage: 100}\n",
@@ -39,8 +38,8 @@ fn config(
         format!(
             r#"
 receivers:
-  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:{otlp}"}}}}}}
-  sentry: {{endpoint: "127.0.0.1:{sentry}"{sentry_extra}}}
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:0"}}}}}}
+  sentry: {{endpoint: "127.0.0.1:0"{sentry_extra}}}
 {procs}
 exporters:
   otlp:
@@ -50,10 +49,10 @@ exporters:
     retry_on_failure: {{initial_interval: 50ms, max_interval: 200ms, max_elapsed_time: 120s}}
     sending_queue: {{{queue}}}
 extensions:
-  health_check: {{endpoint: "127.0.0.1:{health}"}}
+  health_check: {{endpoint: "127.0.0.1:0"}}
 service:
   extensions: [health_check]
-  telemetry: {{metrics: {{address: "127.0.0.1:{metrics}"}}, logs: {{level: warn}}}}
+  telemetry: {{metrics: {{address: "127.0.0.1:0"}}, logs: {{level: warn}}}}
   pipelines:
     profiles: {{receivers: [otlp, sentry], processors: {list}, exporters: [otlp]}}
 "#
@@ -63,20 +62,24 @@ service:
     path
 }
 
-fn ports() -> (u16, u16, u16, u16) {
-    (free_port(), free_port(), free_port(), free_port())
-}
-
-async fn start(cfg: &std::path::Path, limit_mib: u64, health: u16) -> Running {
-    let p = Running::spawn(
+/// Started on `cfg` and ready, with the ports of its otlp and sentry
+/// receivers, health_check and metrics.
+async fn start(cfg: &std::path::Path, limit_mib: u64) -> (Running, (u16, u16, u16, u16)) {
+    let p = Running::ready(
         profcol()
             .arg("--config")
             .arg(cfg)
             .args(["--memory-limit-mib", &limit_mib.to_string()])
             .args(["--shutdown-timeout", "10s"]),
+    )
+    .await;
+    let ports = (
+        p.grpc_port(),
+        p.port("receivers::sentry"),
+        p.health_port(),
+        p.metrics_port(),
     );
-    wait_healthy(health).await;
-    p
+    (p, ports)
 }
 
 async fn channel(port: u16) -> tonic::transport::Channel {
@@ -95,9 +98,8 @@ async fn resident_memory_stays_under_the_limit_with_four_processors() {
     let sink = Sink::start().await;
     sink.counting_only();
     let dir = tempfile::tempdir().unwrap();
-    let ports = ports();
-    let cfg = config(&dir, ports, sink.addr.port(), true, "", "");
-    let p = start(&cfg, 256, ports.2).await;
+    let cfg = config(&dir, sink.addr.port(), true, "", "");
+    let (p, ports) = start(&cfg, 256).await;
     let medium = profcol_model::synth::request(100_000, 20_000).encode_to_vec();
     let framed = grpc_frame(&medium, false);
     let (ok, _) = drive(ports.0, framed, Duration::from_secs(20)).await;
@@ -210,16 +212,14 @@ async fn post_bomb(port: u16, encoding: &str, body: Arc<Vec<u8>>) -> u16 {
 async fn concurrent_bombs_are_refused_within_the_memory_limit() {
     let sink = Sink::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let ports = ports();
     let cfg = config(
         &dir,
-        ports,
         sink.addr.port(),
         false,
         "",
         ", max_request_body_size: 20971520",
     );
-    let p = start(&cfg, 256, ports.2).await;
+    let (p, ports) = start(&cfg, 256).await;
     let bombs = [
         ("gzip", deflate_bomb(10, true)),
         ("deflate", deflate_bomb(10, false)),
@@ -271,9 +271,8 @@ async fn overload_refuses_retryably_and_loses_nothing_accepted() {
         sink.counting_only();
         sink.down_for(Duration::from_secs(2));
         let dir = tempfile::tempdir().unwrap();
-        let ports = ports();
-        let cfg = config(&dir, ports, sink.addr.port(), false, queue, "");
-        let p = start(&cfg, 256, ports.2).await;
+        let cfg = config(&dir, sink.addr.port(), false, queue, "");
+        let (p, ports) = start(&cfg, 256).await;
         let req = common::request("otlp/two-resources-request.bin");
         let per_request = profcol_model::profiles(&req.resource_profiles)
             .map(profcol_model::profile_sample_count)
@@ -377,14 +376,13 @@ async fn memory_limiter_holds_resident_memory_under_overload_and_recovers() {
     sink.counting_only();
     sink.answer_next(std::iter::repeat_n(common::Answer::Hold(200), 100_000));
     let dir = tempfile::tempdir().unwrap();
-    let (otlp, _, health, metrics) = ports();
     let path = dir.path().join("c.yaml");
     std::fs::write(
         &path,
         format!(
             r#"
 receivers:
-  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:{otlp}"}}}}}}
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:0"}}}}}}
 processors:
   memory_limiter: {{check_interval: 100ms, limit_mib: 160, spike_limit_mib: 32}}
 exporters:
@@ -394,10 +392,10 @@ exporters:
     compression: none
     retry_on_failure: {{initial_interval: 50ms, max_interval: 200ms, max_elapsed_time: 120s}}
 extensions:
-  health_check: {{endpoint: "127.0.0.1:{health}"}}
+  health_check: {{endpoint: "127.0.0.1:0"}}
 service:
   extensions: [health_check]
-  telemetry: {{metrics: {{address: "127.0.0.1:{metrics}"}}, logs: {{level: warn}}}}
+  telemetry: {{metrics: {{address: "127.0.0.1:0"}}, logs: {{level: warn}}}}
   pipelines:
     profiles: {{receivers: [otlp], processors: [memory_limiter], exporters: [otlp]}}
 "#,
@@ -405,12 +403,13 @@ service:
         ),
     )
     .unwrap();
-    let p = Running::spawn(
+    let p = Running::ready(
         profcol()
             .arg(format!("--config=file:{}", path.display()))
             .args(["--shutdown-timeout", "1s"]),
-    );
-    wait_healthy(health).await;
+    )
+    .await;
+    let (otlp, metrics) = (p.grpc_port(), p.metrics_port());
     let medium = profcol_model::synth::request(100_000, 20_000).encode_to_vec();
     let framed = grpc_frame(&medium, false);
     let (ok, retry) = drive(otlp, framed.clone(), Duration::from_secs(8)).await;
@@ -512,9 +511,8 @@ async fn forwarded_requests_hold_only_their_bytes_while_queued() {
     sink.counting_only();
     sink.down_for(Duration::from_secs(3));
     let dir = tempfile::tempdir().unwrap();
-    let ports = ports();
-    let cfg = config(&dir, ports, sink.addr.port(), false, "queue_size: 100", "");
-    let p = start(&cfg, LIMIT_MIB as u64, ports.2).await;
+    let cfg = config(&dir, sink.addr.port(), false, "queue_size: 100", "");
+    let (p, ports) = start(&cfg, LIMIT_MIB as u64).await;
     let framed = grpc_frame(&bytes, false);
     let mut ch = channel(ports.0).await;
     for i in 0..n {

@@ -7,7 +7,7 @@ use crate::common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{client, free_port, profcol, wait_healthy, Running, Sink};
+use common::{client, profcol, Ports, Running, Sink};
 use profcol_pipeline::model::synth;
 use profcol_pipeline::proto::ExportProfilesServiceRequest;
 
@@ -70,32 +70,24 @@ async fn the_collectors_example_config_runs_once_it_carries_profiles() {
     assert!(out.status.success(), "{}", stderr(&out));
 
     let sink = Sink::start().await;
-    let (grpc, http, health, metrics) = (free_port(), free_port(), free_port(), free_port());
-    let p = Running::spawn(
+    let p = Running::ready(
         profcol()
             .arg(format!("--config=file:{}", path.display()))
             // The pod's address, as the Kubernetes example sets it.
             .env("MY_POD_IP", "127.0.0.1")
-            .arg(format!(
-                "--set=receivers.otlp.protocols.grpc.endpoint=127.0.0.1:{grpc}"
-            ))
-            .arg(format!(
-                "--set=receivers::otlp::protocols::http::endpoint=127.0.0.1:{http}"
-            ))
+            .arg("--set=receivers.otlp.protocols.grpc.endpoint=127.0.0.1:0")
+            .arg("--set=receivers::otlp::protocols::http::endpoint=127.0.0.1:0")
             .arg(format!(
                 "--set=exporters.otlp.endpoint=http://127.0.0.1:{}",
                 sink.addr.port()
             ))
-            .arg(format!(
-                "--set=service.telemetry.metrics.address=127.0.0.1:{metrics}"
-            ))
+            .arg("--set=service.telemetry.metrics.address=127.0.0.1:0")
             .arg("--set=service.telemetry.logs.encoding=json")
-            .arg(format!(
-                "--config=yaml:extensions::health_check::endpoint: 127.0.0.1:{health}"
-            ))
+            .arg("--config=yaml:extensions::health_check::endpoint: 127.0.0.1:0")
             .arg("--config=yaml:service::extensions: [health_check]"),
-    );
-    wait_healthy(health).await;
+    )
+    .await;
+    let grpc = p.grpc_port();
 
     let inputs = synth::service_requests(100, 10, 20);
     let mut c = client(grpc).await;

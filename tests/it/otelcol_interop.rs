@@ -9,7 +9,7 @@ use crate::common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{free_port, otelcol, replay_sentry, Running, Sink};
+use common::{otelcol, replay_sentry, Ports, Running, Sink};
 use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
 use profcol_model::proto::ProfilesData;
 use profcol_model::resolved::{resolve, Detail, ResolvedProfile};
@@ -253,10 +253,8 @@ fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
     p
 }
 
-async fn start_profcol(config: &Path, health: u16) -> Running {
-    Running::spawn(common::profcol().arg("--config").arg(config))
-        .healthy(health)
-        .await
+async fn start_profcol(config: &Path) -> Running {
+    Running::ready(common::profcol().arg("--config").arg(config)).await
 }
 
 /// One path through the Collector: how profcol sends to it, and how it
@@ -314,13 +312,18 @@ fn endpoint(kind: &str, port: u16) -> String {
     }
 }
 
-/// A receiver section listening on `port` with the protocol `kind` sends.
-fn listener(kind: &str, port: u16) -> String {
-    let proto = if kind.ends_with("http") {
+/// The OTLP protocol an exporter of `kind` sends.
+fn proto(kind: &str) -> &'static str {
+    if kind.ends_with("http") {
         "http"
     } else {
         "grpc"
-    };
+    }
+}
+
+/// A receiver section listening on `port` with the protocol `kind` sends.
+fn listener(kind: &str, port: u16) -> String {
+    let proto = proto(kind);
     format!("{{protocols: {{{proto}: {{endpoint: \"127.0.0.1:{port}\"}}}}}}")
 }
 
@@ -341,15 +344,12 @@ async fn every_payload_crosses_the_collector_and_back_unchanged() {
     for _ in &PATHS {
         sinks.push(Sink::start().await);
     }
-    let into_collector: Vec<u16> = PATHS.iter().map(|_| free_port()).collect();
-    let into_b: Vec<u16> = PATHS.iter().map(|_| free_port()).collect();
     let file = |n: usize| dir.path().join(format!("otelcol-{n}.jsonl"));
 
     // The second profcol: one receiver and pipeline per path.
-    let (b_health, b_metrics) = (free_port(), free_port());
     let mut b = String::from("receivers:\n");
     for (n, p) in PATHS.iter().enumerate() {
-        b += &format!("  otlp/{n}: {}\n", listener(p.back.0, into_b[n]));
+        b += &format!("  otlp/{n}: {}\n", listener(p.back.0, 0));
     }
     b += "exporters:\n";
     for (n, s) in sinks.iter().enumerate() {
@@ -358,46 +358,53 @@ async fn every_payload_crosses_the_collector_and_back_unchanged() {
             s.addr
         );
     }
-    b += &format!("extensions:\n  health_check: {{endpoint: \"127.0.0.1:{b_health}\"}}\nservice:\n  extensions: [health_check]\n  telemetry: {{metrics: {{address: \"127.0.0.1:{b_metrics}\"}}}}\n  pipelines:\n");
+    b += "extensions:\n  health_check: {endpoint: \"127.0.0.1:0\"}\nservice:\n  extensions: [health_check]\n  telemetry: {metrics: {address: \"127.0.0.1:0\"}}\n  pipelines:\n";
     for n in 0..PATHS.len() {
         b += &format!("    profiles/{n}: {{receivers: [otlp/{n}], exporters: [otlp/{n}]}}\n");
     }
+    let mut b = start_profcol(&write(dir.path(), "b.yaml", &b)).await;
+    let into_b: Vec<u16> = PATHS
+        .iter()
+        .enumerate()
+        .map(|(n, p)| {
+            b.port(&format!(
+                "receivers::otlp/{n}::protocols::{}",
+                proto(p.back.0)
+            ))
+        })
+        .collect();
 
     // The Collector: one pipeline per path, each also to a `file` exporter.
-    let c_health = free_port();
-    let mut c = String::from("receivers:\n");
-    for (n, p) in PATHS.iter().enumerate() {
-        c += &format!("  otlp/{n}: {}\n", listener(p.out.0, into_collector[n]));
-    }
-    c += "exporters:\n";
-    for (n, p) in PATHS.iter().enumerate() {
-        c += &format!(
-            "  {}/{n}: {{endpoint: \"{}\", tls: {{insecure: true}}, {}}}\n  file/{n}: {{path: \"{}\"}}\n",
-            p.back.0,
-            endpoint(p.back.0, into_b[n]),
-            p.back.1,
-            file(n).display()
-        );
-    }
-    c += &format!("extensions:\n  health_check: {{endpoint: \"127.0.0.1:{c_health}\"}}\nservice:\n  extensions: [health_check]\n  telemetry: {{metrics: {{level: none}}}}\n  pipelines:\n");
-    for (n, p) in PATHS.iter().enumerate() {
-        c += &format!(
-            "    profiles/{n}: {{receivers: [otlp/{n}], exporters: [{}/{n}, file/{n}]}}\n",
-            p.back.0
-        );
-    }
+    let collector = |ports: &[u16]| {
+        let mut c = String::from("receivers:\n");
+        for (n, p) in PATHS.iter().enumerate() {
+            c += &format!("  otlp/{n}: {}\n", listener(p.out.0, ports[n]));
+        }
+        c += "exporters:\n";
+        for (n, p) in PATHS.iter().enumerate() {
+            c += &format!(
+                "  {}/{n}: {{endpoint: \"{}\", tls: {{insecure: true}}, {}}}\n  file/{n}: {{path: \"{}\"}}\n",
+                p.back.0,
+                endpoint(p.back.0, into_b[n]),
+                p.back.1,
+                file(n).display()
+            );
+        }
+        c += &format!("extensions:\n  health_check: {{endpoint: \"127.0.0.1:{}\"}}\nservice:\n  extensions: [health_check]\n  telemetry: {{metrics: {{level: none}}}}\n  pipelines:\n", ports[PATHS.len()]);
+        for (n, p) in PATHS.iter().enumerate() {
+            c += &format!(
+                "    profiles/{n}: {{receivers: [otlp/{n}], exporters: [{}/{n}, file/{n}]}}\n",
+                p.back.0
+            );
+        }
+        c
+    };
+    let (mut c, _c_dir, into_collector) =
+        otelcol::start_on_free_ports(&bin, PATHS.len() + 1, collector).await;
 
     // The first profcol: every receiver, to the sink and to each path.
-    let (a_grpc, a_http, a_sentry, a_pyroscope, a_health, a_metrics) = (
-        free_port(),
-        free_port(),
-        free_port(),
-        free_port(),
-        free_port(),
-        free_port(),
-    );
     let mut a = format!(
-        "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:{a_grpc}\"}}, http: {{endpoint: \"127.0.0.1:{a_http}\"}}}}}}\n  sentry: {{endpoint: \"127.0.0.1:{a_sentry}\"}}\n  pyroscope: {{endpoint: \"127.0.0.1:{a_pyroscope}\"}}\nexporters:\n  otlp/direct: {{endpoint: \"{}\", tls: {{insecure: true}}, compression: none}}\n",
+        "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:0\"}}, http: {{endpoint: \"127.0.0.1:0\"}}}}}}\n  sentry: {{endpoint: \"127.0.0.1:0\"}}\n  pyroscope: {{endpoint: \"127.0.0.1:0\"}}\nexporters:\n  otlp/direct: {{endpoint: \"{}\", tls: {{insecure: true}}, compression: none}}\n",
         direct.addr
     );
     let mut list = vec!["otlp/direct".to_owned()];
@@ -411,13 +418,18 @@ async fn every_payload_crosses_the_collector_and_back_unchanged() {
         list.push(format!("{}/{n}", p.out.0));
     }
     a += &format!(
-        "extensions:\n  health_check: {{endpoint: \"127.0.0.1:{a_health}\"}}\nservice:\n  extensions: [health_check]\n  telemetry: {{metrics: {{address: \"127.0.0.1:{a_metrics}\"}}}}\n  pipelines:\n    profiles: {{receivers: [otlp, sentry, pyroscope], exporters: [{}]}}\n",
+        "extensions:\n  health_check: {{endpoint: \"127.0.0.1:0\"}}\nservice:\n  extensions: [health_check]\n  telemetry: {{metrics: {{address: \"127.0.0.1:0\"}}}}\n  pipelines:\n    profiles: {{receivers: [otlp, sentry, pyroscope], exporters: [{}]}}\n",
         list.join(", ")
     );
-
-    let mut b = start_profcol(&write(dir.path(), "b.yaml", &b), b_health).await;
-    let (mut c, _c_dir) = otelcol::start(&bin, &c, c_health).await;
-    let mut a_proc = start_profcol(&write(dir.path(), "a.yaml", &a), a_health).await;
+    let mut a_proc = start_profcol(&write(dir.path(), "a.yaml", &a)).await;
+    let (a_grpc, a_http, a_sentry, a_pyroscope, a_metrics, b_metrics) = (
+        a_proc.grpc_port(),
+        a_proc.http_port(),
+        a_proc.port("receivers::sentry"),
+        a_proc.port("receivers::pyroscope"),
+        a_proc.metrics_port(),
+        b.metrics_port(),
+    );
 
     // Producers: recorded OTLP requests over gRPC, OTLP/JSON over HTTP,
     // Sentry envelopes, Pyroscope SDK uploads, pprof files.
@@ -527,42 +539,36 @@ async fn every_payload_crosses_the_collector_and_back_unchanged() {
 }
 
 /// A profcol that sends what its OTLP gRPC receiver gets to `exporter`
-/// (a YAML flow map), retrying fast; its config path and ports.
-fn forwarder(dir: &Path, exporter: &str) -> (std::path::PathBuf, u16, u16, u16) {
-    let (grpc, health, metrics) = (free_port(), free_port(), free_port());
+/// (a YAML flow map), retrying fast; its config path. It listens on port
+/// 0 ([`Ports`]).
+fn forwarder(dir: &Path, exporter: &str) -> std::path::PathBuf {
     let cfg = write(
         dir,
         "forwarder.yaml",
         &format!(
             r#"
 receivers:
-  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:{grpc}"}}}}}}
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:0"}}}}}}
 exporters:
   {exporter}
 extensions:
-  health_check: {{endpoint: "127.0.0.1:{health}"}}
+  health_check: {{endpoint: "127.0.0.1:0"}}
 service:
   extensions: [health_check]
-  telemetry: {{metrics: {{address: "127.0.0.1:{metrics}"}}}}
+  telemetry: {{metrics: {{address: "127.0.0.1:0"}}}}
   pipelines:
     profiles: {{receivers: [otlp], exporters: [{}]}}
 "#,
             exporter.split(':').next().unwrap().trim()
         ),
     );
-    (cfg, grpc, health, metrics)
+    cfg
 }
 
-/// A Collector receiving on `grpc`/`http` and sending everything on to
-/// `sink`, with `processors` (YAML flow map) and `receiver` extra keys.
-fn collector_to_sink(
-    grpc: u16,
-    http: u16,
-    health: u16,
-    sink: &Sink,
-    processors: &str,
-    extra: &str,
-) -> String {
+/// A Collector receiving on `ports` (gRPC, HTTP, health_check) and sending
+/// everything on to `sink`, with `processors` (YAML flow map) and
+/// `receiver` extra keys.
+fn collector_to_sink(ports: &[u16], sink: &Sink, processors: &str, extra: &str) -> String {
     let list = if processors.is_empty() {
         "[]".to_owned()
     } else {
@@ -573,6 +579,7 @@ fn collector_to_sink(
     } else {
         format!("processors:\n  {processors}\n")
     };
+    let (grpc, http, health) = (ports[0], ports[1], ports[2]);
     format!(
         r#"
 receivers:
@@ -611,23 +618,24 @@ async fn when_the_collector_refuses_for_memory_profcol_retries_until_it_takes_th
     let Some(bin) = otelcol::binary() else { return };
     let dir = tempfile::tempdir().unwrap();
     let sink = Sink::start().await;
-    let (c_grpc, c_http, c_health) = (free_port(), free_port(), free_port());
-    let (cfg, grpc, health, metrics) = forwarder(
+    let refusing = |ports: &[u16]| {
+        collector_to_sink(
+            ports,
+            &sink,
+            "memory_limiter: {check_interval: 100ms, limit_mib: 2, spike_limit_mib: 1}",
+            "",
+        )
+    };
+    let (collector, _d, c_ports) = otelcol::start_on_free_ports(&bin, 3, refusing).await;
+    let cfg = forwarder(
         dir.path(),
         &format!(
-            "otlp: {{endpoint: \"127.0.0.1:{c_grpc}\", tls: {{insecure: true}}, retry_on_failure: {{initial_interval: 100ms, max_interval: 300ms, max_elapsed_time: 0}}}}"
+            "otlp: {{endpoint: \"127.0.0.1:{}\", tls: {{insecure: true}}, retry_on_failure: {{initial_interval: 100ms, max_interval: 300ms, max_elapsed_time: 0}}}}",
+            c_ports[0]
         ),
     );
-    let refusing = collector_to_sink(
-        c_grpc,
-        c_http,
-        c_health,
-        &sink,
-        "memory_limiter: {check_interval: 100ms, limit_mib: 2, spike_limit_mib: 1}",
-        "",
-    );
-    let (collector, _d) = otelcol::start(&bin, &refusing, c_health).await;
-    let profcol = start_profcol(&cfg, health).await;
+    let profcol = start_profcol(&cfg).await;
+    let (grpc, metrics) = (profcol.grpc_port(), profcol.metrics_port());
 
     let requests: Vec<ExportProfilesServiceRequest> = synth::requests(4, 500, 100)
         .into_iter()
@@ -667,11 +675,12 @@ async fn when_the_collector_refuses_for_memory_profcol_retries_until_it_takes_th
     );
     let queued = common::metric(metrics, "otelcol_exporter_queue_size").await;
 
-    // The Collector comes back with room on the same ports.
+    // The Collector comes back with room on the same ports (profcol sends
+    // there), which it held until now.
     collector.signal("TERM");
     let _ = collector.wait(Duration::from_secs(20)).await;
-    let roomy = collector_to_sink(c_grpc, c_http, c_health, &sink, "", "");
-    let (_collector, _d2) = otelcol::start(&bin, &roomy, c_health).await;
+    let roomy = collector_to_sink(&c_ports, &sink, "", "");
+    let (_collector, _d2) = otelcol::start(&bin, &roomy, c_ports[2]).await;
     let started = Instant::now();
     while sink.samples() < total && started.elapsed() < Duration::from_secs(30) {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -705,21 +714,15 @@ async fn when_the_collector_refuses_for_memory_profcol_retries_until_it_takes_th
 async fn a_request_over_the_collectors_size_limit_arrives_in_parts() {
     let Some(bin) = otelcol::binary() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (c_grpc, c_http, c_health) = (free_port(), free_port(), free_port());
     let sink = Sink::start().await;
-    let collector = collector_to_sink(
-        c_grpc,
-        c_http,
-        c_health,
-        &sink,
-        "",
-        ", max_recv_msg_size_mib: 1",
-    )
-    .replace(
-        "http: {endpoint:",
-        "http: {max_request_body_size: 1048576, endpoint:",
-    );
-    let (_collector, _d) = otelcol::start(&bin, &collector, c_health).await;
+    let collector = |ports: &[u16]| {
+        collector_to_sink(ports, &sink, "", ", max_recv_msg_size_mib: 1").replace(
+            "http: {endpoint:",
+            "http: {max_request_body_size: 1048576, endpoint:",
+        )
+    };
+    let (_collector, _d, c_ports) = otelcol::start_on_free_ports(&bin, 3, collector).await;
+    let (c_grpc, c_http) = (c_ports[0], c_ports[1]);
     // 1.5 MB: twelve resources with one profile each.
     let data = synth::Config {
         samples: 60_000,
@@ -750,8 +753,9 @@ async fn a_request_over_the_collectors_size_limit_arrives_in_parts() {
         format!("otlphttp: {{endpoint: \"http://127.0.0.1:{c_http}\", compression: zstd}}"),
     ] {
         let (before, before_samples) = (sink.received().len(), sink.samples());
-        let (cfg, grpc, health, metrics) = forwarder(dir.path(), &exporter);
-        let profcol = start_profcol(&cfg, health).await;
+        let cfg = forwarder(dir.path(), &exporter);
+        let profcol = start_profcol(&cfg).await;
+        let (grpc, metrics) = (profcol.grpc_port(), profcol.metrics_port());
         send_all(grpc, std::slice::from_ref(&many)).await;
         let started = Instant::now();
         while (sink.samples() < before_samples + 60_000

@@ -5,7 +5,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{client, free_port, request, Answer, Sink};
+use common::{client, request, Answer, Ports, Sink};
 use profcol_model::proto::{request_into_data, ExportProfilesServiceRequest};
 use profcol_model::resolved::{resolve, Detail};
 use profcol_pipeline::runtime::RuntimeOptions;
@@ -18,20 +18,22 @@ const FIXTURES: [&str; 3] = [
     "otlp/go-cpu.otlp.bin",
 ];
 
-fn config(recv_port: u16, metrics_port: u16, exporters: &str, pipeline_exporters: &str) -> String {
+/// The receiver and the metrics endpoint listen on port 0: ask the
+/// started service for theirs ([`Ports`]).
+fn config(exporters: &str, pipeline_exporters: &str) -> String {
     format!(
         r#"
 receivers:
   otlp:
     protocols:
       grpc:
-        endpoint: 127.0.0.1:{recv_port}
+        endpoint: 127.0.0.1:0
 exporters:
 {exporters}
 service:
   telemetry:
     metrics:
-      address: 127.0.0.1:{metrics_port}
+      address: 127.0.0.1:0
   pipelines:
     profiles:
       receivers: [otlp]
@@ -54,12 +56,9 @@ fn sink_exporter(name: &str, port: u16) -> String {
     )
 }
 
-/// A config whose one `otlp` exporter sends to `sink`, with the receiver's
-/// and the metrics endpoint's ports.
-fn to_sink(sink: &Sink) -> (String, u16, u16) {
-    let (recv, metrics) = (free_port(), free_port());
-    let exporter = sink_exporter("otlp", sink.addr.port());
-    (config(recv, metrics, &exporter, "otlp"), recv, metrics)
+/// A config whose one `otlp` exporter sends to `sink`.
+fn to_sink(sink: &Sink) -> String {
+    config(&sink_exporter("otlp", sink.addr.port()), "otlp")
 }
 
 fn resolved(reqs: &[ExportProfilesServiceRequest]) -> String {
@@ -98,13 +97,13 @@ async fn metrics_text(port: u16) -> String {
 #[tokio::test]
 async fn recorded_requests_arrive_unchanged_and_are_counted() {
     let sink = Sink::start().await;
-    let (recv, metrics) = (free_port(), free_port());
     let exporter =
         sink_exporter("otlp/sink", sink.addr.port()) + "    headers: {x-scope-orgid: team-a}\n";
-    let yaml = config(recv, metrics, &exporter, "otlp/sink");
+    let yaml = config(&exporter, "otlp/sink");
     let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
         .await
         .unwrap();
+    let (recv, metrics) = (svc.grpc_port(), svc.metrics_port());
 
     let sent: Vec<_> = FIXTURES.iter().map(|f| request(f)).collect();
     // zstd-compressed requests (gzip in the fan-out test).
@@ -163,19 +162,17 @@ async fn recorded_requests_arrive_unchanged_and_are_counted() {
 #[tokio::test]
 async fn pipelines_share_receivers_and_exporters() {
     let (shared, other) = (Sink::start().await, Sink::start().await);
-    let (recv, metrics) = (free_port(), free_port());
     let yaml = format!(
         r#"
 receivers:
   otlp:
-    protocols: {{grpc: {{endpoint: "127.0.0.1:{recv}"}}}}
+    protocols: {{grpc: {{endpoint: "127.0.0.1:0"}}}}
 processors:
   thread_pruning:
     rename_threads: [{{pattern: main, replacement: renamed}}]
 exporters:
 {}{}
 service:
-  telemetry: {{metrics: {{address: "127.0.0.1:{metrics}"}}}}
   pipelines:
     profiles:
       receivers: [otlp]
@@ -193,7 +190,11 @@ service:
         .unwrap();
     let telemetry = svc.telemetry().clone();
     let req = request("otlp/minimal-request.bin");
-    client(recv).await.export(req.clone()).await.unwrap();
+    client(svc.grpc_port())
+        .await
+        .export(req.clone())
+        .await
+        .unwrap();
     svc.shutdown().await;
 
     let n = samples(std::slice::from_ref(&req));
@@ -229,17 +230,17 @@ async fn fan_out_survives_a_dead_exporter() {
             drop(conn);
         }
     });
-    let (recv, metrics) = (free_port(), free_port());
     let exporters = format!(
         "{}{}",
         sink_exporter("otlp/up", sink.addr.port()),
         sink_exporter("otlp_grpc/down", dead)
             .replace("max_elapsed_time: 2s", "max_elapsed_time: 300ms")
     );
-    let yaml = config(recv, metrics, &exporters, "otlp/up, otlp_grpc/down");
+    let yaml = config(&exporters, "otlp/up, otlp_grpc/down");
     let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
         .await
         .unwrap();
+    let recv = svc.grpc_port();
     let telemetry = svc.telemetry().clone();
 
     let sent: Vec<_> = FIXTURES.iter().map(|f| request(f)).collect();
@@ -280,7 +281,7 @@ async fn shutdown_with_data_in_flight_loses_nothing() {
         Answer::Hold(1500),
         Answer::Fail(Code::Unavailable, "warming up"),
     ]);
-    let (yaml, recv, _) = to_sink(&sink);
+    let yaml = to_sink(&sink);
     let yaml = yaml.replace(
         "      max_elapsed_time: 2s\n",
         "      max_elapsed_time: 2s\n    sending_queue:\n      num_consumers: 1\n",
@@ -291,6 +292,7 @@ async fn shutdown_with_data_in_flight_loses_nothing() {
     let telemetry = svc.telemetry().clone();
 
     let req = request("otlp/go-cpu.otlp.bin");
+    let recv = svc.grpc_port();
     let mut c = client(recv).await;
     let mut sent = 0;
     for _ in 0..40 {
@@ -324,7 +326,7 @@ async fn retry_info_and_permanent_errors_are_honoured() {
         Answer::Throttle(400),
         Answer::Fail(Code::InvalidArgument, "bad data"),
     ]);
-    let (yaml, recv, _) = to_sink(&sink);
+    let yaml = to_sink(&sink);
     let svc = profcol::app::start_str(
         &yaml.replace(
             "      max_elapsed_time: 2s\n",
@@ -337,6 +339,7 @@ async fn retry_info_and_permanent_errors_are_honoured() {
     let telemetry = svc.telemetry().clone();
     let req = request("otlp/minimal-request.bin");
     let n = samples(std::slice::from_ref(&req));
+    let recv = svc.grpc_port();
     let mut c = client(recv).await;
     c.export(req.clone()).await.unwrap(); // throttled, then delivered
     c.export(req.clone()).await.unwrap(); // permanent error: not retried
@@ -366,7 +369,7 @@ async fn the_shutdown_deadline_bounds_retries_and_counts_the_rest() {
         Answer::Fail(Code::Unavailable, "down"),
         1000,
     ));
-    let (yaml, recv, _) = to_sink(&sink);
+    let yaml = to_sink(&sink);
     let yaml = yaml.replace("max_elapsed_time: 2s", "max_elapsed_time: 0s");
     let options = RuntimeOptions {
         shutdown_timeout: Duration::from_millis(500),
@@ -375,6 +378,7 @@ async fn the_shutdown_deadline_bounds_retries_and_counts_the_rest() {
     let svc = profcol::app::start_str(&yaml, options).await.unwrap();
     let telemetry = svc.telemetry().clone();
     let req = request("otlp/minimal-request.bin");
+    let recv = svc.grpc_port();
     let mut c = client(recv).await;
     for _ in 0..5 {
         c.export(req.clone()).await.unwrap();
@@ -399,10 +403,7 @@ async fn the_shutdown_deadline_bounds_retries_and_counts_the_rest() {
 #[tokio::test]
 async fn zstd_requests_arrive_unchanged() {
     let sink = Sink::start().await;
-    let (recv, metrics) = (free_port(), free_port());
     let yaml = config(
-        recv,
-        metrics,
         &format!(
             "{}    compression: zstd\n",
             sink_exporter("otlp", sink.addr.port())
@@ -413,6 +414,7 @@ async fn zstd_requests_arrive_unchanged() {
         .await
         .unwrap();
     let reqs: Vec<_> = FIXTURES.iter().map(|f| request(f)).collect();
+    let recv = svc.grpc_port();
     let mut c = client(recv).await;
     for r in &reqs {
         c.export(r.clone()).await.unwrap();
@@ -433,7 +435,7 @@ async fn zstd_requests_arrive_unchanged() {
 async fn partial_success_is_counted_not_retried() {
     let sink = Sink::start().await;
     sink.answer_next([Answer::Partial(1, "one profile too old")]);
-    let (yaml, recv, _) = to_sink(&sink);
+    let yaml = to_sink(&sink);
     let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
         .await
         .unwrap();
@@ -442,6 +444,7 @@ async fn partial_success_is_counted_not_retried() {
     let req = request("otlp/go-cpu.otlp.bin");
     assert_eq!(req.resource_profiles[0].scope_profiles[0].profiles.len(), 2);
     let n = samples(std::slice::from_ref(&req));
+    let recv = svc.grpc_port();
     client(recv).await.export(req).await.unwrap();
     svc.shutdown().await;
 
@@ -455,7 +458,7 @@ async fn partial_success_is_counted_not_retried() {
 #[tokio::test]
 async fn an_invalid_profile_is_rejected_alone() {
     let sink = Sink::start().await;
-    let (yaml, recv, _) = to_sink(&sink);
+    let yaml = to_sink(&sink);
     let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
         .await
         .unwrap();
@@ -471,6 +474,7 @@ async fn an_invalid_profile_is_rejected_alone() {
     let bad = profcol_model::profile_sample_count(&profiles[1]);
     assert_eq!(bad, profiles[1].samples.len() as u64 + 3);
     let n = samples(std::slice::from_ref(&req));
+    let recv = svc.grpc_port();
     let answer = client(recv)
         .await
         .export(req.clone())
@@ -502,7 +506,7 @@ async fn an_invalid_profile_is_rejected_alone() {
 #[tokio::test]
 async fn bad_input_is_refused_and_the_receiver_keeps_serving() {
     let sink = Sink::start().await;
-    let (yaml, recv, metrics) = to_sink(&sink);
+    let yaml = to_sink(&sink);
     let yaml = yaml
         .replace(
             "        endpoint: 127.0.0.1",
@@ -513,6 +517,7 @@ async fn bad_input_is_refused_and_the_receiver_keeps_serving() {
         .await
         .unwrap();
     let telemetry = svc.telemetry().clone();
+    let (recv, metrics) = (svc.grpc_port(), svc.metrics_port());
     let mut c = client(recv).await;
 
     // Garbage bytes: not protobuf at all.
@@ -582,7 +587,7 @@ async fn a_full_queue_answers_unavailable_and_loses_nothing_accepted() {
         Answer::Fail(Code::Unavailable, "down"),
         1000,
     ));
-    let (yaml, recv, _) = to_sink(&sink);
+    let yaml = to_sink(&sink);
     let yaml = yaml.replace(
         "      max_elapsed_time: 2s\n",
         "      max_elapsed_time: 2s\n    sending_queue:\n      queue_size: 1\n      num_consumers: 1\n",
@@ -594,6 +599,7 @@ async fn a_full_queue_answers_unavailable_and_loses_nothing_accepted() {
     let svc = profcol::app::start_str(&yaml, opts).await.unwrap();
     let telemetry = svc.telemetry().clone();
     let req = request("otlp/minimal-request.bin");
+    let recv = svc.grpc_port();
     let mut c = client(recv).await;
     // One in the exporter (retrying), then one in the queue.
     c.export(req.clone()).await.unwrap();
@@ -645,7 +651,7 @@ async fn a_blocked_queue_holds_clients_and_a_full_pipeline_refuses_more() {
         Answer::Fail(Code::Unavailable, "down"),
         1000,
     ));
-    let (yaml, recv, _) = to_sink(&sink);
+    let yaml = to_sink(&sink);
     let yaml = yaml.replace(
         "      max_elapsed_time: 2s\n",
         "      max_elapsed_time: 1s\n    sending_queue:\n      queue_size: 1\n      num_consumers: 1\n      block_on_overflow: true\n",
@@ -658,6 +664,7 @@ async fn a_blocked_queue_holds_clients_and_a_full_pipeline_refuses_more() {
     let svc = profcol::app::start_str(&yaml, opts).await.unwrap();
     let telemetry = svc.telemetry().clone();
     let req = request("otlp/minimal-request.bin");
+    let recv = svc.grpc_port();
     let mut c = client(recv).await;
     c.export(req.clone()).await.unwrap();
     while sink.calls() == 0 {
@@ -704,7 +711,7 @@ async fn the_memory_budget_bounds_what_is_in_flight() {
     // The sink holds the first two calls: their batches (and the attempts'
     // working space) stay in memory.
     sink.answer_next([Answer::Hold(3_000), Answer::Hold(3_000)]);
-    let (yaml, recv, _) = to_sink(&sink);
+    let yaml = to_sink(&sink);
     let small = request("otlp/minimal-request.bin");
     let bytes = prost::Message::encode_to_vec(&small);
     let decoded = profcol_model::wire_check::check(&bytes)
@@ -721,6 +728,7 @@ async fn the_memory_budget_bounds_what_is_in_flight() {
     };
     let svc = profcol::app::start_str(&yaml, opts).await.unwrap();
     let telemetry = svc.telemetry().clone();
+    let recv = svc.grpc_port();
     let mut c = client(recv).await;
     // Decoded, this one would be larger than the whole budget.
     let big = c.export(request("otlp/go-cpu.otlp.bin")).await.unwrap_err();
@@ -803,26 +811,18 @@ async fn raw_export(port: u16, body: Vec<u8>) -> Result<(), tonic::Status> {
 #[tokio::test]
 async fn older_revisions_in_an_older_revision_out() {
     let sink = Sink::start().await;
-    let (gw_recv, gw_metrics) = (free_port(), free_port());
-    let gateway = config(
-        gw_recv,
-        gw_metrics,
-        &sink_exporter("otlp", sink.addr.port()),
-        "otlp",
-    );
-    let (edge_recv, edge_metrics) = (free_port(), free_port());
-    let edge = config(
-        edge_recv,
-        edge_metrics,
-        &(sink_exporter("otlp", gw_recv) + "    proto_revision: v1.9.0\n"),
-        "otlp",
-    );
+    let gateway = config(&sink_exporter("otlp", sink.addr.port()), "otlp");
     let gw = profcol::app::start_str(&gateway, RuntimeOptions::default())
         .await
         .unwrap();
+    let edge = config(
+        &(sink_exporter("otlp", gw.grpc_port()) + "    proto_revision: v1.9.0\n"),
+        "otlp",
+    );
     let edge = profcol::app::start_str(&edge, RuntimeOptions::default())
         .await
         .unwrap();
+    let edge_recv = edge.grpc_port();
     let (gw_t, edge_t) = (gw.telemetry().clone(), edge.telemetry().clone());
 
     let mut channel =

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{client, fixture, free_port, request, Sink};
+use common::{client, fixture, request, Ports, Sink};
 use profcol_model::proto::{
     request_into_data, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
 };
@@ -125,8 +125,9 @@ fn gzip(data: &[u8]) -> Vec<u8> {
 }
 
 /// A collector with OTLP over gRPC and HTTP in, `otlp` out to `sink`;
-/// `http_extra` is added to the `http:` protocol's settings.
-fn gateway_config(grpc: u16, http: u16, sink: &Sink, http_extra: &str, extensions: &str) -> String {
+/// `http_extra` is added to the `http:` protocol's settings. Both protocols
+/// listen on port 0: ask the started service for theirs ([`Ports`]).
+fn gateway_config(sink: &Sink, http_extra: &str, extensions: &str) -> String {
     let service_extensions = if extensions.is_empty() {
         String::new()
     } else {
@@ -140,9 +141,9 @@ receivers:
   otlp:
     protocols:
       grpc:
-        endpoint: 127.0.0.1:{grpc}
+        endpoint: 127.0.0.1:0
       http:
-        endpoint: 127.0.0.1:{http}
+        endpoint: 127.0.0.1:0
 {http_extra}
 exporters:
   otlp:
@@ -176,11 +177,11 @@ async fn wait_for(sink: &Sink, calls: usize) {
 #[tokio::test]
 async fn http_carries_what_grpc_carries_in_every_encoding() {
     let sink = Sink::start().await;
-    let (grpc, http) = (free_port(), free_port());
-    let yaml = gateway_config(grpc, http, &sink, "", "");
+    let yaml = gateway_config(&sink, "", "");
     let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
         .await
         .unwrap();
+    let (grpc, http) = (svc.grpc_port(), svc.http_port());
     let url = format!("http://127.0.0.1:{http}/v1development/profiles");
     let web = reqwest::Client::new();
 
@@ -236,17 +237,11 @@ async fn http_carries_what_grpc_carries_in_every_encoding() {
 #[tokio::test]
 async fn bad_http_requests_get_the_collectors_status_and_a_reason() {
     let sink = Sink::start().await;
-    let (grpc, http) = (free_port(), free_port());
-    let yaml = gateway_config(
-        grpc,
-        http,
-        &sink,
-        "        max_request_body_size: 100000",
-        "",
-    );
+    let yaml = gateway_config(&sink, "        max_request_body_size: 100000", "");
     let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
         .await
         .unwrap();
+    let http = svc.http_port();
     let url = format!("http://127.0.0.1:{http}/v1development/profiles");
     let web = reqwest::Client::new();
     let proto = request("otlp/minimal-request.bin").encode_to_vec();
@@ -344,21 +339,21 @@ async fn tls_client_certificates_and_tokens_guard_both_protocols() {
     let other = Pki::new();
     let (stranger_cert, stranger_key) = other.issue("stranger");
     let sink = Sink::start().await;
-    let (grpc, http) = (free_port(), free_port());
     let tls = format!(
         "tls: {{cert_file: {cert}, key_file: {key}, client_ca_file: {}}}",
         pki.path("ca.pem")
     );
-    let yaml = gateway_config(grpc, http, &sink, &format!(
+    let yaml = gateway_config(&sink, &format!(
         "        {tls}\n        auth: {{authenticator: bearertokenauth}}"
     ), "  bearertokenauth:\n    token: s3cret-token")
     .replace(
-        &format!("        endpoint: 127.0.0.1:{grpc}\n"),
-        &format!("        endpoint: 127.0.0.1:{grpc}\n        {tls}\n        auth: {{authenticator: bearertokenauth}}\n"),
+        "      grpc:\n        endpoint: 127.0.0.1:0\n",
+        &format!("      grpc:\n        endpoint: 127.0.0.1:0\n        {tls}\n        auth: {{authenticator: bearertokenauth}}\n"),
     );
     let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
         .await
         .unwrap();
+    let (grpc, http) = (svc.grpc_port(), svc.http_port());
     let url = format!("https://localhost:{http}/v1development/profiles");
     let proto = request("otlp/minimal-request.bin").encode_to_vec();
     let ct = "application/x-protobuf";
@@ -444,10 +439,7 @@ async fn a_renewed_certificate_is_served_without_a_restart() {
     let pki = Pki::new();
     let (cert, key) = pki.issue("server");
     let sink = Sink::start().await;
-    let (grpc, http) = (free_port(), free_port());
     let yaml = gateway_config(
-        grpc,
-        http,
         &sink,
         &format!("        tls: {{cert_file: {cert}, key_file: {key}, reload_interval: 100ms}}"),
         "",
@@ -455,6 +447,7 @@ async fn a_renewed_certificate_is_served_without_a_restart() {
     let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
         .await
         .unwrap();
+    let http = svc.http_port();
     let url = format!("https://localhost:{http}/v1development/profiles");
     let proto = request("otlp/minimal-request.bin").encode_to_vec();
     let ct = "application/x-protobuf";
@@ -489,17 +482,16 @@ async fn a_sidecar_feeds_a_gateway_over_otlphttp() {
     let pki = Pki::new();
     let (cert, key) = pki.issue("gateway");
     let sink = Sink::start().await;
-    let (gw_grpc, gw_http) = (free_port(), free_port());
-    let gateway = gateway_config(gw_grpc, gw_http, &sink, &format!(
+    let gateway = gateway_config(&sink, &format!(
         "        tls: {{cert_file: {cert}, key_file: {key}}}\n        auth: {{authenticator: bearertokenauth}}"
     ), "  bearertokenauth:\n    tokens: [old-token, team-token]");
     let gw = profcol::app::start_str(&gateway, RuntimeOptions::default())
         .await
         .unwrap();
+    let gw_http = gw.http_port();
 
     let token_file = pki.path("token");
     std::fs::write(&token_file, "team-token\n").unwrap();
-    let side_grpc = free_port();
     let sidecar = format!(
         r#"
 extensions:
@@ -509,7 +501,7 @@ receivers:
   otlp:
     protocols:
       grpc:
-        endpoint: 127.0.0.1:{side_grpc}
+        endpoint: 127.0.0.1:0
 exporters:
   otlphttp:
     endpoint: https://localhost:{gw_http}
@@ -530,6 +522,7 @@ service:
     let side = profcol::app::start_str(&sidecar, RuntimeOptions::default())
         .await
         .unwrap();
+    let side_grpc = side.grpc_port();
     let sent: Vec<_> = FIXTURES.iter().map(|f| request(f)).collect();
     let mut c = client(side_grpc).await;
     for r in &sent {
@@ -591,13 +584,13 @@ async fn the_python_sdks_otlp_http_client_is_accepted() {
     let pki = Pki::new();
     let (cert, key) = pki.issue("gateway");
     let sink = Sink::start().await;
-    let (grpc, http) = (free_port(), free_port());
-    let yaml = gateway_config(grpc, http, &sink, &format!(
+    let yaml = gateway_config(&sink, &format!(
         "        tls: {{cert_file: {cert}, key_file: {key}}}\n        auth: {{authenticator: bearertokenauth}}"
     ), "  bearertokenauth:\n    token: py-token");
     let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
         .await
         .unwrap();
+    let http = svc.http_port();
     let files: Vec<_> = FIXTURES
         .iter()
         .map(|f| profcol_model::testing::fixtures_dir().join(f))
@@ -674,11 +667,11 @@ async fn older_revisions_are_accepted_over_http_in_protobuf_and_json() {
     use profcol_otlp::revisions as otlp_revisions;
 
     let sink = Sink::start().await;
-    let (grpc, http) = (free_port(), free_port());
-    let yaml = gateway_config(grpc, http, &sink, "", "");
+    let yaml = gateway_config(&sink, "", "");
     let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
         .await
         .unwrap();
+    let http = svc.http_port();
     let telemetry = svc.telemetry().clone();
     let url = format!("http://127.0.0.1:{http}/v1development/profiles");
     let web = reqwest::Client::new();

@@ -18,28 +18,28 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{free_port, wait_healthy, Running};
+use common::{Ports, Running};
 use profcol_model::testing::fixtures_dir;
 use profcol_pprof::decode_pprof;
 
-fn config(dir: &Path, port: u16, health: u16) -> String {
-    let metrics = free_port();
+/// Every listener on port 0 ([`Ports`]).
+fn config(dir: &Path) -> String {
     format!(
         r#"
 receivers:
   pyroscope:
-    endpoint: 127.0.0.1:{port}
+    endpoint: 127.0.0.1:0
 exporters:
   pprof:
     directory: {}
 extensions:
   health_check:
-    endpoint: 127.0.0.1:{health}
+    endpoint: 127.0.0.1:0
 service:
   extensions: [health_check]
   telemetry:
     metrics:
-      address: 127.0.0.1:{metrics}
+      address: 127.0.0.1:0
   pipelines:
     profiles:
       receivers: [pyroscope]
@@ -121,11 +121,10 @@ fn totals(files: &[PathBuf]) -> BTreeMap<String, i64> {
 #[tokio::test]
 async fn recorded_sdk_requests_become_pprof_files() {
     let dir = tempfile::tempdir().unwrap();
-    let (port, health) = (free_port(), free_port());
     let cfg = dir.path().join("config.yaml");
-    std::fs::write(&cfg, config(dir.path(), port, health)).unwrap();
-    let running = Running::start(&["--config".as_ref(), cfg.as_os_str()]);
-    wait_healthy(health).await;
+    std::fs::write(&cfg, config(dir.path())).unwrap();
+    let running = Running::ready(common::profcol().arg("--config").arg(&cfg)).await;
+    let port = running.port("receivers::pyroscope");
     for rel in [
         "go-pyroscope-go-1.2.8/cpu/0005",
         "nodejs-pyroscope-0.6.4/default/0001",
@@ -176,16 +175,15 @@ async fn recorded_sdk_requests_become_pprof_files() {
 #[tokio::test]
 async fn tls_and_a_bearer_token_guard_the_receiver() {
     let dir = tempfile::tempdir().unwrap();
-    let (port, health) = (free_port(), free_port());
     let tls = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
     let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
     std::fs::write(&cert, tls.cert.pem()).unwrap();
     std::fs::write(&key, tls.signing_key.serialize_pem()).unwrap();
-    let yaml = config(dir.path(), port, health)
+    let yaml = config(dir.path())
         .replace(
-            &format!("    endpoint: 127.0.0.1:{port}\n"),
+            "  pyroscope:\n    endpoint: 127.0.0.1:0\n",
             &format!(
-                "    endpoint: 127.0.0.1:{port}\n    tls: {{cert_file: {}, key_file: {}}}\n    auth: {{authenticator: bearertokenauth}}\n",
+                "  pyroscope:\n    endpoint: 127.0.0.1:0\n    tls: {{cert_file: {}, key_file: {}}}\n    auth: {{authenticator: bearertokenauth}}\n",
                 cert.display(),
                 key.display()
             ),
@@ -200,8 +198,8 @@ async fn tls_and_a_bearer_token_guard_the_receiver() {
         );
     let cfg = dir.path().join("config.yaml");
     std::fs::write(&cfg, yaml).unwrap();
-    let running = Running::start(&["--config".as_ref(), cfg.as_os_str()]);
-    wait_healthy(health).await;
+    let running = Running::ready(common::profcol().arg("--config").arg(&cfg)).await;
+    let port = running.port("receivers::pyroscope");
 
     let ca = reqwest::Certificate::from_pem(tls.cert.pem().as_bytes()).unwrap();
     let https = reqwest::Client::builder()

@@ -10,53 +10,45 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{client, free_port, health_status, metric, profcol, Running, Sink};
+use common::{client, client_at, metric, profcol, Ports, Running, Sink};
 use profcol_model::proto::ExportProfilesServiceRequest;
 
-/// One test at a time: each takes several ports with `free_port` (free
-/// when asked, bound later), and tests running side by side were seen to
-/// be handed the same one.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-struct Ports {
-    otlp: u16,
-    health: u16,
-    metrics: u16,
+/// What a config's `otlp` receiver and `health_check` listen on: port 0,
+/// the started process says which port each took ([`Ports`]).
+struct Listen {
+    otlp: &'static str,
+    health: &'static str,
 }
 
-fn ports() -> Ports {
-    Ports {
-        otlp: free_port(),
-        health: free_port(),
-        metrics: free_port(),
-    }
-}
+const ANY: Listen = Listen {
+    otlp: "127.0.0.1:0",
+    health: "127.0.0.1:0",
+};
 
 /// The parts every config here shares, around `body` (exporters,
 /// processors, pipelines).
-fn write(path: &Path, ports: &Ports, body: &str) {
-    write_with(path, ports, "", body)
+fn write(path: &Path, listen: &Listen, body: &str) {
+    write_with(path, listen, "", body)
 }
 
 /// [`write`] with more receivers than `otlp`.
-fn write_with(path: &Path, ports: &Ports, receivers: &str, body: &str) {
+fn write_with(path: &Path, listen: &Listen, receivers: &str, body: &str) {
     std::fs::write(
         path,
         format!(
             r#"
 receivers:
-  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:{otlp}"}}}}}}
+  otlp: {{protocols: {{grpc: {{endpoint: "{otlp}"}}}}}}
 {receivers}
 extensions:
-  health_check: {{endpoint: "127.0.0.1:{health}"}}
+  health_check: {{endpoint: "{health}"}}
 service:
   extensions: [health_check]
-  telemetry: {{metrics: {{address: "127.0.0.1:{metrics}"}}}}
+  telemetry: {{metrics: {{address: "127.0.0.1:0"}}}}
 {body}
 "#,
-            otlp = ports.otlp,
-            health = ports.health,
-            metrics = ports.metrics,
+            otlp = listen.otlp,
+            health = listen.health,
         ),
     )
     .unwrap();
@@ -76,21 +68,14 @@ fn exporter(name: &str, sink: &Sink) -> String {
     )
 }
 
-async fn start(cfg: &Path, ports: &Ports) -> Running {
-    let mut p = Running::spawn(
+async fn start(cfg: &Path) -> Running {
+    Running::ready(
         profcol()
             .arg("--config")
             .arg(cfg)
             .args(["--shutdown-timeout", "10s"]),
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while health_status(ports.health).await != Some(200) {
-        if !p.is_running() || Instant::now() > deadline {
-            p.fail("never became healthy").await;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    p
+    )
+    .await
 }
 
 fn request(samples: usize) -> ExportProfilesServiceRequest {
@@ -101,13 +86,14 @@ fn request(samples: usize) -> ExportProfilesServiceRequest {
     }
 }
 
-/// Sends SIGHUP and waits until the reload counter of `result` moves.
-async fn reload(p: &Running, ports: &Ports, result: &str) {
+/// Sends SIGHUP and waits until the reload counter of `result` moves
+/// (the ready file is rewritten by then).
+async fn reload(p: &Running, result: &str) {
     let counter = format!("profcol_config_reloads_total{{result=\"{result}\"}}");
-    let before = metric(ports.metrics, &counter).await;
+    let before = metric(p.metrics_port(), &counter).await;
     p.signal("HUP");
     let deadline = Instant::now() + Duration::from_secs(20);
-    while metric(ports.metrics, &counter).await == before {
+    while metric(p.metrics_port(), &counter).await == before {
         assert!(Instant::now() < deadline, "no reload with result {result}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -137,27 +123,25 @@ fn exporter_metric(name: &str, exporter: &str) -> String {
 /// pipeline delivers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unchanged_exporter_keeps_its_queue_and_an_added_one_works() {
-    let _serial = SERIAL.lock().await;
     let (a, b) = (Sink::start().await, Sink::start().await);
     a.down_for(Duration::from_secs(3600));
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("c.yaml");
-    let ports = ports();
     let before = format!(
         "  pipelines:\n    profiles: {{receivers: [otlp], exporters: [otlp/a]}}\nexporters:{}",
         exporter("otlp/a", &a)
     );
-    write(&cfg, &ports, &before);
-    let p = start(&cfg, &ports).await;
+    write(&cfg, &ANY, &before);
+    let p = start(&cfg).await;
 
-    let mut c = client(ports.otlp).await;
+    let mut c = client(p.grpc_port()).await;
     for _ in 0..5 {
         c.export(request(100)).await.unwrap();
     }
     let size = exporter_metric("otelcol_exporter_queue_size", "otlp/a");
     // One request is with the consumer, retrying; four wait.
     eventually("four requests queued", Duration::from_secs(10), || async {
-        metric(ports.metrics, &size).await == 4
+        metric(p.metrics_port(), &size).await == 4
     })
     .await;
 
@@ -166,9 +150,13 @@ async fn an_unchanged_exporter_keeps_its_queue_and_an_added_one_works() {
         exporter("otlp/a", &a),
         exporter("otlp/b", &b)
     );
-    write(&cfg, &ports, &after);
-    reload(&p, &ports, "success").await;
-    assert_eq!(metric(ports.metrics, &size).await, 4, "the queue was kept");
+    write(&cfg, &ANY, &after);
+    reload(&p, "success").await;
+    assert_eq!(
+        metric(p.metrics_port(), &size).await,
+        4,
+        "the queue was kept"
+    );
 
     // The connection from before the reload: the listener was kept.
     for _ in 0..3 {
@@ -188,14 +176,15 @@ async fn an_unchanged_exporter_keeps_its_queue_and_an_added_one_works() {
     .await;
 
     let accepted = metric(
-        ports.metrics,
+        p.metrics_port(),
         "otelcol_receiver_accepted_profile_samples_total",
     )
     .await;
     assert_eq!(accepted, 800);
+    let m = p.metrics_port();
     let sent = |e: &'static str| {
         let name = exporter_metric("otelcol_exporter_sent_profile_samples_total", e);
-        async move { metric(ports.metrics, &name).await }
+        async move { metric(m, &name).await }
     };
     assert_eq!(sent("otlp/a").await, 800);
     assert_eq!(sent("otlp/b").await, 300);
@@ -214,47 +203,46 @@ async fn an_unchanged_exporter_keeps_its_queue_and_an_added_one_works() {
 /// keeps serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_config_is_refused_and_the_old_one_keeps_serving() {
-    let _serial = SERIAL.lock().await;
     let sink = Sink::start().await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("c.yaml");
-    let ports = ports();
     let good = format!(
         "  pipelines:\n    profiles: {{receivers: [otlp], exporters: [otlp/a]}}\nexporters:{}",
         exporter("otlp/a", &sink)
     );
-    write(&cfg, &ports, &good);
-    let p = start(&cfg, &ports).await;
-    let mut c = client(ports.otlp).await;
+    write(&cfg, &ANY, &good);
+    let p = start(&cfg).await;
+    let mut c = client(p.grpc_port()).await;
     c.export(request(100)).await.unwrap();
 
     let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let taken = held.local_addr().unwrap().port();
     std::fs::write(&cfg, "receivers: [unclosed").unwrap();
-    reload(&p, &ports, "failure").await;
-    write(&cfg, &ports, &format!("{good}\n    timeoutt: 5s"));
-    reload(&p, &ports, "failure").await;
+    reload(&p, "failure").await;
+    write(&cfg, &ANY, &format!("{good}\n    timeoutt: 5s"));
+    reload(&p, "failure").await;
     write_with(
         &cfg,
-        &ports,
+        &ANY,
         &format!("  otlp/2: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:{taken}\"}}}}}}"),
         &good.replace("receivers: [otlp]", "receivers: [otlp, otlp/2]"),
     );
-    reload(&p, &ports, "failure").await;
-    let other_health = Ports {
-        health: free_port(),
-        ..ports
+    reload(&p, "failure").await;
+    // Refused before anything binds: the port is never used.
+    let other_health = Listen {
+        health: "127.0.0.1:1",
+        ..ANY
     };
     write(&cfg, &other_health, &good);
-    reload(&p, &ports, "failure").await;
+    reload(&p, "failure").await;
     for i in 0..4 {
         c.export(request(100))
             .await
             .unwrap_or_else(|e| panic!("after bad config {i}: {e}"));
     }
     // The config the process started with is still the one that runs.
-    write(&cfg, &ports, &good);
-    reload(&p, &ports, "success").await;
+    write(&cfg, &ANY, &good);
+    reload(&p, "success").await;
     c.export(request(100)).await.unwrap();
     eventually("all delivered", Duration::from_secs(10), || async {
         sink.samples() == 600
@@ -262,7 +250,7 @@ async fn a_bad_config_is_refused_and_the_old_one_keeps_serving() {
     .await;
     assert_eq!(
         metric(
-            ports.metrics,
+            p.metrics_port(),
             "profcol_config_reloads_total{result=\"failure\"}"
         )
         .await,
@@ -291,12 +279,10 @@ async fn a_bad_config_is_refused_and_the_old_one_keeps_serving() {
 /// was given.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_accepted_is_lost_across_reloads() {
-    let _serial = SERIAL.lock().await;
     let (a, b) = (Sink::start().await, Sink::start().await);
     b.down_for(Duration::from_secs(3600));
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("c.yaml");
-    let ports = ports();
     let config = |timeout: &str, exporters: &str, with_b: bool| {
         format!(
             "  pipelines:\n    profiles: {{receivers: [otlp], processors: [batch], exporters: [{exporters}]}}\nprocessors:\n  batch: {{timeout: {timeout}}}\nexporters:{}{}",
@@ -304,14 +290,14 @@ async fn nothing_accepted_is_lost_across_reloads() {
             if with_b { exporter("otlp/b", &b) } else { String::new() }
         )
     };
-    write(&cfg, &ports, &config("2s", "otlp/a, otlp/b", true));
-    let p = start(&cfg, &ports).await;
+    write(&cfg, &ANY, &config("2s", "otlp/a, otlp/b", true));
+    let p = start(&cfg).await;
 
     let stop = Arc::new(AtomicBool::new(false));
     let accepted = Arc::new(AtomicU64::new(0));
     let senders: Vec<_> = (0..2)
         .map(|_| {
-            let (stop, accepted, port) = (stop.clone(), accepted.clone(), ports.otlp);
+            let (stop, accepted, port) = (stop.clone(), accepted.clone(), p.grpc_port());
             tokio::spawn(async move {
                 let mut c = client(port).await;
                 while !stop.load(Ordering::Relaxed) {
@@ -326,11 +312,11 @@ async fn nothing_accepted_is_lost_across_reloads() {
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    write(&cfg, &ports, &config("3s", "otlp/a, otlp/b", true));
-    reload(&p, &ports, "success").await;
+    write(&cfg, &ANY, &config("3s", "otlp/a, otlp/b", true));
+    reload(&p, "success").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    write(&cfg, &ports, &config("3s", "otlp/a", false));
-    reload(&p, &ports, "success").await;
+    write(&cfg, &ANY, &config("3s", "otlp/a", false));
+    reload(&p, "success").await;
     let for_b = accepted.load(Ordering::Relaxed);
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::Relaxed);
@@ -346,7 +332,7 @@ async fn nothing_accepted_is_lost_across_reloads() {
         || async { a.samples() == total },
     )
     .await;
-    let m = ports.metrics;
+    let m = p.metrics_port();
     assert_eq!(
         metric(m, "otelcol_receiver_accepted_profile_samples_total").await,
         total
@@ -395,49 +381,53 @@ async fn nothing_accepted_is_lost_across_reloads() {
 /// receiver moves to its new port.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_exporter_takes_over_its_queue_and_a_receiver_moves() {
-    let _serial = SERIAL.lock().await;
     let sink = Sink::start().await;
     sink.down_for(Duration::from_secs(3600));
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("c.yaml");
-    let ports = ports();
     let body = |timeout: &str| {
         format!(
             "  pipelines:\n    profiles: {{receivers: [otlp], exporters: [otlp/a]}}\nexporters:{}\n    timeout: {timeout}",
             exporter("otlp/a", &sink)
         )
     };
-    write(&cfg, &ports, &body("5s"));
-    let p = start(&cfg, &ports).await;
-    let mut c = client(ports.otlp).await;
+    write(&cfg, &ANY, &body("5s"));
+    let mut p = start(&cfg).await;
+    let mut c = client(p.grpc_port()).await;
     for _ in 0..5 {
         c.export(request(100)).await.unwrap();
     }
     let size = exporter_metric("otelcol_exporter_queue_size", "otlp/a");
     eventually("four requests queued", Duration::from_secs(10), || async {
-        metric(ports.metrics, &size).await == 4
+        metric(p.metrics_port(), &size).await == 4
     })
     .await;
 
-    let moved = Ports {
-        otlp: free_port(),
-        ..ports
+    // Another address, so that the new listener cannot be on the old port.
+    let moved = Listen {
+        otlp: "127.0.0.2:0",
+        ..ANY
     };
+    let old = p.addr("receivers::otlp::protocols::grpc");
     write(&cfg, &moved, &body("4s"));
-    reload(&p, &moved, "success").await;
+    reload(&p, "success").await;
+    p.reread_when(|l| l.get("receivers::otlp::protocols::grpc") != Some(&old))
+        .await;
+    let new = p.addr("receivers::otlp::protocols::grpc");
+    assert_eq!(new.ip().to_string(), "127.0.0.2");
     // The old consumer hands the request it was retrying back to the
     // queue, now the new instance's, whose consumer holds one.
     eventually(
         "the held request handed back",
         Duration::from_secs(10),
-        || async { metric(moved.metrics, &size).await == 4 },
+        || async { metric(p.metrics_port(), &size).await == 4 },
     )
     .await;
     assert!(
         c.export(request(100)).await.is_err(),
         "the old port is closed"
     );
-    let mut c = client(moved.otlp).await;
+    let mut c = client_at(new).await;
     c.export(request(100)).await.unwrap();
     sink.down_for(Duration::ZERO);
     eventually("everything delivered", Duration::from_secs(10), || async {
@@ -446,7 +436,7 @@ async fn a_changed_exporter_takes_over_its_queue_and_a_receiver_moves() {
     .await;
     assert_eq!(
         metric(
-            moved.metrics,
+            p.metrics_port(),
             &exporter_metric("otelcol_exporter_sent_profile_samples_total", "otlp/a")
         )
         .await,
@@ -467,12 +457,10 @@ async fn a_changed_exporter_takes_over_its_queue_and_a_receiver_moves() {
 /// (an hour here) against the old endpoint.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_held_for_a_retry_follow_the_exporter_to_its_new_endpoint() {
-    let _serial = SERIAL.lock().await;
     let (dead, live) = (Sink::start().await, Sink::start().await);
     dead.down_for(Duration::from_secs(3600));
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("c.yaml");
-    let ports = ports();
     let body = |sink: &Sink| {
         format!(
             r#"  pipelines:
@@ -486,9 +474,9 @@ exporters:
             port = sink.addr.port()
         )
     };
-    write(&cfg, &ports, &body(&dead));
-    let p = start(&cfg, &ports).await;
-    let mut c = client(ports.otlp).await;
+    write(&cfg, &ANY, &body(&dead));
+    let p = start(&cfg).await;
+    let mut c = client(p.grpc_port()).await;
     for _ in 0..5 {
         c.export(request(100)).await.unwrap();
     }
@@ -496,11 +484,11 @@ exporters:
     eventually(
         "two requests held, three queued",
         Duration::from_secs(10),
-        || async { metric(ports.metrics, &size).await == 3 },
+        || async { metric(p.metrics_port(), &size).await == 3 },
     )
     .await;
-    write(&cfg, &ports, &body(&live));
-    reload(&p, &ports, "success").await;
+    write(&cfg, &ANY, &body(&live));
+    reload(&p, "success").await;
     eventually(
         "every request at the new endpoint",
         Duration::from_secs(10),
@@ -517,28 +505,35 @@ exporters:
 /// started again on the same port.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_receiver_listens_again_on_its_port() {
-    let _serial = SERIAL.lock().await;
     let sink = Sink::start().await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("c.yaml");
-    let ports = ports();
     let body = format!(
         "  pipelines:\n    profiles: {{receivers: [otlp], exporters: [otlp/a]}}\nexporters:{}",
         exporter("otlp/a", &sink)
     );
-    write(&cfg, &ports, &body);
-    let p = start(&cfg, &ports).await;
-    client(ports.otlp).await.export(request(100)).await.unwrap();
+    write(&cfg, &ANY, &body);
+    let p = start(&cfg).await;
+    client(p.grpc_port())
+        .await
+        .export(request(100))
+        .await
+        .unwrap();
+    // The port it took, now written in the config.
     let text = std::fs::read_to_string(&cfg).unwrap().replace(
-        &format!("endpoint: \"127.0.0.1:{}\"", ports.otlp),
+        "{grpc: {endpoint: \"127.0.0.1:0\"}",
         &format!(
-            "endpoint: \"127.0.0.1:{}\", max_recv_msg_size_mib: 8",
-            ports.otlp
+            "{{grpc: {{endpoint: \"127.0.0.1:{}\", max_recv_msg_size_mib: 8}}",
+            p.grpc_port()
         ),
     );
     std::fs::write(&cfg, text).unwrap();
-    reload(&p, &ports, "success").await;
-    client(ports.otlp).await.export(request(100)).await.unwrap();
+    reload(&p, "success").await;
+    client(p.grpc_port())
+        .await
+        .export(request(100))
+        .await
+        .unwrap();
     eventually("both delivered", Duration::from_secs(10), || async {
         sink.samples() == 200
     })

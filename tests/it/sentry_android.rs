@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value as Json};
 
-use common::free_port;
+use common::Ports;
 use profcol_exporters::sentry::mock::MockSentry;
 use profcol_pipeline::runtime::RuntimeOptions;
 use profcol_sentry::android::{synth, trace};
@@ -85,20 +85,18 @@ async fn android_profiles_reach_sentry_as_android_chunks() {
     let tx = synth::transaction_json(event_id, trace_id, "a1b2c3d4e5f60718");
 
     let mock = MockSentry::start().await;
-    let port = free_port();
-    let metrics = free_port();
     let yaml = format!(
         r#"
 receivers:
   sentry:
-    endpoint: 127.0.0.1:{port}
+    endpoint: 127.0.0.1:0
 exporters:
   sentry:
     dsn: {dsn}
 service:
   telemetry:
     metrics:
-      address: 127.0.0.1:{metrics}
+      address: 127.0.0.1:0
   pipelines:
     profiles:
       receivers: [sentry]
@@ -109,6 +107,7 @@ service:
     let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
         .await
         .unwrap();
+    let port = svc.port("receivers::sentry");
     let telemetry = svc.telemetry().clone();
     let client = reqwest::Client::new();
     for body in [

@@ -15,7 +15,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use common::{free_port, metric, profcol, wait_healthy, Running, Sink};
+use common::{metric, profcol, Ports, Running, Sink};
 use profcol_sentry::parse_envelope;
 
 /// What the mock upstream saw of one request.
@@ -38,8 +38,31 @@ struct Upstream {
     port: u16,
 }
 
+/// An upstream that is down (its port bound, not listening: connections
+/// are refused) until [`Down::up`] serves on that very port.
+struct Down {
+    socket: tokio::net::TcpSocket,
+    port: u16,
+}
+
+impl Down {
+    fn new() -> Down {
+        let (socket, port) = common::refusing_port();
+        Down { socket, port }
+    }
+
+    fn up(self) -> Upstream {
+        Upstream::serve(self.socket.listen(1024).unwrap())
+    }
+}
+
 impl Upstream {
-    async fn start_on(port: u16) -> Upstream {
+    fn start() -> Upstream {
+        Down::new().up()
+    }
+
+    fn serve(listener: tokio::net::TcpListener) -> Upstream {
+        let port = listener.local_addr().unwrap().port();
         let up = Upstream {
             seen: Arc::default(),
             script: Arc::default(),
@@ -86,9 +109,6 @@ impl Upstream {
                 }
             },
         );
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-            .await
-            .unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         up
     }
@@ -105,13 +125,8 @@ impl Upstream {
     }
 }
 
-struct Ports {
-    sentry: u16,
-    health: u16,
-    metrics: u16,
-}
-
-fn config(dir: &Path, ports: &Ports, sink: u16, upstream: u16, extra: &str) -> PathBuf {
+/// Every listener on port 0 ([`Ports`]).
+fn config(dir: &Path, sink: u16, upstream: u16, extra: &str) -> PathBuf {
     let path = dir.join("c.yaml");
     std::fs::write(
         &path,
@@ -119,41 +134,28 @@ fn config(dir: &Path, ports: &Ports, sink: u16, upstream: u16, extra: &str) -> P
             r#"
 receivers:
   sentry:
-    endpoint: "127.0.0.1:{sentry}"
+    endpoint: "127.0.0.1:0"
     forward_to: "http://127.0.0.1:{upstream}"
     forwarding: {{retry_on_failure: {{initial_interval: 100ms, max_interval: 200ms}}}}
 {extra}
 exporters:
   otlp: {{endpoint: "127.0.0.1:{sink}", tls: {{insecure: true}}, compression: none}}
 extensions:
-  health_check: {{endpoint: "127.0.0.1:{health}"}}
+  health_check: {{endpoint: "127.0.0.1:0"}}
 service:
   extensions: [health_check]
-  telemetry: {{metrics: {{address: "127.0.0.1:{metrics}"}}, logs: {{level: warn}}}}
+  telemetry: {{metrics: {{address: "127.0.0.1:0"}}, logs: {{level: warn}}}}
   pipelines:
     profiles: {{receivers: [sentry], exporters: [otlp]}}
 "#,
-            sentry = ports.sentry,
-            health = ports.health,
-            metrics = ports.metrics,
         ),
     )
     .unwrap();
     path
 }
 
-async fn start(cfg: &Path, ports: &Ports) -> Running {
-    let p = Running::spawn(profcol().arg("--config").arg(cfg));
-    wait_healthy(ports.health).await;
-    p
-}
-
-fn ports() -> Ports {
-    Ports {
-        sentry: free_port(),
-        health: free_port(),
-        metrics: free_port(),
-    }
+async fn start(cfg: &Path) -> Running {
+    Running::ready(profcol().arg("--config").arg(cfg)).await
 }
 
 /// Every recording of real SDKs sending each item type Sentry defines.
@@ -197,17 +199,16 @@ fn items(envelope: &[u8]) -> Vec<(String, Vec<u8>)> {
 async fn what_sdks_send_reaches_the_upstream_byte_for_byte() {
     for forward_profiles in [false, true] {
         let sink = Sink::start().await;
-        let upstream = Upstream::start_on(free_port()).await;
+        let upstream = Upstream::start();
         let dir = tempfile::tempdir().unwrap();
-        let ports = ports();
         let extra = format!("    forward_profiles: {forward_profiles}");
-        let cfg = config(dir.path(), &ports, sink.addr.port(), upstream.port, &extra);
-        let p = start(&cfg, &ports).await;
+        let cfg = config(dir.path(), sink.addr.port(), upstream.port, &extra);
+        let p = start(&cfg).await;
         let recordings = recordings();
         let mut expected = Vec::new();
         let mut profiles = 0;
         for r in &recordings {
-            common::replay_sentry(ports.sentry, r, None).await;
+            common::replay_sentry(p.port("receivers::sentry"), r, None).await;
             let original = envelope_of(r);
             let all = items(&original);
             let kept: Vec<_> = all
@@ -278,7 +279,7 @@ async fn what_sdks_send_reaches_the_upstream_byte_for_byte() {
         }
         assert!(profiles >= 2, "the recordings hold profiles");
         let accepted = metric(
-            ports.metrics,
+            p.metrics_port(),
             "profcol_receiver_items_total{receiver=\"sentry\",type=\"profile",
         )
         .await;
@@ -288,7 +289,7 @@ async fn what_sdks_send_reaches_the_upstream_byte_for_byte() {
         );
         assert!(!sink.received().is_empty(), "profiles reached the pipeline");
         let forwarded = metric(
-            ports.metrics,
+            p.metrics_port(),
             "profcol_receiver_forwarded_items_total{receiver=\"sentry\"",
         )
         .await;
@@ -325,22 +326,22 @@ async fn post_event(port: u16) -> reqwest::Response {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_outage_is_retried_and_each_envelope_arrives_once() {
     let sink = Sink::start().await;
-    let up_port = free_port();
+    let down = Down::new();
+    let up_port = down.port;
     let dir = tempfile::tempdir().unwrap();
-    let ports = ports();
-    let cfg = config(dir.path(), &ports, sink.addr.port(), up_port, "");
-    let p = start(&cfg, &ports).await;
+    let cfg = config(dir.path(), sink.addr.port(), up_port, "");
+    let p = start(&cfg).await;
     for _ in 0..5 {
-        let r = post_event(ports.sentry).await;
+        let r = post_event(p.port("receivers::sentry")).await;
         assert_eq!(r.status(), 200);
     }
     assert_eq!(
-        metric(ports.metrics, "profcol_receiver_forward_queue_size").await,
+        metric(p.metrics_port(), "profcol_receiver_forward_queue_size").await,
         0,
         "taken by the consumers"
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let upstream = Upstream::start_on(up_port).await;
+    let upstream = down.up();
     let deadline = Instant::now() + Duration::from_secs(20);
     while upstream.seen().len() < 5 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -351,7 +352,7 @@ async fn an_upstream_outage_is_retried_and_each_envelope_arrives_once() {
         assert_eq!(s.envelope, envelope_of(&event_recording()));
     }
     assert_eq!(
-        metric(ports.metrics, "profcol_receiver_forwarded_items_total{receiver=\"sentry\",type=\"event\",outcome=\"forwarded\"").await,
+        metric(p.metrics_port(), "profcol_receiver_forwarded_items_total{receiver=\"sentry\",type=\"event\",outcome=\"forwarded\"").await,
         5
     );
     p.signal("TERM");
@@ -365,17 +366,16 @@ async fn an_upstream_outage_is_retried_and_each_envelope_arrives_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_upstreams_answers_reach_the_sdk() {
     let sink = Sink::start().await;
-    let upstream = Upstream::start_on(free_port()).await;
+    let upstream = Upstream::start();
     let dir = tempfile::tempdir().unwrap();
-    let ports = ports();
-    let cfg = config(dir.path(), &ports, sink.addr.port(), upstream.port, "");
-    let p = start(&cfg, &ports).await;
+    let cfg = config(dir.path(), sink.addr.port(), upstream.port, "");
+    let p = start(&cfg).await;
     let limits = "60:error;transaction:key:quota_exceeded";
     upstream.then(
         429,
         &[("x-sentry-rate-limits", limits), ("retry-after", "60")],
     );
-    let r = post_event(ports.sentry).await;
+    let r = post_event(p.port("receivers::sentry")).await;
     assert_eq!(r.status(), 429);
     assert_eq!(r.headers()["x-sentry-rate-limits"], limits);
     assert_eq!(r.headers()["retry-after"], "60");
@@ -394,7 +394,10 @@ async fn the_upstreams_answers_reach_the_sdk() {
         .map(|h| h[1].as_str().unwrap().to_owned())
         .unwrap();
     let r = reqwest::Client::new()
-        .post(format!("http://127.0.0.1:{}/api/1/envelope/", ports.sentry))
+        .post(format!(
+            "http://127.0.0.1:{}/api/1/envelope/",
+            p.port("receivers::sentry")
+        ))
         .header("x-sentry-auth", auth)
         .body(envelope_of(&v1))
         .send()
@@ -412,11 +415,11 @@ async fn the_upstreams_answers_reach_the_sdk() {
     );
 
     upstream.then(400, &[("x-sentry-error", "invalid event")]);
-    let r = post_event(ports.sentry).await;
+    let r = post_event(p.port("receivers::sentry")).await;
     assert_eq!(r.status(), 400);
     assert_eq!(r.headers()["x-sentry-error"], "invalid event");
     assert_eq!(
-        metric(ports.metrics, "profcol_receiver_forwarded_items_total{receiver=\"sentry\",type=\"event\",outcome=\"failed\",reason=\"upstream_400\"").await,
+        metric(p.metrics_port(), "profcol_receiver_forwarded_items_total{receiver=\"sentry\",type=\"event\",outcome=\"failed\",reason=\"upstream_400\"").await,
         1
     );
     p.signal("TERM");
@@ -484,8 +487,8 @@ async fn read_response(s: &mut tokio::net::TcpStream, buf: &mut Vec<u8>) -> (u16
 async fn chunked_compressed_bodies_keep_the_connection() {
     let sink = Sink::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let ports = ports();
-    let cfg = config(dir.path(), &ports, sink.addr.port(), free_port(), "")
+    let (_refusing, nowhere) = common::refusing_port();
+    let cfg = config(dir.path(), sink.addr.port(), nowhere, "")
         .to_string_lossy()
         .to_string();
     // Without forwarding: the bug was the receiver's.
@@ -496,11 +499,11 @@ async fn chunked_compressed_bodies_keep_the_connection() {
             .replace("    forwarding:", "    # forwarding:"),
     )
     .unwrap();
-    let p = start(Path::new(&cfg), &ports).await;
+    let p = start(Path::new(&cfg)).await;
     let envelope = envelope_of(&event_recording());
     for encoding in ["gzip", "deflate", "br", "zstd"] {
         let body = compress(encoding, &envelope);
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", ports.sentry))
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", p.port("receivers::sentry")))
             .await
             .unwrap();
         let mut buf = Vec::new();
@@ -546,18 +549,20 @@ async fn chunked_compressed_bodies_keep_the_connection() {
 async fn refusals_are_logged_with_reason_and_client() {
     let sink = Sink::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let ports = ports();
+    let (_refusing, nowhere) = common::refusing_port();
     let cfg = config(
         dir.path(),
-        &ports,
         sink.addr.port(),
-        free_port(),
+        nowhere,
         "    keys: [publickey]",
     );
     let text = std::fs::read_to_string(&cfg).unwrap();
     std::fs::write(&cfg, text.replace("level: warn", "level: info")).unwrap();
-    let p = start(&cfg, &ports).await;
-    let url = format!("http://127.0.0.1:{}/api/1/envelope/", ports.sentry);
+    let p = start(&cfg).await;
+    let url = format!(
+        "http://127.0.0.1:{}/api/1/envelope/",
+        p.port("receivers::sentry")
+    );
     let c = reqwest::Client::new();
     let auth = |key: &str| format!("Sentry sentry_key={key}, sentry_version=7");
     let cases = [
@@ -613,10 +618,10 @@ async fn refusals_are_logged_with_reason_and_client() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persistent_forwarding_queue_survives_kill_9() {
     let sink = Sink::start().await;
-    let up_port = free_port();
+    let down = Down::new();
+    let up_port = down.port;
     let dir = tempfile::tempdir().unwrap();
-    let ports = ports();
-    let cfg = config(dir.path(), &ports, sink.addr.port(), up_port, "");
+    let cfg = config(dir.path(), sink.addr.port(), up_port, "");
     let text = std::fs::read_to_string(&cfg)
         .unwrap()
         .replace(
@@ -632,16 +637,16 @@ async fn a_persistent_forwarding_queue_survives_kill_9() {
         )
         .replace("extensions: [health_check]", "extensions: [health_check, file_storage]");
     std::fs::write(&cfg, text).unwrap();
-    let p = start(&cfg, &ports).await;
+    let p = start(&cfg).await;
     for _ in 0..5 {
-        assert_eq!(post_event(ports.sentry).await.status(), 200);
+        assert_eq!(post_event(p.port("receivers::sentry")).await.status(), 200);
     }
     p.signal("KILL");
     p.wait(Duration::from_secs(10)).await;
     assert!(dir.path().join("q/receiver_sentry_forward").is_dir());
 
-    let upstream = Upstream::start_on(up_port).await;
-    let p = start(&cfg, &ports).await;
+    let upstream = down.up();
+    let p = start(&cfg).await;
     let deadline = Instant::now() + Duration::from_secs(20);
     while upstream.seen().len() < 5 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -11,7 +11,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{free_port, replay_fixture};
+use common::{replay_fixture, Ports};
 use profcol_model::testing::{go_available, go_tool_pprof};
 use profcol_pipeline::runtime::RuntimeOptions;
 
@@ -19,13 +19,13 @@ fn go_pprof(args: &[&str], file: &Path) -> String {
     go_tool_pprof(args, file, file.parent().unwrap())
 }
 
-fn collector_yaml(port: u16, dir: &Path) -> String {
-    let metrics = free_port();
+/// The receiver listens on port 0 ([`Ports`]).
+fn collector_yaml(dir: &Path) -> String {
     format!(
         r#"
 receivers:
   sentry:
-    endpoint: 127.0.0.1:{port}
+    endpoint: 127.0.0.1:0
 exporters:
   pprof:
     directory: {}
@@ -36,7 +36,7 @@ exporters:
 service:
   telemetry:
     metrics:
-      address: 127.0.0.1:{metrics}
+      address: 127.0.0.1:0
   pipelines:
     profiles:
       receivers: [sentry]
@@ -57,11 +57,11 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
 
 /// Runs the recordings through sentry -> pprof; returns the files written.
 async fn sentry_to_pprof(dir: &Path, recordings: &[&str]) -> Vec<PathBuf> {
-    let port = free_port();
-    let yaml = collector_yaml(port, dir);
+    let yaml = collector_yaml(dir);
     let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
         .await
         .unwrap();
+    let port = svc.port("receivers::sentry");
     for r in recordings {
         replay_fixture(port, r, None).await;
     }
@@ -150,10 +150,10 @@ async fn sentry_chunks_become_pprof_files_go_tool_pprof_reads() {
 async fn a_directory_lost_at_run_time_fails_exports_but_not_the_collector() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("profiles");
-    let port = free_port();
-    let svc = profcol::app::start_str(&collector_yaml(port, &dir), RuntimeOptions::default())
+    let svc = profcol::app::start_str(&collector_yaml(&dir), RuntimeOptions::default())
         .await
         .unwrap();
+    let port = svc.port("receivers::sentry");
     let telemetry = svc.telemetry().clone();
     assert!(dir.is_dir(), "created at start-up");
 

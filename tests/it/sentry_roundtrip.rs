@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 
-use common::{fixture, free_port, replay_fixture};
+use common::{fixture, replay_fixture, Ports};
 use profcol_exporters::sentry::mock::MockSentry;
 use profcol_pipeline::runtime::RuntimeOptions;
 
@@ -127,13 +127,13 @@ fn thread_names(profile: &Json, threads: &BTreeMap<String, usize>) -> BTreeMap<S
         .collect()
 }
 
-fn collector_yaml(receiver: u16, dsn: &str) -> String {
-    let metrics = free_port();
+/// The receiver listens on port 0 ([`Ports`]).
+fn collector_yaml(dsn: &str) -> String {
     format!(
         r#"
 receivers:
   sentry:
-    endpoint: 127.0.0.1:{receiver}
+    endpoint: 127.0.0.1:0
 exporters:
   sentry:
     dsn: {dsn}
@@ -144,7 +144,7 @@ exporters:
 service:
   telemetry:
     metrics:
-      address: 127.0.0.1:{metrics}
+      address: 127.0.0.1:0
   pipelines:
     profiles:
       receivers: [sentry]
@@ -175,13 +175,10 @@ async fn recorded_requests_reach_sentry_as_relay_would_keep_them() {
         );
 
         let mock = MockSentry::start().await;
-        let port = free_port();
-        let svc = profcol::app::start_str(
-            &collector_yaml(port, &mock.dsn()),
-            RuntimeOptions::default(),
-        )
-        .await
-        .unwrap();
+        let svc = profcol::app::start_str(&collector_yaml(&mock.dsn()), RuntimeOptions::default())
+            .await
+            .unwrap();
+        let port = svc.port("receivers::sentry");
         let telemetry = svc.telemetry().clone();
         replay_fixture(port, recording, body).await;
         // Shutdown drains the exporter's queue.

@@ -15,14 +15,15 @@ pub fn check(endpoint: &str) -> Result<(), String> {
 }
 
 /// Whether two endpoints would listen on one port of one address (an
-/// empty host or `0.0.0.0` covers every address).
+/// empty host or `0.0.0.0` covers every address; port 0 is whichever port
+/// is free when each binds, never the same).
 pub fn same_port(a: &str, b: &str) -> bool {
     let split = |e: &str| {
         e.rsplit_once(':')
             .map(|(h, p)| (h.to_owned(), p.to_owned()))
     };
     match (split(a), split(b)) {
-        (Some((ha, pa)), Some((hb, pb))) if pa == pb => {
+        (Some((ha, pa)), Some((hb, pb))) if pa == pb && pa != "0" => {
             let any = |h: &str| h.is_empty() || h == "0.0.0.0" || h == "[::]";
             let norm = |h: &str| {
                 if h == "localhost" {
@@ -56,6 +57,12 @@ mod tests {
         for bad in ["4317", "host:port", "host:70000", "a b:1"] {
             assert!(check(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn port_zero_never_clashes() {
+        assert!(same_port("127.0.0.1:4317", ":4317"));
+        assert!(!same_port("127.0.0.1:0", "127.0.0.1:0"));
     }
 
     #[tokio::test]

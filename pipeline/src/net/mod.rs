@@ -8,16 +8,19 @@
 //! - [`stream`]: a TCP stream that can be closed from outside;
 //! - [`endpoint`]: `host:port` as the Collector reads it, and binding it;
 //! - [`body`]: request bodies that must keep arriving;
-//! - [`serve`]: the accept loop and hyper's HTTP/1.1 and HTTP/2 settings.
+//! - [`serve`]: the accept loop and hyper's HTTP/1.1 and HTTP/2 settings;
+//! - [`listeners`]: where each listener is bound (port 0 picks one).
 
 pub mod body;
 pub mod conns;
 pub mod endpoint;
+pub mod listeners;
 mod serve;
 mod stream;
 pub mod tls;
 
 pub use body::{is_body_timeout, BodyLimits, BodyTimeout};
+pub use listeners::{Bound, Listeners};
 pub use serve::{spawn, ServerSettings};
 
 /// An error with its causes: HTTP clients hide the one that matters

@@ -85,6 +85,9 @@ pub fn spawn(
     settings: ServerSettings,
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
+    if let Ok(address) = listener.local_addr() {
+        super::listeners::announce(name, address, &shutdown);
+    }
     let slots = Slots::new(name, settings.max_connections);
     let settings = Arc::new(settings);
     let builder = Arc::new(builder(&settings));

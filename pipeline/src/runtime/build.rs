@@ -336,6 +336,10 @@ fn check_ports(
         let Ok(addr) = normalized.parse::<SocketAddr>() else {
             return;
         };
+        // Port 0 takes whichever port is free when it binds: no clash.
+        if addr.port() == 0 {
+            return;
+        }
         let clash = seen.iter().find(|(other, _)| {
             other.port() == addr.port()
                 && (other.ip() == addr.ip()

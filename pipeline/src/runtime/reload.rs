@@ -123,6 +123,16 @@ impl RunningService {
         new: &Config,
         graph: Graph,
     ) -> Result<ReloadSummary, ConfigErrors> {
+        let listeners = self.listeners.clone();
+        listeners.scope(self.reload_scoped(old, new, graph)).await
+    }
+
+    async fn reload_scoped(
+        &mut self,
+        old: &Config,
+        new: &Config,
+        graph: Graph,
+    ) -> Result<ReloadSummary, ConfigErrors> {
         let mut errs = ConfigErrors::default();
         fixed_sections(old, new, &mut errs);
         let mut summary = ReloadSummary::default();
@@ -162,11 +172,26 @@ impl RunningService {
             })
             .map(|n| n.id.clone())
             .collect();
+        // The ports configured, and those port 0 took when it bound.
+        let bound = self.listeners.list();
         let freed: BTreeSet<u16> = self
             .receivers
             .iter()
             .filter(|(id, _)| !kept_receivers.contains(*id))
-            .flat_map(|(_, r)| r.endpoints.iter().filter_map(|e| port_of(e)))
+            .flat_map(|(id, r)| {
+                let name = format!("receivers::{id}");
+                let ports = bound
+                    .iter()
+                    .filter(|b| {
+                        b.name == name
+                            || b.name
+                                .strip_prefix(name.as_str())
+                                .is_some_and(|rest| rest.starts_with("::"))
+                    })
+                    .map(|b| b.address.port())
+                    .collect::<Vec<_>>();
+                r.endpoints.iter().filter_map(|e| port_of(e)).chain(ports)
+            })
             .collect();
         for node in graph
             .receivers

@@ -66,6 +66,8 @@ pub struct RunningService {
     pub(super) authenticators: crate::component::Authenticators,
     pub(super) storages: Storages,
     pub(super) options: RuntimeOptions,
+    /// Where its listeners are bound (recorded as they start).
+    pub(super) listeners: crate::net::Listeners,
 }
 
 /// A running receiver.
@@ -108,6 +110,18 @@ impl RunningService {
         opts: RuntimeOptions,
         telemetry: Arc<Telemetry>,
     ) -> anyhow::Result<Self> {
+        let listeners = crate::net::Listeners::default();
+        listeners
+            .scope(Self::start_with(graph, opts, telemetry, listeners.clone()))
+            .await
+    }
+
+    async fn start_with(
+        graph: Graph,
+        opts: RuntimeOptions,
+        telemetry: Arc<Telemetry>,
+        listeners: crate::net::Listeners,
+    ) -> anyhow::Result<Self> {
         let health = Arc::new(Health::default());
         let stop_receivers = CancellationToken::new();
         let stop_extensions = CancellationToken::new();
@@ -128,6 +142,7 @@ impl RunningService {
             authenticators: Default::default(),
             storages: Default::default(),
             options: opts.clone(),
+            listeners,
         };
 
         if let Some(addr) = graph.telemetry.metrics_address {
@@ -296,6 +311,19 @@ impl RunningService {
 
     pub fn health(&self) -> &Arc<Health> {
         &self.health
+    }
+
+    /// Every listener serving now and its bound address: with an endpoint
+    /// of port 0, how the caller learns the port it got.
+    pub fn listeners(&self) -> Vec<crate::net::Bound> {
+        self.listeners.list()
+    }
+
+    /// The bound address of the listener `name`
+    /// (`receivers::otlp::protocols::grpc`, `extensions::health_check`,
+    /// `service::telemetry::metrics`).
+    pub fn address(&self, name: &str) -> Option<std::net::SocketAddr> {
+        self.listeners.address(name)
     }
 
     /// Samples the stateful stages (`batch`) of every pipeline hold now.

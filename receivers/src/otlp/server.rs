@@ -76,7 +76,7 @@ impl Receiver for OtlpReceiver {
             });
             let app = axum::Router::new().fallback(export).with_state(service);
             servers.push(profcol_pipeline::net::spawn(
-                &name,
+                &format!("{name}::protocols::grpc"),
                 listener,
                 app,
                 settings,
@@ -99,7 +99,7 @@ impl Receiver for OtlpReceiver {
             tracing::info!(receiver = %ctx.id, endpoint = %h.endpoint, path = %h.profiles_url_path, tls = h.tls.is_some(), "OTLP/HTTP receiver listening");
             let app = otlp_http::router(&h, ingest.clone(), recorder.clone(), auth);
             servers.push(profcol_pipeline::net::spawn(
-                &name,
+                &format!("{name}::protocols::http"),
                 listener,
                 app,
                 settings,

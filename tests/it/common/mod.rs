@@ -2,7 +2,7 @@
 //! tonic server, and helpers to send recorded requests.
 #![allow(dead_code)]
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::Read;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -16,16 +16,17 @@ use prost::Message;
 use tokio_util::sync::CancellationToken;
 use tonic::{Code, Request, Response, Status};
 
-/// A port that was free a moment ago on 127.0.0.1.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 pub mod otelcol;
+
+/// A port on 127.0.0.1 that refuses connections (a peer that is down):
+/// bound but never listening, so nothing else can take it while the
+/// returned socket lives.
+pub fn refusing_port() -> (tokio::net::TcpSocket, u16) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    (socket, port)
+}
 
 pub use profcol_model::testing::fixture;
 
@@ -200,7 +201,11 @@ impl Sink {
 }
 
 pub async fn client(port: u16) -> ProfilesServiceClient<tonic::transport::Channel> {
-    ProfilesServiceClient::connect(format!("http://127.0.0.1:{port}"))
+    client_at(SocketAddr::from(([127, 0, 0, 1], port))).await
+}
+
+pub async fn client_at(addr: SocketAddr) -> ProfilesServiceClient<tonic::transport::Channel> {
+    ProfilesServiceClient::connect(format!("http://{addr}"))
         .await
         .unwrap()
         .max_encoding_message_size(usize::MAX)
@@ -283,6 +288,48 @@ pub struct Running {
     child: std::process::Child,
     out: Option<std::thread::JoinHandle<std::io::Result<u64>>>,
     err: Option<std::thread::JoinHandle<std::io::Result<String>>>,
+    /// `--ready-file` (in a directory of its own) and what it last listed.
+    ready: Option<(tempfile::TempDir, std::path::PathBuf)>,
+    listeners: BTreeMap<String, SocketAddr>,
+}
+
+/// Where the listeners of a collector are bound, by name
+/// (`receivers::otlp::protocols::grpc`): configs here listen on port 0,
+/// and the test asks which port each got.
+pub trait Ports {
+    fn addr(&self, listener: &str) -> SocketAddr;
+
+    fn port(&self, listener: &str) -> u16 {
+        self.addr(listener).port()
+    }
+    fn grpc_port(&self) -> u16 {
+        self.port("receivers::otlp::protocols::grpc")
+    }
+    fn http_port(&self) -> u16 {
+        self.port("receivers::otlp::protocols::http")
+    }
+    fn metrics_port(&self) -> u16 {
+        self.port("service::telemetry::metrics")
+    }
+    fn health_port(&self) -> u16 {
+        self.port("extensions::health_check")
+    }
+}
+
+impl Ports for profcol_pipeline::runtime::RunningService {
+    fn addr(&self, listener: &str) -> SocketAddr {
+        self.address(listener)
+            .unwrap_or_else(|| panic!("no listener {listener}; listening: {:?}", self.listeners()))
+    }
+}
+
+impl Ports for Running {
+    fn addr(&self, listener: &str) -> SocketAddr {
+        *self
+            .listeners
+            .get(listener)
+            .unwrap_or_else(|| panic!("no listener {listener}; listening: {:?}", self.listeners))
+    }
 }
 
 impl Drop for Running {
@@ -317,6 +364,58 @@ impl Running {
             child,
             out: Some(out),
             err: Some(err),
+            ready: None,
+            listeners: BTreeMap::new(),
+        }
+    }
+
+    /// Starts `cmd` (a [`profcol`] command running a collector) with
+    /// `--ready-file` and waits until it is ready, its listeners' addresses
+    /// read ([`Ports`]); fails the test with the logs if it exits first or
+    /// is not ready within 60 s.
+    pub async fn ready(cmd: &mut std::process::Command) -> Running {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ready");
+        let mut p = Self::spawn(cmd.arg("--ready-file").arg(&path));
+        p.ready = Some((dir, path));
+        p.reread_when(|_| true).await;
+        p
+    }
+
+    /// Reads the ready file again once `done` holds for what it lists (a
+    /// reload rewrote it); fails as [`Running::ready`] does.
+    pub async fn reread_when(&mut self, done: impl Fn(&BTreeMap<String, SocketAddr>) -> bool) {
+        let path = self
+            .ready
+            .as_ref()
+            .expect("started with Running::ready")
+            .1
+            .clone();
+        let started = std::time::Instant::now();
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                let listeners: BTreeMap<String, SocketAddr> = text
+                    .lines()
+                    .filter_map(|l| {
+                        let (name, addr) = l.split_once(' ')?;
+                        Some((name.to_owned(), addr.parse().ok()?))
+                    })
+                    .collect();
+                if done(&listeners) {
+                    self.listeners = listeners;
+                    return;
+                }
+            }
+            if !self.is_running() {
+                let (code, logs) = self.finish(std::time::Duration::from_secs(5)).await;
+                panic!("exited before it was ready: {code:?}\n{logs}");
+            }
+            if started.elapsed() > std::time::Duration::from_secs(60) {
+                self.signal("KILL");
+                let (code, logs) = self.finish(std::time::Duration::from_secs(10)).await;
+                panic!("not ready within 60 s; exit {code:?}\n{logs}");
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }
 
@@ -361,6 +460,22 @@ impl Running {
         self
     }
 
+    /// [`Running::healthy`], or the logs if it exits first.
+    pub async fn healthy_or_exit(mut self, port: u16) -> Result<Running, String> {
+        let started = std::time::Instant::now();
+        while health_status(port).await != Some(200) {
+            if !self.is_running() {
+                let (code, logs) = self.finish(std::time::Duration::from_secs(5)).await;
+                return Err(format!("exit {code:?}\n{logs}"));
+            }
+            if started.elapsed() > std::time::Duration::from_secs(60) {
+                self.fail("never became healthy").await;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        Ok(self)
+    }
+
     /// Kills the process and fails the test with its logs.
     pub async fn fail(self, what: &str) -> ! {
         self.signal("KILL");
@@ -379,6 +494,10 @@ impl Running {
     /// Waits for exit (polling, so this runtime stays free to answer the
     /// server's GOAWAY); returns the status and the logs.
     pub async fn wait(mut self, limit: std::time::Duration) -> (std::process::ExitStatus, String) {
+        self.finish(limit).await
+    }
+
+    async fn finish(&mut self, limit: std::time::Duration) -> (std::process::ExitStatus, String) {
         let started = std::time::Instant::now();
         let code = loop {
             if let Some(code) = self.child.try_wait().unwrap() {

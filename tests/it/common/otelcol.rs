@@ -83,6 +83,44 @@ pub fn validate_with(
     (out.status.success(), text)
 }
 
+/// Starts a Collector on the config `config` makes of `n` ports (the last
+/// for its `health_check`), once healthy, and says which ports. The
+/// Collector cannot report the port `:0` took, so these are ports that
+/// were free a moment ago; when another process took one in between, the
+/// Collector exits (address in use) and is started again on others.
+pub async fn start_on_free_ports(
+    bin: &std::path::Path,
+    n: usize,
+    config: impl Fn(&[u16]) -> String,
+) -> (Running, tempfile::TempDir, Vec<u16>) {
+    let mut last = String::new();
+    for _ in 0..5 {
+        let ports: Vec<u16> = (0..n)
+            .map(|_| {
+                std::net::TcpListener::bind("127.0.0.1:0")
+                    .unwrap()
+                    .local_addr()
+                    .unwrap()
+                    .port()
+            })
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("otelcol.yaml");
+        std::fs::write(&path, config(&ports)).unwrap();
+        let running = Running::spawn(
+            command(bin)
+                .arg(format!("--config=file:{}", path.display()))
+                .arg(PROFILES_GATE),
+        );
+        match running.healthy_or_exit(ports[n - 1]).await {
+            Ok(running) => return (running, dir, ports),
+            Err(logs) if logs.contains("address already in use") => last = logs,
+            Err(logs) => panic!("the Collector exited before it became healthy:\n{logs}"),
+        }
+    }
+    panic!("the Collector found no free ports in 5 tries:\n{last}");
+}
+
 /// A running Collector on `config` (which must enable the `health_check`
 /// extension on `health`), once healthy.
 pub async fn start(
