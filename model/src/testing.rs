@@ -28,7 +28,7 @@ pub fn go_available() -> bool {
             std::env::var_os("CI").is_none(),
             "`go` is not installed: CI must install golang-go to run the go tool pprof tests"
         );
-        eprintln!("skipping: `go` is not installed (apt-get install golang-go)");
+        skipped("no `go` on PATH (apt-get install golang-go)");
     }
     found
 }
@@ -57,10 +57,73 @@ pub fn python(modules: &[&str]) -> Option<PathBuf> {
         std::env::var_os("CI").is_none(),
         "no Python with {modules:?}: CI must install tests/python/requirements.txt into target/py"
     );
-    eprintln!(
-        "skipping: no Python with {modules:?} (python3 -m venv target/py && target/py/bin/pip install -r tests/python/requirements.txt)"
-    );
+    skipped(&format!(
+        "no Python with {} (python3 -m venv target/py && target/py/bin/pip install -r tests/python/requirements.txt)",
+        modules.join(", ")
+    ));
     None
+}
+
+/// Records that the running test skips its checks for `why` (a missing
+/// tool) and says so twice: at once on stderr (shown with `--nocapture`),
+/// and when the test binary exits, as one summary line after libtest's
+/// `test result` (`2 tests skipped ... : no go on PATH (...)`), so that a
+/// pass that skipped is not read as a pass that checked. The caller fails
+/// instead under CI.
+pub fn skipped(why: &str) {
+    use std::sync::{Mutex, Once};
+    static SKIPPED: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+    static AT_EXIT: Once = Once::new();
+
+    extern "C" fn summary() {
+        use std::io::Write;
+        let skipped = SKIPPED.lock().unwrap_or_else(|e| e.into_inner());
+        let mut by_why: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+        for (test, why) in skipped.iter() {
+            let tests = by_why.entry(why).or_default();
+            if !tests.contains(&test.as_str()) {
+                tests.push(test);
+            }
+        }
+        let n: usize = by_why.values().map(Vec::len).sum();
+        let binary = std::env::current_exe()
+            .ok()
+            .and_then(|p| Some(p.file_stem()?.to_string_lossy().into_owned()))
+            .map(|s| {
+                s.rsplit_once('-')
+                    .map_or(s.clone(), |(name, _hash)| name.to_owned())
+            })
+            .unwrap_or_default();
+        let reasons: Vec<String> = by_why
+            .iter()
+            .map(|(why, tests)| format!("{why}: {}", tests.join(", ")))
+            .collect();
+        // At exit nothing can be reported any more: a failed write is dropped.
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n{n} {} of {binary} skipped (counted as passed; CI=1 fails them instead): {}\n",
+            if n == 1 { "test" } else { "tests" },
+            reasons.join("; ")
+        );
+    }
+
+    eprintln!("skipping: {why}");
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a test off its thread")
+        .to_owned();
+    SKIPPED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((test, why.to_owned()));
+    AT_EXIT.call_once(|| {
+        // SAFETY: `summary` is an `extern "C" fn()` that neither unwinds
+        // nor needs anything atexit handlers may not use.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::atexit(summary);
+        }
+    });
 }
 
 /// Stdout of `go tool pprof ARGS FILE`, which must succeed. `tmp` keeps

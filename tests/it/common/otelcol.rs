@@ -16,36 +16,44 @@ pub const PROFILES_GATE: &str = "--feature-gates=service.profilesSupport";
 /// locally when `go` is missing or the build fails; under CI (`CI` set) that
 /// fails instead, as the go tool pprof tests do.
 pub fn binary() -> Option<PathBuf> {
-    static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BIN.get_or_init(|| {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let found = BIN.get_or_init(|| {
         if let Some(path) = std::env::var_os("PROFCOL_OTELCOL") {
-            return Some(PathBuf::from(path));
+            return Ok(PathBuf::from(path));
         }
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/otelcol/build.sh");
-        let why = match Command::new("bash").arg(&script).output() {
+        match Command::new("bash").arg(&script).output() {
             Ok(out) if out.status.success() => {
                 let stdout = String::from_utf8_lossy(&out.stdout);
                 let path = PathBuf::from(stdout.lines().last().unwrap_or("").trim());
                 if path.is_file() {
-                    return Some(path);
+                    return Ok(path);
                 }
-                format!("{} printed no binary path", script.display())
+                Err(format!("{} printed no binary path", script.display()))
             }
-            Ok(out) => format!(
+            Ok(out) => Err(format!(
                 "{} failed: {}",
                 script.display(),
                 String::from_utf8_lossy(&out.stderr)
-            ),
-            Err(e) => format!("{}: {e}", script.display()),
-        };
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "the OpenTelemetry Collector test peer is missing under CI: {why}"
-        );
-        eprintln!("skipping: no OpenTelemetry Collector test peer ({why})");
-        None
-    })
-    .clone()
+            )),
+            Err(e) => Err(format!("{}: {e}", script.display())),
+        }
+    });
+    match found {
+        Ok(path) => Some(path.clone()),
+        Err(why) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "the OpenTelemetry Collector test peer is missing under CI: {why}"
+            );
+            // Every caller skips, so each is counted.
+            profcol_model::testing::skipped(&format!(
+                "no OpenTelemetry Collector test peer ({})",
+                why.lines().next().unwrap_or_default()
+            ));
+            None
+        }
+    }
 }
 
 /// `otelcol-profcol ARGS` with the profiles gate.
