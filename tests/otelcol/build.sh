@@ -2,10 +2,11 @@
 # Build (or reuse) the pinned OpenTelemetry Collector test peer `otelcol-profcol`.
 #
 # Prints the absolute path of the binary on the last line of stdout; all build
-# noise goes to stderr. The binary is cached in target/otelcol/<hash>/, where
-# <hash> covers builder-config.yaml (minus comment lines), this script and
-# stub/: changing any of them triggers a rebuild (~10 min on 2 cores), and a
-# warm call costs only the hashing.
+# noise goes to stderr. The binary is cached outside the checkout, in
+# $PROFCOL_OTELCOL_CACHE (default ~/.cache/profcol/otelcol)/<hash>/, so that
+# a fresh clone, as CI makes, reuses it. <hash> covers builder-config.yaml
+# and this script (minus comment lines) and stub/: changing any of them
+# triggers a rebuild (~10 min on 2 cores); a warm call costs the hashing.
 #
 # Needs only `go` (1.26+) and the Go module proxy. Env knobs:
 #   OTELCOL_BUILD_JOBS=N   pass -p=N to the go commands (e.g. 1 on a busy box)
@@ -20,11 +21,11 @@ cd "$root"
 
 config="$here/builder-config.yaml"
 script="$here/build.sh"
-cache="$root/target/otelcol"
+cache="${PROFCOL_OTELCOL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/profcol/otelcol}"
 name="otelcol-profcol"
 
-# Comment lines of the config do not count, so documenting it costs no rebuild.
-hash="$( { grep -v '^[[:space:]]*#' "$config"; cat "$script";
+# Comment lines do not count, so documenting costs no rebuild.
+hash="$( { grep -v '^[[:space:]]*#' "$config"; grep -v '^[[:space:]]*#' "$script";
            find "$here/stub" -type f | LC_ALL=C sort | xargs cat; } | sha256sum | cut -c1-16)"
 out="$cache/$hash"
 bin="$out/$name"
@@ -66,9 +67,11 @@ rm -rf "$work"
 mkdir -p "$work"
 gen_config="$work.builder-config.yaml"
 trap 'rm -f "$gen_config"' EXIT
-sed -E "s#^([[:space:]]*output_path:).*#\1 $work#" "$config" >"$gen_config"
-grep -q "output_path: $work\$" "$gen_config" || {
-  echo "build.sh: could not rewrite dist.output_path in $config" >&2; exit 1; }
+# The cache lives outside the checkout: the stub's relative path becomes absolute.
+sed -E -e "s#^([[:space:]]*output_path:).*#\1 $work#" \
+  -e "s#=> \.\./\.\./\.\./tests/otelcol/stub/#=> $here/stub/#" "$config" >"$gen_config"
+grep -q "output_path: $work\$" "$gen_config" && grep -q "=> $here/stub/" "$gen_config" || {
+  echo "build.sh: could not rewrite output_path or the stub path of $config" >&2; exit 1; }
 
 echo "build.sh: building $name (cache miss, $hash); this takes several minutes" >&2
 start=$SECONDS
