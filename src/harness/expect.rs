@@ -8,6 +8,7 @@ use profcol_model::resolved::{folded, ResolvedProfile};
 use profcol_model::ProfileBatch;
 
 use super::spec::Expectation;
+use super::stacks::{attr_matches, sample_attrs, Line};
 
 /// What one exporter ended up with.
 pub struct Received {
@@ -72,39 +73,22 @@ pub fn check(
         }
     }
 
-    let lines: Vec<(&str, i64)> = profiles
+    let lines: Vec<Line> = profiles
         .iter()
-        .flat_map(|p| p.samples.iter().map(|(k, v)| (k.as_str(), *v)))
+        .flat_map(|p| {
+            p.samples
+                .iter()
+                .map(|(k, v)| Line::new(&p.sample_type, k, *v))
+        })
         .collect();
     for entry in &want.stacks {
-        let (pattern, value) = split_value(entry);
-        let matched: Vec<&(&str, i64)> =
-            lines.iter().filter(|(l, _)| matches(l, pattern)).collect();
-        let total: i64 = matched.iter().map(|(_, v)| v).sum();
-        if matched.is_empty() {
-            fail(format!(
-                "missing stack {pattern:?}{}",
-                closest(&lines, pattern)
-            ));
-        } else if let Some(v) = value {
-            if total != v {
-                fail(format!(
-                    "stack {pattern:?}: expected {v}, got {total}{}",
-                    if matched.len() > 1 {
-                        format!(" (sum of {} lines)", matched.len())
-                    } else {
-                        String::new()
-                    }
-                ));
-            }
+        if let Some(msg) = entry.check_present(&lines) {
+            fail(msg);
         }
     }
     for entry in &want.absent_stacks {
-        let (pattern, value) = split_value(entry);
-        for (l, v) in lines.iter().filter(|(l, _)| matches(l, pattern)) {
-            if value.is_none_or(|w| w == *v) {
-                fail(format!("stack {pattern:?} must be absent, got {l} {v}"));
-            }
+        if let Some(msg) = entry.check_absent(&lines) {
+            fail(msg);
         }
     }
 
@@ -165,103 +149,9 @@ pub fn check(
     Outcome { failures, updated }
 }
 
-/// `a;b [t=1] 42` -> (`a;b [t=1]`, Some(42)).
-fn split_value(entry: &str) -> (&str, Option<i64>) {
-    let entry = entry.trim();
-    if let Some((head, last)) = entry.rsplit_once(' ') {
-        if let Ok(v) = last.parse() {
-            return (head.trim_end(), Some(v));
-        }
-    }
-    (entry, None)
-}
-
-/// A pattern matches a line of the same stack that has at least the
-/// attributes it lists in `[...]` (none listed: any).
-fn matches(line: &str, pattern: &str) -> bool {
-    let stack = pattern.split_once(" [").map_or(pattern, |(s, _)| s);
-    let Some(rest) = line.strip_prefix(stack) else {
-        return false;
-    };
-    if !(rest.is_empty() || rest.starts_with(' ')) {
-        return false;
-    }
-    let have = sample_attrs(line);
-    sample_attrs(pattern)
-        .iter()
-        .all(|w| have.iter().any(|a| attr_matches(a, w)))
-}
-
-fn closest(lines: &[(&str, i64)], pattern: &str) -> String {
-    let leaf = pattern
-        .split(' ')
-        .next()
-        .unwrap_or("")
-        .rsplit(';')
-        .next()
-        .unwrap_or("");
-    let near: Vec<String> = lines
-        .iter()
-        .filter(|(l, _)| !leaf.is_empty() && l.split(' ').next().is_some_and(|s| s.contains(leaf)))
-        .take(5)
-        .map(|(l, v)| format!("\n    got: {l} {v}"))
-        .collect();
-    if near.is_empty() {
-        format!(" ({} stacks received, none with {leaf:?})", lines.len())
-    } else {
-        near.concat()
-    }
-}
-
-/// The `k=v` items of a folded line's `[...]`.
-fn sample_attrs(line: &str) -> Vec<&str> {
-    let Some(start) = line.find(" [") else {
-        return Vec::new();
-    };
-    let rest = &line[start + 2..];
-    let end = rest.rfind(']').unwrap_or(rest.len());
-    rest[..end].split(", ").collect()
-}
-
-/// `want` is `key` or `key=value`; a value may carry ` (unit)`.
-fn attr_matches(attr: &str, want: &str) -> bool {
-    if want.contains('=') {
-        attr == want || attr.strip_prefix(want).is_some_and(|r| r.starts_with(" ("))
-    } else {
-        attr.split_once('=').is_some_and(|(k, _)| k == want)
-    }
-}
-
 /// Profiles sorted, so that the order batches arrived in does not matter.
 fn snapshot_text(profiles: &[ResolvedProfile]) -> String {
     let mut blocks: Vec<String> = profiles.iter().map(|p| p.to_string()).collect();
     blocks.sort();
     blocks.concat()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stack_patterns() {
-        assert_eq!(split_value("a;b [t=1] 42"), ("a;b [t=1]", Some(42)));
-        assert_eq!(split_value("a;b"), ("a;b", None));
-        assert!(matches("a;b [t=1]", "a;b"));
-        assert!(matches("a;b", "a;b"));
-        assert!(!matches("a;bc", "a;b"));
-        assert!(!matches("a;b;c [t=1]", "a;b"));
-        // Listed attributes must be there; others may be.
-        assert!(matches("a;b [t=1, u=2]", "a;b [u=2]"));
-        assert!(matches("a;b [t=1, u=2] {trace_id=0}", "a;b [t=1, u=2]"));
-        assert!(!matches("a;b [t=1, u=2]", "a;b [u=3]"));
-        assert!(!matches("a;b", "a;b [u=2]"));
-        assert_eq!(
-            sample_attrs("a;b [t=1, u=x y] {trace_id=0}"),
-            ["t=1", "u=x y"]
-        );
-        assert!(attr_matches("thread.id=5", "thread.id"));
-        assert!(attr_matches("size=5 (By)", "size=5"));
-        assert!(!attr_matches("thread.idx=5", "thread.id"));
-    }
 }

@@ -7,6 +7,7 @@ mod inputs;
 mod patch;
 mod sinks;
 pub mod spec;
+pub mod stacks;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

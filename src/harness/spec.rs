@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::stacks::StackSpec;
+
 /// One YAML test file: a pipeline config and the tests run against it.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -109,13 +111,14 @@ pub struct Expectation {
     /// Sum of sample values per sample type, keyed `type/unit` or `type`.
     #[serde(default)]
     pub sample_totals: BTreeMap<String, i64>,
-    /// Folded stacks that must be present: `root;...;leaf [attributes] VALUE`.
-    /// Without attributes any attributes match; without VALUE any value.
+    /// Stacks that must be present: the folded line
+    /// `root;...;leaf [attributes] VALUE` (without attributes any match;
+    /// without VALUE any value), or a hand-written form ([`StackSpec`]).
     #[serde(default)]
-    pub stacks: Vec<String>,
-    /// Folded stacks that must not be present (same matching).
+    pub stacks: Vec<StackSpec>,
+    /// Stacks that must not be present (same forms).
     #[serde(default)]
-    pub absent_stacks: Vec<String>,
+    pub absent_stacks: Vec<StackSpec>,
     /// `key` or `key=value` present on a resource, scope, profile or sample.
     #[serde(default)]
     pub attributes: Vec<String>,
