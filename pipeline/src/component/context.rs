@@ -294,6 +294,11 @@ impl<'a> ProcessContext<'a> {
     /// Counts `samples` removed from the batch for `reason`.
     pub fn dropped(&mut self, samples: u64, reason: DropReason) {
         if samples == 0 {
+            // The Collector's filter records its counter on every batch, 0
+            // too: dashboards find the series from the first batch on.
+            if let (Some(t), "filtered") = (self.telemetry, reason) {
+                t.filter_filtered(self.processor, 0);
+            }
             return;
         }
         self.dropped += samples;
@@ -346,5 +351,25 @@ impl ExporterContext {
     /// sample is counted exactly once whatever happens to the batch.
     pub(crate) fn dropped(&self, samples: u64, reason: DropReason) {
         self.telemetry.exporter_dropped(&self.id, samples, reason);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_filter_counter_is_served_from_the_first_batch() {
+        let t = Telemetry::new();
+        let series = "otelcol_processor_filter_profiles_filtered_total{filter=\"filter/noisy\"}";
+        let mut ctx = ProcessContext::new("profiles", "filter/noisy", &t);
+        ctx.dropped(0, "filtered");
+        let text = t.encode_text();
+        assert!(text.contains(&format!("{series} 0\n")), "{text}");
+        ctx.dropped(3, "filtered");
+        assert!(t.encode_text().contains(&format!("{series} 3\n")));
+        // Other reasons of 0 samples still count nothing.
+        ctx.dropped(0, "sampled_out");
+        assert!(!t.encode_text().contains("sampled_out"));
     }
 }

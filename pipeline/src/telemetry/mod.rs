@@ -397,12 +397,16 @@ impl Telemetry {
                 ("reason", reason),
             ])
             .inc_by(samples);
-        // The filter processor's own counter, as the Collector names it.
         if reason == "filtered" {
-            self.filter_filtered
-                .get(&[("filter", processor)])
-                .inc_by(samples);
+            self.filter_filtered(processor, samples);
         }
+    }
+
+    /// The filter processor's own counter, as the Collector names it.
+    pub fn filter_filtered(&self, processor: &str, samples: u64) {
+        self.filter_filtered
+            .get(&[("filter", processor)])
+            .inc_by(samples);
     }
 
     pub fn processor_event(&self, processor: &str, what: &str, n: u64) {
