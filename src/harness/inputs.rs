@@ -70,7 +70,8 @@ pub fn load(path: &Path, format: Option<InputFormat>) -> anyhow::Result<Payload>
         }
         InputFormat::OtlpJson => {
             let bytes = read(path)?;
-            if holds_several_json_values(&bytes) {
+            // `compression: zstd` frames JSON as it frames protobuf.
+            if holds_several_json_values(&bytes) || is_length_prefixed(&bytes) {
                 return file_output(&bytes);
             }
             let data = profcol_otlp::json::decode(&bytes)
@@ -127,12 +128,15 @@ pub fn load(path: &Path, format: Option<InputFormat>) -> anyhow::Result<Payload>
     })
 }
 
-/// Whether `bytes` is the `file` exporter's proto output (each request
-/// after its length as 4 big-endian bytes) rather than one request. A
-/// protobuf message never starts with a byte below 0x08 (that would be
-/// field number 0), while the length prefix of a record under 128 MiB does.
+/// Whether `bytes` is the `file` exporter's proto or zstd output (each
+/// request after its length as 4 big-endian bytes, or the whole file one
+/// zstd stream) rather than one request. A protobuf message never starts
+/// with a byte below 0x08 (that would be field number 0), while the length
+/// prefix of a record under 128 MiB does; nor with the zstd magic (field 5,
+/// which `ExportProfilesServiceRequest` does not have).
 fn is_length_prefixed(bytes: &[u8]) -> bool {
     bytes.first().is_some_and(|&b| b < 0x08)
+        || bytes.starts_with(&profcol_exporters::file::ZSTD_MAGIC)
 }
 
 /// Whether `bytes` holds several JSON values one after the other (the `file`
@@ -392,6 +396,20 @@ mod tests {
             lines.push(b'\n');
         }
         assert_eq!(load_file("out.json", &lines), want);
+
+        // `compression: zstd` (each request a zstd frame after its length),
+        // JSON or protobuf, under any name; a file compressed whole as `.zst`.
+        let mut zstd_json = Vec::new();
+        for line in lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let frame = zstd::bulk::compress(line, 3).unwrap();
+            zstd_json.extend_from_slice(&(frame.len() as u32).to_be_bytes());
+            zstd_json.extend_from_slice(&frame);
+        }
+        for name in ["out.json", "out.jsonl", "out.bin"] {
+            assert_eq!(load_file(name, &zstd_json), want, "{name}");
+        }
+        let whole = zstd::encode_all(lines.as_slice(), 3).unwrap();
+        assert_eq!(load_file("out.jsonl.zst", &whole), want);
     }
 
     #[test]

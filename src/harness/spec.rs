@@ -86,7 +86,7 @@ impl InputFormat {
             Self::SentryEnvelope
         } else if ends(".pb.gz") || ends(".pprof") || ends(".pprof.gz") {
             Self::Pprof
-        } else if ends(".jsonl") {
+        } else if ends(".jsonl") || ends(".zst") {
             Self::OtlpFile
         } else if ends(".json") {
             Self::OtlpJson

@@ -696,8 +696,6 @@ impl Place {
 ///   (resolver k8s and aws_cloud_map, per-backend queues). -2 also lists
 ///   `file_storage` in service.extensions but configures `file_storage/otc`
 ///   (so in the README it was copied from).
-/// - exporter-file-testdata-6/7/8: the Collector, a group_by path or
-///   attribute it cannot use; profcol, group_by itself.
 /// - extension-health_check-testdata-5: the Collector, its v2 keys without
 ///   the feature gate; profcol, the v2 keys.
 /// - service-telemetry-testdata-7: the Collector, views below level
@@ -802,7 +800,8 @@ fn table_rows_match_errors_by_type_and_key() {
     for line in [
         "exporters::otlp_grpc::sending_queue::sizer: \"items\" is not supported",
         "receivers::otlp::protocols::grpc::tls::cert_file: cannot read test.crt",
-        "exporters::file/3::compression: zstd is not supported",
+        "processors::probabilistic_sampler/2::mode: \"proportional\" is not supported for profiles",
+        "exporters::file/3::encoding: unknown field `encoding`",
         "service::telemetry::metrics::readers::0::periodic: periodic readers are not supported",
         "extensions::zpages: unknown type \"zpages\"",
     ] {
@@ -813,6 +812,7 @@ fn table_rows_match_errors_by_type_and_key() {
         // a key is not matched inside another, and a type must be listed.
         "exporters::otlp::endpoint: is required",
         "exporters::otlp::sending_queue::sizer: unknown value \"pages\"",
+        "processors::probabilistic_sampler::mode: \"other\" is not supported",
         "exporters::file::compression: gzip is not supported",
         "exporters::debug::verbosity: unknown value \"loud\"",
         "extensions::sigv4auth::region: x",
