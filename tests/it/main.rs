@@ -10,6 +10,7 @@ mod cli;
 mod deploy;
 mod docs;
 mod durable_queue;
+mod file_exporter;
 mod gateway_tiers;
 mod harness;
 mod hostile_input;
