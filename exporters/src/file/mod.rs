@@ -7,7 +7,6 @@
 
 mod config;
 mod group;
-mod read;
 mod record;
 mod rotate;
 mod sink;
@@ -32,7 +31,7 @@ use profcol_pipeline::component::{
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
 pub use config::{CompressionParams, FileExporterConfig, Format, GroupBy, Rotation};
-pub use read::{read_requests, ZSTD_MAGIC};
+pub use profcol_otlp::file::{read_requests, ZSTD_MAGIC};
 
 use group::Groups;
 use record::{Encoder, Source};

@@ -2,7 +2,9 @@
 //! protobuf: the earlier opentelemetry-proto revisions ([`revisions`],
 //! generated at build time from the descriptors in `proto/revisions/`) and
 //! OTLP/JSON ([`json`]), both translated to and from the v1.10.0 model of
-//! `profcol-model`. Pure: no I/O.
+//! `profcol-model`, and the records of the `file` exporter ([`file`]).
+//! Pure: no I/O.
 
+pub mod file;
 pub mod json;
 pub mod revisions;

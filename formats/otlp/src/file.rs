@@ -2,12 +2,18 @@
 //! JSON lines, length-prefixed records (protobuf, or zstd frames of
 //! protobuf or JSON), and a whole file compressed as one zstd stream (the
 //! Collector's `exporter.file.nativeCompression` gate, or `zstd` run on a
-//! file).
+//! file). Decompression stops at [`MAX_DECOMPRESSED`]: a small file must
+//! not claim the machine's memory.
+
+use std::io::Read;
 
 use prost::Message;
 
+use crate::json as otlp_json;
 use profcol_model::proto::ProfilesData;
-use profcol_otlp::json as otlp_json;
+
+/// The most a file, or one record of it, may inflate to.
+pub const MAX_DECOMPRESSED: u64 = 1 << 30;
 
 /// The first bytes of every zstd frame.
 pub const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
@@ -15,7 +21,7 @@ pub const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 /// Every request of a file a `file` exporter wrote.
 pub fn read_requests(bytes: &[u8]) -> Result<Vec<ProfilesData>, String> {
     if bytes.starts_with(&ZSTD_MAGIC) {
-        let plain = zstd::stream::decode_all(bytes)
+        let plain = inflate(bytes)
             .map_err(|e| format!("a zstd-compressed file that does not decompress: {e}"))?;
         return read_plain(&plain);
     }
@@ -59,11 +65,43 @@ fn record(body: &[u8]) -> Result<ProfilesData, String> {
     if !body.starts_with(&ZSTD_MAGIC) {
         return ProfilesData::decode(body).map_err(|e| e.to_string());
     }
-    let plain = zstd::stream::decode_all(body).map_err(|e| format!("zstd: {e}"))?;
+    let plain = inflate(body).map_err(|e| format!("zstd: {e}"))?;
     if first_non_blank(&plain) == Some(b'{') {
         otlp_json::decode(&plain).map_err(|e| e.to_string())
     } else {
         ProfilesData::decode(plain.as_slice()).map_err(|e| e.to_string())
+    }
+}
+
+/// Every zstd frame of `bytes`, up to [`MAX_DECOMPRESSED`].
+fn inflate(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    inflate_at_most(bytes, MAX_DECOMPRESSED)
+}
+
+fn inflate_at_most(bytes: &[u8], limit: u64) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    zstd::stream::read::Decoder::new(bytes)
+        .map_err(|e| e.to_string())?
+        .take(limit + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| e.to_string())?;
+    if out.len() as u64 > limit {
+        return Err(format!("inflates past {limit} bytes"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zstd_bomb_stops_at_the_limit() {
+        let bomb = zstd::encode_all(&vec![0u8; 4 << 20][..], 3).unwrap();
+        assert!(bomb.len() < 4096, "{}", bomb.len());
+        let err = inflate_at_most(&bomb, 1 << 20).unwrap_err();
+        assert_eq!(err, "inflates past 1048576 bytes");
+        assert_eq!(inflate_at_most(&bomb, 4 << 20).unwrap().len(), 4 << 20);
     }
 }
 
