@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Code, Request, Response, Status};
 
 pub mod otelcol;
+pub mod seen;
 
 /// A port on 127.0.0.1 that refuses connections (a peer that is down):
 /// bound but never listening, so nothing else can take it while the
