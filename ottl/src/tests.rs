@@ -358,3 +358,29 @@ fn conditions_borrow_and_short_circuit() {
     assert!(out[0].is_err());
     assert_eq!(out[1], Ok(true));
 }
+
+/// `compare.go`: a list literal against an attribute's slice is
+/// `reflect.DeepEqual` with the slice's raw form (found by the
+/// differential test against the Collector).
+#[test]
+fn a_list_literal_equals_an_attribute_slice_with_the_same_values() {
+    let mut d = batch();
+    assert!(run(
+        &mut d,
+        &[
+            r#"set(profile.attributes["l"], ["a", 1, nil, [true]])"#,
+            r#"set(profile.attributes["eq"], "y") where profile.attributes["l"] == ["a", 1, nil, [true]]"#,
+            r#"set(profile.attributes["rev"], "y") where ["a", 1, nil, [true]] == profile.attributes["l"]"#,
+            r#"set(profile.attributes["float"], "y") where profile.attributes["l"] != ["a", 1.0, nil, [true]]"#,
+            r#"set(profile.attributes["short"], "y") where profile.attributes["l"] == ["a", 1, nil]"#,
+            r#"set(profile.attributes["lt"], "y") where profile.attributes["l"] <= ["a", 1, nil, [true]]"#,
+        ]
+    )
+    .is_empty());
+    let keys: Vec<String> = attrs(&d)[0]
+        .iter()
+        .filter(|(_, v)| v == "y")
+        .map(|(k, _)| k.clone())
+        .collect();
+    assert_eq!(keys, ["eq", "rev", "float"]);
+}

@@ -189,6 +189,7 @@ pub fn compare(a: &Val, b: &Val, op: CmpOp) -> bool {
         (Map(x), Map(y)) => return eq_only(maps_equal(x, y), op),
         (Slice(x), Slice(y)) => return eq_only(x == y, op),
         (List(x), List(y)) => return eq_only(x == y, op),
+        (List(l), Slice(s)) | (Slice(s), List(l)) => return eq_only(list_eq_slice(l, s), op),
         (Ints(x), Ints(y)) => return eq_only(x == y, op),
         (ProfileId(x), ProfileId(y)) => return eq_only(x == y, op),
         (ValueType(a1, b1), ValueType(a2, b2)) => return eq_only(a1 == a2 && b1 == b2, op),
@@ -200,6 +201,23 @@ pub fn compare(a: &Val, b: &Val, op: CmpOp) -> bool {
         Some(o) => ord_matches(o, op),
         None => op == CmpOp::Ne,
     }
+}
+
+/// A Go slice against a `pcommon.Slice`: `reflect.DeepEqual` with the
+/// slice's `AsRaw()`, so only plain values (and nested lists) can be equal:
+/// a map or `pcommon.Slice` in the Go slice never equals the raw form.
+fn list_eq_slice(l: &[Val], s: &[AnyValue]) -> bool {
+    l.len() == s.len()
+        && l.iter().zip(s).all(|(a, b)| match (a, &b.value) {
+            (Val::Nil, None) => true,
+            (Val::Bool(x), Some(Any::BoolValue(y))) => x == y,
+            (Val::Int(x), Some(Any::IntValue(y))) => x == y,
+            (Val::Double(x), Some(Any::DoubleValue(y))) => x == y,
+            (Val::Str(x), Some(Any::StringValue(y))) => x == y,
+            (Val::Bytes(x), Some(Any::BytesValue(y))) => x.as_ref() == y.as_slice(),
+            (Val::List(x), Some(Any::ArrayValue(y))) => list_eq_slice(x, &y.values),
+            _ => false,
+        })
 }
 
 /// `pcommon.Map.Equal`: the same keys with equal values, in any order.
