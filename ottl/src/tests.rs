@@ -384,3 +384,20 @@ fn a_list_literal_equals_an_attribute_slice_with_the_same_values() {
         .collect();
     assert_eq!(keys, ["eq", "rev", "float"]);
 }
+
+/// `func_limit.go` counts each priority key present as often as it is
+/// listed: `["k", "k"]` with a limit of 2 leaves room for no other key
+/// (found by the differential test against the Collector).
+#[test]
+fn limit_counts_a_priority_key_listed_twice_twice() {
+    let mut d = batch();
+    assert!(run(
+        &mut d,
+        &[
+            r#"set(profile.attributes["k"], "v")"#,
+            r#"limit(profile.attributes, 2, ["k", "k"])"#,
+        ]
+    )
+    .is_empty());
+    assert_eq!(attrs(&d)[0], kv(&[("k", "v")]));
+}

@@ -407,7 +407,12 @@ impl Editor {
                 if m.len() as i64 <= *limit {
                     return Ok(());
                 }
-                let mut count = m.iter().filter(|kv| prio.contains(&kv.key)).count() as i64;
+                // Per priority key present, as `func_limit.go` counts: a key
+                // listed twice counts twice.
+                let mut count = prio
+                    .iter()
+                    .filter(|k| crate::value::map_get(&m, k).is_some())
+                    .count() as i64;
                 let mut out = Vec::with_capacity(*limit as usize);
                 for kv in m {
                     if prio.contains(&kv.key) {
