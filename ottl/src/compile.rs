@@ -375,14 +375,11 @@ impl Compiler {
                     _ => Expr::Neg(Box::new(e)),
                 }
             }
-            ast::Value::Math(l, op, r, col) => {
+            ast::Value::Math(l, op, r, _) => {
+                // Math is not a literal, even on literals: the Collector
+                // checks no argument type of it at load and runs `1 / 0`
+                // (an error per item) rather than refusing it.
                 let (l, r) = (self.value(l)?, self.value(r)?);
-                if let (Some(a), Some(b)) = (l.literal(), r.literal()) {
-                    // Literal math is folded; 1 / 0 is an error at load.
-                    return math(a.clone(), *op, b.clone())
-                        .map(Expr::Lit)
-                        .map_err(|e| ParseError::new(*col, e.0));
-                }
                 Expr::Math(Box::new(l), *op, Box::new(r))
             }
             ast::Value::List(items) => {

@@ -401,3 +401,29 @@ fn limit_counts_a_priority_key_listed_twice_twice() {
     .is_empty());
     assert_eq!(attrs(&d)[0], kv(&[("k", "v")]));
 }
+
+/// Math on literals is not a literal: the Collector loads
+/// `Substring(7 * 2.5, 0, 1)` and `1 / 0` and fails them per item
+/// (found by the differential test against the Collector).
+#[test]
+fn math_on_literals_fails_when_it_runs_not_when_it_loads() {
+    let mut d = batch();
+    let errs = run(
+        &mut d,
+        &[
+            r#"set(profile.attributes["sub"], Substring(7 * 2.5, 0, 1))"#,
+            r#"set(profile.attributes["div"], 1 / 0)"#,
+            r#"set(profile.attributes["ok"], 7 / 2)"#,
+        ],
+    );
+    assert_eq!(errs.len(), 4, "{errs:?}");
+    assert!(
+        errs[0].contains("expected string but got float64"),
+        "{errs:?}"
+    );
+    assert!(errs[2].contains("attempted to divide by 0"), "{errs:?}");
+    assert_eq!(
+        attrs(&d)[0].last().unwrap(),
+        &("ok".to_string(), "3".to_string())
+    );
+}
