@@ -21,6 +21,7 @@ mod otelcol_config;
 mod otelcol_interop;
 mod otlp_e2e;
 mod otlp_http;
+mod ottl_differential;
 mod pyroscope_e2e;
 mod reload;
 mod sentry_android;
