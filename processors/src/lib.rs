@@ -5,6 +5,7 @@
 // The prefetch hooks' unsafe code is a crate of its own (profcol-prefetch).
 #![deny(unsafe_code)]
 
+pub mod attraction;
 pub mod batch;
 pub mod dictionary_dedup;
 pub mod filter;
