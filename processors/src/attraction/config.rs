@@ -123,7 +123,8 @@ pub fn compile(
                     errs.push(
                         at("pattern"),
                         format!(
-                            "error creating AttrProc. Field \"pattern\" has invalid pattern: {e}"
+                            "error creating AttrProc. Field \"pattern\" has invalid pattern: {}",
+                            regex_error(&e)
                         ),
                     );
                     continue;
@@ -176,8 +177,13 @@ pub fn compile(
                 if a.key.is_empty() && pattern.is_none() {
                     bad("key", "missing required field \"key\" or \"pattern\"");
                 }
-                if n_sources > 0 || !a.converted_type.is_empty() {
-                    bad("value", "fields \"value\", \"from_attribute\", \"from_context\" and \"converted_type\" not allowed");
+                // The Collector ignores `from_context` here.
+                if a.value.is_some() || !a.from_attribute.is_empty() || !a.converted_type.is_empty()
+                {
+                    bad(
+                        "value",
+                        "fields \"value\", \"from_attribute\" and \"converted_type\" not allowed",
+                    );
                 }
             }
             ActionKind::Extract => {
@@ -232,4 +238,19 @@ pub fn compile(
         });
     }
     errs.into_result(out)
+}
+
+/// A regex error on one line: the crate's syntax errors draw the pattern
+/// and a caret over several lines; the last one says what is wrong.
+pub fn regex_error(e: &regex::Error) -> String {
+    match e {
+        regex::Error::Syntax(s) => s
+            .lines()
+            .last()
+            .unwrap_or(s)
+            .trim()
+            .trim_start_matches("error: ")
+            .to_string(),
+        other => other.to_string(),
+    }
 }

@@ -12,7 +12,9 @@ use profcol_model::proto::{any_value::Value as A, AnyValue, KeyValue};
 use profcol_model::BatchMeta;
 use profcol_ottl::value::{any_as_string, map_put, map_remove};
 
-pub use config::{any_value, compile, Action, ActionConfig, ActionKind, Converted, Source};
+pub use config::{
+    any_value, compile, regex_error, Action, ActionConfig, ActionKind, Converted, Source,
+};
 
 /// Runs every action in order on `attrs`; `meta` answers `from_context`.
 pub fn apply_all(actions: &[Action], attrs: &mut Vec<KeyValue>, meta: &BatchMeta) {

@@ -245,8 +245,12 @@ fn config_errors_name_the_action_and_field() {
             "actions::0::value",
         ),
         (
+            "actions: [{key: a, action: delete, from_attribute: b}]",
+            "actions::0::value",
+        ),
+        (
             "actions: [{key: a, pattern: '(', action: delete}]",
-            "actions::0::pattern",
+            "actions::0::pattern: error creating AttrProc. Field \"pattern\" has invalid pattern: unclosed group",
         ),
         (
             "actions: [{key: a, pattern: '(?P<x>a)(b)', action: extract}]",
@@ -266,4 +270,6 @@ fn config_errors_name_the_action_and_field() {
             .unwrap_or_else(|| panic!("{yaml} loaded"));
         assert!(e.contains(want), "{yaml}: {e}");
     }
+    // The Collector v0.161.0 takes (and ignores) `from_context` on these.
+    actions("actions: [{key: a, action: hash, from_context: metadata.x}, {pattern: b, action: delete, from_context: metadata.x}]").unwrap();
 }
