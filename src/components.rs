@@ -17,6 +17,7 @@ pub fn registry() -> Registry {
         .processor(profcol_processors::transform::factory())
         .processor(profcol_processors::filter::factory())
         .processor(profcol_processors::resource::factory())
+        .processor(profcol_processors::attributes::factory())
         .exporter(profcol_exporters::otlp::factory())
         .exporter(profcol_exporters::otlphttp::factory())
         .exporter(profcol_exporters::debug::factory())

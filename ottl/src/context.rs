@@ -334,7 +334,7 @@ impl<'a> Ctx<'a> {
     /// The value of one attribute of the profile, borrowed from the
     /// dictionary: with duplicate keys the last one wins, as the map the
     /// Collector builds from the indices.
-    fn profile_attr(&self, key: &str) -> EvalResult<Option<&AnyValue>> {
+    pub fn profile_attr(&self, key: &str) -> EvalResult<Option<&AnyValue>> {
         let mut found = None;
         for &i in &self.profile().attribute_indices {
             let (k, v) = self.dict.attr(i)?;
@@ -626,6 +626,42 @@ impl<'a> Ctx<'a> {
             idx.push(self.dict.intern_attr(&kv.key, kv.value.unwrap_or_default()));
         }
         self.profile_mut().attribute_indices = idx;
+    }
+
+    /// Points the profile at the entries of `m`, in its order. An entry the
+    /// profile already has (same key and value) keeps its index and unit;
+    /// any other is interned without a unit. No entry of the table is
+    /// changed, so a profile sharing one is not disturbed. Attribute lists
+    /// are short: each entry is looked up among the old ones linearly.
+    pub fn replace_profile_attrs(&mut self, m: &[KeyValue]) -> EvalResult<()> {
+        let old = std::mem::take(&mut self.profile_mut().attribute_indices);
+        let mut idx = Vec::with_capacity(m.len());
+        for kv in m {
+            let v = kv.value.as_ref().unwrap_or(&EMPTY);
+            let mut same = None;
+            // The last entry of a key is the one the map read.
+            for &i in old.iter().rev() {
+                match self.dict.attr(i) {
+                    Ok((k, ov)) if k == kv.key => {
+                        if ov == v {
+                            same = Some(i);
+                        }
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        self.profile_mut().attribute_indices = old;
+                        return Err(e);
+                    }
+                }
+            }
+            idx.push(match same {
+                Some(i) => i,
+                None => self.dict.intern_attr(&kv.key, v.clone()),
+            });
+        }
+        self.profile_mut().attribute_indices = idx;
+        Ok(())
     }
 
     /// `set(profile.attributes["k"]..., v)` (`ctxprofilecommon`): a new

@@ -6,6 +6,7 @@
 #![deny(unsafe_code)]
 
 pub mod attraction;
+pub mod attributes;
 pub mod batch;
 pub mod dictionary_dedup;
 pub mod filter;

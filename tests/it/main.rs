@@ -5,6 +5,7 @@
 
 mod common;
 
+mod attributes;
 mod batch;
 mod cli;
 mod deploy;

@@ -51,7 +51,6 @@ const RECEIVERS: &[&str] = &[
 ];
 
 const PROCESSORS: &[&str] = &[
-    "attributes",
     "cumulativetodelta",
     "deltatocumulative",
     "deltatorate",

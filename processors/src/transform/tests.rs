@@ -91,6 +91,7 @@ pub(crate) fn create(ty: &str, yaml: &str) -> Result<Box<dyn Processor>, String>
     let f = match ty.split('/').next() {
         Some("filter") => crate::filter::factory(),
         Some("resource") => crate::resource::factory(),
+        Some("attributes") => crate::attributes::factory(),
         _ => factory(),
     };
     f.create(&cfg).map_err(|e| e.to_string())
