@@ -18,6 +18,7 @@ pub fn registry() -> Registry {
         .processor(profcol_processors::filter::factory())
         .processor(profcol_processors::resource::factory())
         .processor(profcol_processors::attributes::factory())
+        .processor(profcol_processors::resourcedetection::factory())
         .exporter(profcol_exporters::otlp::factory())
         .exporter(profcol_exporters::otlphttp::factory())
         .exporter(profcol_exporters::debug::factory())

@@ -16,6 +16,7 @@ mod merge;
 mod oracle;
 pub mod probabilistic_sampler;
 pub mod resource;
+pub mod resourcedetection;
 pub mod sampling;
 pub mod thread_pruning;
 pub mod transform;

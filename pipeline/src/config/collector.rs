@@ -65,7 +65,6 @@ const PROCESSORS: &[&str] = &[
     "queuebatch",
     "redaction",
     "remotetap",
-    "resourcedetection",
     "routing",
     "schema",
     "span",

@@ -1,0 +1,277 @@
+//! The `resourcedetection` section, with the Collector's keys
+//! (`processor/resourcedetectionprocessor` v0.161.0). profcol has the
+//! `env` and `system` detectors; every other detector is refused by name
+//! where `detectors` lists it, and its settings section is accepted unused
+//! when it does not (the Collector's default config carries them all).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
+
+use crate::transform::config_any::Any;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ResourceDetectionConfig {
+    pub detectors: Vec<String>,
+    /// Whether detected attributes replace a resource's own.
+    pub r#override: bool,
+    pub timeout: Duration,
+    pub refresh_interval: Duration,
+    pub fail_on_missing_metadata: bool,
+    pub env: Option<Any>,
+    pub system: SystemConfig,
+    // The sections of detectors profcol lacks.
+    pub alibaba_ecs: Option<Any>,
+    pub akamai: Option<Any>,
+    pub aks: Option<Any>,
+    pub azure: Option<Any>,
+    pub azurecontainerapps: Option<Any>,
+    pub consul: Option<Any>,
+    pub digitalocean: Option<Any>,
+    pub docker: Option<Any>,
+    pub dynatrace: Option<Any>,
+    pub ec2: Option<Any>,
+    pub ecs: Option<Any>,
+    pub eks: Option<Any>,
+    pub elasticbeanstalk: Option<Any>,
+    pub gcp: Option<Any>,
+    pub heroku: Option<Any>,
+    pub hetzner: Option<Any>,
+    pub ibmcloud_classic: Option<Any>,
+    pub ibmcloud_vpc: Option<Any>,
+    pub k8s_api: Option<Any>,
+    pub k8snode: Option<Any>,
+    pub kubeadm: Option<Any>,
+    pub lambda: Option<Any>,
+    pub nova: Option<Any>,
+    pub openshift: Option<Any>,
+    pub oraclecloud: Option<Any>,
+    pub scaleway: Option<Any>,
+    pub tencent_cvm: Option<Any>,
+    pub upcloud: Option<Any>,
+    pub vultr: Option<Any>,
+}
+
+impl Default for ResourceDetectionConfig {
+    fn default() -> Self {
+        Self {
+            detectors: Vec::new(),
+            r#override: true,
+            timeout: Duration::from_secs(5),
+            refresh_interval: Duration::from_secs(0),
+            fail_on_missing_metadata: false,
+            env: None,
+            system: SystemConfig::default(),
+            alibaba_ecs: None,
+            akamai: None,
+            aks: None,
+            azure: None,
+            azurecontainerapps: None,
+            consul: None,
+            digitalocean: None,
+            docker: None,
+            dynatrace: None,
+            ec2: None,
+            ecs: None,
+            eks: None,
+            elasticbeanstalk: None,
+            gcp: None,
+            heroku: None,
+            hetzner: None,
+            ibmcloud_classic: None,
+            ibmcloud_vpc: None,
+            k8s_api: None,
+            k8snode: None,
+            kubeadm: None,
+            lambda: None,
+            nova: None,
+            openshift: None,
+            oraclecloud: None,
+            scaleway: None,
+            tencent_cvm: None,
+            upcloud: None,
+            vultr: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SystemConfig {
+    /// Default `[dns, os]`.
+    pub hostname_sources: Option<Vec<String>>,
+    pub resource_attributes: BTreeMap<String, AttributeToggle>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AttributeToggle {
+    pub enabled: bool,
+}
+
+/// The detectors of the Collector v0.161.0 profcol does not have.
+const OTHER_DETECTORS: &[&str] = &[
+    "alibaba_ecs",
+    "akamai",
+    "aks",
+    "azure",
+    "azurecontainerapps",
+    "consul",
+    "digitalocean",
+    "docker",
+    "dynatrace",
+    "ec2",
+    "ecs",
+    "eks",
+    "elasticbeanstalk",
+    "gcp",
+    "heroku",
+    "hetzner",
+    "ibmcloud_classic",
+    "ibmcloud_vpc",
+    "k8s_api",
+    "k8snode",
+    "kubeadm",
+    "lambda",
+    "nova",
+    "openshift",
+    "oraclecloud",
+    "scaleway",
+    "tencent_cvm",
+    "upcloud",
+    "vultr",
+];
+
+/// The system detector's attributes: those profcol detects, with the
+/// Collector's default, and those it does not.
+pub const SYSTEM_DETECTED: [(&str, bool); 4] = [
+    ("host.name", true),
+    ("os.type", true),
+    ("host.arch", false),
+    ("host.id", false),
+];
+const SYSTEM_NOT_DETECTED: &[&str] = &[
+    "host.cpu.cache.l2.size",
+    "host.cpu.family",
+    "host.cpu.model.id",
+    "host.cpu.model.name",
+    "host.cpu.stepping",
+    "host.cpu.vendor.id",
+    "host.interface",
+    "host.ip",
+    "host.mac",
+    "os.build.id",
+    "os.description",
+    "os.name",
+    "os.version",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detector {
+    Env,
+    System,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostnameSource {
+    Dns,
+    Os,
+}
+
+/// A checked config: the detectors in order and what `system` reports.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub detectors: Vec<Detector>,
+    pub hostname_sources: Vec<HostnameSource>,
+    /// `SYSTEM_DETECTED` names that are enabled.
+    pub system_attributes: Vec<&'static str>,
+    pub override_existing: bool,
+}
+
+impl ResourceDetectionConfig {
+    pub fn compile(&self, cfg: &ComponentConfig) -> Result<Plan, ConfigErrors> {
+        let mut errs = ConfigErrors::default();
+        let mut detectors = Vec::new();
+        for (i, d) in self.detectors.iter().enumerate() {
+            let at = cfg.key_path(&format!("detectors::{i}"));
+            match d.as_str() {
+                "env" => detectors.push(Detector::Env),
+                "system" => detectors.push(Detector::System),
+                "docker" => errs.push(
+                    at,
+                    "profcol has no docker detector: it would query the Docker daemon's socket; \
+                     set the attributes through OTEL_RESOURCE_ATTRIBUTES (detector env) or the resource processor",
+                ),
+                other if OTHER_DETECTORS.contains(&other) => errs.push(
+                    at,
+                    format!("profcol has no {other} detector: it queries a cloud or orchestrator API profcol does not call; \
+                             set the attributes through OTEL_RESOURCE_ATTRIBUTES (detector env) or the resource processor"),
+                ),
+                other => errs.push(at, format!("invalid detector key: {other:?}")),
+            }
+        }
+        if self.refresh_interval.get() > std::time::Duration::ZERO {
+            errs.push(
+                cfg.key_path("refresh_interval"),
+                "refused: profcol detects once, when the pipeline starts",
+            );
+        }
+        let sources = self
+            .system
+            .hostname_sources
+            .clone()
+            .unwrap_or_else(|| vec!["dns".into(), "os".into()]);
+        let mut hostname_sources = Vec::new();
+        for (i, s) in sources.iter().enumerate() {
+            let at = cfg.key_path(&format!("system::hostname_sources::{i}"));
+            match s.as_str() {
+                "dns" => hostname_sources.push(HostnameSource::Dns),
+                "os" => hostname_sources.push(HostnameSource::Os),
+                "cname" | "lookup" => errs.push(
+                    at,
+                    format!("hostname source {s:?} is not supported: profcol makes no DNS queries (use dns, which reads /etc/hosts, or os)"),
+                ),
+                other => errs.push(at, format!("hostname_sources contains invalid value: {other:?}")),
+            }
+        }
+        let mut system_attributes: Vec<&'static str> = SYSTEM_DETECTED
+            .iter()
+            .filter(|(name, on)| {
+                self.system
+                    .resource_attributes
+                    .get(*name)
+                    .map_or(*on, |t| t.enabled)
+            })
+            .map(|(name, _)| *name)
+            .collect();
+        for (name, t) in &self.system.resource_attributes {
+            let at = cfg.key_path(&format!("system::resource_attributes::{name}"));
+            if SYSTEM_DETECTED.iter().any(|(n, _)| n == name) {
+                continue;
+            }
+            if SYSTEM_NOT_DETECTED.contains(&name.as_str()) {
+                if t.enabled {
+                    errs.push(
+                        at,
+                        format!("profcol's system detector does not detect {name}"),
+                    );
+                }
+            } else {
+                errs.push(
+                    at,
+                    format!("unknown attribute {name:?} of the system detector"),
+                );
+            }
+        }
+        system_attributes.dedup();
+        errs.into_result(Plan {
+            detectors,
+            hostname_sources,
+            system_attributes,
+            override_existing: self.r#override,
+        })
+    }
+}

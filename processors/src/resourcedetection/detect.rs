@@ -1,0 +1,200 @@
+//! The detectors, run once when the processor is made: `env`
+//! (`OTEL_RESOURCE_ATTRIBUTES`) and `system` (host and OS). Each reads
+//! through [`Host`], so tests give their own environment and files.
+
+use profcol_model::proto::{any_value::Value as A, AnyValue, KeyValue};
+use profcol_ottl::value::{map_get, map_put};
+
+use super::config::{Detector, HostnameSource, Plan};
+
+/// What the detectors read of the machine.
+pub trait Host {
+    fn env(&self, name: &str) -> Option<String>;
+    fn file(&self, path: &str) -> Option<String>;
+}
+
+/// The machine profcol runs on.
+pub struct RealHost;
+
+impl Host for RealHost {
+    fn env(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+
+    fn file(&self, path: &str) -> Option<String> {
+        std::fs::read_to_string(path).ok()
+    }
+}
+
+fn s(v: impl Into<String>) -> AnyValue {
+    AnyValue {
+        value: Some(A::StringValue(v.into())),
+    }
+}
+
+/// Every detector in order; an attribute found by an earlier detector is
+/// kept (the Collector's `MergeResource(res, detected, false)`). `Err`
+/// says which detector failed and why.
+pub fn detect(plan: &Plan, host: &dyn Host) -> Result<Vec<KeyValue>, (usize, String)> {
+    let mut out: Vec<KeyValue> = Vec::new();
+    for (i, d) in plan.detectors.iter().enumerate() {
+        let found = match d {
+            Detector::Env => env(host).map_err(|e| (i, e))?,
+            Detector::System => system(plan, host).map_err(|e| (i, e))?,
+        };
+        for kv in found {
+            if map_get(&out, &kv.key).is_none() {
+                out.push(kv);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `OTEL_RESOURCE_ATTRIBUTES` (else the older `OTEL_RESOURCE`):
+/// `k=v,k2=v2`, spaces around keys and values trimmed, values
+/// percent-decoded as Go's `url.QueryUnescape` (`+` is a space).
+pub fn env(host: &dyn Host) -> Result<Vec<KeyValue>, String> {
+    let mut var = "OTEL_RESOURCE_ATTRIBUTES";
+    let mut text = host.env(var).unwrap_or_default().trim().to_string();
+    if text.is_empty() {
+        var = "OTEL_RESOURCE";
+        text = host.env(var).unwrap_or_default().trim().to_string();
+    }
+    if text.is_empty() {
+        return Ok(Vec::new());
+    }
+    parse_env(&text).map_err(|e| format!("{var}: {e}"))
+}
+
+pub fn parse_env(text: &str) -> Result<Vec<KeyValue>, String> {
+    let mut out = Vec::new();
+    for pair in text.split(',') {
+        let Some((k, v)) = pair.split_once('=') else {
+            return Err(format!("invalid resource format, invalid text: {pair:?}"));
+        };
+        let (k, v) = (k.trim(), v.trim());
+        if k.is_empty() || !k.is_ascii() || !v.is_ascii() {
+            return Err(format!("invalid resource format, invalid text: {pair:?}"));
+        }
+        let v = query_unescape(v)
+            .ok_or_else(|| format!("invalid resource format in attribute: {pair:?}"))?;
+        map_put(&mut out, k, s(v));
+    }
+    Ok(out)
+}
+
+/// `url.QueryUnescape`: `%XX` decoded, `+` a space; a bad escape or bytes
+/// that are not UTF-8 are an error.
+fn query_unescape(v: &str) -> Option<String> {
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The system detector: the attributes `plan` enables, in the
+/// Collector's order.
+pub fn system(plan: &Plan, host: &dyn Host) -> Result<Vec<KeyValue>, String> {
+    let mut out = Vec::new();
+    for &name in &plan.system_attributes {
+        let v = match name {
+            "host.name" => hostname(plan, host)?,
+            "os.type" => os_type().to_string(),
+            "host.arch" => host_arch().to_string(),
+            "host.id" => match machine_id(host) {
+                Some(id) => id,
+                None => continue,
+            },
+            _ => continue,
+        };
+        out.push(KeyValue {
+            key: name.to_string(),
+            value: Some(s(v)),
+            ..Default::default()
+        });
+    }
+    Ok(out)
+}
+
+/// The first source that answers: `os` is the kernel's host name, `dns`
+/// the canonical name `/etc/hosts` gives it (profcol makes no DNS query).
+fn hostname(plan: &Plan, host: &dyn Host) -> Result<String, String> {
+    let os = os_hostname(host);
+    for src in &plan.hostname_sources {
+        let found = match src {
+            HostnameSource::Os => os.clone(),
+            HostnameSource::Dns => os.as_deref().and_then(|h| fqdn_from_hosts(host, h)),
+        };
+        if let Some(h) = found {
+            return Ok(h);
+        }
+    }
+    Err("system: no hostname source answered".into())
+}
+
+fn os_hostname(host: &dyn Host) -> Option<String> {
+    host.file("/proc/sys/kernel/hostname")
+        .or_else(|| host.file("/etc/hostname"))
+        .or_else(|| host.env("HOSTNAME"))
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+}
+
+/// The first name of the `/etc/hosts` line that lists `name`.
+fn fqdn_from_hosts(host: &dyn Host, name: &str) -> Option<String> {
+    let hosts = host.file("/etc/hosts")?;
+    hosts.lines().find_map(|line| {
+        let line = line.split('#').next().unwrap_or("");
+        let mut names = line.split_whitespace().skip(1);
+        let first = names.next()?;
+        (first == name || names.any(|n| n == name)).then(|| first.to_string())
+    })
+}
+
+/// `host.id`: the machine id systemd or D-Bus keeps.
+fn machine_id(host: &dyn Host) -> Option<String> {
+    ["/etc/machine-id", "/var/lib/dbus/machine-id"]
+        .iter()
+        .filter_map(|p| host.file(p))
+        .map(|s| s.trim().to_string())
+        .find(|s| !s.is_empty())
+}
+
+/// `os.type` as Go's `GOOS` names it.
+fn os_type() -> &'static str {
+    match std::env::consts::OS {
+        "macos" => "darwin",
+        other => other,
+    }
+}
+
+/// `host.arch` in the semantic conventions' values.
+fn host_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "x86",
+        "arm" => "arm32",
+        "powerpc64" => "ppc64",
+        "s390x" => "s390x",
+        other => other,
+    }
+}

@@ -1,0 +1,78 @@
+//! Processor `resourcedetection`: the Collector's processor of that name
+//! (`processor/resourcedetectionprocessor`) with its `env` and `system`
+//! detectors. Detection runs once, when the processor is made (as the
+//! Collector runs it at start); each batch then only merges the detected
+//! attributes into every resource, replacing a resource's own values
+//! unless `override: false`.
+
+mod config;
+mod detect;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use profcol_model::dictionary::resolve_references;
+use profcol_model::proto::KeyValue;
+use profcol_model::ProfileBatch;
+use profcol_ottl::value::{map_get, map_put};
+use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, Verdict};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+
+pub use config::ResourceDetectionConfig;
+use detect::{Host, RealHost};
+
+pub struct ResourceDetectionFactory;
+
+impl ProcessorFactory for ResourceDetectionFactory {
+    fn type_name(&self) -> &'static str {
+        "resourcedetection"
+    }
+
+    fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Processor>, ConfigErrors> {
+        create_with(cfg, &RealHost)
+    }
+}
+
+pub fn factory() -> Arc<dyn ProcessorFactory> {
+    Arc::new(ResourceDetectionFactory)
+}
+
+fn create_with(cfg: &ComponentConfig, host: &dyn Host) -> Result<Box<dyn Processor>, ConfigErrors> {
+    let (_, plan) = cfg.decode_checked(|c: &ResourceDetectionConfig| c.compile(cfg))?;
+    let detected = detect::detect(&plan, host).map_err(|(i, e)| {
+        ConfigErrors::one(
+            cfg.key_path(&format!("detectors::{i}")),
+            format!("failed to detect: {e}"),
+        )
+    })?;
+    Ok(Box::new(ResourceDetection {
+        detected,
+        override_existing: plan.override_existing,
+    }))
+}
+
+pub struct ResourceDetection {
+    detected: Vec<KeyValue>,
+    override_existing: bool,
+}
+
+impl Processor for ResourceDetection {
+    fn process(&mut self, batch: &mut ProfileBatch, _ctx: &mut ProcessContext) -> Verdict {
+        if self.detected.is_empty() {
+            return Verdict::Keep;
+        }
+        let data = batch.data_mut();
+        resolve_references(data);
+        for rp in &mut data.resource_profiles {
+            let attrs = &mut rp.resource.get_or_insert_with(Default::default).attributes;
+            for kv in &self.detected {
+                if self.override_existing || map_get(attrs, &kv.key).is_none() {
+                    map_put(attrs, &kv.key, kv.value.clone().unwrap_or_default());
+                }
+            }
+        }
+        Verdict::Keep
+    }
+}
