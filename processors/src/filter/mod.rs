@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use profcol_model::dictionary::resolve_references;
 use profcol_model::proto::{KeyValue, ResourceProfiles, ScopeProfiles};
-use profcol_model::ProfileBatch;
+use profcol_model::{profile_sample_count, ProfileBatch};
 use profcol_ottl::{Condition, Ctx, Dict};
 use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, Verdict};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
@@ -92,6 +92,7 @@ impl Filter {
         rps: &mut Vec<ResourceProfiles>,
         dict: &mut Dict,
         errors: &mut u64,
+        dropped: &mut u64,
     ) -> Result<(), Stop> {
         let mut cache: Vec<KeyValue> = Vec::new();
         let mut stop = None;
@@ -118,7 +119,14 @@ impl Filter {
                     cache: &mut cache,
                 };
                 match any(&r.resource, &ctx, mode, id, errors) {
-                    Ok(true) => return false,
+                    Ok(true) => {
+                        *dropped += scope_profiles
+                            .iter()
+                            .flat_map(|sp| &sp.profiles)
+                            .map(profile_sample_count)
+                            .sum::<u64>();
+                        return false;
+                    }
                     Ok(false) => {}
                     Err(s) => {
                         stop = Some(s);
@@ -150,7 +158,10 @@ impl Filter {
                         cache: &mut cache,
                     };
                     match any(&r.scope, &ctx, mode, id, errors) {
-                        Ok(true) => return false,
+                        Ok(true) => {
+                            *dropped += profiles.iter().map(profile_sample_count).sum::<u64>();
+                            return false;
+                        }
                         Ok(false) => {}
                         Err(s) => {
                             stop = Some(s);
@@ -174,7 +185,11 @@ impl Filter {
                             cache: &mut cache,
                         };
                         match any(&r.profile, &ctx, mode, id, errors) {
-                            Ok(drop) => !drop,
+                            Ok(true) => {
+                                *dropped += profile_sample_count(p);
+                                false
+                            }
+                            Ok(false) => true,
                             Err(s) => {
                                 stop = Some(s);
                                 true
@@ -195,14 +210,21 @@ impl Processor for Filter {
         if self.rules.is_empty() {
             return Verdict::Keep;
         }
-        let before = batch.sample_count();
         let data = batch.data_mut();
         resolve_references(data);
         let mut dict = Dict::take(&mut data.dictionary);
-        let mut errors = 0;
+        // Counted as profiles go, not as a count before and after: that
+        // would walk every sample of the batch once more.
+        let (mut errors, mut dropped) = (0, 0);
         let mut result = Ok(());
         for r in &self.rules {
-            result = self.apply(r, &mut data.resource_profiles, &mut dict, &mut errors);
+            result = self.apply(
+                r,
+                &mut data.resource_profiles,
+                &mut dict,
+                &mut errors,
+                &mut dropped,
+            );
             if result.is_err() {
                 break;
             }
@@ -211,12 +233,11 @@ impl Processor for Filter {
         ctx.event("condition_errors", errors);
         if let Err(Stop(msg)) = result {
             profcol_model::warn_limited!(processor = %self.id, error = %msg, "failed processing profiles");
-            ctx.dropped(before, CONDITION_ERROR);
+            ctx.dropped(dropped + batch.sample_count(), CONDITION_ERROR);
             return Verdict::Drop;
         }
         let left = data.resource_profiles.is_empty();
-        let after = batch.sample_count();
-        ctx.dropped(before - after, FILTERED);
+        ctx.dropped(dropped, FILTERED);
         if left {
             Verdict::Drop
         } else {
