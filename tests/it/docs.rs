@@ -150,6 +150,8 @@ fn every_component_has_a_page_with_its_stability_and_metrics() {
     assert!(missing.is_empty(), "{}", missing.join("\n"));
 
     let index = read(&dir.join("README.md"));
+
+    let readme = read(&root().join("README.md"));
     let levels = ["development", "alpha", "beta", "stable"];
     let mut faults = Vec::new();
     for page in &pages {
@@ -178,6 +180,12 @@ fn every_component_has_a_page_with_its_stability_and_metrics() {
         if !index.contains(&format!("]({stem}.md)")) {
             faults.push(format!(
                 "{stem}.md: docs/components/README.md does not link it"
+            ));
+        }
+        // The README's table is where a newcomer looks first.
+        if !readme.contains(&format!("](docs/components/{stem}.md)")) {
+            faults.push(format!(
+                "{stem}.md: README.md's component table does not link it"
             ));
         }
     }
