@@ -9,17 +9,19 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use prost::Message;
 
 use profcol_model::proto::ProfilesData;
 use profcol_model::synth;
 use profcol_model::ProfileBatch;
-use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, Verdict};
-use profcol_pipeline::config::{ComponentConfig, Kind};
+use profcol_pipeline::component::{ProcessContext, Verdict};
 use profcol_pipeline::telemetry::Telemetry;
 
+mod configured;
 mod turns;
+
+use configured::processor;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -51,37 +53,6 @@ error_mode: ignore
 profile_conditions:
   - IsMatch(resource.attributes["service.instance.id"], "[02468]$")
 "#;
-
-fn processor(factory: &dyn ProcessorFactory, yaml: &str) -> Box<dyn Processor> {
-    let cfg =
-        ComponentConfig::from_yaml(Kind::Processor, factory.type_name(), yaml).expect("config");
-    factory.create(&cfg).expect("valid config")
-}
-
-fn bench_processor(
-    c: &mut Criterion,
-    name: &str,
-    bytes: &Bytes,
-    mut p: Box<dyn Processor>,
-) -> (String, turns::Timing) {
-    let timing = turns::processor(bytes, &mut *p);
-    let telemetry = Telemetry::new();
-    let mut g = c.benchmark_group("ottl");
-    g.throughput(Throughput::Elements(SAMPLES as u64));
-    g.bench_function(name, |b| {
-        b.iter_batched(
-            || ProfileBatch::decode(bytes.clone()).expect("decode"),
-            |mut batch| {
-                let mut ctx = ProcessContext::new("bench", name, &telemetry);
-                let v = p.process(&mut batch, &mut ctx);
-                (v == Verdict::Keep, batch)
-            },
-            BatchSize::LargeInput,
-        )
-    });
-    g.finish();
-    (name.to_owned(), timing)
-}
 
 fn ottl(c: &mut Criterion) {
     let data = synth::Config {
@@ -124,31 +95,44 @@ fn ottl(c: &mut Criterion) {
         .map(|kv| kv.key.as_str())
         .collect();
     assert!(keys.contains(&"deployment.environment.name"), "{keys:?}");
-    assert_eq!(
-        check.data().dictionary.as_ref().map(|d| d
-            .attribute_table
-            .iter()
-            .filter(|a| a.value.is_some())
-            .count()
-            >= RESOURCES),
-        Some(true),
-        "one `instance` attribute per profile"
+    let data = check.data();
+    let dict = data.dictionary.as_ref().expect("a dictionary");
+    let profile = &data.resource_profiles[7].scope_profiles[0].profiles[0];
+    let keys: Vec<&str> = profile
+        .attribute_indices
+        .iter()
+        .map(|&i| {
+            dict.string_table[dict.attribute_table[i as usize].key_strindex as usize].as_str()
+        })
+        .collect();
+    assert!(
+        keys.contains(&"team") && keys.contains(&"instance"),
+        "{keys:?}"
     );
 
     let transform = profcol_processors::transform::factory();
     let filter = profcol_processors::filter::factory();
     let rows = vec![
         (
-            bench_processor(
+            configured::bench(
                 c,
+                "ottl",
                 "transform_five_statements",
                 &bytes,
+                SAMPLES,
                 processor(&*transform, TRANSFORM),
             ),
             0.3,
         ),
         (
-            bench_processor(c, "filter_drop_half", &bytes, processor(&*filter, FILTER)),
+            configured::bench(
+                c,
+                "ottl",
+                "filter_drop_half",
+                &bytes,
+                SAMPLES,
+                processor(&*filter, FILTER),
+            ),
             0.1,
         ),
     ];

@@ -9,17 +9,16 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use prost::Message;
 
 use profcol_model::proto::ProfilesData;
 use profcol_model::synth;
-use profcol_model::ProfileBatch;
-use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, Verdict};
-use profcol_pipeline::config::{ComponentConfig, Kind};
-use profcol_pipeline::telemetry::Telemetry;
 
+mod configured;
 mod turns;
+
+use configured::processor;
 
 /// The binary's allocator: freeing the `Vec`s of merged or dropped samples
 /// is a large part of this work, and mimalloc frees several times faster.
@@ -28,43 +27,6 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const SAMPLES: usize = 100_000;
 const STACKS: usize = 20_000;
-
-fn processor(factory: &dyn ProcessorFactory, yaml: &str) -> Box<dyn Processor> {
-    let cfg =
-        ComponentConfig::from_yaml(Kind::Processor, factory.type_name(), yaml).expect("config");
-    factory.create(&cfg).expect("valid config")
-}
-
-/// The batch a receiver hands on: decoded by prost, with the spare capacity
-/// decoding leaves in each sample's vectors (a clone would have none).
-fn received(bytes: &Bytes) -> ProfileBatch {
-    ProfileBatch::decode(bytes.clone()).expect("decode")
-}
-
-fn bench_processor(
-    c: &mut Criterion,
-    name: &str,
-    bytes: &Bytes,
-    mut p: Box<dyn Processor>,
-) -> (String, turns::Timing) {
-    let timing = turns::processor(bytes, &mut *p);
-    let telemetry = Telemetry::new();
-    let mut g = c.benchmark_group("processors_b");
-    g.throughput(Throughput::Elements(SAMPLES as u64));
-    g.bench_function(name, |b| {
-        b.iter_batched(
-            || received(bytes),
-            |mut batch| {
-                let mut ctx = ProcessContext::new("bench", name, &telemetry);
-                let v = p.process(&mut batch, &mut ctx);
-                (v == Verdict::Keep, batch)
-            },
-            BatchSize::LargeInput,
-        )
-    });
-    g.finish();
-    (name.to_owned(), timing)
-}
 
 fn processors(c: &mut Criterion) {
     let data = synth::request(SAMPLES, STACKS);
@@ -96,16 +58,20 @@ fn processors(c: &mut Criterion) {
 
     let mut rows = Vec::new();
     let tp = profcol_processors::thread_pruning::factory();
-    rows.push(bench_processor(
+    rows.push(configured::bench(
         c,
+        "processors_b",
         "thread_pruning_default",
         &bytes,
+        SAMPLES,
         processor(&*tp, "{}"),
     ));
-    rows.push(bench_processor(
+    rows.push(configured::bench(
         c,
+        "processors_b",
         "thread_pruning_rename",
         &bytes,
+        SAMPLES,
         processor(
             &*tp,
             r#"
@@ -115,10 +81,12 @@ rename_threads:
 "#,
         ),
     ));
-    rows.push(bench_processor(
+    rows.push(configured::bench(
         c,
+        "processors_b",
         "thread_pruning_drop_and_min",
         &bytes,
+        SAMPLES,
         processor(
             &*tp,
             r#"
@@ -129,25 +97,31 @@ min_samples_per_thread: 2
     ));
 
     let s = profcol_processors::sampling::factory();
-    rows.push(bench_processor(
+    rows.push(configured::bench(
         c,
+        "processors_b",
         "sampling_trace_50",
         &bytes,
+        SAMPLES,
         processor(
             &*s,
             "{sampling_percentage: 50, mode: trace, fail_closed: false}",
         ),
     ));
-    rows.push(bench_processor(
+    rows.push(configured::bench(
         c,
+        "processors_b",
         "sampling_trace_50_fail_closed",
         &bytes,
+        SAMPLES,
         processor(&*s, "{sampling_percentage: 50, mode: trace}"),
     ));
-    rows.push(bench_processor(
+    rows.push(configured::bench(
         c,
+        "processors_b",
         "sampling_session_50_ten_resources",
         &ten_bytes,
+        SAMPLES,
         processor(&*s, "{sampling_percentage: 50, mode: session}"),
     ));
 
