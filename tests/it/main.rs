@@ -25,6 +25,7 @@ mod otlp_http;
 mod ottl_differential;
 mod pyroscope_e2e;
 mod reload;
+mod resourcedetection;
 mod sentry_android;
 mod sentry_forward;
 mod sentry_pprof;
