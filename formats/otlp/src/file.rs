@@ -91,6 +91,10 @@ fn inflate_at_most(bytes: &[u8], limit: u64) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+fn first_non_blank(bytes: &[u8]) -> Option<u8> {
+    bytes.iter().copied().find(|b| !b.is_ascii_whitespace())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,8 +107,4 @@ mod tests {
         assert_eq!(err, "inflates past 1048576 bytes");
         assert_eq!(inflate_at_most(&bomb, 4 << 20).unwrap().len(), 4 << 20);
     }
-}
-
-fn first_non_blank(bytes: &[u8]) -> Option<u8> {
-    bytes.iter().copied().find(|b| !b.is_ascii_whitespace())
 }
