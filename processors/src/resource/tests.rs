@@ -1,23 +1,6 @@
-use profcol_model::proto::any_value::Value as A;
 use profcol_pipeline::component::Verdict;
 
-use crate::transform::tests::{batch, create, run};
-
-fn resource_attrs(b: &profcol_model::ProfileBatch) -> Vec<String> {
-    b.data().resource_profiles[0]
-        .resource
-        .as_ref()
-        .unwrap()
-        .attributes
-        .iter()
-        .map(
-            |kv| match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
-                Some(A::StringValue(s)) => format!("{}={s}", kv.key),
-                other => format!("{}={other:?}", kv.key),
-            },
-        )
-        .collect()
-}
+use crate::transform::tests::{batch, create, resource_attrs, run};
 
 #[test]
 fn actions_as_the_collector() {
@@ -39,7 +22,7 @@ attributes:
     let mut b = batch();
     assert_eq!(run(&mut *p, &mut b).0, Verdict::Keep);
     assert_eq!(
-        resource_attrs(&b),
+        resource_attrs(&b)[0],
         [
             // Observed on the Collector v0.161.0: sha256 of "h1", and of 42 as 8 little-endian bytes.
             "host=33112ee14ee469c3eb52fe90322ec81dd404a0093d565a6d71ce77cbc8124e3b",

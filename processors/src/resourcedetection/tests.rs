@@ -6,7 +6,7 @@ use profcol_pipeline::config::{ComponentConfig, Kind};
 
 use super::detect::{parse_env, Host};
 use super::*;
-use crate::transform::tests::{batch, run};
+use crate::transform::tests::{batch, resource_attrs, run};
 
 #[derive(Default)]
 struct FakeHost {
@@ -50,24 +50,7 @@ fn resources(yaml: &str, h: &FakeHost) -> Vec<Vec<String>> {
     let mut p = make(yaml, h).unwrap();
     let mut b = batch();
     assert_eq!(run(&mut *p, &mut b).0, Verdict::Keep);
-    b.data()
-        .resource_profiles
-        .iter()
-        .map(|rp| {
-            rp.resource
-                .as_ref()
-                .unwrap()
-                .attributes
-                .iter()
-                .map(
-                    |kv| match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
-                        Some(A::StringValue(s)) => format!("{}={s}", kv.key),
-                        other => format!("{}={other:?}", kv.key),
-                    },
-                )
-                .collect()
-        })
-        .collect()
+    resource_attrs(&b)
 }
 
 #[test]

@@ -127,7 +127,9 @@ pub(crate) fn profile_attrs(b: &ProfileBatch) -> Vec<Vec<String>> {
         .collect()
 }
 
-fn resource_attrs(b: &ProfileBatch) -> Vec<Vec<String>> {
+/// Each resource's attributes, `k=v` in order: strings bare, other
+/// values in Rust's debug form.
+pub(crate) fn resource_attrs(b: &ProfileBatch) -> Vec<Vec<String>> {
     b.data()
         .resource_profiles
         .iter()
@@ -137,13 +139,12 @@ fn resource_attrs(b: &ProfileBatch) -> Vec<Vec<String>> {
                 .unwrap()
                 .attributes
                 .iter()
-                .map(|kv| {
-                    format!(
-                        "{}={}",
-                        kv.key,
-                        profcol_ottl::value::any_as_string(kv.value.as_ref().unwrap())
-                    )
-                })
+                .map(
+                    |kv| match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+                        Some(A::StringValue(s)) => format!("{}={s}", kv.key),
+                        other => format!("{}={other:?}", kv.key),
+                    },
+                )
                 .collect()
         })
         .collect()
