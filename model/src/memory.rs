@@ -3,10 +3,14 @@
 //! decoded batches by their heap size (see `model::footprint`), and the
 //! working space of processors and exporters while they run.
 //!
-//! - Admission ([`MemoryBudget::try_admit`], [`Reservation::try_grow`]):
-//!   receivers reserve before they read, decode or convert; past the limit
-//!   the client is asked to retry, so nothing accepted is ever dropped for
-//!   memory.
+//! - Admission ([`MemoryBudget::admit`], [`MemoryBudget::try_admit`],
+//!   [`Reservation::try_grow_to`]): receivers reserve before they read,
+//!   decode or convert, so nothing accepted is ever dropped for memory.
+//!   What does not fit now waits its turn, first come first served (a
+//!   large request is not starved by small ones that keep the budget
+//!   nearly full), for a while, then is told to retry; what could not fit
+//!   even in an idle collector (the limit less the least resident memory
+//!   seen beside reservations, [`MemoryBudget::room`]) is refused for good.
 //! - Work ([`MemoryBudget::for_work`]): processing and exporting a batch
 //!   that was accepted must go on. Work waits while the budget is full, but
 //!   one piece of work may always run, so the pipeline cannot deadlock on
@@ -19,6 +23,7 @@
 //!   freed memory back at once, and once the collector is idle it gives
 //!   back what it kept, so that resident memory follows the data in flight.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -33,8 +38,13 @@ pub struct MemoryBudget {
     freed: Notify,
     /// Resident memory the reservations do not account for, as last read.
     untracked: AtomicUsize,
+    /// The least of `untracked` seen: what the process holds when nothing
+    /// is in flight (`usize::MAX` until first read).
+    floor: AtomicUsize,
     /// Admissions so far, to tell when the collector is idle.
     admissions: AtomicUsize,
+    /// What a request's body is seen to need per byte on the wire.
+    expansion: [Expansion; 2],
 }
 
 #[derive(Debug, Default)]
@@ -42,13 +52,72 @@ struct State {
     used: usize,
     /// Work reservations outstanding.
     working: usize,
+    /// Tickets of the admissions waiting for room, in arrival order.
+    waiting: VecDeque<u64>,
+    next_ticket: u64,
 }
 
-/// The budget is full: retry later.
+/// Admissions waiting for room at once; past it, requests are refused at
+/// once (each waiter is a request whose connection is open anyway).
+const MAX_WAITING: usize = 4096;
+
+/// The budget cannot hold `wanted` bytes now; `limit` is the most it could
+/// ever hold ([`MemoryBudget::room`]): over it, never.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Exhausted {
     pub wanted: usize,
     pub limit: usize,
+}
+
+impl Exhausted {
+    /// Whether no wait could make room for it.
+    pub fn never(&self) -> bool {
+        self.wanted > self.limit
+    }
+}
+
+/// Whether a body arrives compressed: how much it expands differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    Plain = 0,
+    Compressed = 1,
+}
+
+/// What a request needs (body and decoded data) per byte on the wire, as
+/// recent requests needed it (fixed point, 1/16): reserved before a body
+/// of known length is read, so that one that will not fit is refused
+/// before any work. Starts low (a first request reserves little and
+/// grows), then follows the requests seen, rising at once and falling
+/// slowly, so that a steady stream reserves what it needs up front.
+#[derive(Debug)]
+struct Expansion(AtomicUsize);
+
+impl Expansion {
+    const ONE: usize = 16;
+
+    fn new(start: usize) -> Self {
+        Self(AtomicUsize::new(start * Self::ONE))
+    }
+
+    fn expect(&self, wire: usize) -> usize {
+        wire.saturating_mul(self.0.load(Ordering::Relaxed)) / Self::ONE
+    }
+
+    fn saw(&self, wire: usize, needed: usize) {
+        if wire == 0 {
+            return;
+        }
+        let seen = (needed.saturating_mul(Self::ONE) / wire).clamp(Self::ONE, 256 * Self::ONE);
+        let _ = self
+            .0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+                Some(if seen >= old {
+                    seen
+                } else {
+                    old - (old - seen) / 8
+                })
+            });
+    }
 }
 
 impl MemoryBudget {
@@ -58,8 +127,47 @@ impl MemoryBudget {
             state: Mutex::new(State::default()),
             freed: Notify::new(),
             untracked: AtomicUsize::new(0),
+            floor: AtomicUsize::new(usize::MAX),
             admissions: AtomicUsize::new(0),
+            expansion: [Expansion::new(2), Expansion::new(4)],
         })
+    }
+
+    /// The most one reservation could ever get: the limit less what the
+    /// process held with nothing in flight (the least seen).
+    pub fn room(&self) -> usize {
+        match self.floor.load(Ordering::Relaxed) {
+            usize::MAX => self.limit,
+            floor => self.limit.saturating_sub(floor),
+        }
+    }
+
+    fn exhausted(&self, wanted: usize) -> Exhausted {
+        Exhausted {
+            wanted,
+            limit: self.room(),
+        }
+    }
+
+    /// Records what resident memory holds besides the reservations, and
+    /// wakes the admissions waiting: it may have left room.
+    pub fn set_untracked(&self, bytes: usize) {
+        self.untracked.store(bytes, Ordering::Relaxed);
+        self.floor.fetch_min(bytes, Ordering::Relaxed);
+        self.freed.notify_waiters();
+    }
+
+    /// What a body of `wire` bytes on the wire is expected to need in all
+    /// (its bytes and what decoding them takes), from the requests seen;
+    /// never more than [`MemoryBudget::room`], so that a guess alone
+    /// refuses nothing for good.
+    pub fn expected(&self, wire: usize, how: Wire) -> usize {
+        self.expansion[how as usize].expect(wire).min(self.room())
+    }
+
+    /// A body of `wire` bytes turned out to need `needed` bytes.
+    pub fn saw(&self, wire: usize, how: Wire, needed: usize) {
+        self.expansion[how as usize].saw(wire, needed);
     }
 
     /// Whether `more` bytes fit on top of `used` and what resident memory
@@ -84,21 +192,86 @@ impl MemoryBudget {
     }
 
     /// Reserves `bytes` if they fit under the limit.
+    /// Others waiting for room come first: then only 0 bytes are admitted.
     pub fn try_admit(self: &Arc<Self>, bytes: usize) -> Result<Reservation, Exhausted> {
         self.admissions.fetch_add(1, Ordering::Relaxed);
         let mut s = self.lock();
-        if !self.fits(s.used, bytes) {
-            return Err(Exhausted {
-                wanted: bytes,
-                limit: self.limit,
-            });
+        let queued = bytes > 0 && !s.waiting.is_empty();
+        if queued || !self.fits(s.used, bytes) {
+            return Err(self.exhausted(bytes));
         }
         s.used += bytes;
         Ok(Reservation {
             budget: self.clone(),
             bytes,
             work: false,
+            wire: None,
         })
+    }
+
+    /// Reserves `bytes`, waiting up to `patience` for room in arrival
+    /// order: while one waits, those that came after it wait behind it even
+    /// if they would fit. Refused at once if the bytes could never fit.
+    pub async fn admit(
+        self: &Arc<Self>,
+        bytes: usize,
+        patience: Duration,
+    ) -> Result<Reservation, Exhausted> {
+        self.admissions.fetch_add(1, Ordering::Relaxed);
+        let deadline = tokio::time::Instant::now() + patience;
+        // Leaves the line when done, admitted or not (or dropped while
+        // waiting, its client gone), letting the next one look.
+        struct InLine<'a>(&'a MemoryBudget, Option<u64>);
+        impl Drop for InLine<'_> {
+            fn drop(&mut self) {
+                if let Some(t) = self.1 {
+                    let mut s = self.0.lock();
+                    if let Some(at) = s.waiting.iter().position(|&w| w == t) {
+                        s.waiting.remove(at);
+                    }
+                    let more = !s.waiting.is_empty();
+                    drop(s);
+                    if more {
+                        self.0.freed.notify_waiters();
+                    }
+                }
+            }
+        }
+        let mut line = InLine(self, None);
+        loop {
+            let freed = self.freed.notified();
+            {
+                let mut s = self.lock();
+                if bytes > self.room() {
+                    return Err(self.exhausted(bytes));
+                }
+                let first = match line.1 {
+                    None => s.waiting.is_empty(),
+                    Some(t) => s.waiting.front() == Some(&t),
+                };
+                if first && self.fits(s.used, bytes) {
+                    s.used += bytes;
+                    return Ok(Reservation {
+                        budget: self.clone(),
+                        bytes,
+                        work: false,
+                        wire: None,
+                    });
+                }
+                if line.1.is_none() {
+                    if s.waiting.len() >= MAX_WAITING {
+                        return Err(self.exhausted(bytes));
+                    }
+                    let t = s.next_ticket;
+                    s.next_ticket += 1;
+                    s.waiting.push_back(t);
+                    line.1 = Some(t);
+                }
+            }
+            if tokio::time::timeout_at(deadline, freed).await.is_err() {
+                return Err(self.exhausted(bytes));
+            }
+        }
     }
 
     /// Reserves `bytes` for work on data already accepted: waits while they
@@ -116,6 +289,7 @@ impl MemoryBudget {
                         budget: self.clone(),
                         bytes,
                         work: true,
+                        wire: None,
                     };
                 }
             }
@@ -141,11 +315,27 @@ pub struct Reservation {
     budget: Arc<MemoryBudget>,
     bytes: usize,
     work: bool,
+    /// The body's size on the wire, when it was reserved for one.
+    wire: Option<(usize, Wire)>,
 }
 
 impl Reservation {
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Made for a body of `wire` bytes on the wire: see
+    /// [`Reservation::needed`].
+    pub fn for_wire(&mut self, wire: usize, how: Wire) {
+        self.wire = Some((wire, how));
+    }
+
+    /// The body this reservation was made for turned out to need `needed`
+    /// bytes in all: the next ones reserve as much up front.
+    pub fn needed(&self, needed: usize) {
+        if let Some((wire, how)) = self.wire {
+            self.budget.saw(wire, how, needed);
+        }
     }
 
     /// Grows the reservation to `total` bytes if that fits under the limit.
@@ -156,14 +346,21 @@ impl Reservation {
         let more = total - self.bytes;
         let mut s = self.budget.lock();
         if !self.budget.fits(s.used, more) {
-            return Err(Exhausted {
-                wanted: total,
-                limit: self.budget.limit,
-            });
+            return Err(self.budget.exhausted(total));
         }
         s.used += more;
         self.bytes = total;
         Ok(())
+    }
+
+    /// Sets the reservation to `total` bytes: gives back what is over it,
+    /// or grows to it if that fits ([`Reservation::try_grow_to`]).
+    pub fn try_resize_to(&mut self, total: usize) -> Result<(), Exhausted> {
+        if total < self.bytes {
+            self.set(total);
+            return Ok(());
+        }
+        self.try_grow_to(total)
     }
 
     /// Sets the reservation to `total` bytes whether or not they fit: for
@@ -330,9 +527,7 @@ pub fn spawn_guard(
             }
             let Some(rss) = resident_bytes() else { return };
             let used = budget.used();
-            budget
-                .untracked
-                .store(rss.saturating_sub(used), Ordering::Relaxed);
+            budget.set_untracked(rss.saturating_sub(used));
             let Some(alloc) = alloc else { continue };
             // Near the limit, or with freed memory kept by the allocator
             // taking a quarter of the budget: give it back at once.
@@ -381,6 +576,86 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn what_could_never_fit_is_told_so_and_what_could_waits_its_turn() {
+        let b = MemoryBudget::new(100);
+        // The process holds 60 with nothing in flight: 40 is all there is.
+        b.set_untracked(60);
+        b.set_untracked(70);
+        assert_eq!(b.room(), 40);
+        let never = b.admit(50, Duration::from_secs(5)).await.unwrap_err();
+        assert!(never.never(), "{never:?}");
+        let mut r = b.try_admit(10).unwrap();
+        let e = r.try_grow_to(41).unwrap_err();
+        assert!(e.never(), "{e:?}");
+        // 25 fits once the 10 held goes back (at 70 untracked, 30 is free):
+        // it waits, then gets it; a short patience gives up retryably.
+        let e = b.admit(25, Duration::from_millis(20)).await.unwrap_err();
+        assert!(!e.never());
+        let b2 = b.clone();
+        let waiting = tokio::spawn(async move { b2.admit(25, Duration::from_secs(5)).await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished());
+        drop(r);
+        let got = tokio::time::timeout(Duration::from_secs(1), waiting)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!((got.bytes(), b.used()), (25, 25));
+    }
+
+    #[tokio::test]
+    async fn a_large_request_is_not_starved_by_small_ones() {
+        let b = MemoryBudget::new(100);
+        let mut small: Vec<_> = (0..9).map(|_| b.try_admit(10).unwrap()).collect();
+        let b2 = b.clone();
+        let large = tokio::spawn(async move { b2.admit(60, Duration::from_secs(5)).await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // Small ones keep coming as others finish: they would fit, but
+        // the large one came first.
+        let mut behind = Vec::new();
+        for _ in 0..9 {
+            small.remove(0);
+            assert!(b.try_admit(10).is_err(), "jumped the line");
+            let b3 = b.clone();
+            let next = tokio::spawn(async move { b3.admit(10, Duration::from_millis(50)).await });
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            if large.is_finished() {
+                behind.push(next);
+                break;
+            }
+            assert!(!next.is_finished(), "jumped the line");
+            behind.push(next);
+        }
+        for t in behind {
+            drop(t.await.unwrap());
+        }
+        let large = tokio::time::timeout(Duration::from_secs(1), large)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(large.bytes(), 60);
+        // The line is empty again: small ones go straight in.
+        drop(small);
+        assert!(b.try_admit(10).is_ok());
+    }
+
+    #[test]
+    fn the_expected_need_follows_the_requests_seen() {
+        let b = MemoryBudget::new(1 << 30);
+        assert_eq!(b.expected(1000, Wire::Plain), 2000);
+        b.saw(1000, Wire::Plain, 6000);
+        assert_eq!(b.expected(1000, Wire::Plain), 6000, "rises at once");
+        assert_eq!(b.expected(1000, Wire::Compressed), 4000, "apart");
+        b.saw(1000, Wire::Plain, 2000);
+        let e = b.expected(1000, Wire::Plain);
+        assert!(e < 6000 && e > 5000, "falls slowly: {e}");
+        // Never more than the budget could hold.
+        assert_eq!(MemoryBudget::new(100).expected(1000, Wire::Plain), 100);
+    }
+
+    #[tokio::test]
     async fn one_piece_of_work_always_runs_and_others_wait_for_room() {
         let b = MemoryBudget::new(100);
         let _held = b.try_admit(100).unwrap();
@@ -411,6 +686,7 @@ impl MemoryBudget {
             budget: self.clone(),
             bytes,
             work: false,
+            wire: None,
         }
     }
 }

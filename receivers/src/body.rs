@@ -5,6 +5,7 @@
 //! only credential) before it reads the rest.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_compression::tokio::bufread::{BrotliDecoder, GzipDecoder, ZlibDecoder, ZstdDecoder};
 use axum::body::Body;
@@ -12,7 +13,7 @@ use futures::TryStreamExt;
 use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
 use tokio_util::io::StreamReader;
 
-use profcol_model::memory::{MemoryBudget, Reservation};
+use profcol_model::memory::{Exhausted, MemoryBudget, Reservation, Wire};
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum BodyError {
@@ -69,6 +70,75 @@ impl BodyReader {
         limit: u64,
         budget: &Arc<MemoryBudget>,
     ) -> Result<Self, BodyError> {
+        let reader = decoders(raw, encodings)?;
+        let memory = budget.try_admit(0).map_err(|_| BodyError::MemoryLimit)?;
+        Ok(Self::with_memory(reader, limit, memory))
+    }
+
+    /// As [`BodyReader::from_reader`] for a body of `wire` bytes on the
+    /// wire when that is known (`Content-Length`, a gRPC message's length):
+    /// what it is expected to need is reserved before a byte of it is
+    /// read, waiting its turn for room ([`MemoryBudget::admit`]), so that
+    /// a request the budget cannot hold is refused before any work.
+    pub async fn admitted(
+        raw: RawReader,
+        encodings: Option<&str>,
+        limit: u64,
+        budget: &Arc<MemoryBudget>,
+        wire: Option<usize>,
+    ) -> Result<Self, BodyError> {
+        let reader = decoders(raw, encodings)?;
+        let plain = encodings
+            .unwrap_or("")
+            .split(',')
+            .all(|e| matches!(e.trim(), "" | "identity"));
+        let how = if plain { Wire::Plain } else { Wire::Compressed };
+        let want = match wire {
+            Some(n) if plain && n as u64 > limit => return Err(BodyError::TooLarge { limit }),
+            // A plain body holds at least its bytes.
+            Some(n) => budget.expected(n, how).max(if plain { n } else { 0 }),
+            None => 0,
+        };
+        let mut memory = budget
+            .admit(want, PATIENCE)
+            .await
+            .map_err(over_budget)?;
+        if let Some(n) = wire {
+            memory.for_wire(n, how);
+        }
+        Ok(Self::with_memory(reader, limit, memory))
+    }
+
+    fn with_memory(reader: RawReader, limit: u64, memory: Reservation) -> Self {
+        Self {
+            reader: reader.take(limit + 1),
+            limit,
+            read: Vec::new(),
+            memory,
+        }
+    }
+}
+
+/// How long a request waits for room in the memory budget before its
+/// client is told to retry: about what a busy pipeline takes to free some,
+/// well within a client's deadline.
+pub const PATIENCE: Duration = Duration::from_secs(2);
+
+/// The budget cannot hold what a body wants: now (retry later) or ever.
+fn over_budget(e: Exhausted) -> BodyError {
+    if e.never() {
+        BodyError::OverBudget {
+            wanted: e.wanted,
+            limit: e.limit,
+        }
+    } else {
+        BodyError::MemoryLimit
+    }
+}
+
+/// `raw` with every encoding listed undone, in reverse order of application.
+fn decoders(raw: RawReader, encodings: Option<&str>) -> Result<RawReader, BodyError> {
+    {
         let mut reader = raw;
         let encodings: Vec<String> = encodings
             .unwrap_or("")
@@ -98,14 +168,11 @@ impl BodyReader {
                 other => return Err(BodyError::UnsupportedEncoding(other.to_owned())),
             };
         }
-        let memory = budget.try_admit(0).map_err(|_| BodyError::MemoryLimit)?;
-        Ok(Self {
-            reader: reader.take(limit + 1),
-            limit,
-            read: Vec::new(),
-            memory,
-        })
+        Ok(reader)
     }
+}
+
+impl BodyReader {
 
     /// Reserves room for `len` bytes at once, when the size is known (a
     /// gRPC message's length prefix): one allocation, no copies as it grows.
@@ -181,16 +248,7 @@ impl BodyReader {
         let cap = (self.read.capacity() * 2)
             .min(limit.saturating_add(1))
             .max(len);
-        self.memory.try_grow_to(cap).map_err(|e| {
-            if e.wanted > e.limit {
-                BodyError::OverBudget {
-                    wanted: e.wanted,
-                    limit: e.limit,
-                }
-            } else {
-                BodyError::MemoryLimit
-            }
-        })?;
+        self.memory.try_grow_to(cap).map_err(over_budget)?;
         self.read.reserve_exact(cap - self.read.len());
         Ok(())
     }

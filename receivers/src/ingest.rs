@@ -346,8 +346,11 @@ impl Ingest {
             // decoding would take.
             let clean = wire_check::check(&bytes);
             let heap = clean.map_or_else(|| estimate_decoded(&bytes), |c| c.heap);
-            // What decoding will take, reserved before it is taken.
-            if let Err(e) = memory.try_grow_to(bytes.len() + heap) {
+            // What decoding will take, reserved before it is taken (what
+            // was reserved up front beyond it goes back).
+            let needed = bytes.len() + heap;
+            memory.needed(needed);
+            if let Err(e) = memory.try_resize_to(needed) {
                 return (Err((0, Refusal::from(ConsumeError::memory(e)))), memory);
             }
             let checked = match clean {

@@ -537,3 +537,66 @@ async fn forwarded_requests_hold_only_their_bytes_while_queued() {
     let (code, logs) = p.wait(Duration::from_secs(30)).await;
     assert!(code.success(), "{logs}");
 }
+
+
+/// With `--memory-limit-mib 96`, a request that needs more than the limit
+/// less what the process itself holds at idle can never be accepted: it
+/// is refused for good (`RESOURCE_EXHAUSTED`, no `RetryInfo`), not told to
+/// retry forever; one that fits is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_can_never_fit_is_refused_for_good() {
+    const LIMIT_MIB: u64 = 96;
+    let sink = Sink::start().await;
+    sink.counting_only();
+    let dir = tempfile::tempdir().unwrap();
+    let ports = ports();
+    let cfg = config(&dir, ports, sink.addr.port(), false, "", "");
+    // Not the size limit: the memory budget.
+    let yaml = std::fs::read_to_string(&cfg).unwrap().replace(
+        &format!("\"127.0.0.1:{}\"}}", ports.0),
+        &format!("\"127.0.0.1:{}\", max_recv_msg_size_mib: 512}}", ports.0),
+    );
+    assert!(yaml.contains("max_recv_msg_size_mib"));
+    std::fs::write(&cfg, yaml).unwrap();
+    let p = start(&cfg, LIMIT_MIB, ports.2).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_, idle_mib) = p.memory_mib();
+    assert!(idle_mib < LIMIT_MIB / 2, "{idle_mib} MiB at idle");
+    // What a request needs: its bytes and what decoding them takes.
+    let need = |samples: usize| {
+        let bytes = profcol_model::synth::request(samples, samples / 5).encode_to_vec();
+        let heap = profcol_model::wire_check::check(&bytes).unwrap().heap;
+        (bytes, (bytes.len() + heap) as u64)
+    };
+    let (_, per_10k) = need(10_000);
+    // Needs the limit less a quarter of the idle memory: under the limit,
+    // over what the budget could ever hold.
+    let target = (LIMIT_MIB << 20) - (idle_mib << 20) / 4;
+    let (too_big, n) = need((10_000 * target / per_10k) as usize);
+    assert!(n > (LIMIT_MIB - idle_mib) << 20 && n < LIMIT_MIB << 20, "{n}");
+    let mut ch = channel(ports.0).await;
+    let mut client = common::client(ports.0).await;
+    let req = profcol_model::proto::ExportProfilesServiceRequest::decode(&too_big[..]).unwrap();
+    for _ in 0..3 {
+        let status = client.export(req.clone()).await.unwrap_err();
+        assert_eq!(
+            status.code(),
+            tonic::Code::ResourceExhausted,
+            "{status:?} (idle {idle_mib} MiB, request needs {} MiB)",
+            n >> 20
+        );
+        assert!(
+            tonic_types::StatusExt::get_details_retry_info(&status).is_none(),
+            "not retryable: {status:?}"
+        );
+    }
+    // Half the room fits.
+    let (fits, _) = need((10_000 * ((LIMIT_MIB - idle_mib) << 20) / 2 / per_10k) as usize);
+    assert_eq!(
+        export_framed(&mut ch, grpc_frame(&fits, false), None).await,
+        0
+    );
+    p.signal("TERM");
+    let (code, logs) = p.wait(Duration::from_secs(30)).await;
+    assert!(code.success(), "{logs}");
+}

@@ -86,7 +86,7 @@ impl ConsumeError {
 
     /// The memory limit is reached (or the budget cannot hold `e` at all).
     pub fn memory(e: Exhausted) -> Self {
-        if e.wanted > e.limit {
+        if e.never() {
             Self::TooLarge {
                 size: e.wanted,
                 budget: e.limit,

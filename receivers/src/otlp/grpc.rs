@@ -62,8 +62,11 @@ pub async fn read_message(
         }
     };
     let message: body::RawReader = Box::new(raw.take(len as u64));
-    let mut reader =
-        BodyReader::from_reader(message, encoding, max as u64, budget).map_err(Refusal::from)?;
+    // The length is known: what the message will need is reserved (or
+    // refused) before it is read.
+    let mut reader = BodyReader::admitted(message, encoding, max as u64, budget, Some(len))
+        .await
+        .map_err(Refusal::from)?;
     if encoding.is_none() {
         reader.expect_len(len).map_err(Refusal::from)?;
     }

@@ -195,8 +195,15 @@ async fn accept(
         .get(http::header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok());
     let budget = svc.ingest.output.budget();
-    let (bytes, memory) = BodyReader::new(body, encoding, svc.max_body, budget)
-        .map_err(|e| refused(e.into()))?
+    let (bytes, memory) = BodyReader::admitted(
+        crate::body::raw(body),
+        encoding,
+        svc.max_body,
+        budget,
+        content_length(headers),
+    )
+    .await
+    .map_err(|e| refused(e.into()))?
         .finish()
         .await
         .map_err(|e| refused(e.into()))?;
@@ -207,6 +214,16 @@ async fn accept(
         Encoding::Json => svc.ingest.otlp_json(bytes, memory, origin).await?,
     };
     Ok((accepted, kept))
+}
+
+/// The body's `Content-Length`, when it says.
+fn content_length(headers: &HeaderMap) -> Option<usize> {
+    headers
+        .get(http::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
 }
 
 fn accepted(enc: Encoding, a: Accepted) -> Response {
