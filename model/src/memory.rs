@@ -427,6 +427,19 @@ fn collect_everywhere(a: Allocator) {
     crate::cpu::on_every_thread(a.collect);
 }
 
+/// Woken when the collector has been idle a while (see [`spawn_guard`]).
+fn idle_signal() -> &'static Notify {
+    static IDLE: OnceLock<Notify> = OnceLock::new();
+    IDLE.get_or_init(Notify::new)
+}
+
+/// Resolves the next time the memory guard finds the collector idle: the
+/// moment for components to give back buffers they keep for reuse (then to
+/// call [`release_freed_memory`]).
+pub async fn idle() {
+    idle_signal().notified().await
+}
+
 /// To be called by the async runtime's threads when they park
 /// (`tokio::runtime::Builder::on_thread_park`): collects once per request.
 pub fn on_thread_park() {
@@ -547,6 +560,7 @@ pub fn spawn_guard(
                 last = (admissions, Instant::now());
                 collected = false;
             } else if !collected && last.1.elapsed() >= IDLE {
+                idle_signal().notify_waiters();
                 collect_everywhere(alloc);
                 collected = true;
             }

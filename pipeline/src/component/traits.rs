@@ -65,6 +65,11 @@ pub trait Processor: Send {
     /// stage that is [`Processor::stateful`].
     fn process(&mut self, batch: &mut ProfileBatch, ctx: &mut ProcessContext) -> Verdict;
 
+    /// Gives back the buffers kept from batch to batch: called once the
+    /// collector has been idle a while, so that resident memory follows the
+    /// data in flight rather than the largest batch ever seen.
+    fn release_buffers(&mut self) {}
+
     /// A stage that holds batches and emits them later (`batch`): the
     /// runtime drives it through [`Stateful`] instead of `process`.
     fn stateful(&mut self) -> Option<&mut dyn Stateful> {

@@ -155,6 +155,9 @@ impl Pipeline {
         };
         let chain = (!processors.is_empty())
             .then(|| Arc::new(Mutex::new(Chain::new(processors, &id, &budget))));
+        if let (Some(chain), Ok(rt)) = (&chain, tokio::runtime::Handle::try_current()) {
+            rt.spawn(release_when_idle(Arc::downgrade(chain)));
+        }
         let stage = stage.map(|(name, processor)| {
             let name: Arc<str> = name.to_string().into();
             let (tx, rx) = mpsc::channel(max_batches.max(1));
@@ -505,6 +508,24 @@ impl Chain {
             m.set(batch.held_bytes());
         }
         (Some(Arc::new(batch)), runs)
+    }
+}
+
+/// Has the chain's processors give back the buffers they keep each time
+/// the collector is found idle, for as long as the pipeline exists.
+async fn release_when_idle(chain: std::sync::Weak<Mutex<Chain>>) {
+    loop {
+        profcol_model::memory::idle().await;
+        let Some(chain) = chain.upgrade() else { return };
+        let mut chain = chain.lock_owned().await;
+        profcol_model::cpu::run(move || {
+            for p in &mut chain.processors {
+                p.release_buffers();
+            }
+        })
+        .await;
+        // What was freed goes back to the OS.
+        profcol_model::memory::release_freed_memory();
     }
 }
 

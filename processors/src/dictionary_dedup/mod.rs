@@ -75,4 +75,8 @@ impl Processor for DictionaryDedup {
         }
         Verdict::Keep
     }
+
+    fn release_buffers(&mut self) {
+        self.merger = SampleMerger::default();
+    }
 }

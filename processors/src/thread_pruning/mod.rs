@@ -64,4 +64,8 @@ impl Processor for ThreadPruning {
     fn process(&mut self, batch: &mut ProfileBatch, ctx: &mut ProcessContext) -> Verdict {
         prune::prune(batch, &self.rules, &mut self.scratch, ctx)
     }
+
+    fn release_buffers(&mut self) {
+        self.scratch = prune::Scratch::default();
+    }
 }
