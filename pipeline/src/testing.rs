@@ -31,6 +31,7 @@ pub fn capture(
     let pipeline = crate::runtime::Pipeline::new(
         "profiles",
         64,
+        std::time::Duration::ZERO,
         Vec::new(),
         vec![exporter],
         budget.clone(),

@@ -127,6 +127,32 @@ async fn until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Ordinary load through `batch` with its defaults but `send_batch_size`
+/// (8192), the exporter keeping up: 1k-sample requests from 4, then 16
+/// clients at once are all accepted, none refused `pipeline_full`
+/// (receivers check requests faster than the stage merges them: a full
+/// inbox makes clients wait their turn, not retry).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_refuses_nothing_under_ordinary_load() {
+    for clients in [4, 16] {
+        let sink = Sink::start().await;
+        let recv = free_port();
+        let yaml = config(recv, sink.addr.port(), "{send_batch_size: 8192}", "");
+        let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
+            .await
+            .unwrap();
+        let t = svc.telemetry().clone();
+        let inputs = synth::requests(clients * 40, 1000, 200);
+        let reqs: Vec<_> = inputs.iter().map(request).collect();
+        let codes = send(recv, &reqs, clients).await;
+        let refused = codes.iter().filter(|c| **c != Code::Ok).count();
+        assert_eq!(refused, 0, "{clients} clients: {refused} of {} refused", codes.len());
+        assert_eq!(t.refused("otlp"), 0);
+        svc.shutdown().await;
+        assert_eq!(t.sent("otlp"), inputs.iter().map(samples).sum::<u64>());
+    }
+}
+
 /// 1000 requests of 20 samples from 10 services through `batch` (3000
 /// samples a batch, no timeout to speak of): six batches go out as they
 /// fill, the rest is held, counted as held, and sent at shutdown. Samples
@@ -235,6 +261,8 @@ async fn an_exporter_that_is_down_keeps_the_accounting_exact() {
     );
     let options = RuntimeOptions {
         inbox_capacity: 4,
+        // A stage stopped for good: no use waiting for its inbox.
+        inbox_patience: Duration::from_millis(20),
         shutdown_timeout: Duration::from_millis(800),
         ..RuntimeOptions::default()
     };

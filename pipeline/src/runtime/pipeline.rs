@@ -16,7 +16,12 @@
 //! merges, holds and emits; what it emits goes through the processors
 //! after it and into the exporters' queues, waiting for room there (the
 //! data was accepted, so it is never refused): a full queue stops the
-//! stage, its inbox fills, and clients are refused with `pipeline_full`.
+//! stage and its inbox fills. A client whose batch finds the inbox full
+//! waits for a place (the stage merges more slowly than receivers take
+//! requests in: that is ordinary load, paced, not refused); only if none
+//! frees up within the inbox's patience is it refused with
+//! `pipeline_full`. What waits and what the inbox holds is counted in the
+//! memory budget (each batch keeps its reservation).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -92,6 +97,8 @@ pub struct Pipeline {
 struct StageHandle {
     name: Arc<str>,
     inbox: mpsc::Sender<Arc<ProfileBatch>>,
+    /// How long a batch waits for a place in the inbox.
+    patience: std::time::Duration,
     held: Arc<HeldSamples>,
     finish: CancellationToken,
     worker: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -128,6 +135,7 @@ impl Pipeline {
     pub fn new(
         id: &str,
         max_batches: usize,
+        inbox_patience: std::time::Duration,
         mut processors: Vec<(ComponentId, Box<dyn Processor>)>,
         exporters: Vec<ExporterQueue>,
         budget: Arc<MemoryBudget>,
@@ -187,6 +195,7 @@ impl Pipeline {
             StageHandle {
                 name,
                 inbox: tx,
+                patience: inbox_patience,
                 held,
                 finish,
                 worker: std::sync::Mutex::new(Some(task)),
@@ -330,14 +339,31 @@ impl Pipeline {
             return Ok(prepared);
         };
         if let Some(stage) = &self.stage {
-            // A place in the stage's inbox; the stage takes the batch on
-            // commit, and its queues are its own business from then on.
-            prepared.inbox = Some(stage.inbox.clone().try_reserve_owned().map_err(
-                |e| match e {
-                    mpsc::error::TrySendError::Full(_) => ConsumeError::pipeline_full(&self.id),
-                    mpsc::error::TrySendError::Closed(_) => ConsumeError::ShuttingDown,
-                },
-            )?);
+            // The stage reads every batch: decoded here, on the CPU pool
+            // and beside other requests, not by the stage's one task.
+            if !batch.is_decoded() {
+                let b = batch.clone();
+                profcol_model::cpu::run(move || {
+                    b.data();
+                })
+                .await;
+            }
+            // A place in the stage's inbox, waited for while the stage is
+            // busy; the stage takes the batch on commit, and its queues are
+            // its own business from then on.
+            let inbox = stage.inbox.clone();
+            let permit = match inbox.clone().try_reserve_owned() {
+                Ok(p) => Ok(p),
+                Err(mpsc::error::TrySendError::Closed(_)) => Err(ConsumeError::ShuttingDown),
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    match tokio::time::timeout(stage.patience, inbox.reserve_owned()).await {
+                        Ok(Ok(p)) => Ok(p),
+                        Ok(Err(_)) => Err(ConsumeError::ShuttingDown),
+                        Err(_) => Err(ConsumeError::pipeline_full(&self.id)),
+                    }
+                }
+            };
+            prepared.inbox = Some(permit?);
             return Ok(prepared);
         }
         // As the Collector, a queue that cannot take the batch counts it as
@@ -745,6 +771,7 @@ mod tests {
         let p = Arc::new(Pipeline::new(
             "profiles",
             8,
+            std::time::Duration::ZERO,
             processors,
             vec![exporter],
             budget,

@@ -21,6 +21,9 @@ pub struct RuntimeOptions {
     /// Batches a pipeline takes at once (being processed or waiting for its
     /// processors) before receivers are told to back off.
     pub inbox_capacity: usize,
+    /// How long a batch waits for a place in a full inbox of a stateful
+    /// stage (`batch`) before its client is told to retry.
+    pub inbox_patience: Duration,
     /// Memory for data in flight across the whole collector: request bodies,
     /// decoded batches, working space. Past it receivers ask clients to
     /// retry. A `memory_limiter` processor's limit replaces it unless
@@ -41,6 +44,7 @@ impl Default for RuntimeOptions {
     fn default() -> Self {
         Self {
             inbox_capacity: 64,
+            inbox_patience: Duration::from_secs(2),
             memory_limit_bytes: 1024 << 20,
             memory_limit_explicit: false,
             shutdown_timeout: Duration::from_secs(30),
@@ -250,6 +254,7 @@ impl RunningService {
         Arc::new(Pipeline::new(
             &p.id,
             self.options.inbox_capacity,
+            self.options.inbox_patience,
             p.processors,
             exporters,
             self.budget.clone(),
