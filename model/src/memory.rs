@@ -149,20 +149,29 @@ impl MemoryBudget {
         }
     }
 
-    /// Records what resident memory holds besides the reservations, and
-    /// wakes the admissions waiting: it may have left room.
-    pub fn set_untracked(&self, bytes: usize) {
+    /// Records what resident memory holds besides the `used` bytes
+    /// reserved, and wakes the admissions waiting: it may have left room.
+    /// The floor is read only with nothing reserved: a reservation is made
+    /// before its memory is touched, so resident memory less reservations
+    /// would understate it.
+    pub fn set_untracked(&self, bytes: usize, used: usize) {
         self.untracked.store(bytes, Ordering::Relaxed);
-        self.floor.fetch_min(bytes, Ordering::Relaxed);
+        if used == 0 {
+            self.floor.fetch_min(bytes, Ordering::Relaxed);
+        }
         self.freed.notify_waiters();
     }
 
     /// What a body of `wire` bytes on the wire is expected to need in all
     /// (its bytes and what decoding them takes), from the requests seen;
-    /// never more than [`MemoryBudget::room`], so that a guess alone
-    /// refuses nothing for good.
+    /// never more than half of [`MemoryBudget::room`], so that a guess
+    /// alone neither refuses for good nor waits for a room that resident
+    /// memory a little over its floor never leaves (the exact need, known
+    /// once the body is read, decides).
     pub fn expected(&self, wire: usize, how: Wire) -> usize {
-        self.expansion[how as usize].expect(wire).min(self.room())
+        self.expansion[how as usize]
+            .expect(wire)
+            .min(self.room() / 2)
     }
 
     /// A body of `wire` bytes turned out to need `needed` bytes.
@@ -197,7 +206,7 @@ impl MemoryBudget {
         self.admissions.fetch_add(1, Ordering::Relaxed);
         let mut s = self.lock();
         let queued = bytes > 0 && !s.waiting.is_empty();
-        if queued || !self.fits(s.used, bytes) {
+        if queued || bytes > self.room() || !self.fits(s.used, bytes) {
             return Err(self.exhausted(bytes));
         }
         s.used += bytes;
@@ -345,7 +354,9 @@ impl Reservation {
         }
         let more = total - self.bytes;
         let mut s = self.budget.lock();
-        if !self.budget.fits(s.used, more) {
+        // Over the room, never, even if resident memory read while other
+        // reservations were not yet touched says it would fit now.
+        if total > self.budget.room() || !self.budget.fits(s.used, more) {
             return Err(self.budget.exhausted(total));
         }
         s.used += more;
@@ -540,7 +551,7 @@ pub fn spawn_guard(
             }
             let Some(rss) = resident_bytes() else { return };
             let used = budget.used();
-            budget.set_untracked(rss.saturating_sub(used));
+            budget.set_untracked(rss.saturating_sub(used), used);
             let Some(alloc) = alloc else { continue };
             // Near the limit, or with freed memory kept by the allocator
             // taking a quarter of the budget: give it back at once.
@@ -593,8 +604,14 @@ mod tests {
     async fn what_could_never_fit_is_told_so_and_what_could_waits_its_turn() {
         let b = MemoryBudget::new(100);
         // The process holds 60 with nothing in flight: 40 is all there is.
-        b.set_untracked(60);
-        b.set_untracked(70);
+        b.set_untracked(60, 0);
+        b.set_untracked(70, 0);
+        // Resident memory less reservations made before their memory is
+        // touched understates what the process holds: not a floor.
+        let early = b.try_admit(50).unwrap();
+        b.set_untracked(10, 50);
+        drop(early);
+        b.set_untracked(70, 0);
         assert_eq!(b.room(), 40);
         let never = b.admit(50, Duration::from_secs(5)).await.unwrap_err();
         assert!(never.never(), "{never:?}");
@@ -666,7 +683,7 @@ mod tests {
         let e = b.expected(1000, Wire::Plain);
         assert!(e < 6000 && e > 5000, "falls slowly: {e}");
         // Never more than the budget could hold.
-        assert_eq!(MemoryBudget::new(100).expected(1000, Wire::Plain), 100);
+        assert_eq!(MemoryBudget::new(100).expected(1000, Wire::Plain), 50);
     }
 
     #[tokio::test]

@@ -99,10 +99,7 @@ impl BodyReader {
             Some(n) => budget.expected(n, how).max(if plain { n } else { 0 }),
             None => 0,
         };
-        let mut memory = budget
-            .admit(want, PATIENCE)
-            .await
-            .map_err(over_budget)?;
+        let mut memory = budget.admit(want, PATIENCE).await.map_err(over_budget)?;
         if let Some(n) = wire {
             memory.for_wire(n, how);
         }
@@ -173,7 +170,6 @@ fn decoders(raw: RawReader, encodings: Option<&str>) -> Result<RawReader, BodyEr
 }
 
 impl BodyReader {
-
     /// Reserves room for `len` bytes at once, when the size is known (a
     /// gRPC message's length prefix): one allocation, no copies as it grows.
     pub fn expect_len(&mut self, len: usize) -> Result<(), BodyError> {

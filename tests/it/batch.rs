@@ -146,7 +146,12 @@ async fn batch_refuses_nothing_under_ordinary_load() {
         let reqs: Vec<_> = inputs.iter().map(request).collect();
         let codes = send(recv, &reqs, clients).await;
         let refused = codes.iter().filter(|c| **c != Code::Ok).count();
-        assert_eq!(refused, 0, "{clients} clients: {refused} of {} refused", codes.len());
+        assert_eq!(
+            refused,
+            0,
+            "{clients} clients: {refused} of {} refused",
+            codes.len()
+        );
         assert_eq!(t.refused("otlp"), 0);
         svc.shutdown().await;
         assert_eq!(t.sent("otlp"), inputs.iter().map(samples).sum::<u64>());

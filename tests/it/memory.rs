@@ -538,7 +538,6 @@ async fn forwarded_requests_hold_only_their_bytes_while_queued() {
     assert!(code.success(), "{logs}");
 }
 
-
 /// Resident anonymous memory of a running profcol, in KiB (`RssAnon`: what
 /// the process allocated, whatever the size of its binary).
 fn anon_kib(p: &Running) -> u64 {
@@ -577,14 +576,27 @@ async fn a_request_that_can_never_fit_is_refused_for_good() {
     let need = |samples: usize| {
         let bytes = profcol_model::synth::request(samples, samples / 5).encode_to_vec();
         let heap = profcol_model::wire_check::check(&bytes).unwrap().heap;
-        (bytes, (bytes.len() + heap) as u64)
+        let n = (bytes.len() + heap) as u64;
+        (bytes, n)
     };
-    let (_, per_10k) = need(10_000);
+    // Samples for a request that needs about `target` bytes (not quite
+    // linear: vectors grow by doubling).
+    let sized = |target: u64| {
+        let mut samples = 10_000u64;
+        let mut got = need(samples as usize);
+        for _ in 0..4 {
+            samples = samples * target / got.1;
+            got = need(samples as usize);
+        }
+        got
+    };
     // Needs the limit less a quarter of the idle memory: under the limit,
     // over what the budget could ever hold.
-    let target = (LIMIT_MIB << 20) - (idle_mib << 20) / 4;
-    let (too_big, n) = need((10_000 * target / per_10k) as usize);
-    assert!(n > (LIMIT_MIB - idle_mib) << 20 && n < LIMIT_MIB << 20, "{n}");
+    let (too_big, n) = sized((LIMIT_MIB << 20) - (idle_mib << 20) / 4);
+    assert!(
+        n > (LIMIT_MIB - idle_mib) << 20 && n < LIMIT_MIB << 20,
+        "{n}"
+    );
     let mut ch = channel(ports.0).await;
     let mut client = common::client(ports.0).await;
     let req = profcol_model::proto::ExportProfilesServiceRequest::decode(&too_big[..]).unwrap();
@@ -602,7 +614,7 @@ async fn a_request_that_can_never_fit_is_refused_for_good() {
         );
     }
     // Half the room fits.
-    let (fits, _) = need((10_000 * ((LIMIT_MIB - idle_mib) << 20) / 2 / per_10k) as usize);
+    let (fits, _) = sized(((LIMIT_MIB - idle_mib) << 20) / 2);
     assert_eq!(
         export_framed(&mut ch, grpc_frame(&fits, false), None).await,
         0

@@ -204,9 +204,9 @@ async fn accept(
     )
     .await
     .map_err(|e| refused(e.into()))?
-        .finish()
-        .await
-        .map_err(|e| refused(e.into()))?;
+    .finish()
+    .await
+    .map_err(|e| refused(e.into()))?;
     let bytes = bytes::Bytes::from(bytes);
     let kept = svc.recorder.is_some().then(|| bytes.clone());
     let accepted = match enc {
