@@ -253,6 +253,10 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .on_thread_park(profcol_model::memory::on_thread_park)
+        // A blocking thread's allocator heap keeps what was freed on it
+        // until the thread ends: idle blocking threads end when the memory
+        // guard finds the collector idle, so that it can return their pages.
+        .thread_keep_alive(profcol_model::memory::IDLE)
         .build()
         .map_err(|e| eprintln!("error: cannot start the async runtime: {e}"))
         .ok()

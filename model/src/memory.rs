@@ -528,8 +528,12 @@ pub fn cpu_seconds() -> Option<f64> {
 /// below it the pressure is lifted.
 const PRESSURE_ON: usize = 16 << 20;
 const PRESSURE_OFF: usize = 64 << 20;
-/// Idle this long (no admission), the allocator gives back what it kept.
-const IDLE: Duration = Duration::from_secs(2);
+/// Idle this long (no admission, or none since the last reservation went),
+/// the allocator gives back what it kept.
+pub const IDLE: Duration = Duration::from_secs(2);
+/// When, idle, the allocator is collected: at [`IDLE`], and after blocking
+/// threads idle for [`IDLE`] have ended (the runtime's `thread_keep_alive`).
+const IDLE_COLLECTIONS: [Duration; 2] = [IDLE, Duration::from_secs(5)];
 
 /// Reads resident memory ten times a second until `stop`: counts what the
 /// reservations do not explain against the limit, puts the allocator under
@@ -542,7 +546,7 @@ pub fn spawn_guard(
         let alloc = ALLOCATOR.get().copied();
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let (mut pressure, mut collected) = (false, false);
+        let (mut pressure, mut collected, mut held) = (false, 0, 0);
         let mut last = (budget.admissions.load(Ordering::Relaxed), Instant::now());
         loop {
             tokio::select! {
@@ -566,14 +570,26 @@ pub fn spawn_guard(
                 pressure = false;
                 (alloc.pressure)(false);
             }
+            // Idle: no admission for a while, counted again from when the
+            // last reservation went (exporters may work on after the last
+            // request; a queue for a peer that is down may hold data for
+            // long). Collected then, and again once the runtime's blocking
+            // threads, idle as long, have ended and left their heaps' free
+            // pages to be returned.
             let admissions = budget.admissions.load(Ordering::Relaxed);
-            if admissions != last.0 {
+            let drained = used == 0 && held > 0;
+            held = used;
+            if admissions != last.0 || drained {
                 last = (admissions, Instant::now());
-                collected = false;
-            } else if !collected && last.1.elapsed() >= IDLE {
-                idle_signal().notify_waiters();
+                collected = 0;
+            } else if collected < IDLE_COLLECTIONS.len()
+                && last.1.elapsed() >= IDLE_COLLECTIONS[collected]
+            {
+                if collected == 0 {
+                    idle_signal().notify_waiters();
+                }
                 collect_everywhere(alloc);
-                collected = true;
+                collected += 1;
             }
         }
     })
@@ -603,14 +619,14 @@ mod tests {
     #[tokio::test]
     async fn what_could_never_fit_is_told_so_and_what_could_waits_its_turn() {
         let b = MemoryBudget::new(100);
-        // The process holds 60 with nothing in flight: 40 is all there is.
-        b.set_untracked(60, 0);
-        b.set_untracked(70, 0);
         // Resident memory less reservations made before their memory is
         // touched understates what the process holds: not a floor.
         let early = b.try_admit(50).unwrap();
         b.set_untracked(10, 50);
         drop(early);
+        assert_eq!(b.room(), 100);
+        // The process holds 60 with nothing in flight: 40 is all there is.
+        b.set_untracked(60, 0);
         b.set_untracked(70, 0);
         assert_eq!(b.room(), 40);
         let never = b.admit(50, Duration::from_secs(5)).await.unwrap_err();
