@@ -136,11 +136,11 @@ async fn until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
 async fn batch_refuses_nothing_under_ordinary_load() {
     for clients in [4, 16] {
         let sink = Sink::start().await;
-        let recv = free_port();
-        let yaml = config(recv, sink.addr.port(), "{send_batch_size: 8192}", "");
+        let yaml = config(sink.addr.port(), "{send_batch_size: 8192}", "");
         let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
             .await
             .unwrap();
+        let recv = svc.grpc_port();
         let t = svc.telemetry().clone();
         let inputs = synth::requests(clients * 40, 1000, 200);
         let reqs: Vec<_> = inputs.iter().map(request).collect();

@@ -367,14 +367,14 @@ async fn overload_refuses_retryably_and_loses_nothing_accepted() {
 
 /// `memory_limiter` as a Collector config sets it (limit 160 MiB, spike 32,
 /// no `--memory-limit-mib`): a client sends far more than the exporter
-/// drains (its peer holds every call 200 ms). Resident memory stays under
+/// drains (one consumer, its peer holds every call 1 s). Resident memory stays under
 /// the limit + 64 MiB; everything refused is refused retryably
 /// (`UNAVAILABLE`); once the load stops, data is accepted again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_limiter_holds_resident_memory_under_overload_and_recovers() {
     let sink = Sink::start().await;
     sink.counting_only();
-    sink.answer_next(std::iter::repeat_n(common::Answer::Hold(200), 100_000));
+    sink.answer_next(std::iter::repeat_n(common::Answer::Hold(1000), 100_000));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.yaml");
     std::fs::write(
@@ -391,6 +391,7 @@ exporters:
     tls: {{insecure: true}}
     compression: none
     retry_on_failure: {{initial_interval: 50ms, max_interval: 200ms, max_elapsed_time: 120s}}
+    sending_queue: {{num_consumers: 1}}
 extensions:
   health_check: {{endpoint: "127.0.0.1:0"}}
 service:
@@ -412,7 +413,16 @@ service:
     let (otlp, metrics) = (p.grpc_port(), p.metrics_port());
     let medium = profcol_model::synth::request(100_000, 20_000).encode_to_vec();
     let framed = grpc_frame(&medium, false);
-    let (ok, retry) = drive(otlp, framed.clone(), Duration::from_secs(8)).await;
+    // Until the exporter falls far enough behind for the limiter to act:
+    // how long that takes depends on how fast this machine sends.
+    let (mut ok, mut retry) = (0, 0);
+    for _ in 0..6 {
+        let (o, r) = drive(otlp, framed.clone(), Duration::from_secs(8)).await;
+        (ok, retry) = (ok + o, retry + r);
+        if retry > 0 {
+            break;
+        }
+    }
     let (hwm, _) = p.memory_mib();
     let by_limiter = metric(
         metrics,
@@ -559,16 +569,15 @@ async fn a_request_that_can_never_fit_is_refused_for_good() {
     let sink = Sink::start().await;
     sink.counting_only();
     let dir = tempfile::tempdir().unwrap();
-    let ports = ports();
-    let cfg = config(&dir, ports, sink.addr.port(), false, "", "");
+    let cfg = config(&dir, sink.addr.port(), false, "", "");
     // Not the size limit: the memory budget.
     let yaml = std::fs::read_to_string(&cfg).unwrap().replace(
-        &format!("\"127.0.0.1:{}\"}}", ports.0),
-        &format!("\"127.0.0.1:{}\", max_recv_msg_size_mib: 512}}", ports.0),
+        "grpc: {endpoint: \"127.0.0.1:0\"}",
+        "grpc: {endpoint: \"127.0.0.1:0\", max_recv_msg_size_mib: 512}",
     );
     assert!(yaml.contains("max_recv_msg_size_mib"));
     std::fs::write(&cfg, yaml).unwrap();
-    let p = start(&cfg, LIMIT_MIB, ports.2).await;
+    let (p, ports) = start(&cfg, LIMIT_MIB).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (_, idle_mib) = p.memory_mib();
     assert!(idle_mib < LIMIT_MIB / 2, "{idle_mib} MiB at idle");
@@ -633,27 +642,39 @@ async fn idle_memory_goes_back_to_where_it_started() {
     let dir = tempfile::tempdir().unwrap();
     let shipped =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config.yaml")).unwrap();
-    let (otlp, health) = (free_port(), free_port());
     let cfg = shipped
-        .replace("0.0.0.0:4317", &format!("127.0.0.1:{otlp}"))
-        .replace("0.0.0.0:4318", &format!("127.0.0.1:{}", free_port()))
-        .replace("0.0.0.0:3000", &format!("127.0.0.1:{}", free_port()))
-        .replace("0.0.0.0:4040", &format!("127.0.0.1:{}", free_port()))
-        .replace("127.0.0.1:8888", &format!("127.0.0.1:{}", free_port()))
-        .replace("127.0.0.1:13133", &format!("127.0.0.1:{health}"))
+        .replace("0.0.0.0:4317", "127.0.0.1:0")
+        .replace("0.0.0.0:4318", "127.0.0.1:0")
+        .replace("0.0.0.0:3000", "127.0.0.1:0")
+        .replace("0.0.0.0:4040", "127.0.0.1:0")
+        .replace("127.0.0.1:8888", "127.0.0.1:0")
+        .replace("127.0.0.1:13133", "127.0.0.1:0")
         .replace("level: info", "level: warn");
+    assert_eq!(
+        cfg.matches("127.0.0.1:0").count(),
+        6,
+        "the shipped ports moved"
+    );
     let path = dir.path().join("config.yaml");
     std::fs::write(&path, cfg).unwrap();
-    let mut cmd = profcol();
-    cmd.current_dir(dir.path()).arg("--config").arg(&path);
-    let p = Running::spawn(&mut cmd);
-    wait_healthy(health).await;
+    let p = Running::ready(profcol().current_dir(dir.path()).arg("--config").arg(&path)).await;
+    let otlp = p.grpc_port();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = anon_kib(&p);
     let medium = profcol_model::synth::request(100_000, 20_000).encode_to_vec();
     let (ok, _) = drive(otlp, grpc_frame(&medium, false), Duration::from_secs(4)).await;
     assert!(ok > 0);
     let loaded = anon_kib(&p);
+    // The exporters (pprof files, debug) have written what was accepted.
+    let metrics = p.metrics_port();
+    let started = Instant::now();
+    while metric(metrics, "otelcol_exporter_queue_size").await > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "queues never drained"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     // Idle: the guard collects after 2 s; allow it a few rounds.
     let started = Instant::now();
     let mut idle = anon_kib(&p);
