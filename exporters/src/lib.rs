@@ -7,6 +7,7 @@ mod client_auth;
 pub mod debug;
 pub mod file;
 mod http_common;
+pub mod kafka;
 pub mod loadbalancing;
 pub mod otlp;
 pub mod otlphttp;

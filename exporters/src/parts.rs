@@ -34,6 +34,12 @@ const FILL: f64 = 0.75;
 pub struct PeerLimit(AtomicU64);
 
 impl PeerLimit {
+    /// A limit known from the start (the `kafka` exporter's
+    /// `producer::max_message_bytes`); refusals can only lower it.
+    pub fn fixed(bytes: u64) -> Self {
+        Self(AtomicU64::new(bytes))
+    }
+
     fn get(&self) -> Option<u64> {
         Some(self.0.load(Ordering::Relaxed)).filter(|&l| l > 0)
     }
@@ -106,6 +112,8 @@ pub fn too_large(err: &ExportError) -> Option<Option<u64>> {
         return Some(number_after("size limit of "));
     }
     if message.contains("HTTP 413")
+        // A Kafka broker's MESSAGE_TOO_LARGE, as librdkafka words it.
+        || message.contains("Message size too large")
         || message.contains("request body too large")
         || message.contains("exceeds the memory budget")
     {

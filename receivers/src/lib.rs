@@ -5,6 +5,7 @@
 
 pub mod body;
 pub mod ingest;
+pub mod kafka;
 pub mod otlp;
 pub mod pyroscope;
 pub mod record;

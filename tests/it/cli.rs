@@ -443,10 +443,10 @@ fn component_errors_have_exact_paths() {
     let pipeline = "service: {pipelines: {profiles: {receivers: [otlp], exporters: [debug]}}}";
     let cases: Vec<(String, Vec<&str>)> = vec![
         (
-            format!("receivers: {{otlp: , nosuch/a: }}\nexporters: {{debug: , kafka: }}\n{pipeline}"),
+            format!("receivers: {{otlp: , nosuch/a: }}\nexporters: {{debug: , loki: }}\n{pipeline}"),
             vec![
-                r#"receivers::nosuch/a: unknown type "nosuch" (known: otlp, pyroscope, sentry)"#,
-                r#"exporters::kafka: unknown type "kafka"; profcol has no kafka exporter (see docs/collector-compatibility.md)"#,
+                r#"receivers::nosuch/a: unknown type "nosuch" (known: kafka, otlp, pyroscope, sentry)"#,
+                r#"exporters::loki: unknown type "loki"; profcol has no loki exporter (see docs/collector-compatibility.md)"#,
             ],
         ),
         (

@@ -1,0 +1,386 @@
+//! `exporters: kafka:` with the Collector's keys (contrib `kafkaexporter`
+//! and `pkg/kafka/configkafka` of v0.161.0) and defaults. `timeout`,
+//! `retry_on_failure` and `sending_queue` are the runtime's.
+
+use serde::{Deserialize, Serialize};
+
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
+
+/// The topic profiles go to unless `profiles::topic` (or the deprecated
+/// top-level `topic`) says otherwise.
+pub const DEFAULT_TOPIC: &str = "otlp_profiles";
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KafkaExporterConfig {
+    #[serde(flatten)]
+    pub client: ClientConfig,
+    pub producer: ProducerConfig,
+    pub profiles: SignalConfig,
+    /// Other signals' settings: profcol carries profiles only; accepted so
+    /// that a Collector's config carries over, no effect.
+    pub logs: SignalConfig,
+    pub metrics: SignalConfig,
+    pub traces: SignalConfig,
+    /// The resource attribute whose value names the topic (the first
+    /// resource that has it, non-empty).
+    pub topic_from_attribute: String,
+    /// Client metadata keys copied to message headers: profcol's receivers
+    /// keep no client metadata, so only an empty list is accepted.
+    pub include_metadata_keys: Vec<String>,
+    /// Partitioning of other signals: accepted, no effect on profiles.
+    pub partition_traces_by_id: bool,
+    pub partition_metrics_by_resource_attributes: bool,
+    pub partition_logs_by_resource_attributes: bool,
+    pub partition_logs_by_trace_id: bool,
+}
+
+/// `configkafka.ClientConfig`: the keys the exporter and the receiver share.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClientConfig {
+    pub brokers: Vec<String>,
+    pub resolve_canonical_bootstrap_servers_only: bool,
+    /// The Kafka version the client assumes (`2.1.0`). librdkafka asks the
+    /// broker which API versions it speaks, so this is checked, not used.
+    pub protocol_version: String,
+    pub client_id: String,
+    /// SASL and Kerberos: not implemented, refused when set.
+    pub auth: Option<serde_json::Value>,
+    /// TLS to the brokers: not implemented, refused when set.
+    pub tls: Option<serde_json::Value>,
+    pub metadata: MetadataConfig,
+    /// `client.rack`.
+    pub rack_id: String,
+    /// KIP-320 leader epochs; librdkafka always uses them. Accepted.
+    pub use_leader_epoch: bool,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            brokers: vec!["localhost:9092".to_owned()],
+            resolve_canonical_bootstrap_servers_only: false,
+            protocol_version: String::new(),
+            client_id: "otel-collector".to_owned(),
+            auth: None,
+            tls: None,
+            metadata: MetadataConfig::default(),
+            rack_id: String::new(),
+            use_leader_epoch: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetadataConfig {
+    /// Whether to keep all topics' metadata; librdkafka keeps what it uses.
+    pub full: bool,
+    /// `topic.metadata.refresh.interval.ms`.
+    pub refresh_interval: Duration,
+    pub retry: MetadataRetry,
+}
+
+impl Default for MetadataConfig {
+    fn default() -> Self {
+        Self {
+            full: true,
+            refresh_interval: Duration::from_secs(600),
+            retry: MetadataRetry::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetadataRetry {
+    /// librdkafka retries metadata until the request's deadline; accepted.
+    pub max: u32,
+    /// `retry.backoff.ms`.
+    pub backoff: Duration,
+}
+
+impl Default for MetadataRetry {
+    fn default() -> Self {
+        Self {
+            max: 3,
+            backoff: Duration::from_millis(250),
+        }
+    }
+}
+
+/// `producer:`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProducerConfig {
+    /// The largest message value produced; a request over it is split at
+    /// profile boundaries.
+    pub max_message_bytes: u64,
+    pub required_acks: RequiredAcks,
+    pub compression: String,
+    pub compression_params: CompressionParams,
+    /// `batch.num.messages` when set; 0 leaves librdkafka's.
+    pub flush_max_messages: u64,
+    pub allow_auto_topic_creation: bool,
+}
+
+impl Default for ProducerConfig {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: 1_000_000,
+            required_acks: RequiredAcks(1),
+            compression: "none".to_owned(),
+            compression_params: CompressionParams::default(),
+            flush_max_messages: 0,
+            allow_auto_topic_creation: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompressionParams {
+    pub level: Option<i32>,
+}
+
+/// `required_acks`: `0`, `1`, `-1` or `all`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RequiredAcks(pub i8);
+
+impl<'de> Deserialize<'de> for RequiredAcks {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(i64),
+            S(String),
+        }
+        let bad = || serde::de::Error::custom("expected 'all' (-1), 0, or 1");
+        match Raw::deserialize(d)? {
+            Raw::N(n @ -1..=1) => Ok(Self(n as i8)),
+            Raw::S(s) if s == "all" => Ok(Self(-1)),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// `profiles:` (and the other signals').
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SignalConfig {
+    pub topic: String,
+    /// Client metadata naming the topic: profcol keeps none, so refused.
+    pub topic_from_metadata_key: String,
+    pub encoding: String,
+}
+
+/// How message values are written and read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// An `ExportProfilesServiceRequest` in protobuf.
+    Proto,
+    /// The same in OTLP/JSON.
+    Json,
+}
+
+impl Encoding {
+    /// `otlp_proto` or `otlp_json`; the error names what else the Collector
+    /// has and profcol does not.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "otlp_proto" => Ok(Self::Proto),
+            "otlp_json" => Ok(Self::Json),
+            other => Err(format!(
+                "{other:?} is not an encoding of profiles: otlp_proto or otlp_json (encoding extensions are not supported)"
+            )),
+        }
+    }
+}
+
+impl ClientConfig {
+    /// What profcol refuses or the Collector would, at `section`'s key paths.
+    pub fn check(&self, section: &ComponentConfig, errs: &mut ConfigErrors) {
+        if self.brokers.is_empty() {
+            errs.push(section.key_path("brokers"), "brokers must be specified");
+        }
+        for (i, b) in self.brokers.iter().enumerate() {
+            if b.is_empty() || b.contains(',') || b.contains("://") {
+                errs.push(
+                    section.key_path(&format!("brokers::{i}")),
+                    format!("{b:?} is not a host:port"),
+                );
+            }
+        }
+        if !self.protocol_version.is_empty() && !valid_version(&self.protocol_version) {
+            errs.push(
+                section.key_path("protocol_version"),
+                format!(
+                    "invalid protocol version: {:?} is not a Kafka version such as 2.1.0",
+                    self.protocol_version
+                ),
+            );
+        }
+        if self.resolve_canonical_bootstrap_servers_only {
+            errs.push(
+                section.key_path("resolve_canonical_bootstrap_servers_only"),
+                "is not supported by profcol: list the brokers by the names they answer to",
+            );
+        }
+        if self.auth.as_ref().is_some_and(|v| !v.is_null()) {
+            errs.push(
+                section.key_path("auth"),
+                "is not supported by profcol yet (SASL, Kerberos): use a listener without authentication",
+            );
+        }
+        if self.tls.as_ref().is_some_and(|v| !v.is_null()) {
+            errs.push(
+                section.key_path("tls"),
+                "is not supported by profcol yet: use a PLAINTEXT listener",
+            );
+        }
+    }
+
+    /// The librdkafka settings every client of this config takes.
+    pub fn rdkafka(&self) -> rdkafka::ClientConfig {
+        let mut c = rdkafka::ClientConfig::new();
+        c.set("bootstrap.servers", self.brokers.join(","))
+            .set("client.id", &self.client_id)
+            .set(
+                "topic.metadata.refresh.interval.ms",
+                self.metadata.refresh_interval.0.as_millis().to_string(),
+            )
+            .set(
+                "retry.backoff.ms",
+                self.metadata.retry.backoff.0.as_millis().max(1).to_string(),
+            )
+            // A broker back from a restart is found within a second, not
+            // librdkafka's 10 s.
+            .set("reconnect.backoff.max.ms", "1000");
+        if !self.rack_id.is_empty() {
+            c.set("client.rack", &self.rack_id);
+        }
+        c
+    }
+}
+
+/// `sarama.ParseKafkaVersion`'s forms: `0.8.2.0` style or `1.0.0` and later.
+fn valid_version(v: &str) -> bool {
+    let parts: Vec<&str> = v.split('.').collect();
+    let numeric = parts
+        .iter()
+        .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    numeric
+        && match parts.first() {
+            Some(&"0") => parts.len() == 4,
+            Some(_) => parts.len() == 3,
+            None => false,
+        }
+}
+
+/// What the exporter does, checked.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub topic: String,
+    pub encoding: Encoding,
+    pub compression: &'static str,
+}
+
+impl KafkaExporterConfig {
+    pub fn validate(&self, section: &ComponentConfig) -> Result<Resolved, ConfigErrors> {
+        let mut errs = ConfigErrors::default();
+        self.client.check(section, &mut errs);
+        let p = &self.producer;
+        if p.max_message_bytes == 0 {
+            errs.push(
+                section.key_path("producer::max_message_bytes"),
+                "must be positive",
+            );
+        }
+        if p.max_message_bytes > 1_000_000_000 {
+            errs.push(
+                section.key_path("producer::max_message_bytes"),
+                "is over librdkafka's limit of 1000000000",
+            );
+        }
+        let compression = match p.compression.as_str() {
+            "none" => "none",
+            "gzip" => "gzip",
+            "snappy" => "snappy",
+            "lz4" => "lz4",
+            "zstd" => "zstd",
+            other => {
+                errs.push(
+                    section.key_path("producer::compression"),
+                    format!("compression should be one of 'none', 'gzip', 'snappy', 'lz4', or 'zstd'. configured value is {other:?}"),
+                );
+                "none"
+            }
+        };
+        if let Some(level) = p.compression_params.level {
+            let range = match compression {
+                "gzip" => Some(-1..=9),
+                "lz4" => Some(0..=12),
+                "zstd" => Some(1..=22),
+                _ => None,
+            };
+            match range {
+                Some(r) if r.contains(&level) => {}
+                Some(r) => errs.push(
+                    section.key_path("producer::compression_params::level"),
+                    format!(
+                        "{level} is not a {compression} level ({} to {})",
+                        r.start(),
+                        r.end()
+                    ),
+                ),
+                None => errs.push(
+                    section.key_path("producer::compression_params::level"),
+                    format!("{compression} takes no level"),
+                ),
+            }
+        }
+        if p.flush_max_messages > 1_000_000 {
+            errs.push(
+                section.key_path("producer::flush_max_messages"),
+                "is over librdkafka's limit of 1000000",
+            );
+        }
+        if !self.include_metadata_keys.is_empty() {
+            errs.push(
+                section.key_path("include_metadata_keys"),
+                "is not supported: profcol's receivers keep no client metadata",
+            );
+        }
+        if !self.profiles.topic_from_metadata_key.is_empty() {
+            errs.push(
+                section.key_path("profiles::topic_from_metadata_key"),
+                "is not supported: profcol's receivers keep no client metadata",
+            );
+        }
+        if self.partition_logs_by_resource_attributes && self.partition_logs_by_trace_id {
+            errs.push(
+                section.key_path("partition_logs_by_resource_attributes"),
+                "partition_logs_by_resource_attributes and partition_logs_by_trace_id cannot both be enabled",
+            );
+        }
+        let topic = if self.profiles.topic.is_empty() {
+            DEFAULT_TOPIC.to_owned()
+        } else {
+            self.profiles.topic.clone()
+        };
+        let encoding = if self.profiles.encoding.is_empty() {
+            "otlp_proto"
+        } else {
+            self.profiles.encoding.as_str()
+        };
+        let encoding = Encoding::parse(encoding)
+            .map_err(|e| errs.push(section.key_path("profiles::encoding"), e))
+            .unwrap_or(Encoding::Proto);
+        errs.into_result(Resolved {
+            topic,
+            encoding,
+            compression,
+        })
+    }
+}

@@ -1,0 +1,276 @@
+//! Exporter `kafka`: each request becomes one Kafka message whose value is
+//! the `ExportProfilesServiceRequest` (protobuf or OTLP/JSON), as the
+//! Collector's contrib `kafka` exporter produces it: no key, no headers,
+//! topic `otlp_profiles` unless configured. A request over
+//! `producer::max_message_bytes` is cut at profile boundaries into several
+//! messages (`crate::parts`, the split the other exporters use when a peer
+//! refuses a request as too large), never dropped.
+//!
+//! The client is librdkafka (`rdkafka`). Queue, retries and timeout are the
+//! runtime's; librdkafka's own delivery timeout is set to the export
+//! `timeout`, so a message is never left in its queue after the runtime
+//! gave up on the attempt.
+
+mod config;
+#[cfg(test)]
+mod tests;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::util::Timeout;
+
+use profcol_model::proto::any_value::Value;
+use profcol_model::ProfileBatch;
+use profcol_otlp::json as otlp_json;
+use profcol_otlp::revisions::Revision;
+use profcol_pipeline::component::{
+    ExportError, ExportOutcome, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
+    Request,
+};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+
+use crate::parts::{self, PeerLimit};
+pub use config::{
+    ClientConfig, Encoding, KafkaExporterConfig, MetadataConfig, ProducerConfig, DEFAULT_TOPIC,
+};
+
+pub struct KafkaExporterFactory;
+
+impl ExporterFactory for KafkaExporterFactory {
+    fn type_name(&self) -> &'static str {
+        "kafka"
+    }
+
+    /// The Collector's kafka exporter waits 5 s (`timeout`).
+    fn default_settings(&self) -> Option<ExporterSettings> {
+        Some(ExporterSettings::with_timeout(Duration::from_secs(5)))
+    }
+
+    fn create(
+        &self,
+        cfg: &ComponentConfig,
+        settings: &ExporterSettings,
+    ) -> Result<Arc<dyn Exporter>, ConfigErrors> {
+        let (c, resolved) = cfg.decode_checked(|c: &KafkaExporterConfig| c.validate(cfg))?;
+        Ok(Arc::new(KafkaExporter::new(&c, resolved, settings.timeout)))
+    }
+}
+
+pub fn factory() -> Arc<dyn ExporterFactory> {
+    Arc::new(KafkaExporterFactory)
+}
+
+pub struct KafkaExporter {
+    settings: rdkafka::ClientConfig,
+    topic: String,
+    topic_from_attribute: String,
+    encoding: Encoding,
+    max_message_bytes: u64,
+    timeout: Duration,
+    /// Made at start: creating it starts librdkafka's threads, which
+    /// `profcol validate` has no use for.
+    producer: OnceLock<FutureProducer>,
+    /// `max_message_bytes` from the start; lowered when the broker refuses
+    /// a message as too large.
+    limit: PeerLimit,
+}
+
+impl KafkaExporter {
+    fn new(c: &KafkaExporterConfig, r: config::Resolved, timeout: Duration) -> Self {
+        let mut settings = c.client.rdkafka();
+        let p = &c.producer;
+        // librdkafka's `message.timeout.ms` is its delivery deadline,
+        // retries included (0 would mean forever): a little inside the
+        // runtime's, so that librdkafka gives a message up before the
+        // runtime retries it, rather than deliver it late beside the retry.
+        let deadline = (timeout.as_millis() * 9 / 10).clamp(1, i32::MAX as u128);
+        settings
+            .set("message.timeout.ms", deadline.to_string())
+            .set(
+                "acks",
+                match p.required_acks.0 {
+                    -1 => "all",
+                    0 => "0",
+                    _ => "1",
+                },
+            )
+            .set("compression.codec", r.compression)
+            // The protocol request holding a message: its value plus the
+            // record's framing.
+            .set(
+                "message.max.bytes",
+                (p.max_message_bytes + 64 * 1024)
+                    .clamp(1000, 1_000_000_000)
+                    .to_string(),
+            )
+            .set(
+                "allow.auto.create.topics",
+                if p.allow_auto_topic_creation {
+                    "true"
+                } else {
+                    "false"
+                },
+            )
+            // Idempotence would need acks=all; the Collector's does not
+            // ask for it either.
+            .set("enable.idempotence", "false");
+        if let Some(level) = p.compression_params.level {
+            settings.set("compression.level", level.to_string());
+        }
+        if p.flush_max_messages > 0 {
+            settings.set("batch.num.messages", p.flush_max_messages.to_string());
+        }
+        Self {
+            settings,
+            topic: r.topic,
+            topic_from_attribute: c.topic_from_attribute.clone(),
+            encoding: r.encoding,
+            max_message_bytes: p.max_message_bytes,
+            timeout,
+            producer: OnceLock::new(),
+            limit: PeerLimit::fixed(p.max_message_bytes),
+        }
+    }
+
+    fn producer(&self) -> Result<&FutureProducer, ExportError> {
+        self.producer
+            .get()
+            .ok_or_else(|| ExportError::permanent("the kafka exporter was not started"))
+    }
+
+    /// The topic of `batch`: `topic_from_attribute`'s value on the first
+    /// resource that has it, else the configured one.
+    fn topic_of<'a>(&'a self, batch: &'a ProfileBatch) -> &'a str {
+        if self.topic_from_attribute.is_empty() {
+            return &self.topic;
+        }
+        batch
+            .data()
+            .resource_profiles
+            .iter()
+            .filter_map(|rp| rp.resource.as_ref())
+            .flat_map(|r| &r.attributes)
+            .find_map(|kv| match kv.value.as_ref()?.value.as_ref()? {
+                Value::StringValue(s) if kv.key == self.topic_from_attribute && !s.is_empty() => {
+                    Some(s.as_str())
+                }
+                _ => None,
+            })
+            .unwrap_or(&self.topic)
+    }
+
+    /// The message value: the received bytes when nothing changed them.
+    async fn value(&self, batch: &Arc<ProfileBatch>) -> Result<Bytes, ExportError> {
+        if self.encoding == Encoding::Proto {
+            return Ok(batch.encode_to_bytes());
+        }
+        let batch = Arc::clone(batch);
+        profcol_model::cpu::run(move || {
+            let (json, lost) = otlp_json::encode_as(batch.data(), Revision::CURRENT);
+            lost.warn(Revision::CURRENT);
+            Ok::<_, std::io::Error>(Bytes::from(json))
+        })
+        .await
+        .map_err(|e| ExportError::permanent(format!("encoding the message: {e}")))
+    }
+
+    /// One message of `batch`.
+    async fn send(
+        &self,
+        batch: Arc<ProfileBatch>,
+        _counts: (u64, u64),
+    ) -> Result<ExportOutcome, ExportError> {
+        let producer = self.producer()?;
+        let value = self.value(&batch).await?;
+        if value.len() as u64 > self.max_message_bytes {
+            // Worded for `parts::too_large`, which cuts the request smaller.
+            return Err(ExportError::permanent(format!(
+                "a message of {} bytes exceeds the size limit of {} bytes (producer::max_message_bytes)",
+                value.len(),
+                self.max_message_bytes
+            )));
+        }
+        let topic = self.topic_of(&batch).to_owned();
+        drop(batch);
+        let record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(&topic).payload(&value[..]);
+        match producer.send(record, Timeout::After(self.timeout)).await {
+            Ok(_) => Ok(ExportOutcome::delivered()),
+            Err((e, _)) => Err(classify(&topic, &e)),
+        }
+    }
+}
+
+/// Whether trying again can help: the broker refusing the message itself
+/// or the client's rights cannot change by waiting; a broker away, a leader
+/// election or a timeout can.
+fn classify(topic: &str, e: &KafkaError) -> ExportError {
+    let message = format!("producing to topic {topic:?}: {e}");
+    let permanent = matches!(
+        e.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::MessageSizeTooLarge
+                | RDKafkaErrorCode::InvalidMessageSize
+                | RDKafkaErrorCode::InvalidMessage
+                | RDKafkaErrorCode::InvalidRecord
+                | RDKafkaErrorCode::InvalidTopic
+                | RDKafkaErrorCode::TopicAuthorizationFailed
+                | RDKafkaErrorCode::ClusterAuthorizationFailed
+                | RDKafkaErrorCode::InvalidRequiredAcks
+                | RDKafkaErrorCode::UnsupportedVersion
+                | RDKafkaErrorCode::UnsupportedCompressionType
+        )
+    );
+    if permanent {
+        ExportError::permanent(message)
+    } else {
+        ExportError::retryable(message)
+    }
+}
+
+#[async_trait]
+impl Exporter for KafkaExporter {
+    async fn start(&self, _ctx: &ExporterContext) -> anyhow::Result<()> {
+        let producer: FutureProducer = self
+            .settings
+            .create()
+            .map_err(|e| anyhow::anyhow!("creating the Kafka producer: {e}"))?;
+        let _ = self.producer.set(producer);
+        Ok(())
+    }
+
+    /// See [`KafkaExporter::value`].
+    fn sends_received_bytes(&self) -> bool {
+        self.encoding == Encoding::Proto
+    }
+
+    async fn export(
+        &self,
+        req: &Request,
+        _ctx: &ExporterContext,
+    ) -> Result<ExportOutcome, ExportError> {
+        let in_parts = || parts::send(req, &self.limit, |b, c| self.send(b, c));
+        if self.limit.applies_to(req) {
+            return in_parts().await;
+        }
+        let counts = (req.batch.profile_count(), req.batch.sample_count());
+        let result = self.send(req.batch.clone(), counts).await;
+        if self.limit.refused(&result, req) {
+            return in_parts().await;
+        }
+        result
+    }
+
+    /// Waits (up to the export timeout) for what librdkafka still holds.
+    async fn shutdown(&self) {
+        if let Some(p) = self.producer.get() {
+            let p = p.clone();
+            let timeout = self.timeout;
+            let _ = tokio::task::spawn_blocking(move || p.flush(Timeout::After(timeout))).await;
+        }
+    }
+}

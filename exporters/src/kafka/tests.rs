@@ -1,0 +1,124 @@
+use std::time::Duration as StdDuration;
+
+use profcol_pipeline::config::{ComponentConfig, Kind};
+use profcol_pipeline::runtime::create_exporter;
+
+use super::config::Resolved;
+use super::*;
+use crate::parts::too_large;
+
+fn section(yaml: &str) -> ComponentConfig {
+    ComponentConfig::from_yaml(Kind::Exporter, "kafka/out", yaml).unwrap()
+}
+
+fn resolve(yaml: &str) -> Result<(KafkaExporterConfig, Resolved), String> {
+    let cfg = section(yaml);
+    let c: KafkaExporterConfig = cfg.decode().map_err(|e| e.to_string())?;
+    let r = c.validate(&cfg).map_err(|e| e.to_string())?;
+    Ok((c, r))
+}
+
+fn create_errors(yaml: &str) -> String {
+    match create_exporter(&*factory(), &section(yaml)) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("accepted {yaml}"),
+    }
+}
+
+#[test]
+fn defaults_are_the_collectors() {
+    let (c, r) = resolve("{}").unwrap();
+    assert_eq!(c, KafkaExporterConfig::default());
+    assert_eq!(c.client.brokers, ["localhost:9092"]);
+    assert_eq!(c.client.client_id, "otel-collector");
+    assert_eq!(c.producer.max_message_bytes, 1_000_000);
+    assert_eq!(c.producer.required_acks.0, 1);
+    assert_eq!(
+        (r.topic.as_str(), r.encoding),
+        (DEFAULT_TOPIC, Encoding::Proto)
+    );
+    assert_eq!(r.compression, "none");
+    let (_, s) = create_exporter(&*factory(), &section("{}")).unwrap();
+    assert_eq!(s.timeout, StdDuration::from_secs(5));
+}
+
+/// The top-level `topic` and `encoding` the Collector deprecated in
+/// v0.124.0 are gone from v0.161.0, which refuses them: so does profcol.
+#[test]
+fn signal_keys_and_not_the_removed_ones() {
+    let (_, r) = resolve("profiles: {topic: p, encoding: otlp_json}").unwrap();
+    assert_eq!((r.topic.as_str(), r.encoding), ("p", Encoding::Json));
+    for yaml in ["topic: old", "encoding: otlp_json"] {
+        let err = create_errors(yaml);
+        assert!(err.contains("unknown field"), "{yaml}: {err}");
+    }
+}
+
+#[test]
+fn required_acks_takes_all_and_numbers() {
+    for (v, want) in [("all", -1), ("-1", -1), ("0", 0), ("1", 1)] {
+        let (c, _) = resolve(&format!("producer: {{required_acks: {v}}}")).unwrap();
+        assert_eq!(c.producer.required_acks.0, want, "{v}");
+    }
+    let err = create_errors("producer: {required_acks: 2}");
+    assert!(
+        err.contains("producer") && err.contains("expected 'all'"),
+        "{err}"
+    );
+}
+
+#[test]
+fn refusals_name_the_key() {
+    for (yaml, want) in [
+        ("profiles: {encoding: jaeger_proto}", "exporters::kafka/out::profiles::encoding: \"jaeger_proto\" is not an encoding of profiles"),
+        ("producer: {compression: brotli}", "exporters::kafka/out::producer::compression: compression should be one of"),
+        ("producer: {compression: gzip, compression_params: {level: 12}}", "exporters::kafka/out::producer::compression_params::level: 12 is not a gzip level"),
+        ("producer: {max_message_bytes: 0}", "exporters::kafka/out::producer::max_message_bytes: must be positive"),
+        ("brokers: []", "exporters::kafka/out::brokers: brokers must be specified"),
+        ("brokers: ['a:1,b:2']", "exporters::kafka/out::brokers::0:"),
+        ("protocol_version: banana", "exporters::kafka/out::protocol_version: invalid protocol version"),
+        ("auth: {sasl: {mechanism: PLAIN, username: u, password: p}}", "exporters::kafka/out::auth: is not supported by profcol yet"),
+        ("tls: {insecure: true}", "exporters::kafka/out::tls: is not supported by profcol yet"),
+        ("include_metadata_keys: [tenant]", "exporters::kafka/out::include_metadata_keys: is not supported"),
+        ("profiles: {topic_from_metadata_key: t}", "exporters::kafka/out::profiles::topic_from_metadata_key: is not supported"),
+        ("bogus: 1", "bogus"),
+    ] {
+        let err = create_errors(yaml);
+        assert!(err.contains(want), "{yaml}: {err}");
+    }
+    assert!(resolve("protocol_version: 2.1.0").is_ok());
+    assert!(resolve("protocol_version: 0.10.2.0").is_ok());
+}
+
+/// The Collector's config of other signals carries over.
+#[test]
+fn other_signals_keys_load() {
+    resolve(
+        "logs: {topic: l}\nmetrics: {topic: m, encoding: otlp_json}\ntraces: {topic: t}\n\
+         partition_traces_by_id: true\npartition_metrics_by_resource_attributes: true\n\
+         metadata: {full: false, refresh_interval: 1m, retry: {max: 5, backoff: 100ms}}\n\
+         rack_id: r1\nuse_leader_epoch: false\nclient_id: me",
+    )
+    .unwrap();
+}
+
+/// What the exporter says when a message is over the limit, and what a
+/// broker's refusal reads as, both cut the request smaller.
+#[test]
+fn size_refusals_split() {
+    let own = ExportError::permanent(
+        "a message of 2000 bytes exceeds the size limit of 1000 bytes (producer::max_message_bytes)",
+    );
+    assert_eq!(too_large(&own), Some(Some(1000)));
+    let broker = classify(
+        "t",
+        &KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge),
+    );
+    assert!(matches!(broker, ExportError::Permanent { .. }));
+    assert_eq!(too_large(&broker), Some(None), "{broker}");
+    let away = classify(
+        "t",
+        &KafkaError::MessageProduction(RDKafkaErrorCode::MessageTimedOut),
+    );
+    assert!(matches!(away, ExportError::Retryable { .. }), "{away}");
+}

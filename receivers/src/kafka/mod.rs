@@ -1,0 +1,209 @@
+//! Receiver `kafka`: reads `ExportProfilesServiceRequest`s (protobuf or
+//! OTLP/JSON) from Kafka topics as a member of a consumer group, as the
+//! Collector's contrib `kafka` receiver does, and hands each message to the
+//! one ingest path (`crate::ingest`).
+//!
+//! At least once: a message's offset is stored for commit only after the
+//! pipelines accepted it (it is in every sending queue) or refused it for
+//! good; librdkafka commits stored offsets every `autocommit::interval`
+//! (or after each message when autocommit is off) and when a partition is
+//! revoked. A message being processed when its partition moves, or when
+//! profcol stops, is read again by whoever owns the partition next.
+//!
+//! Back-pressure: messages are processed one at a time; while the
+//! pipelines refuse one as full (memory, queue), it is offered again after
+//! the wait they ask for, and nothing further is read. librdkafka's
+//! read-ahead is bounded (`queued.max.messages.kbytes`) and that bound is
+//! held in the memory budget for the receiver's life.
+//!
+//! A message the pipelines can never take (garbage bytes, an invalid
+//! request) is counted as refused and skipped, unless `message_marking`
+//! says `after: true` with `on_permanent_error: false`: then, as in the
+//! Collector, it is offered again after `error_backoff` and blocks its
+//! partition until someone intervenes.
+
+mod config;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::message::{BorrowedMessage, Message};
+
+use profcol_exporters::kafka::Encoding;
+use profcol_pipeline::component::{Receiver, ReceiverContext, ReceiverFactory};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+
+use crate::ingest::{Ingest, Origin, Refusal};
+pub use config::KafkaReceiverConfig;
+
+/// The `transport` label of what this receiver takes.
+const TRANSPORT: &str = "kafka";
+
+pub struct KafkaReceiverFactory;
+
+impl ReceiverFactory for KafkaReceiverFactory {
+    fn type_name(&self) -> &'static str {
+        "kafka"
+    }
+
+    fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Receiver>, ConfigErrors> {
+        let (c, resolved) = cfg.decode_checked(|c: &KafkaReceiverConfig| c.validate(cfg))?;
+        Ok(Box::new(KafkaReceiver { cfg: c, resolved }))
+    }
+}
+
+pub fn factory() -> Arc<dyn ReceiverFactory> {
+    Arc::new(KafkaReceiverFactory)
+}
+
+pub struct KafkaReceiver {
+    cfg: KafkaReceiverConfig,
+    resolved: config::Resolved,
+}
+
+#[async_trait]
+impl Receiver for KafkaReceiver {
+    async fn start(
+        self: Box<Self>,
+        ctx: ReceiverContext,
+    ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+        let consumer: StreamConsumer =
+            self.cfg.rdkafka().create().map_err(|e| {
+                anyhow::anyhow!("receivers::{}: creating the consumer: {e}", ctx.id)
+            })?;
+        let topics: Vec<&str> = self.resolved.topics.iter().map(String::as_str).collect();
+        consumer.subscribe(&topics).map_err(|e| {
+            anyhow::anyhow!("receivers::{}: subscribing to {topics:?}: {e}", ctx.id)
+        })?;
+        tracing::info!(receiver = %ctx.id, brokers = ?self.cfg.client.brokers, topics = ?self.resolved.topics, group_id = %self.cfg.group_id, "Kafka receiver consuming");
+        // librdkafka's read-ahead, held in the budget while it may be full.
+        let prefetch = ctx.output.budget().force(self.cfg.prefetch_bytes());
+        let ingest = Arc::new(Ingest::new(
+            ctx.id.clone(),
+            ctx.output.clone(),
+            ctx.telemetry.clone(),
+            self.cfg.on_invalid,
+        ));
+        let run = Consume {
+            consumer: Arc::new(consumer),
+            ingest,
+            encoding: self.resolved.encoding,
+            skip_poisoned: self.resolved.skip_poisoned,
+            autocommit: self.cfg.autocommit.enable,
+            backoff: (
+                self.cfg.error_backoff.initial_interval.0,
+                self.cfg.error_backoff.max_interval.0,
+            ),
+            shutdown: ctx.shutdown.clone(),
+        };
+        Ok(tokio::spawn(async move {
+            let consumer = run.consumer.clone();
+            run.run().await;
+            // Closing commits what was stored and leaves the group; it
+            // blocks, so off the async threads, and for at most 10 s (with
+            // the brokers away it would wait longer: what it could not
+            // commit is read again, at least once).
+            let close = tokio::task::spawn_blocking(move || drop(consumer));
+            let _ = tokio::time::timeout(Duration::from_secs(10), close).await;
+            drop(prefetch);
+        }))
+    }
+}
+
+struct Consume {
+    consumer: Arc<StreamConsumer>,
+    ingest: Arc<Ingest>,
+    encoding: Encoding,
+    skip_poisoned: bool,
+    autocommit: bool,
+    /// First and longest wait before a refused message is offered again.
+    backoff: (Duration, Duration),
+    shutdown: tokio_util::sync::CancellationToken,
+}
+
+impl Consume {
+    async fn run(&self) {
+        loop {
+            let msg = tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                msg = self.consumer.recv() => msg,
+            };
+            let msg = match msg {
+                Ok(m) => m,
+                Err(e) => {
+                    // Transport errors: librdkafka reconnects by itself.
+                    profcol_model::warn_limited!(receiver = %self.ingest.id, error = %e, "Kafka consumer error");
+                    continue;
+                }
+            };
+            if !self.process(&msg).await {
+                return;
+            }
+            self.mark(&msg);
+        }
+    }
+
+    /// Offers `msg` to the pipelines until they take it or refuse it for
+    /// good; false when profcol stops first (the message stays unmarked).
+    async fn process(&self, msg: &BorrowedMessage<'_>) -> bool {
+        let payload = msg.payload().unwrap_or_default();
+        let budget = self.ingest.output.budget().clone();
+        let mut wait = self.backoff.0;
+        loop {
+            let memory = tokio::select! {
+                _ = self.shutdown.cancelled() => return false,
+                m = budget.for_work(payload.len()) => m,
+            };
+            let bytes = Bytes::copy_from_slice(payload);
+            let origin = Origin {
+                transport: TRANSPORT,
+                client: None,
+                metadata: Vec::new(),
+            };
+            let result = match self.encoding {
+                Encoding::Proto => self.ingest.otlp(bytes, memory, origin).await,
+                Encoding::Json => self.ingest.otlp_json(bytes, memory, origin).await,
+            };
+            let after = match result {
+                Ok(_) => return true,
+                // Full for now: wait as asked, read nothing more meanwhile.
+                Err(Refusal {
+                    retry_after: Some(after),
+                    ..
+                }) => after,
+                Err(r) if self.skip_poisoned => {
+                    tracing::warn!(receiver = %self.ingest.id, topic = msg.topic(), partition = msg.partition(), offset = msg.offset(), error = %r.message, "skipping a message the pipelines refused");
+                    return true;
+                }
+                Err(_) => {
+                    let w = wait;
+                    wait = (wait * 2).min(self.backoff.1);
+                    w
+                }
+            };
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return false,
+                _ = tokio::time::sleep(after) => {}
+            }
+        }
+    }
+
+    /// The message is done with: its offset is stored for the next commit.
+    fn mark(&self, msg: &BorrowedMessage<'_>) {
+        let stored = if self.autocommit {
+            self.consumer.store_offset_from_message(msg)
+        } else {
+            self.consumer.commit_message(msg, CommitMode::Async)
+        };
+        if let Err(e) = stored {
+            // The partition was revoked meanwhile: its new owner reads the
+            // message again (at least once).
+            tracing::debug!(receiver = %self.ingest.id, error = %e, "offset not stored");
+        }
+    }
+}

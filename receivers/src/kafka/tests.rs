@@ -1,0 +1,110 @@
+use profcol_pipeline::config::{ComponentConfig, Kind};
+
+use super::config::Resolved;
+use super::*;
+
+fn section(yaml: &str) -> ComponentConfig {
+    ComponentConfig::from_yaml(Kind::Receiver, "kafka/in", yaml).unwrap()
+}
+
+fn resolve(yaml: &str) -> Result<(KafkaReceiverConfig, Resolved), String> {
+    let cfg = section(yaml);
+    let c: KafkaReceiverConfig = cfg.decode().map_err(|e| e.to_string())?;
+    let r = c.validate(&cfg).map_err(|e| e.to_string())?;
+    Ok((c, r))
+}
+
+fn create_errors(yaml: &str) -> String {
+    match factory().create(&section(yaml)) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("accepted {yaml}"),
+    }
+}
+
+#[test]
+fn defaults_are_the_collectors() {
+    let (c, r) = resolve("{}").unwrap();
+    assert_eq!(c, KafkaReceiverConfig::default());
+    assert_eq!(c.group_id, "otel-collector");
+    assert_eq!(c.initial_offset, "latest");
+    assert!(c.autocommit.enable);
+    assert_eq!(r.topics, ["otlp_profiles"]);
+    assert_eq!(r.encoding, Encoding::Proto);
+    // The Collector marks before processing by default: a refused message
+    // is not offered again.
+    assert!(r.skip_poisoned);
+}
+
+/// `profiles::topics`; the single `topic` forms v0.161.0 dropped are
+/// refused, as the Collector refuses them.
+#[test]
+fn topics_and_the_removed_forms() {
+    assert_eq!(
+        resolve("profiles: {topics: [a, b]}").unwrap().1.topics,
+        ["a", "b"]
+    );
+    let (_, r) = resolve("profiles: {encoding: otlp_json}").unwrap();
+    assert_eq!(r.encoding, Encoding::Json);
+    for yaml in [
+        "topic: old",
+        "encoding: otlp_json",
+        "profiles: {topic: a}",
+        "profiles: {exclude_topic: a}",
+        "default_fetch_size: 5",
+        "group_rebalance_strategy: sticky",
+    ] {
+        let err = create_errors(yaml);
+        assert!(err.contains("unknown field"), "{yaml}: {err}");
+    }
+}
+
+#[test]
+fn message_marking_decides_what_a_poisoned_message_does() {
+    let skip = |yaml: &str| resolve(yaml).unwrap().1.skip_poisoned;
+    assert!(skip("message_marking: {after: false}"));
+    assert!(!skip("message_marking: {after: true}"));
+    assert!(skip("message_marking: {after: true, on_error: true}"));
+    assert!(!skip(
+        "message_marking: {after: true, on_error: true, on_permanent_error: false}"
+    ));
+    assert!(skip(
+        "message_marking: {after: true, on_permanent_error: true}"
+    ));
+}
+
+#[test]
+fn refusals_name_the_key() {
+    for (yaml, want) in [
+        ("initial_offset: middle", "receivers::kafka/in::initial_offset: initial_offset should be one of 'latest' or 'earliest'"),
+        ("profiles: {encoding: zipkin_proto}", "receivers::kafka/in::profiles::encoding:"),
+        ("profiles: {topics: [a], exclude_topics: [b]}", "receivers::kafka/in::profiles::exclude_topics: profiles.exclude_topics is configured but"),
+        ("header_extraction: {extract_headers: true}", "receivers::kafka/in::header_extraction::extract_headers: is not supported"),
+        ("auth: {sasl: {mechanism: PLAIN}}", "receivers::kafka/in::auth: is not supported"),
+        ("min_fetch_size: 0", "receivers::kafka/in::min_fetch_size: must be positive"),
+        ("group_id: ''", "receivers::kafka/in::group_id: must not be empty"),
+        ("brokers: []", "receivers::kafka/in::brokers: brokers must be specified"),
+        ("nonsense: 1", "nonsense"),
+    ] {
+        let err = create_errors(yaml);
+        assert!(err.contains(want), "{yaml}: {err}");
+    }
+}
+
+/// The read-ahead librdkafka may hold is bounded by the fetch sizes, and
+/// the consumer only stores offsets it processed.
+#[test]
+fn librdkafka_settings() {
+    let (c, _) = resolve(
+        "max_partition_fetch_size: 2097152\nautocommit: {enable: false}\ninitial_offset: earliest\n\
+         max_fetch_size: 5000000",
+    )
+    .unwrap();
+    assert_eq!(c.prefetch_bytes(), 2 << 20);
+    let r = c.rdkafka();
+    assert_eq!(r.get("queued.max.messages.kbytes"), Some("2048"));
+    assert_eq!(r.get("enable.auto.offset.store"), Some("false"));
+    assert_eq!(r.get("enable.auto.commit"), Some("false"));
+    assert_eq!(r.get("auto.offset.reset"), Some("earliest"));
+    assert_eq!(r.get("fetch.max.bytes"), Some("5000000"));
+    assert_eq!(r.get("client.id"), Some("otel-collector"));
+}
