@@ -16,6 +16,7 @@ mod gateway_tiers;
 mod harness;
 mod hostile_input;
 mod hostile_values;
+mod kafka;
 mod loadbalancing;
 mod memory;
 mod otelcol_config;

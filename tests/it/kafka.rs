@@ -1,0 +1,421 @@
+//! The `kafka` exporter and receiver against a real Apache Kafka broker
+//! (tests/it/common/kafka.rs): every fixture through a topic in both
+//! encodings, a request over `max_message_bytes` in several messages, the
+//! real Collector's kafka exporter and receiver sharing topics with
+//! profcol, the broker down at start and mid-stream, and a message of
+//! garbage on a topic.
+
+use crate::common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::kafka::Broker;
+use common::seen::{all_seen, difference};
+use common::{otelcol, Ports, Running, Sink};
+use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
+use profcol_model::synth;
+use profcol_model::testing::fixtures_dir;
+use prost::Message as _;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message as _;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::ClientConfig;
+
+/// Recorded and synthetic requests: current and earlier revisions, several
+/// resources, inlined lines, links, attributes.
+fn fixtures() -> Vec<ExportProfilesServiceRequest> {
+    let dir = fixtures_dir();
+    let mut out: Vec<ExportProfilesServiceRequest> = [
+        "otlp/go-cpu.otlp.bin",
+        "otlp/minimal-request.bin",
+        "otlp/two-resources-request.bin",
+    ]
+    .iter()
+    .map(|rel| {
+        ExportProfilesServiceRequest::decode(&std::fs::read(dir.join(rel)).unwrap()[..]).unwrap()
+    })
+    .collect();
+    for (k, timestamps) in [(1u64, true), (2, false)] {
+        let data = synth::Config {
+            samples: 3_000,
+            stacks: 400,
+            functions: 300,
+            resources: 3,
+            timestamps,
+            seed: k,
+            ..synth::Config::default()
+        }
+        .build();
+        out.push(ExportProfilesServiceRequest {
+            resource_profiles: data.resource_profiles,
+            dictionary: data.dictionary,
+        });
+    }
+    out
+}
+
+fn samples(reqs: &[ExportProfilesServiceRequest]) -> u64 {
+    reqs.iter()
+        .flat_map(|r| &r.resource_profiles)
+        .flat_map(|rp| &rp.scope_profiles)
+        .flat_map(|sp| &sp.profiles)
+        .map(|p| p.samples.len() as u64)
+        .sum()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+async fn profcol(config: &Path) -> Running {
+    Running::ready(common::profcol().arg("--config").arg(config)).await
+}
+
+/// A profcol taking OTLP gRPC on port 0 and sending it to `exporters`
+/// (YAML lines under `exporters:`, ids listed in `ids`).
+fn producer_config(exporters: &str, ids: &str) -> String {
+    format!(
+        r#"
+receivers:
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:0"}}}}}}
+exporters:
+{exporters}
+service:
+  telemetry: {{metrics: {{address: "127.0.0.1:0"}}}}
+  pipelines:
+    profiles: {{receivers: [otlp], exporters: [{ids}]}}
+"#
+    )
+}
+
+/// A profcol consuming `receivers` (YAML lines under `receivers:`, ids in
+/// `ids`) and sending everything to `sink`.
+fn consumer_config(receivers: &str, ids: &str, sink: &Sink) -> String {
+    format!(
+        r#"
+receivers:
+{receivers}
+exporters:
+  otlp: {{endpoint: "{}", tls: {{insecure: true}}, retry_on_failure: {{initial_interval: 50ms}}}}
+service:
+  telemetry: {{metrics: {{address: "127.0.0.1:0"}}}}
+  pipelines:
+    profiles: {{receivers: [{ids}], exporters: [otlp]}}
+"#,
+        sink.addr
+    )
+}
+
+/// Waits until `sink` holds at least `want` samples (fails after 60 s
+/// with what arrived), then briefly for anything more.
+async fn wait_samples(sink: &Sink, want: u64, procs: &mut [&mut Running]) {
+    let started = Instant::now();
+    while sink.samples() < want {
+        for p in procs.iter_mut() {
+            assert!(p.is_running(), "a process exited");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{} of {want} samples arrived within 60 s",
+            sink.samples()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn send_all(port: u16, reqs: &[ExportProfilesServiceRequest]) {
+    let mut client = common::client(port).await;
+    for r in reqs {
+        client.export(r.clone()).await.unwrap();
+    }
+}
+
+/// Every message on `topic` from the start, read until `want` messages
+/// arrived or 20 s passed.
+fn read_topic(broker: &Broker, topic: &str, want: usize) -> Vec<Vec<u8>> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", broker.address())
+        .set("group.id", format!("test-reader-{topic}"))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    consumer.subscribe(&[topic]).unwrap();
+    let mut out = Vec::new();
+    let started = Instant::now();
+    while out.len() < want && started.elapsed() < Duration::from_secs(20) {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            out.push(m.payload().unwrap_or_default().to_vec());
+        }
+    }
+    out
+}
+
+/// Every fixture through Kafka, in protobuf and in OTLP/JSON, arrives as it
+/// was sent (equal resolved views); a producer's request over
+/// `max_message_bytes` travels as several messages, each within the limit.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_fixture_crosses_kafka_in_both_encodings() {
+    let Some(broker) = Broker::start().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let brokers = broker.address();
+    let sink = Sink::start().await;
+    let out = write(
+        dir.path(),
+        "out.yaml",
+        &producer_config(
+            &format!(
+                "  kafka/proto: {{brokers: [\"{brokers}\"], profiles: {{topic: p}}, producer: {{max_message_bytes: 60000}}}}\n\
+                 \x20 kafka/json: {{brokers: [\"{brokers}\"], profiles: {{topic: j, encoding: otlp_json}}, producer: {{max_message_bytes: 4000000, compression: zstd}}}}"
+            ),
+            "kafka/proto, kafka/json",
+        ),
+    );
+    let inp = write(
+        dir.path(),
+        "in.yaml",
+        &consumer_config(
+            &format!(
+                "  kafka/proto: {{brokers: [\"{brokers}\"], profiles: {{topics: [p]}}, initial_offset: earliest, group_id: g1}}\n\
+                 \x20 kafka/json: {{brokers: [\"{brokers}\"], profiles: {{topics: [j], encoding: otlp_json}}, initial_offset: earliest, group_id: g1}}"
+            ),
+            "kafka/proto, kafka/json",
+            &sink,
+        ),
+    );
+    let mut producer = profcol(&out).await;
+    let mut consumer = profcol(&inp).await;
+    let reqs = fixtures();
+    send_all(producer.grpc_port(), &reqs).await;
+    let want = samples(&reqs);
+    wait_samples(&sink, 2 * want, &mut [&mut producer, &mut consumer]).await;
+    // Through both topics: everything twice, nothing else.
+    let expected = {
+        let mut e = all_seen(&reqs);
+        e.extend(all_seen(&reqs));
+        e.sort();
+        e
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    if let Some(diff) = difference(&expected, &all_seen(&sink.received())) {
+        panic!("what crossed Kafka differs from what was sent: {diff}");
+    }
+    // The synthetic requests are larger than 60000 bytes: more messages
+    // than requests on the protobuf topic, each within the limit.
+    let big = reqs.iter().filter(|r| r.encoded_len() > 60_000).count();
+    assert!(big >= 2, "the fixtures hold requests over the limit");
+    let messages = read_topic(&broker, "p", reqs.len() + big);
+    assert!(
+        messages.len() > reqs.len(),
+        "{} messages for {} requests",
+        messages.len(),
+        reqs.len()
+    );
+    for m in &messages {
+        assert!(m.len() <= 60_000, "a message of {} bytes", m.len());
+        ExportProfilesServiceRequest::decode(&m[..]).expect("each message is a request");
+    }
+}
+
+/// A message of garbage bytes on the topic is counted as refused and
+/// skipped; the messages after it arrive.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_garbage_message_is_counted_and_skipped() {
+    let Some(broker) = Broker::start().await else {
+        return;
+    };
+    broker.create_topic("mixed", 1).await;
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", broker.address())
+        .create()
+        .unwrap();
+    let good = ExportProfilesServiceRequest::decode(
+        &std::fs::read(fixtures_dir().join("otlp/go-cpu.otlp.bin")).unwrap()[..],
+    )
+    .unwrap();
+    let garbage = vec![0xffu8; 300];
+    let good_bytes = good.encode_to_vec();
+    for value in [&garbage[..], &good_bytes[..]] {
+        producer
+            .send(BaseRecord::<(), [u8]>::to("mixed").payload(value))
+            .map_err(|(e, _)| e)
+            .unwrap();
+    }
+    producer.flush(Duration::from_secs(10)).unwrap();
+    let sink = Sink::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "in.yaml",
+        &consumer_config(
+            &format!(
+                "  kafka: {{brokers: [\"{}\"], profiles: {{topics: [mixed]}}, initial_offset: earliest}}",
+                broker.address()
+            ),
+            "kafka",
+            &sink,
+        ),
+    );
+    let mut consumer = profcol(&cfg).await;
+    wait_samples(
+        &sink,
+        samples(std::slice::from_ref(&good)),
+        &mut [&mut consumer],
+    )
+    .await;
+    let refused = common::metric(
+        consumer.metrics_port(),
+        "profcol_receiver_items_total{receiver=\"kafka\",type=\"request\",outcome=\"malformed\"}",
+    )
+    .await;
+    assert_eq!(refused, 1, "the garbage message counted once");
+    if let Some(diff) = difference(&all_seen(&[good]), &all_seen(&sink.received())) {
+        panic!("{diff}");
+    }
+}
+
+/// The broker is down when profcol starts and again mid-stream: the
+/// exporter keeps what it accepted queued and retries; once the broker is
+/// back every accepted request is on the topic.
+#[tokio::test(flavor = "multi_thread")]
+async fn broker_down_at_start_and_mid_stream_loses_nothing() {
+    let Some(mut broker) = Broker::start().await else {
+        return;
+    };
+    broker.create_topic("t", 1).await;
+    broker.kill().await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = write(
+        dir.path(),
+        "out.yaml",
+        &producer_config(
+            &format!(
+                "  kafka: {{brokers: [\"{}\"], profiles: {{topic: t}}, timeout: 2s, retry_on_failure: {{initial_interval: 100ms, max_interval: 500ms, max_elapsed_time: 0s}}}}",
+                broker.address()
+            ),
+            "kafka",
+        ),
+    );
+    let mut producer = profcol(&out).await;
+    let reqs = fixtures();
+    // Accepted into the queue while the broker is away.
+    send_all(producer.grpc_port(), &reqs[..3]).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    broker.restart().await;
+    let first = read_topic(&broker, "t", 3);
+    assert!(first.len() >= 3, "{} of 3 requests arrived", first.len());
+    // Down again mid-stream.
+    broker.kill().await;
+    send_all(producer.grpc_port(), &reqs[3..]).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    broker.restart().await;
+    let all = read_topic(&broker, "t", reqs.len());
+    assert!(producer.is_running());
+    let got: Vec<ExportProfilesServiceRequest> = all
+        .iter()
+        .map(|m| ExportProfilesServiceRequest::decode(&m[..]).unwrap())
+        .collect();
+    // At least once: each request is there; none is missing.
+    let mut expected = all_seen(&reqs);
+    expected.dedup();
+    let mut seen = all_seen(&got);
+    seen.dedup();
+    if let Some(diff) = difference(&expected, &seen) {
+        panic!("after the outages: {diff}");
+    }
+}
+
+/// The Collector's kafka exporter and profcol's kafka receiver share one
+/// topic, and profcol's kafka exporter and the Collector's kafka receiver
+/// another: every fixture crosses each way unchanged.
+#[tokio::test(flavor = "multi_thread")]
+async fn profcol_and_the_collector_share_topics_both_ways() {
+    let Some(bin) = otelcol::binary() else {
+        return;
+    };
+    let Some(broker) = Broker::start().await else {
+        return;
+    };
+    let brokers = broker.address();
+    // Topics made up front: both sides then start on existing partitions.
+    broker.create_topic("from_collector", 1).await;
+    broker.create_topic("from_profcol", 1).await;
+    let to_profcol = Sink::start().await;
+    let to_collector = Sink::start().await;
+    let (mut collector, _cdir, cports) = otelcol::start_on_free_ports(&bin, 2, |p| {
+        format!(
+            r#"
+receivers:
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:{}"}}}}}}
+  kafka:
+    brokers: ["{brokers}"]
+    profiles: {{topics: [from_profcol]}}
+    initial_offset: earliest
+    group_id: collector
+exporters:
+  kafka:
+    brokers: ["{brokers}"]
+    profiles: {{topic: from_collector}}
+  otlp_grpc: {{endpoint: "{}", tls: {{insecure: true}}}}
+extensions:
+  health_check: {{endpoint: "127.0.0.1:{}"}}
+service:
+  extensions: [health_check]
+  telemetry: {{metrics: {{level: none}}}}
+  pipelines:
+    profiles/out: {{receivers: [otlp], exporters: [kafka]}}
+    profiles/in: {{receivers: [kafka], exporters: [otlp_grpc]}}
+"#,
+            p[0], to_collector.addr, p[1]
+        )
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "profcol.yaml",
+        &format!(
+            r#"
+receivers:
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:0"}}}}}}
+  kafka:
+    brokers: ["{brokers}"]
+    profiles: {{topics: [from_collector]}}
+    initial_offset: earliest
+    group_id: profcol
+exporters:
+  kafka:
+    brokers: ["{brokers}"]
+    profiles: {{topic: from_profcol}}
+  otlp: {{endpoint: "{}", tls: {{insecure: true}}}}
+service:
+  telemetry: {{metrics: {{address: "127.0.0.1:0"}}}}
+  pipelines:
+    profiles/out: {{receivers: [otlp], exporters: [kafka]}}
+    profiles/in: {{receivers: [kafka], exporters: [otlp]}}
+"#,
+            to_profcol.addr
+        ),
+    );
+    let mut profcol = profcol(&cfg).await;
+    let reqs = fixtures();
+    let want = samples(&reqs);
+    send_all(cports[0], &reqs).await;
+    send_all(profcol.grpc_port(), &reqs).await;
+    wait_samples(&to_profcol, want, &mut [&mut profcol, &mut collector]).await;
+    wait_samples(&to_collector, want, &mut [&mut profcol, &mut collector]).await;
+    let expected = all_seen(&reqs);
+    for (name, sink) in [
+        ("Collector -> Kafka -> profcol", &to_profcol),
+        ("profcol -> Kafka -> Collector", &to_collector),
+    ] {
+        if let Some(diff) = difference(&expected, &all_seen(&sink.received())) {
+            panic!("{name}: {diff}");
+        }
+    }
+}
