@@ -234,7 +234,7 @@ fn memory_limits_follow_the_sizing_rule() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 3, "sidecar, gateway, load balancer");
+    assert_eq!(checked, 4, "sidecar, gateway, load balancer, kafka gateway");
 
     let unit = std::fs::read_to_string(root().join("deploy/systemd/profcol.service")).unwrap();
     let max = unit
