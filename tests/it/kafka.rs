@@ -2,8 +2,8 @@
 //! (tests/it/common/kafka.rs): every fixture through a topic in both
 //! encodings, a request over `max_message_bytes` in several messages, the
 //! real Collector's kafka exporter and receiver sharing topics with
-//! profcol, the broker down at start and mid-stream, and a message of
-//! garbage on a topic.
+//! profcol, the broker down at start and mid-stream, a message of garbage
+//! on a topic, and a consumer group that loses a member to SIGKILL.
 
 use crate::common;
 
@@ -418,4 +418,101 @@ service:
             panic!("{name}: {diff}");
         }
     }
+}
+
+/// Two profcol gateways in one consumer group share a topic of four
+/// partitions; one is killed (SIGKILL) mid-stream. Its partitions move to
+/// the other, which reads again what the dead one had not committed: every
+/// message is processed at least once; duplicates are counted, not lost.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_consumer_group_survives_a_member_killed_mid_stream() {
+    let Some(broker) = Broker::start().await else {
+        return;
+    };
+    broker.create_topic("shared", 4).await;
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", broker.address())
+        .create()
+        .unwrap();
+    // A distinct small request per message.
+    let reqs: Vec<ExportProfilesServiceRequest> = (0..60u64)
+        .map(|seed| {
+            let data = synth::Config {
+                samples: 40,
+                stacks: 20,
+                functions: 30,
+                seed,
+                ..synth::Config::default()
+            }
+            .build();
+            ExportProfilesServiceRequest {
+                resource_profiles: data.resource_profiles,
+                dictionary: data.dictionary,
+            }
+        })
+        .collect();
+    let produce = |reqs: &[ExportProfilesServiceRequest]| {
+        for (i, r) in reqs.iter().enumerate() {
+            let value = r.encode_to_vec();
+            let key = i.to_string();
+            producer
+                .send(BaseRecord::to("shared").key(&key).payload(&value))
+                .map_err(|(e, _)| e)
+                .unwrap();
+        }
+        producer.flush(Duration::from_secs(10)).unwrap();
+    };
+    let sink = Sink::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    // Commits every 5 s: a member killed between commits leaves work that
+    // is done again.
+    let cfg = write(
+        dir.path(),
+        "gw.yaml",
+        &consumer_config(
+            &format!(
+                "  kafka: {{brokers: [\"{}\"], profiles: {{topics: [shared]}}, initial_offset: earliest, group_id: gateways, session_timeout: 6s, heartbeat_interval: 1s, autocommit: {{interval: 5s}}}}",
+                broker.address()
+            ),
+            "kafka",
+            &sink,
+        ),
+    );
+    let mut a = profcol(&cfg).await;
+    let mut b = profcol(&cfg).await;
+    produce(&reqs[..30]);
+    let first = samples(&reqs[..30]);
+    wait_samples(&sink, first, &mut [&mut a, &mut b]).await;
+    a.signal("KILL");
+    produce(&reqs[30..]);
+    // Until every message was processed once at least (the dead member's
+    // partitions move after its session times out).
+    let mut expected = all_seen(&reqs);
+    expected.sort();
+    let unique = |got: &[common::seen::Seen]| {
+        let mut u = got.to_vec();
+        u.sort();
+        u.dedup();
+        u
+    };
+    let started = Instant::now();
+    let got = loop {
+        let got = all_seen(&sink.received());
+        match difference(&expected, &unique(&got)) {
+            None => break got,
+            Some(diff) if started.elapsed() > Duration::from_secs(60) => {
+                panic!("after a member was killed: {diff}")
+            }
+            Some(_) => {}
+        }
+        assert!(b.is_running(), "the surviving gateway exited");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let unique = unique(&got);
+    eprintln!(
+        "{} messages, {} processed, {} duplicates",
+        reqs.len(),
+        got.len(),
+        got.len() - unique.len()
+    );
 }
