@@ -516,3 +516,83 @@ async fn a_consumer_group_survives_a_member_killed_mid_stream() {
         got.len() - unique.len()
     );
 }
+
+/// While the pipeline cannot take more (its exporter's queue is full, the
+/// backend away), the receiver waits and offers the same message again
+/// instead of dropping or skipping it: once the backend is back, every
+/// message arrives.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_pipeline_pauses_consumption_and_loses_nothing() {
+    let Some(broker) = Broker::start().await else {
+        return;
+    };
+    broker.create_topic("slow", 1).await;
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", broker.address())
+        .create()
+        .unwrap();
+    let reqs: Vec<ExportProfilesServiceRequest> = (0..20u64)
+        .map(|seed| {
+            let data = synth::Config {
+                samples: 30,
+                stacks: 10,
+                functions: 20,
+                seed: 100 + seed,
+                ..synth::Config::default()
+            }
+            .build();
+            ExportProfilesServiceRequest {
+                resource_profiles: data.resource_profiles,
+                dictionary: data.dictionary,
+            }
+        })
+        .collect();
+    for r in &reqs {
+        let value = r.encode_to_vec();
+        producer
+            .send(BaseRecord::<(), [u8]>::to("slow").payload(&value))
+            .map_err(|(e, _)| e)
+            .unwrap();
+    }
+    producer.flush(Duration::from_secs(10)).unwrap();
+    let sink = Sink::start().await;
+    sink.down_for(Duration::from_secs(3));
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "in.yaml",
+        &format!(
+            r#"
+receivers:
+  kafka: {{brokers: ["{}"], profiles: {{topics: [slow]}}, initial_offset: earliest}}
+exporters:
+  otlp:
+    endpoint: "{}"
+    tls: {{insecure: true}}
+    retry_on_failure: {{initial_interval: 100ms, max_interval: 200ms}}
+    sending_queue: {{queue_size: 2, num_consumers: 1}}
+service:
+  telemetry: {{metrics: {{address: "127.0.0.1:0"}}}}
+  pipelines:
+    profiles: {{receivers: [kafka], exporters: [otlp]}}
+"#,
+            broker.address(),
+            sink.addr
+        ),
+    );
+    let mut consumer = profcol(&cfg).await;
+    wait_samples(&sink, samples(&reqs), &mut [&mut consumer]).await;
+    let mut expected = all_seen(&reqs);
+    expected.sort();
+    let mut got = all_seen(&sink.received());
+    got.sort();
+    if let Some(diff) = difference(&expected, &got) {
+        panic!("after the pause: {diff}");
+    }
+    let paused = common::metric(
+        consumer.metrics_port(),
+        "otelcol_receiver_refused_profile_samples_total{receiver=\"kafka\",transport=\"kafka\",reason=\"queue_full\"}",
+    )
+    .await;
+    assert!(paused > 0, "the full queue refused messages meanwhile");
+}
