@@ -121,7 +121,7 @@ impl Broker {
         let here = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kafka");
         let mut cmd = Command::new("java");
         cmd.arg("-Xms64m")
-            .arg("-Xmx384m")
+            .arg("-Xmx256m")
             .arg("-XX:+UseSerialGC")
             // The broker starts in ~4 s instead of ~7 with the C1 compiler only.
             .arg("-XX:TieredStopAtLevel=1")
