@@ -15,6 +15,6 @@ pub use context::{
 pub use profcol_queue::{Progress, Request};
 pub use traits::{
     ExportError, ExportOutcome, Exporter, ExporterFactory, ExporterSettings, Extension,
-    ExtensionFactory, Gate, GateRefusal, Processor, ProcessorFactory, Receiver, ReceiverFactory,
-    StageContext, Stateful, Storage, Verdict,
+    ExtensionFactory, Gate, GateRefusal, Processor, ProcessorFactory, ProcessorStart, Receiver,
+    ReceiverFactory, StageContext, Stateful, Storage, Verdict,
 };

@@ -45,6 +45,11 @@ pub trait Receiver: Send {
 
 pub trait ProcessorFactory: Send + Sync {
     fn type_name(&self) -> &'static str;
+    /// Other YAML types that mean this one (`k8s_attributes` for
+    /// `k8sattributes`).
+    fn aliases(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// One processor instance per pipeline that lists the id.
     fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Processor>, ConfigErrors>;
 }
@@ -89,6 +94,22 @@ pub trait Processor: Send {
     fn reads_batches(&self) -> bool {
         true
     }
+
+    /// Called once when its pipeline starts running (never by `profcol
+    /// validate`), on the runtime: a processor fed from outside the
+    /// pipeline (`k8sattributes`' watches of the Kubernetes API) spawns its
+    /// background tasks here. They must end when the processor is dropped
+    /// (a reload or shutdown); `process` stays synchronous and reads only
+    /// what they left in memory.
+    fn start(&mut self, _ctx: &ProcessorStart<'_>) {}
+}
+
+/// What [`Processor::start`] gets: its id, the collector's memory budget
+/// (what it keeps is reserved there) and the telemetry it counts in.
+pub struct ProcessorStart<'a> {
+    pub id: &'a str,
+    pub budget: &'a Arc<profcol_model::memory::MemoryBudget>,
+    pub telemetry: &'a Arc<crate::telemetry::Telemetry>,
 }
 
 /// Checked before a batch is admitted to a pipeline, wherever its

@@ -142,6 +142,13 @@ impl Pipeline {
         telemetry: Arc<Telemetry>,
     ) -> Self {
         let id: Arc<str> = id.into();
+        for (name, p) in &mut processors {
+            p.start(&crate::component::ProcessorStart {
+                id: &name.to_string(),
+                budget: &budget,
+                telemetry: &telemetry,
+            });
+        }
         let gates = processors.iter().filter_map(|(_, p)| p.gate()).collect();
         let at = processors
             .iter_mut()

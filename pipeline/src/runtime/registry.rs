@@ -20,7 +20,10 @@ impl Registry {
     }
 
     pub fn processor(mut self, f: Arc<dyn ProcessorFactory>) -> Self {
-        self.processors.insert(f.type_name(), f);
+        self.processors.insert(f.type_name(), f.clone());
+        for alias in f.aliases() {
+            self.processors.insert(alias, f.clone());
+        }
         self
     }
 
