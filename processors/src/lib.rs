@@ -10,6 +10,7 @@ pub mod attributes;
 pub mod batch;
 pub mod dictionary_dedup;
 pub mod filter;
+pub mod k8sattributes;
 pub mod memory_limiter;
 mod merge;
 #[cfg(test)]

@@ -119,6 +119,11 @@ pub struct Telemetry {
     lb_backend_outcome: Cached<Counter>,
     lb_backend_latency: Cached<Histogram, fn() -> Histogram>,
     config_reloads: Cached<Counter>,
+    k8s_pod_association: Cached<Counter>,
+    /// `otelcol_k8s_watcher_<kind>_<event>`, by `<kind>_<event>`.
+    k8s_watcher: Vec<(&'static str, Cached<Counter>)>,
+    k8s_watch_errors: Cached<Counter>,
+    k8s_cache_refused: Cached<Counter>,
 }
 
 impl Default for Telemetry {
@@ -200,6 +205,21 @@ impl Telemetry {
                 b.register("otelcol_loadbalancer_backend_latency", "Response latency in ms for the backends", f.clone());
                 Cached::new(f)
             },
+            k8s_pod_association: family!(r, b, "otelcol_k8s_pod_association", "Number of pod associations' evaluations."),
+            k8s_watcher: ["pod_added", "pod_updated", "pod_deleted", "namespace_added", "namespace_updated", "namespace_deleted", "node_added", "node_updated", "node_deleted"]
+                .into_iter()
+                .map(|key| {
+                    let f = Family::default();
+                    let name = format!("otelcol_k8s_watcher_{key}");
+                    let (kind, event) = key.split_once('_').unwrap_or((key, ""));
+                    let help = format!("Number of {kind} {event} events received");
+                    r.register(name.clone(), help.clone(), f.clone());
+                    b.register(name, help, f.clone());
+                    (key, Cached::new(f))
+                })
+                .collect(),
+            k8s_watch_errors: family!(r, "profcol_k8s_watch_errors", "Failed requests of a watch of the Kubernetes API (it retries with backoff), by resource."),
+            k8s_cache_refused: family!(r, "profcol_k8s_cache_refused", "Kubernetes objects left out of the cache because the memory budget is exhausted, by resource."),
             config_reloads: family!(r, "profcol_config_reloads", "Config reloads (SIGHUP), by result: success, failure (refused; the old config keeps running) or partial (a component failed to start after the switch)."),
             registry: r,
             basic: b,
@@ -414,6 +434,51 @@ impl Telemetry {
         self.processor_events
             .get(&[("processor", processor), ("event", what)])
             .inc_by(n);
+    }
+
+    /// One resource `k8sattributes` tried to associate with a pod
+    /// (`status` `success` or `error`, `pod_identifier` the sources used).
+    pub fn k8s_pod_association(&self, processor: &str, status: &str, pod_identifier: &str) {
+        self.k8s_pod_association
+            .get(&[
+                ("processor", processor),
+                ("status", status),
+                ("pod_identifier", pod_identifier),
+                ("otelcol_signal", "profiles"),
+            ])
+            .inc();
+    }
+
+    /// A watch event: `what` is `<kind>_<event>` (`pod_added`, `node_deleted`).
+    pub fn k8s_watcher(&self, processor: &str, what: &str) {
+        if let Some((_, f)) = self.k8s_watcher.iter().find(|(k, _)| *k == what) {
+            f.get(&[("processor", processor)]).inc();
+        }
+    }
+
+    /// A failed list or watch request; the watch retries with backoff.
+    pub fn k8s_watch_error(&self, processor: &str, resource: &str, error: &str) {
+        crate::warn_limited!(
+            processor,
+            resource,
+            error,
+            "kubernetes watch failed, retrying"
+        );
+        self.k8s_watch_errors
+            .get(&[("processor", processor), ("resource", resource)])
+            .inc();
+    }
+
+    /// An object the cache could not hold within the memory budget.
+    pub fn k8s_cache_refused(&self, processor: &str, resource: &str) {
+        crate::warn_limited!(
+            processor,
+            resource,
+            "kubernetes cache is at the memory limit"
+        );
+        self.k8s_cache_refused
+            .get(&[("processor", processor), ("resource", resource)])
+            .inc();
     }
 
     pub fn exporter_event(&self, exporter: &str, what: &str, n: u64) {
