@@ -17,6 +17,7 @@ mod harness;
 mod hostile_input;
 mod hostile_values;
 mod kafka;
+mod k8sattributes;
 mod loadbalancing;
 mod memory;
 mod otelcol_config;

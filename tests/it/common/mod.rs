@@ -16,6 +16,7 @@ use prost::Message;
 use tokio_util::sync::CancellationToken;
 use tonic::{Code, Request, Response, Status};
 
+pub mod fake_k8s;
 pub mod kafka;
 pub mod otelcol;
 pub mod seen;

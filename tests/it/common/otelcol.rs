@@ -101,6 +101,17 @@ pub async fn start_on_free_ports(
     n: usize,
     config: impl Fn(&[u16]) -> String,
 ) -> (Running, tempfile::TempDir, Vec<u16>) {
+    start_on_free_ports_with(bin, n, config, &[]).await
+}
+
+/// [`start_on_free_ports`] with `env` set for the Collector's process
+/// (`KUBECONFIG` for its `k8s_attributes`).
+pub async fn start_on_free_ports_with(
+    bin: &std::path::Path,
+    n: usize,
+    config: impl Fn(&[u16]) -> String,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (Running, tempfile::TempDir, Vec<u16>) {
     let mut last = String::new();
     for _ in 0..5 {
         let ports: Vec<u16> = (0..n)
@@ -118,7 +129,8 @@ pub async fn start_on_free_ports(
         let running = Running::spawn(
             command(bin)
                 .arg(format!("--config=file:{}", path.display()))
-                .arg(PROFILES_GATE),
+                .arg(PROFILES_GATE)
+                .envs(env.iter().copied()),
         );
         match running.healthy_or_exit(ports[n - 1]).await {
             Ok(running) => return (running, dir, ports),
