@@ -149,6 +149,10 @@ fn validate(text: &str) -> Option<String> {
         // each config has a default.
         .env_remove("PROFCOL_GATEWAY")
         .env_remove("PROFCOL_BACKEND")
+        // The node agent's k8sattributes filters by this variable, which
+        // its DaemonSet sets from the downward API; validate checks it is
+        // set, as the Collector's does.
+        .env("K8S_NODE_NAME", "node-1")
         .output()
         .unwrap();
     (!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).into_owned())
@@ -200,7 +204,7 @@ fn memory_limits_follow_the_sizing_rule() {
     let mut checked = 0;
     for (path, v) in manifests()
         .into_iter()
-        .filter(|(_, v)| kind(v) == "Deployment")
+        .filter(|(_, v)| ["Deployment", "DaemonSet"].contains(&kind(v)))
     {
         let spec = &v["spec"]["template"]["spec"];
         let volumes = spec["volumes"].as_sequence().cloned().unwrap_or_default();
@@ -234,7 +238,7 @@ fn memory_limits_follow_the_sizing_rule() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 4, "sidecar, gateway, load balancer, kafka gateway");
+    assert_eq!(checked, 5, "sidecar, gateway, load balancer, kafka gateway, node agent");
 
     let unit = std::fs::read_to_string(root().join("deploy/systemd/profcol.service")).unwrap();
     let max = unit
@@ -284,4 +288,120 @@ fn deployments_an_hpa_scales_leave_replicas_to_it() {
             path.display()
         );
     }
+}
+
+/// Every workload whose config runs `k8sattributes` can do what it does:
+/// its service account is bound to a role that may get, list and watch
+/// pods (and namespaces and nodes), its token is mounted, and a
+/// `filter.node_from_env_var` names a variable its container sets from
+/// the downward API's `spec.nodeName`.
+#[test]
+fn workloads_running_k8sattributes_have_their_rbac_and_node_name() {
+    let all = manifests();
+    let configs: Vec<(String, Value)> = configmap_entries()
+        .into_iter()
+        .map(|(_, name, _, text)| (name, serde_yaml_ng::from_str(&text).unwrap()))
+        .collect();
+    let mut checked = 0;
+    for (path, w) in all
+        .iter()
+        .filter(|(_, v)| ["Deployment", "DaemonSet"].contains(&kind(v)))
+    {
+        let spec = &w["spec"]["template"]["spec"];
+        let Some(config) = spec["volumes"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .find_map(|v| v["configMap"]["name"].as_str())
+            .and_then(|name| configs.iter().find(|(n, _)| n == name))
+            .map(|(_, c)| c)
+        else {
+            continue;
+        };
+        let Some(k8s) = config["processors"]
+            .as_mapping()
+            .into_iter()
+            .flatten()
+            .find(|(k, _)| {
+                let k = k.as_str().unwrap();
+                let ty = k.split('/').next().unwrap();
+                ty == "k8sattributes" || ty == "k8s_attributes"
+            })
+            .map(|(_, v)| v)
+        else {
+            continue;
+        };
+        let what = path.display();
+        assert_ne!(
+            spec["automountServiceAccountToken"].as_bool(),
+            Some(false),
+            "{what}"
+        );
+        let account = spec["serviceAccountName"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{what}: no serviceAccountName"));
+        let namespace = w["metadata"]["namespace"].as_str().unwrap();
+        assert!(
+            all.iter().any(|(_, v)| kind(v) == "ServiceAccount"
+                && v["metadata"]["name"].as_str() == Some(account)
+                && v["metadata"]["namespace"].as_str() == Some(namespace)),
+            "{what}: no ServiceAccount {account}"
+        );
+        let role = all
+            .iter()
+            .filter(|(_, v)| kind(v) == "ClusterRoleBinding")
+            .find(|(_, b)| {
+                b["subjects"].as_sequence().into_iter().flatten().any(|s| {
+                    s["kind"].as_str() == Some("ServiceAccount")
+                        && s["name"].as_str() == Some(account)
+                        && s["namespace"].as_str() == Some(namespace)
+                })
+            })
+            .map(|(_, b)| b["roleRef"]["name"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| panic!("{what}: {account} is bound to no ClusterRole"));
+        let (_, role) = all
+            .iter()
+            .find(|(_, v)| {
+                kind(v) == "ClusterRole" && v["metadata"]["name"].as_str() == Some(&role)
+            })
+            .unwrap_or_else(|| panic!("{what}: no ClusterRole {role}"));
+        for resource in ["pods", "namespaces", "nodes"] {
+            for verb in ["get", "list", "watch"] {
+                assert!(
+                    role["rules"].as_sequence().into_iter().flatten().any(|r| {
+                        let has = |key: &str, x: &str| {
+                            r[key]
+                                .as_sequence()
+                                .into_iter()
+                                .flatten()
+                                .any(|v| v.as_str() == Some(x))
+                        };
+                        has("apiGroups", "") && has("resources", resource) && has("verbs", verb)
+                    }),
+                    "{what}: the role may not {verb} {resource}"
+                );
+            }
+        }
+        if let Some(var) = k8s["filter"]["node_from_env_var"].as_str() {
+            let set = spec["containers"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+                .any(|c| {
+                    c["env"].as_sequence().into_iter().flatten().any(|e| {
+                        e["name"].as_str() == Some(var)
+                            && e["valueFrom"]["fieldRef"]["fieldPath"].as_str()
+                                == Some("spec.nodeName")
+                    })
+                });
+            assert!(set, "{what}: {var} is not set from spec.nodeName");
+            assert_eq!(
+                kind(w),
+                "DaemonSet",
+                "{what}: a node filter on a Deployment"
+            );
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 1, "the node agent");
 }
