@@ -463,3 +463,82 @@ service:
     assert!(has(&profcol[0], "k8s.deployment.name=web"), "{profcol:?}");
     assert!(has(&profcol[4], "k8s.pod.name=loader"), "{profcol:?}");
 }
+
+/// Per-sample association through the binary, on a request shaped as the
+/// eBPF profiler sends it: one resource, samples naming their process
+/// and container. Each sample gets its pod's attributes; the resource
+/// gets none (it is the node's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn samples_of_one_node_resource_get_their_own_pods() {
+    let container = |i: usize| format!("{:064x}", 0xc0_0000 + i);
+    let fake = FakeK8s::start().await;
+    for i in 0..3 {
+        let mut p = pod(
+            "shop",
+            &format!("p{i}"),
+            &format!("u{i}"),
+            &format!("10.0.0.{i}"),
+            "node-1",
+        );
+        p["status"]["containerStatuses"][0]["containerID"] =
+            json!(format!("containerd://{}", container(i)));
+        fake.apply("pods", p);
+    }
+    let sink = Sink::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let body = "auth_type: kubeConfig
+extract: {metadata: [k8s.pod.name, k8s.namespace.name]}
+pod_association: [{sources: [{from: sample_attribute, name: container.id}]}]
+";
+    let p = start_profcol(&fake, &dir, &profcol_config(&sink, "k8sattributes", body)).await;
+    let m = p.metrics_port();
+    until("the first list", || async {
+        metric(m, "otelcol_k8s_watcher_pod_added_total").await >= 3
+    })
+    .await;
+    // 8 processes in containers 0, 1, 2 and one no pod has.
+    let data = profcol_processors::k8sattributes::ebpf_like(64, 8, |i| {
+        if i % 4 == 3 {
+            "e".repeat(64)
+        } else {
+            container(i % 4)
+        }
+    });
+    let req = ExportProfilesServiceRequest {
+        resource_profiles: data.resource_profiles,
+        dictionary: data.dictionary,
+    };
+    client(p.grpc_port()).await.export(req).await.unwrap();
+    until("the export", || async { !sink.received().is_empty() }).await;
+    let got = sink.received().remove(0);
+    assert_eq!(resources(&got), [["host.name=node-1"]]);
+    let d = got.dictionary.as_ref().unwrap();
+    let pod_of = |s: &profcol_model::proto::Sample| {
+        s.attribute_indices.iter().find_map(|&i| {
+            let kv = &d.attribute_table[i as usize];
+            let value = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+                Some(A::StringValue(s)) => s.clone(),
+                _ => return None,
+            };
+            let key = if kv.key_strindex != 0 {
+                d.string_table[kv.key_strindex as usize].clone()
+            } else {
+                return None;
+            };
+            (key == "k8s.pod.name").then_some(value)
+        })
+    };
+    let samples = &got.resource_profiles[0].scope_profiles[0].profiles[0].samples;
+    assert_eq!(samples.len(), 64);
+    for (k, s) in samples.iter().enumerate() {
+        let want = match (k % 8) % 4 {
+            3 => None,
+            c => Some(format!("p{c}")),
+        };
+        assert_eq!(pod_of(s), want, "sample {k}");
+    }
+    assert_eq!(
+        metric(m, "profcol_processor_events_total{processor=\"k8sattributes\",event=\"samples_associated\"}").await,
+        48
+    );
+}

@@ -29,6 +29,9 @@ pub struct K8sAttributesConfig {
     /// resync from: accepted, unused.
     pub watch_sync_period: Duration,
     pub pod_delete_grace_period: Duration,
+    /// profcol's: the host's `/proc` (with `hostPID`), where a sample's
+    /// `process.pid` finds its container. Empty: `process.pid` is refused.
+    pub proc_root: String,
 }
 
 impl Default for K8sAttributesConfig {
@@ -47,6 +50,7 @@ impl Default for K8sAttributesConfig {
             wait_for_metadata_timeout: Duration::from_secs(10),
             watch_sync_period: Duration::from_secs(300),
             pod_delete_grace_period: Duration::from_secs(120),
+            proc_root: String::new(),
         }
     }
 }
@@ -239,6 +243,11 @@ pub struct Plan {
     pub field_selector: String,
     pub wait_for_metadata: Option<std::time::Duration>,
     pub delete_grace: std::time::Duration,
+    /// Where `process.pid` is looked up, when a sample association uses it.
+    pub proc_root: Option<std::path::PathBuf>,
+    /// A sample association reads `container.id` or `process.pid`: pods
+    /// are indexed by container id whatever the rules extract.
+    pub sample_containers: bool,
 }
 
 impl Plan {
@@ -441,11 +450,17 @@ impl K8sAttributesConfig {
                     "resource_attribute" if !s.name.is_empty() => {
                         sources.push(Source::ResourceAttribute(s.name.clone()))
                     }
+                    "sample_attribute" if !s.name.is_empty() => {
+                        if s.name == "process.pid" && self.proc_root.is_empty() {
+                            errs.push(
+                                format!("{spath}::name"),
+                                "process.pid needs proc_root: the host's /proc (hostPID), where a process's cgroup names its container",
+                            );
+                        }
+                        sources.push(Source::SampleAttribute(s.name.clone()))
+                    }
                     "sample_attribute" => {
-                        errs.push(
-                            format!("{spath}::from"),
-                            "\"sample_attribute\" is not supported by this build of profcol yet",
-                        );
+                        errs.push(format!("{spath}::name"), "must name a sample attribute")
                     }
                     "resource_attribute" => {
                         errs.push(format!("{spath}::name"), "must name a resource attribute")
@@ -453,10 +468,21 @@ impl K8sAttributesConfig {
                     other => errs.push(
                         format!("{spath}::from"),
                         format!(
-                            "{other:?} is not a valid source; one of connection, resource_attribute"
+                            "{other:?} is not a valid source; one of connection, resource_attribute, sample_attribute"
                         ),
                     ),
                 }
+            }
+            let per_sample = sources
+                .iter()
+                .filter(|s| matches!(s, Source::SampleAttribute(_)))
+                .count();
+            if per_sample > 0 && per_sample < sources.len() {
+                errs.push(
+                    format!("{path}::sources"),
+                    "sample_attribute sources cannot be mixed with others in one association",
+                );
+                continue;
             }
             let key = format!("{sources:?}");
             if !seen.insert(key.clone()) {
@@ -537,6 +563,23 @@ impl K8sAttributesConfig {
             field_parts.push(part);
         }
 
+        let mut sample_names: Vec<&str> = Vec::new();
+        for s in associations.iter().flatten() {
+            if let Source::SampleAttribute(n) = s {
+                if !sample_names.contains(&n.as_str()) {
+                    sample_names.push(n);
+                }
+            }
+        }
+        if sample_names.len() > 8 {
+            errs.push(
+                cfg.key_path("pod_association"),
+                "at most 8 distinct sample attributes across the associations",
+            );
+        }
+        let sample_containers = sample_names
+            .iter()
+            .any(|n| *n == "container.id" || *n == "process.pid");
         errs.into_result(Plan {
             auth,
             passthrough: self.passthrough,
@@ -553,6 +596,8 @@ impl K8sAttributesConfig {
                 .wait_for_metadata
                 .then(|| self.wait_for_metadata_timeout.get()),
             delete_grace: self.pod_delete_grace_period.get(),
+            proc_root: (!self.proc_root.is_empty()).then(|| self.proc_root.clone().into()),
+            sample_containers,
         })
     }
 }

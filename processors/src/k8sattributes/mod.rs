@@ -11,6 +11,7 @@
 mod cache;
 mod config;
 mod pod;
+mod samples;
 mod watch;
 
 #[cfg(test)]
@@ -60,6 +61,9 @@ pub fn factory() -> Arc<dyn ProcessorFactory> {
 
 pub struct K8sAttributes {
     plan: Arc<Plan>,
+    /// Some association reads sample attributes.
+    per_sample: bool,
+    procfs: Option<samples::Procfs>,
     cache: Arc<Cache>,
     gate: Option<Arc<WaitForMetadata>>,
     telemetry: Option<Arc<Telemetry>>,
@@ -80,6 +84,8 @@ impl K8sAttributes {
             })
         });
         Self {
+            per_sample: !samples::sample_associations(&plan).is_empty(),
+            procfs: plan.proc_root.clone().map(|root| samples::Procfs { root }),
             plan,
             cache,
             gate,
@@ -122,7 +128,7 @@ impl K8sAttributes {
 }
 
 impl Processor for K8sAttributes {
-    fn process(&mut self, batch: &mut ProfileBatch, _ctx: &mut ProcessContext) -> Verdict {
+    fn process(&mut self, batch: &mut ProfileBatch, ctx: &mut ProcessContext) -> Verdict {
         let connection = batch.meta.client_addr.map(|a| canonical_ip(a.ip()));
         let data = batch.data_mut();
         resolve_references(data);
@@ -133,6 +139,11 @@ impl Processor for K8sAttributes {
             if let (Some(t), Some((status, identifier))) = (&self.telemetry, outcome) {
                 t.k8s_pod_association(&self.id, status, &identifier);
             }
+        }
+        if self.per_sample && !self.plan.passthrough {
+            let o = samples::associate(&self.plan, &state, self.procfs.as_ref(), data);
+            ctx.event("samples_associated", o.associated);
+            ctx.event("samples_unassociated", o.unassociated);
         }
         Verdict::Keep
     }
@@ -241,6 +252,12 @@ fn extract_pod_id(
         ));
     }
     'assoc: for assoc in &plan.associations {
+        if assoc
+            .iter()
+            .any(|s| matches!(s, Source::SampleAttribute(_)))
+        {
+            continue;
+        }
         let mut parts: Vec<IdPart<'_>> = Vec::with_capacity(assoc.len());
         let mut used = None;
         for source in assoc {
@@ -387,5 +404,118 @@ fn add_container_attributes(attrs: &mut Vec<KeyValue>, pod: &Pod) {
                 },
             );
         }
+    }
+}
+
+/// For benches and tests: a processor on `yaml` whose cache holds `pods`
+/// (API objects as the API server returns them), with no watches.
+#[doc(hidden)]
+pub fn with_pods(yaml: &str, pods: &[serde_json::Value]) -> Result<Box<dyn Processor>, String> {
+    let cfg = ComponentConfig::from_yaml(
+        profcol_pipeline::config::Kind::Processor,
+        "k8sattributes",
+        yaml,
+    )
+    .map_err(|e| e.to_string())?;
+    let (_, plan) = cfg
+        .decode_checked(|c: &K8sAttributesConfig| c.compile(&cfg))
+        .map_err(|e| e.to_string())?;
+    let p = K8sAttributes::new(plan);
+    for pod in pods {
+        let api: k8s_openapi::api::core::v1::Pod =
+            serde_json::from_value(pod.clone()).map_err(|e| e.to_string())?;
+        p.cache.upsert_pod(pod::pod_from_api(&p.plan, &api, None));
+    }
+    p.cache.set_synced();
+    Ok(Box::new(p))
+}
+
+/// Profiles shaped as the OpenTelemetry eBPF profiler sends them: one
+/// resource (the node), one profile, `samples` samples from `processes`
+/// processes, each sample with its `process.pid` (an int), `container.id`
+/// and `thread.name`; process `i` runs in container `container(i)`.
+#[doc(hidden)]
+pub fn ebpf_like(
+    samples: usize,
+    processes: usize,
+    container: impl Fn(usize) -> String,
+) -> profcol_model::proto::ProfilesData {
+    use profcol_model::proto::{
+        KeyValueAndUnit, Profile, ProfilesData, ProfilesDictionary, Resource, ResourceProfiles,
+        Sample, ScopeProfiles, Stack, ValueType,
+    };
+    let mut strings: Vec<String> = [
+        "",
+        "process.pid",
+        "container.id",
+        "thread.name",
+        "samples",
+        "count",
+        "cpu",
+        "nanoseconds",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut attrs = vec![KeyValueAndUnit::default()];
+    let kv = |key: i32, v: A| KeyValueAndUnit {
+        key_strindex: key,
+        value: Some(AnyValue { value: Some(v) }),
+        unit_strindex: 0,
+    };
+    let mut per_process = Vec::with_capacity(processes);
+    for i in 0..processes {
+        let first = attrs.len() as i32;
+        attrs.push(kv(1, A::IntValue(1000 + i as i64)));
+        attrs.push(kv(2, A::StringValue(container(i))));
+        strings.push(format!("worker-{}", i % 7));
+        attrs.push(kv(3, A::StringValue(format!("worker-{}", i % 7))));
+        per_process.push([first, first + 1, first + 2]);
+    }
+    let samples = (0..samples)
+        .map(|k| Sample {
+            stack_index: 0,
+            attribute_indices: per_process[k % processes].to_vec(),
+            values: vec![1 + (k % 3) as i64],
+            ..Default::default()
+        })
+        .collect();
+    ProfilesData {
+        resource_profiles: vec![ResourceProfiles {
+            resource: Some(Resource {
+                attributes: vec![KeyValue {
+                    key: "host.name".into(),
+                    value: Some(AnyValue {
+                        value: Some(A::StringValue("node-1".into())),
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            scope_profiles: vec![ScopeProfiles {
+                profiles: vec![Profile {
+                    sample_type: Some(ValueType {
+                        type_strindex: 4,
+                        unit_strindex: 5,
+                    }),
+                    period_type: Some(ValueType {
+                        type_strindex: 6,
+                        unit_strindex: 7,
+                    }),
+                    period: 50_000_000,
+                    profile_id: vec![7; 16],
+                    samples,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        dictionary: Some(ProfilesDictionary {
+            string_table: strings,
+            attribute_table: attrs,
+            stack_table: vec![Stack::default()],
+            ..Default::default()
+        }),
     }
 }

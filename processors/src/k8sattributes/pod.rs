@@ -357,7 +357,7 @@ pub fn pod_from_api(plan: &Plan, pod: &ApiPod, cluster_uid: Option<&str>) -> Pod
         "k8s.pod.annotation",
         tags,
     );
-    if r.containers() {
+    if r.containers() || plan.sample_containers {
         containers(plan, pod, &mut out);
     }
     out
@@ -493,6 +493,10 @@ pub fn identifiers(plan: &Plan, pod: &Pod) -> Vec<String> {
                         "k8s.pod.uid" => &pod.uid,
                         "host.name" | "k8s.pod.ip" => &pod.address,
                         "container.id" => {
+                            container_slot = Some(i);
+                            ""
+                        }
+                        "process.pid" if matches!(source, Source::SampleAttribute(_)) => {
                             container_slot = Some(i);
                             ""
                         }

@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod as ApiPod;
 use profcol_model::memory::MemoryBudget;
 use profcol_model::proto::{any_value::Value as A, AnyValue, KeyValue};
+use profcol_model::ProfileBatch;
 use profcol_pipeline::config::{ComponentConfig, Kind};
 use serde_json::json;
 
@@ -392,4 +393,254 @@ fn config_errors_name_the_key_and_the_reason() {
         "spec.nodeName=node-7,status.phase!=Running"
     );
     assert_eq!(ok.label_selector, "app");
+}
+
+// ---------------------------------------------------------------------------
+// Per-sample association, on profiles shaped as the eBPF profiler sends them.
+// ---------------------------------------------------------------------------
+
+fn container(i: usize) -> String {
+    format!("{:064x}", 0xc0_0000 + i)
+}
+
+fn ebpf_pod(i: usize) -> serde_json::Value {
+    json!({
+        "metadata": {"name": format!("p{i}"), "namespace": "shop", "uid": format!("u{i}"),
+            "creationTimestamp": "2026-11-28T10:00:00Z"},
+        "spec": {"nodeName": "node-1", "containers": [{"name": "main", "image": "img:1"}]},
+        "status": {"podIP": format!("10.0.1.{i}"), "containerStatuses": [{"name": "main", "ready": true,
+            "restartCount": 0, "image": "img:1", "imageID": "",
+            "containerID": format!("containerd://{}", container(i))}]},
+    })
+}
+
+/// Each sample's attributes, `k=v`, sorted.
+fn sample_attrs(data: &profcol_model::proto::ProfilesData) -> Vec<Vec<String>> {
+    let d = data.dictionary.as_ref().unwrap();
+    profcol_model::profiles(&data.resource_profiles)
+        .flat_map(|p| &p.samples)
+        .map(|s| {
+            let mut v: Vec<String> = s
+                .attribute_indices
+                .iter()
+                .map(|&i| {
+                    let kv = &d.attribute_table[i as usize];
+                    let val = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+                        Some(A::StringValue(s)) => s.clone(),
+                        Some(A::IntValue(n)) => n.to_string(),
+                        other => format!("{other:?}"),
+                    };
+                    format!("{}={val}", d.string_table[kv.key_strindex as usize])
+                })
+                .collect();
+            v.sort();
+            v
+        })
+        .collect()
+}
+
+fn run_on(
+    p: &mut dyn Processor,
+    data: profcol_model::proto::ProfilesData,
+) -> (profcol_model::proto::ProfilesData, Vec<(&'static str, u64)>) {
+    let mut b = ProfileBatch::new(data);
+    let mut ctx = ProcessContext::deferred("profiles", "k8sattributes");
+    assert_eq!(p.process(&mut b, &mut ctx), Verdict::Keep);
+    let data = b.data().clone();
+    profcol_model::validate(&data).unwrap();
+    (data, ctx.into_counts().events)
+}
+
+#[test]
+fn samples_get_their_pods_attributes_interned_once_per_pod() {
+    let pods: Vec<_> = (0..3).map(ebpf_pod).collect();
+    let mut p = with_pods(
+        "pod_association: [{sources: [{from: sample_attribute, name: container.id}]}]
+extract: {metadata: [k8s.pod.name, k8s.namespace.name, k8s.container.name, container.image.name]}",
+        &pods,
+    )
+    .unwrap();
+    // Processes 0..5 in pods 0..2; process 5 in a container no pod has.
+    let data = ebpf_like(12, 6, |i| {
+        if i == 5 {
+            "f".repeat(64)
+        } else {
+            container(i % 3)
+        }
+    });
+    let before = data.dictionary.as_ref().unwrap().attribute_table.len();
+    let (out, events) = run_on(&mut *p, data);
+    let got = sample_attrs(&out);
+    let c0 = container(0);
+    assert_eq!(
+        got[0],
+        [
+            format!("container.id={c0}"),
+            "container.image.name=img".into(),
+            "k8s.container.name=main".into(),
+            "k8s.namespace.name=shop".into(),
+            "k8s.pod.name=p0".into(),
+            "process.pid=1000".into(),
+            "thread.name=worker-0".into(),
+        ]
+    );
+    assert!(
+        got[4].contains(&"k8s.pod.name=p1".to_string()),
+        "{:?}",
+        got[4]
+    );
+    assert_eq!(
+        got[5].len(),
+        3,
+        "process 5 is in no known pod: {:?}",
+        got[5]
+    );
+    // Each pod's 4 attributes interned once, shared by its samples.
+    let d = out.dictionary.as_ref().unwrap();
+    assert_eq!(d.attribute_table.len(), before + 3 * 4);
+    let samples: Vec<_> = profcol_model::profiles(&out.resource_profiles)
+        .flat_map(|p| &p.samples)
+        .collect();
+    assert_eq!(
+        samples[0].attribute_indices[3..],
+        samples[3].attribute_indices[3..]
+    );
+    assert_eq!(
+        events,
+        [("samples_associated", 10), ("samples_unassociated", 2)]
+    );
+}
+
+#[test]
+fn a_samples_own_attributes_win() {
+    let mut p = with_pods(
+        "pod_association: [{sources: [{from: sample_attribute, name: container.id}]}]
+extract: {metadata: [k8s.pod.name, k8s.container.name]}",
+        &[ebpf_pod(0)],
+    )
+    .unwrap();
+    let mut data = ebpf_like(2, 1, |_| container(0));
+    // The first sample already names its container.
+    let d = data.dictionary.as_mut().unwrap();
+    d.string_table.push("k8s.container.name".into());
+    d.attribute_table
+        .push(profcol_model::proto::KeyValueAndUnit {
+            key_strindex: d.string_table.len() as i32 - 1,
+            value: Some(AnyValue {
+                value: Some(A::StringValue("mine".into())),
+            }),
+            unit_strindex: 0,
+        });
+    let own = d.attribute_table.len() as i32 - 1;
+    data.resource_profiles[0].scope_profiles[0].profiles[0].samples[0]
+        .attribute_indices
+        .push(own);
+    let (out, _) = run_on(&mut *p, data);
+    let got = sample_attrs(&out);
+    assert!(
+        got[0].contains(&"k8s.container.name=mine".to_string()),
+        "{:?}",
+        got[0]
+    );
+    assert!(
+        !got[0].contains(&"k8s.container.name=main".to_string()),
+        "{:?}",
+        got[0]
+    );
+    assert!(
+        got[1].contains(&"k8s.container.name=main".to_string()),
+        "{:?}",
+        got[1]
+    );
+}
+
+#[test]
+fn a_process_pid_finds_its_container_through_proc() {
+    let proc_root = tempfile::tempdir().unwrap();
+    for i in 0..4 {
+        let dir = proc_root.path().join((1000 + i).to_string());
+        std::fs::create_dir_all(&dir).unwrap();
+        let cgroup = match i {
+            // cgroup v2, systemd driver
+            0 => format!("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podu0.slice/cri-containerd-{}.scope\n", container(0)),
+            // cgroup v1, cgroupfs driver
+            1 => format!("12:memory:/kubepods/burstable/podu1/{}\n11:cpu:/kubepods/burstable/podu1/{}\n", container(1), container(1)),
+            // a process outside any container
+            2 => "0::/system.slice/sshd.service\n".to_string(),
+            _ => format!("0::/system.slice/docker-{}.scope\n", container(2)),
+        };
+        std::fs::write(dir.join("cgroup"), cgroup).unwrap();
+    }
+    let pods: Vec<_> = (0..3).map(ebpf_pod).collect();
+    let mut p = with_pods(
+        &format!(
+            "proc_root: {}
+pod_association: [{{sources: [{{from: sample_attribute, name: process.pid}}]}}]
+extract: {{metadata: [k8s.pod.name]}}",
+            proc_root.path().display()
+        ),
+        &pods,
+    )
+    .unwrap();
+    // Samples with only process.pid (and thread.name); pid 1004 has no /proc entry.
+    let mut data = ebpf_like(5, 5, |_| String::new());
+    for s in &mut data.resource_profiles[0].scope_profiles[0].profiles[0].samples {
+        s.attribute_indices.remove(1);
+    }
+    let (out, events) = run_on(&mut *p, data);
+    let names: Vec<Option<String>> = sample_attrs(&out)
+        .into_iter()
+        .map(|a| a.into_iter().find(|kv| kv.starts_with("k8s.pod.name=")))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            Some("k8s.pod.name=p0".into()),
+            Some("k8s.pod.name=p1".into()),
+            None,
+            Some("k8s.pod.name=p2".into()),
+            None
+        ]
+    );
+    assert_eq!(
+        events,
+        [("samples_associated", 3), ("samples_unassociated", 2)]
+    );
+}
+
+#[test]
+fn sample_association_config_is_checked() {
+    let e = plan("pod_association: [{sources: [{from: sample_attribute, name: process.pid}]}]")
+        .unwrap_err();
+    assert!(
+        e.contains("pod_association::0::sources::0::name") && e.contains("proc_root"),
+        "{e}"
+    );
+    let e = plan("pod_association: [{sources: [{from: sample_attribute, name: container.id}, {from: connection}]}]").unwrap_err();
+    assert!(
+        e.contains("pod_association::0::sources") && e.contains("mixed"),
+        "{e}"
+    );
+    plan("pod_association: [{sources: [{from: sample_attribute, name: k8s.pod.uid}]}]").unwrap();
+}
+
+#[test]
+fn cgroup_paths_name_their_container() {
+    use super::samples::container_in_cgroup;
+    let c = container(9);
+    assert_eq!(
+        container_in_cgroup(&format!("0::/kubepods.slice/x/cri-containerd-{c}.scope")),
+        Some(c.clone())
+    );
+    assert_eq!(
+        container_in_cgroup(&format!("3:pids:/docker/{c}\n")),
+        Some(c.clone())
+    );
+    assert_eq!(
+        container_in_cgroup("0::/user.slice/user-1000.slice/session-2.scope"),
+        None
+    );
+    // 63 or 65 hex digits are no container id.
+    assert_eq!(container_in_cgroup(&format!("0::/x/{}", &c[1..])), None);
+    assert_eq!(container_in_cgroup(&format!("0::/x/a{c}")), None);
 }
