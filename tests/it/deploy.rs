@@ -294,7 +294,8 @@ fn deployments_an_hpa_scales_leave_replicas_to_it() {
 /// its service account is bound to a role that may get, list and watch
 /// pods (and namespaces and nodes), its token is mounted, and a
 /// `filter.node_from_env_var` names a variable its container sets from
-/// the downward API's `spec.nodeName`.
+/// the downward API's `spec.nodeName`, and a `proc_root` comes with the
+/// host's PID namespace.
 #[test]
 fn workloads_running_k8sattributes_have_their_rbac_and_node_name() {
     let all = manifests();
@@ -399,6 +400,14 @@ fn workloads_running_k8sattributes_have_their_rbac_and_node_name() {
                 kind(w),
                 "DaemonSet",
                 "{what}: a node filter on a Deployment"
+            );
+        }
+        // Pids of other pods' processes are read in the host's /proc.
+        if k8s["proc_root"].as_str().is_some_and(|r| !r.is_empty()) {
+            assert_eq!(
+                spec["hostPID"].as_bool(),
+                Some(true),
+                "{what}: proc_root without hostPID"
             );
         }
         checked += 1;
