@@ -307,6 +307,32 @@ pub fn associate(
         strings: HashMap::new(),
         pids: HashMap::new(),
     };
+    // Each association's sources as slots of `names`, and for one-source
+    // associations the pod of each attribute entry, filled as met.
+    let assoc_slots: Vec<Vec<usize>> = pass
+        .assocs
+        .iter()
+        .map(|a| {
+            a.iter()
+                .map(|s| match s {
+                    Source::SampleAttribute(name) => {
+                        pass.names.iter().position(|n| n == name).unwrap_or(0)
+                    }
+                    _ => 0,
+                })
+                .collect()
+        })
+        .collect();
+    let mut single: Vec<Vec<u32>> = assoc_slots
+        .iter()
+        .map(|s| {
+            if s.len() == 1 {
+                vec![UNRESOLVED; n]
+            } else {
+                Vec::new()
+            }
+        })
+        .collect();
     // Per association and sample: the entry of each source, from the
     // sample, else its profile.
     let n_names = pass.names.len();
@@ -346,15 +372,10 @@ pub fn associate(
                     present.push(pass.attr_key[a]);
                 }
                 let mut pod = NO_POD;
-                for i in 0..pass.assocs.len() {
+                for (i, slots) in assoc_slots.iter().enumerate() {
                     let mut entries = [0i32; 4];
                     let mut complete = true;
-                    for (j, s) in pass.assocs[i].iter().enumerate() {
-                        let Source::SampleAttribute(name) = s else {
-                            complete = false;
-                            break;
-                        };
-                        let slot = pass.names.iter().position(|n| n == name).unwrap_or(0);
+                    for (j, &slot) in slots.iter().enumerate() {
                         entries[j] = found[slot];
                         if entries[j] == 0 {
                             complete = false;
@@ -364,7 +385,21 @@ pub fn associate(
                     if !complete {
                         continue;
                     }
-                    let p = pass.resolve(i, entries, dict);
+                    // One source (the usual case): the pod by the entry,
+                    // an array read; else by the entries, a hash lookup.
+                    let p = if slots.len() == 1 {
+                        let e = entries[0] as usize;
+                        match single[i][e] {
+                            UNRESOLVED => {
+                                let p = pass.resolve(i, entries, dict);
+                                single[i][e] = p;
+                                p
+                            }
+                            p => p,
+                        }
+                    } else {
+                        pass.resolve(i, entries, dict)
+                    };
                     if p != NO_POD && p != UNRESOLVED {
                         pod = p;
                         break;
@@ -375,7 +410,9 @@ pub fn associate(
                     continue;
                 }
                 out.associated += 1;
-                for &(key, index) in &pass.pods[pod as usize].attrs {
+                let attrs = &pass.pods[pod as usize].attrs;
+                sample.attribute_indices.reserve_exact(attrs.len());
+                for &(key, index) in attrs {
                     if !present.contains(&key) {
                         sample.attribute_indices.push(index);
                     }
