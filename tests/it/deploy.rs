@@ -238,7 +238,10 @@ fn memory_limits_follow_the_sizing_rule() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 5, "sidecar, gateway, load balancer, kafka gateway, node agent");
+    assert_eq!(
+        checked, 5,
+        "sidecar, gateway, load balancer, kafka gateway, node agent"
+    );
 
     let unit = std::fs::read_to_string(root().join("deploy/systemd/profcol.service")).unwrap();
     let max = unit
