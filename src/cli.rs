@@ -163,6 +163,7 @@ fn components() {
         Kind::Processor,
         Kind::Exporter,
         Kind::Extension,
+        Kind::Connector,
     ] {
         println!("{}:", kind.section());
         for t in reg.types(kind) {

@@ -32,4 +32,5 @@ pub fn registry() -> Registry {
         .extension(profcol_extensions::health_check::factory())
         .extension(profcol_extensions::bearertokenauth::factory())
         .extension(profcol_extensions::file_storage::factory())
+        .connector(profcol_connectors::forward::factory())
 }

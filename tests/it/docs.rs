@@ -97,6 +97,7 @@ fn listed_components() -> Vec<(String, String)> {
                 "processors" => "processor",
                 "exporters" => "exporter",
                 "extensions" => "extension",
+                "connectors" => "connector",
                 other => panic!("unknown kind {other:?} in `profcol components`"),
             });
         }

@@ -8,6 +8,7 @@ mod common;
 mod attributes;
 mod batch;
 mod cli;
+mod connectors;
 mod deploy;
 mod docs;
 mod durable_queue;

@@ -336,11 +336,12 @@ struct RowKey {
     value: Option<String>,
 }
 
-const SECTIONS: [(&str, &str); 4] = [
+const SECTIONS: [(&str, &str); 5] = [
     ("receivers", "receiver"),
     ("processors", "processor"),
     ("exporters", "exporter"),
     ("extensions", "extension"),
+    ("connectors", "connector"),
 ];
 
 /// The backticked parts of a cell, and the text outside them.

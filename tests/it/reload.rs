@@ -546,3 +546,46 @@ async fn a_changed_receiver_listens_again_on_its_port() {
         "{logs}"
     );
 }
+
+/// Connectors across a reload: `profiles` (with a `batch` holding what it
+/// got) feeds `profiles/out` through `forward`; the reload points
+/// `profiles/out` at another exporter. The pipeline before the connector
+/// is rebuilt onto the new `profiles/out`; what its old `batch` held goes
+/// on through the old one, and what comes after the reload through the
+/// new: nothing is lost or sent twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipeline_before_a_connector_follows_the_pipeline_after_it() {
+    let (a, b) = (Sink::start().await, Sink::start().await);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    let body = |to: &str| {
+        format!(
+            "  pipelines:\n    profiles: {{receivers: [otlp], processors: [batch], exporters: [forward]}}\n    profiles/out: {{receivers: [forward], exporters: [{to}]}}\nprocessors:\n  batch: {{send_batch_size: 100000, timeout: 1h}}\nconnectors:\n  forward:\nexporters:{}{}",
+            exporter("otlp/a", &a),
+            exporter("otlp/b", &b)
+        )
+    };
+    write(&cfg, &ANY, &body("otlp/a"));
+    let p = start(&cfg).await;
+    let mut c = client(p.grpc_port()).await;
+    for _ in 0..3 {
+        c.export(request(100)).await.unwrap();
+    }
+    assert!(a.received().is_empty(), "the batch holds them");
+    write(&cfg, &ANY, &body("otlp/b"));
+    reload(&p, "success").await;
+    eventually(
+        "the old batch's samples reach otlp/a",
+        Duration::from_secs(10),
+        || async { a.samples() == 300 },
+    )
+    .await;
+    for _ in 0..2 {
+        c.export(request(100)).await.unwrap();
+    }
+    p.signal("TERM");
+    let (code, logs) = p.wait(Duration::from_secs(30)).await;
+    assert!(code.success(), "{logs}");
+    assert_eq!(a.samples(), 300, "{logs}");
+    assert_eq!(b.samples(), 200, "{logs}");
+}

@@ -170,74 +170,105 @@ impl Output {
                 Err(e) => return refuse(ConsumeError::memory(e)),
             }
         }
-        // A pipeline a reload retired closes its admission once the
-        // batches in it are through; the route then names its successor.
-        let mut attempt = 0;
-        let (pipelines, admitted) = loop {
-            attempt += 1;
-            let pipelines = self.route.get();
-            for p in pipelines.iter() {
-                if let Err(e) = p.check_gates() {
-                    return refuse(e);
-                }
-            }
-            let mut admitted = Vec::with_capacity(pipelines.len());
-            let mut retired = false;
-            for p in pipelines.iter() {
-                match p.admission.clone().try_acquire_owned() {
-                    Ok(permit) => admitted.push(permit),
-                    Err(tokio::sync::TryAcquireError::Closed) => {
-                        retired = true;
-                        break;
-                    }
-                    // A retiring pipeline's permits go to its retirement:
-                    // full only if it is still the one routed to.
-                    Err(tokio::sync::TryAcquireError::NoPermits)
-                        if Arc::ptr_eq(&pipelines, &self.route.get()) =>
-                    {
-                        return refuse(ConsumeError::pipeline_full(&p.id))
-                    }
-                    Err(tokio::sync::TryAcquireError::NoPermits) => {
-                        retired = true;
-                        break;
-                    }
-                }
-            }
-            match (retired, attempt < ROUTE_ATTEMPTS) {
-                (false, _) => break (pipelines, admitted),
-                (true, true) => tokio::task::yield_now().await,
-                (true, false) => return refuse(ConsumeError::ShuttingDown),
-            }
-        };
         batch.meta.receiver = self.receiver.to_string();
-        // The last pipeline takes the batch itself: one that is not shared
-        // is processed in place, not copied (`Arc::unwrap_or_clone`).
-        let mut batch = Some(Arc::new(batch));
-        let last = pipelines.len().saturating_sub(1);
-        let prepared = futures::future::join_all(pipelines.iter().enumerate().map(|(i, p)| {
-            let b = if i == last {
-                batch.take()
-            } else {
-                batch.clone()
-            };
-            p.prepare(b.expect("taken only by the last pipeline"))
-        }))
-        .await;
-        let mut ready = Vec::with_capacity(prepared.len());
-        for p in prepared {
-            match p {
-                Ok(p) => ready.push(p),
-                // Every slot held so far is given back as `ready` drops.
-                Err(e) => return refuse(e),
-            }
+        match self.prepare(Arc::new(batch)).await {
+            Ok(ready) => ready.commit(),
+            Err(e) => return refuse(e),
         }
-        for p in ready {
-            p.commit();
-        }
-        drop(admitted);
         self.telemetry
             .receiver_accepted(&self.receiver, transport, samples);
         Ok(())
+    }
+}
+
+impl Output {
+    /// The first phase of [`Output::consume`] for a batch that already
+    /// holds its memory reservation: through every pipeline, holding their
+    /// exporters' slots, nothing committed. A connector hands what its
+    /// pipeline exports to the pipelines it is a receiver of this way, so
+    /// that a batch is accepted by all of them or refused by all.
+    pub fn prepare(
+        &self,
+        batch: Arc<ProfileBatch>,
+    ) -> futures::future::BoxFuture<'_, Result<Ready, ConsumeError>> {
+        Box::pin(async move {
+            // A pipeline a reload retired closes its admission once the
+            // batches in it are through; the route then names its successor.
+            let mut attempt = 0;
+            let (pipelines, admitted) = loop {
+                attempt += 1;
+                let pipelines = self.route.get();
+                for p in pipelines.iter() {
+                    p.check_gates()?;
+                }
+                let mut admitted = Vec::with_capacity(pipelines.len());
+                let mut retired = false;
+                for p in pipelines.iter() {
+                    match p.admission.clone().try_acquire_owned() {
+                        Ok(permit) => admitted.push(permit),
+                        Err(tokio::sync::TryAcquireError::Closed) => {
+                            retired = true;
+                            break;
+                        }
+                        // A retiring pipeline's permits go to its
+                        // retirement: full only if it is still the one
+                        // routed to.
+                        Err(tokio::sync::TryAcquireError::NoPermits)
+                            if Arc::ptr_eq(&pipelines, &self.route.get()) =>
+                        {
+                            return Err(ConsumeError::pipeline_full(&p.id))
+                        }
+                        Err(tokio::sync::TryAcquireError::NoPermits) => {
+                            retired = true;
+                            break;
+                        }
+                    }
+                }
+                match (retired, attempt < ROUTE_ATTEMPTS) {
+                    (false, _) => break (pipelines, admitted),
+                    (true, true) => tokio::task::yield_now().await,
+                    (true, false) => return Err(ConsumeError::ShuttingDown),
+                }
+            };
+            // The last pipeline takes the batch itself: one that is not
+            // shared is processed in place, not copied
+            // (`Arc::unwrap_or_clone`).
+            let mut batch = Some(batch);
+            let last = pipelines.len().saturating_sub(1);
+            let prepared = futures::future::join_all(pipelines.iter().enumerate().map(|(i, p)| {
+                let b = if i == last {
+                    batch.take()
+                } else {
+                    batch.clone()
+                };
+                p.prepare(b.expect("taken only by the last pipeline"))
+            }))
+            .await;
+            let mut ready = Vec::with_capacity(prepared.len());
+            for p in prepared {
+                // Every slot held so far is given back as `ready` drops.
+                ready.push(p?);
+            }
+            Ok(Ready {
+                prepared: ready,
+                _admitted: admitted,
+            })
+        })
+    }
+}
+
+/// A batch through every pipeline of an [`Output`], their slots held.
+pub struct Ready {
+    prepared: Vec<crate::runtime::Prepared>,
+    _admitted: Vec<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Ready {
+    /// Hands the batch on in every pipeline (see [`crate::runtime::Prepared::commit`]).
+    pub fn commit(self) {
+        for p in self.prepared {
+            p.commit();
+        }
     }
 }
 

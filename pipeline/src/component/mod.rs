@@ -7,14 +7,14 @@ mod traits;
 
 pub use auth::{AuthConfig, Authenticator, Authenticators};
 pub use context::{
-    ConsumeError, DropReason, ExporterContext, Output, ProcessContext, ProcessorCounts,
+    ConsumeError, DropReason, ExporterContext, Output, ProcessContext, ProcessorCounts, Ready,
     ReceiverContext, Route, Storages,
 };
 /// What an exporter sends and how far it got: the queue's types, which a
 /// persistent queue stores.
 pub use profcol_queue::{Progress, Request};
 pub use traits::{
-    ExportError, ExportOutcome, Exporter, ExporterFactory, ExporterSettings, Extension,
-    ExtensionFactory, Gate, GateRefusal, Processor, ProcessorFactory, ProcessorStart, Receiver,
-    ReceiverFactory, StageContext, Stateful, Storage, Verdict,
+    Connector, ConnectorFactory, ExportError, ExportOutcome, Exporter, ExporterFactory,
+    ExporterSettings, Extension, ExtensionFactory, Gate, GateRefusal, Processor, ProcessorFactory,
+    ProcessorStart, Receiver, ReceiverFactory, StageContext, Stateful, Storage, Verdict,
 };

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 
 use super::context::{DropReason, ExporterContext, ProcessContext, ReceiverContext};
-use crate::config::{ComponentConfig, ConfigErrors, QueueSettings, RetrySettings};
+use crate::config::{ComponentConfig, ConfigErrors, QueueSettings, RetrySettings, Signal};
 use profcol_model::ProfileBatch;
 use profcol_queue::Request;
 
@@ -359,6 +359,30 @@ pub trait Storage: Send + Sync {
         &self,
         owner: &str,
     ) -> anyhow::Result<(profcol_queue::BlobLog, profcol_queue::RecoveredBlobs)>;
+}
+
+/// Makes connectors of one YAML type: a connector is an exporter of the
+/// pipelines that list it under `exporters` and a receiver of those that
+/// list it under `receivers`.
+pub trait ConnectorFactory: Send + Sync {
+    fn type_name(&self) -> &'static str;
+    /// Other YAML types that mean this one.
+    fn aliases(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// The `(from, to)` signals it connects: it may be an exporter of a
+    /// `from` pipeline only if it is a receiver of a `to` pipeline.
+    fn signals(&self) -> &'static [(Signal, Signal)];
+    /// Decodes and validates its section; binds nothing.
+    fn create(&self, cfg: &ComponentConfig) -> Result<Connector, ConfigErrors>;
+}
+
+/// What a connector does with what the pipelines before it export.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Connector {
+    /// Hands every batch, as it is, to each pipeline it is a receiver of
+    /// (`forward`).
+    Forward,
 }
 
 pub trait ExtensionFactory: Send + Sync {

@@ -114,6 +114,20 @@ const EXTENSIONS: &[&str] = &[
     "zpages",
 ];
 
+const CONNECTORS: &[&str] = &[
+    "count",
+    "datadog",
+    "exceptions",
+    "failover",
+    "grafanacloud",
+    "otlpjson",
+    "roundrobin",
+    "routing",
+    "servicegraph",
+    "spanmetrics",
+    "sum",
+];
+
 /// Whether `ty` is a Collector component of `kind` that profcol lacks.
 pub fn is_collector_type(kind: Kind, ty: &str) -> bool {
     let list = match kind {
@@ -121,6 +135,7 @@ pub fn is_collector_type(kind: Kind, ty: &str) -> bool {
         Kind::Processor => PROCESSORS,
         Kind::Exporter => EXPORTERS,
         Kind::Extension => EXTENSIONS,
+        Kind::Connector => CONNECTORS,
     };
     list.contains(&ty)
 }

@@ -1,12 +1,14 @@
 use std::fmt;
 
-/// The four sections of a config.
+/// The five sections of a config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
     Receiver,
     Processor,
     Exporter,
     Extension,
+    /// An exporter of one pipeline and a receiver of another.
+    Connector,
 }
 
 impl Kind {
@@ -17,6 +19,7 @@ impl Kind {
             Kind::Processor => "processors",
             Kind::Exporter => "exporters",
             Kind::Extension => "extensions",
+            Kind::Connector => "connectors",
         }
     }
 }

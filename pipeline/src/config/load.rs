@@ -139,6 +139,7 @@ pub struct Config {
     pub processors: BTreeMap<ComponentId, ComponentConfig>,
     pub exporters: BTreeMap<ComponentId, ComponentConfig>,
     pub extensions: BTreeMap<ComponentId, ComponentConfig>,
+    pub connectors: BTreeMap<ComponentId, ComponentConfig>,
     pub service: ServiceConfig,
 }
 
@@ -150,6 +151,7 @@ impl Config {
             Kind::Processor => &self.processors,
             Kind::Exporter => &self.exporters,
             Kind::Extension => &self.extensions,
+            Kind::Connector => &self.connectors,
         }
     }
 
@@ -159,6 +161,7 @@ impl Config {
             Kind::Processor => &mut self.processors,
             Kind::Exporter => &mut self.exporters,
             Kind::Extension => &mut self.extensions,
+            Kind::Connector => &mut self.connectors,
         }
     }
 
@@ -199,17 +202,19 @@ impl Config {
     }
 }
 
-const KINDS: [Kind; 4] = [
+const KINDS: [Kind; 5] = [
     Kind::Receiver,
     Kind::Processor,
     Kind::Exporter,
     Kind::Extension,
+    Kind::Connector,
 ];
-const TOP_LEVEL: [&str; 5] = [
+const TOP_LEVEL: [&str; 6] = [
     "receivers",
     "processors",
     "exporters",
     "extensions",
+    "connectors",
     "service",
 ];
 
@@ -386,12 +391,20 @@ fn from_root_partial(
             parse_section(kind, value, &originals, &mut config, &mut errs);
         }
     }
-    if let Some(connectors) = top.remove("connectors") {
-        if !is_empty_section(&connectors) {
-            errs.push(
-                "connectors",
-                "connectors are not supported: profcol pipelines go from receivers to exporters",
-            );
+    // As the Collector: a connector's id may not also be an exporter's or
+    // a receiver's, since pipelines name both in the same lists.
+    for id in config.connectors.keys() {
+        for kind in [Kind::Exporter, Kind::Receiver] {
+            if config.section(kind).contains_key(id) {
+                let noun = kind_noun(kind);
+                errs.push(
+                    format!("connectors::{id}"),
+                    format!(
+                        "ambiguous ID: found both \"{id}\" {noun} and \"{id}\" connector; rename one of them (e.g. the connector to \"{}/connector\")",
+                        id.ty
+                    ),
+                );
+            }
         }
     }
     let service = top.remove("service");
@@ -476,14 +489,6 @@ fn section_value(value: Value, path: &str, errs: &mut ConfigErrors) -> Value {
             );
             Value::from(Dict::new())
         }
-    }
-}
-
-fn is_empty_section(v: &Value) -> bool {
-    match v {
-        Value::Empty(..) => true,
-        Value::Dict(_, d) => d.is_empty(),
-        _ => false,
     }
 }
 

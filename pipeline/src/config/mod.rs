@@ -32,7 +32,9 @@ pub use load::{
     Source,
 };
 pub use server_tls::ServerTls;
-pub use service::{LogsEncoding, MetricsLevel, PipelineConfig, ServiceConfig, TelemetryConfig};
+pub use service::{
+    LogsEncoding, MetricsLevel, PipelineConfig, ServiceConfig, Signal, TelemetryConfig,
+};
 pub use settings::{
     ExporterSettingsKeys, QueueSettings, RetrySettings, Sizer, EXPORTER_SETTINGS_KEYS,
     MAX_CONSUMERS,

@@ -20,9 +20,41 @@ pub struct ServiceConfig {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PipelineConfig {
+    /// What it carries: the type of its id.
+    pub signal: Signal,
+    /// Receivers and connectors (a connector's id is never a receiver's).
     pub receivers: Vec<ComponentId>,
     pub processors: Vec<ComponentId>,
+    /// Exporters and connectors.
     pub exporters: Vec<ComponentId>,
+}
+
+/// What a pipeline carries, named by the type of its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum Signal {
+    #[default]
+    Profiles,
+}
+
+impl Signal {
+    pub fn parse(ty: &str) -> Option<Self> {
+        match ty {
+            "profiles" => Some(Self::Profiles),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Profiles => "profiles",
+        }
+    }
+}
+
+impl std::fmt::Display for Signal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -74,8 +106,6 @@ const DEFAULT_METRICS_PORT: u16 = 8888;
 const METRICS_LEVELS: [&str; 4] = ["none", "basic", "normal", "detailed"];
 const LOG_LEVELS: [&str; 4] = ["debug", "info", "warn", "error"];
 const LOG_ENCODINGS: [&str; 2] = ["console", "json"];
-/// The only signal profcol carries.
-const PROFILES: &str = "profiles";
 
 #[derive(Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
@@ -231,24 +261,27 @@ pub(super) fn parse_service(
     }
     for (name, p) in &raw.pipelines {
         let path = format!("service::pipelines::{name}");
-        match ComponentId::parse(name) {
+        let signal = match ComponentId::parse(name) {
             Err(e) => {
                 errs.push(path, e);
                 continue;
             }
-            Ok(id) if id.ty != PROFILES => {
-                errs.push(
-                    path,
-                    format!(
-                        "only profiles pipelines are supported, not {:?}; profcol carries profiles only: name it profiles or profiles/NAME (see README: Collector compatibility)",
-                        id.ty
-                    ),
-                );
-                continue;
-            }
-            Ok(_) => {}
-        }
+            Ok(id) => match Signal::parse(&id.ty) {
+                Some(s) => s,
+                None => {
+                    errs.push(
+                        path,
+                        format!(
+                            "only profiles pipelines are supported, not {:?}; profcol carries profiles only: name it profiles or profiles/NAME (see README: Collector compatibility)",
+                            id.ty
+                        ),
+                    );
+                    continue;
+                }
+            },
+        };
         let pipeline = PipelineConfig {
+            signal,
             receivers: id_list(
                 &p.receivers,
                 Kind::Receiver,
@@ -318,7 +351,10 @@ fn id_list(
             errs.push(path, format!("{noun} {name:?} is listed more than once"));
             continue;
         }
-        if !ctx.defined.get(&kind).is_some_and(|ids| ids.contains(&id)) {
+        let defined = |k: Kind| ctx.defined.get(&k).is_some_and(|ids| ids.contains(&id));
+        // Receivers and exporters lists name connectors too.
+        let connector = matches!(kind, Kind::Receiver | Kind::Exporter) && defined(Kind::Connector);
+        if !connector && !defined(kind) {
             errs.push(
                 path,
                 format!("references {noun} {name:?} which is not configured"),
@@ -335,6 +371,7 @@ pub(super) fn kind_noun(kind: Kind) -> &'static str {
         Kind::Processor => "processor",
         Kind::Exporter => "exporter",
         Kind::Extension => "extension",
+        Kind::Connector => "connector",
     }
 }
 

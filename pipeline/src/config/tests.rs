@@ -501,8 +501,8 @@ fn invalid_configs_report_every_error_with_its_path() {
             vec![r#"service::pipelines::profiles::exporters: invalid component name "" in id "debug/""#],
         ),
         (
-            format!("{MINIMAL}connectors: {{forward: }}"),
-            vec!["connectors: connectors are not supported: profcol pipelines go from receivers to exporters"],
+            format!("{MINIMAL}connectors: {{debug: }}"),
+            vec![r#"connectors::debug: ambiguous ID: found both "debug" exporter and "debug" connector; rename one of them (e.g. the connector to "debug/connector")"#],
         ),
         (
             format!("{MINIMAL}  extensions: [health_check, zpages]\nextensions: {{health_check: }}"),
@@ -565,7 +565,7 @@ fn invalid_configs_report_every_error_with_its_path() {
         ),
         (
             format!("{MINIMAL}exporter: {{otlp: }}"),
-            vec![r#"unknown top-level key "exporter", expected one of "receivers", "processors", "exporters", "extensions", "service""#],
+            vec![r#"unknown top-level key "exporter", expected one of "receivers", "processors", "exporters", "extensions", "connectors", "service""#],
         ),
         (
             format!("{MINIMAL}processors: [batch]"),
@@ -640,6 +640,7 @@ service:
     assert_eq!(
         config.service.pipelines["profiles"],
         PipelineConfig {
+            signal: crate::config::Signal::Profiles,
             receivers: vec![id("otlp"), id("sentry/py")],
             processors: vec![id("dictionary_dedup")],
             exporters: vec![id("otlp/gw")],
@@ -753,7 +754,7 @@ fn check_types_lists_known_types() {
     let known = |kind: Kind| match kind {
         Kind::Receiver => vec!["sentry", "otlp"],
         Kind::Exporter => vec!["otlp"],
-        Kind::Processor | Kind::Extension => vec![],
+        Kind::Processor | Kind::Extension | Kind::Connector => vec![],
     };
     assert_eq!(
         config.check_types(known).unwrap_err().to_string(),

@@ -3,10 +3,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::component::{
-    Exporter, ExporterFactory, ExporterSettings, Extension, Processor, Receiver,
+    Connector, ConnectorFactory, Exporter, ExporterFactory, ExporterSettings, Extension, Processor,
+    Receiver,
 };
 use crate::config::{
-    ComponentConfig, ComponentId, Config, ConfigErrors, ExporterSettingsKeys, Kind,
+    ComponentConfig, ComponentId, Config, ConfigErrors, ExporterSettingsKeys, Kind, Signal,
     TelemetryConfig, EXPORTER_SETTINGS_KEYS,
 };
 
@@ -32,7 +33,22 @@ pub struct ReceiverNode {
 pub struct PipelineNode {
     pub id: String,
     pub processors: Vec<(ComponentId, Box<dyn Processor>)>,
+    /// Its exporters (connectors are in `connectors`).
     pub exporters: Vec<ComponentId>,
+    /// The connectors it exports to, each with the pipelines it feeds.
+    pub connectors: Vec<ConnectorNode>,
+    /// The most connectors a batch crosses to reach it from a pipeline no
+    /// connector feeds: a pipeline feeds only pipelines of higher rank.
+    pub rank: usize,
+}
+
+/// A connector as an exporter of one pipeline.
+pub struct ConnectorNode {
+    pub id: ComponentId,
+    pub connector: Connector,
+    /// The pipelines it is a receiver of whose signal it can make of this
+    /// pipeline's.
+    pub pipelines: Vec<String>,
 }
 
 pub struct ExporterNode {
@@ -55,7 +71,7 @@ pub fn build(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors
                 Kind::Receiver => p.receivers.iter(),
                 Kind::Processor => p.processors.iter(),
                 Kind::Exporter => p.exporters.iter(),
-                Kind::Extension => [].iter(),
+                Kind::Extension | Kind::Connector => [].iter(),
             })
             .collect()
     };
@@ -145,9 +161,17 @@ pub fn build(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors
         pipelines.push(PipelineNode {
             id: pid.clone(),
             processors,
-            exporters: p.exporters.clone(),
+            exporters: p
+                .exporters
+                .iter()
+                .filter(|id| !config.connectors.contains_key(*id))
+                .cloned()
+                .collect(),
+            connectors: Vec::new(),
+            rank: 0,
         });
     }
+    connect(config, registry, &mut pipelines, &mut errs);
     for (id, (f, cfg)) in &processor_factories {
         if !used(Kind::Processor).contains(id) {
             if let Err(e) = f.create(cfg) {
@@ -179,6 +203,150 @@ pub fn build(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors
         extensions,
         telemetry: config.service.telemetry.clone(),
     })
+}
+
+/// Creates the connectors, checks the graph they make (each used both as
+/// an exporter and as a receiver of pipelines whose signals it connects, no
+/// cycle), fills in each pipeline's connectors and rank, and orders
+/// `pipelines` downstream first (the order they are built in).
+fn connect(
+    config: &Config,
+    registry: &Registry,
+    pipelines: &mut [PipelineNode],
+    errs: &mut ConfigErrors,
+) {
+    let mut created: BTreeMap<&ComponentId, (&Arc<dyn ConnectorFactory>, Connector)> =
+        BTreeMap::new();
+    for (id, cfg) in &config.connectors {
+        let Some(f) = lookup(&registry.connectors, cfg, registry, errs) else {
+            continue;
+        };
+        match f.create(cfg) {
+            Ok(c) => {
+                created.insert(id, (f, c));
+            }
+            Err(e) => errs.extend(e),
+        }
+    }
+    let service = &config.service.pipelines;
+    let listing = |id: &ComponentId, exporters: bool| -> Vec<(&String, Signal)> {
+        service
+            .iter()
+            .filter(|(_, p)| match exporters {
+                true => p.exporters.contains(id),
+                false => p.receivers.contains(id),
+            })
+            .map(|(pid, p)| (pid, p.signal))
+            .collect()
+    };
+    // Edges from pipeline to pipeline, through a connector.
+    let mut edges: BTreeMap<&str, Vec<(&ComponentId, &str)>> = BTreeMap::new();
+    for (id, (f, connector)) in &created {
+        let signals = f.signals();
+        let (from, to) = (listing(id, true), listing(id, false));
+        for (e, es) in &from {
+            let fed: Vec<&String> = to
+                .iter()
+                .filter(|(_, rs)| signals.contains(&(*es, *rs)))
+                .map(|(r, _)| *r)
+                .collect();
+            if fed.is_empty() {
+                errs.push(
+                    format!("service::pipelines::{e}::exporters"),
+                    format!("connector \"{id}\" used as exporter in [{e}] pipeline but not used in any supported receiver pipeline"),
+                );
+            }
+            for r in &fed {
+                edges.entry(e.as_str()).or_default().push((id, r.as_str()));
+            }
+            if let Some(node) = pipelines.iter_mut().find(|p| p.id == **e) {
+                node.connectors.push(ConnectorNode {
+                    id: (*id).clone(),
+                    connector: connector.clone(),
+                    pipelines: fed.iter().map(|r| (*r).clone()).collect(),
+                });
+            }
+        }
+        for (r, rs) in &to {
+            if !from.iter().any(|(_, es)| signals.contains(&(*es, *rs))) {
+                errs.push(
+                    format!("service::pipelines::{r}::receivers"),
+                    format!("connector \"{id}\" used as receiver in [{r}] pipeline but not used in any supported exporter pipeline"),
+                );
+            }
+        }
+    }
+    match ranks(service.keys().map(String::as_str), &edges) {
+        Ok(ranks) => {
+            for p in pipelines.iter_mut() {
+                p.rank = ranks.get(p.id.as_str()).copied().unwrap_or(0);
+            }
+            pipelines.sort_by(|a, b| b.rank.cmp(&a.rank).then_with(|| a.id.cmp(&b.id)));
+        }
+        Err(cycle) => errs.push("service::pipelines", format!("cycle detected: {cycle}")),
+    }
+}
+
+/// Each pipeline's rank (the longest path of connectors into it), or the
+/// first cycle found, described from pipeline to pipeline.
+fn ranks<'a>(
+    nodes: impl Iterator<Item = &'a str>,
+    edges: &BTreeMap<&'a str, Vec<(&'a ComponentId, &'a str)>>,
+) -> Result<BTreeMap<&'a str, usize>, String> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        Open,
+        Done,
+    }
+    // Depth-first from every node, iteratively; `path` is the open chain.
+    let mut marks: BTreeMap<&str, Mark> = BTreeMap::new();
+    let mut order: Vec<&str> = Vec::new();
+    for start in nodes {
+        if marks.contains_key(start) {
+            continue;
+        }
+        let mut path: Vec<(&str, usize)> = vec![(start, 0)];
+        marks.insert(start, Mark::Open);
+        while let Some(&(node, next)) = path.last() {
+            let out = edges.get(node).map_or(&[][..], Vec::as_slice);
+            let Some(&(_, to)) = out.get(next) else {
+                marks.insert(node, Mark::Done);
+                order.push(node);
+                path.pop();
+                continue;
+            };
+            if let Some(top) = path.last_mut() {
+                top.1 += 1;
+            }
+            match marks.get(to) {
+                Some(Mark::Done) => {}
+                Some(Mark::Open) => {
+                    let at = path.iter().position(|(n, _)| *n == to).unwrap_or(0);
+                    let mut text = String::new();
+                    for (n, i) in &path[at..] {
+                        let (via, _) = edges[n][*i - 1];
+                        text.push_str(&format!("pipeline \"{n}\" -> connector \"{via}\" -> "));
+                    }
+                    text.push_str(&format!("pipeline \"{to}\""));
+                    return Err(text);
+                }
+                None => {
+                    marks.insert(to, Mark::Open);
+                    path.push((to, 0));
+                }
+            }
+        }
+    }
+    // `order` is downstream first: walk it backwards (upstream first).
+    let mut rank: BTreeMap<&str, usize> = order.iter().map(|n| (*n, 0)).collect();
+    for n in order.iter().rev() {
+        let r = rank[n];
+        for (_, to) in edges.get(n).map_or(&[][..], Vec::as_slice) {
+            let e = rank.entry(to).or_insert(0);
+            *e = (*e).max(r + 1);
+        }
+    }
+    Ok(rank)
 }
 
 /// An exporter from its whole section: the runtime's settings decoded

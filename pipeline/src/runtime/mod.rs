@@ -14,10 +14,10 @@ mod service;
 /// The sending queues: `profcol-queue`, under its old path.
 pub use profcol_queue as queue;
 
-pub use build::{build, create_exporter, Graph};
+pub use build::{build, create_exporter, ConnectorNode, Graph, PipelineNode};
 pub use exporter_helper::Backoff;
 pub use health::{ExtensionContext, Health};
-pub use pipeline::{ExporterQueue, Pipeline, Prepared};
+pub use pipeline::{Connection, ExporterQueue, Pipeline, Prepared};
 pub use registry::Registry;
 pub use reload::{Changes, ReloadSummary};
 pub use service::{RunningService, RuntimeOptions};

@@ -31,7 +31,8 @@ use tokio::sync::{mpsc, Mutex, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::component::{
-    ConsumeError, Gate, ProcessContext, Processor, ProcessorCounts, StageContext, Verdict,
+    ConsumeError, Gate, Output, ProcessContext, Processor, ProcessorCounts, Ready, StageContext,
+    Verdict,
 };
 use crate::config::ComponentId;
 use crate::telemetry::Telemetry;
@@ -72,6 +73,14 @@ impl ExporterQueue {
     }
 }
 
+/// A connector as an exporter of a pipeline: the pipelines it is a
+/// receiver of, fed in the same two phases as a receiver's.
+#[derive(Clone)]
+pub struct Connection {
+    pub id: Arc<str>,
+    pub output: Output,
+}
+
 pub struct Pipeline {
     pub id: Arc<str>,
     /// Batches in this pipeline at once (being processed or waiting for
@@ -89,6 +98,12 @@ pub struct Pipeline {
     /// Checks made before a batch enters (`memory_limiter`).
     gates: Vec<Arc<dyn Gate>>,
     exporters: Vec<ExporterQueue>,
+    /// The connectors it exports to.
+    connectors: Vec<Connection>,
+    /// See [`crate::runtime::build::PipelineNode::rank`]: pipelines finish
+    /// in rank order, so that what one hands a connector finds the
+    /// pipelines after it still open.
+    rank: usize,
     budget: Arc<MemoryBudget>,
     telemetry: Arc<Telemetry>,
 }
@@ -136,8 +151,35 @@ impl Pipeline {
         id: &str,
         max_batches: usize,
         inbox_patience: std::time::Duration,
+        processors: Vec<(ComponentId, Box<dyn Processor>)>,
+        exporters: Vec<ExporterQueue>,
+        budget: Arc<MemoryBudget>,
+        telemetry: Arc<Telemetry>,
+    ) -> Self {
+        Self::with_connectors(
+            id,
+            max_batches,
+            inbox_patience,
+            processors,
+            exporters,
+            Vec::new(),
+            0,
+            budget,
+            telemetry,
+        )
+    }
+
+    /// [`Pipeline::new`] that also exports to `connectors`; `rank` orders
+    /// pipelines for shutdown (see [`Pipeline::rank`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn with_connectors(
+        id: &str,
+        max_batches: usize,
+        inbox_patience: std::time::Duration,
         mut processors: Vec<(ComponentId, Box<dyn Processor>)>,
         exporters: Vec<ExporterQueue>,
+        connectors: Vec<Connection>,
+        rank: usize,
         budget: Arc<MemoryBudget>,
         telemetry: Arc<Telemetry>,
     ) -> Self {
@@ -194,6 +236,7 @@ impl Pipeline {
                 held: held.clone(),
                 outlet: Arc::new(Outlet {
                     exporters: exporters.clone(),
+                    connectors: connectors.clone(),
                     telemetry: telemetry.clone(),
                     held: held.clone(),
                 }),
@@ -217,9 +260,16 @@ impl Pipeline {
             stage,
             gates,
             exporters,
+            connectors,
+            rank,
             budget,
             telemetry,
         }
+    }
+
+    /// Pipelines a connector feeds have higher ranks than those feeding it.
+    pub fn rank(&self) -> usize {
+        self.rank
     }
 
     /// Asks every gate (`memory_limiter`) whether a batch may enter.
@@ -330,7 +380,9 @@ impl Pipeline {
         if let Some(b) = &out {
             // Nothing here will decode a batch still undecoded: while it
             // waits to be sent it holds only its bytes.
-            let forwarded = self.stage.is_none() && self.exporters.iter().all(|e| !e.decodes);
+            let forwarded = self.stage.is_none()
+                && self.connectors.is_empty()
+                && self.exporters.iter().all(|e| !e.decodes);
             if forwarded && Arc::strong_count(b) == 1 {
                 b.hold_bytes_only();
             }
@@ -339,6 +391,7 @@ impl Pipeline {
             pipeline: self.clone(),
             batch: out,
             slots: Vec::new(),
+            downstream: Vec::new(),
             inbox: None,
             runs,
         };
@@ -400,6 +453,12 @@ impl Pipeline {
         for (e, slot) in &mut prepared.slots {
             slot.write(&batch).await.map_err(|err| refused(e, err))?;
         }
+        // What the pipelines after a connector refuse, this one refuses.
+        for c in &self.connectors {
+            prepared
+                .downstream
+                .push(c.output.prepare(batch.clone()).await?);
+        }
         Ok(prepared)
     }
 }
@@ -414,6 +473,8 @@ pub struct Prepared {
     pipeline: Arc<Pipeline>,
     batch: Option<Arc<ProfileBatch>>,
     slots: Vec<(ExporterQueue, Box<dyn Slot>)>,
+    /// The batch through the pipelines after its connectors.
+    downstream: Vec<Ready>,
     inbox: Option<mpsc::OwnedPermit<Arc<ProfileBatch>>>,
     runs: Vec<ProcessorRun>,
 }
@@ -429,6 +490,9 @@ impl Prepared {
         for (e, slot) in self.slots {
             slot.commit();
             e.update_gauge();
+        }
+        for d in self.downstream {
+            d.commit();
         }
         if let (Some(permit), Some(batch), Some(stage)) = (self.inbox, self.batch, &p.stage) {
             let n = batch.sample_count();
@@ -577,9 +641,11 @@ struct StageWorker {
     outlet: Arc<Outlet>,
 }
 
-/// Where a stage's output goes: the pipeline's exporter queues.
+/// Where a stage's output goes: the pipeline's exporter queues and its
+/// connectors.
 struct Outlet {
     exporters: Vec<ExporterQueue>,
+    connectors: Vec<Connection>,
     telemetry: Arc<Telemetry>,
     held: Arc<HeldSamples>,
 }
@@ -715,9 +781,37 @@ impl Outlet {
             slot.commit();
             e.update_gauge();
         }
+        for c in &self.connectors {
+            self.connect(c, &batch, n).await;
+        }
         self.held.sub(emitted);
     }
+
+    /// Hands an emitted batch to the pipelines after a connector, waiting
+    /// while they are full (the batch was accepted). Only their shutdown
+    /// loses it, counted as dropped by the connector.
+    async fn connect(&self, c: &Connection, batch: &Arc<ProfileBatch>, n: u64) {
+        let mut backoff = CONNECT_RETRY;
+        loop {
+            match c.output.prepare(batch.clone()).await {
+                Ok(ready) => return ready.commit(),
+                Err(ConsumeError::Full { .. }) => {
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(CONNECT_RETRY_MAX);
+                }
+                Err(e) => {
+                    tracing::warn!(connector = %c.id, "dropped {n} samples: {e}");
+                    return self.telemetry.exporter_dropped(&c.id, n, e.reason());
+                }
+            }
+        }
+    }
 }
+
+/// How long a stage's output waits before it offers a batch again to the
+/// full pipelines after a connector, doubling up to the most.
+const CONNECT_RETRY: std::time::Duration = std::time::Duration::from_millis(5);
+const CONNECT_RETRY_MAX: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Sleeps until `deadline`, at most a day at a time (the timer's range is
 /// bounded; waking early only makes the stage's tick find nothing due).

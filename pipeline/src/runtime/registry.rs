@@ -1,7 +1,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::component::{ExporterFactory, ExtensionFactory, ProcessorFactory, ReceiverFactory};
+use crate::component::{
+    ConnectorFactory, ExporterFactory, ExtensionFactory, ProcessorFactory, ReceiverFactory,
+};
 use crate::config::Kind;
 
 /// Every component type the binary knows, by YAML type name.
@@ -11,6 +13,7 @@ pub struct Registry {
     pub processors: BTreeMap<&'static str, Arc<dyn ProcessorFactory>>,
     pub exporters: BTreeMap<&'static str, Arc<dyn ExporterFactory>>,
     pub extensions: BTreeMap<&'static str, Arc<dyn ExtensionFactory>>,
+    pub connectors: BTreeMap<&'static str, Arc<dyn ConnectorFactory>>,
 }
 
 impl Registry {
@@ -40,6 +43,14 @@ impl Registry {
         self
     }
 
+    pub fn connector(mut self, f: Arc<dyn ConnectorFactory>) -> Self {
+        self.connectors.insert(f.type_name(), f.clone());
+        for alias in f.aliases() {
+            self.connectors.insert(alias, f.clone());
+        }
+        self
+    }
+
     /// Known type names of one kind, sorted, for messages and `profcol components`.
     pub fn types(&self, kind: Kind) -> Vec<&'static str> {
         match kind {
@@ -47,6 +58,7 @@ impl Registry {
             Kind::Processor => self.processors.keys().copied().collect(),
             Kind::Exporter => self.exporters.keys().copied().collect(),
             Kind::Extension => self.extensions.keys().copied().collect(),
+            Kind::Connector => self.connectors.keys().copied().collect(),
         }
     }
 }

@@ -303,6 +303,9 @@ impl RunningService {
                         && b.processors
                             .iter()
                             .all(|id| same(old.processors.get(id), new.processors.get(id)))
+                        // A connector is no queue: a pipeline exporting to
+                        // one is always rebuilt, onto the pipelines after
+                        // it as they are now (built before it).
                         && b.exporters.iter().all(queue_kept)
                 }
                 _ => false,
@@ -319,7 +322,7 @@ impl RunningService {
                         true => summary.pipelines.changed.push(p.id.clone()),
                         false => summary.pipelines.added.push(p.id.clone()),
                     }
-                    self.pipeline(p)
+                    self.pipeline(p, &pipelines)
                 }
             };
             pipelines.insert(pipeline.id.to_string(), pipeline);
@@ -382,7 +385,9 @@ impl RunningService {
         // What was replaced winds down in the background: the old
         // pipelines finish what they hold, then the queues nothing feeds
         // any more close and drain as at shutdown, within its deadline.
-        let old: Vec<Arc<Pipeline>> = old_pipelines.into_values().collect();
+        // Upstream first, as at shutdown.
+        let mut old: Vec<Arc<Pipeline>> = old_pipelines.into_values().collect();
+        old.sort_by_key(|p| p.rank());
         let queues = retired_queues.clone();
         let timeout = self.options.shutdown_timeout;
         let drain = (!old.is_empty() || !queues.is_empty()).then(|| {

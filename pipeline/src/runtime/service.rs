@@ -12,7 +12,7 @@ use profcol_model::memory::MemoryBudget;
 
 use super::build::{ExporterNode, Graph, PipelineNode, ReceiverNode};
 use super::exporter_helper;
-use super::pipeline::{ExporterQueue, Pipeline};
+use super::pipeline::{Connection, ExporterQueue, Pipeline};
 use super::{ExtensionContext, Health};
 
 /// Limits of the runtime itself (not of any one component).
@@ -194,8 +194,10 @@ impl RunningService {
             let run = svc.run_exporter(started, node.settings);
             svc.exporters.insert(node.id, run);
         }
+        // Downstream first: a connector's pipelines exist before the
+        // pipelines that feed it.
         for p in graph.pipelines {
-            let pipeline = svc.pipeline(p);
+            let pipeline = svc.pipeline(p, &svc.pipelines);
             svc.pipelines.insert(pipeline.id.to_string(), pipeline);
         }
         for node in graph.receivers {
@@ -244,19 +246,45 @@ impl RunningService {
         }
     }
 
-    /// A pipeline feeding the running exporters it lists.
-    pub(super) fn pipeline(&self, p: PipelineNode) -> Arc<Pipeline> {
+    /// A pipeline feeding the running exporters it lists and, through its
+    /// connectors, the pipelines of `built` they feed.
+    pub(super) fn pipeline(
+        &self,
+        p: PipelineNode,
+        built: &BTreeMap<String, Arc<Pipeline>>,
+    ) -> Arc<Pipeline> {
         let exporters = p
             .exporters
             .iter()
             .filter_map(|e| self.exporters.get(e).map(|r| r.queue.clone()))
             .collect();
-        Arc::new(Pipeline::new(
+        let connectors = p
+            .connectors
+            .iter()
+            .map(|c| {
+                let id: Arc<str> = c.id.to_string().into();
+                let pipelines = c
+                    .pipelines
+                    .iter()
+                    .filter_map(|p| built.get(p).cloned())
+                    .collect();
+                let output = Output::new(
+                    id.clone(),
+                    pipelines,
+                    self.budget.clone(),
+                    self.telemetry.clone(),
+                );
+                Connection { id, output }
+            })
+            .collect();
+        Arc::new(Pipeline::with_connectors(
             &p.id,
             self.options.inbox_capacity,
             self.options.inbox_patience,
             p.processors,
             exporters,
+            connectors,
+            p.rank,
             self.budget.clone(),
             self.telemetry.clone(),
         ))
@@ -378,7 +406,11 @@ impl RunningService {
             }
             // Held batches go into the queues before they close; at the
             // deadline the closed queues end this wait, counting the rest.
-            for p in pipelines.values() {
+            // Upstream first: what a stage hands a connector finds the
+            // pipelines after it still open.
+            let mut ordered: Vec<&Arc<Pipeline>> = pipelines.values().collect();
+            ordered.sort_by_key(|p| p.rank());
+            for p in ordered {
                 p.finish().await;
             }
             for d in drains {
