@@ -1,7 +1,9 @@
 //! Connectors in a running collector: the `forward` connector feeds one
 //! pipeline's output to others, a batch is accepted by every pipeline it
 //! reaches or refused by all, and the graph checks (each connector used
-//! both ways with matching signals, no cycle) report at key paths.
+//! both ways with matching signals, no cycle) report at key paths, with the
+//! Collector's words. The same graph of `forward` connectors writes the same
+//! profiles in the Collector v0.161.0 as in profcol.
 
 use std::time::{Duration, Instant};
 
@@ -277,4 +279,97 @@ fn the_graph_is_checked_at_key_paths() {
         errors(&yaml),
         [r#"connectors::forward: unknown field "foo", there are no fields"#]
     );
+}
+
+/// The same profiles through the same graph in the Collector v0.161.0 and
+/// in profcol: `forward` forks one pipeline into two, one of which goes on
+/// through a second `forward`; each pipeline's `file` exporter writes the
+/// same profiles in both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forward_fans_out_as_the_collectors_does() {
+    use crate::common::{otelcol, profcol, Running};
+    use crate::file_exporter::profiles;
+
+    let Some(bin) = otelcol::binary() else { return };
+    let out = tempfile::tempdir().unwrap();
+    let graph = |dir: &std::path::Path| {
+        format!(
+            r#"connectors:
+  forward:
+  forward/2:
+exporters:
+  file/direct: {{path: "{d}/direct.jsonl"}}
+  file/a: {{path: "{d}/a.jsonl"}}
+  file/c: {{path: "{d}/c.jsonl"}}
+"#,
+            d = dir.display()
+        )
+    };
+    const PIPELINES: &str = r#"  pipelines:
+    profiles: {receivers: [otlp], exporters: [file/direct, forward]}
+    profiles/a: {receivers: [forward], exporters: [file/a]}
+    profiles/b: {receivers: [forward], exporters: [forward/2]}
+    profiles/c: {receivers: [forward/2], exporters: [file/c]}
+"#;
+    let requests: Vec<ExportProfilesServiceRequest> =
+        ["otlp/minimal-request.bin", "otlp/two-resources-request.bin"]
+            .iter()
+            .map(|f| common::request(f))
+            .chain(synth::service_requests(5, 3, 10).iter().map(request))
+            .collect();
+    let send = |port: u16| {
+        let requests = requests.clone();
+        async move {
+            let mut c = client(port).await;
+            for r in requests {
+                c.export(r).await.unwrap();
+            }
+        }
+    };
+
+    let (c_dir, p_dir) = (out.path().join("otelcol"), out.path().join("profcol"));
+    for d in [&c_dir, &p_dir] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let (collector, _cfg_dir, ports) = otelcol::start_on_free_ports(&bin, 2, |p| {
+        format!(
+            "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:{}\"}}}}}}\n{}extensions:\n  health_check: {{endpoint: \"127.0.0.1:{}\"}}\nservice:\n  extensions: [health_check]\n  telemetry: {{metrics: {{level: none}}}}\n{PIPELINES}",
+            p[0],
+            graph(&c_dir),
+            p[1]
+        )
+    })
+    .await;
+    send(ports[0]).await;
+    collector.signal("TERM");
+    let (code, logs) = collector.wait(Duration::from_secs(30)).await;
+    assert!(code.success(), "the Collector: {code:?}\n{logs}");
+
+    let cfg = out.path().join("profcol.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:0\"}}}}}}\n{}service:\n  telemetry: {{metrics: {{level: none}}}}\n{PIPELINES}",
+            graph(&p_dir)
+        ),
+    )
+    .unwrap();
+    let p = Running::ready(profcol().arg("--config").arg(&cfg)).await;
+    send(p.grpc_port()).await;
+    p.signal("TERM");
+    let (code, logs) = p.wait(Duration::from_secs(30)).await;
+    assert!(code.success(), "profcol: {code:?}\n{logs}");
+
+    let sorted = |path: std::path::PathBuf| {
+        let mut v: Vec<String> = profiles(&path).iter().map(|p| format!("{p:?}")).collect();
+        v.sort();
+        v
+    };
+    let direct = sorted(c_dir.join("direct.jsonl"));
+    assert!(direct.len() >= requests.len(), "{} profiles", direct.len());
+    for name in ["direct.jsonl", "a.jsonl", "c.jsonl"] {
+        let (c, p) = (sorted(c_dir.join(name)), sorted(p_dir.join(name)));
+        assert_eq!(c, direct, "{name}: the Collector forwards every profile");
+        assert_eq!(p, c, "{name}");
+    }
 }

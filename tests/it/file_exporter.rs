@@ -74,7 +74,7 @@ fn records(bytes: &[u8]) -> Vec<&[u8]> {
 
 /// What a user reads in a file: every profile resolved (string references
 /// the Collector writes resolved first).
-fn profiles(path: &Path) -> Vec<ResolvedProfile> {
+pub(crate) fn profiles(path: &Path) -> Vec<ResolvedProfile> {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     read_requests(&bytes)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
