@@ -171,7 +171,7 @@ impl Output {
             }
         }
         batch.meta.receiver = self.receiver.to_string();
-        match self.prepare(Arc::new(batch)).await {
+        match self.prepare(Arc::new(batch), true).await {
             Ok(ready) => ready.commit(),
             Err(e) => return refuse(e),
         }
@@ -187,9 +187,14 @@ impl Output {
     /// exporters' slots, nothing committed. A connector hands what its
     /// pipeline exports to the pipelines it is a receiver of this way, so
     /// that a batch is accepted by all of them or refused by all.
+    ///
+    /// `gates`: ask the pipelines' gates (`memory_limiter`) first. A batch
+    /// already accepted (what a `batch` processor emits) passes them, as it
+    /// passes into exporter queues, waiting only for room.
     pub fn prepare(
         &self,
         batch: Arc<ProfileBatch>,
+        gates: bool,
     ) -> futures::future::BoxFuture<'_, Result<Ready, ConsumeError>> {
         Box::pin(async move {
             // A pipeline a reload retired closes its admission once the
@@ -198,7 +203,7 @@ impl Output {
             let (pipelines, admitted) = loop {
                 attempt += 1;
                 let pipelines = self.route.get();
-                for p in pipelines.iter() {
+                for p in pipelines.iter().filter(|_| gates) {
                     p.check_gates()?;
                 }
                 let mut admitted = Vec::with_capacity(pipelines.len());

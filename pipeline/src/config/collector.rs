@@ -124,6 +124,8 @@ const CONNECTORS: &[&str] = &[
     "roundrobin",
     "routing",
     "servicegraph",
+    "signal_to_metrics",
+    "signaltometrics",
     "spanmetrics",
     "sum",
 ];

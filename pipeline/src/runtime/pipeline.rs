@@ -457,7 +457,7 @@ impl Pipeline {
         for c in &self.connectors {
             prepared
                 .downstream
-                .push(c.output.prepare(batch.clone()).await?);
+                .push(c.output.prepare(batch.clone(), true).await?);
         }
         Ok(prepared)
     }
@@ -788,12 +788,13 @@ impl Outlet {
     }
 
     /// Hands an emitted batch to the pipelines after a connector, waiting
-    /// while they are full (the batch was accepted). Only their shutdown
-    /// loses it, counted as dropped by the connector.
+    /// while they are full (the batch was accepted, so their gates do not
+    /// refuse it either). Only their shutdown loses it, counted as dropped
+    /// by the connector.
     async fn connect(&self, c: &Connection, batch: &Arc<ProfileBatch>, n: u64) {
         let mut backoff = CONNECT_RETRY;
         loop {
-            match c.output.prepare(batch.clone()).await {
+            match c.output.prepare(batch.clone(), false).await {
                 Ok(ready) => return ready.commit(),
                 Err(ConsumeError::Full { .. }) => {
                     tokio::time::sleep(backoff).await;
@@ -891,5 +892,145 @@ mod tests {
     async fn a_pipeline_of_admission_guards_forwards_without_decoding() {
         assert!(!through(vec![false, false]).await.is_decoded());
         assert!(through(vec![false, true]).await.is_decoded());
+    }
+}
+
+#[cfg(test)]
+mod connector_tests {
+    use super::*;
+    use crate::component::{GateRefusal, Stateful, Verdict};
+    use profcol_queue::MemoryQueue;
+
+    /// A `memory_limiter` that always refuses.
+    struct Refusing;
+
+    impl Gate for Refusing {
+        fn admit(&self) -> Result<(), GateRefusal> {
+            Err(GateRefusal {
+                reason: "memory_limiter",
+                detail: "over the limit".into(),
+            })
+        }
+    }
+
+    struct Guard;
+
+    impl Processor for Guard {
+        fn process(&mut self, _: &mut ProfileBatch, _: &mut ProcessContext) -> Verdict {
+            Verdict::Keep
+        }
+        fn gate(&self) -> Option<Arc<dyn Gate>> {
+            Some(Arc::new(Refusing))
+        }
+        fn reads_batches(&self) -> bool {
+            false
+        }
+    }
+
+    /// A stage that emits what it takes at once.
+    struct PassOn;
+
+    impl Processor for PassOn {
+        fn process(&mut self, _: &mut ProfileBatch, _: &mut ProcessContext) -> Verdict {
+            unreachable!("a stateful stage")
+        }
+        fn stateful(&mut self) -> Option<&mut dyn Stateful> {
+            Some(self)
+        }
+    }
+
+    impl Stateful for PassOn {
+        fn accept(
+            &mut self,
+            batch: ProfileBatch,
+            _: Instant,
+            out: &mut Vec<ProfileBatch>,
+            _: &StageContext<'_>,
+        ) {
+            out.push(batch);
+        }
+        fn deadline(&self) -> Option<Instant> {
+            None
+        }
+        fn tick(&mut self, _: Instant, _: &mut Vec<ProfileBatch>, _: &StageContext<'_>) {}
+        fn flush(&mut self, _: &mut Vec<ProfileBatch>, _: &StageContext<'_>) {}
+    }
+
+    fn id(s: &str) -> ComponentId {
+        ComponentId::parse(s).unwrap()
+    }
+
+    /// `in` (with `stage` or not) -> forward -> `out` (whose gate always
+    /// refuses) -> a queue.
+    fn graph(stage: bool) -> (Arc<Pipeline>, Arc<MemoryQueue>, Arc<Telemetry>) {
+        let telemetry = Arc::new(Telemetry::new());
+        let budget = MemoryBudget::new(1 << 30);
+        let queue = Arc::new(MemoryQueue::new(8, crate::config::Sizer::Requests));
+        let exporter = ExporterQueue {
+            id: "e".into(),
+            queue: queue.clone(),
+            block: false,
+            gauges: false,
+            telemetry: telemetry.clone(),
+            decodes: false,
+        };
+        let out = Arc::new(Pipeline::with_connectors(
+            "profiles/out",
+            8,
+            vec![(id("memory_limiter"), Box::new(Guard) as Box<dyn Processor>)],
+            vec![exporter],
+            Vec::new(),
+            1,
+            budget.clone(),
+            telemetry.clone(),
+        ));
+        let connection = Connection {
+            id: "forward".into(),
+            output: Output::new("forward", vec![out], budget.clone(), telemetry.clone()),
+        };
+        let processors = match stage {
+            true => vec![(id("pass_on"), Box::new(PassOn) as Box<dyn Processor>)],
+            false => Vec::new(),
+        };
+        let input = Arc::new(Pipeline::with_connectors(
+            "profiles",
+            8,
+            processors,
+            Vec::new(),
+            vec![connection],
+            0,
+            budget,
+            telemetry.clone(),
+        ));
+        (input, queue, telemetry)
+    }
+
+    fn batch() -> Arc<ProfileBatch> {
+        Arc::new(ProfileBatch::new(profcol_model::synth::request(100, 10)))
+    }
+
+    /// Not yet accepted: the gate after the connector refuses the batch
+    /// for the pipeline before it, retryably, and nothing is queued.
+    #[tokio::test]
+    async fn a_gate_after_a_connector_refuses_a_new_batch() {
+        let (input, queue, _) = graph(false);
+        let err = input.prepare(batch()).await.err().expect("refused");
+        assert_eq!(err.reason(), "memory_limiter");
+        assert_eq!(queue.size(), 0);
+    }
+
+    /// What a stage emits was accepted: the gate lets it through into the
+    /// queue after the connector.
+    #[tokio::test]
+    async fn what_a_stage_emits_passes_the_gates_after_a_connector() {
+        let (input, queue, telemetry) = graph(true);
+        input.prepare(batch()).await.unwrap().commit();
+        // Were it refused, the stage would wait for room for ever.
+        tokio::time::timeout(std::time::Duration::from_secs(20), input.finish())
+            .await
+            .expect("the stage emitted into the queue after the connector");
+        assert_eq!(queue.size(), 1);
+        assert_eq!(telemetry.exporter_dropped_total("forward"), 0);
+        assert_eq!(input.held_samples(), 0);
     }
 }
