@@ -51,3 +51,37 @@ static EMPTY_DICTIONARY: ProfilesDictionary = ProfilesDictionary {
 pub fn dictionary_of(data: &ProfilesData) -> &ProfilesDictionary {
     data.dictionary.as_ref().unwrap_or(&EMPTY_DICTIONARY)
 }
+
+/// OTLP metrics, which profiles pipelines make through connectors
+/// (`signaltometrics`) and metrics pipelines carry.
+pub mod metrics {
+    pub use opentelemetry_proto::tonic::collector::metrics::v1::{
+        ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+    };
+    pub use opentelemetry_proto::tonic::metrics::v1::*;
+
+    /// The gRPC method the `otlp` exporter calls with metrics.
+    pub const EXPORT_PATH: &str = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export";
+
+    /// Data points in a request: what the Collector's metric-point
+    /// counters count.
+    pub fn point_count(req: &ExportMetricsServiceRequest) -> u64 {
+        use metric::Data;
+        let mut n = 0usize;
+        for rm in &req.resource_metrics {
+            for sm in &rm.scope_metrics {
+                for m in &sm.metrics {
+                    n += match &m.data {
+                        Some(Data::Sum(s)) => s.data_points.len(),
+                        Some(Data::Gauge(g)) => g.data_points.len(),
+                        Some(Data::Histogram(h)) => h.data_points.len(),
+                        Some(Data::ExponentialHistogram(h)) => h.data_points.len(),
+                        Some(Data::Summary(s)) => s.data_points.len(),
+                        None => 0,
+                    };
+                }
+            }
+        }
+        n as u64
+    }
+}

@@ -21,6 +21,7 @@ mod k8sattributes;
 mod kafka;
 mod loadbalancing;
 mod memory;
+mod metrics_pipelines;
 mod otelcol_config;
 mod otelcol_interop;
 mod otlp_e2e;

@@ -40,7 +40,7 @@ fn the_collectors_example_config_fails_only_on_what_profcol_lacks() {
         "{err}"
     );
     assert!(
-        err.contains(r#"service::pipelines::traces/1: only profiles pipelines are supported, not "traces"; profcol carries profiles only: name it profiles or profiles/NAME"#),
+        err.contains(r#"service::pipelines::traces/1: only profiles and metrics pipelines are supported, not "traces"; profcol carries profiles, and metrics made of them by connectors: name it profiles[/NAME] or metrics[/NAME]"#),
         "{err}"
     );
 }
@@ -778,7 +778,9 @@ fn table_rows_match_errors_by_type_and_key() {
     let f =
         profcol_fault(r#"  extensions::health_check/1: unknown field "tls", expected one of "a""#);
     assert_eq!(f.path, ["extensions", "health_check", "tls"]);
-    let f = profcol_fault("  service::pipelines::traces/1: only profiles pipelines are supported");
+    let f = profcol_fault(
+        "  service::pipelines::traces/1: only profiles and metrics pipelines are supported",
+    );
     assert_eq!(f.path, ["service", "pipelines", "traces"]);
 
     let f = collector_fault("Error: failed to build pipelines: failed to create \"batch/2\" processor, in pipeline \"profiles\": telemetry type is not supported\n");

@@ -7,6 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use profcol_model::proto::metrics::{
+    point_count, ExportMetricsServiceRequest, ResourceMetrics, ScopeMetrics,
+};
 use serde::{Deserialize, Serialize};
 
 use profcol_model::ProfileBatch;
@@ -210,6 +213,51 @@ pub fn render(batch: &ProfileBatch, verbosity: Verbosity) -> String {
     out
 }
 
+/// The text logged for a metrics request: the Collector's counts line
+/// (`Metrics {"resource metrics": n, "metrics": n, "data points": n}`),
+/// then at `normal` one line per metric and at `detailed` the request as
+/// OTLP/JSON.
+pub fn render_metrics(req: &ExportMetricsServiceRequest, verbosity: Verbosity) -> String {
+    let metrics: usize = req
+        .resource_metrics
+        .iter()
+        .flat_map(|r| &r.scope_metrics)
+        .map(|s| s.metrics.len())
+        .sum();
+    let mut out = format!(
+        "Metrics: resource metrics: {}, metrics: {metrics}, data points: {}",
+        req.resource_metrics.len(),
+        point_count(req)
+    );
+    match verbosity {
+        Verbosity::Basic => {}
+        Verbosity::Normal => {
+            for (r, rm) in req.resource_metrics.iter().enumerate() {
+                for m in rm.scope_metrics.iter().flat_map(|s| &s.metrics) {
+                    let points = point_count(&ExportMetricsServiceRequest {
+                        resource_metrics: vec![ResourceMetrics {
+                            scope_metrics: vec![ScopeMetrics {
+                                metrics: vec![m.clone()],
+                                ..Default::default()
+                            }],
+                            ..Default::default()
+                        }],
+                    });
+                    out.push_str(&format!(
+                        "\n  resource #{r} metric {} ({}): {points} data points",
+                        m.name, m.unit
+                    ));
+                }
+            }
+        }
+        Verbosity::Detailed => {
+            out.push('\n');
+            out.push_str(&serde_json::to_string_pretty(req).unwrap_or_default());
+        }
+    }
+    out
+}
+
 impl DebugExporter {
     /// `text` to every output; a file that fails is logged, as a failed
     /// write to zap's output is in the Collector, and the batch still
@@ -263,6 +311,26 @@ impl Exporter for DebugExporter {
         let batch = req.batch.clone();
         if self.sampled() {
             let text = self.render(&batch);
+            if self.cfg.use_internal_logger {
+                tracing::info!(exporter = %ctx.id, "{text}");
+            } else {
+                self.write(&text);
+            }
+        }
+        Ok(ExportOutcome::delivered())
+    }
+
+    fn exports_metrics(&self) -> bool {
+        true
+    }
+
+    async fn export_metrics(
+        &self,
+        req: &ExportMetricsServiceRequest,
+        ctx: &ExporterContext,
+    ) -> Result<ExportOutcome, ExportError> {
+        if self.sampled() {
+            let text = render_metrics(req, self.cfg.verbosity);
             if self.cfg.use_internal_logger {
                 tracing::info!(exporter = %ctx.id, "{text}");
             } else {

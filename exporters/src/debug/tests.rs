@@ -218,3 +218,34 @@ async fn output_paths_as_the_collector_has_them() {
         "{text}"
     );
 }
+
+#[test]
+fn metrics_render_their_counts_and_names() {
+    use profcol_model::proto::metrics::*;
+    let point = NumberDataPoint::default();
+    let req = ExportMetricsServiceRequest {
+        resource_metrics: vec![ResourceMetrics {
+            scope_metrics: vec![ScopeMetrics {
+                metrics: vec![Metric {
+                    name: "cpu".into(),
+                    unit: "ns".into(),
+                    data: Some(metric::Data::Gauge(Gauge {
+                        data_points: vec![point; 2],
+                    })),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    };
+    assert_eq!(
+        render_metrics(&req, Verbosity::Basic),
+        "Metrics: resource metrics: 1, metrics: 1, data points: 2"
+    );
+    assert_eq!(
+        render_metrics(&req, Verbosity::Normal),
+        "Metrics: resource metrics: 1, metrics: 1, data points: 2\n  resource #0 metric cpu (ns): 2 data points"
+    );
+    assert!(render_metrics(&req, Verbosity::Detailed).contains("\"name\": \"cpu\""));
+}

@@ -23,6 +23,7 @@ use async_trait::async_trait;
 
 use profcol_model::dictionary::subsets;
 use profcol_model::proto::any_value;
+use profcol_model::proto::metrics::{point_count, ExportMetricsServiceRequest};
 use profcol_model::{profile_sample_count, ProfileBatch};
 use profcol_pipeline::component::{
     DropReason, ExportError, ExportOutcome, Exporter, ExporterContext, ExporterFactory,
@@ -196,6 +197,80 @@ impl Inner {
         }
     }
 
+    /// Writes a metrics request: one record, or with `group_by` one per
+    /// file its resources name (those without the attribute are left out,
+    /// counted as rejected points, as the Collector drops them).
+    fn write_metrics(
+        &self,
+        req: &ExportMetricsServiceRequest,
+    ) -> Result<ExportOutcome, ExportError> {
+        let mut state = self.lock();
+        let w = match &mut *state {
+            State::Open(w) => w,
+            State::Idle => return Err(ExportError::permanent("file exporter: used before start")),
+            State::Closed => {
+                return Err(ExportError::permanent("file exporter: used after shutdown"))
+            }
+        };
+        match &mut w.files {
+            Files::One(sink) => {
+                let record = w.encoder.record(Source::Metrics(req))?;
+                sink.write(&record).map_err(|e| classify(sink.path(), e))?;
+                Ok(ExportOutcome::delivered())
+            }
+            Files::Grouped { groups, attribute } => {
+                let mut parts: Vec<(&str, ExportMetricsServiceRequest)> = Vec::new();
+                let mut missing = 0u64;
+                for rm in &req.resource_metrics {
+                    let segment = rm
+                        .resource
+                        .as_ref()
+                        .and_then(|res| res.attributes.iter().find(|kv| kv.key == *attribute))
+                        .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
+                            any_value::Value::StringValue(s) => Some(s.as_str()),
+                            _ => None,
+                        });
+                    let Some(segment) = segment else {
+                        missing += point_count(&ExportMetricsServiceRequest {
+                            resource_metrics: vec![rm.clone()],
+                        });
+                        continue;
+                    };
+                    match parts.iter_mut().find(|(s, _)| *s == segment) {
+                        Some((_, part)) => part.resource_metrics.push(rm.clone()),
+                        None => parts.push((
+                            segment,
+                            ExportMetricsServiceRequest {
+                                resource_metrics: vec![rm.clone()],
+                            },
+                        )),
+                    }
+                }
+                let mut outcome = ExportOutcome::rejected(missing);
+                let mut first_error = None;
+                let mut written = 0usize;
+                for (segment, part) in &parts {
+                    let record = w.encoder.record(Source::Metrics(part))?;
+                    let result = match groups.sink(segment) {
+                        Ok(sink) => sink.write(&record).map_err(|e| classify(sink.path(), e)),
+                        Err((path, e)) => Err(classify(&path, e)),
+                    };
+                    match result {
+                        Ok(()) => written += 1,
+                        Err(e) => {
+                            outcome.rejected += point_count(part);
+                            first_error.get_or_insert(e);
+                        }
+                    }
+                }
+                match first_error {
+                    Some(e) if written == 0 => Err(e),
+                    _ => Ok(outcome),
+                }
+            }
+        }
+    }
+
     /// Writes every buffer; one that fails keeps its records for the next
     /// flush.
     fn flush(&self) {
@@ -350,6 +425,24 @@ impl Exporter for FileExporter {
         let batch = req.batch.clone();
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || inner.write(&batch))
+            .await
+            .map_err(|e| {
+                ExportError::permanent(format!("file exporter: writer task failed: {e}"))
+            })?
+    }
+
+    fn exports_metrics(&self) -> bool {
+        true
+    }
+
+    async fn export_metrics(
+        &self,
+        req: &ExportMetricsServiceRequest,
+        _ctx: &ExporterContext,
+    ) -> Result<ExportOutcome, ExportError> {
+        let req = req.clone();
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || inner.write_metrics(&req))
             .await
             .map_err(|e| {
                 ExportError::permanent(format!("file exporter: writer task failed: {e}"))

@@ -7,6 +7,7 @@
 //!   bytes (so a JSON file is no longer lines).
 
 use profcol_model::dictionary::Subset;
+use profcol_model::proto::metrics::ExportMetricsServiceRequest;
 use profcol_model::proto::ProfilesData;
 use profcol_model::ProfileBatch;
 use profcol_otlp::json as otlp_json;
@@ -54,6 +55,8 @@ impl Encoder {
 pub enum Source<'a> {
     Batch(&'a ProfileBatch),
     Part(&'a Subset, &'a ProfilesData),
+    /// A metrics request (metrics pipelines), framed the same way.
+    Metrics(&'a ExportMetricsServiceRequest),
 }
 
 impl Source<'_> {
@@ -61,6 +64,10 @@ impl Source<'_> {
         match self {
             Source::Batch(b) => otlp_json::encode(b.data()),
             Source::Part(s, data) => otlp_json::encode(&s.to_data(data)),
+            // opentelemetry-proto's serde is OTLP/JSON (camelCase, 64-bit
+            // integers as strings); it writes fields at their defaults too,
+            // which OTLP/JSON readers take as absent.
+            Source::Metrics(req) => serde_json::to_vec(req).unwrap_or_default(),
         }
     }
 
@@ -68,6 +75,7 @@ impl Source<'_> {
         match self {
             Source::Batch(b) => b.encode_to_bytes(),
             Source::Part(s, data) => s.encode(data).into(),
+            Source::Metrics(req) => prost::Message::encode_to_vec(*req).into(),
         }
     }
 }

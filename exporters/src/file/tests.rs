@@ -832,3 +832,109 @@ fn lru_keeps_at_most_max_open_files() {
         );
     }
 }
+
+fn metrics_request(service: &str, points: usize) -> ExportMetricsServiceRequest {
+    use profcol_model::proto::metrics::*;
+    use profcol_model::proto::{AnyValue, KeyValue, Resource};
+    let point = NumberDataPoint {
+        value: Some(number_data_point::Value::AsDouble(1.5)),
+        time_unix_nano: 1_700_000_000_000_000_000,
+        ..Default::default()
+    };
+    ExportMetricsServiceRequest {
+        resource_metrics: vec![ResourceMetrics {
+            resource: Some(Resource {
+                attributes: vec![KeyValue {
+                    key: "service.name".into(),
+                    value: Some(AnyValue {
+                        value: Some(any_value::Value::StringValue(service.into())),
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            scope_metrics: vec![ScopeMetrics {
+                metrics: vec![Metric {
+                    name: "g".into(),
+                    data: Some(metric::Data::Gauge(Gauge {
+                        data_points: vec![point; points],
+                    })),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+/// Metrics are written as the Collector's file exporter writes them: one
+/// OTLP/JSON request a line (64-bit integers as strings), or length-
+/// prefixed protobuf.
+#[tokio::test]
+async fn metrics_are_written_as_otlp_json_lines_or_proto() {
+    use prost::Message;
+    for format in ["json", "proto"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metrics");
+        let yaml = format!("{{path: {}, format: {format}}}", path.display());
+        let (exp, _) = create_exporter(&*factory(), &component(&yaml)).unwrap();
+        assert!(exp.exports_metrics());
+        let reqs = [metrics_request("a", 2), metrics_request("b", 1)];
+        exp.start(&ctx()).await.unwrap();
+        for r in &reqs {
+            let outcome = exp.export_metrics(r, &ctx()).await.unwrap();
+            assert_eq!(outcome, ExportOutcome::delivered());
+        }
+        exp.shutdown().await;
+        let bytes = std::fs::read(&path).unwrap();
+        let got: Vec<ExportMetricsServiceRequest> = if format == "json" {
+            let text = String::from_utf8(bytes).unwrap();
+            assert!(
+                text.contains(r#""timeUnixNano":"1700000000000000000""#),
+                "{text}"
+            );
+            assert!(text.contains(r#""resourceMetrics":"#), "{text}");
+            text.lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        } else {
+            let mut out = Vec::new();
+            let mut rest = bytes.as_slice();
+            while !rest.is_empty() {
+                let len = u32::from_be_bytes(rest[..4].try_into().unwrap()) as usize;
+                out.push(ExportMetricsServiceRequest::decode(&rest[4..4 + len]).unwrap());
+                rest = &rest[4 + len..];
+            }
+            out
+        };
+        assert_eq!(got, reqs, "{format}");
+    }
+}
+
+/// `group_by`: each resource's metrics go to the file its attribute
+/// names; a resource without it is counted as rejected.
+#[tokio::test]
+async fn grouped_metrics_go_to_their_resources_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = format!(
+        "{{path: {}/*.jsonl, group_by: {{enabled: true, resource_attribute: service.name}}}}",
+        dir.path().display()
+    );
+    let (exp, _) = create_exporter(&*factory(), &component(&yaml)).unwrap();
+    exp.start(&ctx()).await.unwrap();
+    let mut req = metrics_request("a", 2);
+    req.resource_metrics
+        .extend(metrics_request("b", 1).resource_metrics);
+    let mut lost = metrics_request("x", 4);
+    lost.resource_metrics[0].resource = None;
+    req.resource_metrics.extend(lost.resource_metrics);
+    let outcome = exp.export_metrics(&req, &ctx()).await.unwrap();
+    assert_eq!(outcome.rejected, 4);
+    exp.shutdown().await;
+    for (file, points) in [("a.jsonl", 2), ("b.jsonl", 1)] {
+        let text = std::fs::read_to_string(dir.path().join(file)).unwrap();
+        let back: ExportMetricsServiceRequest = serde_json::from_str(text.trim_end()).unwrap();
+        assert_eq!(point_count(&back), points, "{file}");
+    }
+}

@@ -6,6 +6,9 @@ use tonic::codec::CompressionEncoding;
 use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue, MetadataMap};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
+use profcol_model::proto::metrics::{
+    self, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
 use profcol_model::proto::EXPORT_PATH;
 use profcol_otlp::revisions::Revision;
 use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext, Request};
@@ -166,6 +169,60 @@ impl Exporter for OtlpExporter {
 
     fn sends_received_bytes(&self) -> bool {
         self.sends_encoded()
+    }
+
+    fn exports_metrics(&self) -> bool {
+        true
+    }
+
+    /// MetricsService/Export on the same channel, with the same metadata,
+    /// compression and authentication.
+    async fn export_metrics(
+        &self,
+        req: &ExportMetricsServiceRequest,
+        _ctx: &ExporterContext,
+    ) -> Result<ExportOutcome, ExportError> {
+        let channel = self
+            .channel
+            .get_or_init(|| self.endpoint_cfg.connect_lazy());
+        let mut grpc =
+            tonic::client::Grpc::new(Compressing::new(channel.clone(), self.compression))
+                .accept_compressed(CompressionEncoding::Gzip)
+                .accept_compressed(CompressionEncoding::Zstd);
+        grpc.ready()
+            .await
+            .map_err(|e| ExportError::retryable(format!("connecting to {}: {e}", self.endpoint)))?;
+        let mut call = tonic::Request::new(req.clone());
+        *call.metadata_mut() = self.metadata.clone();
+        for (k, v) in self.auth.headers()? {
+            let key = AsciiMetadataKey::from_bytes(k.as_str().as_bytes());
+            let value = AsciiMetadataValue::try_from(v.as_bytes());
+            if let (Ok(k), Ok(v)) = (key, value) {
+                call.metadata_mut().insert(k, v);
+            }
+        }
+        let codec: tonic_prost::ProstCodec<
+            ExportMetricsServiceRequest,
+            ExportMetricsServiceResponse,
+        > = tonic_prost::ProstCodec::default();
+        let resp = grpc
+            .unary(call, PathAndQuery::from_static(metrics::EXPORT_PATH), codec)
+            .await
+            .map_err(|s| classify(&s))?;
+        let Some(p) = resp.into_inner().partial_success else {
+            return Ok(ExportOutcome::delivered());
+        };
+        if p.rejected_data_points > 0 || !p.error_message.is_empty() {
+            tracing::warn!(
+                endpoint = %self.endpoint,
+                rejected_data_points = p.rejected_data_points,
+                message = %p.error_message,
+                "partial success response"
+            );
+        }
+        Ok(ExportOutcome::rejected(
+            u64::try_from(p.rejected_data_points).unwrap_or(0),
+        ))
     }
 }
 

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use http::header::{CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue};
 
+use profcol_model::proto::metrics::ExportMetricsServiceRequest;
 use profcol_model::ProfileBatch;
 use profcol_otlp::json as otlp_json;
 use profcol_otlp::revisions::{self as otlp_revisions, Lost, Revision};
@@ -25,6 +26,7 @@ const USER_AGENT: &str = concat!("profcol/", env!("CARGO_PKG_VERSION"));
 pub struct OtlpHttpExporter {
     http: reqwest::Client,
     url: String,
+    metrics_url: Option<String>,
     headers: HeaderMap,
     encoding: Encoding,
     compression: Compression,
@@ -98,6 +100,7 @@ impl OtlpHttpExporter {
             Some(http) if errs.is_empty() => Ok(Self {
                 http,
                 url: cfg.url(),
+                metrics_url: cfg.metrics_url(),
                 headers,
                 encoding: cfg.encoding,
                 compression: cfg.compression,
@@ -160,6 +163,18 @@ impl Exporter for OtlpHttpExporter {
         self.encoding == Encoding::Proto && self.revision == Revision::CURRENT
     }
 
+    fn exports_metrics(&self) -> bool {
+        true
+    }
+
+    async fn export_metrics(
+        &self,
+        req: &ExportMetricsServiceRequest,
+        _ctx: &ExporterContext,
+    ) -> Result<ExportOutcome, ExportError> {
+        self.send_metrics(req).await
+    }
+
     async fn export(
         &self,
         req: &Request,
@@ -187,9 +202,49 @@ impl OtlpHttpExporter {
     ) -> Result<ExportOutcome, ExportError> {
         let body = self.body(&batch).await?;
         drop(batch);
+        let rejected_profiles = self.post(&self.url, body).await?;
+        Ok(ExportOutcome::rejected(crate::otlp::rejected_samples(
+            &counts,
+            rejected_profiles,
+        )))
+    }
+
+    /// One POST of a metrics request to `metrics_endpoint` (or
+    /// `endpoint` + `/v1/metrics`), encoded and compressed as profiles are.
+    async fn send_metrics(
+        &self,
+        req: &ExportMetricsServiceRequest,
+    ) -> Result<ExportOutcome, ExportError> {
+        let Some(url) = &self.metrics_url else {
+            return Err(ExportError::permanent(
+                "no metrics URL: set endpoint or metrics_endpoint",
+            ));
+        };
+        let plain = match self.encoding {
+            Encoding::Proto => Bytes::from(prost::Message::encode_to_vec(req)),
+            Encoding::Json => Bytes::from(serde_json::to_vec(req).map_err(|e| {
+                ExportError::permanent(format!("encoding the metrics request: {e}"))
+            })?),
+        };
+        let body = match self.compression {
+            Compression::None => plain,
+            c => compress_into(Vec::with_capacity(plain.len() / 4), &plain, c)
+                .map(Bytes::from)
+                .map_err(|e| ExportError::permanent(format!("compressing the request: {e}")))?,
+        };
+        // The response's partial success has the profiles response's
+        // field numbers: `rejected_data_points` reads as rejected profiles.
+        let rejected = self.post(url, body).await?;
+        Ok(ExportOutcome::rejected(
+            u64::try_from(rejected).unwrap_or(0),
+        ))
+    }
+
+    /// POSTs `body` to `url`; what the peer rejected (partial success).
+    async fn post(&self, url: &str, body: Bytes) -> Result<i64, ExportError> {
         let mut req = self
             .http
-            .post(&self.url)
+            .post(url)
             .headers(self.headers.clone())
             .header(CONTENT_TYPE, self.encoding.content_type());
         if let Some(name) = encoding_name(self.compression) {
@@ -198,9 +253,11 @@ impl OtlpHttpExporter {
         for (k, v) in self.auth.headers()? {
             req = req.header(k, v);
         }
-        let resp = req.body(body).send().await.map_err(|e| {
-            ExportError::retryable(format!("POST {}: {}", self.url, error_chain(&e)))
-        })?;
+        let resp = req
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| ExportError::retryable(format!("POST {url}: {}", error_chain(&e))))?;
         let status = resp.status();
         let retry_after = resp
             .headers()
@@ -222,21 +279,18 @@ impl OtlpHttpExporter {
                 if rejected_profiles > 0 || !message.is_empty() {
                     // As the Collector: a partial success is logged, not retried.
                     tracing::warn!(
-                        url = %self.url,
-                        rejected_profiles,
+                        url = %url,
+                        rejected = rejected_profiles,
                         message = %message,
                         "partial success response"
                     );
                 }
-                Ok(ExportOutcome::rejected(crate::otlp::rejected_samples(
-                    &counts,
-                    rejected_profiles,
-                )))
+                Ok(rejected_profiles)
             }
             Answer::Failed(mut e) => {
                 match &mut e {
                     ExportError::Retryable { message, .. } | ExportError::Permanent { message } => {
-                        *message = format!("POST {}: {message}", self.url)
+                        *message = format!("POST {url}: {message}")
                     }
                 }
                 Err(e)

@@ -10,6 +10,8 @@ use crate::otlp::Compression;
 
 /// The path OTLP/HTTP appends to `endpoint` for profiles.
 pub const PROFILES_PATH: &str = "/v1development/profiles";
+/// What `endpoint` gets for metrics.
+pub const METRICS_PATH: &str = "/v1/metrics";
 
 /// `exporters: otlphttp:` with the Collector's names and defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -19,6 +21,9 @@ pub struct OtlpHttpExporterConfig {
     pub endpoint: String,
     /// The full URL, used as it is (instead of `endpoint`).
     pub profiles_endpoint: Option<String>,
+    /// The full URL metrics are sent to (metrics pipelines), instead of
+    /// `endpoint` + `/v1/metrics`.
+    pub metrics_endpoint: Option<String>,
     pub encoding: Encoding,
     pub compression: Compression,
     pub headers: BTreeMap<String, String>,
@@ -38,6 +43,7 @@ impl Default for OtlpHttpExporterConfig {
         Self {
             endpoint: String::new(),
             profiles_endpoint: None,
+            metrics_endpoint: None,
             encoding: Encoding::Proto,
             compression: Compression::Gzip,
             headers: BTreeMap::new(),
@@ -86,6 +92,19 @@ impl OtlpHttpExporterConfig {
         match &self.profiles_endpoint {
             Some(u) => u.clone(),
             None => format!("{}{PROFILES_PATH}", self.endpoint.trim_end_matches('/')),
+        }
+    }
+
+    /// Where metrics go: `metrics_endpoint`, else `endpoint` +
+    /// `/v1/metrics`; `None` without either.
+    pub fn metrics_url(&self) -> Option<String> {
+        match &self.metrics_endpoint {
+            Some(u) => Some(u.clone()),
+            None if self.endpoint.is_empty() => None,
+            None => Some(format!(
+                "{}{METRICS_PATH}",
+                self.endpoint.trim_end_matches('/')
+            )),
         }
     }
 

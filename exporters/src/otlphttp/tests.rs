@@ -103,6 +103,7 @@ fn unreadable_tls_files_name_their_key() {
 /// What the fake server saw of one request.
 #[derive(Debug, Clone)]
 struct Seen {
+    path: String,
     headers: HeaderMap,
     body: Vec<u8>,
 }
@@ -115,24 +116,28 @@ async fn server(replies: Vec<Reply>) -> (String, Arc<Mutex<Vec<Seen>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let replies = Arc::new(Mutex::new(replies));
     let s = seen.clone();
-    let app = axum::Router::new().route(
-        "/v1development/profiles",
-        axum::routing::post(move |headers: HeaderMap, body: Bytes| {
-            let (seen, replies) = (s.clone(), replies.clone());
-            async move {
-                seen.lock().unwrap().push(Seen {
-                    headers,
-                    body: body.to_vec(),
-                });
-                let mut r = replies.lock().unwrap();
-                if r.len() > 1 {
-                    r.remove(0)
-                } else {
-                    r[0].clone()
-                }
+    let handler = move |uri: axum::http::Uri, headers: HeaderMap, body: Bytes| {
+        let (seen, replies) = (s.clone(), replies.clone());
+        async move {
+            seen.lock().unwrap().push(Seen {
+                path: uri.path().to_owned(),
+                headers,
+                body: body.to_vec(),
+            });
+            let mut r = replies.lock().unwrap();
+            if r.len() > 1 {
+                r.remove(0)
+            } else {
+                r[0].clone()
             }
-        }),
-    );
+        }
+    };
+    let app = axum::Router::new()
+        .route(
+            "/v1development/profiles",
+            axum::routing::post(handler.clone()),
+        )
+        .route("/v1/metrics", axum::routing::post(handler));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -359,4 +364,86 @@ async fn a_closed_port_is_retried() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+fn metrics_request() -> profcol_model::proto::metrics::ExportMetricsServiceRequest {
+    use profcol_model::proto::metrics::*;
+    let point = |v: i64| NumberDataPoint {
+        value: Some(number_data_point::Value::AsInt(v)),
+        time_unix_nano: 1_700_000_000_000_000_000,
+        ..Default::default()
+    };
+    ExportMetricsServiceRequest {
+        resource_metrics: vec![ResourceMetrics {
+            scope_metrics: vec![ScopeMetrics {
+                metrics: vec![Metric {
+                    name: "cpu".into(),
+                    unit: "ns".into(),
+                    data: Some(metric::Data::Sum(Sum {
+                        data_points: vec![point(1), point(2), point(3)],
+                        aggregation_temporality: 1,
+                        is_monotonic: true,
+                    })),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+/// Metrics go to `/v1/metrics` (or `metrics_endpoint`) in either
+/// encoding and compression, and read back as they were sent.
+#[tokio::test]
+async fn metrics_are_posted_to_v1_metrics() {
+    use profcol_model::proto::metrics::ExportMetricsServiceRequest;
+    use profcol_pipeline::component::ExportOutcome;
+    let (url, seen) = server(vec![ok()]).await;
+    let req = metrics_request();
+    for extra in ["", "encoding: json\ncompression: none", "compression: zstd"] {
+        let e = exporter(&url, extra);
+        assert!(e.exports_metrics());
+        let outcome = e.export_metrics(&req, &ctx()).await.unwrap();
+        assert_eq!(outcome, ExportOutcome::delivered());
+        let got = seen.lock().unwrap().pop().unwrap();
+        assert_eq!(got.path, "/v1/metrics");
+        let body = plain(&got);
+        let back: ExportMetricsServiceRequest = if extra.contains("json") {
+            assert_eq!(got.headers["content-type"], "application/json");
+            serde_json::from_slice(&body).unwrap()
+        } else {
+            assert_eq!(got.headers["content-type"], "application/x-protobuf");
+            ExportMetricsServiceRequest::decode(body.as_slice()).unwrap()
+        };
+        assert_eq!(back, req, "{extra}");
+    }
+    let e = exporter(
+        "http://unused",
+        &format!("metrics_endpoint: {url}/v1/metrics"),
+    );
+    e.export_metrics(&req, &ctx()).await.unwrap();
+    assert_eq!(seen.lock().unwrap().pop().unwrap().path, "/v1/metrics");
+}
+
+#[tokio::test]
+async fn a_metrics_partial_success_counts_rejected_points() {
+    use profcol_model::proto::metrics::{
+        ExportMetricsPartialSuccess, ExportMetricsServiceResponse,
+    };
+    let body = ExportMetricsServiceResponse {
+        partial_success: Some(ExportMetricsPartialSuccess {
+            rejected_data_points: 2,
+            error_message: "two too many".into(),
+        }),
+    }
+    .encode_to_vec();
+    let mut headers = HeaderMap::new();
+    headers.insert("content-type", "application/x-protobuf".parse().unwrap());
+    let (url, _) = server(vec![(StatusCode::OK, headers, body)]).await;
+    let outcome = exporter(&url, "")
+        .export_metrics(&metrics_request(), &ctx())
+        .await
+        .unwrap();
+    assert_eq!(outcome.rejected, 2);
 }

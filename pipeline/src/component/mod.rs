@@ -16,5 +16,6 @@ pub use profcol_queue::{Progress, Request};
 pub use traits::{
     Connector, ConnectorFactory, ExportError, ExportOutcome, Exporter, ExporterFactory,
     ExporterSettings, Extension, ExtensionFactory, Gate, GateRefusal, Processor, ProcessorFactory,
-    ProcessorStart, Receiver, ReceiverFactory, StageContext, Stateful, Storage, Verdict,
+    ProcessorStart, ProfilesToMetrics, Receiver, ReceiverFactory, StageContext, Stateful, Storage,
+    Verdict,
 };

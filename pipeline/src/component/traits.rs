@@ -5,6 +5,7 @@ use async_trait::async_trait;
 
 use super::context::{DropReason, ExporterContext, ProcessContext, ReceiverContext};
 use crate::config::{ComponentConfig, ConfigErrors, QueueSettings, RetrySettings, Signal};
+use profcol_model::proto::metrics::ExportMetricsServiceRequest;
 use profcol_model::ProfileBatch;
 use profcol_queue::Request;
 
@@ -332,6 +333,25 @@ pub trait Exporter: Send + Sync {
     /// Called after the queue has drained.
     async fn shutdown(&self) {}
 
+    /// Whether it takes metrics (a metrics pipeline may list it): then it
+    /// implements [`Exporter::export_metrics`].
+    fn exports_metrics(&self) -> bool {
+        false
+    }
+
+    /// Sends one metrics request. As [`Exporter::export`], the runtime
+    /// applies the timeout and retries; `rejected` of the outcome counts
+    /// data points.
+    async fn export_metrics(
+        &self,
+        _req: &ExportMetricsServiceRequest,
+        _ctx: &ExporterContext,
+    ) -> Result<ExportOutcome, ExportError> {
+        Err(ExportError::permanent(
+            "this exporter does not take metrics",
+        ))
+    }
+
     /// Whether it sends a batch that still holds the bytes it was received
     /// as without decoding it. While such a batch waits in its queue, the
     /// memory budget holds only its bytes, not what decoding would take.
@@ -378,11 +398,40 @@ pub trait ConnectorFactory: Send + Sync {
 }
 
 /// What a connector does with what the pipelines before it export.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub enum Connector {
     /// Hands every batch, as it is, to each pipeline it is a receiver of
     /// (`forward`).
     Forward,
+    /// Makes metrics of each batch for the metrics pipelines it is a
+    /// receiver of (`signaltometrics`).
+    ToMetrics(Arc<dyn ProfilesToMetrics>),
+}
+
+impl std::fmt::Debug for Connector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Forward => f.write_str("Forward"),
+            Self::ToMetrics(_) => f.write_str("ToMetrics"),
+        }
+    }
+}
+
+impl PartialEq for Connector {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Forward, Self::Forward) => true,
+            (Self::ToMetrics(a), Self::ToMetrics(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+/// A connector from profiles to metrics: one metrics request (or none)
+/// per batch, made synchronously on the CPU pool, with no state between
+/// batches.
+pub trait ProfilesToMetrics: Send + Sync {
+    fn convert(&self, batch: &ProfileBatch) -> Option<ExportMetricsServiceRequest>;
 }
 
 pub trait ExtensionFactory: Send + Sync {

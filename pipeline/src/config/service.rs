@@ -34,12 +34,15 @@ pub struct PipelineConfig {
 pub enum Signal {
     #[default]
     Profiles,
+    /// Fed only by connectors (`signaltometrics`).
+    Metrics,
 }
 
 impl Signal {
     pub fn parse(ty: &str) -> Option<Self> {
         match ty {
             "profiles" => Some(Self::Profiles),
+            "metrics" => Some(Self::Metrics),
             _ => None,
         }
     }
@@ -47,6 +50,7 @@ impl Signal {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Profiles => "profiles",
+            Self::Metrics => "metrics",
         }
     }
 }
@@ -272,7 +276,7 @@ pub(super) fn parse_service(
                     errs.push(
                         path,
                         format!(
-                            "only profiles pipelines are supported, not {:?}; profcol carries profiles only: name it profiles or profiles/NAME (see README: Collector compatibility)",
+                            "only profiles and metrics pipelines are supported, not {:?}; profcol carries profiles, and metrics made of them by connectors: name it profiles[/NAME] or metrics[/NAME] (see README: Collector compatibility)",
                             id.ty
                         ),
                     );

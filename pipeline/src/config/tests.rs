@@ -485,7 +485,7 @@ fn invalid_configs_report_every_error_with_its_path() {
         ),
         (
             "receivers: {otlp: }\nexporters: {debug: }\nservice: {pipelines: {traces: {receivers: [otlp], exporters: [debug]}}}".to_owned(),
-            vec![r#"service::pipelines::traces: only profiles pipelines are supported, not "traces"; profcol carries profiles only: name it profiles or profiles/NAME (see README: Collector compatibility)"#],
+            vec![r#"service::pipelines::traces: only profiles and metrics pipelines are supported, not "traces"; profcol carries profiles, and metrics made of them by connectors: name it profiles[/NAME] or metrics[/NAME] (see README: Collector compatibility)"#],
         ),
         (
             "receivers: {1otlp: , otlp/: }\nexporters: {debug: }\nservice: {pipelines: {profiles: {receivers: [otlp], exporters: [debug, debug]}}}".to_owned(),

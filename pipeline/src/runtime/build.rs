@@ -32,6 +32,9 @@ pub struct ReceiverNode {
 
 pub struct PipelineNode {
     pub id: String,
+    /// What it carries: a metrics pipeline has neither receivers (only
+    /// connectors) nor processors.
+    pub signal: Signal,
     pub processors: Vec<(ComponentId, Box<dyn Processor>)>,
     /// Its exporters (connectors are in `connectors`).
     pub exporters: Vec<ComponentId>,
@@ -55,6 +58,8 @@ pub struct ExporterNode {
     pub id: ComponentId,
     pub exporter: Arc<dyn Exporter>,
     pub settings: ExporterSettings,
+    /// A metrics pipeline lists it: it runs a metrics queue too.
+    pub metrics: bool,
 }
 
 /// Decodes every component section with its factory and wires the graph.
@@ -110,10 +115,24 @@ pub fn build(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors
         };
         match create_exporter(&**f, cfg) {
             Ok((exporter, settings)) if used_exporters.contains(id) => {
+                let mut metrics = false;
+                for (pid, p) in &config.service.pipelines {
+                    if p.signal != Signal::Metrics || !p.exporters.contains(id) {
+                        continue;
+                    }
+                    metrics = true;
+                    if !exporter.exports_metrics() {
+                        errs.push(
+                            format!("service::pipelines::{pid}::exporters"),
+                            format!("exporter \"{id}\" does not support metrics; of the exporters, otlp, otlphttp, file and debug do"),
+                        );
+                    }
+                }
                 exporters.push(ExporterNode {
                     id: id.clone(),
                     exporter,
                     settings,
+                    metrics,
                 })
             }
             Ok(_) => {}
@@ -132,6 +151,9 @@ pub fn build(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors
     let mut failed = BTreeSet::new();
     let mut pipelines = Vec::new();
     for (pid, p) in &config.service.pipelines {
+        if p.signal == Signal::Metrics {
+            check_metrics_pipeline(config, pid, p, &mut errs);
+        }
         let mut processors = Vec::new();
         for id in &p.processors {
             // An id missing from the map was reported by the loader or above.
@@ -160,6 +182,7 @@ pub fn build(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors
         }
         pipelines.push(PipelineNode {
             id: pid.clone(),
+            signal: p.signal,
             processors,
             exporters: p
                 .exporters
@@ -203,6 +226,31 @@ pub fn build(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors
         extensions,
         telemetry: config.service.telemetry.clone(),
     })
+}
+
+/// A metrics pipeline carries what connectors make: its receivers must be
+/// connectors, and it takes no processors yet (profcol has none for
+/// metrics; `batch` and `memory_limiter` work on profiles).
+fn check_metrics_pipeline(
+    config: &Config,
+    pid: &str,
+    p: &crate::config::PipelineConfig,
+    errs: &mut ConfigErrors,
+) {
+    for r in &p.receivers {
+        if !config.connectors.contains_key(r) {
+            errs.push(
+                format!("service::pipelines::{pid}::receivers"),
+                format!("receiver \"{r}\" does not support metrics: a metrics pipeline is fed only by connectors (signaltometrics)"),
+            );
+        }
+    }
+    if !p.processors.is_empty() {
+        errs.push(
+            format!("service::pipelines::{pid}::processors"),
+            "a metrics pipeline takes no processors yet: profcol's processors work on profiles; remove them (the connector's output goes straight to the exporters' queues)",
+        );
+    }
 }
 
 /// Creates the connectors, checks the graph they make (each used both as

@@ -6,6 +6,7 @@
 mod build;
 mod exporter_helper;
 mod health;
+mod metrics;
 mod pipeline;
 mod registry;
 mod reload;
@@ -17,7 +18,8 @@ pub use profcol_queue as queue;
 pub use build::{build, create_exporter, ConnectorNode, Graph, PipelineNode};
 pub use exporter_helper::Backoff;
 pub use health::{ExtensionContext, Health};
-pub use pipeline::{Connection, ExporterQueue, Pipeline, Prepared};
+pub use metrics::{MetricsOut, MetricsPipeline, MetricsQueue};
+pub use pipeline::{Connection, Downstream, ExporterQueue, Pipeline, Prepared};
 pub use registry::Registry;
 pub use reload::{Changes, ReloadSummary};
 pub use service::{RunningService, RuntimeOptions};

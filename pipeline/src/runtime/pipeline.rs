@@ -41,6 +41,8 @@ use profcol_model::ProfileBatch;
 
 use profcol_queue::{Queue, QueueError, Slot};
 
+use super::metrics::{MetricsOut, MetricsReady};
+
 /// Requests from this size on are decoded apart from the processor chain
 /// (a hop to the CPU pool of its own); smaller ones decode in the chain's.
 const DECODE_APART: usize = 64 * 1024;
@@ -78,7 +80,16 @@ impl ExporterQueue {
 #[derive(Clone)]
 pub struct Connection {
     pub id: Arc<str>,
-    pub output: Output,
+    pub to: Downstream,
+}
+
+/// Where a connector hands what it makes.
+#[derive(Clone)]
+pub enum Downstream {
+    /// Profiles pipelines, as a receiver's output (`forward`).
+    Profiles(Output),
+    /// Metrics pipelines, through a conversion (`signaltometrics`).
+    Metrics(Arc<MetricsOut>),
 }
 
 pub struct Pipeline {
@@ -392,6 +403,7 @@ impl Pipeline {
             batch: out,
             slots: Vec::new(),
             downstream: Vec::new(),
+            metrics: Vec::new(),
             inbox: None,
             runs,
         };
@@ -455,9 +467,14 @@ impl Pipeline {
         }
         // What the pipelines after a connector refuse, this one refuses.
         for c in &self.connectors {
-            prepared
-                .downstream
-                .push(c.output.prepare(batch.clone(), true).await?);
+            match &c.to {
+                Downstream::Profiles(output) => prepared
+                    .downstream
+                    .push(output.prepare(batch.clone(), true).await?),
+                Downstream::Metrics(out) => {
+                    prepared.metrics.extend(out.prepare(&batch, false).await?)
+                }
+            }
         }
         Ok(prepared)
     }
@@ -475,6 +492,8 @@ pub struct Prepared {
     slots: Vec<(ExporterQueue, Box<dyn Slot>)>,
     /// The batch through the pipelines after its connectors.
     downstream: Vec<Ready>,
+    /// What its connectors made of it, in the metrics pipelines' queues.
+    metrics: Vec<MetricsReady>,
     inbox: Option<mpsc::OwnedPermit<Arc<ProfileBatch>>>,
     runs: Vec<ProcessorRun>,
 }
@@ -493,6 +512,9 @@ impl Prepared {
         }
         for d in self.downstream {
             d.commit();
+        }
+        for m in self.metrics {
+            m.commit();
         }
         if let (Some(permit), Some(batch), Some(stage)) = (self.inbox, self.batch, &p.stage) {
             let n = batch.sample_count();
@@ -792,9 +814,23 @@ impl Outlet {
     /// refuse it either). Only their shutdown loses it, counted as dropped
     /// by the connector.
     async fn connect(&self, c: &Connection, batch: &Arc<ProfileBatch>, n: u64) {
+        let output = match &c.to {
+            Downstream::Profiles(output) => output,
+            // Waits for room in the metrics queues; only their shutdown
+            // loses what the connector made.
+            Downstream::Metrics(out) => {
+                return match out.prepare(batch, true).await {
+                    Ok(ready) => ready.into_iter().for_each(MetricsReady::commit),
+                    Err(e) => {
+                        tracing::warn!(connector = %c.id, "dropped the metrics of {n} samples: {e}");
+                        self.telemetry.exporter_dropped(&c.id, n, e.reason())
+                    }
+                };
+            }
+        };
         let mut backoff = CONNECT_RETRY;
         loop {
-            match c.output.prepare(batch.clone(), false).await {
+            match output.prepare(batch.clone(), false).await {
                 Ok(ready) => return ready.commit(),
                 Err(ConsumeError::Full { .. }) => {
                     tokio::time::sleep(backoff).await;
@@ -986,7 +1022,12 @@ mod connector_tests {
         ));
         let connection = Connection {
             id: "forward".into(),
-            output: Output::new("forward", vec![out], budget.clone(), telemetry.clone()),
+            to: Downstream::Profiles(Output::new(
+                "forward",
+                vec![out],
+                budget.clone(),
+                telemetry.clone(),
+            )),
         };
         let processors = match stage {
             true => vec![(id("pass_on"), Box::new(PassOn) as Box<dyn Processor>)],

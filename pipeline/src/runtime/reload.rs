@@ -438,6 +438,19 @@ fn fixed_sections(old: &Config, new: &Config, errs: &mut ConfigErrors) {
     if old.service.telemetry != new.service.telemetry {
         errs.push("service::telemetry", RESTART);
     }
+    // Metrics pipelines and their queues are not carried over a reload yet.
+    let metrics = |c: &Config| {
+        c.service
+            .pipelines
+            .values()
+            .any(|p| p.signal == crate::config::Signal::Metrics)
+    };
+    if metrics(old) || metrics(new) {
+        errs.push(
+            "service::pipelines",
+            "a config with metrics pipelines cannot be reloaded yet; restart profcol to change it",
+        );
+    }
 }
 
 fn port_of(endpoint: &str) -> Option<u16> {

@@ -5,14 +5,18 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::component::{ExporterSettings, Output, ReceiverContext, Route, Storages};
+use crate::component::{
+    Connector, ExporterContext, ExporterSettings, Output, ReceiverContext, Route, Storages,
+};
 use crate::config::ComponentId;
+use crate::config::Signal;
 use crate::telemetry::{serve_metrics, Telemetry};
 use profcol_model::memory::MemoryBudget;
 
 use super::build::{ExporterNode, Graph, PipelineNode, ReceiverNode};
 use super::exporter_helper;
-use super::pipeline::{Connection, ExporterQueue, Pipeline};
+use super::metrics::{self, MetricsExporterRun, MetricsOut, MetricsPipeline};
+use super::pipeline::{Connection, Downstream, ExporterQueue, Pipeline};
 use super::{ExtensionContext, Health};
 
 /// Limits of the runtime itself (not of any one component).
@@ -63,6 +67,10 @@ pub struct RunningService {
     pub(super) receivers: BTreeMap<ComponentId, ReceiverRun>,
     pub(super) exporters: BTreeMap<ComponentId, ExporterRun>,
     pub(super) pipelines: BTreeMap<String, Arc<Pipeline>>,
+    /// The exporters' metrics queues and consumers, for those a metrics
+    /// pipeline lists.
+    pub(super) metrics_exporters: BTreeMap<ComponentId, MetricsExporterRun>,
+    pub(super) metrics_pipelines: BTreeMap<String, Arc<MetricsPipeline>>,
     extensions: Vec<JoinHandle<()>>,
     /// What config reloads took out of service and is still winding down.
     pub(super) retiring: Vec<Retiring>,
@@ -140,6 +148,8 @@ impl RunningService {
             receivers: BTreeMap::new(),
             exporters: BTreeMap::new(),
             pipelines: BTreeMap::new(),
+            metrics_exporters: BTreeMap::new(),
+            metrics_pipelines: BTreeMap::new(),
             extensions: Vec::new(),
             retiring: Vec::new(),
             budget: MemoryBudget::new(limit),
@@ -189,6 +199,21 @@ impl RunningService {
             ));
         }
         for node in graph.exporters {
+            if node.metrics {
+                let ctx = ExporterContext {
+                    id: node.id.to_string(),
+                    telemetry: telemetry.clone(),
+                    authenticators: svc.authenticators.clone(),
+                };
+                let run = metrics::run_exporter(
+                    &ctx.id.clone(),
+                    node.exporter.clone(),
+                    &node.settings,
+                    ctx,
+                    hard_stop.child_token(),
+                );
+                svc.metrics_exporters.insert(node.id.clone(), run);
+            }
             let started = exporter_helper::start(svc.exporter_spawn(&node), None).await;
             let started = svc.check(started, format!("exporters::{}", node.id))?;
             let run = svc.run_exporter(started, node.settings);
@@ -197,6 +222,16 @@ impl RunningService {
         // Downstream first: a connector's pipelines exist before the
         // pipelines that feed it.
         for p in graph.pipelines {
+            if p.signal == Signal::Metrics {
+                let queues = p
+                    .exporters
+                    .iter()
+                    .filter_map(|e| svc.metrics_exporters.get(e).map(|r| r.queue.clone()))
+                    .collect();
+                let mp = Arc::new(MetricsPipeline::new(&p.id, queues));
+                svc.metrics_pipelines.insert(p.id, mp);
+                continue;
+            }
             let pipeline = svc.pipeline(p, &svc.pipelines);
             svc.pipelines.insert(pipeline.id.to_string(), pipeline);
         }
@@ -263,18 +298,31 @@ impl RunningService {
             .iter()
             .map(|c| {
                 let id: Arc<str> = c.id.to_string().into();
-                let pipelines = c
-                    .pipelines
-                    .iter()
-                    .filter_map(|p| built.get(p).cloned())
-                    .collect();
-                let output = Output::new(
-                    id.clone(),
-                    pipelines,
-                    self.budget.clone(),
-                    self.telemetry.clone(),
-                );
-                Connection { id, output }
+                let to = match &c.connector {
+                    Connector::Forward => {
+                        let pipelines = c
+                            .pipelines
+                            .iter()
+                            .filter_map(|p| built.get(p).cloned())
+                            .collect();
+                        Downstream::Profiles(Output::new(
+                            id.clone(),
+                            pipelines,
+                            self.budget.clone(),
+                            self.telemetry.clone(),
+                        ))
+                    }
+                    Connector::ToMetrics(convert) => Downstream::Metrics(Arc::new(MetricsOut {
+                        convert: convert.clone(),
+                        pipelines: c
+                            .pipelines
+                            .iter()
+                            .filter_map(|p| self.metrics_pipelines.get(p).cloned())
+                            .collect(),
+                        budget: self.budget.clone(),
+                    })),
+                };
+                Connection { id, to }
             })
             .collect();
         Arc::new(Pipeline::with_connectors(
@@ -398,6 +446,11 @@ impl RunningService {
             consumers.extend(r.consumers);
             drains.extend(r.drain);
         }
+        let mut metrics_queues = Vec::new();
+        for run in self.metrics_exporters.into_values() {
+            metrics_queues.push(run.queue);
+            consumers.push(run.consumers);
+        }
         let close_queues = |queues: &[ExporterQueue]| queues.iter().for_each(|q| q.queue.close());
         let pipelines = self.pipelines;
         let drained = async {
@@ -417,6 +470,11 @@ impl RunningService {
                 let _ = d.await;
             }
             close_queues(&queues);
+            // Nothing feeds the metrics queues once the profiles pipelines
+            // are through.
+            for q in &metrics_queues {
+                q.close();
+            }
             for t in consumers {
                 let _ = t.await;
             }

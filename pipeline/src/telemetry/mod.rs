@@ -88,6 +88,9 @@ pub struct Telemetry {
     receiver_accepted: Cached<Counter>,
     receiver_refused: Cached<Counter>,
     exporter_sent: Cached<Counter>,
+    exporter_sent_points: Cached<Counter>,
+    exporter_failed_points: Cached<Counter>,
+    exporter_enqueue_failed_points: Cached<Counter>,
     exporter_send_failed: Cached<Counter>,
     exporter_enqueue_failed: Cached<Counter>,
     exporter_dropped: Cached<Counter>,
@@ -160,6 +163,9 @@ impl Telemetry {
             receiver_refused: family!(r, b, "otelcol_receiver_refused_profile_samples", "Samples that could not be pushed into the pipeline."),
             exporter_sent: family!(r, b, "otelcol_exporter_sent_profile_samples", "Samples successfully sent to destination."),
             exporter_send_failed: family!(r, b, "otelcol_exporter_send_failed_profile_samples", "Samples in failed attempts to send to destination."),
+            exporter_sent_points: family!(r, b, "otelcol_exporter_sent_metric_points", "Number of metric points successfully sent to destination."),
+            exporter_failed_points: family!(r, b, "otelcol_exporter_send_failed_metric_points", "Number of metric points in failed attempts to send to destination."),
+            exporter_enqueue_failed_points: family!(r, b, "otelcol_exporter_enqueue_failed_metric_points", "Number of metric points failed to be added to the sending queue."),
             exporter_enqueue_failed: family!(r, b, "otelcol_exporter_enqueue_failed_profile_samples", "Samples that failed to be added to the sending queue."),
             exporter_dropped: family!(r, "profcol_exporter_dropped_profile_samples", "Samples an exporter decided not to send, by reason."),
             exporter_queue_size: family!(r, b, "otelcol_exporter_queue_size", "Current size of the retry queue (in requests)."),
@@ -329,6 +335,35 @@ impl Telemetry {
         self.exporter_sent
             .get(&[("exporter", exporter)])
             .inc_by(samples);
+    }
+
+    /// Metric points an exporter delivered (metrics pipelines).
+    pub fn exporter_sent_points(&self, exporter: &str, points: u64) {
+        tracing::debug!(exporter, points, "sent metric points");
+        self.exporter_sent_points
+            .get(&[("exporter", exporter)])
+            .inc_by(points);
+    }
+
+    /// Metric points an exporter gave up on (failed for good, out of
+    /// retries, or dropped at shutdown).
+    pub fn exporter_send_failed_points(&self, exporter: &str, points: u64, error: &str) {
+        crate::error_limited!(
+            exporter,
+            points,
+            error,
+            "export failed; metric points dropped"
+        );
+        self.exporter_failed_points
+            .get(&[("exporter", exporter)])
+            .inc_by(points);
+    }
+
+    /// Metric points a sending queue could not take.
+    pub fn exporter_enqueue_failed_points(&self, exporter: &str, points: u64) {
+        self.exporter_enqueue_failed_points
+            .get(&[("exporter", exporter)])
+            .inc_by(points);
     }
 
     pub fn exporter_send_failed(&self, exporter: &str, samples: u64, error: &str) {
