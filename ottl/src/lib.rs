@@ -42,6 +42,31 @@ pub struct Condition {
     cond: Cond,
 }
 
+/// A compiled value expression (`sum.value` of `signaltometrics`):
+/// evaluated against one item, its result borrowed where it can be.
+#[derive(Debug)]
+pub struct ValueExpr {
+    pub text: String,
+    pub level: Level,
+    expr: compile::Expr,
+}
+
+impl ValueExpr {
+    pub fn parse(text: &str, opts: Options) -> Result<ValueExpr, ParseError> {
+        let ast = parser::value_expression(text)?;
+        let expr = Compiler { opts }.value(&ast)?;
+        Ok(ValueExpr {
+            text: text.to_string(),
+            level: opts.level,
+            expr,
+        })
+    }
+
+    pub fn eval<'r>(&'r self, ctx: &'r Ctx) -> EvalResult<value::Val<'r>> {
+        self.expr.eval(ctx)
+    }
+}
+
 impl Statement {
     pub fn parse(text: &str, opts: Options) -> Result<Statement, ParseError> {
         let ast = parser::statement(text)?;

@@ -37,6 +37,15 @@ pub fn statement(src: &str) -> Result<Statement, ParseError> {
     Ok(Statement { editor, condition })
 }
 
+/// A value expression alone (the Collector's `ParseValueExpression`): a
+/// literal, path, converter, math expression, list or map.
+pub fn value_expression(src: &str) -> Result<Value, ParseError> {
+    let mut p = Parser::new(src)?;
+    let v = p.value()?;
+    p.end()?;
+    Ok(v)
+}
+
 pub fn condition(src: &str) -> Result<BoolExpr, ParseError> {
     let mut p = Parser::new(src)?;
     let c = p.or()?;

@@ -427,3 +427,37 @@ fn math_on_literals_fails_when_it_runs_not_when_it_loads() {
         &("ok".to_string(), "3".to_string())
     );
 }
+
+#[test]
+fn value_expressions_parse_and_evaluate_alone() {
+    use crate::value::Val;
+    use crate::{Level, Options, Prefixes, ValueExpr};
+    let opts = Options {
+        level: Level::Profile,
+        prefixes: Prefixes::Required,
+    };
+    for (text, want) in [
+        ("1", Val::Int(1)),
+        ("2.5", Val::Double(2.5)),
+        ("3 * 4", Val::Int(12)),
+    ] {
+        let e = ValueExpr::parse(text, opts).unwrap();
+        let mut data = profcol_model::proto::ProfilesData::default();
+        data.resource_profiles.push(Default::default());
+        data.resource_profiles[0]
+            .scope_profiles
+            .push(Default::default());
+        data.resource_profiles[0].scope_profiles[0]
+            .profiles
+            .push(Default::default());
+        let mut got = None;
+        crate::for_each(&mut data, Level::Profile, |ctx| {
+            got = Some(format!("{:?}", e.eval(ctx)?));
+            Ok::<_, crate::EvalError>(())
+        })
+        .unwrap();
+        assert_eq!(got.unwrap(), format!("{want:?}"), "{text}");
+    }
+    assert!(ValueExpr::parse("1 +", opts).is_err());
+    assert!(ValueExpr::parse("1 2", opts).is_err());
+}
