@@ -33,4 +33,5 @@ pub fn registry() -> Registry {
         .extension(profcol_extensions::bearertokenauth::factory())
         .extension(profcol_extensions::file_storage::factory())
         .connector(profcol_connectors::forward::factory())
+        .connector(profcol_connectors::signaltometrics::factory())
 }

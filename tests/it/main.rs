@@ -34,3 +34,4 @@ mod sentry_android;
 mod sentry_forward;
 mod sentry_pprof;
 mod sentry_roundtrip;
+mod signaltometrics;

@@ -124,8 +124,6 @@ const CONNECTORS: &[&str] = &[
     "roundrobin",
     "routing",
     "servicegraph",
-    "signal_to_metrics",
-    "signaltometrics",
     "spanmetrics",
     "sum",
 ];

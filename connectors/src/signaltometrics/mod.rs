@@ -1,0 +1,576 @@
+//! `signaltometrics` (alias `signal_to_metrics`): metrics made of profiles,
+//! as the Collector's `signaltometricsconnector` v0.161.0 makes them.
+//! Every definition under `profiles` is evaluated once per profile, in
+//! the OTTL profile context (paths prefixed with `resource.`, `scope.`,
+//! `profile.`); one metrics request comes out of each profiles request,
+//! with DELTA temporality, no start time and `time_unix_nano` = now, and
+//! nothing is kept between requests.
+
+mod config;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use profcol_model::proto::metrics::{
+    self as pm, metric, number_data_point, ExportMetricsServiceRequest, Metric, ResourceMetrics,
+    ScopeMetrics,
+};
+use profcol_model::proto::{any_value, AnyValue, InstrumentationScope, KeyValue, Resource};
+use profcol_model::ProfileBatch;
+use profcol_ottl::value::Val;
+use profcol_ottl::{Condition, Ctx, EvalError, Level, Options, Prefixes, ValueExpr};
+use profcol_pipeline::component::{Connector, ConnectorFactory, ProfilesToMetrics};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Signal};
+
+pub use config::{Config, DefaultValue, ErrorMode, DEFAULT_BUCKETS};
+
+/// The scope of every metric, the Collector's.
+pub const SCOPE_NAME: &str =
+    "github.com/open-telemetry/opentelemetry-collector-contrib/connector/signaltometricsconnector";
+
+/// The resource attribute naming the collector that made the metrics.
+pub const INSTANCE_ID_KEY: &str = "signal_to_metrics.service.instance.id";
+
+const DELTA: i32 = pm::AggregationTemporality::Delta as i32;
+
+struct Factory;
+
+pub fn factory() -> Arc<dyn ConnectorFactory> {
+    Arc::new(Factory)
+}
+
+impl ConnectorFactory for Factory {
+    fn type_name(&self) -> &'static str {
+        "signaltometrics"
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &["signal_to_metrics"]
+    }
+
+    fn signals(&self) -> &'static [(Signal, Signal)] {
+        &[(Signal::Profiles, Signal::Metrics)]
+    }
+
+    fn create(&self, cfg: &ComponentConfig) -> Result<Connector, ConfigErrors> {
+        let c: Config = cfg.decode()?;
+        let s = SignalToMetrics::new(&c, cfg)?;
+        Ok(Connector::ToMetrics(Arc::new(s)))
+    }
+}
+
+/// An attribute of the output: from the profile (or resource), else its
+/// default, else left out when optional; required otherwise.
+struct Attr {
+    key: String,
+    default: Option<AnyValue>,
+    optional: bool,
+}
+
+enum Kind {
+    Sum {
+        value: ValueExpr,
+        monotonic: bool,
+    },
+    Gauge {
+        value: ValueExpr,
+    },
+    Histogram {
+        value: ValueExpr,
+        count: Option<ValueExpr>,
+        bounds: Vec<f64>,
+    },
+}
+
+struct MetricDef {
+    name: String,
+    description: String,
+    unit: String,
+    resource_attrs: Vec<Attr>,
+    /// Sorted by key, as the Collector sorts the resolved attributes.
+    attrs: Vec<Attr>,
+    conditions: Vec<Condition>,
+    kind: Kind,
+}
+
+pub struct SignalToMetrics {
+    defs: Vec<MetricDef>,
+    error_mode: ErrorMode,
+    instance_id: String,
+}
+
+fn any(v: &DefaultValue) -> AnyValue {
+    AnyValue {
+        value: Some(match v {
+            DefaultValue::Bool(b) => any_value::Value::BoolValue(*b),
+            DefaultValue::Int(i) => any_value::Value::IntValue(*i),
+            DefaultValue::Double(d) => any_value::Value::DoubleValue(*d),
+            DefaultValue::Str(s) => any_value::Value::StringValue(s.clone()),
+        }),
+    }
+}
+
+impl SignalToMetrics {
+    fn new(c: &Config, cfg: &ComponentConfig) -> Result<Self, ConfigErrors> {
+        let mut errs = ConfigErrors::default();
+        for (key, v) in [
+            ("spans", &c.spans),
+            ("datapoints", &c.datapoints),
+            ("logs", &c.logs),
+        ] {
+            if v.as_ref().is_some_and(|v| !v.is_empty()) {
+                errs.push(
+                    cfg.key_path(key),
+                    "profcol carries profiles only: these definitions would never run; define metrics under profiles",
+                );
+            }
+        }
+        if c.profiles.is_empty() {
+            errs.push(
+                cfg.path(),
+                "no configuration provided, at least one should be specified",
+            );
+        }
+        let opts = Options {
+            level: Level::Profile,
+            prefixes: Prefixes::Required,
+        };
+        let mut defs = Vec::new();
+        for (i, m) in c.profiles.iter().enumerate() {
+            let at = |k: &str| cfg.key_path(&format!("profiles::{i}::{k}"));
+            if m.name.is_empty() {
+                errs.push(at("name"), "metric name must be provided");
+            }
+            let mut expr = |key: String, text: &str, required: bool| -> Option<ValueExpr> {
+                if text.is_empty() {
+                    if required {
+                        errs.push(key, "value must be defined");
+                    }
+                    return None;
+                }
+                ValueExpr::parse(text, opts)
+                    .map_err(|e| {
+                        errs.push(
+                            key,
+                            format!("failed to parse OTTL value expression {text:?}: {e}"),
+                        )
+                    })
+                    .ok()
+            };
+            let kinds = [
+                m.sum.is_some(),
+                m.gauge.is_some(),
+                m.histogram.is_some(),
+                m.exponential_histogram.is_some(),
+            ];
+            let kind = match kinds.iter().filter(|k| **k).count() {
+                1 => {
+                    if let Some(s) = &m.sum {
+                        expr(at("sum::value"), &s.value, true).map(|value| Kind::Sum {
+                            value,
+                            monotonic: s.monotonic,
+                        })
+                    } else if let Some(g) = &m.gauge {
+                        expr(at("gauge::value"), &g.value, true).map(|value| Kind::Gauge { value })
+                    } else if let Some(h) = &m.histogram {
+                        let value = expr(at("histogram::value"), &h.value, true);
+                        let count = expr(at("histogram::count"), &h.count, false);
+                        let bounds = if h.buckets.is_empty() {
+                            DEFAULT_BUCKETS.to_vec()
+                        } else {
+                            h.buckets.clone()
+                        };
+                        if bounds.windows(2).any(|w| w[0] >= w[1]) {
+                            errs.push(
+                                at("histogram::buckets"),
+                                "must be sorted ascending, without repeats",
+                            );
+                        }
+                        value.map(|value| Kind::Histogram {
+                            value,
+                            count,
+                            bounds,
+                        })
+                    } else {
+                        errs.push(
+                            at("exponential_histogram"),
+                            "not supported by profcol yet: use histogram with explicit buckets",
+                        );
+                        None
+                    }
+                }
+                0 => {
+                    errs.push(
+                        at(""),
+                        "exactly one of the metrics must be defined (sum, gauge, histogram, exponential_histogram)",
+                    );
+                    None
+                }
+                _ => {
+                    errs.push(at(""), "only one of the metrics must be defined (sum, gauge, histogram, exponential_histogram)");
+                    None
+                }
+            };
+            let attrs = |list: &[config::Attribute], key: &str, errs: &mut ConfigErrors| {
+                let mut out: Vec<Attr> = Vec::new();
+                for (j, a) in list.iter().enumerate() {
+                    let path = at(&format!("{key}::{j}"));
+                    if a.key.is_empty() {
+                        errs.push(format!("{path}::key"), "attribute key missing");
+                    }
+                    if a.optional && a.default_value.is_some() {
+                        errs.push(
+                            &path,
+                            format!(
+                                "only one of default_value or optional should be set for {key}"
+                            ),
+                        );
+                    }
+                    if out.iter().any(|o| o.key == a.key) {
+                        errs.push(&path, format!("duplicate key found in {key}: {}", a.key));
+                    }
+                    out.push(Attr {
+                        key: a.key.clone(),
+                        default: a.default_value.as_ref().map(any),
+                        optional: a.optional,
+                    });
+                }
+                out
+            };
+            let resource_attrs = attrs(
+                &m.include_resource_attributes,
+                "include_resource_attributes",
+                &mut errs,
+            );
+            let mut profile_attrs = attrs(&m.attributes, "attributes", &mut errs);
+            profile_attrs.sort_by(|a, b| a.key.cmp(&b.key));
+            let mut conditions = Vec::new();
+            for (j, text) in m.conditions.iter().enumerate() {
+                match Condition::parse(text, opts) {
+                    Ok(c) => conditions.push(c),
+                    Err(e) => errs.push(
+                        at(&format!("conditions::{j}")),
+                        format!("failed to parse OTTL condition {text:?}: {e}"),
+                    ),
+                }
+            }
+            if let Some(kind) = kind {
+                defs.push(MetricDef {
+                    name: m.name.clone(),
+                    description: m.description.clone(),
+                    unit: m.unit.clone(),
+                    resource_attrs,
+                    attrs: profile_attrs,
+                    conditions,
+                    kind,
+                });
+            }
+        }
+        errs.into_result(SignalToMetrics {
+            defs,
+            error_mode: c.error_mode,
+            instance_id: uuid::Uuid::new_v4().to_string(),
+        })
+    }
+}
+
+/// One data point being aggregated.
+enum Point {
+    Int(i64),
+    Double(f64),
+    Hist {
+        sum: f64,
+        count: u64,
+        counts: Vec<u64>,
+    },
+}
+
+/// The points of one metric of one resource, in order of first
+/// appearance, and where each attribute set's point is.
+type Points = (Vec<(Vec<KeyValue>, Point)>, HashMap<Vec<u8>, usize>);
+
+/// What one request aggregates into: resources by their attributes, and
+/// per definition and resource the points by their attributes.
+#[derive(Default)]
+struct Aggregate {
+    resources: Vec<Vec<KeyValue>>,
+    resource_ids: HashMap<Vec<u8>, usize>,
+    /// (definition, resource) -> points in order of first appearance.
+    points: HashMap<(usize, usize), Points>,
+}
+
+fn key_of(attrs: &[KeyValue]) -> Vec<u8> {
+    use prost::Message;
+    let mut buf = Vec::new();
+    for kv in attrs {
+        let _ = kv.encode_length_delimited(&mut buf);
+    }
+    buf
+}
+
+fn number(v: Val<'_>, what: &str) -> Result<Val<'static>, EvalError> {
+    match v {
+        Val::Int(i) => Ok(Val::Int(i)),
+        Val::Double(d) => Ok(Val::Double(d)),
+        other => Err(EvalError(format!(
+            "failed to parse {what} OTTL value of type {} into int64 or float64",
+            other.type_name()
+        ))),
+    }
+}
+
+/// The output attributes of `defs` for one item, or `None` when a
+/// required one is missing.
+fn resolve(defs: &[Attr], get: impl Fn(&str) -> Option<AnyValue>) -> Option<Vec<KeyValue>> {
+    let mut out = Vec::with_capacity(defs.len());
+    for a in defs {
+        let value = match get(&a.key) {
+            Some(v) => v,
+            None => match (&a.default, a.optional) {
+                (Some(d), _) => d.clone(),
+                (None, true) => continue,
+                (None, false) => return None,
+            },
+        };
+        out.push(KeyValue {
+            key: a.key.clone(),
+            value: Some(value),
+            ..Default::default()
+        });
+    }
+    Some(out)
+}
+
+impl SignalToMetrics {
+    /// One definition on one profile.
+    fn aggregate(&self, d: usize, ctx: &Ctx, agg: &mut Aggregate) -> Result<(), EvalError> {
+        let md = &self.defs[d];
+        let Some(attrs) = resolve(&md.attrs, |k| ctx.profile_attr(k).ok().flatten().cloned())
+        else {
+            return Ok(());
+        };
+        if !md.conditions.is_empty() {
+            let mut matched = false;
+            for c in &md.conditions {
+                if c.eval(ctx)? {
+                    matched = true;
+                    break;
+                }
+            }
+            if !matched {
+                return Ok(());
+            }
+        }
+        let resource_attrs: &[KeyValue] = ctx.resource.as_ref().map_or(&[], |r| &r.attributes);
+        let mut res = if md.resource_attrs.is_empty() {
+            resource_attrs.to_vec()
+        } else {
+            let get = |k: &str| {
+                resource_attrs
+                    .iter()
+                    .find(|kv| kv.key == k)
+                    .and_then(|kv| kv.value.clone())
+            };
+            match resolve(&md.resource_attrs, get) {
+                Some(r) => r,
+                None => return Ok(()),
+            }
+        };
+        res.push(KeyValue {
+            key: INSTANCE_ID_KEY.into(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::StringValue(self.instance_id.clone())),
+            }),
+            ..Default::default()
+        });
+        // Values before any state changes: an error leaves nothing half done.
+        let update = match &md.kind {
+            Kind::Sum { value, .. } | Kind::Gauge { value } => number(value.eval(ctx)?, "sum")?,
+            Kind::Histogram { value, count, .. } => {
+                let v = match number(value.eval(ctx)?, "histogram")? {
+                    Val::Int(i) => i as f64,
+                    Val::Double(f) => f,
+                    _ => unreachable!(),
+                };
+                let n = match count {
+                    None => 1,
+                    Some(c) => match number(c.eval(ctx)?, "count")? {
+                        Val::Int(i) => i,
+                        Val::Double(f) => f as i64,
+                        _ => unreachable!(),
+                    },
+                };
+                if n == 0 {
+                    return Ok(());
+                }
+                Val::List(vec![Val::Double(v), Val::Int(n)])
+            }
+        };
+        let rkey = key_of(&res);
+        let r = match agg.resource_ids.get(&rkey) {
+            Some(&r) => r,
+            None => {
+                agg.resources.push(res);
+                agg.resource_ids.insert(rkey, agg.resources.len() - 1);
+                agg.resources.len() - 1
+            }
+        };
+        let (points, ids) = agg.points.entry((d, r)).or_default();
+        let akey = key_of(&attrs);
+        let p = match ids.get(&akey) {
+            Some(&p) => p,
+            None => {
+                let fresh = match (&md.kind, &update) {
+                    (Kind::Histogram { bounds, .. }, _) => Point::Hist {
+                        sum: 0.0,
+                        count: 0,
+                        counts: vec![0; bounds.len() + 1],
+                    },
+                    (_, Val::Double(_)) => Point::Double(0.0),
+                    _ => Point::Int(0),
+                };
+                points.push((attrs, fresh));
+                ids.insert(akey, points.len() - 1);
+                points.len() - 1
+            }
+        };
+        let point = &mut points[p].1;
+        match (&md.kind, update, point) {
+            (Kind::Sum { .. }, Val::Int(v), Point::Int(acc)) => *acc = acc.wrapping_add(v),
+            (Kind::Sum { .. }, Val::Double(v), Point::Double(acc)) => *acc += v,
+            // A sum that was int and meets a double (or the other way)
+            // goes on as the Collector's: the point keeps its first type.
+            (Kind::Sum { .. }, Val::Int(v), Point::Double(acc)) => *acc += v as f64,
+            (Kind::Sum { .. }, Val::Double(v), Point::Int(acc)) => *acc += v as i64,
+            (Kind::Gauge { .. }, Val::Int(v), point) => *point = Point::Int(v),
+            (Kind::Gauge { .. }, Val::Double(v), point) => *point = Point::Double(v),
+            (Kind::Histogram { bounds, .. }, Val::List(l), Point::Hist { sum, count, counts }) => {
+                let (Val::Double(v), Val::Int(n)) = (&l[0], &l[1]) else {
+                    unreachable!()
+                };
+                *sum += v * *n as f64;
+                *count = count.wrapping_add(*n as u64);
+                let i = bounds.partition_point(|b| b < v);
+                counts[i] = counts[i].wrapping_add(*n as u64);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn finish(&self, mut agg: Aggregate, now: u64) -> Option<ExportMetricsServiceRequest> {
+        if agg.resources.is_empty() {
+            return None;
+        }
+        let mut out: Vec<ResourceMetrics> = agg
+            .resources
+            .drain(..)
+            .map(|attributes| ResourceMetrics {
+                resource: Some(Resource {
+                    attributes,
+                    ..Default::default()
+                }),
+                scope_metrics: vec![ScopeMetrics {
+                    scope: Some(InstrumentationScope {
+                        name: SCOPE_NAME.into(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .collect();
+        for (d, md) in self.defs.iter().enumerate() {
+            for (r, rm) in out.iter_mut().enumerate() {
+                let Some((points, _)) = agg.points.remove(&(d, r)) else {
+                    continue;
+                };
+                let number = |(attributes, p): (Vec<KeyValue>, Point)| pm::NumberDataPoint {
+                    attributes,
+                    time_unix_nano: now,
+                    value: Some(match p {
+                        Point::Double(v) => number_data_point::Value::AsDouble(v),
+                        Point::Int(v) => number_data_point::Value::AsInt(v),
+                        Point::Hist { .. } => unreachable!(),
+                    }),
+                    ..Default::default()
+                };
+                let data = match &md.kind {
+                    Kind::Sum { monotonic, .. } => metric::Data::Sum(pm::Sum {
+                        data_points: points.into_iter().map(number).collect(),
+                        aggregation_temporality: DELTA,
+                        is_monotonic: *monotonic,
+                    }),
+                    Kind::Gauge { .. } => metric::Data::Gauge(pm::Gauge {
+                        data_points: points.into_iter().map(number).collect(),
+                    }),
+                    Kind::Histogram { bounds, .. } => metric::Data::Histogram(pm::Histogram {
+                        aggregation_temporality: DELTA,
+                        data_points: points
+                            .into_iter()
+                            .map(|(attributes, p)| {
+                                let Point::Hist { sum, count, counts } = p else {
+                                    unreachable!()
+                                };
+                                pm::HistogramDataPoint {
+                                    attributes,
+                                    time_unix_nano: now,
+                                    count,
+                                    sum: Some(sum),
+                                    bucket_counts: counts,
+                                    explicit_bounds: bounds.clone(),
+                                    ..Default::default()
+                                }
+                            })
+                            .collect(),
+                    }),
+                };
+                rm.scope_metrics[0].metrics.push(Metric {
+                    name: md.name.clone(),
+                    description: md.description.clone(),
+                    unit: md.unit.clone(),
+                    data: Some(data),
+                    ..Default::default()
+                });
+            }
+        }
+        Some(ExportMetricsServiceRequest {
+            resource_metrics: out,
+        })
+    }
+}
+
+impl ProfilesToMetrics for SignalToMetrics {
+    fn convert(&self, batch: &ProfileBatch) -> Option<ExportMetricsServiceRequest> {
+        // The OTTL contexts take the data mutably (statements write); the
+        // batch is shared with the other pipelines, so a copy is read.
+        let mut data = batch.data().clone();
+        let mut agg = Aggregate::default();
+        let result = profcol_ottl::for_each(&mut data, Level::Profile, |ctx| {
+            for d in 0..self.defs.len() {
+                if let Err(e) = self.aggregate(d, ctx, &mut agg) {
+                    match self.error_mode {
+                        ErrorMode::Propagate => return Err(e),
+                        ErrorMode::Ignore => {
+                            tracing::warn!(metric = %self.defs[d].name, error = %e, "signaltometrics: failed to evaluate; skipped for this profile")
+                        }
+                        ErrorMode::Silent => {}
+                    }
+                }
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "signaltometrics: failed to evaluate (error_mode: propagate); no metrics made of this request");
+            return None;
+        }
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        self.finish(agg, now)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,284 @@
+use super::*;
+use profcol_model::proto::{
+    KeyValueAndUnit, Profile, ProfilesData, ProfilesDictionary, ResourceProfiles, ScopeProfiles,
+};
+use profcol_pipeline::config::Kind as CKind;
+
+fn create(yaml: &str) -> Result<Arc<SignalToMetrics>, String> {
+    let cfg = ComponentConfig::from_yaml(CKind::Connector, "signaltometrics", yaml).unwrap();
+    let c: Config = cfg.decode().map_err(|e| e.to_string())?;
+    SignalToMetrics::new(&c, &cfg)
+        .map(Arc::new)
+        .map_err(|e| e.to_string())
+}
+
+fn s(v: &str) -> AnyValue {
+    AnyValue {
+        value: Some(any_value::Value::StringValue(v.into())),
+    }
+}
+
+fn kv(k: &str, v: &str) -> KeyValue {
+    KeyValue {
+        key: k.into(),
+        value: Some(s(v)),
+        ..Default::default()
+    }
+}
+
+/// Two resources; the first with two profiles (`profile.foo` = a, b), the
+/// second with one profile without attributes.
+fn batch() -> ProfileBatch {
+    let dict = ProfilesDictionary {
+        string_table: vec!["".into(), "profile.foo".into()],
+        attribute_table: vec![
+            KeyValueAndUnit::default(),
+            KeyValueAndUnit {
+                key_strindex: 1,
+                value: Some(s("a")),
+                unit_strindex: 0,
+            },
+            KeyValueAndUnit {
+                key_strindex: 1,
+                value: Some(s("b")),
+                unit_strindex: 0,
+            },
+        ],
+        ..Default::default()
+    };
+    let profile = |attrs: Vec<i32>| Profile {
+        attribute_indices: attrs,
+        ..Default::default()
+    };
+    let resource = |attrs: Vec<KeyValue>, profiles: Vec<Profile>| ResourceProfiles {
+        resource: Some(Resource {
+            attributes: attrs,
+            ..Default::default()
+        }),
+        scope_profiles: vec![ScopeProfiles {
+            profiles,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    ProfileBatch::new(ProfilesData {
+        resource_profiles: vec![
+            resource(
+                vec![kv("service.name", "api"), kv("resource.foo", "x")],
+                vec![profile(vec![1]), profile(vec![2]), profile(vec![1])],
+            ),
+            resource(vec![kv("service.name", "db")], vec![profile(vec![])]),
+        ],
+        dictionary: Some(dict),
+    })
+}
+
+fn points(req: &ExportMetricsServiceRequest, name: &str) -> Vec<(Vec<KeyValue>, String)> {
+    let mut out = Vec::new();
+    for rm in &req.resource_metrics {
+        let res = &rm.resource.as_ref().unwrap().attributes;
+        assert_eq!(rm.scope_metrics[0].scope.as_ref().unwrap().name, SCOPE_NAME);
+        for m in rm.scope_metrics.iter().flat_map(|s| &s.metrics) {
+            if m.name != name {
+                continue;
+            }
+            let mut res: Vec<KeyValue> = res
+                .iter()
+                .filter(|kv| kv.key != INSTANCE_ID_KEY)
+                .cloned()
+                .collect();
+            match m.data.as_ref().unwrap() {
+                metric::Data::Sum(sum) => {
+                    assert_eq!(sum.aggregation_temporality, DELTA);
+                    for p in &sum.data_points {
+                        assert_eq!(p.start_time_unix_nano, 0);
+                        assert!(p.time_unix_nano > 0);
+                        let mut attrs = res.clone();
+                        attrs.extend(p.attributes.clone());
+                        out.push((attrs, format!("{:?}", p.value.unwrap())));
+                    }
+                }
+                metric::Data::Histogram(h) => {
+                    for p in &h.data_points {
+                        let mut attrs = res.clone();
+                        attrs.extend(p.attributes.clone());
+                        out.push((
+                            attrs,
+                            format!("count={} sum={:?} {:?}", p.count, p.sum, p.bucket_counts),
+                        ));
+                    }
+                }
+                metric::Data::Gauge(g) => {
+                    for p in &g.data_points {
+                        let mut attrs = res.clone();
+                        attrs.extend(p.attributes.clone());
+                        out.push((attrs, format!("{:?}", p.value.unwrap())));
+                    }
+                }
+                _ => unreachable!(),
+            }
+            res.clear();
+        }
+    }
+    out
+}
+
+#[test]
+fn the_collectors_profiles_sum_definitions() {
+    // testdata/profiles/sum/config.yaml of the Collector v0.161.0.
+    let c = create(
+        r#"
+profiles:
+  - name: total.profiles.sum
+    sum: {value: "1", monotonic: true}
+  - name: total.profiles.resource.foo.sum
+    include_resource_attributes: [{key: resource.foo}]
+    sum: {value: "1", monotonic: true}
+  - name: profiles.foo.sum
+    attributes: [{key: profile.foo}]
+    sum: {value: "1", monotonic: true}
+  - name: with.default
+    attributes: [{key: profile.foo, default_value: none}]
+    sum: {value: "2.5"}
+  - name: ignored.sum
+    conditions: ['resource.attributes["404.attribute"] != nil']
+    sum: {value: "2"}
+  - name: either.condition
+    conditions:
+      - resource.attributes["404.attribute"] != nil
+      - resource.attributes["resource.foo"] != nil
+    sum: {value: "1"}
+"#,
+    )
+    .unwrap();
+    let req = c.convert(&batch()).unwrap();
+    let api = [kv("service.name", "api"), kv("resource.foo", "x")];
+    let db = [kv("service.name", "db")];
+    let mut total = points(&req, "total.profiles.sum");
+    total.sort_by_key(|p| format!("{p:?}"));
+    assert_eq!(
+        total,
+        vec![
+            (api.to_vec(), "AsInt(3)".to_string()),
+            (db.to_vec(), "AsInt(1)".to_string())
+        ]
+    );
+    // Only resource.foo kept: the db resource has none, so it is skipped.
+    assert_eq!(
+        points(&req, "total.profiles.resource.foo.sum"),
+        vec![(vec![kv("resource.foo", "x")], "AsInt(3)".to_string())]
+    );
+    let foo = points(&req, "profiles.foo.sum");
+    assert_eq!(foo.len(), 2, "{foo:?}");
+    assert!(foo.contains(&(
+        [api.to_vec(), vec![kv("profile.foo", "a")]].concat(),
+        "AsInt(2)".to_string()
+    )));
+    let dflt = points(&req, "with.default");
+    assert!(dflt.contains(&(
+        [db.to_vec(), vec![kv("profile.foo", "none")]].concat(),
+        "AsDouble(2.5)".to_string()
+    )));
+    assert!(points(&req, "ignored.sum").is_empty());
+    assert_eq!(
+        points(&req, "either.condition"),
+        vec![(api.to_vec(), "AsInt(3)".to_string())]
+    );
+    // Every resource carries the instance id.
+    for rm in &req.resource_metrics {
+        let attrs = &rm.resource.as_ref().unwrap().attributes;
+        assert_eq!(attrs.last().unwrap().key, INSTANCE_ID_KEY);
+    }
+}
+
+#[test]
+fn histograms_count_into_their_buckets() {
+    let c = create(
+        r#"
+profiles:
+  - name: h
+    include_resource_attributes: [{key: service.name}]
+    histogram: {buckets: [1, 5], value: "3", count: "2"}
+"#,
+    )
+    .unwrap();
+    let req = c.convert(&batch()).unwrap();
+    let mut got = points(&req, "h");
+    got.sort_by_key(|p| format!("{p:?}"));
+    assert_eq!(
+        got,
+        vec![
+            (
+                vec![kv("service.name", "api")],
+                "count=6 sum=Some(18.0) [0, 6, 0]".to_string()
+            ),
+            (
+                vec![kv("service.name", "db")],
+                "count=2 sum=Some(6.0) [0, 2, 0]".to_string()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn errors_name_their_key_paths() {
+    let err = create("profiles: [{sum: {value: '1'}}]").err().unwrap();
+    assert!(
+        err.contains(
+            "connectors::signaltometrics::profiles::0::name: metric name must be provided"
+        ),
+        "{err}"
+    );
+    let err = create("profiles: [{name: a, sum: {value: '1 +'}}]")
+        .err()
+        .unwrap();
+    assert!(
+        err.contains("connectors::signaltometrics::profiles::0::sum::value: failed to parse OTTL value expression"),
+        "{err}"
+    );
+    let err = create("profiles: [{name: a}]").err().unwrap();
+    assert!(
+        err.contains("exactly one of the metrics must be defined"),
+        "{err}"
+    );
+    let err = create("profiles: [{name: a, sum: {value: '1'}, attributes: [{key: k, optional: true, default_value: x}]}]").err().unwrap();
+    assert!(
+        err.contains("profiles::0::attributes::0: only one of default_value or optional"),
+        "{err}"
+    );
+    let err = create("profiles: [{name: a, exponential_histogram: {value: '1'}}]")
+        .err()
+        .unwrap();
+    assert!(
+        err.contains("profiles::0::exponential_histogram: not supported"),
+        "{err}"
+    );
+    let err = create("spans: [{name: a, sum: {value: '1'}}]")
+        .err()
+        .unwrap();
+    assert!(
+        err.contains("connectors::signaltometrics::spans: profcol carries profiles only"),
+        "{err}"
+    );
+    let err = create("profiles: [{name: a, sum: {value: '1'}, conditions: ['nope(']}]")
+        .err()
+        .unwrap();
+    assert!(
+        err.contains("profiles::0::conditions::0: failed to parse OTTL condition"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_evaluation_error_follows_error_mode() {
+    let yaml = |mode: &str| {
+        format!("error_mode: {mode}\nprofiles:\n  - name: bad\n    sum: {{value: 'resource.attributes[\"service.name\"]'}}\n  - name: good\n    sum: {{value: '1'}}\n")
+    };
+    assert!(create(&yaml("propagate"))
+        .unwrap()
+        .convert(&batch())
+        .is_none());
+    let req = create(&yaml("ignore")).unwrap().convert(&batch()).unwrap();
+    assert!(points(&req, "bad").is_empty());
+    assert_eq!(points(&req, "good").len(), 2);
+}
