@@ -29,6 +29,19 @@ const DEFINITIONS: &str = r#"
       - name: profiles.value
         include_resource_attributes: [{key: service.name}, {key: absent.key, optional: true}]
         histogram: {buckets: [1, 5, 10], value: "3", count: "2"}
+      - name: profiles.expo
+        include_resource_attributes: [{key: service.name}]
+        exponential_histogram: {value: "3.5", count: "2", max_size: 4}
+      - name: profiles.expo.default
+        exponential_histogram: {value: "1000"}
+      - name: profiles.duration
+        unit: ns
+        include_resource_attributes: [{key: absent.key, optional: true}]
+        exponential_histogram: {value: "profile.duration_unix_nano", max_size: 3}
+      - name: profiles.period
+        histogram: {buckets: [1000, 10000000, 1000000000], value: "profile.period"}
+      - name: profiles.duration.sum
+        sum: {value: "profile.duration_unix_nano"}
       - name: profiles.gauge
         gauge: {value: "7"}
       - name: profiles.conditional
@@ -106,6 +119,23 @@ fn points(path: &std::path::Path) -> Vec<String> {
                                     p.sum,
                                     p.bucket_counts,
                                     p.explicit_bounds
+                                ));
+                            }
+                        }
+                        metric::Data::ExponentialHistogram(h) => {
+                            for p in &h.data_points {
+                                out.push(format!(
+                                    "{head} exponential temporality={} {:?} count={} sum={:?} scale={} zero={} min={:?} max={:?} +{:?} -{:?}",
+                                    h.aggregation_temporality,
+                                    attrs(&p.attributes),
+                                    p.count,
+                                    p.sum,
+                                    p.scale,
+                                    p.zero_count,
+                                    p.min,
+                                    p.max,
+                                    p.positive,
+                                    p.negative
                                 ));
                             }
                         }
@@ -188,6 +218,13 @@ async fn the_same_points_as_the_collectors_signal_to_metrics() {
         c.len()
     );
     assert!(c.iter().any(|l| l.starts_with("profiles.value")), "{c:#?}");
+    assert!(c.iter().any(|l| l.starts_with("profiles.expo")), "{c:#?}");
+    // Durations of several sizes in one request make it downscale.
+    assert!(
+        c.iter()
+            .any(|l| l.starts_with("profiles.duration ") && !l.contains("scale=20")),
+        "{c:#?}"
+    );
     assert!(
         c.iter().any(|l| l.starts_with("profiles.conditional")),
         "{c:#?}"

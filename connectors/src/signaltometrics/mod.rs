@@ -7,6 +7,7 @@
 //! nothing is kept between requests.
 
 mod config;
+mod expo;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -80,6 +81,11 @@ enum Kind {
         value: ValueExpr,
         count: Option<ValueExpr>,
         bounds: Vec<f64>,
+    },
+    Exponential {
+        value: ValueExpr,
+        count: Option<ValueExpr>,
+        max_size: i32,
     },
 }
 
@@ -192,11 +198,22 @@ impl SignalToMetrics {
                             count,
                             bounds,
                         })
+                    } else if let Some(h) = &m.exponential_histogram {
+                        let value = expr(at("exponential_histogram::value"), &h.value, true);
+                        let count = expr(at("exponential_histogram::count"), &h.count, false);
+                        let max_size = if h.max_size == 0 { 160 } else { h.max_size };
+                        if !(2..=16384).contains(&max_size) {
+                            errs.push(
+                                at("exponential_histogram::max_size"),
+                                format!("invalid config: max size {max_size} is out of range [2, 16384]"),
+                            );
+                        }
+                        value.map(|value| Kind::Exponential {
+                            value,
+                            count,
+                            max_size,
+                        })
                     } else {
-                        errs.push(
-                            at("exponential_histogram"),
-                            "not supported by profcol yet: use histogram with explicit buckets",
-                        );
                         None
                     }
                 }
@@ -284,6 +301,7 @@ enum Point {
         count: u64,
         counts: Vec<u64>,
     },
+    Expo(Box<expo::ExpoHistogram>),
 }
 
 /// The points of one metric of one resource, in order of first
@@ -387,7 +405,7 @@ impl SignalToMetrics {
         // Values before any state changes: an error leaves nothing half done.
         let update = match &md.kind {
             Kind::Sum { value, .. } | Kind::Gauge { value } => number(value.eval(ctx)?, "sum")?,
-            Kind::Histogram { value, count, .. } => {
+            Kind::Histogram { value, count, .. } | Kind::Exponential { value, count, .. } => {
                 let v = match number(value.eval(ctx)?, "histogram")? {
                     Val::Int(i) => i as f64,
                     Val::Double(f) => f,
@@ -427,6 +445,9 @@ impl SignalToMetrics {
                         count: 0,
                         counts: vec![0; bounds.len() + 1],
                     },
+                    (Kind::Exponential { max_size, .. }, _) => {
+                        Point::Expo(Box::new(expo::ExpoHistogram::new(*max_size)))
+                    }
                     (_, Val::Double(_)) => Point::Double(0.0),
                     _ => Point::Int(0),
                 };
@@ -453,6 +474,12 @@ impl SignalToMetrics {
                 *count = count.wrapping_add(*n as u64);
                 let i = bounds.partition_point(|b| b < v);
                 counts[i] = counts[i].wrapping_add(*n as u64);
+            }
+            (Kind::Exponential { .. }, Val::List(l), Point::Expo(h)) => {
+                let (Val::Double(v), Val::Int(n)) = (&l[0], &l[1]) else {
+                    unreachable!()
+                };
+                h.update(*v, *n as u64);
             }
             _ => {}
         }
@@ -492,7 +519,7 @@ impl SignalToMetrics {
                     value: Some(match p {
                         Point::Double(v) => number_data_point::Value::AsDouble(v),
                         Point::Int(v) => number_data_point::Value::AsInt(v),
-                        Point::Hist { .. } => unreachable!(),
+                        Point::Hist { .. } | Point::Expo(_) => unreachable!(),
                     }),
                     ..Default::default()
                 };
@@ -525,6 +552,36 @@ impl SignalToMetrics {
                             })
                             .collect(),
                     }),
+                    Kind::Exponential { .. } => {
+                        metric::Data::ExponentialHistogram(pm::ExponentialHistogram {
+                            aggregation_temporality: DELTA,
+                            data_points: points
+                                .into_iter()
+                                .map(|(attributes, p)| {
+                                    let Point::Expo(h) = p else { unreachable!() };
+                                    let buckets = |b: &expo::Buckets| {
+                                        Some(pm::exponential_histogram_data_point::Buckets {
+                                            offset: b.offset,
+                                            bucket_counts: b.counts.clone(),
+                                        })
+                                    };
+                                    pm::ExponentialHistogramDataPoint {
+                                        attributes,
+                                        time_unix_nano: now,
+                                        count: h.count,
+                                        sum: Some(h.sum),
+                                        scale: h.scale,
+                                        zero_count: h.zero_count,
+                                        positive: buckets(&h.positive),
+                                        negative: buckets(&h.negative),
+                                        min: (h.count > 0).then_some(h.min),
+                                        max: (h.count > 0).then_some(h.max),
+                                        ..Default::default()
+                                    }
+                                })
+                                .collect(),
+                        })
+                    }
                 };
                 rm.scope_metrics[0].metrics.push(Metric {
                     name: md.name.clone(),

@@ -246,11 +246,11 @@ fn errors_name_their_key_paths() {
         err.contains("profiles::0::attributes::0: only one of default_value or optional"),
         "{err}"
     );
-    let err = create("profiles: [{name: a, exponential_histogram: {value: '1'}}]")
+    let err = create("profiles: [{name: a, exponential_histogram: {value: '1', max_size: 1}}]")
         .err()
         .unwrap();
     assert!(
-        err.contains("profiles::0::exponential_histogram: not supported"),
+        err.contains("profiles::0::exponential_histogram::max_size: invalid config: max size 1 is out of range [2, 16384]"),
         "{err}"
     );
     let err = create("spans: [{name: a, sum: {value: '1'}}]")
