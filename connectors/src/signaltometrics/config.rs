@@ -44,6 +44,8 @@ pub struct MetricInfo {
     pub attributes: Vec<Attribute>,
     #[serde(default)]
     pub conditions: Vec<String>,
+    /// profcol's extension: `sample` evaluates a `sum` per sample.
+    pub context: Option<String>,
     pub sum: Option<Sum>,
     pub gauge: Option<Gauge>,
     pub histogram: Option<Histogram>,

@@ -17,7 +17,9 @@ use profcol_model::proto::metrics::{
     self as pm, metric, number_data_point, ExportMetricsServiceRequest, Metric, ResourceMetrics,
     ScopeMetrics,
 };
-use profcol_model::proto::{any_value, AnyValue, InstrumentationScope, KeyValue, Resource};
+use profcol_model::proto::{
+    any_value, AnyValue, InstrumentationScope, KeyValue, ProfilesDictionary, Resource,
+};
 use profcol_model::ProfileBatch;
 use profcol_ottl::value::Val;
 use profcol_ottl::{Condition, Ctx, EvalError, Level, Options, Prefixes, ValueExpr};
@@ -89,7 +91,20 @@ enum Kind {
     },
 }
 
+/// What a `context: sample` sum adds per sample.
+enum SampleValue {
+    /// `sample.value`: the sum of the sample's values.
+    Values,
+    /// An integer literal: a count of samples, weighted.
+    Const(i64),
+}
+
+/// The attribute key that names a sample's leaf function (`context: sample`).
+pub const FUNCTION_NAME: &str = "function.name";
+
 struct MetricDef {
+    /// `context: sample` (profcol's extension): evaluated per sample.
+    sample: Option<SampleValue>,
     name: String,
     description: String,
     unit: String,
@@ -173,10 +188,18 @@ impl SignalToMetrics {
             let kind = match kinds.iter().filter(|k| **k).count() {
                 1 => {
                     if let Some(s) = &m.sum {
-                        expr(at("sum::value"), &s.value, true).map(|value| Kind::Sum {
-                            value,
-                            monotonic: s.monotonic,
-                        })
+                        if m.context.as_deref() == Some("sample") {
+                            // The samples give the value (checked below).
+                            Some(Kind::Sum {
+                                value: ValueExpr::parse("0", opts).expect("a literal parses"),
+                                monotonic: s.monotonic,
+                            })
+                        } else {
+                            expr(at("sum::value"), &s.value, true).map(|value| Kind::Sum {
+                                value,
+                                monotonic: s.monotonic,
+                            })
+                        }
                     } else if let Some(g) = &m.gauge {
                         expr(at("gauge::value"), &g.value, true).map(|value| Kind::Gauge { value })
                     } else if let Some(h) = &m.histogram {
@@ -272,8 +295,33 @@ impl SignalToMetrics {
                     ),
                 }
             }
+            let sample = match m.context.as_deref() {
+                None | Some("profile") => None,
+                Some("sample") => match &m.sum {
+                    Some(sum) if sum.value.trim() == "sample.value" => Some(SampleValue::Values),
+                    Some(sum) => match sum.value.trim().parse::<i64>() {
+                        Ok(c) => Some(SampleValue::Const(c)),
+                        Err(_) => {
+                            errs.push(
+                                at("sum::value"),
+                                "with context: sample, the value is sample.value or an integer",
+                            );
+                            None
+                        }
+                    },
+                    None => {
+                        errs.push(at("context"), "context: sample is for sum metrics only");
+                        None
+                    }
+                },
+                Some(other) => {
+                    errs.push(at("context"), format!("unknown context {other:?}: profile (the Collector's) or sample (profcol's)"));
+                    None
+                }
+            };
             if let Some(kind) = kind {
                 defs.push(MetricDef {
+                    sample,
                     name: m.name.clone(),
                     description: m.description.clone(),
                     unit: m.unit.clone(),
@@ -316,6 +364,53 @@ struct Aggregate {
     resource_ids: HashMap<Vec<u8>, usize>,
     /// (definition, resource) -> points in order of first appearance.
     points: HashMap<(usize, usize), Points>,
+    /// `context: sample`: point by the dictionary indices of a sample's
+    /// attributes, for the profile being read, and the key being built.
+    scratch: HashMap<Vec<i64>, usize>,
+    buf: Vec<i64>,
+}
+
+impl Aggregate {
+    /// The index of the resource of these attributes, added if new.
+    fn resource(&mut self, res: Vec<KeyValue>) -> usize {
+        let rkey = key_of(&res);
+        match self.resource_ids.get(&rkey) {
+            Some(&r) => r,
+            None => {
+                self.resources.push(res);
+                self.resource_ids.insert(rkey, self.resources.len() - 1);
+                self.resources.len() - 1
+            }
+        }
+    }
+}
+
+/// The name (string index) of a sample's leaf function: the first line
+/// (innermost inlined) of its stack's first location.
+fn leaf_function(dict: &ProfilesDictionary, s: &profcol_model::proto::Sample) -> Option<i32> {
+    let stack = dict.stack_table.get(usize::try_from(s.stack_index).ok()?)?;
+    let loc = dict
+        .location_table
+        .get(usize::try_from(*stack.location_indices.first()?).ok()?)?;
+    let f = dict
+        .function_table
+        .get(usize::try_from(loc.lines.first()?.function_index).ok()?)?;
+    Some(f.name_strindex)
+}
+
+/// The attribute table index of the sample's attribute `key`.
+fn sample_attr(
+    dict: &ProfilesDictionary,
+    s: &profcol_model::proto::Sample,
+    key: &str,
+) -> Option<i32> {
+    s.attribute_indices.iter().rev().copied().find(|&i| {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| dict.attribute_table.get(i))
+            .and_then(|a| dict.string_table.get(usize::try_from(a.key_strindex).ok()?))
+            .is_some_and(|k| k == key)
+    })
 }
 
 fn key_of(attrs: &[KeyValue]) -> Vec<u8> {
@@ -362,11 +457,21 @@ fn resolve(defs: &[Attr], get: impl Fn(&str) -> Option<AnyValue>) -> Option<Vec<
 
 impl SignalToMetrics {
     /// One definition on one profile.
-    fn aggregate(&self, d: usize, ctx: &Ctx, agg: &mut Aggregate) -> Result<(), EvalError> {
+    fn aggregate(
+        &self,
+        d: usize,
+        ctx: &Ctx,
+        dict: &ProfilesDictionary,
+        agg: &mut Aggregate,
+    ) -> Result<(), EvalError> {
         let md = &self.defs[d];
-        let Some(attrs) = resolve(&md.attrs, |k| ctx.profile_attr(k).ok().flatten().cloned())
-        else {
-            return Ok(());
+        let attrs = if md.sample.is_some() {
+            Vec::new()
+        } else {
+            match resolve(&md.attrs, |k| ctx.profile_attr(k).ok().flatten().cloned()) {
+                Some(a) => a,
+                None => return Ok(()),
+            }
         };
         if !md.conditions.is_empty() {
             let mut matched = false;
@@ -402,6 +507,11 @@ impl SignalToMetrics {
             }),
             ..Default::default()
         });
+        if let Some(sv) = &md.sample {
+            let r = agg.resource(res);
+            self.samples(d, r, sv, ctx, dict, agg);
+            return Ok(());
+        }
         // Values before any state changes: an error leaves nothing half done.
         let update = match &md.kind {
             Kind::Sum { value, .. } | Kind::Gauge { value } => number(value.eval(ctx)?, "sum")?,
@@ -425,15 +535,7 @@ impl SignalToMetrics {
                 Val::List(vec![Val::Double(v), Val::Int(n)])
             }
         };
-        let rkey = key_of(&res);
-        let r = match agg.resource_ids.get(&rkey) {
-            Some(&r) => r,
-            None => {
-                agg.resources.push(res);
-                agg.resource_ids.insert(rkey, agg.resources.len() - 1);
-                agg.resources.len() - 1
-            }
-        };
+        let r = agg.resource(res);
         let (points, ids) = agg.points.entry((d, r)).or_default();
         let akey = key_of(&attrs);
         let p = match ids.get(&akey) {
@@ -484,6 +586,99 @@ impl SignalToMetrics {
             _ => {}
         }
         Ok(())
+    }
+
+    /// A `context: sample` sum over the samples of one profile. A sample's
+    /// attribute set is looked up by dictionary indices in a buffer that
+    /// is reused: a set already seen in this profile allocates nothing.
+    fn samples(
+        &self,
+        d: usize,
+        r: usize,
+        sv: &SampleValue,
+        ctx: &Ctx,
+        dict: &ProfilesDictionary,
+        agg: &mut Aggregate,
+    ) {
+        let md = &self.defs[d];
+        let Some(profile) = ctx.profile.as_deref() else {
+            return;
+        };
+        let Aggregate {
+            points,
+            scratch,
+            buf,
+            ..
+        } = agg;
+        scratch.clear();
+        let (pts, ids) = points.entry((d, r)).or_default();
+        for s in &profile.samples {
+            buf.clear();
+            for a in &md.attrs {
+                let i = if a.key == FUNCTION_NAME {
+                    leaf_function(dict, s)
+                } else {
+                    sample_attr(dict, s, &a.key)
+                };
+                buf.push(i.map_or(-1, i64::from));
+            }
+            let p = match scratch.get(buf.as_slice()) {
+                Some(&p) => p,
+                None => {
+                    let mut attrs = Vec::with_capacity(md.attrs.len());
+                    let mut missing = false;
+                    for (a, &i) in md.attrs.iter().zip(buf.iter()) {
+                        let found = match (i, a.key == FUNCTION_NAME) {
+                            (-1, _) => ctx.profile_attr(&a.key).ok().flatten().cloned(),
+                            (i, true) => dict.string_table.get(i as usize).map(|n| AnyValue {
+                                value: Some(any_value::Value::StringValue(n.clone())),
+                            }),
+                            (i, false) => dict
+                                .attribute_table
+                                .get(i as usize)
+                                .and_then(|a| a.value.clone()),
+                        };
+                        let value = match (found, &a.default, a.optional) {
+                            (Some(v), _, _) => v,
+                            (None, Some(d), _) => d.clone(),
+                            (None, None, true) => continue,
+                            (None, None, false) => {
+                                missing = true;
+                                break;
+                            }
+                        };
+                        attrs.push(KeyValue {
+                            key: a.key.clone(),
+                            value: Some(value),
+                            ..Default::default()
+                        });
+                    }
+                    let p = if missing {
+                        usize::MAX
+                    } else {
+                        let akey = key_of(&attrs);
+                        match ids.get(&akey) {
+                            Some(&p) => p,
+                            None => {
+                                pts.push((attrs, Point::Int(0)));
+                                ids.insert(akey, pts.len() - 1);
+                                pts.len() - 1
+                            }
+                        }
+                    };
+                    scratch.insert(buf.clone(), p);
+                    p
+                }
+            };
+            let Some((_, Point::Int(acc))) = pts.get_mut(p) else {
+                continue;
+            };
+            let v = match sv {
+                SampleValue::Values => s.values.iter().fold(0i64, |a, v| a.wrapping_add(*v)),
+                SampleValue::Const(c) => *c,
+            };
+            *acc = acc.wrapping_add(v);
+        }
     }
 
     fn finish(&self, mut agg: Aggregate, now: u64) -> Option<ExportMetricsServiceRequest> {
@@ -603,10 +798,11 @@ impl ProfilesToMetrics for SignalToMetrics {
         // The OTTL contexts take the data mutably (statements write); the
         // batch is shared with the other pipelines, so a copy is read.
         let mut data = batch.data().clone();
+        let dict = batch.dictionary();
         let mut agg = Aggregate::default();
         let result = profcol_ottl::for_each(&mut data, Level::Profile, |ctx| {
             for d in 0..self.defs.len() {
-                if let Err(e) = self.aggregate(d, ctx, &mut agg) {
+                if let Err(e) = self.aggregate(d, ctx, dict, &mut agg) {
                     match self.error_mode {
                         ErrorMode::Propagate => return Err(e),
                         ErrorMode::Ignore => {

@@ -282,3 +282,154 @@ fn an_evaluation_error_follows_error_mode() {
     assert!(points(&req, "bad").is_empty());
     assert_eq!(points(&req, "good").len(), 2);
 }
+
+/// One resource, one profile of three samples: two on `work` (called
+/// from `main`), one on `main`; the first on thread `t1`.
+fn cpu_batch() -> ProfileBatch {
+    use profcol_model::proto::{Function, Line, Location, Sample, Stack};
+    let dict = ProfilesDictionary {
+        string_table: ["", "main", "work", "thread.name", "t1"]
+            .map(String::from)
+            .to_vec(),
+        function_table: vec![
+            Function::default(),
+            Function {
+                name_strindex: 1,
+                ..Default::default()
+            },
+            Function {
+                name_strindex: 2,
+                ..Default::default()
+            },
+        ],
+        location_table: vec![
+            Location::default(),
+            Location {
+                lines: vec![Line {
+                    function_index: 1,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+            Location {
+                lines: vec![Line {
+                    function_index: 2,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        ],
+        stack_table: vec![
+            Stack::default(),
+            Stack {
+                location_indices: vec![2, 1],
+            },
+            Stack {
+                location_indices: vec![1],
+            },
+        ],
+        attribute_table: vec![
+            KeyValueAndUnit::default(),
+            KeyValueAndUnit {
+                key_strindex: 3,
+                value: Some(s("t1")),
+                unit_strindex: 0,
+            },
+        ],
+        ..Default::default()
+    };
+    let sample = |stack_index, values: Vec<i64>, attribute_indices| Sample {
+        stack_index,
+        values,
+        attribute_indices,
+        ..Default::default()
+    };
+    ProfileBatch::new(ProfilesData {
+        resource_profiles: vec![ResourceProfiles {
+            resource: Some(Resource {
+                attributes: vec![kv("service.name", "api")],
+                ..Default::default()
+            }),
+            scope_profiles: vec![ScopeProfiles {
+                profiles: vec![Profile {
+                    samples: vec![
+                        sample(1, vec![10, 5], vec![1]),
+                        sample(2, vec![7], vec![]),
+                        sample(1, vec![3], vec![]),
+                    ],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        dictionary: Some(dict),
+    })
+}
+
+#[test]
+fn a_sample_context_sums_cpu_by_service_and_function() {
+    let c = create(
+        r#"
+profiles:
+  - name: cpu.time
+    unit: ns
+    context: sample
+    include_resource_attributes: [{key: service.name}]
+    attributes: [{key: function.name}, {key: thread.name, default_value: none}]
+    sum: {value: sample.value, monotonic: true}
+  - name: samples
+    context: sample
+    attributes: [{key: function.name}]
+    sum: {value: "1"}
+"#,
+    )
+    .unwrap();
+    let req = c.convert(&cpu_batch()).unwrap();
+    let api = kv("service.name", "api");
+    let mut cpu = points(&req, "cpu.time");
+    cpu.sort_by_key(|p| format!("{p:?}"));
+    let point = |f: &str, t: &str, v: &str| {
+        (
+            vec![api.clone(), kv("function.name", f), kv("thread.name", t)],
+            v.to_string(),
+        )
+    };
+    assert_eq!(
+        cpu,
+        vec![
+            point("main", "none", "AsInt(7)"),
+            point("work", "none", "AsInt(3)"),
+            point("work", "t1", "AsInt(15)"),
+        ]
+    );
+    let mut n = points(&req, "samples");
+    n.sort_by_key(|p| format!("{p:?}"));
+    assert_eq!(
+        n,
+        vec![
+            (
+                vec![api.clone(), kv("function.name", "main")],
+                "AsInt(1)".to_string()
+            ),
+            (
+                vec![api.clone(), kv("function.name", "work")],
+                "AsInt(2)".to_string()
+            ),
+        ]
+    );
+    let err = create("profiles: [{name: a, context: sample, gauge: {value: '1'}}]")
+        .err()
+        .unwrap();
+    assert!(
+        err.contains("profiles::0::context: context: sample is for sum metrics only"),
+        "{err}"
+    );
+    let err = create("profiles: [{name: a, context: sample, sum: {value: 'profile.period'}}]")
+        .err()
+        .unwrap();
+    assert!(
+        err.contains("profiles::0::sum::value: with context: sample"),
+        "{err}"
+    );
+}
