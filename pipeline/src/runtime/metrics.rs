@@ -551,6 +551,7 @@ mod tests {
         let profiles = Arc::new(Pipeline::with_connectors(
             "profiles",
             8,
+            std::time::Duration::ZERO,
             Vec::new(),
             Vec::new(),
             vec![Connection {

@@ -1013,6 +1013,7 @@ mod connector_tests {
         let out = Arc::new(Pipeline::with_connectors(
             "profiles/out",
             8,
+            std::time::Duration::ZERO,
             vec![(id("memory_limiter"), Box::new(Guard) as Box<dyn Processor>)],
             vec![exporter],
             Vec::new(),
@@ -1036,6 +1037,7 @@ mod connector_tests {
         let input = Arc::new(Pipeline::with_connectors(
             "profiles",
             8,
+            std::time::Duration::ZERO,
             processors,
             Vec::new(),
             vec![connection],
