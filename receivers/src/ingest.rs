@@ -210,6 +210,9 @@ pub struct Origin {
     /// The request's headers, when the receiver keeps them
     /// (`include_metadata`); see [`metadata`].
     pub metadata: Vec<(String, String)>,
+    /// Attributes set on every resource of what it sent (the `kafka`
+    /// receiver's `header_extraction`), replacing the resource's own.
+    pub resource: Vec<(String, String)>,
 }
 
 impl Origin {
@@ -442,6 +445,9 @@ impl Ingest {
             profcol_model::warn_limited!(receiver = %self.id, transport = origin.transport, peer = %origin.peer(), rejected_profiles = p.rejected_profiles, error = %p.error_message, "request partially refused");
         }
         self.tell(&batch, &origin, revision, &repairs);
+        if !origin.resource.is_empty() {
+            set_resource_attributes(&mut batch, &origin.resource);
+        }
         memory.set(batch.held_bytes());
         batch.meta.memory = Some(Held::new(memory));
         batch.meta.transport = origin.transport;
@@ -493,6 +499,30 @@ impl Ingest {
             if self.told.first(&producer, kind) {
                 let tables: Vec<&str> = repairs.shifted.iter().map(|t| t.field_name()).collect();
                 profcol_model::warn_limited!(receiver = %self.id, producer = %producer, kind, n, tables = ?tables, "repaired a request instead of refusing it (on_invalid: repair); logged once per producer and kind");
+            }
+        }
+    }
+}
+
+/// Puts `attrs` on every resource of `batch`, as the Collector's
+/// `PutStr` does: an attribute of the same key is replaced.
+fn set_resource_attributes(batch: &mut ProfileBatch, attrs: &[(String, String)]) {
+    use profcol_model::proto::{any_value, AnyValue, KeyValue};
+    let data = batch.data_mut();
+    profcol_model::dictionary::resolve_references(data);
+    for rp in &mut data.resource_profiles {
+        let own = &mut rp.resource.get_or_insert_with(Default::default).attributes;
+        for (key, value) in attrs {
+            let value = Some(AnyValue {
+                value: Some(any_value::Value::StringValue(value.clone())),
+            });
+            match own.iter_mut().find(|kv| kv.key == *key) {
+                Some(kv) => kv.value = value,
+                None => own.push(KeyValue {
+                    key: key.clone(),
+                    value,
+                    ..Default::default()
+                }),
             }
         }
     }

@@ -256,6 +256,7 @@ const ENV: &[(&str, &str)] = &[
     ("SENTRY_DSN", "https://abc123@o1.ingest.sentry.io/4507"),
     ("PROFCOL_GATEWAY", "gateway.example.com:4317"),
     ("PROFCOL_BACKEND", "backend.example.com:4317"),
+    ("KAFKA_PASSWORD", "s3cret"),
 ];
 
 /// `${env:NAME}` references without a default.

@@ -596,3 +596,325 @@ service:
     .await;
     assert!(paused > 0, "the full queue refused messages meanwhile");
 }
+
+/// A broker that asks for SASL and TLS: profcol's exporter and receiver and
+/// the Collector's, configured with the same keys, share its topics over
+/// every mechanism and protocol (SCRAM-SHA-512 with TLS, PLAIN and
+/// SCRAM-SHA-256 in plain text, TLS alone); every fixture crosses each way
+/// unchanged. A wrong password gets nothing onto the topic.
+#[tokio::test(flavor = "multi_thread")]
+async fn sasl_and_tls_as_the_collector_configures_them() {
+    use common::kafka::USERS;
+    let Some(bin) = otelcol::binary() else {
+        return;
+    };
+    let Some(broker) = Broker::secured().await else {
+        return;
+    };
+    let s = broker.secured_ports();
+    let ca = broker.ca_file().display().to_string();
+    broker.create_topic("secure_from_collector", 1).await;
+    broker.create_topic("secure_from_profcol", 1).await;
+    let auth = |mechanism: &str, (user, password): (&str, &str)| {
+        format!(
+            "auth: {{sasl: {{mechanism: {mechanism}, username: {user}, password: {password}}}}}"
+        )
+    };
+    let scram512_tls = format!(
+        "brokers: [\"127.0.0.1:{}\"], {}, tls: {{ca_file: \"{ca}\"}}",
+        s.sasl_ssl,
+        auth("SCRAM-SHA-512", USERS[2])
+    );
+    let plain = format!(
+        "brokers: [\"127.0.0.1:{}\"], {}",
+        s.sasl_plaintext,
+        auth("PLAIN", USERS[0])
+    );
+    let tls_only = format!(
+        "brokers: [\"127.0.0.1:{}\"], tls: {{ca_file: \"{ca}\"}}",
+        s.ssl
+    );
+    let scram256 = format!(
+        "brokers: [\"127.0.0.1:{}\"], {}",
+        s.sasl_plaintext,
+        auth("SCRAM-SHA-256", USERS[1])
+    );
+    let to_profcol = Sink::start().await;
+    let to_collector = Sink::start().await;
+    let (mut collector, _cdir, cports) = otelcol::start_on_free_ports(&bin, 2, |p| {
+        format!(
+            r#"
+receivers:
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:{}"}}}}}}
+  kafka: {{{scram256}, profiles: {{topics: [secure_from_profcol]}}, initial_offset: earliest, group_id: collector}}
+exporters:
+  kafka: {{{scram512_tls}, profiles: {{topic: secure_from_collector}}}}
+  otlp_grpc: {{endpoint: "{}", tls: {{insecure: true}}}}
+extensions:
+  health_check: {{endpoint: "127.0.0.1:{}"}}
+service:
+  extensions: [health_check]
+  telemetry: {{metrics: {{level: none}}}}
+  pipelines:
+    profiles/out: {{receivers: [otlp], exporters: [kafka]}}
+    profiles/in: {{receivers: [kafka], exporters: [otlp_grpc]}}
+"#,
+            p[0], to_collector.addr, p[1]
+        )
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "profcol.yaml",
+        &format!(
+            r#"
+receivers:
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:0"}}}}}}
+  kafka: {{{plain}, profiles: {{topics: [secure_from_collector]}}, initial_offset: earliest, group_id: profcol}}
+exporters:
+  kafka: {{{tls_only}, profiles: {{topic: secure_from_profcol}}}}
+  otlp: {{endpoint: "{}", tls: {{insecure: true}}}}
+service:
+  telemetry: {{metrics: {{address: "127.0.0.1:0"}}}}
+  pipelines:
+    profiles/out: {{receivers: [otlp], exporters: [kafka]}}
+    profiles/in: {{receivers: [kafka], exporters: [otlp]}}
+"#,
+            to_profcol.addr
+        ),
+    );
+    let mut profcol = profcol(&cfg).await;
+    let reqs = fixtures();
+    let want = samples(&reqs);
+    send_all(cports[0], &reqs).await;
+    send_all(profcol.grpc_port(), &reqs).await;
+    wait_samples(&to_profcol, want, &mut [&mut profcol, &mut collector]).await;
+    wait_samples(&to_collector, want, &mut [&mut profcol, &mut collector]).await;
+    let expected = all_seen(&reqs);
+    for (name, sink) in [
+        ("Collector -> SASL_SSL -> profcol (PLAIN)", &to_profcol),
+        ("profcol -> SSL -> Collector (SCRAM-SHA-256)", &to_collector),
+    ] {
+        if let Some(diff) = difference(&expected, &all_seen(&sink.received())) {
+            panic!("{name}: {diff}");
+        }
+    }
+
+    // A wrong password: the export fails and nothing reaches the topic.
+    broker.create_topic("refused", 1).await;
+    let wrong = format!(
+        "brokers: [\"127.0.0.1:{}\"], {}, tls: {{ca_file: \"{ca}\"}}",
+        s.sasl_ssl,
+        auth("SCRAM-SHA-512", (USERS[2].0, "not-the-password"))
+    );
+    let cfg = write(
+        dir.path(),
+        "wrong.yaml",
+        &producer_config(
+            &format!(
+                "  kafka: {{{wrong}, profiles: {{topic: refused}}, timeout: 2s, sending_queue: {{enabled: false}}, retry_on_failure: {{enabled: false}}}}"
+            ),
+            "kafka",
+        ),
+    );
+    let refused = Running::ready(common::profcol().arg("--config").arg(&cfg)).await;
+    send_all(refused.grpc_port(), &reqs[..1]).await;
+    let failed = "otelcol_exporter_send_failed_profile_samples_total{exporter=\"kafka\"}";
+    let started = Instant::now();
+    while common::metric(refused.metrics_port(), failed).await < samples(&reqs[..1]) {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the export with a wrong password did not fail within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(read_topic(&broker, "refused", 1).is_empty());
+}
+
+/// `header_extraction`: the named headers of each message become
+/// `kafka.header.<name>` attributes of every resource it carries, as the
+/// Collector's receiver sets them; a header the message lacks sets nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn header_extraction_puts_headers_on_every_resource() {
+    use rdkafka::message::{Header, OwnedHeaders};
+    let Some(broker) = Broker::start().await else {
+        return;
+    };
+    broker.create_topic("with_headers", 1).await;
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", broker.address())
+        .create()
+        .unwrap();
+    let reqs = fixtures();
+    for (i, r) in reqs.iter().enumerate() {
+        let mut headers = OwnedHeaders::new().insert(Header {
+            key: "tenant",
+            value: Some(format!("team-{i}").as_bytes()),
+        });
+        if i == 0 {
+            headers = headers.insert(Header {
+                key: "region",
+                value: Some("eu-1"),
+            });
+        }
+        let value = r.encode_to_vec();
+        producer
+            .send(
+                BaseRecord::<(), [u8]>::to("with_headers")
+                    .payload(&value[..])
+                    .headers(headers),
+            )
+            .map_err(|(e, _)| e)
+            .unwrap();
+    }
+    producer.flush(Duration::from_secs(10)).unwrap();
+    let sink = Sink::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "in.yaml",
+        &consumer_config(
+            &format!(
+                "  kafka: {{brokers: [\"{}\"], profiles: {{topics: [with_headers]}}, initial_offset: earliest, \
+                 header_extraction: {{extract_headers: true, headers: [tenant, region, absent]}}}}",
+                broker.address()
+            ),
+            "kafka",
+            &sink,
+        ),
+    );
+    let mut consumer = profcol(&cfg).await;
+    wait_samples(&sink, samples(&reqs), &mut [&mut consumer]).await;
+    let attr = |r: &opentelemetry_proto::tonic::resource::v1::Resource, key: &str| {
+        r.attributes.iter().find(|kv| kv.key == key).map(|kv| {
+            match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+                Some(opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(s)) => {
+                    s.clone()
+                }
+                other => panic!("{key}: {other:?}"),
+            }
+        })
+    };
+    let received = sink.received();
+    let mut tenants = Vec::new();
+    for req in &received {
+        let mut seen = None;
+        for rp in &req.resource_profiles {
+            let r = rp.resource.clone().unwrap_or_default();
+            let tenant = attr(&r, "kafka.header.tenant").expect("every resource has the tenant");
+            assert!(
+                seen.get_or_insert(tenant.clone()) == &tenant,
+                "one tenant per message"
+            );
+            assert_eq!(
+                attr(&r, "kafka.header.region").is_some(),
+                tenant == "team-0"
+            );
+            assert_eq!(attr(&r, "kafka.header.absent"), None);
+        }
+        tenants.extend(seen);
+    }
+    tenants.sort();
+    tenants.dedup();
+    assert_eq!(tenants.len(), reqs.len(), "{tenants:?}");
+    // Besides the attributes, what arrived is what was sent.
+    let strip = |mut reqs: Vec<ExportProfilesServiceRequest>| {
+        for r in &mut reqs {
+            for rp in &mut r.resource_profiles {
+                if let Some(res) = &mut rp.resource {
+                    res.attributes
+                        .retain(|kv| !kv.key.starts_with("kafka.header."));
+                }
+            }
+        }
+        reqs
+    };
+    if let Some(diff) = difference(&all_seen(&strip(reqs)), &all_seen(&strip(received))) {
+        panic!("{diff}");
+    }
+}
+
+/// Three brokers, topics replicated on each: the node leading the topic is
+/// killed (SIGKILL) mid-stream. The exporter (`required_acks: all`) and
+/// the receiver move to the new leader; every request profcol accepted
+/// arrives at least once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_three_node_cluster_loses_its_leader_mid_stream() {
+    let Some(mut cluster) = common::kafka::Cluster::start(3).await else {
+        return;
+    };
+    cluster.nodes[0].create_topic("replicated", 2).await;
+    let brokers = cluster
+        .addresses()
+        .iter()
+        .map(|a| format!("\"{a}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let dir = tempfile::tempdir().unwrap();
+    let out = write(
+        dir.path(),
+        "out.yaml",
+        &producer_config(
+            &format!(
+                "  kafka: {{brokers: [{brokers}], profiles: {{topic: replicated}}, producer: {{required_acks: all}}, retry_on_failure: {{initial_interval: 100ms}}}}"
+            ),
+            "kafka",
+        ),
+    );
+    let sink = Sink::start().await;
+    let gw = write(
+        dir.path(),
+        "in.yaml",
+        &consumer_config(
+            &format!(
+                "  kafka: {{brokers: [{brokers}], profiles: {{topics: [replicated]}}, initial_offset: earliest, group_id: ha}}"
+            ),
+            "kafka",
+            &sink,
+        ),
+    );
+    let mut agent = profcol(&out).await;
+    let mut gateway = profcol(&gw).await;
+    let reqs: Vec<ExportProfilesServiceRequest> = (0..40u64)
+        .map(|seed| {
+            let data = synth::Config {
+                samples: 50,
+                stacks: 20,
+                functions: 30,
+                seed,
+                ..synth::Config::default()
+            }
+            .build();
+            ExportProfilesServiceRequest {
+                resource_profiles: data.resource_profiles,
+                dictionary: data.dictionary,
+            }
+        })
+        .collect();
+    send_all(agent.grpc_port(), &reqs[..20]).await;
+    wait_samples(&sink, samples(&reqs[..20]), &mut [&mut agent, &mut gateway]).await;
+    let leader = cluster.leader("replicated", 0);
+    cluster.nodes[leader].kill().await;
+    send_all(agent.grpc_port(), &reqs[20..]).await;
+    let mut expected = all_seen(&reqs);
+    expected.sort();
+    let started = Instant::now();
+    loop {
+        let mut got = all_seen(&sink.received());
+        got.sort();
+        got.dedup();
+        match difference(&expected, &got) {
+            None => break,
+            Some(diff) if started.elapsed() > Duration::from_secs(90) => {
+                panic!("after the leader (node {}) was killed: {diff}", leader + 1)
+            }
+            Some(_) => {}
+        }
+        assert!(
+            agent.is_running() && gateway.is_running(),
+            "a profcol exited"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

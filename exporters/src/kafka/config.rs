@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
 
+use super::security::{self, AuthConfig, KafkaTls};
+
 /// The topic profiles go to unless `profiles::topic` (or the deprecated
 /// top-level `topic`) says otherwise.
 pub const DEFAULT_TOPIC: &str = "otlp_profiles";
@@ -45,10 +47,10 @@ pub struct ClientConfig {
     /// broker which API versions it speaks, so this is checked, not used.
     pub protocol_version: String,
     pub client_id: String,
-    /// SASL and Kerberos: not implemented, refused when set.
-    pub auth: Option<serde_json::Value>,
-    /// TLS to the brokers: not implemented, refused when set.
-    pub tls: Option<serde_json::Value>,
+    /// SASL (PLAIN, SCRAM); Kerberos and OAuth are refused.
+    pub auth: AuthConfig,
+    /// TLS to the brokers when present (`configtls.ClientConfig`).
+    pub tls: Option<KafkaTls>,
     pub metadata: MetadataConfig,
     /// `client.rack`.
     pub rack_id: String,
@@ -63,7 +65,7 @@ impl Default for ClientConfig {
             resolve_canonical_bootstrap_servers_only: false,
             protocol_version: String::new(),
             client_id: "otel-collector".to_owned(),
-            auth: None,
+            auth: AuthConfig::default(),
             tls: None,
             metadata: MetadataConfig::default(),
             rack_id: String::new(),
@@ -227,18 +229,7 @@ impl ClientConfig {
                 "is not supported by profcol: list the brokers by the names they answer to",
             );
         }
-        if self.auth.as_ref().is_some_and(|v| !v.is_null()) {
-            errs.push(
-                section.key_path("auth"),
-                "is not supported by profcol yet (SASL, Kerberos): use a listener without authentication",
-            );
-        }
-        if self.tls.as_ref().is_some_and(|v| !v.is_null()) {
-            errs.push(
-                section.key_path("tls"),
-                "is not supported by profcol yet: use a PLAINTEXT listener",
-            );
-        }
+        security::check(&self.auth, self.tls.as_ref(), section, errs);
     }
 
     /// The librdkafka settings every client of this config takes.
@@ -260,6 +251,7 @@ impl ClientConfig {
         if !self.rack_id.is_empty() {
             c.set("client.rack", &self.rack_id);
         }
+        security::apply(&self.auth, self.tls.as_ref(), &mut c);
         c
     }
 }

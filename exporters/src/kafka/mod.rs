@@ -12,6 +12,7 @@
 //! gave up on the attempt.
 
 mod config;
+mod security;
 #[cfg(test)]
 mod tests;
 
@@ -38,6 +39,7 @@ use crate::parts::{self, PeerLimit};
 pub use config::{
     ClientConfig, Encoding, KafkaExporterConfig, MetadataConfig, ProducerConfig, DEFAULT_TOPIC,
 };
+pub use security::{AuthConfig, KafkaTls, SaslConfig};
 
 pub struct KafkaExporterFactory;
 

@@ -77,8 +77,15 @@ fn refusals_name_the_key() {
         ("brokers: []", "exporters::kafka/out::brokers: brokers must be specified"),
         ("brokers: ['a:1,b:2']", "exporters::kafka/out::brokers::0:"),
         ("protocol_version: banana", "exporters::kafka/out::protocol_version: invalid protocol version"),
-        ("auth: {sasl: {mechanism: PLAIN, username: u, password: p}}", "exporters::kafka/out::auth: is not supported by profcol yet"),
-        ("tls: {insecure: true}", "exporters::kafka/out::tls: is not supported by profcol yet"),
+        ("auth: {sasl: {mechanism: PLAIN, username: u}}", "exporters::kafka/out::auth::sasl::password: password is required"),
+        ("auth: {sasl: {mechanism: GSSAPI, username: u, password: p}}", "exporters::kafka/out::auth::sasl::mechanism: mechanism should be one of"),
+        ("auth: {sasl: {mechanism: AWS_MSK_IAM_OAUTHBEARER, aws_msk: {region: eu-west-1}}}", "exporters::kafka/out::auth::sasl::mechanism: AWS_MSK_IAM_OAUTHBEARER is not supported by profcol"),
+        ("auth: {kerberos: {service_name: kafka}}", "exporters::kafka/out::auth::kerberos: is not supported"),
+        ("tls: {cert_file: /no/such.pem}", "exporters::kafka/out::tls::key_file: for auth via TLS, provide both"),
+        ("tls: {server_name_override: kafka}", "exporters::kafka/out::tls::server_name_override: is not supported"),
+        ("tls: {min_version: '1.0'}", "exporters::kafka/out::tls::min_version: \"1.0\" is not supported"),
+        ("tls: {cipher_suites: [TLS_AES_128_GCM_SHA256]}", "exporters::kafka/out::tls::cipher_suites: is not supported"),
+        ("tls: {bogus: 1}", "bogus"),
         ("include_metadata_keys: [tenant]", "exporters::kafka/out::include_metadata_keys: is not supported"),
         ("profiles: {topic_from_metadata_key: t}", "exporters::kafka/out::profiles::topic_from_metadata_key: is not supported"),
         ("bogus: 1", "bogus"),
@@ -87,6 +94,15 @@ fn refusals_name_the_key() {
         assert!(err.contains(want), "{yaml}: {err}");
     }
     assert!(resolve("protocol_version: 2.1.0").is_ok());
+    // As the Collector's docs write them.
+    for yaml in [
+        "auth: {sasl: {mechanism: SCRAM-SHA-512, username: u, password: p}}\ntls: {insecure_skip_verify: true}",
+        "auth: {sasl: {mechanism: PLAIN, username: u, password: p}}\ntls: {insecure: true, min_version: '1.2'}",
+        "tls: {include_system_ca_certs_pool: true}",
+    ] {
+        let (c, _) = resolve(yaml).unwrap_or_else(|e| panic!("{yaml}: {e}"));
+        assert!(c.client.rdkafka().get("security.protocol").is_some());
+    }
     assert!(resolve("protocol_version: 0.10.2.0").is_ok());
 }
 

@@ -145,6 +145,9 @@ pub struct Resolved {
     /// A permanently refused message is marked (skipped); else it is
     /// offered again, blocking its partition, as the Collector does.
     pub skip_poisoned: bool,
+    /// `header_extraction`: each header name and the resource attribute
+    /// (`kafka.header.<name>`) its value goes to.
+    pub headers: Vec<(String, String)>,
 }
 
 impl KafkaReceiverConfig {
@@ -173,12 +176,6 @@ impl KafkaReceiverConfig {
         }
         if self.max_fetch_size < 0 {
             errs.push(section.key_path("max_fetch_size"), "must not be negative");
-        }
-        if self.header_extraction.extract_headers {
-            errs.push(
-                section.key_path("header_extraction::extract_headers"),
-                "is not supported by profcol yet: message headers are not copied to resource attributes",
-            );
         }
         let p = &self.profiles;
         let topics: Vec<String> = if p.topics.is_empty() {
@@ -212,10 +209,20 @@ impl KafkaReceiverConfig {
             .unwrap_or(Encoding::Proto);
         let m = &self.message_marking;
         let on_permanent = m.on_permanent_error.unwrap_or(m.on_error);
+        let h = &self.header_extraction;
+        let headers = if h.extract_headers {
+            h.headers
+                .iter()
+                .map(|name| (name.clone(), format!("kafka.header.{name}")))
+                .collect()
+        } else {
+            Vec::new()
+        };
         errs.into_result(Resolved {
             topics,
             encoding,
             skip_poisoned: !m.after || on_permanent,
+            headers,
         })
     }
 

@@ -32,7 +32,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
-use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::message::{BorrowedMessage, Headers, Message};
 
 use profcol_exporters::kafka::Encoding;
 use profcol_pipeline::component::{Receiver, ReceiverContext, ReceiverFactory};
@@ -93,6 +93,7 @@ impl Receiver for KafkaReceiver {
             consumer: Arc::new(consumer),
             ingest,
             encoding: self.resolved.encoding,
+            headers: self.resolved.headers,
             skip_poisoned: self.resolved.skip_poisoned,
             autocommit: self.cfg.autocommit.enable,
             backoff: (
@@ -119,6 +120,8 @@ struct Consume {
     consumer: Arc<StreamConsumer>,
     ingest: Arc<Ingest>,
     encoding: Encoding,
+    /// `header_extraction`: header name, resource attribute.
+    headers: Vec<(String, String)>,
     skip_poisoned: bool,
     autocommit: bool,
     /// First and longest wait before a refused message is offered again.
@@ -164,6 +167,7 @@ impl Consume {
                 transport: TRANSPORT,
                 client: None,
                 metadata: Vec::new(),
+                resource: self.header_attributes(msg),
             };
             let result = match self.encoding {
                 Encoding::Proto => self.ingest.otlp(bytes, memory, origin).await,
@@ -191,6 +195,22 @@ impl Consume {
                 _ = tokio::time::sleep(after) => {}
             }
         }
+    }
+
+    /// The resource attributes `header_extraction` takes from `msg`'s
+    /// headers: the first header of each configured name.
+    fn header_attributes(&self, msg: &BorrowedMessage<'_>) -> Vec<(String, String)> {
+        let Some(headers) = msg.headers().filter(|_| !self.headers.is_empty()) else {
+            return Vec::new();
+        };
+        self.headers
+            .iter()
+            .filter_map(|(name, attr)| {
+                let h = headers.iter().find(|h| h.key == name)?;
+                let value = String::from_utf8_lossy(h.value.unwrap_or_default());
+                Some((attr.clone(), value.into_owned()))
+            })
+            .collect()
     }
 
     /// The message is done with: its offset is stored for the next commit.

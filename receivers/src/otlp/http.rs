@@ -140,6 +140,7 @@ async fn export(
             transport: "http",
             client: Some(peer),
             metadata: Vec::new(),
+            resource: Vec::new(),
         };
         svc.ingest.refused(&origin, 0, &r);
         return refusal(Encoding::Json, &r);
@@ -152,6 +153,7 @@ async fn export(
         } else {
             Vec::new()
         },
+        resource: Vec::new(),
     };
     let result = accept(&svc, enc, &headers, body, origin).await;
     match result {

@@ -150,6 +150,7 @@ async fn export(
         } else {
             Vec::new()
         },
+        resource: Vec::new(),
     };
     if let Err(r) = ingest::authenticate(svc.auth.as_ref(), &parts.headers) {
         return refused(&svc.ingest, &origin, r);

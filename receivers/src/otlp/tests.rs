@@ -372,6 +372,7 @@ mod revisions {
         transport: "grpc",
         client: None,
         metadata: Vec::new(),
+        resource: Vec::new(),
     };
 
     fn ingest(on_invalid: OnInvalid) -> (Ingest, Capture, Arc<Telemetry>) {

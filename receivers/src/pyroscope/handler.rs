@@ -66,6 +66,7 @@ impl Handler {
             transport: "http",
             client: peer,
             metadata: Vec::new(),
+            resource: Vec::new(),
         }
     }
 
