@@ -29,6 +29,7 @@ pub fn registry() -> Registry {
         .exporter(profcol_exporters::file::factory())
         .exporter(profcol_exporters::loadbalancing::factory())
         .exporter(profcol_exporters::kafka::factory())
+        .exporter(profcol_exporters::prometheus::factory())
         .extension(profcol_extensions::health_check::factory())
         .extension(profcol_extensions::bearertokenauth::factory())
         .extension(profcol_extensions::file_storage::factory())

@@ -13,5 +13,6 @@ pub mod otlp;
 pub mod otlphttp;
 mod parts;
 pub mod pprof;
+pub mod prometheus;
 pub mod sentry;
 pub mod settled;

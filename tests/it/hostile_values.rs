@@ -110,6 +110,7 @@ async fn every_exporter_finishes_each_hostile_batch_and_sends_nothing_of_it() {
             id: ty.to_string(),
             telemetry: Arc::new(Telemetry::new()),
             authenticators: Default::default(),
+            budget: profcol_model::memory::MemoryBudget::new(1 << 30),
         };
         exporter.start(&ctx).await.unwrap();
         for (name, data) in synth::hostile() {

@@ -39,7 +39,7 @@ service:
     for want in [
         r#"service::pipelines::metrics::receivers: receiver "otlp" does not support metrics: a metrics pipeline is fed only by connectors (signaltometrics)"#,
         "service::pipelines::metrics::processors: a metrics pipeline takes no processors yet",
-        r#"service::pipelines::metrics::exporters: exporter "pprof" does not support metrics; of the exporters, otlp, otlphttp, file and debug do"#,
+        r#"service::pipelines::metrics::exporters: exporter "pprof" does not support metrics; of the exporters, otlp, otlphttp, file, debug and prometheus do"#,
     ] {
         assert!(
             errs.iter().any(|e| e.starts_with(want)),
@@ -157,6 +157,7 @@ mod grpc {
             id: "otlp".into(),
             telemetry: Arc::new(Telemetry::new()),
             authenticators: Default::default(),
+            budget: profcol_model::memory::MemoryBudget::new(1 << 30),
         };
         exp.start(&ctx).await.unwrap();
         let outcome = exp.export_metrics(&req, &ctx).await.unwrap();

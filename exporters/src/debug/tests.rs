@@ -205,6 +205,7 @@ async fn output_paths_as_the_collector_has_them() {
         id: "debug".into(),
         telemetry: std::sync::Arc::new(profcol_pipeline::telemetry::Telemetry::new()),
         authenticators: Default::default(),
+        budget: profcol_model::memory::MemoryBudget::new(1 << 30),
     };
     exporter.start(&ctx).await.unwrap();
     let batch = std::sync::Arc::new(fixture("minimal-request.bin"));

@@ -26,6 +26,7 @@ fn ctx() -> ExporterContext {
         id: "file".into(),
         telemetry: Arc::new(Telemetry::new()),
         authenticators: Default::default(),
+        budget: profcol_model::memory::MemoryBudget::new(1 << 30),
     }
 }
 

@@ -160,6 +160,7 @@ fn ctx() -> ExporterContext {
         id: "otlphttp/gw".into(),
         telemetry: Arc::new(Telemetry::new()),
         authenticators: Default::default(),
+        budget: profcol_model::memory::MemoryBudget::new(1 << 30),
     }
 }
 

@@ -34,6 +34,7 @@ fn ctx() -> ExporterContext {
         id: "pprof".into(),
         telemetry: Arc::new(Telemetry::new()),
         authenticators: Default::default(),
+        budget: profcol_model::memory::MemoryBudget::new(1 << 30),
     }
 }
 

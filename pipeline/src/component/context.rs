@@ -379,6 +379,9 @@ pub struct ExporterContext {
     pub id: String,
     pub telemetry: Arc<Telemetry>,
     pub authenticators: super::Authenticators,
+    /// The collector's memory budget: what an exporter keeps beyond a
+    /// request (the `prometheus` exporter's series) is reserved there.
+    pub budget: Arc<profcol_model::memory::MemoryBudget>,
 }
 
 impl ExporterContext {

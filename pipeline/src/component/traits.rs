@@ -333,6 +333,12 @@ pub trait Exporter: Send + Sync {
     /// Called after the queue has drained.
     async fn shutdown(&self) {}
 
+    /// Whether it takes profiles (a profiles pipeline may list it); the
+    /// `prometheus` exporter takes metrics only.
+    fn exports_profiles(&self) -> bool {
+        true
+    }
+
     /// Whether it takes metrics (a metrics pipeline may list it): then it
     /// implements [`Exporter::export_metrics`].
     fn exports_metrics(&self) -> bool {

@@ -88,7 +88,6 @@ const EXPORTERS: &[&str] = &[
     "nop",
     "opencensus",
     "otelarrow",
-    "prometheus",
     "prometheusremotewrite",
     "pyroscope",
     "signalfx",

@@ -117,14 +117,23 @@ pub fn build(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors
             Ok((exporter, settings)) if used_exporters.contains(id) => {
                 let mut metrics = false;
                 for (pid, p) in &config.service.pipelines {
-                    if p.signal != Signal::Metrics || !p.exporters.contains(id) {
+                    if !p.exporters.contains(id) {
+                        continue;
+                    }
+                    if p.signal != Signal::Metrics {
+                        if !exporter.exports_profiles() {
+                            errs.push(
+                                format!("service::pipelines::{pid}::exporters"),
+                                format!("exporter \"{id}\" does not support profiles; list it in a metrics pipeline"),
+                            );
+                        }
                         continue;
                     }
                     metrics = true;
                     if !exporter.exports_metrics() {
                         errs.push(
                             format!("service::pipelines::{pid}::exporters"),
-                            format!("exporter \"{id}\" does not support metrics; of the exporters, otlp, otlphttp, file and debug do"),
+                            format!("exporter \"{id}\" does not support metrics; of the exporters, otlp, otlphttp, file, debug and prometheus do"),
                         );
                     }
                 }

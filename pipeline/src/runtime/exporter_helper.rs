@@ -58,6 +58,7 @@ pub async fn start(s: Spawn, queue: Option<ExporterQueue>) -> anyhow::Result<Sta
         id: id.clone(),
         telemetry: telemetry.clone(),
         authenticators,
+        budget: budget.clone(),
     };
     exporter
         .start(&ctx)

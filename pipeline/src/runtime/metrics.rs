@@ -475,6 +475,7 @@ mod tests {
             id: "m".into(),
             telemetry: telemetry.clone(),
             authenticators: Default::default(),
+            budget: profcol_model::memory::MemoryBudget::new(1 << 30),
         };
         let run = run_exporter(
             "m",

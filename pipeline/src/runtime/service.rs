@@ -204,6 +204,7 @@ impl RunningService {
                     id: node.id.to_string(),
                     telemetry: telemetry.clone(),
                     authenticators: svc.authenticators.clone(),
+                    budget: svc.budget.clone(),
                 };
                 let run = metrics::run_exporter(
                     &ctx.id.clone(),

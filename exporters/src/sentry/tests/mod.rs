@@ -50,5 +50,6 @@ pub fn ctx() -> ExporterContext {
         id: "sentry".into(),
         telemetry: Arc::new(Telemetry::new()),
         authenticators: Default::default(),
+        budget: profcol_model::memory::MemoryBudget::new(1 << 30),
     }
 }
