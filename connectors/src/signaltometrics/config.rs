@@ -46,6 +46,14 @@ pub struct MetricInfo {
     pub conditions: Vec<String>,
     /// profcol's extension: `sample` evaluates a `sum` per sample.
     pub context: Option<String>,
+    /// profcol's bound: distinct attribute sets of this metric per
+    /// converted request; past it, points go to one overflow point per
+    /// resource (`otel.metric.overflow: true`), as the OpenTelemetry SDKs.
+    pub cardinality_limit: Option<usize>,
+    /// profcol's: with `context: sample` and a `function.name` attribute,
+    /// the N functions with the largest sums per resource and request keep
+    /// their points; the others are summed into `function.name: (other)`.
+    pub top_functions: Option<usize>,
     pub sum: Option<Sum>,
     pub gauge: Option<Gauge>,
     pub histogram: Option<Histogram>,
@@ -109,6 +117,9 @@ pub struct ExponentialHistogram {
     #[serde(default)]
     pub value: String,
 }
+
+/// The OpenTelemetry SDKs' default cardinality limit.
+pub const DEFAULT_CARDINALITY_LIMIT: usize = 2000;
 
 /// The Collector's default `histogram.buckets`.
 pub const DEFAULT_BUCKETS: [f64; 16] = [

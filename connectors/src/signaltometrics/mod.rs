@@ -9,8 +9,8 @@
 mod config;
 mod expo;
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use profcol_model::proto::metrics::{
@@ -25,8 +25,9 @@ use profcol_ottl::value::Val;
 use profcol_ottl::{Condition, Ctx, EvalError, Level, Options, Prefixes, ValueExpr};
 use profcol_pipeline::component::{Connector, ConnectorFactory, ProfilesToMetrics};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Signal};
+use profcol_pipeline::telemetry::Telemetry;
 
-pub use config::{Config, DefaultValue, ErrorMode, DEFAULT_BUCKETS};
+pub use config::{Config, DefaultValue, ErrorMode, DEFAULT_BUCKETS, DEFAULT_CARDINALITY_LIMIT};
 
 /// The scope of every metric, the Collector's.
 pub const SCOPE_NAME: &str =
@@ -102,6 +103,13 @@ enum SampleValue {
 /// The attribute key that names a sample's leaf function (`context: sample`).
 pub const FUNCTION_NAME: &str = "function.name";
 
+/// The attribute of the point past a metric's cardinality limit, as the
+/// OpenTelemetry SDKs name it.
+pub const OVERFLOW_KEY: &str = "otel.metric.overflow";
+
+/// `function.name` of what `top_functions` leaves out.
+pub const OTHER_FUNCTIONS: &str = "(other)";
+
 struct MetricDef {
     /// `context: sample` (profcol's extension): evaluated per sample.
     sample: Option<SampleValue>,
@@ -113,12 +121,17 @@ struct MetricDef {
     attrs: Vec<Attr>,
     conditions: Vec<Condition>,
     kind: Kind,
+    /// Distinct attribute sets per request, the overflow point included.
+    limit: usize,
+    top_functions: Option<usize>,
 }
 
 pub struct SignalToMetrics {
     defs: Vec<MetricDef>,
     error_mode: ErrorMode,
     instance_id: String,
+    /// Its id and where it counts overflows, once started.
+    telemetry: OnceLock<(String, Arc<Telemetry>)>,
 }
 
 fn any(v: &DefaultValue) -> AnyValue {
@@ -319,8 +332,27 @@ impl SignalToMetrics {
                     None
                 }
             };
+            let limit = m.cardinality_limit.unwrap_or(DEFAULT_CARDINALITY_LIMIT);
+            if limit == 0 {
+                errs.push(at("cardinality_limit"), "must be at least 1");
+            }
+            if let Some(n) = m.top_functions {
+                if n == 0 {
+                    errs.push(at("top_functions"), "must be at least 1");
+                }
+                if m.context.as_deref() != Some("sample")
+                    || !m.attributes.iter().any(|a| a.key == FUNCTION_NAME)
+                {
+                    errs.push(
+                        at("top_functions"),
+                        "needs context: sample and a function.name attribute",
+                    );
+                }
+            }
             if let Some(kind) = kind {
                 defs.push(MetricDef {
+                    limit,
+                    top_functions: m.top_functions,
                     sample,
                     name: m.name.clone(),
                     description: m.description.clone(),
@@ -336,6 +368,7 @@ impl SignalToMetrics {
             defs,
             error_mode: c.error_mode,
             instance_id: uuid::Uuid::new_v4().to_string(),
+            telemetry: OnceLock::new(),
         })
     }
 }
@@ -368,6 +401,34 @@ struct Aggregate {
     /// attributes, for the profile being read, and the key being built.
     scratch: HashMap<Vec<i64>, usize>,
     buf: Vec<i64>,
+    /// Per definition: its attribute sets with a point of their own.
+    regular: Vec<usize>,
+    /// (definition, attribute set) folded into an overflow point.
+    overflowed: HashSet<(usize, Vec<u8>)>,
+}
+
+/// The point of a new attribute set: its own while the definition is
+/// under its limit, else its resource's overflow point.
+fn place(
+    d: usize,
+    limit: usize,
+    regular: &mut [usize],
+    overflowed: &mut HashSet<(usize, Vec<u8>)>,
+    (akey, attrs): (Vec<u8>, Vec<KeyValue>),
+) -> (Vec<u8>, Vec<KeyValue>) {
+    if regular[d] + 1 < limit {
+        regular[d] += 1;
+        return (akey, attrs);
+    }
+    overflowed.insert((d, akey));
+    let attrs = vec![KeyValue {
+        key: OVERFLOW_KEY.into(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::BoolValue(true)),
+        }),
+        ..Default::default()
+    }];
+    (key_of(&attrs), attrs)
 }
 
 impl Aggregate {
@@ -536,8 +597,18 @@ impl SignalToMetrics {
             }
         };
         let r = agg.resource(res);
-        let (points, ids) = agg.points.entry((d, r)).or_default();
-        let akey = key_of(&attrs);
+        let Aggregate {
+            points,
+            regular,
+            overflowed,
+            ..
+        } = agg;
+        let (points, ids) = points.entry((d, r)).or_default();
+        let mut akey = key_of(&attrs);
+        let mut attrs = attrs;
+        if !ids.contains_key(&akey) {
+            (akey, attrs) = place(d, md.limit, regular, overflowed, (akey, attrs));
+        }
         let p = match ids.get(&akey) {
             Some(&p) => p,
             None => {
@@ -608,6 +679,8 @@ impl SignalToMetrics {
             points,
             scratch,
             buf,
+            regular,
+            overflowed,
             ..
         } = agg;
         scratch.clear();
@@ -656,7 +729,10 @@ impl SignalToMetrics {
                     let p = if missing {
                         usize::MAX
                     } else {
-                        let akey = key_of(&attrs);
+                        let mut akey = key_of(&attrs);
+                        if !ids.contains_key(&akey) {
+                            (akey, attrs) = place(d, md.limit, regular, overflowed, (akey, attrs));
+                        }
                         match ids.get(&akey) {
                             Some(&p) => p,
                             None => {
@@ -681,9 +757,25 @@ impl SignalToMetrics {
         }
     }
 
+    /// Counts attribute sets folded into an overflow point.
+    fn count(&self, metric: &str, reason: &str, n: u64) {
+        if let Some((id, t)) = self.telemetry.get() {
+            t.connector_overflow(id, metric, reason, n);
+        }
+    }
+
     fn finish(&self, mut agg: Aggregate, now: u64) -> Option<ExportMetricsServiceRequest> {
         if agg.resources.is_empty() {
             return None;
+        }
+        let mut overflowed = vec![0u64; self.defs.len()];
+        for (d, _) in &agg.overflowed {
+            overflowed[*d] += 1;
+        }
+        for (d, n) in overflowed.into_iter().enumerate() {
+            if n > 0 {
+                self.count(&self.defs[d].name, "cardinality_limit", n);
+            }
         }
         let mut out: Vec<ResourceMetrics> = agg
             .resources
@@ -705,9 +797,16 @@ impl SignalToMetrics {
             .collect();
         for (d, md) in self.defs.iter().enumerate() {
             for (r, rm) in out.iter_mut().enumerate() {
-                let Some((points, _)) = agg.points.remove(&(d, r)) else {
+                let Some((mut points, _)) = agg.points.remove(&(d, r)) else {
                     continue;
                 };
+                if let Some(n) = md.top_functions {
+                    let folded;
+                    (points, folded) = top_functions(points, n);
+                    if folded > 0 {
+                        self.count(&md.name, "top_functions", folded);
+                    }
+                }
                 let number = |(attributes, p): (Vec<KeyValue>, Point)| pm::NumberDataPoint {
                     attributes,
                     time_unix_nano: now,
@@ -793,13 +892,78 @@ impl SignalToMetrics {
     }
 }
 
+/// `top_functions`: the points of the `n` functions with the largest
+/// sums (ties by name) kept, the others summed per remaining attributes
+/// into `function.name: (other)`; and how many functions were folded.
+fn top_functions(
+    points: Vec<(Vec<KeyValue>, Point)>,
+    n: usize,
+) -> (Vec<(Vec<KeyValue>, Point)>, u64) {
+    let name = |attrs: &[KeyValue]| -> Option<String> {
+        attrs
+            .iter()
+            .find(|kv| kv.key == FUNCTION_NAME)
+            .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
+                any_value::Value::StringValue(s) => Some(s.clone()),
+                _ => None,
+            })
+    };
+    let mut totals: HashMap<String, i128> = HashMap::new();
+    for (attrs, p) in &points {
+        if let (Some(f), Point::Int(v)) = (name(attrs), p) {
+            *totals.entry(f).or_default() += i128::from(*v);
+        }
+    }
+    if totals.len() <= n {
+        return (points, 0);
+    }
+    let mut ranked: Vec<(String, i128)> = totals.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let folded = (ranked.len() - n) as u64;
+    let top: HashSet<String> = ranked.into_iter().take(n).map(|(f, _)| f).collect();
+    let mut out: Vec<(Vec<KeyValue>, Point)> = Vec::with_capacity(points.len());
+    let mut ids: HashMap<Vec<u8>, usize> = HashMap::new();
+    for (mut attrs, p) in points {
+        match name(&attrs) {
+            Some(f) if !top.contains(&f) => {
+                for kv in attrs.iter_mut().filter(|kv| kv.key == FUNCTION_NAME) {
+                    kv.value = Some(AnyValue {
+                        value: Some(any_value::Value::StringValue(OTHER_FUNCTIONS.into())),
+                    });
+                }
+                let key = key_of(&attrs);
+                match (ids.get(&key), p) {
+                    (Some(&i), Point::Int(v)) => {
+                        if let Point::Int(acc) = &mut out[i].1 {
+                            *acc = acc.wrapping_add(v);
+                        }
+                    }
+                    (_, p) => {
+                        ids.insert(key, out.len());
+                        out.push((attrs, p));
+                    }
+                }
+            }
+            _ => out.push((attrs, p)),
+        }
+    }
+    (out, folded)
+}
+
 impl ProfilesToMetrics for SignalToMetrics {
+    fn start(&self, id: &str, telemetry: &Arc<Telemetry>) {
+        let _ = self.telemetry.set((id.to_owned(), telemetry.clone()));
+    }
+
     fn convert(&self, batch: &ProfileBatch) -> Option<ExportMetricsServiceRequest> {
         // The OTTL contexts take the data mutably (statements write); the
         // batch is shared with the other pipelines, so a copy is read.
         let mut data = batch.data().clone();
         let dict = batch.dictionary();
-        let mut agg = Aggregate::default();
+        let mut agg = Aggregate {
+            regular: vec![0; self.defs.len()],
+            ..Aggregate::default()
+        };
         let result = profcol_ottl::for_each(&mut data, Level::Profile, |ctx| {
             for d in 0..self.defs.len() {
                 if let Err(e) = self.aggregate(d, ctx, dict, &mut agg) {

@@ -433,3 +433,156 @@ profiles:
         "{err}"
     );
 }
+
+fn overflow() -> KeyValue {
+    KeyValue {
+        key: OVERFLOW_KEY.into(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::BoolValue(true)),
+        }),
+        ..Default::default()
+    }
+}
+
+/// Past `cardinality_limit` attribute sets (the overflow point one of
+/// them), the rest goes to `otel.metric.overflow: true`, counted; the sum
+/// over all points stays the sum of the samples.
+#[test]
+fn a_cardinality_limit_overflows_as_the_sdks_do_and_is_counted() {
+    let c = create(
+        r#"
+profiles:
+  - name: cpu.time
+    context: sample
+    include_resource_attributes: [{key: service.name}]
+    attributes: [{key: function.name}, {key: thread.name, default_value: none}]
+    sum: {value: sample.value}
+    cardinality_limit: 2
+  - name: profiles
+    attributes: [{key: profile.foo, default_value: none}]
+    sum: {value: "1"}
+    cardinality_limit: 2
+"#,
+    )
+    .unwrap();
+    let telemetry = Arc::new(Telemetry::new());
+    c.start("signaltometrics/cpu", &telemetry);
+    let req = c.convert(&cpu_batch()).unwrap();
+    let api = kv("service.name", "api");
+    let mut cpu = points(&req, "cpu.time");
+    cpu.sort_by_key(|p| format!("{p:?}"));
+    // The first set seen (work, t1) keeps its point; the two others
+    // overflow.
+    assert_eq!(
+        cpu,
+        vec![
+            (
+                vec![
+                    api.clone(),
+                    kv("function.name", "work"),
+                    kv("thread.name", "t1")
+                ],
+                "AsInt(15)".to_string()
+            ),
+            (vec![api.clone(), overflow()], "AsInt(10)".to_string()),
+        ]
+    );
+    // Per profile (the Collector's context): a, b, and the db profile's
+    // `none`; the limit spans resources, each resource its own overflow.
+    let mut p = points(&c.convert(&batch()).unwrap(), "profiles");
+    p.sort_by_key(|p| format!("{p:?}"));
+    let api_res = vec![kv("service.name", "api"), kv("resource.foo", "x")];
+    let with = |extra: KeyValue| {
+        let mut v = api_res.clone();
+        v.push(extra);
+        v
+    };
+    assert_eq!(
+        p,
+        vec![
+            (with(overflow()), "AsInt(1)".to_string()),
+            (with(kv("profile.foo", "a")), "AsInt(2)".to_string()),
+            (
+                vec![kv("service.name", "db"), overflow()],
+                "AsInt(1)".to_string()
+            ),
+        ]
+    );
+    let text = telemetry.encode_text();
+    for want in [
+        r#"otelcol_connector_signaltometrics_overflow_attribute_sets_total{connector="signaltometrics/cpu",metric="cpu.time",reason="cardinality_limit"} 2"#,
+        r#"otelcol_connector_signaltometrics_overflow_attribute_sets_total{connector="signaltometrics/cpu",metric="profiles",reason="cardinality_limit"} 2"#,
+    ] {
+        assert!(text.contains(want), "{want}\nin\n{text}");
+    }
+}
+
+/// `top_functions: 1`: the hottest function per resource keeps its
+/// points; the others are summed into `function.name: (other)`.
+#[test]
+fn top_functions_keeps_the_hottest_and_sums_the_rest() {
+    let c = create(
+        r#"
+profiles:
+  - name: cpu.time
+    context: sample
+    include_resource_attributes: [{key: service.name}]
+    attributes: [{key: function.name}, {key: thread.name, default_value: none}]
+    sum: {value: sample.value}
+    top_functions: 1
+"#,
+    )
+    .unwrap();
+    let telemetry = Arc::new(Telemetry::new());
+    c.start("signaltometrics", &telemetry);
+    let req = c.convert(&cpu_batch()).unwrap();
+    let api = kv("service.name", "api");
+    let mut cpu = points(&req, "cpu.time");
+    cpu.sort_by_key(|p| format!("{p:?}"));
+    // work: 15 + 3 = 18, main: 7.
+    assert_eq!(
+        cpu,
+        vec![
+            (
+                vec![
+                    api.clone(),
+                    kv("function.name", "(other)"),
+                    kv("thread.name", "none")
+                ],
+                "AsInt(7)".to_string()
+            ),
+            (
+                vec![
+                    api.clone(),
+                    kv("function.name", "work"),
+                    kv("thread.name", "none")
+                ],
+                "AsInt(3)".to_string()
+            ),
+            (
+                vec![
+                    api.clone(),
+                    kv("function.name", "work"),
+                    kv("thread.name", "t1")
+                ],
+                "AsInt(15)".to_string()
+            ),
+        ]
+    );
+    assert!(telemetry.encode_text().contains(
+        r#"otelcol_connector_signaltometrics_overflow_attribute_sets_total{connector="signaltometrics",metric="cpu.time",reason="top_functions"} 1"#
+    ));
+    for (yaml, want) in [
+        (
+            "profiles: [{name: a, sum: {value: '1'}, top_functions: 3}]",
+            "profiles::0::top_functions: needs context: sample and a function.name attribute",
+        ),
+        (
+            "profiles: [{name: a, sum: {value: '1'}, cardinality_limit: 0}]",
+            "profiles::0::cardinality_limit: must be at least 1",
+        ),
+    ] {
+        let err = create(yaml).err().unwrap();
+        assert!(err.contains(want), "{want}\nin\n{err}");
+    }
+}

@@ -438,6 +438,10 @@ impl PartialEq for Connector {
 /// batches.
 pub trait ProfilesToMetrics: Send + Sync {
     fn convert(&self, batch: &ProfileBatch) -> Option<ExportMetricsServiceRequest>;
+
+    /// Called once when the service runs it, with its id and the
+    /// telemetry it counts its own events in.
+    fn start(&self, _id: &str, _telemetry: &Arc<crate::telemetry::Telemetry>) {}
 }
 
 pub trait ExtensionFactory: Send + Sync {

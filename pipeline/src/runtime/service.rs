@@ -314,7 +314,10 @@ impl RunningService {
                         ))
                     }
                     Connector::ToMetrics(convert) => Downstream::Metrics(Arc::new(MetricsOut {
-                        convert: convert.clone(),
+                        convert: {
+                            convert.start(id.as_ref(), &self.telemetry);
+                            convert.clone()
+                        },
                         pipelines: c
                             .pipelines
                             .iter()

@@ -102,6 +102,7 @@ pub struct Telemetry {
     processor_dropped: Cached<Counter>,
     processor_events: Cached<Counter>,
     filter_filtered: Cached<Counter>,
+    connector_overflow: Cached<Counter>,
     processor_held: Cached<Gauge>,
     batch_send_size: Cached<Histogram, fn() -> Histogram>,
     batch_send_size_bytes: Cached<Histogram, fn() -> Histogram>,
@@ -175,6 +176,7 @@ impl Telemetry {
             processor_outgoing: family!(r, b, "otelcol_processor_outgoing_items", "Number of items (profile samples) emitted from the processor."),
             processor_dropped: family!(r, "profcol_processor_dropped_profile_samples", "Samples a processor dropped, by reason."),
             filter_filtered: family!(r, b, "otelcol_processor_filter_profiles_filtered", "Number of profile samples dropped by the filter processor."),
+            connector_overflow: family!(r, b, "otelcol_connector_signaltometrics_overflow_attribute_sets", "Attribute sets of a metric folded into its overflow point (reason cardinality_limit: otel.metric.overflow=true; top_functions: function.name=(other)), per converted request."),
             processor_events: family!(r, "profcol_processor_events", "Non-sample events a processor counted (unknown units, pruned threads, bytes saved)."),
             processor_held: family!(r, "profcol_processor_held_profile_samples", "Samples a stateful processor (batch) holds: accepted, neither sent nor lost yet."),
             batch_send_size: {
@@ -462,6 +464,17 @@ impl Telemetry {
         self.filter_filtered
             .get(&[("filter", processor)])
             .inc_by(samples);
+    }
+
+    /// Attribute sets signaltometrics folded into an overflow point.
+    pub fn connector_overflow(&self, connector: &str, metric: &str, reason: &str, n: u64) {
+        self.connector_overflow
+            .get(&[
+                ("connector", connector),
+                ("metric", metric),
+                ("reason", reason),
+            ])
+            .inc_by(n);
     }
 
     pub fn processor_event(&self, processor: &str, what: &str, n: u64) {
