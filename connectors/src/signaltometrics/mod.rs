@@ -18,7 +18,8 @@ use profcol_model::proto::metrics::{
     ScopeMetrics,
 };
 use profcol_model::proto::{
-    any_value, AnyValue, InstrumentationScope, KeyValue, ProfilesDictionary, Resource,
+    any_value, AnyValue, InstrumentationScope, KeyValue, Profile, ProfilesData, ProfilesDictionary,
+    Resource, ResourceProfiles, Sample, ScopeProfiles,
 };
 use profcol_model::ProfileBatch;
 use profcol_ottl::value::Val;
@@ -522,6 +523,7 @@ impl SignalToMetrics {
         &self,
         d: usize,
         ctx: &Ctx,
+        samples: &[Sample],
         dict: &ProfilesDictionary,
         agg: &mut Aggregate,
     ) -> Result<(), EvalError> {
@@ -568,9 +570,9 @@ impl SignalToMetrics {
             }),
             ..Default::default()
         });
-        if let Some(sv) = &md.sample {
+        if md.sample.is_some() {
             let r = agg.resource(res);
-            self.samples(d, r, sv, ctx, dict, agg);
+            self.samples(d, r, ctx, samples, dict, agg);
             return Ok(());
         }
         // Values before any state changes: an error leaves nothing half done.
@@ -666,15 +668,13 @@ impl SignalToMetrics {
         &self,
         d: usize,
         r: usize,
-        sv: &SampleValue,
         ctx: &Ctx,
+        samples: &[Sample],
         dict: &ProfilesDictionary,
         agg: &mut Aggregate,
     ) {
         let md = &self.defs[d];
-        let Some(profile) = ctx.profile.as_deref() else {
-            return;
-        };
+        let Some(sv) = &md.sample else { return };
         let Aggregate {
             points,
             scratch,
@@ -685,7 +685,7 @@ impl SignalToMetrics {
         } = agg;
         scratch.clear();
         let (pts, ids) = points.entry((d, r)).or_default();
-        for s in &profile.samples {
+        for s in samples {
             buf.clear();
             for a in &md.attrs {
                 let i = if a.key == FUNCTION_NAME {
@@ -950,6 +950,60 @@ fn top_functions(
     (out, folded)
 }
 
+/// A copy of `data` whose profiles have no samples.
+fn without_samples(data: &ProfilesData) -> ProfilesData {
+    let profile = |p: &Profile| {
+        // Every field named: a new one is a compile error here, not a
+        // field silently left out.
+        let Profile {
+            sample_type,
+            samples: _,
+            time_unix_nano,
+            duration_nano,
+            period_type,
+            period,
+            profile_id,
+            dropped_attributes_count,
+            original_payload_format,
+            original_payload,
+            attribute_indices,
+        } = p;
+        Profile {
+            sample_type: *sample_type,
+            samples: Vec::new(),
+            time_unix_nano: *time_unix_nano,
+            duration_nano: *duration_nano,
+            period_type: *period_type,
+            period: *period,
+            profile_id: profile_id.clone(),
+            dropped_attributes_count: *dropped_attributes_count,
+            original_payload_format: original_payload_format.clone(),
+            original_payload: original_payload.clone(),
+            attribute_indices: attribute_indices.clone(),
+        }
+    };
+    ProfilesData {
+        resource_profiles: data
+            .resource_profiles
+            .iter()
+            .map(|rp| ResourceProfiles {
+                resource: rp.resource.clone(),
+                schema_url: rp.schema_url.clone(),
+                scope_profiles: rp
+                    .scope_profiles
+                    .iter()
+                    .map(|sp| ScopeProfiles {
+                        scope: sp.scope.clone(),
+                        schema_url: sp.schema_url.clone(),
+                        profiles: sp.profiles.iter().map(profile).collect(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+        dictionary: data.dictionary.clone(),
+    }
+}
+
 impl ProfilesToMetrics for SignalToMetrics {
     fn start(&self, id: &str, telemetry: &Arc<Telemetry>) {
         let _ = self.telemetry.set((id.to_owned(), telemetry.clone()));
@@ -957,16 +1011,29 @@ impl ProfilesToMetrics for SignalToMetrics {
 
     fn convert(&self, batch: &ProfileBatch) -> Option<ExportMetricsServiceRequest> {
         // The OTTL contexts take the data mutably (statements write); the
-        // batch is shared with the other pipelines, so a copy is read.
-        let mut data = batch.data().clone();
+        // batch is shared with the other pipelines, so a copy is read, and
+        // a copy without samples (no OTTL path reads them): `context:
+        // sample` reads them from the batch, in the order the contexts come.
+        let mut data = without_samples(batch.data());
+        let originals: Vec<&[Sample]> = batch
+            .data()
+            .resource_profiles
+            .iter()
+            .flat_map(|r| &r.scope_profiles)
+            .flat_map(|s| &s.profiles)
+            .map(|p| p.samples.as_slice())
+            .collect();
+        let mut next = 0;
         let dict = batch.dictionary();
         let mut agg = Aggregate {
             regular: vec![0; self.defs.len()],
             ..Aggregate::default()
         };
         let result = profcol_ottl::for_each(&mut data, Level::Profile, |ctx| {
+            let samples = originals.get(next).copied().unwrap_or_default();
+            next += 1;
             for d in 0..self.defs.len() {
-                if let Err(e) = self.aggregate(d, ctx, dict, &mut agg) {
+                if let Err(e) = self.aggregate(d, ctx, samples, dict, &mut agg) {
                     match self.error_mode {
                         ErrorMode::Propagate => return Err(e),
                         ErrorMode::Ignore => {
