@@ -83,6 +83,22 @@ pub fn sample_associations(plan: &Plan) -> Vec<&Vec<Source>> {
 struct Interned {
     /// (key id, attribute index).
     attrs: Vec<(u32, i32)>,
+    /// The attribute indexes alone, appended at once to a sample that has
+    /// none of the keys.
+    indexes: Vec<i32>,
+    /// Bit `k` for each key id `k` < 64 of `attrs`.
+    mask: u64,
+    /// Some key id is 64 or more: `mask` does not say it all.
+    wide: bool,
+}
+
+/// Bit of key id `key` in a key mask, 0 for ids past 63.
+fn key_bit(key: u32) -> u64 {
+    if key < 64 {
+        1 << key
+    } else {
+        0
+    }
 }
 
 struct Pass<'a> {
@@ -246,7 +262,12 @@ impl<'a> Pass<'a> {
             attrs.push((key_id, dict.attribute_table.len() as i32 - 1));
         }
         let slot = self.pods.len() as u32;
-        self.pods.push(Interned { attrs });
+        self.pods.push(Interned {
+            indexes: attrs.iter().map(|(_, i)| *i).collect(),
+            mask: attrs.iter().fold(0, |m, (k, _)| m | key_bit(*k)),
+            wide: attrs.iter().any(|(k, _)| *k >= 64),
+            attrs,
+        });
         self.pod_slot.insert(ptr, slot);
         slot
     }
@@ -356,7 +377,7 @@ pub fn associate(
             }
             for sample in &mut profile.samples {
                 found[..n_names].copy_from_slice(&from_profile[..n_names]);
-                present.clear();
+                let mut mask = 0u64;
                 for &a in &sample.attribute_indices {
                     let a = a as usize;
                     if a >= n {
@@ -369,7 +390,7 @@ pub fn associate(
                     if (slot as usize) < n_names {
                         found[slot as usize] = a as i32;
                     }
-                    present.push(pass.attr_key[a]);
+                    mask |= key_bit(pass.attr_key[a]);
                 }
                 let mut pod = NO_POD;
                 for (i, slots) in assoc_slots.iter().enumerate() {
@@ -410,9 +431,30 @@ pub fn associate(
                     continue;
                 }
                 out.associated += 1;
-                let attrs = &pass.pods[pod as usize].attrs;
-                sample.attribute_indices.reserve_exact(attrs.len());
-                for &(key, index) in attrs {
+                let interned = &pass.pods[pod as usize];
+                // The usual case, the sample having none of the pod's
+                // keys (told by the masks): one copy.
+                if !interned.wide && mask & interned.mask == 0 {
+                    // A new exact Vec: an allocation and a copy, cheaper
+                    // than the allocator's realloc path.
+                    let own = &sample.attribute_indices;
+                    let mut v = Vec::with_capacity(own.len() + interned.indexes.len());
+                    v.extend_from_slice(own);
+                    v.extend_from_slice(&interned.indexes);
+                    sample.attribute_indices = v;
+                    continue;
+                }
+                // Else the keys it has, to skip those.
+                present.clear();
+                present.extend(
+                    sample
+                        .attribute_indices
+                        .iter()
+                        .filter(|&&a| (a as usize) < n)
+                        .map(|&a| pass.attr_key[a as usize]),
+                );
+                sample.attribute_indices.reserve_exact(interned.attrs.len());
+                for &(key, index) in &interned.attrs {
                     if !present.contains(&key) {
                         sample.attribute_indices.push(index);
                     }
