@@ -6,6 +6,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
+use common::fake_k8s::FakeK8s;
 use common::{client, request, Ports, Running, Sink};
 use profcol_model::proto::{any_value::Value as A, request_into_data};
 
@@ -41,17 +42,17 @@ service:
 
 /// Each exported resource's attributes, `k=v`.
 async fn through(processor: &str, env: &str) -> Vec<Vec<String>> {
+    through_with(processor, &[("OTEL_RESOURCE_ATTRIBUTES", env.as_ref())]).await
+}
+
+async fn through_with(processor: &str, env: &[(&str, &std::ffi::OsStr)]) -> Vec<Vec<String>> {
     let sink = Sink::start().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("profcol.yaml");
     std::fs::write(&path, config(&sink, processor)).unwrap();
-    let p = Running::ready(
-        common::profcol()
-            .arg("--config")
-            .arg(&path)
-            .env("OTEL_RESOURCE_ATTRIBUTES", env),
-    )
-    .await;
+    let mut cmd = common::profcol();
+    cmd.arg("--config").arg(&path).envs(env.iter().copied());
+    let p = Running::ready(&mut cmd).await;
     let sent = request("otlp/two-resources-request.bin");
     client(p.grpc_port()).await.export(sent).await.unwrap();
     let started = Instant::now();
@@ -124,5 +125,119 @@ async fn detected_attributes_land_on_every_resource() {
     assert!(
         named > 0,
         "the request names no service: the check above ran on nothing"
+    );
+}
+
+fn node(name: &str, uid: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "uid": uid, "labels": {"kubernetes.io/os": "linux"}},
+    })
+}
+
+/// `k8snode` reads this node (named by the downward API's variable) from
+/// the API server, here the fake one through a kubeconfig.
+#[tokio::test]
+async fn k8snode_adds_the_nodes_name_and_uid() {
+    let fake = FakeK8s::start().await;
+    fake.apply("nodes", node("node-a", "5f1c-node-a"));
+    fake.apply("nodes", node("node-b", "5f1c-node-b"));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = fake.kubeconfig(dir.path());
+    let env = [
+        ("KUBECONFIG", kubeconfig.as_os_str()),
+        ("MY_NODE", "node-b".as_ref()),
+    ];
+    let got = through_with(
+        "    detectors: [k8snode]\n    k8snode: {auth_type: kubeConfig, node_from_env_var: MY_NODE}",
+        &env,
+    )
+    .await;
+    assert_eq!(got.len(), 2, "{got:?}");
+    for attrs in &got {
+        assert!(
+            attrs.contains(&"k8s.node.name=node-b".to_string()),
+            "{attrs:?}"
+        );
+        assert!(
+            attrs.contains(&"k8s.node.uid=5f1c-node-b".to_string()),
+            "{attrs:?}"
+        );
+    }
+    assert!(
+        fake.requests().iter().any(|r| r == "/api/v1/nodes/node-b"),
+        "{:?}",
+        fake.requests()
+    );
+    // The uid toggled off.
+    let got = through_with(
+        "    detectors: [k8snode]\n    k8snode:\n      auth_type: kubeConfig\n      node_from_env_var: MY_NODE\n      resource_attributes: {k8s.node.uid: {enabled: false}}",
+        &env,
+    )
+    .await;
+    assert!(
+        got[0].contains(&"k8s.node.name=node-b".to_string()),
+        "{got:?}"
+    );
+    assert!(
+        !got[0].iter().any(|a| a.starts_with("k8s.node.uid")),
+        "{got:?}"
+    );
+}
+
+/// As the Collector: a node the API does not give (missing, forbidden)
+/// is retried until `timeout`, then the pipeline runs without it, or,
+/// with `fail_on_missing_metadata`, does not start.
+#[tokio::test]
+async fn k8snode_missing_or_forbidden_node() {
+    let fake = FakeK8s::start().await;
+    fake.apply("nodes", node("node-a", "5f1c-node-a"));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = fake.kubeconfig(dir.path());
+    let env = [
+        ("KUBECONFIG", kubeconfig.as_os_str()),
+        ("K8S_NODE_NAME", "node-gone".as_ref()),
+        ("OTEL_RESOURCE_ATTRIBUTES", "team=a".as_ref()),
+    ];
+    let processor =
+        "    detectors: [k8snode, env]\n    timeout: 1500ms\n    k8snode: {auth_type: kubeConfig}";
+    let got = through_with(processor, &env).await;
+    assert!(got[0].contains(&"team=a".to_string()), "{got:?}");
+    assert!(
+        !got[0].iter().any(|a| a.starts_with("k8s.node.")),
+        "{got:?}"
+    );
+    // Retried: more than one GET within the timeout.
+    let gets = fake
+        .requests()
+        .iter()
+        .filter(|r| *r == "/api/v1/nodes/node-gone")
+        .count();
+    assert!(gets >= 2, "{:?}", fake.requests());
+
+    fake.forbid("nodes");
+    let env = [env[0], ("K8S_NODE_NAME", "node-a".as_ref()), env[2]];
+    let failing = format!("{processor}\n    fail_on_missing_metadata: true");
+    let sink = Sink::start().await;
+    let path = dir.path().join("profcol.yaml");
+    std::fs::write(&path, config(&sink, &failing)).unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_profcol"))
+            .arg("--config")
+            .arg(&path)
+            .envs(env.iter().copied())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("profcol stopped")
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("resourcedetection::detectors::0: failed to detect: failed to fetch node with name node-a from K8s API")
+            && err.contains("forbidden"),
+        "{err}"
     );
 }

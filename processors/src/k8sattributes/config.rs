@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
 
+use super::client::parse_auth;
+pub use super::client::Auth;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct K8sAttributesConfig {
@@ -158,13 +161,6 @@ pub struct ExcludePodConfig {
 /// The Collector's limit of sources in one association.
 const MAX_SOURCES: usize = 4;
 
-/// How to reach the API server.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Auth {
-    ServiceAccount,
-    KubeConfig { context: Option<String> },
-}
-
 /// What `extract.metadata` asks for.
 #[derive(Debug, Clone, Default)]
 pub struct Rules {
@@ -295,29 +291,7 @@ impl K8sAttributesConfig {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Plan, ConfigErrors> {
         let mut errs = ConfigErrors::default();
-        let auth = match self.auth_type.as_str() {
-            "serviceAccount" => Auth::ServiceAccount,
-            "kubeConfig" => Auth::KubeConfig {
-                context: (!self.context.is_empty()).then(|| self.context.clone()),
-            },
-            "none" | "tls" => {
-                errs.push(
-                    cfg.key_path("auth_type"),
-                    format!(
-                        "{:?} is not supported by profcol; use serviceAccount or kubeConfig",
-                        self.auth_type
-                    ),
-                );
-                Auth::ServiceAccount
-            }
-            other => {
-                errs.push(
-                    cfg.key_path("auth_type"),
-                    format!("invalid authType for kubernetes: {other}"),
-                );
-                Auth::ServiceAccount
-            }
-        };
+        let auth = parse_auth(&self.auth_type, &self.context, cfg, "", &mut errs);
 
         let mut rules = Rules::default();
         for (i, field) in self.extract.metadata.iter().enumerate() {

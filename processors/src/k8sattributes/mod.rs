@@ -9,6 +9,7 @@
 //! counted (`otelcol_k8s_pod_association{status="error"}`).
 
 mod cache;
+pub(crate) mod client;
 mod config;
 mod pod;
 mod samples;

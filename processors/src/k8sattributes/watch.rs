@@ -12,7 +12,6 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod as ApiPod};
 use kube::api::Api;
-use kube::config::KubeConfigOptions;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::Client;
@@ -21,7 +20,8 @@ use tokio_util::sync::CancellationToken;
 use profcol_pipeline::telemetry::Telemetry;
 
 use super::cache::{Applied, Cache};
-use super::config::{Auth, From};
+use super::client::client;
+use super::config::From;
 use super::pod::{meta_from_api, pod_from_api};
 
 /// How often deleted pods past their grace period are removed.
@@ -39,20 +39,6 @@ impl Watches {
         let me = Arc::new(self);
         tokio::spawn(run(me, stop));
     }
-}
-
-async fn client(auth: &Auth) -> Result<Client, Box<dyn std::error::Error + Send + Sync>> {
-    let config = match auth {
-        Auth::ServiceAccount => kube::Config::incluster()?,
-        Auth::KubeConfig { context } => {
-            let options = KubeConfigOptions {
-                context: context.clone(),
-                ..Default::default()
-            };
-            kube::Config::from_kubeconfig(&options).await?
-        }
-    };
-    Ok(Client::try_from(config)?)
 }
 
 async fn run(w: Arc<Watches>, stop: CancellationToken) {

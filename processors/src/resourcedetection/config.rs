@@ -1,8 +1,9 @@
 //! The `resourcedetection` section, with the Collector's keys
 //! (`processor/resourcedetectionprocessor` v0.161.0). profcol has the
-//! `env` and `system` detectors; every other detector is refused by name
-//! where `detectors` lists it, and its settings section is accepted unused
-//! when it does not (the Collector's default config carries them all).
+//! `env`, `system`, `docker` and `k8snode` detectors; every other detector
+//! is refused by name where `detectors` lists it, and its settings section
+//! is accepted unused when it does not (the Collector's default config
+//! carries them all).
 
 use std::collections::BTreeMap;
 
@@ -10,7 +11,26 @@ use serde::{Deserialize, Serialize};
 
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
 
+use crate::k8sattributes::client::{parse_auth, Auth};
 use crate::transform::config_any::Any;
+
+/// A detector's `resource_attributes` toggles over its two attributes,
+/// both on by default; another name is an error at its key.
+fn toggles(
+    cfg: &ComponentConfig,
+    detector: &str,
+    set: &BTreeMap<String, AttributeToggle>,
+    names: [&str; 2],
+    errs: &mut ConfigErrors,
+) -> [bool; 2] {
+    for name in set.keys().filter(|n| !names.contains(&n.as_str())) {
+        errs.push(
+            cfg.key_path(&format!("{detector}::resource_attributes::{name}")),
+            format!("unknown attribute {name:?} of the {detector} detector"),
+        );
+    }
+    names.map(|n| set.get(n).is_none_or(|t| t.enabled))
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -31,7 +51,7 @@ pub struct ResourceDetectionConfig {
     pub azurecontainerapps: Option<Any>,
     pub consul: Option<Any>,
     pub digitalocean: Option<Any>,
-    pub docker: Option<Any>,
+    pub docker: DockerConfig,
     pub dynatrace: Option<Any>,
     pub ec2: Option<Any>,
     pub ecs: Option<Any>,
@@ -43,7 +63,7 @@ pub struct ResourceDetectionConfig {
     pub ibmcloud_classic: Option<Any>,
     pub ibmcloud_vpc: Option<Any>,
     pub k8s_api: Option<Any>,
-    pub k8snode: Option<Any>,
+    pub k8snode: K8sNodeConfig,
     pub kubeadm: Option<Any>,
     pub lambda: Option<Any>,
     pub nova: Option<Any>,
@@ -72,7 +92,7 @@ impl Default for ResourceDetectionConfig {
             azurecontainerapps: None,
             consul: None,
             digitalocean: None,
-            docker: None,
+            docker: DockerConfig::default(),
             dynatrace: None,
             ec2: None,
             ecs: None,
@@ -84,7 +104,7 @@ impl Default for ResourceDetectionConfig {
             ibmcloud_classic: None,
             ibmcloud_vpc: None,
             k8s_api: None,
-            k8snode: None,
+            k8snode: K8sNodeConfig::default(),
             kubeadm: None,
             lambda: None,
             nova: None,
@@ -112,6 +132,42 @@ pub struct AttributeToggle {
     pub enabled: bool,
 }
 
+/// The `docker` detector's section: `host.name` and `os.type` of the
+/// Docker daemon's host.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DockerConfig {
+    pub resource_attributes: BTreeMap<String, AttributeToggle>,
+}
+
+/// The `k8snode` detector's section: the Collector's `k8sconfig.APIConfig`
+/// keys and the variable naming this node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct K8sNodeConfig {
+    pub auth_type: String,
+    pub context: String,
+    /// client-go's rate limits; one GET needs none: accepted, unused.
+    pub kube_api_qps: f32,
+    pub kube_api_burst: u32,
+    /// Empty: `K8S_NODE_NAME`.
+    pub node_from_env_var: String,
+    pub resource_attributes: BTreeMap<String, AttributeToggle>,
+}
+
+impl Default for K8sNodeConfig {
+    fn default() -> Self {
+        Self {
+            auth_type: "serviceAccount".into(),
+            context: String::new(),
+            kube_api_qps: 0.0,
+            kube_api_burst: 0,
+            node_from_env_var: String::new(),
+            resource_attributes: BTreeMap::new(),
+        }
+    }
+}
+
 /// The detectors of the Collector v0.161.0 profcol does not have.
 const OTHER_DETECTORS: &[&str] = &[
     "alibaba_ecs",
@@ -121,7 +177,6 @@ const OTHER_DETECTORS: &[&str] = &[
     "azurecontainerapps",
     "consul",
     "digitalocean",
-    "docker",
     "dynatrace",
     "ec2",
     "ecs",
@@ -133,7 +188,6 @@ const OTHER_DETECTORS: &[&str] = &[
     "ibmcloud_classic",
     "ibmcloud_vpc",
     "k8s_api",
-    "k8snode",
     "kubeadm",
     "lambda",
     "nova",
@@ -173,6 +227,8 @@ const SYSTEM_NOT_DETECTED: &[&str] = &[
 pub enum Detector {
     Env,
     System,
+    Docker,
+    K8sNode,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,6 +245,20 @@ pub struct Plan {
     /// `SYSTEM_DETECTED` names that are enabled.
     pub system_attributes: Vec<&'static str>,
     pub override_existing: bool,
+    /// How long detection may take, retries included.
+    pub timeout: std::time::Duration,
+    pub fail_on_missing_metadata: bool,
+    /// `host.name` and `os.type` enabled.
+    pub docker: [bool; 2],
+    pub k8snode: K8sNodePlan,
+}
+
+#[derive(Debug, Clone)]
+pub struct K8sNodePlan {
+    pub auth: Auth,
+    pub node_from_env_var: String,
+    /// `k8s.node.name` and `k8s.node.uid` enabled.
+    pub attributes: [bool; 2],
 }
 
 impl ResourceDetectionConfig {
@@ -200,11 +270,8 @@ impl ResourceDetectionConfig {
             match d.as_str() {
                 "env" => detectors.push(Detector::Env),
                 "system" => detectors.push(Detector::System),
-                "docker" => errs.push(
-                    at,
-                    "profcol has no docker detector: it would query the Docker daemon's socket; \
-                     set the attributes through OTEL_RESOURCE_ATTRIBUTES (detector env) or the resource processor",
-                ),
+                "docker" => detectors.push(Detector::Docker),
+                "k8snode" => detectors.push(Detector::K8sNode),
                 other if OTHER_DETECTORS.contains(&other) => errs.push(
                     at,
                     format!("profcol has no {other} detector: it queries a cloud or orchestrator API profcol does not call; \
@@ -267,11 +334,38 @@ impl ResourceDetectionConfig {
             }
         }
         system_attributes.dedup();
+        let docker = toggles(
+            cfg,
+            "docker",
+            &self.docker.resource_attributes,
+            ["host.name", "os.type"],
+            &mut errs,
+        );
+        let k = &self.k8snode;
+        let k8snode = K8sNodePlan {
+            auth: parse_auth(&k.auth_type, &k.context, cfg, "k8snode::", &mut errs),
+            node_from_env_var: if k.node_from_env_var.is_empty() {
+                "K8S_NODE_NAME".into()
+            } else {
+                k.node_from_env_var.clone()
+            },
+            attributes: toggles(
+                cfg,
+                "k8snode",
+                &k.resource_attributes,
+                ["k8s.node.name", "k8s.node.uid"],
+                &mut errs,
+            ),
+        };
         errs.into_result(Plan {
             detectors,
             hostname_sources,
             system_attributes,
             override_existing: self.r#override,
+            timeout: self.timeout.get(),
+            fail_on_missing_metadata: self.fail_on_missing_metadata,
+            docker,
+            k8snode,
         })
     }
 }

@@ -1,11 +1,15 @@
 //! The detectors, run once when the processor is made: `env`
-//! (`OTEL_RESOURCE_ATTRIBUTES`) and `system` (host and OS). Each reads
-//! through [`Host`], so tests give their own environment and files.
+//! (`OTEL_RESOURCE_ATTRIBUTES`), `system` (host and OS), and over the
+//! network `docker` and `k8snode`. Each reads the machine through
+//! [`Host`], so tests give their own environment and files.
 
 use profcol_model::proto::{any_value::Value as A, AnyValue, KeyValue};
 use profcol_ottl::value::{map_get, map_put};
 
+use std::time::{Duration, Instant};
+
 use super::config::{Detector, HostnameSource, Plan};
+use super::{docker, k8snode};
 
 /// What the detectors read of the machine.
 pub trait Host {
@@ -32,23 +36,151 @@ fn s(v: impl Into<String>) -> AnyValue {
     }
 }
 
-/// Every detector in order; an attribute found by an earlier detector is
-/// kept (the Collector's `MergeResource(res, detected, false)`). `Err`
-/// says which detector failed and why.
-pub fn detect(plan: &Plan, host: &dyn Host) -> Result<Vec<KeyValue>, (usize, String)> {
-    let mut out: Vec<KeyValue> = Vec::new();
+/// A detector that gave nothing, and why.
+#[derive(Debug)]
+pub struct Failure {
+    /// Its index in `detectors`.
+    pub at: usize,
+    pub error: String,
+    /// A setup error (the Collector's `NewDetector` failing) that no
+    /// retry mends: it fails the start whatever `fail_on_missing_metadata`.
+    pub setup: bool,
+}
+
+/// A detector's work once the host is read.
+enum Job {
+    Done(Result<Vec<KeyValue>, String>),
+    Docker(docker::Endpoint),
+    K8sNode(String),
+}
+
+/// Every detector; the attributes merged in the detectors' order, an
+/// attribute found by an earlier detector kept (the Collector's
+/// `MergeResource(res, detected, false)`), and the detectors that failed.
+/// The network detectors run at once, each retried with backoff (1s,
+/// doubling) until `timeout` is spent, as the Collector's; `env` and
+/// `system` read local state a retry would not change.
+pub fn detect(plan: &Plan, host: &dyn Host) -> (Vec<KeyValue>, Vec<Failure>) {
+    let mut failures = Vec::new();
+    let mut jobs: Vec<(usize, Job)> = Vec::new();
     for (i, d) in plan.detectors.iter().enumerate() {
-        let found = match d {
-            Detector::Env => env(host).map_err(|e| (i, e))?,
-            Detector::System => system(plan, host).map_err(|e| (i, e))?,
+        let setup = match d {
+            Detector::Env => Ok(Job::Done(env(host))),
+            Detector::System => Ok(Job::Done(system(plan, host))),
+            Detector::Docker => docker::endpoint(host).map(Job::Docker),
+            Detector::K8sNode => k8snode::node_name(&plan.k8snode, host).map(Job::K8sNode),
         };
-        for kv in found {
-            if map_get(&out, &kv.key).is_none() {
-                out.push(kv);
-            }
+        match setup {
+            Ok(job) => jobs.push((i, job)),
+            Err(error) => failures.push(Failure {
+                at: i,
+                error,
+                setup: true,
+            }),
         }
     }
-    Ok(out)
+    let remote = jobs.iter().any(|(_, j)| !matches!(j, Job::Done(_)));
+    let results: Vec<(usize, Result<Vec<KeyValue>, String>)> = if remote {
+        run_remote(plan, jobs)
+    } else {
+        jobs.into_iter()
+            .map(|(i, j)| match j {
+                Job::Done(r) => (i, r),
+                _ => unreachable!("no remote job"),
+            })
+            .collect()
+    };
+    let mut out: Vec<KeyValue> = Vec::new();
+    for (i, r) in results {
+        match r {
+            Ok(found) => {
+                for kv in found {
+                    if map_get(&out, &kv.key).is_none() {
+                        out.push(kv);
+                    }
+                }
+            }
+            Err(error) => failures.push(Failure {
+                at: i,
+                error,
+                setup: false,
+            }),
+        }
+    }
+    failures.sort_by_key(|f| f.at);
+    (out, failures)
+}
+
+/// The jobs on a runtime of their own, in a thread of their own (the
+/// processor may be made inside another runtime), within `timeout`.
+fn run_remote(plan: &Plan, jobs: Vec<(usize, Job)>) -> Vec<(usize, Result<Vec<KeyValue>, String>)> {
+    let deadline = Instant::now() + plan.timeout;
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let e = format!("no runtime for detection: {e}");
+                        return jobs.into_iter().map(|(i, _)| (i, Err(e.clone()))).collect();
+                    }
+                };
+                rt.block_on(futures::future::join_all(jobs.into_iter().map(
+                    |(i, job)| async move {
+                        let r = match job {
+                            Job::Done(r) => r,
+                            Job::Docker(at) => {
+                                retrying(plan, deadline, || docker::detect(&at, plan.docker)).await
+                            }
+                            Job::K8sNode(name) => {
+                                retrying(plan, deadline, || k8snode::detect(&plan.k8snode, &name))
+                                    .await
+                            }
+                        };
+                        (i, r)
+                    },
+                )))
+            })
+            .join()
+            .unwrap_or_default()
+    })
+}
+
+async fn retrying<F, Fut>(
+    plan: &Plan,
+    deadline: Instant,
+    mut attempt: F,
+) -> Result<Vec<KeyValue>, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<KeyValue>, String>>,
+{
+    let mut wait = Duration::from_secs(1);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let error = match tokio::time::timeout(left, attempt()).await {
+            Ok(Ok(found)) => return Ok(found),
+            Ok(Err(e)) => e,
+            Err(_) => return Err(format!("no answer within timeout ({:?})", plan.timeout)),
+        };
+        if Instant::now() + wait >= deadline {
+            return Err(error);
+        }
+        tracing::warn!(error = %error, "failed to detect resource; retrying in {wait:?}");
+        tokio::time::sleep(wait).await;
+        wait *= 2;
+    }
+}
+
+pub fn string_kv(key: &str, value: impl Into<String>) -> KeyValue {
+    KeyValue {
+        key: key.to_string(),
+        value: Some(s(value)),
+        ..Default::default()
+    }
 }
 
 /// `OTEL_RESOURCE_ATTRIBUTES` (else the older `OTEL_RESOURCE`):
@@ -179,7 +311,7 @@ fn machine_id(host: &dyn Host) -> Option<String> {
 }
 
 /// `os.type` as Go's `GOOS` names it.
-fn os_type() -> &'static str {
+pub fn os_type() -> &'static str {
     match std::env::consts::OS {
         "macos" => "darwin",
         other => other,

@@ -1,12 +1,14 @@
 //! Processor `resourcedetection`: the Collector's processor of that name
-//! (`processor/resourcedetectionprocessor`) with its `env` and `system`
-//! detectors. Detection runs once, when the processor is made (as the
+//! (`processor/resourcedetectionprocessor`) with its `env`, `system`,
+//! `docker` and `k8snode` detectors. Detection runs once, when the processor is made (as the
 //! Collector runs it at start); each batch then only merges the detected
 //! attributes into every resource, replacing a resource's own values
 //! unless `override: false`.
 
 mod config;
 mod detect;
+mod docker;
+mod k8snode;
 
 #[cfg(test)]
 mod tests;
@@ -41,12 +43,22 @@ pub fn factory() -> Arc<dyn ProcessorFactory> {
 
 fn create_with(cfg: &ComponentConfig, host: &dyn Host) -> Result<Box<dyn Processor>, ConfigErrors> {
     let (_, plan) = cfg.decode_checked(|c: &ResourceDetectionConfig| c.compile(cfg))?;
-    let detected = detect::detect(&plan, host).map_err(|(i, e)| {
-        ConfigErrors::one(
-            cfg.key_path(&format!("detectors::{i}")),
-            format!("failed to detect: {e}"),
-        )
-    })?;
+    let (detected, failures) = detect::detect(&plan, host);
+    // As the Collector: a detector that cannot be set up fails the start;
+    // one that failed to detect fails it with `fail_on_missing_metadata`,
+    // else the pipeline runs with what the others found.
+    let mut errs = ConfigErrors::default();
+    for f in failures {
+        let at = cfg.key_path(&format!("detectors::{}", f.at));
+        if f.setup {
+            errs.push(at, format!("failed creating detector: {}", f.error));
+        } else if plan.fail_on_missing_metadata {
+            errs.push(at, format!("failed to detect: {}", f.error));
+        } else {
+            tracing::warn!(detector = %at, error = %f.error, "failed to detect resource; going on without it");
+        }
+    }
+    errs.into_result(())?;
     Ok(Box::new(ResourceDetection {
         detected,
         override_existing: plan.override_existing,

@@ -132,7 +132,22 @@ fn env_format_errors() {
     assert_eq!(parse_env("k=").unwrap()[0].key, "k");
     let mut h = host();
     h.env.insert("OTEL_RESOURCE_ATTRIBUTES", "oops");
-    let e = make("detectors: [system, env]", &h).err().unwrap();
+    // As the Collector: a detector failing is logged and the others' go
+    // on; with fail_on_missing_metadata it fails the start.
+    let r = resources("detectors: [system, env]", &h);
+    assert_eq!(
+        r[0][2..],
+        [
+            "host.name=box.example.com".to_string(),
+            format!("os.type={}", super::detect::os_type())
+        ]
+    );
+    let e = make(
+        "detectors: [system, env]\nfail_on_missing_metadata: true",
+        &h,
+    )
+    .err()
+    .unwrap();
     assert!(
         e.contains("processors::resourcedetection::detectors::1: failed to detect: OTEL_RESOURCE_ATTRIBUTES: invalid resource format"),
         "{e}"
@@ -144,7 +159,11 @@ fn config_errors_at_their_key() {
     let h = host();
     for (yaml, want) in [
         ("detectors: [env, ec2]", "processors::resourcedetection::detectors::1: profcol has no ec2 detector"),
-        ("detectors: [docker]", "processors::resourcedetection::detectors::0: profcol has no docker detector"),
+        ("detectors: [k8s_api]", "processors::resourcedetection::detectors::0: profcol has no k8s_api detector"),
+        ("detectors: [k8snode]\nk8snode: {auth_type: tls}", "processors::resourcedetection::k8snode::auth_type: \"tls\" is not supported"),
+        ("detectors: [k8snode]\nk8snode: {resource_attributes: {k8s.node.ip: {enabled: true}}}", "k8snode::resource_attributes::k8s.node.ip: unknown attribute"),
+        ("detectors: [docker]\ndocker: {resource_attributes: {host.ip: {enabled: true}}}", "docker::resource_attributes::host.ip: unknown attribute"),
+        ("detectors: [docker]\ndocker: {endpoint: x}", "unknown field \"endpoint\""),
         ("detectors: [nope]", "processors::resourcedetection::detectors::0: invalid detector key"),
         ("detectors: [system]\nsystem: {hostname_sources: [cname]}", "processors::resourcedetection::system::hostname_sources::0"),
         ("detectors: [system]\nsystem: {hostname_sources: [bogus]}", "hostname_sources contains invalid value"),
@@ -180,4 +199,129 @@ fn the_real_host_has_a_name() {
         .attributes;
     let got = profcol_ottl::value::map_get(attrs, "host.name").unwrap();
     assert_eq!(got.value, Some(A::StringValue(want.trim().to_string())));
+}
+
+#[test]
+fn k8snode_needs_its_node_name_variable() {
+    let e = make("detectors: [k8snode]", &host()).err().unwrap();
+    assert!(
+        e.contains("processors::resourcedetection::detectors::0: failed creating detector: node name can't be found: set K8S_NODE_NAME"),
+        "{e}"
+    );
+    let e = make(
+        "detectors: [k8snode]\nk8snode: {node_from_env_var: MY_NODE}",
+        &host(),
+    )
+    .err()
+    .unwrap();
+    assert!(e.contains("set MY_NODE"), "{e}");
+}
+
+/// A Docker daemon on a unix socket: answers each connection's request
+/// with the next of `answers` (status, body); returns the request lines.
+fn fake_docker(
+    path: &std::path::Path,
+    answers: Vec<(u16, &'static str)>,
+) -> std::thread::JoinHandle<Vec<String>> {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::os::unix::net::UnixListener::bind(path).unwrap();
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for (status, body) in answers {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            seen.push(line.trim_end().to_string());
+            // The rest of the head.
+            loop {
+                let mut l = String::new();
+                if reader.read_line(&mut l).unwrap() == 0 || l == "\r\n" {
+                    break;
+                }
+            }
+            // Chunked, as the daemon answers.
+            let resp = format!(
+                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+                body.len()
+            );
+            conn.write_all(resp.as_bytes()).unwrap();
+        }
+        seen
+    })
+}
+
+const INFO: &str = r#"{"ID":"x","Name":"docker-host-7","OSType":"linux","KernelVersion":"6.1"}"#;
+
+fn docker_host(dir: &tempfile::TempDir) -> FakeHost {
+    let sock = dir.path().join("docker.sock");
+    let mut h = host();
+    h.env.insert(
+        "DOCKER_HOST",
+        Box::leak(format!("unix://{}", sock.display()).into_boxed_str()),
+    );
+    h
+}
+
+#[test]
+fn docker_reads_the_daemons_info() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = docker_host(&dir);
+    let server = fake_docker(
+        &dir.path().join("docker.sock"),
+        vec![(200, INFO), (200, INFO)],
+    );
+    // Earlier detectors win: docker's host.name under env's none, over system's.
+    let r = resources("detectors: [docker, system]", &h);
+    assert_eq!(
+        r[0][2..],
+        ["host.name=docker-host-7", "os.type=linux"],
+        "{r:?}"
+    );
+    let r = resources(
+        "detectors: [docker]\ndocker: {resource_attributes: {os.type: {enabled: false}}}",
+        &h,
+    );
+    assert_eq!(r[0][2..], ["host.name=docker-host-7"]);
+    assert_eq!(server.join().unwrap(), ["GET /info HTTP/1.1"; 2]);
+}
+
+#[test]
+fn docker_retries_within_the_timeout_then_goes_on_or_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = docker_host(&dir);
+    // A daemon failing once, then answering: the retry (after 1s) finds it.
+    let server = fake_docker(
+        &dir.path().join("docker.sock"),
+        vec![(500, r#"{"message":"busy"}"#), (200, INFO)],
+    );
+    let r = resources("detectors: [docker]\ntimeout: 5s", &h);
+    assert_eq!(r[0][2..], ["host.name=docker-host-7", "os.type=linux"]);
+    assert_eq!(server.join().unwrap().len(), 2);
+    // No daemon: within the timeout, nothing detected, the start goes on...
+    std::fs::remove_file(dir.path().join("docker.sock")).unwrap();
+    let started = std::time::Instant::now();
+    let r = resources("detectors: [docker, env]\ntimeout: 1500ms", &h);
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    assert!(r[0].iter().all(|a| !a.starts_with("os.type")), "{r:?}");
+    assert!(r[0].contains(&"team=a,b c".to_string()), "{r:?}");
+    // ...unless fail_on_missing_metadata.
+    let e = make(
+        "detectors: [env, docker]\ntimeout: 1500ms\nfail_on_missing_metadata: true",
+        &h,
+    )
+    .err()
+    .unwrap();
+    assert!(
+        e.contains("processors::resourcedetection::detectors::1: failed to detect: failed getting OS hostname from the Docker daemon"),
+        "{e}"
+    );
+    // A DOCKER_HOST profcol cannot reach fails the start.
+    let mut h = host();
+    h.env.insert("DOCKER_HOST", "ssh://me@box");
+    let e = make("detectors: [docker]", &h).err().unwrap();
+    assert!(
+        e.contains("failed creating detector: DOCKER_HOST \"ssh://me@box\""),
+        "{e}"
+    );
 }

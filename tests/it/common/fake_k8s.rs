@@ -224,6 +224,12 @@ impl FakeK8s {
         self.inner.state.lock().unwrap().forbidden.insert(kind);
     }
 
+    /// Stops forbidding `plural`.
+    pub fn allow(&self, plural: &str) {
+        let kind = kind_of(plural).unwrap();
+        self.inner.state.lock().unwrap().forbidden.remove(kind);
+    }
+
     /// The current resourceVersion.
     pub fn version(&self) -> u64 {
         self.inner.state.lock().unwrap().rv
@@ -232,6 +238,24 @@ impl FakeK8s {
     /// Every request so far, `path?query`.
     pub fn requests(&self) -> Vec<String> {
         self.inner.requests.lock().unwrap().clone()
+    }
+}
+
+/// `GET /api/v1/nodes/<name>` (the `k8snode` detector's read).
+fn get_node(inner: &Inner, name: &str) -> Response<Body> {
+    let s = inner.state.lock().unwrap();
+    if s.forbidden.contains("Node") {
+        return json_response(
+            StatusCode::FORBIDDEN,
+            &status(403, "Forbidden", &format!("nodes \"{name}\" is forbidden")),
+        );
+    }
+    match s.objects.get(&("Node", format!("/{name}"))) {
+        Some(node) => json_response(StatusCode::OK, node),
+        None => json_response(
+            StatusCode::NOT_FOUND,
+            &status(404, "NotFound", &format!("nodes \"{name}\" not found")),
+        ),
     }
 }
 
@@ -277,6 +301,9 @@ async fn serve(inner: Arc<Inner>, uri: Uri, headers: HeaderMap) -> Response<Body
                 .collect()
         })
         .unwrap_or_default();
+    if let Some(name) = uri.path().strip_prefix("/api/v1/nodes/") {
+        return get_node(&inner, name);
+    }
     let Some((namespace, kind)) = route(uri.path()) else {
         return json_response(
             StatusCode::NOT_FOUND,
