@@ -38,6 +38,9 @@ use cache::{Cache, State};
 pub use config::K8sAttributesConfig;
 use config::{Plan, Source};
 use pod::{identifier_key, IdPart, Pod};
+/// The container id in a `/proc/<pid>/cgroup` text (for the fuzz target).
+#[doc(hidden)]
+pub use samples::container_in_cgroup;
 
 pub struct K8sAttributesFactory;
 
