@@ -321,6 +321,29 @@ async fn a_forbidding_api_leaves_batches_unenriched_and_counted() {
         .await
             >= 1
     );
+    // The watch keeps retrying (with backoff, not in a tight loop); once
+    // the API allows it, it lists and batches are enriched again.
+    let errors = metric(
+        m,
+        "profcol_k8s_watch_errors_total{processor=\"k8sattributes\",resource=\"pods\"}",
+    )
+    .await;
+    fake.allow("pods");
+    until("enriched again", || async {
+        through(&p, &sink, request(&[&[("k8s.pod.ip", "10.0.0.1")]])).await[0]
+            .contains(&"k8s.pod.name=a".to_string())
+    })
+    .await;
+    let retries = metric(
+        m,
+        "profcol_k8s_watch_errors_total{processor=\"k8sattributes\",resource=\"pods\"}",
+    )
+    .await;
+    let elapsed = started.elapsed().as_secs();
+    assert!(
+        retries - errors <= 2 * elapsed + 5,
+        "{errors} then {retries} watch errors in {elapsed}s: no backoff"
+    );
 }
 
 /// The processor of the comparison: the Collector's defaults plus labels
