@@ -21,6 +21,7 @@ pub fn registry() -> Registry {
         .processor(profcol_processors::attributes::factory())
         .processor(profcol_processors::resourcedetection::factory())
         .processor(profcol_processors::k8sattributes::factory())
+        .processor(profcol_processors::symbolizer::factory())
         .exporter(profcol_exporters::otlp::factory())
         .exporter(profcol_exporters::otlphttp::factory())
         .exporter(profcol_exporters::debug::factory())

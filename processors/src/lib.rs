@@ -19,6 +19,7 @@ pub mod probabilistic_sampler;
 pub mod resource;
 pub mod resourcedetection;
 pub mod sampling;
+pub mod symbolizer;
 pub mod thread_pruning;
 pub mod transform;
 pub mod unit_normalization;

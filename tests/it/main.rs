@@ -36,3 +36,4 @@ mod sentry_forward;
 mod sentry_pprof;
 mod sentry_roundtrip;
 mod signaltometrics;
+mod symbolizer;

@@ -128,6 +128,8 @@ pub struct Telemetry {
     k8s_watcher: Vec<(&'static str, Cached<Counter>)>,
     k8s_watch_errors: Cached<Counter>,
     k8s_cache_refused: Cached<Counter>,
+    /// `otelcol_processor_symbolizer_<what>`, by `<what>`.
+    symbolizer: Vec<(&'static str, Cached<Counter>)>,
 }
 
 impl Default for Telemetry {
@@ -228,6 +230,25 @@ impl Telemetry {
                 .collect(),
             k8s_watch_errors: family!(r, "profcol_k8s_watch_errors", "Failed requests of a watch of the Kubernetes API (it retries with backoff), by resource."),
             k8s_cache_refused: family!(r, "profcol_k8s_cache_refused", "Kubernetes objects left out of the cache because the memory budget is exhausted, by resource."),
+            symbolizer: [
+                ("cache_hits", "Native frames found in the symbolizer's result cache."),
+                ("cache_misses", "Native frames not in the symbolizer's result cache when their batch came."),
+                ("frames_resolved", "Addresses the symbolizer resolved to at least one function."),
+                ("frames_unresolved", "Addresses no debug information named (no file found, or no function at the address)."),
+                ("fetches", "Requests of debug files from debuginfod servers (cache hits included)."),
+                ("fetch_failures", "debuginfod fetches that failed (timeout, server error, too large, truncated)."),
+                ("load_failures", "Binaries for which no usable debug information was found or kept."),
+                ("queue_full", "Addresses not queued for resolution because the queue was full (asked again by a later batch)."),
+            ]
+            .into_iter()
+            .map(|(key, help)| {
+                let f = Family::default();
+                let name = format!("otelcol_processor_symbolizer_{key}");
+                r.register(name.clone(), help.trim_end_matches('.'), f.clone());
+                b.register(name, help.trim_end_matches('.'), f.clone());
+                (key, Cached::new(f))
+            })
+            .collect(),
             config_reloads: family!(r, "profcol_config_reloads", "Config reloads (SIGHUP), by result: success, failure (refused; the old config keeps running) or partial (a component failed to start after the switch)."),
             registry: r,
             basic: b,
@@ -518,6 +539,13 @@ impl Telemetry {
     }
 
     /// An object the cache could not hold within the memory budget.
+    /// `n` more of a symbolizer counter (`cache_hits`, `fetches`, ...).
+    pub fn symbolizer(&self, processor: &str, what: &str, n: u64) {
+        if let Some((_, f)) = self.symbolizer.iter().find(|(k, _)| *k == what) {
+            f.get(&[("processor", processor)]).inc_by(n);
+        }
+    }
+
     pub fn k8s_cache_refused(&self, processor: &str, resource: &str) {
         crate::warn_limited!(
             processor,

@@ -1,0 +1,304 @@
+//! Processor `symbolizer`: names native frames. The OpenTelemetry eBPF
+//! profiler sends native (C, C++, Rust) frames as a mapping (file name,
+//! build ids) plus an address in the file's link-time address space
+//! (return addresses already minus one); pprof converters send process
+//! addresses with the mapping's start and file offset. Each such location
+//! without lines gets the functions at its address, inlined ones first,
+//! with file and line, from debug files found by build id (see
+//! `resolver`). A batch waits for what is not cached at most `timeout`.
+
+mod config;
+mod debuginfod;
+mod elf;
+mod resolver;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Instant;
+
+use profcol_model::dictionary::Interner;
+use profcol_model::proto::{any_value::Value as A, Function, Line, ProfilesDictionary};
+use profcol_model::ProfileBatch;
+use profcol_pipeline::component::{
+    ProcessContext, Processor, ProcessorFactory, ProcessorStart, Verdict,
+};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+use profcol_pipeline::telemetry::Telemetry;
+
+use config::Plan;
+pub use config::SymbolizerConfig;
+use elf::BuildId;
+pub use elf::Frame;
+use resolver::{Address, Binary, Frames, Resolver};
+
+pub struct SymbolizerFactory;
+
+impl ProcessorFactory for SymbolizerFactory {
+    fn type_name(&self) -> &'static str {
+        "symbolizer"
+    }
+
+    fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Processor>, ConfigErrors> {
+        let (_, plan) = cfg.decode_checked(|c: &SymbolizerConfig| c.compile(cfg))?;
+        Ok(Box::new(Symbolizer::new(plan)))
+    }
+}
+
+pub fn factory() -> Arc<dyn ProcessorFactory> {
+    Arc::new(SymbolizerFactory)
+}
+
+pub struct Symbolizer {
+    plan: Arc<Plan>,
+    resolver: Resolver,
+    telemetry: Option<Arc<Telemetry>>,
+    id: String,
+    /// The counters as last published.
+    published: [u64; 8],
+    /// Reused per batch.
+    keys: Vec<(Arc<str>, Address)>,
+    found: Vec<Option<Frames>>,
+}
+
+const GNU: &str = "process.executable.build_id.gnu";
+const GO: &str = "process.executable.build_id.go";
+const FRAME_TYPE: &str = "profile.frame.type";
+
+impl Symbolizer {
+    fn new(plan: Plan) -> Self {
+        let plan = Arc::new(plan);
+        Self {
+            resolver: Resolver::new(plan.clone()),
+            plan,
+            telemetry: None,
+            id: String::new(),
+            published: [0; 8],
+            keys: Vec::new(),
+            found: Vec::new(),
+        }
+    }
+
+    fn publish(&mut self) {
+        let s = &self.resolver.shared.stats;
+        let now = [
+            ("cache_hits", &s.cache_hits),
+            ("cache_misses", &s.cache_misses),
+            ("frames_resolved", &s.resolved),
+            ("frames_unresolved", &s.unresolved),
+            ("fetches", &s.fetches),
+            ("fetch_failures", &s.fetch_failures),
+            ("load_failures", &s.load_failures),
+            ("queue_full", &s.queue_full),
+        ];
+        for (i, (what, c)) in now.into_iter().enumerate() {
+            let v = c.load(Relaxed);
+            if let Some(t) = &self.telemetry {
+                if v > self.published[i] {
+                    t.symbolizer(&self.id, what, v - self.published[i]);
+                }
+            }
+            self.published[i] = v;
+        }
+    }
+}
+
+/// What a batch's dictionary says about one mapping.
+fn binary_of(dict: &ProfilesDictionary, mapping: usize) -> Option<Binary> {
+    let m = dict.mapping_table.get(mapping)?;
+    let s = |i: i32| dict.string_table.get(i as usize).map(String::as_str);
+    let mut id = None;
+    for &a in &m.attribute_indices {
+        let Some(kv) = dict.attribute_table.get(a as usize) else {
+            continue;
+        };
+        let Some(A::StringValue(v)) = kv.value.as_ref().and_then(|v| v.value.as_ref()) else {
+            continue;
+        };
+        match s(kv.key_strindex) {
+            Some(GNU) => id = parse_hex(v).map(BuildId::Gnu).or(id),
+            Some(GO) if id.is_none() && !v.is_empty() => id = Some(BuildId::Go(v.clone())),
+            _ => {}
+        }
+    }
+    let id = id?;
+    let key: Arc<str> = match &id {
+        BuildId::Gnu(_) => id.hex()?.into(),
+        BuildId::Go(g) => format!("go:{g}").into(),
+    };
+    Some(Binary {
+        id,
+        key,
+        filename: s(m.filename_strindex).unwrap_or("").into(),
+    })
+}
+
+/// A GNU build id as hex; at most 64 bytes (forged ids are refused).
+fn parse_hex(v: &str) -> Option<Vec<u8>> {
+    if v.is_empty() || !v.len().is_multiple_of(2) || v.len() > 128 {
+        return None;
+    }
+    (0..v.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(v.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// The location's `profile.frame.type`, if set.
+fn frame_type<'a>(dict: &'a ProfilesDictionary, attrs: &[i32]) -> Option<&'a str> {
+    attrs.iter().find_map(|&a| {
+        let kv = dict.attribute_table.get(a as usize)?;
+        if dict.string_table.get(kv.key_strindex as usize)? != FRAME_TYPE {
+            return None;
+        }
+        match kv.value.as_ref()?.value.as_ref()? {
+            A::StringValue(v) => Some(v.as_str()),
+            _ => None,
+        }
+    })
+}
+
+impl Processor for Symbolizer {
+    fn process(&mut self, batch: &mut ProfileBatch, ctx: &mut ProcessContext) -> Verdict {
+        let data = batch.data_mut();
+        let Some(dict) = data.dictionary.as_mut() else {
+            return Verdict::Keep;
+        };
+        // Per mapping, once: its binary (None: nothing to look up by).
+        let mut binaries: Vec<Option<Option<Binary>>> = vec![None; dict.mapping_table.len()];
+        let mut todo = Vec::new();
+        self.keys.clear();
+        for (li, loc) in dict.location_table.iter().enumerate() {
+            if !loc.lines.is_empty() || loc.mapping_index <= 0 {
+                continue;
+            }
+            let typed = match frame_type(dict, &loc.attribute_indices) {
+                Some("native") | Some("kernel") => true,
+                Some(_) => continue,
+                None if self.plan.untyped_locations => false,
+                None => continue,
+            };
+            let mi = loc.mapping_index as usize;
+            let Some(slot) = binaries.get_mut(mi) else {
+                continue;
+            };
+            let Some(bin) = slot.get_or_insert_with(|| binary_of(dict, mi)) else {
+                continue;
+            };
+            let address = if typed {
+                Address::File(loc.address)
+            } else {
+                let m = &dict.mapping_table[mi];
+                match loc.address.checked_sub(m.memory_start) {
+                    Some(d) => Address::Offset(d.saturating_add(m.file_offset)),
+                    None => continue,
+                }
+            };
+            todo.push((li, bin.clone()));
+            self.keys.push((bin.key.clone(), address));
+        }
+        if todo.is_empty() {
+            self.publish();
+            return Verdict::Keep;
+        }
+        let shared = self.resolver.shared.clone();
+        shared.lookup(&self.keys, &mut self.found);
+        let misses: Vec<usize> = (0..todo.len())
+            .filter(|&i| self.found[i].is_none())
+            .collect();
+        if !misses.is_empty() {
+            let mut per_binary: hashbrown::HashMap<Arc<str>, (Binary, Vec<Address>)> =
+                hashbrown::HashMap::new();
+            for &i in &misses {
+                let (key, addr) = &self.keys[i];
+                let e = per_binary
+                    .entry(key.clone())
+                    .or_insert_with(|| (todo[i].1.clone(), Vec::new()));
+                if !e.1.contains(addr) {
+                    e.1.push(*addr);
+                }
+            }
+            let ticket = shared.submit(per_binary.into_values().collect());
+            if !self.plan.timeout.is_zero() {
+                ticket.wait(Instant::now() + self.plan.timeout);
+                let keys: Vec<_> = misses.iter().map(|&i| self.keys[i].clone()).collect();
+                let mut again = Vec::new();
+                shared.lookup_quiet(&keys, &mut again);
+                for (&i, f) in misses.iter().zip(again) {
+                    self.found[i] = f;
+                }
+            }
+        }
+        let written = write_lines(dict, &todo, &self.found);
+        ctx.event("symbolizer_locations_symbolized", written);
+        self.publish();
+        Verdict::Keep
+    }
+
+    fn start(&mut self, ctx: &ProcessorStart<'_>) {
+        self.id = ctx.id.to_string();
+        self.telemetry = Some(ctx.telemetry.clone());
+        if let Ok(r) = ctx.budget.try_admit(0) {
+            self.resolver.shared.attach(r);
+        }
+    }
+}
+
+/// Writes the frames found as lines of their locations, interning names
+/// and files in the dictionary; returns the locations written.
+fn write_lines(
+    dict: &mut ProfilesDictionary,
+    todo: &[(usize, Binary)],
+    found: &[Option<Frames>],
+) -> u64 {
+    if found
+        .iter()
+        .all(|f| f.as_ref().is_none_or(|f| f.is_empty()))
+    {
+        return 0;
+    }
+    let mut strings = Interner::from_values(std::mem::take(&mut dict.string_table));
+    let mut functions = Interner::from_values(std::mem::take(&mut dict.function_table));
+    let mut written = 0;
+    for ((li, _), frames) in todo.iter().zip(found) {
+        let Some(frames) = frames.as_ref().filter(|f| !f.is_empty()) else {
+            continue;
+        };
+        let mut str_of = |s: &str| strings.intern_by(s, |a: &String, b| a == b, str::to_string);
+        let lines = frames
+            .iter()
+            .map(|f| {
+                let function = Function {
+                    name_strindex: str_of(&f.name),
+                    system_name_strindex: str_of(&f.system_name),
+                    filename_strindex: str_of(&f.file),
+                    start_line: 0,
+                };
+                Line {
+                    function_index: functions.intern(function),
+                    line: i64::from(f.line),
+                    column: i64::from(f.column),
+                }
+            })
+            .collect();
+        dict.location_table[*li].lines = lines;
+        written += 1;
+    }
+    dict.string_table = strings.into_values();
+    dict.function_table = functions.into_values();
+    written
+}
+
+/// For benches and tests: a processor on `yaml` (no telemetry).
+#[doc(hidden)]
+pub fn from_yaml(yaml: &str) -> Result<Box<dyn Processor>, String> {
+    let cfg = ComponentConfig::from_yaml(
+        profcol_pipeline::config::Kind::Processor,
+        "symbolizer",
+        yaml,
+    )
+    .map_err(|e| e.to_string())?;
+    SymbolizerFactory.create(&cfg).map_err(|e| e.to_string())
+}

@@ -1,0 +1,65 @@
+//! Unit tests of the symbolizer's parts; real binaries are in
+//! tests/it/symbolizer.rs.
+
+use std::time::{Duration, Instant};
+
+use super::debuginfod::NegativeCache;
+use super::elf::{BuildId, Identity};
+use super::*;
+
+#[test]
+fn build_ids_are_parsed_and_forged_ones_refused() {
+    assert_eq!(parse_hex("0aFf"), Some(vec![0x0a, 0xff]));
+    for bad in ["", "abc", "zz", "é1", &"00".repeat(65)] {
+        assert_eq!(parse_hex(bad), None, "{bad:?}");
+    }
+    assert_eq!(
+        BuildId::Gnu(vec![0xab, 0x01]).hex().as_deref(),
+        Some("ab01")
+    );
+    assert_eq!(BuildId::Go("x/y".into()).hex(), None);
+}
+
+#[test]
+fn file_offsets_map_through_the_segment_holding_them() {
+    let id = Identity {
+        loads: vec![(0, 0x400000, 0x1000), (0x1000, 0x401000, 0x2000)],
+        ..Default::default()
+    };
+    assert_eq!(id.vaddr_of_offset(0x10), Some(0x400010));
+    assert_eq!(id.vaddr_of_offset(0x1800), Some(0x401800));
+    assert_eq!(id.vaddr_of_offset(0x3000), None);
+}
+
+#[test]
+fn negative_cache_expires_and_stays_bounded() {
+    let mut n = NegativeCache::new(Duration::from_secs(10), 3);
+    let t = Instant::now();
+    for k in ["a", "b", "c", "d"] {
+        n.insert(k.into(), t);
+    }
+    assert!(n.contains("d", t));
+    assert!(n.bytes() <= 3 * 96);
+    assert!(!n.contains("d", t + Duration::from_secs(11)));
+}
+
+#[test]
+fn frame_types_other_than_native_and_kernel_are_left_alone() {
+    use profcol_model::proto::{AnyValue, KeyValueAndUnit};
+    let dict = ProfilesDictionary {
+        string_table: vec!["".into(), FRAME_TYPE.into()],
+        attribute_table: vec![
+            KeyValueAndUnit::default(),
+            KeyValueAndUnit {
+                key_strindex: 1,
+                value: Some(AnyValue {
+                    value: Some(A::StringValue("python".into())),
+                }),
+                unit_strindex: 0,
+            },
+        ],
+        ..Default::default()
+    };
+    assert_eq!(frame_type(&dict, &[1]), Some("python"));
+    assert_eq!(frame_type(&dict, &[0, 9]), None);
+}

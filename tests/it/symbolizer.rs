@@ -1,0 +1,842 @@
+//! The `symbolizer` processor on real programs built here (gcc, g++,
+//! rustc, go), with profiles shaped as the OpenTelemetry eBPF profiler
+//! sends them (build ids from the ELF notes, file addresses of the
+//! executable segment, `profile.frame.type: native`) and as pprof
+//! converters do (process addresses). The oracle is binutils'
+//! `addr2line -a -f -i -C` on the same addresses.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use profcol_model::dictionary::{DictionaryBuilder, Lookup};
+use profcol_model::proto::{
+    any_value::Value as A, AnyValue, Location, Mapping, Profile, ProfilesData, ResourceProfiles,
+    Sample, ScopeProfiles,
+};
+use profcol_model::ProfileBatch;
+use profcol_pipeline::component::{ProcessContext, Processor};
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A program built here, as the eBPF profiler sees it.
+struct Built {
+    path: PathBuf,
+    gnu_build_id: Option<String>,
+    go_build_id: Option<String>,
+    /// The executable PT_LOAD: (offset, vaddr, filesz).
+    text: (u64, u64, u64),
+}
+
+fn hex(s: &str) -> u64 {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap()
+}
+
+fn inspect(path: &Path) -> Built {
+    let notes = run(Command::new("readelf").arg("-nW").arg(path));
+    let gnu_build_id = notes
+        .lines()
+        .find_map(|l| l.split("Build ID: ").nth(1))
+        .map(|s| s.trim().to_string());
+    let headers = run(Command::new("readelf").arg("-lW").arg(path));
+    let text = headers
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|w| w.first() == Some(&"LOAD") && (w.contains(&"E") || w.contains(&"RE")))
+        .map(|w| (hex(w[1]), hex(w[2]), hex(w[4])))
+        .expect("an executable LOAD segment");
+    Built {
+        path: path.to_path_buf(),
+        gnu_build_id,
+        go_build_id: None,
+        text,
+    }
+}
+
+/// Addresses inside the named functions: their start and a spread of
+/// offsets through them (call sites, inlined code).
+fn addresses_in(path: &Path, functions: &[&str]) -> Vec<u64> {
+    let nm = run(Command::new("nm").arg("-S").arg("--defined-only").arg(path));
+    let mut out = Vec::new();
+    for line in nm.lines() {
+        let w: Vec<_> = line.split_whitespace().collect();
+        if w.len() != 4 || !matches!(w[2], "T" | "t") {
+            continue;
+        }
+        if !functions.iter().any(|f| w[3].contains(f)) {
+            continue;
+        }
+        let (start, size) = (hex(w[0]), hex(w[1]));
+        for k in 0..8 {
+            out.push(start + size * k / 8);
+        }
+    }
+    out.sort();
+    out.dedup();
+    assert!(!out.is_empty(), "no function of {functions:?} in {path:?}");
+    out
+}
+
+/// `(function, file, line)` per frame, innermost first, as binutils says.
+type Frames = Vec<(String, String, i64)>;
+
+/// Go's own `go tool addr2line` (binutils misreads Go's line tables):
+/// no inline frames.
+fn go_oracle(path: &Path, addrs: &[u64]) -> Vec<Frames> {
+    let mut child = Command::new("go")
+        .args(["tool", "addr2line"])
+        .arg(path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input: String = addrs.iter().map(|a| format!("{a:#x}\n")).collect();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    let all: Vec<Frames> = lines
+        .chunks(2)
+        .map(|c| {
+            let (file, line) = c[1].rsplit_once(':').unwrap();
+            vec![(
+                c[0].to_string(),
+                file.to_string(),
+                line.parse().unwrap_or(0),
+            )]
+        })
+        .collect();
+    assert_eq!(all.len(), addrs.len());
+    all
+}
+
+fn oracle(path: &Path, addrs: &[u64]) -> Vec<Frames> {
+    let mut cmd = Command::new("addr2line");
+    cmd.args(["-a", "-f", "-i", "-C", "-e"]).arg(path);
+    cmd.args(addrs.iter().map(|a| format!("{a:#x}")));
+    let out = run(&mut cmd);
+    let mut all: Vec<Frames> = Vec::new();
+    let mut lines = out.lines().peekable();
+    while let Some(l) = lines.next() {
+        if l.starts_with("0x") {
+            all.push(Vec::new());
+            continue;
+        }
+        let func = l.to_string();
+        let loc = lines.next().unwrap_or("??:0");
+        let loc = loc.split(" (discriminator").next().unwrap();
+        let (file, line) = loc.rsplit_once(':').unwrap();
+        let line = line.parse().unwrap_or(0);
+        all.last_mut().unwrap().push((func, file.to_string(), line));
+    }
+    assert_eq!(all.len(), addrs.len());
+    all
+}
+
+/// How the producer expresses addresses.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// The eBPF profiler: file addresses, `profile.frame.type`.
+    Ebpf,
+    /// pprof: process addresses from a load bias, no frame type.
+    Process { bias: u64 },
+}
+
+fn profile_of(bin: &Built, addrs: &[u64], shape: Shape, filename: &str) -> ProfilesData {
+    let mut d = DictionaryBuilder::new();
+    let mut attrs = Vec::new();
+    if let Some(id) = &bin.gnu_build_id {
+        attrs.push(d.attribute_kv(
+            "process.executable.build_id.gnu",
+            AnyValue {
+                value: Some(A::StringValue(id.clone())),
+            },
+            "",
+        ));
+    }
+    if let Some(id) = &bin.go_build_id {
+        attrs.push(d.attribute_kv(
+            "process.executable.build_id.go",
+            AnyValue {
+                value: Some(A::StringValue(id.clone())),
+            },
+            "",
+        ));
+    }
+    let (off, vaddr, size) = bin.text;
+    let (start, limit) = match shape {
+        Shape::Ebpf => (vaddr, vaddr + size),
+        Shape::Process { bias } => (bias + vaddr, bias + vaddr + size),
+    };
+    let filename = d.string(filename);
+    let mapping = d.mapping(Mapping {
+        memory_start: start,
+        memory_limit: limit,
+        file_offset: off,
+        filename_strindex: filename,
+        attribute_indices: attrs,
+    });
+    let native = d.attribute_kv(
+        "profile.frame.type",
+        AnyValue {
+            value: Some(A::StringValue("native".into())),
+        },
+        "",
+    );
+    let locs: Vec<i32> = addrs
+        .iter()
+        .map(|&a| {
+            d.location(match shape {
+                Shape::Ebpf => Location {
+                    mapping_index: mapping,
+                    address: a,
+                    lines: vec![],
+                    attribute_indices: vec![native],
+                },
+                Shape::Process { bias } => Location {
+                    mapping_index: mapping,
+                    address: a + bias,
+                    lines: vec![],
+                    attribute_indices: vec![],
+                },
+            })
+        })
+        .collect();
+    let samples = locs
+        .iter()
+        .map(|&l| Sample {
+            stack_index: d.stack(&[l]),
+            values: vec![1],
+            ..Default::default()
+        })
+        .collect();
+    ProfilesData {
+        resource_profiles: vec![ResourceProfiles {
+            scope_profiles: vec![ScopeProfiles {
+                profiles: vec![Profile {
+                    samples,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        dictionary: Some(d.finish()),
+    }
+}
+
+fn process(p: &mut Box<dyn Processor>, data: ProfilesData) -> ProfilesData {
+    let mut batch = ProfileBatch::new(data);
+    let mut ctx = ProcessContext::deferred("profiles", "symbolizer");
+    p.process(&mut batch, &mut ctx);
+    batch.into_data()
+}
+
+/// The frames the processor wrote, per location in stack order.
+fn symbolized(data: &ProfilesData) -> Vec<Frames> {
+    let l = Lookup::of(data);
+    data.resource_profiles[0].scope_profiles[0].profiles[0]
+        .samples
+        .iter()
+        .map(|s| {
+            let loc = l.location(l.stack(s.stack_index).location_indices[0]);
+            loc.lines
+                .iter()
+                .map(|line| {
+                    let f = l.function(line.function_index);
+                    (
+                        l.string(f.name_strindex).to_string(),
+                        l.string(f.filename_strindex).to_string(),
+                        line.line,
+                    )
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// binutils and cpp_demangle space template closers differently.
+fn norm(s: &str) -> String {
+    s.replace("> >", ">>")
+}
+
+fn assert_matches_oracle(bin: &Built, addrs: &[u64], got: &[Frames]) {
+    let want = if bin.go_build_id.is_some() {
+        go_oracle(&bin.path, addrs)
+    } else {
+        oracle(&bin.path, addrs)
+    };
+    let mut named = 0;
+    for ((a, w), g) in addrs.iter().zip(&want).zip(got) {
+        let w: Frames = w
+            .iter()
+            .filter(|f| f.0 != "??")
+            .map(|f| (norm(&f.0), f.1.clone(), f.2))
+            .collect();
+        let mut g: Frames = g.iter().map(|f| (norm(&f.0), f.1.clone(), f.2)).collect();
+        if bin.go_build_id.is_some() {
+            g.truncate(1); // Go's tool names the innermost frame only
+        }
+        if w.is_empty() {
+            continue;
+        }
+        named += 1;
+        assert_eq!(g, w, "{:?} at {a:#x}", bin.path);
+    }
+    assert!(
+        named * 2 >= addrs.len(),
+        "binutils named {named} of {}",
+        addrs.len()
+    );
+}
+
+fn symbolizer(yaml: &str) -> Box<dyn Processor> {
+    profcol_processors::symbolizer::from_yaml(yaml).expect("config")
+}
+
+const C_SRC: &str = r#"
+#include <stdio.h>
+static inline __attribute__((always_inline)) int leaf(int x) { return x * x + 3; }
+static inline __attribute__((always_inline)) int mid(int x) { return leaf(x) ^ leaf(x + 1); }
+__attribute__((noinline)) int work(int n) {
+    int s = 0;
+    for (int i = 0; i < n; i++) s += mid(i);
+    return s;
+}
+__attribute__((noinline)) int outer(int n) { return work(n) + work(n / 2); }
+int main(int argc, char **argv) { printf("%d\n", outer(argc * 1000)); return 0; }
+"#;
+
+fn build_c(dir: &Path) -> Built {
+    let src = dir.join("prog.c");
+    std::fs::write(&src, C_SRC).unwrap();
+    let exe = dir.join("prog");
+    run(Command::new("gcc")
+        .args(["-g", "-O2", "-Wl,--build-id", "-o"])
+        .arg(&exe)
+        .arg(&src));
+    inspect(&exe)
+}
+
+#[test]
+fn c_with_inlining_as_the_ebpf_profiler_sends_it_matches_addr2line() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path());
+    let addrs = addresses_in(&bin.path, &["work", "outer", "main"]);
+    let mut p = symbolizer(&format!(
+        "allow_mapping_paths: [{}]\ndebug_directories: []\ntimeout: 30s",
+        dir.path().display()
+    ));
+    let out = process(
+        &mut p,
+        profile_of(&bin, &addrs, Shape::Ebpf, bin.path.to_str().unwrap()),
+    );
+    let got = symbolized(&out);
+    assert_matches_oracle(&bin, &addrs, &got);
+    // The inline chain is there: leaf inlined in mid inlined in work.
+    assert!(
+        got.iter()
+            .any(|f| f.len() >= 3 && f[0].0 == "leaf" && f[1].0 == "mid" && f[2].0 == "work"),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn pprof_process_addresses_are_turned_into_file_addresses() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path());
+    let addrs = addresses_in(&bin.path, &["work", "outer"]);
+    let mut p = symbolizer(&format!(
+        "allow_mapping_paths: [{}]\ntimeout: 30s",
+        dir.path().display()
+    ));
+    let bias = 0x7f12_3450_0000;
+    let out = process(
+        &mut p,
+        profile_of(
+            &bin,
+            &addrs,
+            Shape::Process { bias },
+            bin.path.to_str().unwrap(),
+        ),
+    );
+    assert_matches_oracle(&bin, &addrs, &symbolized(&out));
+}
+
+#[test]
+fn stripped_binary_finds_its_debug_file_by_build_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path());
+    let addrs = addresses_in(&bin.path, &["work", "outer"]);
+    let id = bin.gnu_build_id.clone().unwrap();
+    let debug_root = dir.path().join("debug");
+    let debug = debug_root
+        .join(".build-id")
+        .join(&id[..2])
+        .join(format!("{}.debug", &id[2..]));
+    std::fs::create_dir_all(debug.parent().unwrap()).unwrap();
+    run(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&bin.path)
+        .arg(&debug));
+    let stripped = dir.path().join("bin").join("prog");
+    std::fs::create_dir_all(stripped.parent().unwrap()).unwrap();
+    run(Command::new("strip")
+        .arg("--strip-all")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(&bin.path));
+    // The mapping names a file profcol may not open: the debug directory
+    // alone, by build id, names the frames.
+    let mut p = symbolizer(&format!(
+        "debug_directories: [{}]\ntimeout: 30s",
+        debug_root.display()
+    ));
+    let out = process(
+        &mut p,
+        profile_of(&bin, &addrs, Shape::Ebpf, stripped.to_str().unwrap()),
+    );
+    assert_matches_oracle(&bin, &addrs, &symbolized(&out));
+}
+
+#[test]
+fn gnu_debuglink_next_to_the_binary_is_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path());
+    let addrs = addresses_in(&bin.path, &["work"]);
+    let bindir = dir.path().join("bin");
+    std::fs::create_dir_all(bindir.join(".debug")).unwrap();
+    let debug = bindir.join(".debug").join("prog.dbg");
+    run(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&bin.path)
+        .arg(&debug));
+    let stripped = bindir.join("prog");
+    run(Command::new("objcopy")
+        .arg("--strip-all")
+        .arg(format!("--add-gnu-debuglink={}", debug.display()))
+        .arg(&bin.path)
+        .arg(&stripped));
+    let mut p = symbolizer(&format!(
+        "allow_mapping_paths: [{}]\ndebug_directories: []\ntimeout: 30s",
+        bindir.display()
+    ));
+    let out = process(
+        &mut p,
+        profile_of(&bin, &addrs, Shape::Ebpf, stripped.to_str().unwrap()),
+    );
+    assert_matches_oracle(&bin, &addrs, &symbolized(&out));
+}
+
+#[test]
+fn cpp_templates_are_demangled() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("prog.cc");
+    std::fs::write(
+        &src,
+        r#"
+#include <cstdio>
+#include <vector>
+namespace ns {
+template <typename T> struct Acc {
+    __attribute__((noinline)) T sum(const std::vector<T>& v) {
+        T s{};
+        for (auto x : v) s += x * 2;
+        return s;
+    }
+};
+}
+int main(int argc, char**) {
+    std::vector<double> v(argc * 100, 1.5);
+    std::vector<long> w(argc * 10, 3);
+    ns::Acc<double> a; ns::Acc<long> b;
+    std::printf("%f %ld\n", a.sum(v), b.sum(w));
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.path().join("prog");
+    run(Command::new("g++")
+        .args(["-g", "-O2", "-Wl,--build-id", "-o"])
+        .arg(&exe)
+        .arg(&src));
+    let bin = inspect(&exe);
+    let addrs = addresses_in(&exe, &["AccIdE3sum", "AccIlE3sum"]);
+    let mut p = symbolizer(&format!(
+        "allow_mapping_paths: [{}]\ntimeout: 30s",
+        dir.path().display()
+    ));
+    let out = process(
+        &mut p,
+        profile_of(&bin, &addrs, Shape::Ebpf, exe.to_str().unwrap()),
+    );
+    let got = symbolized(&out);
+    assert_matches_oracle(&bin, &addrs, &got);
+    assert!(
+        got.iter()
+            .flatten()
+            .any(|f| f.0.starts_with("ns::Acc<double>::sum(")),
+        "{got:?}"
+    );
+    // The mangled name is kept as the function's system name.
+    let l = Lookup::of(&out);
+    assert!(out
+        .dictionary
+        .as_ref()
+        .unwrap()
+        .function_table
+        .iter()
+        .any(|f| l
+            .string(f.system_name_strindex)
+            .starts_with("_ZN2ns3AccIdE3sum")));
+}
+
+#[test]
+fn rust_program_matches_addr2line() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("prog.rs");
+    std::fs::write(
+        &src,
+        r#"
+#[inline(never)]
+fn crunch(v: &[u64]) -> u64 { v.iter().map(|x| x.wrapping_mul(31) ^ 7).sum() }
+#[inline(never)]
+fn drive(n: u64) -> u64 { let v: Vec<u64> = (0..n).collect(); crunch(&v) }
+fn main() { println!("{}", drive(std::env::args().count() as u64 * 1000)); }
+"#,
+    )
+    .unwrap();
+    let exe = dir.path().join("prog");
+    run(Command::new("rustc")
+        .args([
+            "-g",
+            "-C",
+            "opt-level=2",
+            "-C",
+            "link-arg=-Wl,--build-id",
+            "-o",
+        ])
+        .arg(&exe)
+        .arg(&src));
+    let bin = inspect(&exe);
+    let addrs = addresses_in(&exe, &["4prog6crunch", "4prog5drive"]);
+    let mut p = symbolizer(&format!(
+        "allow_mapping_paths: [{}]\ntimeout: 30s",
+        dir.path().display()
+    ));
+    let out = process(
+        &mut p,
+        profile_of(&bin, &addrs, Shape::Ebpf, exe.to_str().unwrap()),
+    );
+    let got = symbolized(&out);
+    assert_matches_oracle(&bin, &addrs, &got);
+    assert!(
+        got.iter().flatten().any(|f| f.0 == "prog::crunch"),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn go_program_found_by_its_go_build_id() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("main.go"),
+        r#"package main
+
+import ("fmt"; "os")
+
+//go:noinline
+func crunch(n int) int { s := 0; for i := 0; i < n; i++ { s += i * 31 ^ 7 }; return s }
+
+func main() { fmt.Println(crunch(len(os.Args) * 1000)) }
+"#,
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("go.mod"), "module prog\n\ngo 1.21\n").unwrap();
+    let exe = dir.path().join("prog");
+    run(Command::new("go")
+        .args(["build", "-o"])
+        .arg(&exe)
+        .arg(".")
+        .current_dir(dir.path())
+        .env("GOCACHE", dir.path().join("cache"))
+        .env("GOFLAGS", "-mod=mod"));
+    let mut bin = inspect(&exe);
+    bin.gnu_build_id = None;
+    bin.go_build_id = Some(
+        run(Command::new("go").args(["tool", "buildid"]).arg(&exe))
+            .trim()
+            .to_string(),
+    );
+    let addrs = addresses_in(&exe, &["main.crunch"]);
+    let mut p = symbolizer(&format!(
+        "allow_mapping_paths: [{}]\ntimeout: 30s",
+        dir.path().display()
+    ));
+    let out = process(
+        &mut p,
+        profile_of(&bin, &addrs, Shape::Ebpf, exe.to_str().unwrap()),
+    );
+    let got = symbolized(&out);
+    assert_matches_oracle(&bin, &addrs, &got);
+    assert!(
+        got.iter().flatten().any(|f| f.0 == "main.crunch"),
+        "{got:?}"
+    );
+}
+
+/// A debuginfod server serving `files` by build id, answering as `mode`.
+#[derive(Clone, Copy)]
+enum Mode {
+    Serve,
+    Slow(Duration),
+    Truncate,
+    Endless,
+}
+
+fn debuginfod(
+    files: Vec<(String, Vec<u8>)>,
+    mode: Mode,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let h = hits.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let files = files.clone();
+            let h = h.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let n = conn.read(&mut buf).unwrap_or(0);
+                let req = String::from_utf8_lossy(&buf[..n]).into_owned();
+                let path = req.split_whitespace().nth(1).unwrap_or("").to_string();
+                h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let body = files.iter().find_map(|(id, data)| {
+                    (path == format!("/buildid/{id}/debuginfo")).then(|| data.clone())
+                });
+                let Some(body) = body else {
+                    let _ = conn.write_all(
+                        b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    );
+                    return;
+                };
+                match mode {
+                    Mode::Serve => {}
+                    Mode::Slow(d) => std::thread::sleep(d),
+                    Mode::Truncate => {
+                        let head = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                            body.len()
+                        );
+                        let _ = conn.write_all(head.as_bytes());
+                        let _ = conn.write_all(&body[..body.len() / 2]);
+                        return;
+                    }
+                    Mode::Endless => {
+                        let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n");
+                        let chunk = vec![0u8; 65536];
+                        loop {
+                            let head = format!("{:x}\r\n", chunk.len());
+                            if conn.write_all(head.as_bytes()).is_err()
+                                || conn.write_all(&chunk).is_err()
+                                || conn.write_all(b"\r\n").is_err()
+                            {
+                                return;
+                            }
+                        }
+                    }
+                }
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = conn.write_all(head.as_bytes());
+                let _ = conn.write_all(&body);
+            });
+        }
+    });
+    (url, hits)
+}
+
+/// A C program whose mapping profcol may not open, and its debug file.
+fn stripped_c(dir: &Path) -> (Built, Vec<u8>, Vec<u64>) {
+    let bin = build_c(dir);
+    let addrs = addresses_in(&bin.path, &["work", "outer"]);
+    let debug = dir.join("prog.debug");
+    run(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&bin.path)
+        .arg(&debug));
+    (bin, std::fs::read(&debug).unwrap(), addrs)
+}
+
+fn debuginfod_yaml(url: &str, cache: &Path, extra: &str) -> String {
+    format!(
+        "debug_directories: []\ndebuginfod:\n  urls: [{url}]\n  cache_directory: {}\n  retries: 0\n  timeout: 3s\n{extra}",
+        cache.display()
+    )
+}
+
+#[test]
+fn debuginfod_serves_the_debug_file_into_the_disk_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bin, debug, addrs) = stripped_c(dir.path());
+    let id = bin.gnu_build_id.clone().unwrap();
+    let (url, hits) = debuginfod(vec![(id.clone(), debug)], Mode::Serve);
+    let cache = dir.path().join("cache");
+    let mut p = symbolizer(&debuginfod_yaml(&url, &cache, "timeout: 30s"));
+    let out = process(
+        &mut p,
+        profile_of(&bin, &addrs, Shape::Ebpf, "/nonexistent/prog"),
+    );
+    assert_matches_oracle(&bin, &addrs, &symbolized(&out));
+    assert!(cache.join(format!("{id}.debuginfo")).is_file());
+    // A new processor (a restart) uses the disk cache, not the server.
+    let before = hits.load(std::sync::atomic::Ordering::SeqCst);
+    let mut p = symbolizer(&debuginfod_yaml(&url, &cache, "timeout: 30s"));
+    let out = process(
+        &mut p,
+        profile_of(&bin, &addrs, Shape::Ebpf, "/nonexistent/prog"),
+    );
+    assert_matches_oracle(&bin, &addrs, &symbolized(&out));
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), before);
+}
+
+#[test]
+fn slow_debuginfod_does_not_hold_the_batch_and_later_batches_get_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bin, debug, addrs) = stripped_c(dir.path());
+    let id = bin.gnu_build_id.clone().unwrap();
+    let (url, _) = debuginfod(vec![(id, debug)], Mode::Slow(Duration::from_millis(1500)));
+    let cache = dir.path().join("cache");
+    let mut p = symbolizer(&debuginfod_yaml(&url, &cache, "timeout: 100ms"));
+    let t = Instant::now();
+    let out = process(&mut p, profile_of(&bin, &addrs, Shape::Ebpf, "/x/prog"));
+    assert!(
+        t.elapsed() < Duration::from_millis(1000),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(
+        symbolized(&out).iter().all(|f| f.is_empty()),
+        "passed unsymbolized"
+    );
+    // The background fetch finishes; a later batch is named.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = process(&mut p, profile_of(&bin, &addrs, Shape::Ebpf, "/x/prog"));
+        let got = symbolized(&out);
+        if got.iter().any(|f| !f.is_empty()) {
+            assert_matches_oracle(&bin, &addrs, &got);
+            break;
+        }
+        assert!(Instant::now() < deadline, "never symbolized");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn debuginfod_404_truncated_and_endless_answers_are_refused() {
+    for mode in [Mode::Serve, Mode::Truncate, Mode::Endless] {
+        let dir = tempfile::tempdir().unwrap();
+        let (bin, debug, addrs) = stripped_c(dir.path());
+        // Serve: under another build id, so this one is a 404.
+        let id = match mode {
+            Mode::Serve => "00".repeat(20),
+            _ => bin.gnu_build_id.clone().unwrap(),
+        };
+        let (url, _) = debuginfod(vec![(id, debug)], mode);
+        let cache = dir.path().join("cache");
+        let mut p = symbolizer(&debuginfod_yaml(
+            &url,
+            &cache,
+            "timeout: 30s\nmax_file_size_mib: 2",
+        ));
+        let t = Instant::now();
+        let out = process(&mut p, profile_of(&bin, &addrs, Shape::Ebpf, "/x/prog"));
+        assert!(t.elapsed() < Duration::from_secs(15));
+        assert!(symbolized(&out).iter().all(|f| f.is_empty()));
+        // Nothing partial stays in the cache.
+        let left: Vec<_> = std::fs::read_dir(&cache)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "{left:?}");
+    }
+}
+
+#[test]
+fn hostile_mappings_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path());
+    let addrs = addresses_in(&bin.path, &["work"]);
+    let allowed = format!(
+        "allow_mapping_paths: [{}, /etc]\ndebug_directories: []\ntimeout: 10s",
+        dir.path().display()
+    );
+    // A forged build id: the file is named but is not that binary.
+    let mut forged = inspect(&bin.path);
+    forged.gnu_build_id = Some("ab".repeat(20));
+    // Non-ELF files, in an allowed directory and out of it.
+    let other = tempfile::tempdir().unwrap();
+    let outside = other.path().join("prog");
+    std::fs::copy(&bin.path, &outside).unwrap();
+    let escape = format!(
+        "{}/../{}/prog",
+        dir.path().display(),
+        other.path().display()
+    );
+    for (b, name) in [
+        (&forged, bin.path.to_str().unwrap()),
+        (&bin, "/etc/passwd"),
+        (&bin, "/etc/shadow"),
+        (&bin, "/dev/zero"),
+        (&bin, outside.to_str().unwrap()),
+        (&bin, escape.as_str()),
+    ] {
+        let mut p = symbolizer(&allowed);
+        let out = process(&mut p, profile_of(b, &addrs, Shape::Ebpf, name));
+        assert!(
+            symbolized(&out).iter().all(|f| f.is_empty()),
+            "{name} was used"
+        );
+    }
+}
+
+#[test]
+fn config_errors_name_the_key() {
+    let err = profcol_processors::symbolizer::from_yaml(
+        "allow_mapping_paths: [relative/dir]\nworkers: 0\ndebuginfod: {urls: [ftp://x], bogus: 1}",
+    )
+    .err()
+    .unwrap();
+    for part in [
+        "allow_mapping_paths::0",
+        "debuginfod: unknown field \"bogus\"",
+        "urls::0",
+    ] {
+        assert!(err.contains(part), "{err}");
+    }
+    let err = profcol_processors::symbolizer::from_yaml("workers: 0\nallow_mapping_paths: [/]")
+        .err()
+        .unwrap();
+    for part in ["workers", "allow_mapping_paths::0"] {
+        assert!(err.contains(part), "{err}");
+    }
+}
