@@ -302,3 +302,17 @@ pub fn from_yaml(yaml: &str) -> Result<Box<dyn Processor>, String> {
     .map_err(|e| e.to_string())?;
     SymbolizerFactory.create(&cfg).map_err(|e| e.to_string())
 }
+
+/// For the fuzz target: `bytes` as a debug file (written to `dir`), each
+/// of `addrs` resolved; the frames found. Never panics on any input.
+#[doc(hidden)]
+pub fn resolve_file_bytes(dir: &std::path::Path, bytes: &[u8], addrs: &[u64]) -> usize {
+    let path = dir.join("input.debug");
+    if std::fs::write(&path, bytes).is_err() {
+        return 0;
+    }
+    match elf::DebugInfo::load(&path, 64 << 20) {
+        Ok(info) => addrs.iter().map(|&a| info.resolve(a).len()).sum(),
+        Err(_) => 0,
+    }
+}

@@ -63,3 +63,18 @@ fn frame_types_other_than_native_and_kernel_are_left_alone() {
     assert_eq!(frame_type(&dict, &[1]), Some("python"));
     assert_eq!(frame_type(&dict, &[0, 9]), None);
 }
+
+#[test]
+fn truncated_and_non_elf_files_are_refused_without_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(
+        resolve_file_bytes(dir.path(), b"root:x:0:0::/root:/bin/sh\n", &[1]),
+        0
+    );
+    assert_eq!(resolve_file_bytes(dir.path(), b"\x7fELF", &[1]), 0);
+    // This test binary (with DWARF), cut short at several lengths.
+    let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+    for len in [64, 4096, exe.len() / 3, exe.len() - 1] {
+        let _ = resolve_file_bytes(dir.path(), &exe[..len], &[0x1000, u64::MAX]);
+    }
+}
