@@ -341,26 +341,38 @@ async fn profcol_and_the_collector_share_topics_both_ways() {
     let Some(broker) = Broker::start().await else {
         return;
     };
-    let brokers = broker.address();
+    let plain = format!("brokers: [\"{}\"]", broker.address());
+    let clients = [&plain, &plain, &plain, &plain];
+    share_topics_with_the_collector(&bin, &broker, ["from_collector", "from_profcol"], clients)
+        .await;
+}
+
+/// The Collector and profcol share two topics on `broker`: the
+/// Collector's kafka exporter writes the first, which profcol's kafka
+/// receiver reads; profcol's kafka exporter writes the second, which the
+/// Collector's receiver reads. `clients` are the client keys (brokers,
+/// auth, tls as flow YAML) of the Collector's exporter, profcol's
+/// receiver, profcol's exporter and the Collector's receiver. Every
+/// fixture crosses each way unchanged.
+async fn share_topics_with_the_collector(
+    bin: &Path,
+    broker: &Broker,
+    [from_collector, from_profcol]: [&str; 2],
+    [collector_out, profcol_in, profcol_out, collector_in]: [&String; 4],
+) {
     // Topics made up front: both sides then start on existing partitions.
-    broker.create_topic("from_collector", 1).await;
-    broker.create_topic("from_profcol", 1).await;
+    broker.create_topic(from_collector, 1).await;
+    broker.create_topic(from_profcol, 1).await;
     let to_profcol = Sink::start().await;
     let to_collector = Sink::start().await;
-    let (mut collector, _cdir, cports) = otelcol::start_on_free_ports(&bin, 2, |p| {
+    let (mut collector, _cdir, cports) = otelcol::start_on_free_ports(bin, 2, |p| {
         format!(
             r#"
 receivers:
   otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:{}"}}}}}}
-  kafka:
-    brokers: ["{brokers}"]
-    profiles: {{topics: [from_profcol]}}
-    initial_offset: earliest
-    group_id: collector
+  kafka: {{{collector_in}, profiles: {{topics: [{from_profcol}]}}, initial_offset: earliest, group_id: collector}}
 exporters:
-  kafka:
-    brokers: ["{brokers}"]
-    profiles: {{topic: from_collector}}
+  kafka: {{{collector_out}, profiles: {{topic: {from_collector}}}}}
   otlp_grpc: {{endpoint: "{}", tls: {{insecure: true}}}}
 extensions:
   health_check: {{endpoint: "127.0.0.1:{}"}}
@@ -383,15 +395,9 @@ service:
             r#"
 receivers:
   otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:0"}}}}}}
-  kafka:
-    brokers: ["{brokers}"]
-    profiles: {{topics: [from_collector]}}
-    initial_offset: earliest
-    group_id: profcol
+  kafka: {{{profcol_in}, profiles: {{topics: [{from_collector}]}}, initial_offset: earliest, group_id: profcol}}
 exporters:
-  kafka:
-    brokers: ["{brokers}"]
-    profiles: {{topic: from_profcol}}
+  kafka: {{{profcol_out}, profiles: {{topic: {from_profcol}}}}}
   otlp: {{endpoint: "{}", tls: {{insecure: true}}}}
 service:
   telemetry: {{metrics: {{address: "127.0.0.1:0"}}}}
@@ -613,8 +619,6 @@ async fn sasl_and_tls_as_the_collector_configures_them() {
     };
     let s = broker.secured_ports();
     let ca = broker.ca_file().display().to_string();
-    broker.create_topic("secure_from_collector", 1).await;
-    broker.create_topic("secure_from_profcol", 1).await;
     let auth = |mechanism: &str, (user, password): (&str, &str)| {
         format!(
             "auth: {{sasl: {{mechanism: {mechanism}, username: {user}, password: {password}}}}}"
@@ -639,70 +643,19 @@ async fn sasl_and_tls_as_the_collector_configures_them() {
         s.sasl_plaintext,
         auth("SCRAM-SHA-256", USERS[1])
     );
-    let to_profcol = Sink::start().await;
-    let to_collector = Sink::start().await;
-    let (mut collector, _cdir, cports) = otelcol::start_on_free_ports(&bin, 2, |p| {
-        format!(
-            r#"
-receivers:
-  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:{}"}}}}}}
-  kafka: {{{scram256}, profiles: {{topics: [secure_from_profcol]}}, initial_offset: earliest, group_id: collector}}
-exporters:
-  kafka: {{{scram512_tls}, profiles: {{topic: secure_from_collector}}}}
-  otlp_grpc: {{endpoint: "{}", tls: {{insecure: true}}}}
-extensions:
-  health_check: {{endpoint: "127.0.0.1:{}"}}
-service:
-  extensions: [health_check]
-  telemetry: {{metrics: {{level: none}}}}
-  pipelines:
-    profiles/out: {{receivers: [otlp], exporters: [kafka]}}
-    profiles/in: {{receivers: [kafka], exporters: [otlp_grpc]}}
-"#,
-            p[0], to_collector.addr, p[1]
-        )
-    })
+    // Collector SCRAM-SHA-512 over SASL_SSL -> profcol PLAIN in plain
+    // text; profcol TLS alone -> Collector SCRAM-SHA-256 in plain text.
+    share_topics_with_the_collector(
+        &bin,
+        &broker,
+        ["secure_from_collector", "secure_from_profcol"],
+        [&scram512_tls, &plain, &tls_only, &scram256],
+    )
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = write(
-        dir.path(),
-        "profcol.yaml",
-        &format!(
-            r#"
-receivers:
-  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:0"}}}}}}
-  kafka: {{{plain}, profiles: {{topics: [secure_from_collector]}}, initial_offset: earliest, group_id: profcol}}
-exporters:
-  kafka: {{{tls_only}, profiles: {{topic: secure_from_profcol}}}}
-  otlp: {{endpoint: "{}", tls: {{insecure: true}}}}
-service:
-  telemetry: {{metrics: {{address: "127.0.0.1:0"}}}}
-  pipelines:
-    profiles/out: {{receivers: [otlp], exporters: [kafka]}}
-    profiles/in: {{receivers: [kafka], exporters: [otlp]}}
-"#,
-            to_profcol.addr
-        ),
-    );
-    let mut profcol = profcol(&cfg).await;
-    let reqs = fixtures();
-    let want = samples(&reqs);
-    send_all(cports[0], &reqs).await;
-    send_all(profcol.grpc_port(), &reqs).await;
-    wait_samples(&to_profcol, want, &mut [&mut profcol, &mut collector]).await;
-    wait_samples(&to_collector, want, &mut [&mut profcol, &mut collector]).await;
-    let expected = all_seen(&reqs);
-    for (name, sink) in [
-        ("Collector -> SASL_SSL -> profcol (PLAIN)", &to_profcol),
-        ("profcol -> SSL -> Collector (SCRAM-SHA-256)", &to_collector),
-    ] {
-        if let Some(diff) = difference(&expected, &all_seen(&sink.received())) {
-            panic!("{name}: {diff}");
-        }
-    }
 
     // A wrong password: the export fails and nothing reaches the topic.
     broker.create_topic("refused", 1).await;
+    let (dir, reqs) = (tempfile::tempdir().unwrap(), fixtures());
     let wrong = format!(
         "brokers: [\"127.0.0.1:{}\"], {}, tls: {{ca_file: \"{ca}\"}}",
         s.sasl_ssl,
