@@ -55,6 +55,31 @@ fn fixtures() -> Vec<ExportProfilesServiceRequest> {
     out
 }
 
+/// One small synthetic request per seed, each distinct.
+fn distinct_requests(
+    seeds: std::ops::Range<u64>,
+    samples: usize,
+    stacks: usize,
+    functions: usize,
+) -> Vec<ExportProfilesServiceRequest> {
+    seeds
+        .map(|seed| {
+            let data = synth::Config {
+                samples,
+                stacks,
+                functions,
+                seed,
+                ..synth::Config::default()
+            }
+            .build();
+            ExportProfilesServiceRequest {
+                resource_profiles: data.resource_profiles,
+                dictionary: data.dictionary,
+            }
+        })
+        .collect()
+}
+
 fn samples(reqs: &[ExportProfilesServiceRequest]) -> u64 {
     reqs.iter()
         .flat_map(|r| &r.resource_profiles)
@@ -441,22 +466,7 @@ async fn a_consumer_group_survives_a_member_killed_mid_stream() {
         .create()
         .unwrap();
     // A distinct small request per message.
-    let reqs: Vec<ExportProfilesServiceRequest> = (0..60u64)
-        .map(|seed| {
-            let data = synth::Config {
-                samples: 40,
-                stacks: 20,
-                functions: 30,
-                seed,
-                ..synth::Config::default()
-            }
-            .build();
-            ExportProfilesServiceRequest {
-                resource_profiles: data.resource_profiles,
-                dictionary: data.dictionary,
-            }
-        })
-        .collect();
+    let reqs = distinct_requests(0..60, 40, 20, 30);
     let produce = |reqs: &[ExportProfilesServiceRequest]| {
         for (i, r) in reqs.iter().enumerate() {
             let value = r.encode_to_vec();
@@ -537,22 +547,7 @@ async fn a_full_pipeline_pauses_consumption_and_loses_nothing() {
         .set("bootstrap.servers", broker.address())
         .create()
         .unwrap();
-    let reqs: Vec<ExportProfilesServiceRequest> = (0..20u64)
-        .map(|seed| {
-            let data = synth::Config {
-                samples: 30,
-                stacks: 10,
-                functions: 20,
-                seed: 100 + seed,
-                ..synth::Config::default()
-            }
-            .build();
-            ExportProfilesServiceRequest {
-                resource_profiles: data.resource_profiles,
-                dictionary: data.dictionary,
-            }
-        })
-        .collect();
+    let reqs = distinct_requests(100..120, 30, 10, 20);
     for r in &reqs {
         let value = r.encode_to_vec();
         producer
@@ -829,22 +824,7 @@ async fn a_three_node_cluster_loses_its_leader_mid_stream() {
     );
     let mut agent = profcol(&out).await;
     let mut gateway = profcol(&gw).await;
-    let reqs: Vec<ExportProfilesServiceRequest> = (0..40u64)
-        .map(|seed| {
-            let data = synth::Config {
-                samples: 50,
-                stacks: 20,
-                functions: 30,
-                seed,
-                ..synth::Config::default()
-            }
-            .build();
-            ExportProfilesServiceRequest {
-                resource_profiles: data.resource_profiles,
-                dictionary: data.dictionary,
-            }
-        })
-        .collect();
+    let reqs = distinct_requests(0..40, 50, 20, 30);
     send_all(agent.grpc_port(), &reqs[..20]).await;
     wait_samples(&sink, samples(&reqs[..20]), &mut [&mut agent, &mut gateway]).await;
     let leader = cluster.leader("replicated", 0);
