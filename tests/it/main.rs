@@ -33,6 +33,7 @@ mod reload;
 mod resourcedetection;
 mod sentry_android;
 mod sentry_forward;
+mod sentry_perfetto;
 mod sentry_pprof;
 mod sentry_roundtrip;
 mod signaltometrics;

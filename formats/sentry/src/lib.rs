@@ -21,6 +21,7 @@ pub mod frame;
 pub mod ids;
 pub mod keys;
 pub mod otlp_builder;
+pub mod perfetto;
 pub mod platform;
 pub mod time;
 pub mod v1;
@@ -36,7 +37,8 @@ pub use v1::profile_v1_to_otlp;
 pub use v2::outgoing::ProfileChunk as OutgoingChunk;
 pub use v2::relay_rules::MAX_CHUNK_DURATION_NS;
 pub use v2::{
-    chunk_to_otlp, chunk_to_otlp_in_envelope, otlp_to_chunks, ChunkResult, Dropped, ExportOptions,
+    chunk_item_to_otlp, chunk_to_otlp, chunk_to_otlp_in_envelope, otlp_to_chunks,
+    perfetto_chunk_to_otlp, ChunkResult, Dropped, ExportOptions,
 };
 
 use profcol_model::profiles;
@@ -44,6 +46,9 @@ use profcol_model::proto::ProfilesData;
 
 /// `original_payload_format` of a converted `profile_chunk`.
 pub const ORIGINAL_FORMAT_CHUNK: &str = "sentry_profile_chunk";
+/// `original_payload_format` of a converted Perfetto `profile_chunk` (the
+/// item's metadata and trace, as received).
+pub const ORIGINAL_FORMAT_PERFETTO: &str = "sentry_profile_chunk_perfetto";
 /// `original_payload_format` of a converted v1 `profile`.
 pub const ORIGINAL_FORMAT_V1: &str = "sentry_profile";
 
@@ -61,6 +66,9 @@ pub enum Reason {
     MalformedSamples,
     NotEnoughSamples,
     TooLarge,
+    /// A Perfetto trace past one of Relay's bounds (samples, packets,
+    /// stack depth, interning or result memory).
+    ExceedSizeLimit,
     PlatformNotSupported,
     /// The item header's `platform` names another profile type (ui or
     /// backend) than the payload's, which Relay refuses with this reason.
@@ -103,6 +111,7 @@ impl Reason {
             Self::MalformedSamples => "profiling_malformed_samples",
             Self::NotEnoughSamples => "profiling_not_enough_samples",
             Self::TooLarge => "profiling_too_large",
+            Self::ExceedSizeLimit => "profiling_exceed_size_limit",
             Self::PlatformNotSupported => "profiling_platform_not_supported",
             Self::InvalidProfileType => "profiling_invalid_profile_type",
             Self::NoTransaction => "profiling_no_transaction_associated",

@@ -674,18 +674,17 @@ pub(crate) fn parse_debug_meta<'a>(
     }
 }
 
-/// Relay compares only the profile types of the item header's `platform` and
-/// the payload's (a `node` header on a `python` chunk passes, a `cocoa`
-/// header does not); a header without `platform` passes.
+/// A chunk's item header `platform`, when it has one, must be the
+/// payload's, as Relay requires (it refuses a mismatch as an invalid profile
+/// type; a header without `platform` takes the payload's).
 pub(crate) fn check_item_platform(item: Option<&str>, payload: &str) -> Result<(), ItemError> {
-    let theirs = ProfileType::from_platform(payload);
-    match item.map(|p| (p, ProfileType::from_platform(p))) {
-        Some((p, ours)) if ours != theirs => Err(ItemError::new(
+    match item {
+        Some(p) if p != payload => Err(ItemError::new(
             Reason::InvalidProfileType,
             format!(
-                "item header platform {p:?} (a {} profile) differs in profile type from the payload's {payload:?} (a {} profile)",
-                ours.as_str(),
-                theirs.as_str(),
+                "item header platform {p:?} (a {} profile) is not the payload's {payload:?} (a {} profile)",
+                ProfileType::from_platform(p).as_str(),
+                ProfileType::from_platform(payload).as_str(),
             ),
         )),
         _ => Ok(()),

@@ -608,12 +608,7 @@ impl Handler {
         for item in &envelope.items {
             let ty = item.item_type();
             let result = match ty {
-                "profile_chunk" => sentry::chunk_to_otlp_in_envelope(
-                    item.payload,
-                    item.platform(),
-                    &envelope.header,
-                    &opts,
-                ),
+                "profile_chunk" => sentry::chunk_item_to_otlp(item, &envelope.header, &opts),
                 "profile" => sentry::profile_v1_to_otlp(
                     item.payload,
                     item.platform(),

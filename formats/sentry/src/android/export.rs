@@ -22,6 +22,9 @@ use crate::Reason;
 use profcol_model::dictionary::Lookup;
 use profcol_model::proto::{any_value::Value, Profile};
 
+/// The `version` of an Android method-trace chunk.
+pub const ANDROID_TRACE_VERSION: &str = "2.android-trace";
+
 /// Longest trace of one chunk: Relay's limit for legacy profiles, which
 /// older Relays also apply to Android chunks.
 pub const MAX_WINDOW_NS: u64 = 30_000_000_000;
@@ -129,7 +132,9 @@ pub fn export(dict: Lookup<'_>, profile: &Profile, meta: &ChunkMeta, out: &mut V
             // Relay's Android chunk requires a release.
             release: Some(meta.release.clone().unwrap_or_default()),
             client_sdk: meta.client_sdk.clone(),
-            version: "",
+            // Newer Relays refuse an Android chunk without a version, and
+            // read `2.android-trace` (or `2`) with a trace as one.
+            version: ANDROID_TRACE_VERSION,
             measurements: measurements.clone(),
             profile: ChunkProfile::default(),
             android: Some(AndroidTrace {

@@ -43,6 +43,9 @@ pub struct ItemHeader<'a> {
     pub content_type: Option<CowStr<'a>>,
     #[serde(borrow, default)]
     pub filename: Option<CowStr<'a>>,
+    /// Bytes of JSON metadata before a Perfetto chunk's binary trace.
+    #[serde(default)]
+    pub meta_length: Option<u64>,
 }
 
 impl Item<'_> {

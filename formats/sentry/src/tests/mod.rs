@@ -3,6 +3,7 @@
 mod android;
 mod envelope;
 mod export;
+mod perfetto;
 mod receive;
 mod relay;
 mod support;

@@ -259,7 +259,7 @@ fn refused(payload: &[u8]) -> ItemError {
 fn structural_validation_uses_relay_reasons() {
     let frames = json!([{"function": "a"}, {"function": "b"}]);
     assert_eq!(refused(b"{not json").reason, Reason::InvalidJson);
-    for field in ["version", "profiler_id", "chunk_id", "platform", "profile"] {
+    for field in ["profiler_id", "chunk_id", "platform", "profile"] {
         let p = chunk_with(
             |v| drop(v.as_object_mut().unwrap().remove(field)),
             two_samples(),
@@ -270,6 +270,14 @@ fn structural_validation_uses_relay_reasons() {
         assert_eq!(e.reason, Reason::InvalidJson, "{field}");
         assert!(e.message.contains(field), "{field}: {}", e.message);
     }
+    // Relay routes a chunk by its version: none is no format it knows.
+    let p = chunk_with(
+        |v| drop(v.as_object_mut().unwrap().remove("version")),
+        two_samples(),
+        json!([[0, 1]]),
+        frames.clone(),
+    );
+    assert_eq!(refused(&p).reason, Reason::PlatformNotSupported);
     // A field of the wrong type is named by its path.
     let p = chunk_with(
         |v| v["profile"]["samples"][1]["stack_id"] = json!("zero"),
@@ -321,15 +329,15 @@ fn structural_validation_uses_relay_reasons() {
         frames.clone(),
     );
     assert_eq!(refused(&p).reason, Reason::PlatformNotSupported);
-    // Relay reads every `android` chunk as a method trace: without one it
-    // has no samples.
+    // An `android` chunk of version 2 without a method trace is sample
+    // format v2 (an ANR profile), as newer Relays read it.
     let p = chunk_with(
         |v| v["platform"] = json!("android"),
         two_samples(),
         json!([[0]]),
         frames.clone(),
     );
-    assert_eq!(refused(&p).reason, Reason::NotEnoughSamples);
+    assert_eq!(chunk_to_otlp(&p, None, &opts()).unwrap().sentry_samples, 2);
     // What the Android SDK sends, here with a trace that is none.
     let android = serde_json::to_vec(&json!({
         "version": "2", "platform": "android", "sampled_profile": "AAAA",
@@ -342,8 +350,7 @@ fn structural_validation_uses_relay_reasons() {
     assert_eq!(e.reason, Reason::InvalidSampledProfile);
 
     let ok = chunk_json(two_samples(), json!([[0, 1]]), frames);
-    // Relay compares the profile types (ui: cocoa, android, javascript;
-    // else backend) of the item header's platform and the payload's.
+    // The item header's platform must be the payload's.
     let e = chunk_to_otlp(&ok, Some("cocoa"), &opts()).unwrap_err();
     assert_eq!(e.reason, Reason::InvalidProfileType);
     assert!(
@@ -833,14 +840,14 @@ fn v1_cocoa_shaped_profile_keeps_threads_queues_and_images() {
     );
 }
 
-/// The item header's `platform` only has to name the payload's profile
-/// type, as in Relay: a `node` header on a `python` chunk, or a
-/// `javascript` header on a `cocoa` chunk, passes.
+/// The item header's `platform`, when present, must be the payload's, as
+/// newer Relays require of chunks: a `node` header on a `python` chunk is
+/// refused as an invalid profile type, as a `python` one on `cocoa` is.
 #[test]
-fn item_header_platform_of_the_same_profile_type_is_accepted() {
+fn item_header_platform_must_be_the_payloads() {
     let frames = json!([{"function": "a"}]);
     let python = chunk_json(two_samples(), json!([[0]]), frames.clone());
-    for header in [None, Some("python"), Some("node"), Some("go")] {
+    for header in [None, Some("python")] {
         let c = chunk_to_otlp(&python, header, &opts()).unwrap();
         assert_eq!(c.sentry_samples, 2, "{header:?}");
     }
@@ -850,11 +857,16 @@ fn item_header_platform_of_the_same_profile_type_is_accepted() {
         json!([[0]]),
         frames,
     );
-    for header in ["cocoa", "javascript"] {
-        chunk_to_otlp(&cocoa, Some(header), &opts()).unwrap();
+    chunk_to_otlp(&cocoa, Some("cocoa"), &opts()).unwrap();
+    for (payload, header) in [
+        (&python, "node"),
+        (&python, "go"),
+        (&cocoa, "javascript"),
+        (&cocoa, "python"),
+    ] {
+        let e = chunk_to_otlp(payload, Some(header), &opts()).unwrap_err();
+        assert_eq!(e.reason, Reason::InvalidProfileType, "{header}");
     }
-    let e = chunk_to_otlp(&cocoa, Some("python"), &opts()).unwrap_err();
-    assert_eq!(e.reason, Reason::InvalidProfileType);
 }
 
 /// One frame of `addr` under a Mach-O image at 0x102580000..+1720320.

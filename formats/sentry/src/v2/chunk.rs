@@ -14,8 +14,11 @@ use serde_json::value::RawValue;
 use crate::de::{self, CowStr, ThreadId};
 use crate::frame::{ClientSdk, Frame, ThreadMeta};
 
+/// A chunk with its `profile`; a Perfetto chunk's metadata has none
+/// (`P = Option<IgnoredAny>`), its samples come in the trace after it.
 #[derive(Debug, Deserialize)]
-pub struct ProfileChunk<'a> {
+#[serde(bound(deserialize = "P: Deserialize<'de>"))]
+pub struct ProfileChunk<'a, P = ChunkData<'a>> {
     #[serde(borrow)]
     pub chunk_id: CowStr<'a>,
     #[serde(borrow)]
@@ -36,8 +39,7 @@ pub struct ProfileChunk<'a> {
     /// Kept verbatim (units and timestamp conventions vary by SDK).
     #[serde(borrow, default)]
     pub measurements: Option<&'a RawValue>,
-    #[serde(borrow)]
-    pub profile: ChunkData<'a>,
+    pub profile: P,
 }
 
 #[derive(Debug, Deserialize)]
@@ -67,4 +69,63 @@ impl<'a> ProfileChunk<'a> {
     pub fn parse(payload: &'a [u8]) -> Result<Self, serde_json::Error> {
         serde_json::from_slice(payload)
     }
+}
+
+/// The `version` of a `profile_chunk`, as Relay routes on it
+/// (`relay-profiling/src/profile_chunk.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ChunkVersion {
+    /// Absent, or none Relay knows.
+    #[default]
+    Unknown,
+    V1,
+    V2,
+    /// An Android method trace, as newer Android SDKs label it.
+    V2AndroidTrace,
+}
+
+impl ChunkVersion {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Unknown => "none",
+            Self::V1 => "1",
+            Self::V2 => "2",
+            Self::V2AndroidTrace => "2.android-trace",
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ChunkVersion {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw<'a> {
+            Num(u64),
+            #[serde(borrow)]
+            Str(CowStr<'a>),
+        }
+        Ok(match Raw::deserialize(d)? {
+            Raw::Num(1) => Self::V1,
+            Raw::Num(2) => Self::V2,
+            Raw::Str(s) => match s.trim() {
+                "1" => Self::V1,
+                "2" => Self::V2,
+                "2.android-trace" => Self::V2AndroidTrace,
+                _ => Self::Unknown,
+            },
+            Raw::Num(_) => Self::Unknown,
+        })
+    }
+}
+
+/// What Relay reads first to route a JSON `profile_chunk`.
+#[derive(Debug, Deserialize)]
+pub struct ChunkRoute<'a> {
+    #[serde(borrow)]
+    pub platform: CowStr<'a>,
+    #[serde(default)]
+    pub version: ChunkVersion,
+    /// Present only in Android method-trace chunks.
+    #[serde(default)]
+    pub sampled_profile: Option<serde::de::IgnoredAny>,
 }

@@ -13,4 +13,6 @@ pub mod relay_rules;
 mod to_otlp;
 
 pub use from_otlp::{otlp_to_chunks, ChunkResult, Dropped, ExportOptions};
-pub use to_otlp::{chunk_to_otlp, chunk_to_otlp_in_envelope};
+pub use to_otlp::{
+    chunk_item_to_otlp, chunk_to_otlp, chunk_to_otlp_in_envelope, perfetto_chunk_to_otlp,
+};

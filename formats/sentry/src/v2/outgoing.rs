@@ -24,8 +24,7 @@ pub struct ProfileChunk {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub release: Option<String>,
     pub client_sdk: ClientSdk,
-    /// `"2"`; empty for an Android chunk, which names no sample format.
-    #[serde(skip_serializing_if = "str::is_empty")]
+    /// `"2"`; `"2.android-trace"` for an Android method-trace chunk.
     pub version: &'static str,
     /// As received from an SDK (kept verbatim).
     #[serde(skip_serializing_if = "Option::is_none")]

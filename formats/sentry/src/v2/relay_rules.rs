@@ -121,9 +121,8 @@ pub fn check_v2(chunk: &mut ProfileChunk) -> Result<Pruned, Reason> {
     if chunk.platform.is_empty() {
         return Err(Reason::InvalidJson);
     }
-    if chunk.platform == "android" {
-        return Err(Reason::PlatformNotSupported);
-    }
+    // An `android` chunk in sample format v2 (what newer Relays make of a
+    // Perfetto chunk, and an Android ANR profile) passes like any other.
     let p = &mut chunk.profile;
 
     // 1. Threads with <= 1 non-idle sample (idle: empty or unknown stack).

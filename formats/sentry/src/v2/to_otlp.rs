@@ -2,15 +2,21 @@
 //!
 //! One OTLP Profile per chunk, built with the [`OtlpBuilder`] v1 shares.
 
-use super::chunk::ProfileChunk;
+use super::chunk::{ChunkData, ChunkRoute, ChunkVersion, ProfileChunk};
 use crate::android;
 use crate::de::{located, DecimalBuf};
+use crate::envelope::Item;
+use crate::frame::DebugImage;
 use crate::keys as k;
 use crate::otlp_builder::{
     check_item_platform, check_size, envelope_sdk, invalid_json, parse_debug_meta,
     resource_attributes, OtlpBuilder, ResourceInfo,
 };
-use crate::{ids, time, Converted, ItemError, Reason, ReceiveOptions, ORIGINAL_FORMAT_CHUNK};
+use crate::perfetto;
+use crate::{
+    ids, time, Converted, ItemError, Reason, ReceiveOptions, ORIGINAL_FORMAT_CHUNK,
+    ORIGINAL_FORMAT_PERFETTO,
+};
 
 /// Converts one `profile_chunk` item (sample format v2) without its
 /// envelope; see [`chunk_to_otlp_in_envelope`].
@@ -22,10 +28,44 @@ pub fn chunk_to_otlp(
     chunk_to_otlp_in_envelope(payload, item_platform, &serde_json::Value::Null, opts)
 }
 
-/// Converts one `profile_chunk` item (sample format v2).
+/// Converts one `profile_chunk` item of an envelope: a Perfetto chunk by
+/// its `content_type`, else a JSON one ([`chunk_to_otlp_in_envelope`]),
+/// which may not carry a `meta_length`, as in Relay.
+pub fn chunk_item_to_otlp(
+    item: &Item<'_>,
+    envelope_header: &serde_json::Value,
+    opts: &ReceiveOptions,
+) -> Result<Converted, ItemError> {
+    let h = &item.header;
+    if h.content_type.as_deref() == Some(perfetto::CONTENT_TYPE) {
+        return perfetto_chunk_to_otlp(
+            item.payload,
+            h.meta_length,
+            item.platform(),
+            envelope_header,
+            opts,
+        );
+    }
+    if h.meta_length.is_some() {
+        return Err(ItemError::new(
+            Reason::InvalidSampledProfile,
+            "a JSON profile_chunk item header has a meta_length",
+        ));
+    }
+    chunk_to_otlp_in_envelope(item.payload, item.platform(), envelope_header, opts)
+}
+
+/// Converts one JSON `profile_chunk` item: a sample format v2 chunk, or an
+/// Android method trace (`sampled_profile`).
 ///
-/// `item_platform` is the item header's `platform`, whose profile type must
-/// be the payload's; `envelope_header` supplies the SDK when the chunk names
+/// Routed as Relay routes it: an `android` chunk of version `2` or
+/// `2.android-trace` with a `sampled_profile` is a method trace, any other
+/// version `2` chunk (an Android ANR profile too) is sample format v2, and
+/// versions `1`, `2.android-trace` without a trace, and chunks without a
+/// version are refused (`profiling_platform_not_supported`).
+///
+/// `item_platform` is the item header's `platform`, which must be the
+/// payload's; `envelope_header` supplies the SDK when the chunk names
 /// none (the Cocoa SDK sends no `client_sdk`).
 pub fn chunk_to_otlp_in_envelope(
     payload: &[u8],
@@ -34,26 +74,102 @@ pub fn chunk_to_otlp_in_envelope(
     opts: &ReceiveOptions,
 ) -> Result<Converted, ItemError> {
     check_size(payload, opts, "profile chunk")?;
-    let android = || android::chunk_to_otlp(payload, item_platform, envelope_header, opts);
-    // Relay reads every `android` chunk as a method trace
-    // (`sampled_profile`), whatever else it holds.
-    let chunk = match ProfileChunk::parse(payload) {
-        Ok(c) => c,
-        Err(e) => {
-            #[derive(serde::Deserialize)]
-            struct PlatformOnly<'a> {
-                #[serde(borrow)]
-                platform: Option<std::borrow::Cow<'a, str>>,
-            }
-            return match serde_json::from_slice::<PlatformOnly>(payload) {
-                Ok(PlatformOnly { platform: Some(p) }) if p == android::PLATFORM => android(),
-                _ => Err(invalid_json(located::<ProfileChunk>(payload, e))),
-            };
-        }
-    };
-    if &*chunk.platform == android::PLATFORM {
-        return android();
+    let route: ChunkRoute = serde_json::from_slice(payload)
+        .map_err(|e| invalid_json(located::<ChunkRoute>(payload, e)))?;
+    let android_trace = &*route.platform == android::PLATFORM
+        && matches!(
+            route.version,
+            ChunkVersion::V2 | ChunkVersion::V2AndroidTrace
+        )
+        && route.sampled_profile.is_some();
+    if android_trace {
+        return android::chunk_to_otlp(payload, item_platform, envelope_header, opts);
     }
+    if route.version != ChunkVersion::V2 {
+        return Err(ItemError::new(
+            Reason::PlatformNotSupported,
+            format!(
+                "a {} profile_chunk of version {} is not supported (sample format v2 needs version 2, an Android trace 2 or 2.android-trace and a sampled_profile)",
+                &*route.platform,
+                route.version.as_str()
+            ),
+        ));
+    }
+    let chunk: ProfileChunk = ProfileChunk::parse(payload)
+        .map_err(|e| invalid_json(located::<ProfileChunk>(payload, e)))?;
+    let original = opts
+        .include_original_payload
+        .then_some((ORIGINAL_FORMAT_CHUNK, payload));
+    v2_to_otlp(
+        &chunk,
+        &chunk.profile,
+        Vec::new(),
+        item_platform,
+        envelope_header,
+        opts,
+        original,
+    )
+}
+
+/// Converts a Perfetto `profile_chunk` item: `meta_length` bytes of chunk
+/// metadata, then the binary trace (see [`crate::perfetto`]). Its item
+/// header must name the platform, as Relay requires of Perfetto chunks.
+pub fn perfetto_chunk_to_otlp(
+    payload: &[u8],
+    meta_length: Option<u64>,
+    item_platform: Option<&str>,
+    envelope_header: &serde_json::Value,
+    opts: &ReceiveOptions,
+) -> Result<Converted, ItemError> {
+    check_size(payload, opts, "Perfetto profile chunk")?;
+    let split = meta_length
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|&n| n > 0 && n < payload.len())
+        .ok_or_else(|| {
+            ItemError::new(
+                Reason::InvalidSampledProfile,
+                format!(
+                    "a Perfetto chunk needs a meta_length between 1 and the payload's {} bytes less one, got {meta_length:?}",
+                    payload.len()
+                ),
+            )
+        })?;
+    let (meta, trace) = payload.split_at(split);
+    type Meta<'a> = ProfileChunk<'a, Option<serde::de::IgnoredAny>>;
+    let chunk: Meta =
+        serde_json::from_slice(meta).map_err(|e| invalid_json(located::<Meta>(meta, e)))?;
+    if item_platform.is_none() {
+        return Err(ItemError::new(
+            Reason::InvalidProfileType,
+            "a Perfetto profile_chunk item header names no platform",
+        ));
+    }
+    let trace = crate::perfetto::convert(trace)?;
+    let original = opts
+        .include_original_payload
+        .then_some((ORIGINAL_FORMAT_PERFETTO, payload));
+    v2_to_otlp(
+        &chunk,
+        &trace.data,
+        trace.images,
+        item_platform,
+        envelope_header,
+        opts,
+        original,
+    )
+}
+
+/// Converts a chunk's metadata and sample data; `extra_images` are the
+/// debug images a Perfetto trace gives besides the metadata's `debug_meta`.
+fn v2_to_otlp<'a, P>(
+    chunk: &ProfileChunk<'a, P>,
+    data: &ChunkData<'_>,
+    extra_images: Vec<DebugImage<'a>>,
+    item_platform: Option<&str>,
+    envelope_header: &serde_json::Value,
+    opts: &ReceiveOptions,
+    original: Option<(&str, &[u8])>,
+) -> Result<Converted, ItemError> {
     if chunk.version != 2 {
         return Err(ItemError::new(
             Reason::PlatformNotSupported,
@@ -77,14 +193,14 @@ pub fn chunk_to_otlp_in_envelope(
             &*chunk.profiler_id
         ))
     })?;
-    let data = &chunk.profile;
     if data.samples.is_empty() {
         return Err(ItemError::new(
             Reason::NotEnoughSamples,
             "profile chunk has no samples",
         ));
     }
-    let debug_meta = parse_debug_meta(chunk.debug_meta)?;
+    let mut debug_meta = parse_debug_meta(chunk.debug_meta)?;
+    debug_meta.images.extend(extra_images);
 
     let mut b = OtlpBuilder::new(platform, data.samples.len());
     // Relay strips pointer-authentication codes from every Cocoa chunk.
@@ -138,8 +254,5 @@ pub fn chunk_to_otlp_in_envelope(
         },
         opts,
     );
-    let original = opts
-        .include_original_payload
-        .then_some((ORIGINAL_FORMAT_CHUNK, payload));
     Ok(b.into_converted(chunk_id, resource, sdk, original, Vec::new()))
 }

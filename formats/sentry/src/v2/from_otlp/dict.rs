@@ -50,3 +50,11 @@ pub(super) fn nonempty(s: Option<Cow<'_, str>>) -> Option<String> {
 pub(super) fn entry<T>(table: &[T], i: i32) -> Option<&T> {
     usize::try_from(i).ok().and_then(|i| table.get(i))
 }
+
+/// An Android profile that goes back as a method trace (it came from an
+/// Android chunk or legacy profile); one from sample format v2 (a Perfetto
+/// or ANR chunk, `sentry.version` 2) goes back as sample format v2.
+pub(super) fn android_trace(d: Lookup<'_>, pa: &[i32]) -> bool {
+    attr_text(d, pa, crate::keys::SENTRY_PLATFORM).as_deref() == Some(crate::android::PLATFORM)
+        && attr_text(d, pa, crate::keys::SENTRY_VERSION).as_deref() != Some("2")
+}

@@ -1,13 +1,13 @@
 //! What every chunk of a Profile shares: profiler session, platform,
 //! release, environment, SDK, `debug_meta` and measurements as received.
 
-use super::dict::{attr_text, nonempty, resource_text};
+use super::dict::{android_trace, attr_text, nonempty, resource_text};
 use super::frames::Frames;
 use super::images::received_debug_meta;
 use super::ExportOptions;
+use crate::ids;
 use crate::keys as k;
 use crate::v2::outgoing::{ClientSdk, DebugMeta};
-use crate::{android, ids};
 use profcol_model::dictionary::Lookup;
 use profcol_model::proto::{KeyValue, Profile};
 
@@ -55,7 +55,7 @@ impl Meta {
                 // transactions, other workers), whose samples would land on
                 // the same thread timeline.
                 let v1 = attr_text(d, pa, k::SENTRY_VERSION).as_deref() == Some("1")
-                    || attr_text(d, pa, k::SENTRY_PLATFORM).as_deref() == Some(android::PLATFORM);
+                    || android_trace(d, pa);
                 let event = attr_text(d, pa, k::SENTRY_EVENT_ID).filter(|_| v1)?;
                 Some(ids::stable_uuid(&[b"sentry v1 profile", event.as_bytes()]))
             })

@@ -217,9 +217,7 @@ impl<'d> ProfileExport<'d> {
                 continue;
             }
             let pa = &profile.attribute_indices;
-            if dict::attr_text(self.dict, pa, k::SENTRY_PLATFORM).as_deref()
-                == Some(android::PLATFORM)
-            {
+            if dict::android_trace(self.dict, pa) {
                 // Android profiles are never grouped (see `sessions`).
                 self.android(out);
                 return;

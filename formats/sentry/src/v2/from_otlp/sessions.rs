@@ -10,8 +10,8 @@
 
 use std::collections::HashMap;
 
-use super::dict::attr_text;
-use crate::{android, keys as k};
+use super::dict::{android_trace, attr_text};
+use crate::keys as k;
 use profcol_model::dictionary::Lookup;
 use profcol_model::proto::{KeyValue, Profile};
 
@@ -32,7 +32,7 @@ pub(super) struct Sessions<'d> {
 impl<'d> Sessions<'d> {
     pub fn add(&mut self, dict: Lookup<'d>, resource: &'d [KeyValue], profile: &'d Profile) {
         let pa = &profile.attribute_indices;
-        let alone = attr_text(dict, pa, k::SENTRY_PLATFORM).as_deref() == Some(android::PLATFORM)
+        let alone = android_trace(dict, pa)
             || attr_text(dict, pa, k::SENTRY_VERSION).as_deref() == Some("1");
         if alone {
             self.groups.push((resource, vec![profile]));
