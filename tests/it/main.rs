@@ -29,6 +29,7 @@ mod otlp_http;
 mod ottl_differential;
 mod prometheus_exporter;
 mod pyroscope_e2e;
+mod pyroscope_formats;
 mod reload;
 mod resourcedetection;
 mod sentry_android;

@@ -303,3 +303,44 @@ mod tests {
         assert_eq!(unit_of(""), None);
     }
 }
+
+/// Folded text made from another body (trie, tree, speedscope), charged to
+/// the request's memory as it grows so that a body which expands (deep
+/// stacks repeated) is refused at the budget rather than unbounded.
+#[derive(Default)]
+pub struct FoldedWriter {
+    out: Vec<u8>,
+    charged: usize,
+}
+
+impl FoldedWriter {
+    /// Charged per this many bytes of text.
+    const STEP: usize = 64 << 10;
+
+    /// Appends `stack COUNT`; `stack` must hold no newline.
+    pub fn line(
+        &mut self,
+        stack: &[u8],
+        count: u64,
+        work: &mut super::convert::Work,
+    ) -> Result<(), crate::ingest::Refusal> {
+        self.out.extend_from_slice(stack);
+        self.out.push(b' ');
+        self.out.extend_from_slice(count.to_string().as_bytes());
+        self.out.push(b'\n');
+        if self.out.len() >= self.charged + Self::STEP {
+            work.reserve(self.out.len() - self.charged)?;
+            self.charged = self.out.len();
+        }
+        Ok(())
+    }
+
+    /// The text, all of it charged.
+    pub fn finish(
+        self,
+        work: &mut super::convert::Work,
+    ) -> Result<Vec<u8>, crate::ingest::Refusal> {
+        work.reserve(self.out.len() - self.charged)?;
+        Ok(self.out)
+    }
+}

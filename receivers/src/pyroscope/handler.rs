@@ -21,6 +21,8 @@ use super::labels::{describe, Spy};
 use super::multipart;
 use super::push::{self, Codec};
 use super::query::{now_nanos, IngestParams};
+use super::speedscope;
+use super::tree::{self, Layout};
 
 pub struct Handler {
     pub ingest: Ingest,
@@ -39,6 +41,9 @@ enum Kind {
     /// A form with a `profile` part and an optional `sample_type_config`.
     Multipart(String),
     Text(Text),
+    /// Old clients' binary trie or tree, read into folded text.
+    Binary(Layout),
+    Speedscope,
 }
 
 impl Kind {
@@ -48,6 +53,9 @@ impl Kind {
             Kind::Pprof | Kind::Multipart(_) => "pprof",
             Kind::Text(Text::Folded) => "folded",
             Kind::Text(Text::Lines) => "lines",
+            Kind::Binary(Layout::Trie) => "trie",
+            Kind::Binary(Layout::Tree) => "tree",
+            Kind::Speedscope => "speedscope",
         }
     }
 }
@@ -276,8 +284,14 @@ fn kind(format: &str, content_type: &str) -> Result<Kind, Refusal> {
         })
     };
     let ct = content_type.to_ascii_lowercase();
+    // In Pyroscope's order: `format`, then the binary content types.
     match format {
-        "trie" | "tree" | "jfr" | "speedscope" => return unsupported(&format!("format={format}")),
+        "jfr" => return unsupported(&format!("format={format}")),
+        "trie" => return Ok(Kind::Binary(Layout::Trie)),
+        "tree" => return Ok(Kind::Binary(Layout::Tree)),
+        "speedscope" => return Ok(Kind::Speedscope),
+        _ if ct == "binary/octet-stream+trie" => return Ok(Kind::Binary(Layout::Trie)),
+        _ if ct == "binary/octet-stream+tree" => return Ok(Kind::Binary(Layout::Tree)),
         _ if ct.starts_with("binary/octet-stream+") => {
             return unsupported(&format!("Content-Type {content_type}"))
         }
@@ -346,21 +360,36 @@ fn convert_ingest(
         }
         Kind::Text(text) => {
             let unit = folded::unit_of(&p.units).unwrap_or(unit);
-            let period = match (period_type, p.sample_rate) {
-                (Some(_), rate @ 1..) => 1_000_000_000 / i64::from(rate),
-                _ => 0,
-            };
-            let shape = Shape {
-                sample_type: (type_name.to_owned(), unit.to_owned()),
-                period_type: period_type
-                    .filter(|_| period > 0)
-                    .map(|t| (t.to_owned(), "nanoseconds".to_owned())),
-                period,
-                time_unix_nano: p.from,
-                duration_nano: p.until.saturating_sub(p.from),
-            };
+            let shape = text_shape(p, (type_name, unit), period_type);
             let d = describe(Some(app), &p.name.labels, p.spy.as_ref());
             c.text(&bytes, *text, &shape, &d, &types, &mut work)?;
+        }
+        Kind::Binary(layout) => {
+            let text = tree::to_folded(&bytes, *layout, &mut work)?;
+            let unit = folded::unit_of(&p.units).unwrap_or(unit);
+            let shape = text_shape(p, (type_name, unit), period_type);
+            let d = describe(Some(app), &p.name.labels, p.spy.as_ref());
+            c.text(&text, Text::Folded, &shape, &d, &types, &mut work)?;
+        }
+        Kind::Speedscope => {
+            for part in speedscope::to_folded(&bytes, &mut work)? {
+                let sample_type = match part.unit {
+                    speedscope::Unit::Count => {
+                        (type_name, folded::unit_of(&p.units).unwrap_or(unit))
+                    }
+                    speedscope::Unit::Nanoseconds => (period_type.unwrap_or("cpu"), "nanoseconds"),
+                    speedscope::Unit::Bytes if unit == "bytes" => (type_name, "bytes"),
+                    speedscope::Unit::Bytes => ("alloc_space", "bytes"),
+                };
+                let shape = text_shape(p, sample_type, period_type);
+                let mut labels = p.name.labels.clone();
+                if !part.name.is_empty() {
+                    // As Pyroscope labels each profile of a file.
+                    labels.push(("profile_name".to_owned(), part.name));
+                }
+                let d = describe(Some(app), &labels, p.spy.as_ref());
+                c.text(&part.folded, Text::Folded, &shape, &d, &types, &mut work)?;
+            }
         }
     }
     Ok(Converted {
@@ -368,6 +397,28 @@ fn convert_ingest(
         work,
         body: keep.then(|| Bytes::from(bytes)),
     })
+}
+
+/// The profile a text body describes: its sample type, the period the
+/// sample rate gives a CPU or wall profile, the request's window.
+fn text_shape(
+    p: &IngestParams,
+    (type_name, unit): (&str, &str),
+    period_type: Option<&str>,
+) -> Shape {
+    let period = match (period_type, p.sample_rate) {
+        (Some(_), rate @ 1..) => 1_000_000_000 / i64::from(rate),
+        _ => 0,
+    };
+    Shape {
+        sample_type: (type_name.to_owned(), unit.to_owned()),
+        period_type: period_type
+            .filter(|_| period > 0)
+            .map(|t| (t.to_owned(), "nanoseconds".to_owned())),
+        period,
+        time_unix_nano: p.from,
+        duration_nano: p.until.saturating_sub(p.from),
+    }
 }
 
 /// Converts a Push request: each series a resource of its labels, each of
@@ -490,7 +541,16 @@ mod tests {
         );
         assert_eq!(kind("groups", ""), Ok(Kind::Text(Text::Folded)));
         assert_eq!(kind("lines", ""), Ok(Kind::Text(Text::Lines)));
-        for (format, ct) in [("jfr", ""), ("", "binary/octet-stream+trie")] {
+        let trie = Ok(Kind::Binary(Layout::Trie));
+        assert_eq!(kind("trie", ""), trie);
+        assert_eq!(kind("", "binary/octet-stream+trie"), trie);
+        assert_eq!(kind("tree", form), Ok(Kind::Binary(Layout::Tree)));
+        assert_eq!(
+            kind("", "binary/octet-stream+tree"),
+            Ok(Kind::Binary(Layout::Tree))
+        );
+        assert_eq!(kind("speedscope", "application/json"), Ok(Kind::Speedscope));
+        for (format, ct) in [("jfr", ""), ("", "binary/octet-stream+jfr")] {
             let r = kind(format, ct).unwrap_err();
             assert_eq!(
                 (r.reason, r.http_status()),

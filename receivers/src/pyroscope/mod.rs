@@ -12,8 +12,10 @@ mod multipart;
 pub mod push;
 mod query;
 mod server;
+pub mod speedscope;
 #[cfg(test)]
 mod tests;
+pub mod tree;
 
 use std::sync::Arc;
 
