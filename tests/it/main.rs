@@ -30,6 +30,7 @@ mod ottl_differential;
 mod prometheus_exporter;
 mod pyroscope_e2e;
 mod pyroscope_formats;
+mod pyroscope_jfr;
 mod reload;
 mod resourcedetection;
 mod sentry_android;

@@ -50,7 +50,7 @@ service:
 }
 
 /// Sends a recording as its SDK did: path, query, headers, raw body.
-async fn replay(port: u16, rel: &str) {
+pub async fn replay(port: u16, rel: &str) {
     let resp = send(
         &reqwest::Client::new(),
         &format!("http://127.0.0.1:{port}"),

@@ -208,9 +208,11 @@ fn an_async_profiler_recording_with_its_labels() {
             "alloc_in_new_tlab_bytes:bytes"
         ]
     );
+    // 6 of the upload's 18 samples: in its first second the JVM is
+    // still compiling and loading classes.
     let (leaf, share) = top(&profiles[0], &d, true);
     assert_eq!(leaf, "AgentApp.burnTheCpu");
-    assert!(share > 0.5, "{share}");
+    assert!(share > 0.3, "{share}");
     assert_eq!(top(&profiles[2], &d, true).0, "AgentApp.allocateBuffers");
     // The hot samples carry the context's labels.
     let label = |s: &profcol_model::proto::Sample| {
@@ -226,11 +228,19 @@ fn an_async_profiler_recording_with_its_labels() {
             })
             .collect::<Vec<_>>()
     };
-    let heaviest = profiles[0]
+    let leaf = |s: &profcol_model::proto::Sample| {
+        let l = d.stack_table[s.stack_index as usize].location_indices[0];
+        let f = d.location_table[l as usize].lines[0].function_index;
+        d.string_table[d.function_table[f as usize].name_strindex as usize].clone()
+    };
+    let hot: Vec<_> = profiles[0]
         .samples
         .iter()
-        .max_by_key(|s| s.values[0])
-        .unwrap();
-    assert_eq!(label(heaviest), ["handler=checkout"]);
+        .filter(|s| leaf(s) == "AgentApp.burnTheCpu")
+        .collect();
+    assert!(!hot.is_empty());
+    for s in hot {
+        assert_eq!(label(s), ["handler=checkout"]);
+    }
     assert_eq!(stats.converted, 18 + 43);
 }

@@ -74,6 +74,14 @@ pub struct Window {
     pub until: u64,
 }
 
+/// What the query says about a JFR upload.
+#[derive(Debug, Clone, Copy)]
+pub struct JfrUpload {
+    /// `sampleRate`: a CPU or wall sample is worth `1e9 / rate` ns.
+    pub sample_rate: u32,
+    pub window: Window,
+}
+
 /// Memory taken while converting, and the limit on what a gzip'd pprof
 /// may inflate to.
 pub struct Work {
@@ -117,7 +125,7 @@ impl Converter {
         window: Window,
         work: &mut Work,
     ) -> Result<(), Refusal> {
-        let raw = inflate(bytes, work)?;
+        let raw = inflate(bytes, work, "pprof")?;
         work.reserve(pprof_estimate(&raw))?;
         let p = decode_pprof_limited(&raw, work.limit)
             .map_err(|e| Refusal::invalid("malformed", e.to_string()))?;
@@ -169,6 +177,64 @@ impl Converter {
             d,
             ScopeProfiles {
                 profiles: vec![profile],
+                ..Default::default()
+            },
+        );
+        Ok(())
+    }
+
+    /// A JFR of the Java agent (gzip'd or not) and its `labels` part (a
+    /// `LabelsSnapshot`, gzip'd or not) of the series `d`: one profile per
+    /// sample type, as Pyroscope converts it.
+    pub fn jfr(
+        &mut self,
+        jfr: &[u8],
+        labels: Option<&[u8]>,
+        d: &Described,
+        upload: &JfrUpload,
+        work: &mut Work,
+    ) -> Result<(), Refusal> {
+        let bad = |m: String| Refusal::invalid("malformed", m);
+        let raw = inflate(jfr, work, "jfr")?;
+        if !profcol_jfr::is_jfr(&raw) {
+            return Err(bad(
+                "the jfr body is not a JFR recording (no FLR magic)".into()
+            ));
+        }
+        let snapshot = match labels {
+            Some(l) => {
+                let l = inflate(l, work, "labels")?;
+                work.reserve(l.len() * 4)?;
+                Some(
+                    profcol_jfr::LabelsSnapshot::decode_bytes(&l)
+                        .map_err(|e| bad(e.to_string()))?,
+                )
+            }
+            None => None,
+        };
+        work.reserve(profcol_jfr::estimate(&raw))?;
+        let opts = profcol_jfr::Options {
+            sample_rate: upload.sample_rate,
+            time_unix_nano: upload.window.from,
+            duration_nano: upload.window.until.saturating_sub(upload.window.from),
+        };
+        let extra = self.sample_attributes(d);
+        let mut c = profcol_jfr::Converter::new(&mut self.dict, snapshot.as_ref(), opts);
+        c.add(&raw).map_err(|e| bad(format!("jfr: {e}")))?;
+        let s = c.stats;
+        // Events of other types (GC, flags, ...) are read past, not lost.
+        tracing::debug!(
+            chunks = s.chunks,
+            converted = s.converted,
+            skipped = s.skipped,
+            other = s.other,
+            "JFR converted"
+        );
+        let profiles = c.finish(&extra);
+        self.add(
+            d,
+            ScopeProfiles {
+                profiles,
                 ..Default::default()
             },
         );
@@ -288,10 +354,14 @@ fn rename_sample_labels(dict: &mut ProfilesDictionary) {
     }
 }
 
-/// The pprof's bytes, inflated when gzip'd (no protobuf message starts
-/// with the gzip magic), reserved in the budget as they grow and stopped
+/// The pprof's (or JFR's) bytes, inflated when gzip'd (no protobuf
+/// message or JFR starts with the gzip magic), reserved in the budget as they grow and stopped
 /// at the body limit.
-fn inflate<'a>(bytes: &'a [u8], work: &mut Work) -> Result<std::borrow::Cow<'a, [u8]>, Refusal> {
+fn inflate<'a>(
+    bytes: &'a [u8],
+    work: &mut Work,
+    what: &str,
+) -> Result<std::borrow::Cow<'a, [u8]>, Refusal> {
     if !bytes.starts_with(&[0x1f, 0x8b]) {
         return Ok(bytes.into());
     }
@@ -300,14 +370,14 @@ fn inflate<'a>(bytes: &'a [u8], work: &mut Work) -> Result<std::borrow::Cow<'a, 
     let mut chunk = vec![0u8; 64 << 10];
     loop {
         let n = gz.read(&mut chunk).map_err(|e| {
-            Refusal::invalid("malformed", format!("the gzip'd pprof is corrupt: {e}"))
+            Refusal::invalid("malformed", format!("the gzip'd {what} is corrupt: {e}"))
         })?;
         if n == 0 {
             return Ok(out.into());
         }
         if out.len() + n > work.limit {
             return Err(Refusal::too_large(format!(
-                "the pprof exceeds the size limit of {} bytes once inflated",
+                "the {what} exceeds the size limit of {} bytes once inflated",
                 work.limit
             )));
         }
@@ -374,7 +444,7 @@ mod tests {
         for rel in ["pprof/go-cpu.pb.gz", "pprof/dd-wall.pb.gz"] {
             let gz = profcol_model::testing::fixture(rel);
             let mut w = work();
-            let raw = inflate(&gz, &mut w).unwrap().into_owned();
+            let raw = inflate(&gz, &mut w, "pprof").unwrap().into_owned();
             assert!(
                 w.memory.bytes() >= raw.len(),
                 "{rel}: inflating is reserved"
@@ -408,7 +478,7 @@ mod tests {
             limit: 1 << 20,
             ..work()
         };
-        let r = inflate(&bomb, &mut w).unwrap_err();
+        let r = inflate(&bomb, &mut w, "pprof").unwrap_err();
         assert_eq!(r.reason, "too_large");
         assert!(w.memory.bytes() <= 1 << 20);
     }

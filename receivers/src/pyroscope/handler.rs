@@ -15,7 +15,7 @@ use crate::ingest::{Ingest, Origin, Refusal};
 use crate::record::{Recorder, Recording};
 
 use super::config::PyroscopeReceiverConfig;
-use super::convert::{Converter, SampleTypes, Window, Work};
+use super::convert::{Converter, JfrUpload, SampleTypes, Window, Work};
 use super::folded::{self, Shape, Text};
 use super::labels::{describe, Spy};
 use super::multipart;
@@ -44,6 +44,10 @@ enum Kind {
     /// Old clients' binary trie or tree, read into folded text.
     Binary(Layout),
     Speedscope,
+    /// `format=jfr` of the Java agent: a JFR (gzip'd or not), raw or in a
+    /// form with a `jfr` part and an optional `labels` part; the form's
+    /// boundary when it is one.
+    Jfr(Option<String>),
 }
 
 impl Kind {
@@ -56,6 +60,7 @@ impl Kind {
             Kind::Binary(Layout::Trie) => "trie",
             Kind::Binary(Layout::Tree) => "tree",
             Kind::Speedscope => "speedscope",
+            Kind::Jfr(_) => "jfr",
         }
     }
 }
@@ -271,22 +276,22 @@ impl Handler {
 
 /// The body kind: `format=pprof` (a form too, which Pyroscope would
 /// refuse), `format=lines`, a form, else folded text (Pyroscope's default
-/// for no format, `folded`, `groups` and any other name). The formats of
-/// the Java agent and old clients are refused before the body is read.
+/// for no format, `folded`, `groups` and any other name), `format=jfr`
+/// raw or in a form. The formats of old clients are refused before the
+/// body is read.
 fn kind(format: &str, content_type: &str) -> Result<Kind, Refusal> {
     let unsupported = |what: &str| {
         Err(Refusal {
             http: Some(StatusCode::UNSUPPORTED_MEDIA_TYPE),
             ..Refusal::invalid(
                 "unsupported_format",
-                format!("{what} is not supported: send pprof, folded or lines"),
+                format!("{what} is not supported: send pprof, jfr, speedscope, trie, tree, folded or lines"),
             )
         })
     };
     let ct = content_type.to_ascii_lowercase();
     // In Pyroscope's order: `format`, then the binary content types.
     match format {
-        "jfr" => return unsupported(&format!("format={format}")),
         "trie" => return Ok(Kind::Binary(Layout::Trie)),
         "tree" => return Ok(Kind::Binary(Layout::Tree)),
         "speedscope" => return Ok(Kind::Speedscope),
@@ -297,7 +302,16 @@ fn kind(format: &str, content_type: &str) -> Result<Kind, Refusal> {
         }
         _ => {}
     }
-    if let Some(b) = multipart::boundary(content_type) {
+    let boundary = multipart::boundary(content_type);
+    if format == "jfr" {
+        return match boundary {
+            Some(b) => b
+                .map(|b| Kind::Jfr(Some(b)))
+                .map_err(|e| Refusal::invalid("malformed", e)),
+            None => Ok(Kind::Jfr(None)),
+        };
+    }
+    if let Some(b) = boundary {
         if matches!(format, "" | "pprof") {
             return b
                 .map(Kind::Multipart)
@@ -357,6 +371,27 @@ fn convert_ingest(
             }
             let d = describe(Some(app), &p.name.labels, p.spy.as_ref());
             c.pprof(profile.data, &d, &types, window, &mut work)?;
+        }
+        Kind::Jfr(boundary) => {
+            let bad = |m: String| Refusal::invalid("malformed", m);
+            let d = describe(Some(app), &p.name.labels, p.spy.as_ref());
+            let jfr = JfrUpload {
+                sample_rate: p.sample_rate,
+                window,
+            };
+            match boundary {
+                None => c.jfr(&bytes, None, &d, &jfr, &mut work)?,
+                Some(b) => {
+                    let parts = multipart::parse(&bytes, b).map_err(bad)?;
+                    let part = |name: &str| parts.iter().find(|p| p.name == name);
+                    let body = part("jfr").ok_or_else(|| {
+                        let names: Vec<&str> = parts.iter().map(|p| p.name.as_str()).collect();
+                        bad(format!("the form has no jfr part (parts: {names:?})"))
+                    })?;
+                    let labels = part("labels").map(|l| l.data).filter(|l| !l.is_empty());
+                    c.jfr(body.data, labels, &d, &jfr, &mut work)?;
+                }
+            }
         }
         Kind::Text(text) => {
             let unit = folded::unit_of(&p.units).unwrap_or(unit);
@@ -550,7 +585,9 @@ mod tests {
             Ok(Kind::Binary(Layout::Tree))
         );
         assert_eq!(kind("speedscope", "application/json"), Ok(Kind::Speedscope));
-        for (format, ct) in [("jfr", ""), ("", "binary/octet-stream+jfr")] {
+        assert_eq!(kind("jfr", ""), Ok(Kind::Jfr(None)));
+        assert_eq!(kind("jfr", form), Ok(Kind::Jfr(Some("b".into()))));
+        for (format, ct) in [("", "binary/octet-stream+jfr")] {
             let r = kind(format, ct).unwrap_err();
             assert_eq!(
                 (r.reason, r.http_status()),

@@ -727,11 +727,36 @@ async fn bad_input_gets_its_status_and_reason_and_nothing_else_is_lost() {
             "lz4",
         ),
         (
-            "jfr",
+            "jfr that is not one",
             post("/ingest?name=a&format=jfr", &[], "x"),
+            StatusCode::BAD_REQUEST,
+            "malformed",
+            "no FLR magic",
+        ),
+        (
+            "jfr bomb",
+            post("/ingest?name=a&format=jfr", &[], gzip(&vec![0u8; 4 << 20])),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            "the jfr exceeds",
+        ),
+        (
+            "speedscope that is not one",
+            post("/ingest?name=a&format=speedscope", &[], "x"),
+            StatusCode::BAD_REQUEST,
+            "malformed",
+            "invalid speedscope file",
+        ),
+        (
+            "a binary type profcol does not read",
+            post(
+                "/ingest?name=a",
+                &[("content-type", "binary/octet-stream+jfr")],
+                "x",
+            ),
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_format",
-            "format=jfr",
+            "binary/octet-stream+jfr",
         ),
         (
             "push without profiles",
