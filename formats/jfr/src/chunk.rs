@@ -202,6 +202,7 @@ impl<'a> Chunk<'a> {
                 Error::new(format!("a constant pool of the undeclared class {id}"))
             })?;
             let count = r.count()?;
+            let ci = c;
             let c = Some(c);
             for _ in 0..count {
                 let key = r.long()?;
@@ -211,14 +212,14 @@ impl<'a> Chunk<'a> {
                         p.strings.insert(key, s);
                     }
                 } else if c == w.symbol {
-                    let s = self.struct_str(r, c.unwrap_or_default(), "string")?;
+                    let s = self.struct_str(r, ci, "string")?;
                     p.symbols.insert(key, s);
                 } else if c == w.thread_state {
-                    let s = self.struct_str(r, c.unwrap_or_default(), "name")?;
+                    let s = self.struct_str(r, ci, "name")?;
                     p.thread_states.insert(key, s);
                 } else if c == w.class {
                     let mut name = 0;
-                    self.fields(r, c.unwrap_or_default(), |f, r| match f.name.as_str() {
+                    self.fields(r, ci, |f, r| match f.name.as_str() {
                         "name" => t
                             .int_field(r, f)
                             .map(|v| name = v.unwrap_or(0))
@@ -228,7 +229,7 @@ impl<'a> Chunk<'a> {
                     p.classes.insert(key, name);
                 } else if c == w.method {
                     let (mut class, mut name) = (0, 0);
-                    self.fields(r, c.unwrap_or_default(), |f, r| {
+                    self.fields(r, ci, |f, r| {
                         let v = match f.name.as_str() {
                             "type" => &mut class,
                             "name" => &mut name,
@@ -241,7 +242,7 @@ impl<'a> Chunk<'a> {
                 } else if c == w.stack {
                     let start = p.frames.len();
                     let frame = w.frame;
-                    self.fields(r, c.unwrap_or_default(), |f, r| {
+                    self.fields(r, ci, |f, r| {
                         if f.name != "frames" || !f.array || f.pool || Some(f.class) != frame {
                             return Ok(false);
                         }

@@ -189,12 +189,15 @@ struct Acc {
     values: [i64; 2],
 }
 
+/// The samples of one kind, and where each (stack, context) is.
+type Samples = (Vec<Acc>, HashMap<(i32, i64), usize>);
+
 /// The profiles of one JFR upload, built into a shared dictionary.
 pub struct Converter<'d> {
     dict: &'d mut DictionaryBuilder,
     labels: Option<&'d LabelsSnapshot>,
     opts: Options,
-    samples: HashMap<SampleKind, (Vec<Acc>, HashMap<(i32, i64), usize>)>,
+    samples: HashMap<SampleKind, Samples>,
     /// Attribute indices of each context id's labels.
     contexts: HashMap<i64, Vec<i32>>,
     /// Per chunk: stack trace id -> dictionary stack, method -> function.
