@@ -95,6 +95,56 @@ pub fn resolve(data: &ProfilesData, detail: Detail) -> ResolvedView {
     ResolvedView { profiles }
 }
 
+/// One profile's samples summed by stack, root first, frames named as in
+/// [`folded`] (`main;run;work`, no attributes): what a flame graph draws.
+pub struct ProfileStacks<'a> {
+    pub resource: &'a crate::proto::ResourceProfiles,
+    pub scope: Option<&'a crate::proto::InstrumentationScope>,
+    pub profile: &'a Profile,
+    pub lookup: Lookup<'a>,
+    /// `(stack, total)`, each stack once; a stack's text is rendered once
+    /// per `data` however many samples and profiles use it.
+    pub stacks: Vec<(&'a str, i64)>,
+}
+
+/// Calls `each` with every profile of `data` and its samples summed by
+/// stack. The work is a map insert per sample and a render per distinct
+/// stack, no allocation per sample.
+pub fn for_each_profile_stacks(data: &ProfilesData, mut each: impl FnMut(ProfileStacks<'_>)) {
+    let mut r = Resolver {
+        lookup: Lookup::of(data),
+        detail: Detail::Names,
+        stacks: HashMap::new(),
+        attributes: HashMap::new(),
+    };
+    let mut totals: HashMap<i32, i64> = HashMap::new();
+    for rp in &data.resource_profiles {
+        for sp in &rp.scope_profiles {
+            for p in &sp.profiles {
+                totals.clear();
+                for s in &p.samples {
+                    let t = totals.entry(s.stack_index).or_insert(0);
+                    *t = t.wrapping_add(sample_total(s));
+                }
+                for &i in totals.keys() {
+                    r.stack(i);
+                }
+                let stacks = totals
+                    .iter()
+                    .map(|(i, t)| (r.stacks[i].as_str(), *t))
+                    .collect();
+                each(ProfileStacks {
+                    resource: rp,
+                    scope: sp.scope.as_ref(),
+                    profile: p,
+                    lookup: r.lookup,
+                    stacks,
+                });
+            }
+        }
+    }
+}
+
 impl ResolvedView {
     /// Stable, sorted text; see the module docs.
     pub fn to_text(&self) -> String {

@@ -295,6 +295,8 @@ mod tests {
                 shutdown: shutdown.clone(),
                 telemetry: Arc::new(Telemetry::new()),
                 health: health.clone(),
+                authenticators: Default::default(),
+                budget: profcol_model::memory::MemoryBudget::new(1 << 30),
             })
             .await
             .unwrap();
@@ -342,6 +344,8 @@ mod tests {
                 shutdown: shutdown.clone(),
                 telemetry: Arc::new(Telemetry::new()),
                 health: health.clone(),
+                authenticators: Default::default(),
+                budget: profcol_model::memory::MemoryBudget::new(1 << 30),
             })
             .await
             .unwrap();
@@ -390,6 +394,8 @@ mod tests {
                 shutdown: shutdown.clone(),
                 telemetry: Arc::new(Telemetry::new()),
                 health: health.clone(),
+                authenticators: Default::default(),
+                budget: profcol_model::memory::MemoryBudget::new(1 << 30),
             })
             .await
             .unwrap();

@@ -15,7 +15,7 @@ pub use context::{
 pub use profcol_queue::{Progress, Request};
 pub use traits::{
     Connector, ConnectorFactory, ExportError, ExportOutcome, Exporter, ExporterFactory,
-    ExporterSettings, Extension, ExtensionFactory, Gate, GateRefusal, Processor, ProcessorFactory,
-    ProcessorStart, ProfilesToMetrics, Receiver, ReceiverFactory, StageContext, Stateful, Storage,
-    Verdict,
+    ExporterSettings, Extension, ExtensionFactory, Gate, GateRefusal, Observer, Observers,
+    Processor, ProcessorFactory, ProcessorStart, ProfilesToMetrics, Receiver, ReceiverFactory,
+    StageContext, Stateful, Storage, Verdict,
 };

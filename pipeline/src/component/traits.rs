@@ -444,6 +444,22 @@ pub trait ProfilesToMetrics: Send + Sync {
     fn start(&self, _id: &str, _telemetry: &Arc<crate::telemetry::Telemetry>) {}
 }
 
+/// Sees what each profiles pipeline hands its exporters, after its
+/// processors (and its stateful stage), for an extension that watches the
+/// data (`profilez`). Called on the pipeline's path, so it must return at
+/// once: hand the batch to a task of its own or skip it, never block.
+pub trait Observer: Send + Sync {
+    /// `batch` was committed to the pipeline's exporters.
+    fn accepted(&self, pipeline: &str, batch: &Arc<ProfileBatch>);
+
+    /// The pipeline refused a batch of `samples` with `reason` (its client
+    /// was told to retry or that it is too large).
+    fn refused(&self, _pipeline: &str, _samples: u64, _reason: &str) {}
+}
+
+/// The observers of the running config, shared by every pipeline.
+pub type Observers = Arc<[Arc<dyn Observer>]>;
+
 pub trait ExtensionFactory: Send + Sync {
     fn type_name(&self) -> &'static str;
     fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Extension>, ConfigErrors>;
@@ -463,6 +479,17 @@ pub trait Extension: Send {
     /// Set for a storage extension (`file_storage`).
     fn storage(&self) -> Option<Arc<dyn Storage>> {
         None
+    }
+
+    /// Set for an extension that watches the pipelines' data (`profilez`).
+    fn observer(&self) -> Option<Arc<dyn Observer>> {
+        None
+    }
+
+    /// The authenticators it names, with the key path of each reference,
+    /// checked against the running extensions before start-up.
+    fn authenticators(&self) -> Vec<(String, String)> {
+        Vec::new()
     }
     async fn start(
         self: Box<Self>,

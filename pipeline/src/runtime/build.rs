@@ -498,6 +498,11 @@ fn check_authenticators(
                 .authenticators()
                 .into_iter()
                 .map(move |(k, id)| (format!("exporters::{}::{k}", e.id), id))
+        }))
+        .chain(extensions.iter().flat_map(|(xid, x)| {
+            x.authenticators()
+                .into_iter()
+                .map(move |(k, id)| (format!("extensions::{xid}::{k}"), id))
         }));
     for (path, id) in refs {
         match extensions.iter().find(|(eid, _)| eid.to_string() == id) {

@@ -12,6 +12,10 @@ pub struct ExtensionContext {
     pub shutdown: CancellationToken,
     pub telemetry: Arc<Telemetry>,
     pub health: Arc<Health>,
+    /// The running authenticators, for an extension whose `auth:` names one.
+    pub authenticators: crate::component::Authenticators,
+    /// The collector's memory budget, for what an extension keeps.
+    pub budget: Arc<profcol_model::memory::MemoryBudget>,
 }
 
 /// Whether the collector is ready: every component started and not draining.

@@ -559,6 +559,7 @@ mod tests {
                 id: "signaltometrics".into(),
                 to: Downstream::Metrics(out),
             }],
+            crate::component::Observers::from([]),
             0,
             budget.clone(),
             telemetry.clone(),

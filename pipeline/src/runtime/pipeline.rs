@@ -31,8 +31,8 @@ use tokio::sync::{mpsc, Mutex, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::component::{
-    ConsumeError, Gate, Output, ProcessContext, Processor, ProcessorCounts, Ready, StageContext,
-    Verdict,
+    ConsumeError, Gate, Observers, Output, ProcessContext, Processor, ProcessorCounts, Ready,
+    StageContext, Verdict,
 };
 use crate::config::ComponentId;
 use crate::telemetry::Telemetry;
@@ -111,6 +111,8 @@ pub struct Pipeline {
     exporters: Vec<ExporterQueue>,
     /// The connectors it exports to.
     connectors: Vec<Connection>,
+    /// Extensions shown each batch it commits (`profilez`).
+    observers: Observers,
     /// See [`crate::runtime::build::PipelineNode::rank`]: pipelines finish
     /// in rank order, so that what one hands a connector finds the
     /// pipelines after it still open.
@@ -174,14 +176,16 @@ impl Pipeline {
             processors,
             exporters,
             Vec::new(),
+            Observers::from([]),
             0,
             budget,
             telemetry,
         )
     }
 
-    /// [`Pipeline::new`] that also exports to `connectors`; `rank` orders
-    /// pipelines for shutdown (see [`Pipeline::rank`]).
+    /// [`Pipeline::new`] that also exports to `connectors` and shows what
+    /// it commits to `observers`; `rank` orders pipelines for shutdown (see
+    /// [`Pipeline::rank`]).
     #[allow(clippy::too_many_arguments)]
     pub fn with_connectors(
         id: &str,
@@ -190,6 +194,7 @@ impl Pipeline {
         mut processors: Vec<(ComponentId, Box<dyn Processor>)>,
         exporters: Vec<ExporterQueue>,
         connectors: Vec<Connection>,
+        observers: Observers,
         rank: usize,
         budget: Arc<MemoryBudget>,
         telemetry: Arc<Telemetry>,
@@ -246,8 +251,10 @@ impl Pipeline {
                 telemetry: telemetry.clone(),
                 held: held.clone(),
                 outlet: Arc::new(Outlet {
+                    pipeline: id.clone(),
                     exporters: exporters.clone(),
                     connectors: connectors.clone(),
+                    observers: observers.clone(),
                     telemetry: telemetry.clone(),
                     held: held.clone(),
                 }),
@@ -272,6 +279,7 @@ impl Pipeline {
             gates,
             exporters,
             connectors,
+            observers,
             rank,
             budget,
             telemetry,
@@ -337,8 +345,25 @@ impl Pipeline {
     }
 
     /// Runs the processors and writes the batch into a slot of every
-    /// exporter queue (to disk, for a persistent one).
+    /// exporter queue (to disk, for a persistent one). A refusal is shown
+    /// to the observers.
     pub async fn prepare(
+        self: &Arc<Self>,
+        batch: Arc<ProfileBatch>,
+    ) -> Result<Prepared, ConsumeError> {
+        // Counted before the chain takes the batch (a count the receiver
+        // already made), and only when something watches.
+        let samples = (!self.observers.is_empty()).then(|| batch.sample_count());
+        let r = self.prepare_unobserved(batch).await;
+        if let (Err(e), Some(n)) = (&r, samples) {
+            for o in self.observers.iter() {
+                o.refused(&self.id, n, e.reason());
+            }
+        }
+        r
+    }
+
+    async fn prepare_unobserved(
         self: &Arc<Self>,
         batch: Arc<ProfileBatch>,
     ) -> Result<Prepared, ConsumeError> {
@@ -516,6 +541,12 @@ impl Prepared {
         for m in self.metrics {
             m.commit();
         }
+        // A stage's batches are shown as it emits them (`Outlet::enqueue`).
+        if let (None, Some(batch)) = (&p.stage, &self.batch) {
+            for o in p.observers.iter() {
+                o.accepted(&p.id, batch);
+            }
+        }
         if let (Some(permit), Some(batch), Some(stage)) = (self.inbox, self.batch, &p.stage) {
             let n = batch.sample_count();
             stage.held.add(n);
@@ -666,8 +697,10 @@ struct StageWorker {
 /// Where a stage's output goes: the pipeline's exporter queues and its
 /// connectors.
 struct Outlet {
+    pipeline: Arc<str>,
     exporters: Vec<ExporterQueue>,
     connectors: Vec<Connection>,
+    observers: Observers,
     telemetry: Arc<Telemetry>,
     held: Arc<HeldSamples>,
 }
@@ -802,6 +835,9 @@ impl Outlet {
         for (e, slot) in slots {
             slot.commit();
             e.update_gauge();
+        }
+        for o in self.observers.iter() {
+            o.accepted(&self.pipeline, &batch);
         }
         for c in &self.connectors {
             self.connect(c, &batch, n).await;
@@ -1017,6 +1053,7 @@ mod connector_tests {
             vec![(id("memory_limiter"), Box::new(Guard) as Box<dyn Processor>)],
             vec![exporter],
             Vec::new(),
+            Observers::from([]),
             1,
             budget.clone(),
             telemetry.clone(),
@@ -1041,6 +1078,7 @@ mod connector_tests {
             processors,
             Vec::new(),
             vec![connection],
+            Observers::from([]),
             0,
             budget,
             telemetry.clone(),

@@ -76,6 +76,8 @@ pub struct RunningService {
     pub(super) retiring: Vec<Retiring>,
     pub(super) budget: Arc<MemoryBudget>,
     pub(super) authenticators: crate::component::Authenticators,
+    /// What watches the pipelines' data (`profilez`).
+    pub(super) observers: crate::component::Observers,
     pub(super) storages: Storages,
     pub(super) options: RuntimeOptions,
     /// Where its listeners are bound (recorded as they start).
@@ -154,6 +156,7 @@ impl RunningService {
             retiring: Vec::new(),
             budget: MemoryBudget::new(limit),
             authenticators: Default::default(),
+            observers: Arc::new([]),
             storages: Default::default(),
             options: opts.clone(),
             listeners,
@@ -180,12 +183,19 @@ impl RunningService {
                 .filter_map(|(id, ext)| Some((id.to_string(), ext.storage()?)))
                 .collect(),
         );
+        svc.observers = graph
+            .extensions
+            .iter()
+            .filter_map(|(_, ext)| ext.observer())
+            .collect();
         for (id, ext) in graph.extensions {
             let ctx = ExtensionContext {
                 id: id.to_string(),
                 shutdown: stop_extensions.clone(),
                 telemetry: telemetry.clone(),
                 health: health.clone(),
+                authenticators: svc.authenticators.clone(),
+                budget: svc.budget.clone(),
             };
             let started = ext.start(ctx).await;
             let task = svc.check(started, format!("extensions::{id}"))?;
@@ -336,6 +346,7 @@ impl RunningService {
             p.processors,
             exporters,
             connectors,
+            self.observers.clone(),
             p.rank,
             self.budget.clone(),
             self.telemetry.clone(),
