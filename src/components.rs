@@ -34,6 +34,7 @@ pub fn registry() -> Registry {
         .extension(profcol_extensions::health_check::factory())
         .extension(profcol_extensions::bearertokenauth::factory())
         .extension(profcol_extensions::file_storage::factory())
+        .extension(profcol_extensions::profilez::factory())
         .connector(profcol_connectors::forward::factory())
         .connector(profcol_connectors::signaltometrics::factory())
 }
