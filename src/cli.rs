@@ -110,6 +110,22 @@ pub enum Command {
         /// Rewrite snapshot files instead of comparing with them.
         #[arg(long)]
         update: bool,
+        /// Write the flame graphs of a failing test's exporters into this
+        /// directory: what each got and, with a snapshot, what was expected
+        /// and the difference.
+        #[arg(long, value_name = "DIR")]
+        flamegraph: Option<PathBuf>,
+    },
+    /// Render a recorded payload (OTLP protobuf or JSON, the file
+    /// exporter's output, pprof, a Sentry envelope) as an SVG flame graph.
+    Flamegraph {
+        file: PathBuf,
+        /// Where to write the SVG (default: FILE's name with `.svg`).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Which sample type (`cpu` or `cpu/nanoseconds`); default the first.
+        #[arg(long)]
+        sample_type: Option<String>,
     },
 }
 
@@ -137,7 +153,16 @@ pub fn main() -> ExitCode {
             Ok(sources) => validate(&sources),
             Err(code) => code,
         },
-        Some(Command::Test { ref files, update }) => test(files, update),
+        Some(Command::Test {
+            ref files,
+            update,
+            ref flamegraph,
+        }) => test(files, update, flamegraph.as_deref()),
+        Some(Command::Flamegraph {
+            ref file,
+            ref output,
+            ref sample_type,
+        }) => flamegraph(file, output.as_deref(), sample_type.as_deref()),
         Some(Command::Health {
             ref endpoint,
             ref path,
@@ -224,7 +249,40 @@ fn load(sources: &[Source]) -> Result<(Config, Graph), ConfigErrors> {
     tracing::subscriber::with_default(early, || crate::app::load_sources(sources))
 }
 
-fn test(files: &[PathBuf], update: bool) -> ExitCode {
+/// `profcol flamegraph FILE`: every sample of the file, all services
+/// together, one sample type.
+fn flamegraph(
+    file: &std::path::Path,
+    output: Option<&std::path::Path>,
+    sample_type: Option<&str>,
+) -> ExitCode {
+    use crate::harness::flamegraph as fg;
+    let made = fg::read(file, None).and_then(|all| {
+        let profiles: Vec<_> = all.iter().flat_map(profcol_model::folded).collect();
+        let title = file.file_name().map_or_else(
+            || file.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        fg::render_one(&fg::stacks_of(&profiles), sample_type, &title)
+    });
+    let out = output.map_or_else(|| file.with_extension("svg"), std::path::Path::to_path_buf);
+    match made.and_then(|(ty, svg)| {
+        std::fs::write(&out, svg)
+            .map(|()| ty)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))
+    }) {
+        Ok(ty) => {
+            println!("wrote {} ({ty})", out.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("profcol flamegraph: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn test(files: &[PathBuf], update: bool, flamegraphs: Option<&std::path::Path>) -> ExitCode {
     // Components' warnings (a failed export, say) explain failures.
     init_logs("warn");
     let Some(rt) = runtime() else {
@@ -233,6 +291,7 @@ fn test(files: &[PathBuf], update: bool) -> ExitCode {
     let summary = rt.block_on(crate::harness::run_files(
         files,
         update,
+        flamegraphs,
         &mut std::io::stdout(),
     ));
     if summary.failed == 0 {

@@ -3,6 +3,7 @@
 //! each exporter was given.
 
 mod expect;
+pub mod flamegraph;
 mod inputs;
 mod patch;
 mod sinks;
@@ -30,8 +31,14 @@ pub struct Summary {
 }
 
 /// Runs every test of every file, printing one line per test and the
-/// failures' details to `out`.
-pub async fn run_files(files: &[PathBuf], update: bool, out: &mut dyn std::io::Write) -> Summary {
+/// failures' details to `out`; with `flamegraphs`, a failing test's
+/// exporters' flame graphs are written there.
+pub async fn run_files(
+    files: &[PathBuf],
+    update: bool,
+    flamegraphs: Option<&Path>,
+    out: &mut dyn std::io::Write,
+) -> Summary {
     let mut summary = Summary::default();
     for file in files {
         let parsed = std::fs::read_to_string(file)
@@ -51,19 +58,22 @@ pub async fn run_files(files: &[PathBuf], update: bool, out: &mut dyn std::io::W
         let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
         for case in &tf.tests {
             let result = match case.config.as_ref().or(tf.config.as_ref()) {
-                Some(source) => run_case(case, source, &base, update).await,
+                Some(source) => run_case(case, source, &base, update, flamegraphs).await,
                 None => Err(anyhow::anyhow!(
                     "no config: give the file or this test a `config`"
                 )),
             };
-            let (failures, updated) = match result {
+            let (failures, updated, graphs) = match result {
                 Ok(o) => o,
-                Err(e) => (vec![format!("{e:#}")], Vec::new()),
+                Err(e) => (vec![format!("{e:#}")], Vec::new(), Vec::new()),
             };
             let status = if failures.is_empty() { "ok" } else { "FAILED" };
             let _ = writeln!(out, "{} :: {} ... {status}", file.display(), case.name);
             for u in updated {
                 let _ = writeln!(out, "    updated snapshot {u}");
+            }
+            for g in graphs {
+                let _ = writeln!(out, "    wrote flame graph {}", g.display());
             }
             for f in &failures {
                 for (i, line) in f.lines().enumerate() {
@@ -81,13 +91,15 @@ pub async fn run_files(files: &[PathBuf], update: bool, out: &mut dyn std::io::W
     summary
 }
 
-type CaseOutcome = (Vec<String>, Vec<String>);
+/// Failures, snapshots updated, flame graphs written.
+type CaseOutcome = (Vec<String>, Vec<String>, Vec<PathBuf>);
 
 async fn run_case(
     case: &TestCase,
     source: &ConfigSource,
     base: &Path,
     update: bool,
+    flamegraphs: Option<&Path>,
 ) -> anyhow::Result<CaseOutcome> {
     let mut yaml: serde_yaml_ng::Value = match source {
         ConfigSource::Path(p) => {
@@ -183,6 +195,7 @@ async fn run_case(
     // A snapshot is only rewritten from a run whose inputs all went in.
     let update = update && failures.is_empty();
     let mut updated = Vec::new();
+    let mut graphs = Vec::new();
     for (id, want) in &case.expect {
         let Some((ty, batches)) = captured.get(id) else {
             failures.push(format!(
@@ -198,10 +211,27 @@ async fn run_case(
                 .then(|| count_files(&patch::pprof_dir(scratch.path(), id))),
         };
         let o = check(id, &got, want, base, update);
+        if let (Some(dir), false) = (flamegraphs, o.failures.is_empty()) {
+            let profiles: Vec<_> = got
+                .batches
+                .iter()
+                .flat_map(|b| profcol_model::folded(b.data()))
+                .collect();
+            let expected = want
+                .snapshot
+                .as_ref()
+                .and_then(|s| std::fs::read_to_string(base.join(s)).ok())
+                .map(|t| flamegraph::stacks_of_snapshot(&t));
+            let actual = flamegraph::stacks_of(&profiles);
+            match flamegraph::write_case(dir, &case.name, id, &actual, expected.as_ref()) {
+                Ok(paths) => graphs.extend(paths),
+                Err(e) => failures.push(format!("flame graphs: {e:#}")),
+            }
+        }
         failures.extend(o.failures);
         updated.extend(o.updated);
     }
-    Ok((failures, updated))
+    Ok((failures, updated, graphs))
 }
 
 fn first_key(value: &figment::value::Value) -> Option<String> {

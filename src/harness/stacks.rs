@@ -123,7 +123,7 @@ pub fn attr_matches(attr: &str, want: &str) -> bool {
 }
 
 /// The frames of a folded line, root first.
-fn frames_of(line: &str) -> Vec<&str> {
+pub fn frames_of(line: &str) -> Vec<&str> {
     let stack = line.split_once(" [").map_or(line, |(s, _)| s);
     let stack = stack.split_once(" {").map_or(stack, |(s, _)| s);
     stack.split(';').collect()
