@@ -27,6 +27,7 @@ mod otelcol_interop;
 mod otlp_e2e;
 mod otlp_http;
 mod ottl_differential;
+mod profilez;
 mod prometheus_exporter;
 mod pyroscope_e2e;
 mod pyroscope_formats;

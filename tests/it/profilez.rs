@@ -1,0 +1,398 @@
+//! The `profilez` extension seen in a real browser: headless Chromium
+//! loads its pages while a producer (Pyroscope's folded-stack push) sends
+//! profiles with known hot functions. The flame graph's tooltips carry
+//! the functions' shares, its search (`?s=`) highlights them, and the
+//! differential view shows a function added in the later window in red.
+//! Screenshots are kept under `target/profilez/`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::common::{profcol, Ports, Running};
+
+/// Chromium, or `None` (skipped, a failure under CI) without one.
+fn chromium() -> Option<PathBuf> {
+    let candidates = std::env::var_os("PROFCOL_CHROMIUM")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(["chromium", "chromium-browser", "google-chrome"].map(PathBuf::from));
+    for c in candidates {
+        let ok = Command::new(&c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return Some(c);
+        }
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "no chromium on PATH: CI must install it (.ci/run: apt-get install chromium)"
+    );
+    profcol_model::testing::skipped("no chromium on PATH (Debian package `chromium`)");
+    None
+}
+
+/// Chromium headless with a profile of its own (a temporary directory
+/// kept as long as the command), so that tests running at once do not
+/// share one.
+fn headless(chromium: &Path) -> (Command, tempfile::TempDir) {
+    let profile = tempfile::tempdir().unwrap();
+    let mut c = Command::new(chromium);
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--hide-scrollbars",
+    ])
+    .arg(format!("--user-data-dir={}", profile.path().display()));
+    (c, profile)
+}
+
+/// The DOM after the page's scripts ran on load, and how long Chromium
+/// took from start to exit.
+fn dump_dom(chromium: &Path, url: &str) -> (String, Duration) {
+    let started = Instant::now();
+    let (mut cmd, _profile) = headless(chromium);
+    let out = cmd.arg("--dump-dom").arg(url).output().unwrap();
+    let took = started.elapsed();
+    assert!(
+        out.status.success(),
+        "chromium --dump-dom {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (String::from_utf8(out.stdout).unwrap(), took)
+}
+
+fn screenshot(chromium: &Path, url: &str, name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/profilez");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    let (mut cmd, _profile) = headless(chromium);
+    let out = cmd
+        .arg(format!("--screenshot={}", path.display()))
+        .arg("--window-size=1200,600")
+        .arg(url)
+        .output()
+        .unwrap();
+    assert!(out.status.success() && path.exists(), "{out:?}");
+    path
+}
+
+async fn collector() -> (Running, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(
+        &cfg,
+        "receivers:\n  pyroscope: {endpoint: 127.0.0.1:0}\n\
+         exporters:\n  debug: {}\n\
+         extensions:\n  profilez: {endpoint: 127.0.0.1:0, window: 1s, windows: 60}\n\
+         service:\n  extensions: [profilez]\n  telemetry: {metrics: {address: \"127.0.0.1:0\"}}\n  pipelines:\n    profiles: {receivers: [pyroscope], exporters: [debug]}\n",
+    )
+    .unwrap();
+    let running = Running::ready(profcol().arg("--config").arg(&cfg)).await;
+    (running, dir)
+}
+
+/// Pushes folded stacks as pyroscope-io's legacy clients do.
+async fn push(port: u16, app: &str, folded: &str) {
+    let r = reqwest::Client::new()
+        .post(format!(
+            "http://127.0.0.1:{port}/ingest?name={app}.cpu&format=folded&spyName=pyspy"
+        ))
+        .body(folded.to_owned())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
+}
+
+/// The pipeline page once it lists `service` (folding is asynchronous).
+async fn page_listing(base: &str, service: &str) -> String {
+    let started = Instant::now();
+    loop {
+        let r = reqwest::get(format!("{base}/pipeline?name=profiles"))
+            .await
+            .unwrap();
+        let text = r.text().await.unwrap();
+        if text.contains(&format!("<td>{service}</td>")) {
+            return text;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{service} never shown:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The `href` of a link whose text is `text`, on the row of `service`.
+fn link(page: &str, service: &str, text: &str) -> String {
+    let row = page
+        .lines()
+        .find(|l| l.starts_with(&format!("<tr><td>{service}</td>")))
+        .unwrap_or_else(|| panic!("no row for {service}:\n{page}"));
+    let end = row.find(&format!("\">{text}</a>")).unwrap();
+    let start = row[..end].rfind("href=\"").unwrap() + 6;
+    row[start..end].replace("&amp;", "&")
+}
+
+/// `(name, share %, fill)` of every frame in a flame graph's DOM, from
+/// its `<g><title>name (N samples, S%)</title><rect fill=...>`.
+fn frames(dom: &str) -> Vec<(String, f64, String)> {
+    let mut out = Vec::new();
+    for g in dom.split("<g>").skip(1) {
+        let (Some(t0), Some(t1)) = (g.find("<title>"), g.find("</title>")) else {
+            continue;
+        };
+        let title = &g[t0 + 7..t1];
+        let Some(open) = title.rfind(" (") else {
+            continue;
+        };
+        let name = title[..open].replace("&lt;", "<").replace("&gt;", ">");
+        // `(1,200 samples, 60.00%)`, or `(..., 60.00%; +10.00%)` in a diff.
+        let Some(pct) = title[open..].split(", ").nth(1) else {
+            continue;
+        };
+        let share: f64 = pct
+            .split('%')
+            .next()
+            .unwrap_or("")
+            .parse()
+            .unwrap_or(f64::NAN);
+        let fill = g
+            .split("fill=\"")
+            .nth(1)
+            .and_then(|f| f.split('"').next())
+            .unwrap_or("")
+            .to_owned();
+        out.push((name, share, fill));
+    }
+    out
+}
+
+fn rgb(fill: &str) -> (u8, u8, u8) {
+    let v: Vec<u8> = fill
+        .trim_start_matches("rgb(")
+        .trim_end_matches(')')
+        .split(',')
+        .map(|c| c.trim().parse().unwrap())
+        .collect();
+    (v[0], v[1], v[2])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_page_lists_the_service_and_its_flame_graph_finds_the_hot_function() {
+    let Some(chromium) = chromium() else { return };
+    let (running, _dir) = collector().await;
+    let base = format!("http://{}", running.addr("extensions::profilez"));
+    push(
+        running.port("receivers::pyroscope"),
+        "shop",
+        "main;handle;work 600\nmain;handle;idle 300\nmain;gc 100\n",
+    )
+    .await;
+    let page = page_listing(&base, "shop").await;
+
+    // The pipeline page, as the browser shows it.
+    let (dom, _) = dump_dom(&chromium, &format!("{base}/pipeline?name=profiles"));
+    assert!(dom.contains("<td>shop</td>"), "{dom}");
+    assert!(dom.contains("pyspy"), "the producer: {dom}");
+    screenshot(
+        &chromium,
+        &format!("{base}/pipeline?name=profiles"),
+        "pipeline.png",
+    );
+
+    // The flame graph: each function with its share in its tooltip.
+    let graph = format!("{base}/{}", link(&page, "shop", "flame graph"));
+    let (dom, _) = dump_dom(&chromium, &graph);
+    let got = frames(&dom);
+    let share = |name: &str| {
+        got.iter()
+            .find(|(n, _, _)| n == name)
+            .unwrap_or_else(|| panic!("no frame {name}: {got:?}"))
+            .1
+    };
+    assert_eq!(share("work"), 60.0, "{got:?}");
+    assert_eq!(share("idle"), 30.0);
+    assert_eq!(share("handle"), 90.0);
+    assert_eq!(share("gc"), 10.0);
+
+    // Searching (`?s=`, run by the page's script on load) paints the
+    // matches in the search colour and says how much they cover.
+    let (dom, _) = dump_dom(&chromium, &format!("{graph}&s=work"));
+    let got = frames(&dom);
+    let fill = |name: &str| got.iter().find(|(n, _, _)| n == name).unwrap().2.clone();
+    assert_eq!(fill("work"), "rgb(230,0,230)", "{got:?}");
+    assert_ne!(fill("idle"), "rgb(230,0,230)");
+    assert!(dom.contains("Matched: 60.0%"), "{dom}");
+    let png = screenshot(&chromium, &format!("{graph}&s=work"), "flamegraph.png");
+    eprintln!("screenshot: {}", png.display());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_diff_view_shows_a_function_added_after_a_deploy_in_red() {
+    let Some(chromium) = chromium() else { return };
+    let (running, _dir) = collector().await;
+    let base = format!("http://{}", running.addr("extensions::profilez"));
+    let port = running.port("receivers::pyroscope");
+    push(port, "shop", "main;handle;work 600\nmain;handle;idle 400\n").await;
+    page_listing(&base, "shop").await;
+    // The deploy: 8 windows later, a new function takes time.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    push(
+        port,
+        "shop",
+        "main;handle;work 600\nmain;handle;idle 400\nmain;handle;regression 500\n",
+    )
+    .await;
+    let pushed = Instant::now();
+    let page = page_listing(&base, "shop").await;
+    let diff = |ago: f64| {
+        format!(
+            "{base}/{}&ago={ago:.3}&secs=10",
+            link(&page, "shop", "diff: last window vs the one before")
+        )
+    };
+    // Once the second push is folded.
+    while !reqwest::get(diff(1.0))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+        .contains("regression")
+    {
+        assert!(pushed.elapsed() < Duration::from_secs(20));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Split 4 s before the second push: the windows after it hold the
+    // second push, those before it the first (Chromium has 4 s to start).
+    let diff = diff(pushed.elapsed().as_secs_f64() + 4.0);
+    let (dom, _) = dump_dom(&chromium, &diff);
+    let got = frames(&dom);
+    let frame = |name: &str| {
+        got.iter()
+            .find(|(n, _, _)| n == name)
+            .unwrap_or_else(|| panic!("no frame {name}: {got:?}"))
+            .clone()
+    };
+    // Its share of the later window: 500 of 1500.
+    let (_, share, fill) = frame("regression");
+    assert_eq!(share, 33.33, "{got:?}");
+    let (r, g, b) = rgb(&fill);
+    assert!(r == 255 && g < 255 && b < 255, "regression is red: {fill}");
+    screenshot(&chromium, &diff, "diff.png");
+}
+
+/// A flame graph of 10k frames renders in the browser: measured and
+/// printed (Chromium's start to exit, against a 4-frame graph), not asserted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_ten_thousand_frame_graph_renders_in_the_browser() {
+    let Some(chromium) = chromium() else { return };
+    let (running, _dir) = collector().await;
+    let base = format!("http://{}", running.addr("extensions::profilez"));
+    let port = running.port("receivers::pyroscope");
+    let mut big = String::new();
+    for i in 0..9_900 {
+        big.push_str(&format!("main;module{};function{i} 5\n", i % 99));
+    }
+    push(port, "big", &big).await;
+    push(port, "small", "main;a;b 3\n").await;
+    page_listing(&base, "big").await;
+    let page = page_listing(&base, "small").await;
+    let big = format!("{base}/{}", link(&page, "big", "flame graph"));
+    let small = format!("{base}/{}", link(&page, "small", "flame graph"));
+    let (_, warm) = dump_dom(&chromium, &small);
+    let (_, small_took) = dump_dom(&chromium, &small);
+    let (dom, big_took) = dump_dom(&chromium, &big);
+    let n = frames(&dom).len();
+    assert!(n > 9_900, "{n} frames drawn");
+    eprintln!(
+        "profilez: Chromium loaded and ran a {n}-frame flame graph in {:.0} ms, a 4-frame one in {:.0} ms (first start {:.0} ms): {:.0} ms for the frames",
+        big_took.as_secs_f64() * 1e3,
+        small_took.as_secs_f64() * 1e3,
+        warm.as_secs_f64() * 1e3,
+        big_took.saturating_sub(small_took).as_secs_f64() * 1e3
+    );
+}
+
+/// `profcol flamegraph FILE` renders a recorded pprof with its functions'
+/// shares; a file it cannot read is an error that says why.
+#[test]
+fn the_command_line_renders_a_recorded_payload() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("go.svg");
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/pprof/go-cpu.pb.gz"
+    );
+    let o = profcol()
+        .args(["flamegraph", fixture, "--sample-type", "cpu", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let svg = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        svg.contains("<title>crypto/sha256.(*digest).Write ("),
+        "{}",
+        &svg[..2000]
+    );
+    let bad = dir.path().join("bad.binpb");
+    std::fs::write(&bad, b"\xff\xff\xff").unwrap();
+    let o = profcol().arg("flamegraph").arg(&bad).output().unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not an OTLP protobuf request"),
+        "{o:?}"
+    );
+}
+
+/// `profcol test --flamegraph DIR`: a test whose snapshot differs writes
+/// what the exporter got, what the snapshot holds, and their difference.
+#[test]
+fn a_failing_pipeline_test_writes_its_flame_graphs() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/otlp/go-cpu.otlp.bin"
+    );
+    std::fs::write(
+        dir.path().join("snap.txt"),
+        "profile sample_type=cpu/nanoseconds period_type=cpu/nanoseconds period=10000000\n  main;expected_only 5\n",
+    )
+    .unwrap();
+    let spec = dir.path().join("t.yaml");
+    std::fs::write(
+        &spec,
+        format!(
+            "config:\n  receivers: {{otlp: {{protocols: {{grpc: {{endpoint: 127.0.0.1:0}}}}}}}}\n  exporters: {{debug: {{}}}}\n  service: {{pipelines: {{profiles: {{receivers: [otlp], exporters: [debug]}}}}}}\n\
+             tests:\n  - name: go cpu\n    inputs: [{{receiver: otlp, file: {fixture}}}]\n    expect: {{debug: {{snapshot: snap.txt}}}}\n"
+        ),
+    )
+    .unwrap();
+    let graphs = dir.path().join("graphs");
+    let o = profcol()
+        .arg("test")
+        .arg(&spec)
+        .arg("--flamegraph")
+        .arg(&graphs)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(!o.status.success(), "{stdout}");
+    assert!(stdout.contains("wrote flame graph"), "{stdout}");
+    let read = |kind: &str| {
+        std::fs::read_to_string(graphs.join(format!("go_cpu--debug--cpu_nanoseconds-{kind}.svg")))
+            .unwrap_or_else(|e| panic!("{kind}: {e}\n{stdout}"))
+    };
+    assert!(read("expected").contains("<title>expected_only ("));
+    assert!(read("actual").contains("<title>main.main ("));
+    let diff = read("diff");
+    assert!(diff.contains("<title>main.main ("), "{diff}");
+}
