@@ -7,6 +7,7 @@ pub fn registry() -> Registry {
         .receiver(profcol_receivers::otlp::factory())
         .receiver(profcol_receivers::sentry::factory())
         .receiver(profcol_receivers::pyroscope::factory())
+        .receiver(profcol_receivers::pprof::factory())
         .receiver(profcol_receivers::kafka::factory())
         .processor(profcol_processors::memory_limiter::factory())
         .processor(profcol_processors::batch::factory())

@@ -7,6 +7,7 @@ pub mod body;
 pub mod ingest;
 pub mod kafka;
 pub mod otlp;
+pub mod pprof;
 pub mod pyroscope;
 pub mod record;
 pub mod sentry;

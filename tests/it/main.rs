@@ -28,6 +28,7 @@ mod otlp_e2e;
 mod otlp_http;
 mod ottl_differential;
 mod profilez;
+mod pprof_receiver;
 mod prometheus_exporter;
 mod pyroscope_e2e;
 mod pyroscope_formats;

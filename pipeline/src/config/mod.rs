@@ -13,6 +13,7 @@ mod error;
 mod expand;
 mod id;
 mod load;
+pub mod scrape_targets;
 mod server_tls;
 mod service;
 mod settings;

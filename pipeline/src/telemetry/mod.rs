@@ -117,6 +117,8 @@ pub struct Telemetry {
     receiver_forward_duplicates: Cached<Counter>,
     receiver_requests: Cached<Counter>,
     receiver_repairs: Cached<Counter>,
+    scraper_scraped: Cached<Counter>,
+    scraper_errored: Cached<Counter>,
     lb_resolutions: Cached<Counter>,
     lb_backends: Cached<Gauge>,
     lb_backend_updates: Cached<Counter>,
@@ -203,6 +205,10 @@ impl Telemetry {
             receiver_forward_duplicates: family!(r, "profcol_receiver_forwarded_possible_duplicates", "Forwarded items delivered after an attempt that may have been taken (timed out after sending), by type: the upstream may hold them twice."),
             receiver_requests: family!(r, "profcol_receiver_accepted_requests", "OTLP requests accepted, by the opentelemetry-proto revision they were written in."),
             receiver_repairs: family!(r, "profcol_receiver_repairs", "Producer mistakes a receiver repaired instead of refusing the request, by kind."),
+            // The Collector's scraperhelper metrics for profiles; a record
+            // is one pprof a scrape fetched.
+            scraper_scraped: family!(r, b, "otelcol_scraper_scraped_profile_records", "Number of profile records successfully scraped."),
+            scraper_errored: family!(r, b, "otelcol_scraper_errored_profile_records", "Number of profile records that were unable to be scraped."),
             // The loadbalancing exporter's, as the Collector's (its
             // metadata.yaml gives them no level, so `basic` serves them).
             lb_resolutions: family!(r, b, "otelcol_loadbalancer_num_resolutions", "Number of times the resolver has triggered new resolutions."),
@@ -303,6 +309,22 @@ impl Telemetry {
                 ("outcome", outcome),
             ])
             .inc();
+    }
+
+    /// A scrape of a receiver's `scraper` (a profile kind) that fetched
+    /// `records` profiles.
+    pub fn scraper_scraped(&self, receiver: &str, scraper: &str, records: u64) {
+        self.scraper_scraped
+            .get(&[("receiver", receiver), ("scraper", scraper)])
+            .inc_by(records);
+    }
+
+    /// A scrape that failed (the target down, too slow, too large, not
+    /// pprof); why is logged and counted in `profcol_receiver_items`.
+    pub fn scraper_errored(&self, receiver: &str, scraper: &str, records: u64) {
+        self.scraper_errored
+            .get(&[("receiver", receiver), ("scraper", scraper)])
+            .inc_by(records);
     }
 
     /// The fate of an item forwarded upstream: `forwarded`, or `failed` /

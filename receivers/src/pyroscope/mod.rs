@@ -10,7 +10,7 @@ mod handler;
 pub mod labels;
 mod multipart;
 pub mod push;
-mod query;
+pub(crate) mod query;
 mod server;
 pub mod speedscope;
 #[cfg(test)]

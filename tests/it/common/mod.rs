@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Code, Request, Response, Status};
 
 pub mod fake_k8s;
+pub mod go;
 pub mod kafka;
 pub mod otelcol;
 pub mod seen;

@@ -1,0 +1,3 @@
+module profcol.test/pprof_target
+
+go 1.22
