@@ -33,6 +33,7 @@ mod prometheus_exporter;
 mod pyroscope_e2e;
 mod pyroscope_formats;
 mod pyroscope_jfr;
+mod pyroscope_go;
 mod reload;
 mod resourcedetection;
 mod sentry_android;
