@@ -445,7 +445,7 @@ fn component_errors_have_exact_paths() {
         (
             format!("receivers: {{otlp: , nosuch/a: }}\nexporters: {{debug: , loki: }}\n{pipeline}"),
             vec![
-                r#"receivers::nosuch/a: unknown type "nosuch" (known: kafka, otlp, pyroscope, sentry)"#,
+                r#"receivers::nosuch/a: unknown type "nosuch" (known: kafka, otlp, pprof, pyroscope, sentry)"#,
                 r#"exporters::loki: unknown type "loki"; profcol has no loki exporter (see docs/collector-compatibility.md)"#,
             ],
         ),

@@ -64,7 +64,10 @@ fn own_function(folded: &str) -> Option<&str> {
 
 /// The program's own functions by the share of `sample_type` they are
 /// charged (innermost `main.` frame), largest first.
-fn by_own_function(profiles: &[ResolvedProfile], sample_type: &str) -> Vec<(String, i64)> {
+pub(crate) fn by_own_function(
+    profiles: &[ResolvedProfile],
+    sample_type: &str,
+) -> Vec<(String, i64)> {
     let mut totals = std::collections::BTreeMap::<String, i64>::new();
     for p in profiles.iter().filter(|p| p.sample_type == sample_type) {
         for (line, v) in &p.samples {
@@ -74,7 +77,7 @@ fn by_own_function(profiles: &[ResolvedProfile], sample_type: &str) -> Vec<(Stri
         }
     }
     let mut v: Vec<(String, i64)> = totals.into_iter().collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.sort_by_key(|f| std::cmp::Reverse(f.1));
     v
 }
 

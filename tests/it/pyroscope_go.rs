@@ -10,29 +10,13 @@ use crate::common;
 use std::process::Command;
 use std::time::Duration;
 
+use crate::pprof_receiver::by_own_function;
 use common::Ports;
 use profcol_model::ResolvedProfile;
 use profcol_pipeline::runtime::RuntimeOptions;
 
 /// The version tests/pyroscope_go/go.mod requires.
 const VERSION: &str = "v1.5.0";
-
-/// The share of `sample_type` charged to each of the program's own
-/// functions (innermost `main.` frame), largest first.
-fn own_functions(profiles: &[&ResolvedProfile], sample_type: &str) -> Vec<(String, i64)> {
-    let mut totals = std::collections::BTreeMap::<String, i64>::new();
-    for p in profiles.iter().filter(|p| p.sample_type == sample_type) {
-        for (line, v) in &p.samples {
-            let stack = line.split(" [").next().unwrap_or(line);
-            if let Some(f) = stack.split(';').rev().find(|f| f.starts_with("main.")) {
-                *totals.entry(f.to_owned()).or_default() += v;
-            }
-        }
-    }
-    let mut v: Vec<(String, i64)> = totals.into_iter().collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
-    v
-}
 
 /// CPU and allocation profiles arrive from the SDK under its application
 /// name and tags, the hot functions on top, the `TagWrapper` label on the
@@ -101,12 +85,13 @@ service:
         .unwrap();
 
     let profiles = crate::file_exporter::profiles(&out);
-    let ours: Vec<&ResolvedProfile> = profiles
+    let ours: Vec<ResolvedProfile> = profiles
         .iter()
         .filter(|p| {
             p.resource
                 .contains(&"service.name=profcol.pyroscope-go".to_owned())
         })
+        .cloned()
         .collect();
     assert_eq!(ours.len(), profiles.len(), "every profile is the app's");
     for p in &ours {
@@ -137,7 +122,7 @@ service:
             p.resource
         );
     }
-    let cpu = own_functions(&ours, "cpu/nanoseconds");
+    let cpu = by_own_function(&ours, "cpu/nanoseconds");
     assert_eq!(
         cpu.first().map(|f| f.0.as_str()),
         Some("main.burnSHA256"),
@@ -155,7 +140,7 @@ service:
         "TagWrapper's label on burnSHA256's samples: {tagged} of {}",
         cpu[0].1
     );
-    let allocs = own_functions(&ours, "alloc_space/bytes");
+    let allocs = by_own_function(&ours, "alloc_space/bytes");
     assert_eq!(
         allocs.first().map(|f| f.0.as_str()),
         Some("main.allocBuffers"),
