@@ -23,7 +23,7 @@
 //! packets give are kept (Relay names only `main`), and a native image also
 //! carries its build id as `code_id`, which the `symbolizer` looks up.
 
-pub(crate) mod proto;
+pub mod proto;
 
 use std::collections::BTreeMap;
 
