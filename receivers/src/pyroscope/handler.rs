@@ -21,8 +21,8 @@ use super::labels::{describe, Spy};
 use super::multipart;
 use super::push::{self, Codec};
 use super::query::{now_nanos, IngestParams};
-use super::speedscope;
-use super::tree::{self, Layout};
+use profcol_pyroscope::tree::{self, Layout};
+use profcol_pyroscope::{speedscope, Error as BodyError};
 
 pub struct Handler {
     pub ingest: Ingest,
@@ -400,14 +400,17 @@ fn convert_ingest(
             c.text(&bytes, *text, &shape, &d, &types, &mut work)?;
         }
         Kind::Binary(layout) => {
-            let text = tree::to_folded(&bytes, *layout, &mut work)?;
+            let text =
+                tree::to_folded(&bytes, *layout, &mut |n| work.reserve(n)).map_err(body_refusal)?;
             let unit = folded::unit_of(&p.units).unwrap_or(unit);
             let shape = text_shape(p, (type_name, unit), period_type);
             let d = describe(Some(app), &p.name.labels, p.spy.as_ref());
             c.text(&text, Text::Folded, &shape, &d, &types, &mut work)?;
         }
         Kind::Speedscope => {
-            for part in speedscope::to_folded(&bytes, &mut work)? {
+            let parts =
+                speedscope::to_folded(&bytes, &mut |n| work.reserve(n)).map_err(body_refusal)?;
+            for part in parts {
                 let sample_type = match part.unit {
                     speedscope::Unit::Count => {
                         (type_name, folded::unit_of(&p.units).unwrap_or(unit))
@@ -432,6 +435,14 @@ fn convert_ingest(
         work,
         body: keep.then(|| Bytes::from(bytes)),
     })
+}
+
+/// A trie, tree or speedscope body that did not convert.
+fn body_refusal(e: BodyError<Refusal>) -> Refusal {
+    match e {
+        BodyError::Malformed(m) => Refusal::invalid("malformed", m),
+        BodyError::Budget(r) => r,
+    }
 }
 
 /// The profile a text body describes: its sample type, the period the

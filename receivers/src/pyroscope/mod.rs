@@ -1,7 +1,9 @@
 //! Receiver `pyroscope`: the push API of the Pyroscope server, as the
 //! Pyroscope SDKs (Go, Python, Node, Ruby, .NET, Rust) and Grafana Alloy
-//! use it: `POST /ingest` (pprof, raw or in a form, and folded stacks) and
-//! Push (`/push.v1.PusherService/Push`, Connect), converted to OTLP.
+//! use it: `POST /ingest` (pprof, raw or in a form, folded stacks, the Java
+//! agent's JFR, speedscope, old clients' trie and tree; the last three
+//! read by `profcol-pyroscope`) and Push (`/push.v1.PusherService/Push`,
+//! Connect), converted to OTLP.
 
 mod config;
 pub mod convert;
@@ -12,10 +14,8 @@ mod multipart;
 pub mod push;
 pub(crate) mod query;
 mod server;
-pub mod speedscope;
 #[cfg(test)]
 mod tests;
-pub mod tree;
 
 use std::sync::Arc;
 

@@ -6,7 +6,7 @@
 //! `weights`, and an `evented` profile's open and close events give each
 //! stack the time it was on top.
 //!
-//! Each profile becomes folded text for [`super::folded`], with its unit:
+//! Each profile becomes folded text, with its unit:
 //! time units as nanoseconds (Pyroscope keeps them in a rate-scaled unit
 //! of its own), `bytes` as bytes, `none` as counts.
 
@@ -14,9 +14,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::convert::Work;
-use super::folded::FoldedWriter;
-use crate::ingest::Refusal;
+use crate::{Charge, Error, FoldedWriter};
 
 const SCHEMA: &str = "https://www.speedscope.app/file-format-schema.json";
 
@@ -82,12 +80,12 @@ pub struct Part {
     pub folded: Vec<u8>,
 }
 
-fn bad(what: impl std::fmt::Display) -> Refusal {
-    Refusal::invalid("malformed", format!("invalid speedscope file: {what}"))
+fn bad<E>(what: impl std::fmt::Display) -> Error<E> {
+    Error::Malformed(format!("invalid speedscope file: {what}"))
 }
 
 /// Nanoseconds per unit, or what else a unit counts.
-fn unit(name: &str) -> Result<(Unit, f64), Refusal> {
+fn unit<E>(name: &str) -> Result<(Unit, f64), Error<E>> {
     Ok(match name {
         "none" => (Unit::Count, 1.0),
         "nanoseconds" => (Unit::Nanoseconds, 1.0),
@@ -100,7 +98,7 @@ fn unit(name: &str) -> Result<(Unit, f64), Refusal> {
 }
 
 /// Each (merged) profile of a speedscope file, in order of its start.
-pub fn to_folded(body: &[u8], work: &mut Work) -> Result<Vec<Part>, Refusal> {
+pub fn to_folded<E>(body: &[u8], charge: Charge<'_, E>) -> Result<Vec<Part>, Error<E>> {
     let file: File = serde_json::from_slice(body).map_err(bad)?;
     if file.schema != SCHEMA {
         return Err(bad(format_args!("unknown $schema {:?}", file.schema)));
@@ -135,18 +133,18 @@ pub fn to_folded(body: &[u8], work: &mut Work) -> Result<Vec<Part>, Refusal> {
     }
     let mut profiles: Vec<Profile> = merged.into_values().collect();
     profiles.sort_by(|a, b| a.start_value.total_cmp(&b.start_value));
-    profiles
-        .into_iter()
-        .map(|p| {
+    let mut parts = Vec::with_capacity(profiles.len());
+    for p in profiles {
+        parts.push({
             let (unit, scale) = unit(&p.unit)?;
-            let mut out = FoldedWriter::default();
+            let mut out = FoldedWriter::new(&mut *charge);
             let mut stack: Vec<u8> = Vec::new();
-            let push = |stack: &[u8], value: f64, out: &mut FoldedWriter, work: &mut Work| {
+            let push = |stack: &[u8], value: f64, out: &mut FoldedWriter<'_, E>| {
                 let v = (value * scale).round();
                 if !stack.is_empty() && v >= 1.0 {
-                    out.line(stack, v as u64, work)?;
+                    out.line(stack, v as u64)?;
                 }
-                Ok::<_, Refusal>(())
+                Ok::<_, Error<E>>(())
             };
             let frame = |i: i64| {
                 usize::try_from(i)
@@ -174,7 +172,7 @@ pub fn to_folded(body: &[u8], work: &mut Work) -> Result<Vec<Part>, Refusal> {
                             }
                             stack.extend_from_slice(frame(f)?.as_bytes());
                         }
-                        push(&stack, w, &mut out, work)?;
+                        push(&stack, w, &mut out)?;
                     }
                 }
                 "evented" => {
@@ -187,7 +185,7 @@ pub fn to_folded(body: &[u8], work: &mut Work) -> Result<Vec<Part>, Refusal> {
                             return Err(bad(format_args!("events out of order at {}", e.at)));
                         }
                         let name = frame(e.frame)?;
-                        push(&stack, e.at - last, &mut out, work)?;
+                        push(&stack, e.at - last, &mut out)?;
                         match e.kind.as_str() {
                             "O" => {
                                 open.push((e.frame, stack.len()));
@@ -212,31 +210,26 @@ pub fn to_folded(body: &[u8], work: &mut Work) -> Result<Vec<Part>, Refusal> {
                 }
                 other => return Err(bad(format_args!("profile type {other:?}"))),
             }
-            Ok(Part {
+            Part {
                 name: p.name,
                 unit,
-                folded: out.finish(work)?,
-            })
-        })
-        .collect()
+                folded: out.finish()?,
+            }
+        });
+    }
+    Ok(parts)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use profcol_model::memory::MemoryBudget;
+    use crate::testing::budget;
     use serde_json::json;
 
-    fn work(limit: usize) -> Work {
-        Work {
-            memory: MemoryBudget::new(limit).try_admit(0).unwrap(),
-            limit: 64 << 20,
-        }
-    }
-
-    fn parts(file: serde_json::Value) -> Result<Vec<(String, Unit, String)>, Refusal> {
+    fn parts(file: serde_json::Value) -> Result<Vec<(String, Unit, String)>, Error<String>> {
         let body = serde_json::to_vec(&file).unwrap();
-        Ok(to_folded(&body, &mut work(1 << 30))?
+        let (_, mut charge) = budget(1 << 30);
+        Ok(to_folded(&body, &mut charge)?
             .into_iter()
             .map(|p| (p.name, p.unit, String::from_utf8(p.folded).unwrap()))
             .collect())
@@ -309,8 +302,10 @@ mod tests {
                 "unit",
             ),
         ] {
-            let e = parts(f).unwrap_err();
-            assert!(e.message.contains(want), "{want}: {}", e.message);
+            match parts(f) {
+                Err(Error::Malformed(m)) => assert!(m.contains(want), "{want}: {m}"),
+                other => panic!("{want}: {other:?}"),
+            }
         }
     }
 
@@ -322,9 +317,9 @@ mod tests {
         let f = file(json!([{"type": "sampled", "unit": "none",
             "samples": [deep.clone(), deep.clone(), deep], "weights": [1, 1, 1]}]));
         let body = serde_json::to_vec(&f).unwrap();
-        let mut w = work(32 << 20);
-        let e = to_folded(&body, &mut w).unwrap_err();
-        assert!(w.memory.bytes() <= 32 << 20);
-        assert!(e.message.contains("memory"), "{e:?}");
+        let (held, mut charge) = budget(32 << 20);
+        let e = to_folded(&body, &mut charge).unwrap_err();
+        assert!(held.get() <= 32 << 20);
+        assert!(matches!(e, Error::Budget(_)), "{e:?}");
     }
 }

@@ -1,6 +1,6 @@
 //! Pyroscope's binary `/ingest` bodies of old clients (`format=trie` or
 //! `Content-Type: binary/octet-stream+trie`, `format=tree` or `+tree`),
-//! which Pyroscope still takes, into folded text for [`super::folded`].
+//! which Pyroscope still takes, into folded text.
 //!
 //! Both are a tree in preorder, each node `varint(len) name varint(value)
 //! varint(children)` (Go's `binary.Uvarint`). In a **trie** a node's name is
@@ -15,11 +15,7 @@
 //! text is charged to the request's memory as it grows, so a deep or wide
 //! tree is refused at the budget rather than expanded without bound.
 
-use bytes::Buf;
-
-use super::convert::Work;
-use super::folded::FoldedWriter;
-use crate::ingest::Refusal;
+use crate::{Charge, Error, FoldedWriter};
 
 /// The two binary layouts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,25 +24,29 @@ pub enum Layout {
     Tree,
 }
 
-fn malformed(layout: Layout, what: impl std::fmt::Display) -> Refusal {
+fn malformed<E>(layout: Layout, what: impl std::fmt::Display) -> Error<E> {
     let name = match layout {
         Layout::Trie => "trie",
         Layout::Tree => "tree",
     };
-    Refusal::invalid("malformed", format!("invalid {name} body: {what}"))
+    Error::Malformed(format!("invalid {name} body: {what}"))
 }
 
 /// The body as folded text, one `stack COUNT` line per node with a value.
-pub fn to_folded(body: &[u8], layout: Layout, work: &mut Work) -> Result<Vec<u8>, Refusal> {
+pub fn to_folded<E>(
+    body: &[u8],
+    layout: Layout,
+    charge: Charge<'_, E>,
+) -> Result<Vec<u8>, Error<E>> {
     let bad = |what: &str| malformed(layout, what);
     let mut buf = body;
-    let mut out = FoldedWriter::default();
+    let mut out = FoldedWriter::new(charge);
     // The key of the current node, and per open node: children left and
     // the key's length before it.
     let mut key: Vec<u8> = Vec::new();
     let mut open: Vec<(u64, usize)> = Vec::new();
     let mut root_done = false;
-    while buf.has_remaining() {
+    while !buf.is_empty() {
         if layout == Layout::Tree && root_done {
             // Pyroscope reads the root's subtree and ignores what follows.
             break;
@@ -57,7 +57,7 @@ pub fn to_folded(body: &[u8], layout: Layout, work: &mut Work) -> Result<Vec<u8>
         let name = buf
             .get(..len)
             .ok_or_else(|| bad("a name runs past the end of the body"))?;
-        buf.advance(len);
+        buf = &buf[len..];
         let value = varint(&mut buf)?;
         let children = varint(&mut buf)?;
         let before = key.len();
@@ -76,7 +76,7 @@ pub fn to_folded(body: &[u8], layout: Layout, work: &mut Work) -> Result<Vec<u8>
             if key.contains(&b'\n') {
                 return Err(bad("a stack holds a newline"));
             }
-            out.line(&key, value, work)?;
+            out.line(&key, value)?;
         }
         if children > 0 {
             open.push((children, before));
@@ -99,20 +99,13 @@ pub fn to_folded(body: &[u8], layout: Layout, work: &mut Work) -> Result<Vec<u8>
     if layout == Layout::Tree && !open.is_empty() {
         return Err(bad("the body ends inside the tree"));
     }
-    out.finish(work)
+    out.finish()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use profcol_model::memory::MemoryBudget;
-
-    fn work(limit: usize) -> Work {
-        Work {
-            memory: MemoryBudget::new(limit).try_admit(0).unwrap(),
-            limit: 64 << 20,
-        }
-    }
+    use crate::testing::budget;
 
     fn node(out: &mut Vec<u8>, name: &str, value: u64, children: u64) {
         prost::encoding::encode_varint(name.len() as u64, out);
@@ -121,9 +114,9 @@ mod tests {
         prost::encoding::encode_varint(children, out);
     }
 
-    fn folded(body: &[u8], layout: Layout) -> Result<String, Refusal> {
-        let mut work = work(1 << 30);
-        to_folded(body, layout, &mut work).map(|b| String::from_utf8(b).unwrap())
+    fn folded(body: &[u8], layout: Layout) -> Result<String, Error<String>> {
+        let (_, mut charge) = budget(1 << 30);
+        to_folded(body, layout, &mut charge).map(|b| String::from_utf8(b).unwrap())
     }
 
     /// Pyroscope's own trie test (`transporttrie`): keys "foo", "bar",
@@ -188,9 +181,9 @@ mod tests {
         for i in 0..10_000u64 {
             node(&mut b, "frame-name-of-some-length", 1, u64::from(i < 9_999));
         }
-        let mut work = work(8 << 20);
-        let e = to_folded(&b, Layout::Tree, &mut work).unwrap_err();
-        assert!(work.memory.bytes() <= 8 << 20);
-        assert!(e.message.contains("memory"), "{e:?}");
+        let (held, mut charge) = budget(8 << 20);
+        let e = to_folded(&b, Layout::Tree, &mut charge).unwrap_err();
+        assert!(held.get() <= 8 << 20);
+        assert!(matches!(e, Error::Budget(_)), "{e:?}");
     }
 }
