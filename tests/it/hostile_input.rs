@@ -32,6 +32,11 @@ struct Collector {
 /// otlp + sentry receivers (Sentry key `publickey`, timeouts of 1 s, at
 /// most 200 connections) into a `sentry` exporter that posts to a mock.
 async fn start(fd_limit: Option<u64>) -> Collector {
+    start_with(fd_limit, "1s").await
+}
+
+/// `start` with the gRPC listener's `max_connection_idle`.
+async fn start_with(fd_limit: Option<u64>, grpc_idle: &str) -> Collector {
     let mock = MockSentry::start().await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("c.yaml");
@@ -44,7 +49,7 @@ receivers:
     protocols:
       grpc:
         endpoint: "127.0.0.1:0"
-        keepalive: {{server_parameters: {{max_connection_idle: 1s}}}}
+        keepalive: {{server_parameters: {{max_connection_idle: {grpc_idle}}}}}
   sentry:
     endpoint: "127.0.0.1:0"
     keys: [{KEY}]
@@ -330,7 +335,9 @@ async fn idle_connections_do_not_lock_out_new_clients() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn out_of_file_descriptors_sheds_idle_connections() {
-    let c = start(Some(256)).await;
+    // Idle connections are not closed by the idle timeout here, so that
+    // only running out of descriptors can close them.
+    let c = start_with(Some(256), "1h").await;
     // More connections than the process has descriptors, to the listener
     // with the larger cap (otlp: 1024).
     let mut idle = Vec::new();
@@ -340,7 +347,18 @@ async fn out_of_file_descriptors_sheds_idle_connections() {
             Err(e) => panic!("connect: {e}"),
         }
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The collector, however slow to accept, runs out and closes the
+    // oldest one (as long as the connections are held: dropped ones would
+    // free their descriptors as fast as it accepts them).
+    let mut b = [0u8; 512];
+    let closed = tokio::time::timeout(Duration::from_secs(20), async {
+        // Whatever the server sends before it closes, then the end.
+        while let Ok(1..) = idle[0].read(&mut b).await {}
+    });
+    assert!(
+        closed.await.is_ok(),
+        "the oldest idle connection was not closed"
+    );
     let started = Instant::now();
     assert_eq!(common::health_status(c.health).await, Some(200));
     c.valid_sentry_request().await;
