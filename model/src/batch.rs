@@ -4,6 +4,7 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use prost::Message;
 
+use crate::compressed::{Compressed, Encoding};
 use crate::proto::{Profile, ProfilesData, ProfilesDictionary, ResourceProfiles, Sample};
 
 /// OTLP `ProfilesData` (resources plus the dictionary they share, never split
@@ -16,8 +17,12 @@ pub struct ProfileBatch {
     /// The messages; a batch checked on the wire ([`ProfileBatch::checked`])
     /// is decoded from `encoded` only when a stage first reads it.
     data: OnceLock<ProfilesData>,
-    /// The exact protobuf bytes `data` was decoded from, while still true.
-    encoded: Option<Bytes>,
+    /// The exact protobuf bytes `data` was decoded from, while still true;
+    /// for a batch held as [`ProfileBatch::compressed`] only, inflated
+    /// again on first use.
+    encoded: OnceLock<Bytes>,
+    /// The received bytes as the client compressed them, while still true.
+    compressed: Option<Compressed>,
     /// What decoding the bytes of a batch not decoded yet will take, in the
     /// memory budget from the start; unused once decoded.
     pending_heap: usize,
@@ -127,7 +132,7 @@ impl ProfileBatch {
     pub fn from_encoded(data: ProfilesData, bytes: Bytes) -> Self {
         Self {
             data: OnceLock::from(data),
-            encoded: Some(bytes),
+            encoded: OnceLock::from(bytes),
             ..Self::default()
         }
     }
@@ -137,7 +142,7 @@ impl ProfileBatch {
     /// is. What decoding will take is reserved from the start.
     pub fn checked(bytes: Bytes, clean: super::wire_check::Clean) -> Self {
         Self {
-            encoded: Some(bytes),
+            encoded: OnceLock::from(bytes),
             pending_heap: clean.heap,
             pending_profiles: clean.profiles,
             samples: OnceLock::from(clean.samples),
@@ -145,29 +150,60 @@ impl ProfileBatch {
         }
     }
 
+    /// Keeps `compressed`, what the batch's bytes were received as, for
+    /// exporters that send with the same compression.
+    pub fn with_compressed(mut self, compressed: Option<Compressed>) -> Self {
+        debug_assert!(compressed
+            .as_ref()
+            .is_none_or(|c| self.encoded.get().map(Bytes::len) == Some(c.plain_len)));
+        self.compressed = compressed;
+        self
+    }
+
     /// The messages, decoded on first use.
     fn decoded(&self) -> &ProfilesData {
         self.data.get_or_init(|| {
-            let bytes = self.encoded.clone().unwrap_or_default();
+            let bytes = self.encoded().cloned().unwrap_or_default();
             // Reserved again if `hold_bytes_only` gave it back: a stage
             // that reads the batch after all is not refused its memory.
-            if let Some(m) = &self.meta.memory {
-                let full = bytes.len() + self.pending_heap;
-                if m.bytes() < full {
-                    m.set(full);
-                }
-            }
+            self.grow_memory_to(self.held_bytes());
             // The wire check is held to prost by a differential test.
             ProfilesData::decode(bytes).expect("a batch checked on the wire decodes")
         })
     }
 
-    /// For a batch that will be forwarded as received: its memory
-    /// reservation shrinks to its bytes, from the bytes and what decoding
-    /// would take. Decoding it later reserves that again.
-    pub fn hold_bytes_only(&self) {
-        if let (None, Some(bytes), Some(m)) = (self.data.get(), &self.encoded, &self.meta.memory) {
-            m.set(bytes.len());
+    fn grow_memory_to(&self, full: usize) {
+        if let Some(m) = &self.meta.memory {
+            if m.bytes() < full {
+                m.set(full);
+            }
+        }
+    }
+
+    /// For a batch that will be forwarded as received: it keeps one form
+    /// of its bytes, the compressed one when `compressed` is the encoding
+    /// every exporter sends it with, and its memory reservation shrinks to
+    /// them (from what decoding would take). Decoding it later reserves
+    /// that again.
+    pub fn hold_bytes_only(&mut self, compressed: Option<Encoding>) {
+        if self.data.get().is_some() {
+            return;
+        }
+        match &self.compressed {
+            Some(c) if Some(c.encoding) == compressed => self.encoded = OnceLock::new(),
+            _ => self.compressed = None,
+        }
+        let held = self.bytes_held();
+        if let Some(m) = &self.meta.memory {
+            m.set(held);
+        }
+    }
+
+    /// Forgets the compressed form of the received bytes, which no
+    /// exporter will send, and gives back its memory.
+    pub fn drop_compressed(&mut self) {
+        if let (Some(c), Some(m)) = (self.compressed.take(), &self.meta.memory) {
+            m.set(m.bytes().saturating_sub(c.bytes.len()));
         }
     }
 
@@ -194,7 +230,8 @@ impl ProfileBatch {
     /// Mutable access; forgets the received encoding and the count.
     pub fn data_mut(&mut self) -> &mut ProfilesData {
         self.decoded();
-        self.encoded = None;
+        self.encoded = OnceLock::new();
+        self.compressed = None;
         self.samples = Default::default();
         self.data.get_mut().expect("decoded above")
     }
@@ -208,14 +245,37 @@ impl ProfileBatch {
         crate::proto::dictionary_of(self.decoded())
     }
 
-    /// The received bytes, if nothing changed the data since.
+    /// The received bytes, if nothing changed the data since (inflated
+    /// again if the batch held only their compressed form).
     pub fn encoded(&self) -> Option<&Bytes> {
-        self.encoded.as_ref()
+        if let Some(b) = self.encoded.get() {
+            return Some(b);
+        }
+        let c = self.compressed.as_ref()?;
+        Some(self.encoded.get_or_init(|| {
+            self.grow_memory_to(self.bytes_held() + c.plain_len);
+            Bytes::from(
+                c.inflate()
+                    .expect("bytes inflated when received inflate again"),
+            )
+        }))
+    }
+
+    /// The received bytes if nothing changed the data since and they are
+    /// held as they are (not only compressed).
+    pub fn plain_bytes(&self) -> Option<&Bytes> {
+        self.encoded.get()
+    }
+
+    /// The received bytes as their client compressed them, if nothing
+    /// changed the data since.
+    pub fn compressed(&self) -> Option<&Compressed> {
+        self.compressed.as_ref()
     }
 
     /// Protobuf bytes of the batch: the received ones when still valid.
     pub fn encode_to_bytes(&self) -> Bytes {
-        match &self.encoded {
+        match self.encoded() {
             Some(b) => b.clone(),
             None => Bytes::from(self.decoded().encode_to_vec()),
         }
@@ -229,13 +289,20 @@ impl ProfileBatch {
             Some(d) => super::footprint::heap_bytes(d),
             None => self.pending_heap,
         };
-        heap + self.encoded.as_ref().map_or(0, Bytes::len)
+        heap + self.bytes_held()
+    }
+
+    /// The received bytes held, plain and compressed.
+    fn bytes_held(&self) -> usize {
+        self.encoded.get().map_or(0, Bytes::len)
+            + self.compressed.as_ref().map_or(0, |c| c.bytes.len())
     }
 
     pub fn encoded_len(&self) -> usize {
-        match &self.encoded {
-            Some(b) => b.len(),
-            None => self.decoded().encoded_len(),
+        match (self.encoded.get(), &self.compressed) {
+            (Some(b), _) => b.len(),
+            (None, Some(c)) => c.plain_len,
+            (None, None) => self.decoded().encoded_len(),
         }
     }
 

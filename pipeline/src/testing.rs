@@ -27,6 +27,7 @@ pub fn capture(
         gauges: false,
         telemetry: telemetry.clone(),
         decodes: true,
+        sends_compressed: None,
     };
     let pipeline = crate::runtime::Pipeline::new(
         "profiles",

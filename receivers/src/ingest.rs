@@ -14,6 +14,7 @@ use bytes::Bytes;
 use http::StatusCode;
 use tonic::Code;
 
+use profcol_model::compressed::Compressed;
 use profcol_model::dictionary::{retain_profiles, Lookup};
 use profcol_model::footprint::estimate_decoded;
 use profcol_model::memory::{Held, Reservation};
@@ -334,11 +335,13 @@ impl Ingest {
     }
 
     /// An `ExportProfilesServiceRequest`'s bytes (read with `memory`
-    /// holding them): decoded, checked (invalid Profiles left out as a
-    /// partial success), handed to every pipeline.
+    /// holding them, and as the client compressed them if it did):
+    /// decoded, checked (invalid Profiles left out as a partial success),
+    /// handed to every pipeline.
     pub async fn otlp(
         &self,
         bytes: Bytes,
+        compressed: Option<Compressed>,
         mut memory: Reservation,
         origin: Origin,
     ) -> Result<Accepted, Refusal> {
@@ -353,12 +356,22 @@ impl Ingest {
             // was reserved up front beyond it goes back).
             let needed = bytes.len() + heap;
             memory.needed(needed);
+            // The compressed copy is kept for a batch that stays as
+            // received, if the budget has room for it too.
+            let copy = match &compressed {
+                Some(c) if clean.is_some() => c.bytes.len(),
+                _ => 0,
+            };
+            let (compressed, needed) = match memory.try_resize_to(needed + copy) {
+                Ok(()) if copy > 0 => (compressed, needed + copy),
+                _ => (None, needed),
+            };
             if let Err(e) = memory.try_resize_to(needed) {
                 return (Err((0, Refusal::from(ConsumeError::memory(e)))), memory);
             }
             let checked = match clean {
                 Some(clean) => Ok(Checked {
-                    batch: ProfileBatch::checked(bytes, clean),
+                    batch: ProfileBatch::checked(bytes, clean).with_compressed(compressed),
                     partial: None,
                     removed: Vec::new(),
                     revision: Some(Revision::CURRENT),

@@ -4,6 +4,7 @@
 #![deny(unsafe_code)]
 
 pub mod body;
+mod compressed_copy;
 pub mod ingest;
 pub mod kafka;
 pub mod otlp;

@@ -8,6 +8,7 @@ mod common;
 mod attributes;
 mod batch;
 mod cli;
+mod compressed_passthrough;
 mod connectors;
 mod deploy;
 mod docs;

@@ -16,7 +16,7 @@ use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
 use super::classify::classify;
 use super::codec::{BatchCodec, Body};
-use super::compress::Compressing;
+use super::compress::{Compressing, Precompressed};
 use super::config::{dial_target, metadata_entry, Compression, OtlpExporterConfig};
 use crate::client_auth::ClientAuth;
 use crate::parts::{self, PeerLimit};
@@ -171,6 +171,10 @@ impl Exporter for OtlpExporter {
         self.sends_encoded()
     }
 
+    fn sends_compressed(&self) -> Option<profcol_model::compressed::Encoding> {
+        self.compression.encoding()
+    }
+
     fn exports_metrics(&self) -> bool {
         true
     }
@@ -248,7 +252,23 @@ impl OtlpExporter {
         grpc.ready()
             .await
             .map_err(|e| ExportError::retryable(format!("connecting to {}: {e}", self.endpoint)))?;
-        let mut req = tonic::Request::new(body);
+        // A batch received compressed as this exporter compresses, and
+        // changed by nothing, goes as it came.
+        let precompressed = match &body {
+            Body::Batch(b) if self.sends_encoded() => b
+                .compressed()
+                .filter(|c| Some(c.encoding) == self.compression.encoding())
+                .map(|c| Precompressed(c.bytes.clone())),
+            _ => None,
+        };
+        let mut req = match precompressed {
+            Some(p) => {
+                let mut req = tonic::Request::new(Body::Precompressed);
+                req.extensions_mut().insert(p);
+                req
+            }
+            None => tonic::Request::new(body),
+        };
         *req.metadata_mut() = self.metadata.clone();
         for (k, v) in self.auth.headers()? {
             let key = AsciiMetadataKey::from_bytes(k.as_str().as_bytes());

@@ -21,6 +21,9 @@ pub enum Body {
     Batch(Arc<ProfileBatch>),
     /// An `ExportProfilesServiceRequest` encoded in the current revision.
     Encoded(bytes::Bytes),
+    /// Nothing: the request carries a [`super::compress::Precompressed`]
+    /// message, which the compression layer frames instead.
+    Precompressed,
 }
 
 impl Codec for BatchCodec {
@@ -48,6 +51,7 @@ impl Encoder for BatchEncoder {
         let revision = self.0;
         let item = match item {
             Body::Batch(batch) => batch,
+            Body::Precompressed => return Ok(()),
             Body::Encoded(bytes) if revision == Revision::CURRENT => {
                 buf.put_slice(&bytes);
                 return Ok(());

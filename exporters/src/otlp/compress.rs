@@ -3,7 +3,9 @@
 //! zstd at level 1 cost a fraction of that for a little less compression.
 //! So tonic sends the request plain and this layer compresses the one
 //! message of the unary call, sets the frame's compressed flag and
-//! `grpc-encoding`, off the async runtime.
+//! `grpc-encoding`, off the async runtime. A message already compressed
+//! as the exporter would compress it (the request as its client sent it)
+//! is framed as it is.
 
 use std::future::Future;
 use std::io::Write;
@@ -21,6 +23,11 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A gRPC frame's header: the compressed flag and the message length.
 const HEADER: usize = 5;
+
+/// A request extension: the message, compressed with the layer's
+/// compression, to send in place of the (empty) one the codec wrote.
+#[derive(Clone)]
+pub struct Precompressed(pub Bytes);
 
 #[derive(Clone)]
 pub struct Compressing {
@@ -54,8 +61,12 @@ impl tower::Service<http::Request<Body>> for Compressing {
             };
             let (mut parts, body) = req.into_parts();
             let framed = body.collect().await?.to_bytes();
-            let framed =
-                profcol_model::cpu::run(move || compress_frame(framed, compression)).await?;
+            let framed = match parts.extensions.remove::<Precompressed>() {
+                Some(Precompressed(message)) => frame_compressed(&message)?,
+                None => {
+                    profcol_model::cpu::run(move || compress_frame(framed, compression)).await?
+                }
+            };
             parts
                 .headers
                 .insert("grpc-encoding", http::HeaderValue::from_static(name));
@@ -90,6 +101,15 @@ pub fn compress_frame(framed: Bytes, compression: Compression) -> Result<Bytes, 
     let mut out = compress_into(out, message, compression)?.into_inner();
     let compressed_len = u32::try_from(out.len() - HEADER)?;
     out[1..HEADER].copy_from_slice(&compressed_len.to_be_bytes());
+    Ok(out.freeze())
+}
+
+/// A gRPC frame of one compressed message.
+fn frame_compressed(message: &[u8]) -> Result<Bytes, BoxError> {
+    let mut out = BytesMut::with_capacity(HEADER + message.len());
+    out.put_u8(1);
+    out.put_u32(u32::try_from(message.len())?);
+    out.put_slice(message);
     Ok(out.freeze())
 }
 

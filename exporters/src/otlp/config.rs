@@ -93,6 +93,18 @@ pub enum Compression {
     None,
 }
 
+impl Compression {
+    /// The encoding it sends, in the model's terms.
+    pub fn encoding(self) -> Option<profcol_model::compressed::Encoding> {
+        use profcol_model::compressed::Encoding;
+        match self {
+            Self::Gzip => Some(Encoding::Gzip),
+            Self::Zstd => Some(Encoding::Zstd),
+            Self::None => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TlsConfig {

@@ -114,12 +114,20 @@ impl OtlpHttpExporter {
 
     /// The request body, encoded (in the peer's proto revision) and
     /// compressed off the async runtime. A protobuf batch nothing changed
-    /// is sent as it was received, to a v1.10.0 peer.
+    /// is sent as it was received, to a v1.10.0 peer: as its client
+    /// compressed it if that is this exporter's compression.
     async fn body(&self, batch: &Arc<ProfileBatch>) -> Result<Bytes, ExportError> {
         let (encoding, compression, revision) = (self.encoding, self.compression, self.revision);
         let current = revision == Revision::CURRENT;
-        if encoding == Encoding::Proto && compression == Compression::None && current {
-            return Ok(batch.encode_to_bytes());
+        if encoding == Encoding::Proto && current {
+            if compression == Compression::None {
+                return Ok(batch.encode_to_bytes());
+            }
+            if let Some(c) = batch.compressed() {
+                if Some(c.encoding) == compression.encoding() {
+                    return Ok(c.bytes.clone());
+                }
+            }
         }
         let batch = Arc::clone(batch);
         profcol_model::cpu::run(move || {
@@ -161,6 +169,10 @@ impl Exporter for OtlpHttpExporter {
     /// See [`OtlpHttpExporter::body`].
     fn sends_received_bytes(&self) -> bool {
         self.encoding == Encoding::Proto && self.revision == Revision::CURRENT
+    }
+
+    fn sends_compressed(&self) -> Option<profcol_model::compressed::Encoding> {
+        self.compression.encoding()
     }
 
     fn exports_metrics(&self) -> bool {

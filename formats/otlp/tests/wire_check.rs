@@ -235,12 +235,12 @@ fn a_forwarded_batch_holds_its_bytes_until_something_decodes_it() {
     let full = bytes.len() + clean.heap;
     let mut lazy = ProfileBatch::checked(bytes.clone(), clean);
     lazy.meta.memory = Some(Held::new(budget.force(full)));
-    lazy.hold_bytes_only();
+    lazy.hold_bytes_only(None);
     assert_eq!(budget.used(), bytes.len());
     assert!(!lazy.is_decoded());
     lazy.data();
     assert_eq!(budget.used(), full, "decoding reserves it again");
-    lazy.hold_bytes_only();
+    lazy.hold_bytes_only(None);
     assert_eq!(
         budget.used(),
         full,

@@ -364,6 +364,13 @@ pub trait Exporter: Send + Sync {
     fn sends_received_bytes(&self) -> bool {
         false
     }
+
+    /// The compression it sends such a batch with when it sends the bytes
+    /// as their client compressed them (a batch received so and changed
+    /// by nothing): while it waits in the queue it holds only those.
+    fn sends_compressed(&self) -> Option<profcol_model::compressed::Encoding> {
+        None
+    }
 }
 
 /// A storage extension: where persistent sending queues live.

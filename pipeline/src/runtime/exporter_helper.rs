@@ -93,12 +93,17 @@ pub async fn start(s: Spawn, queue: Option<ExporterQueue>) -> anyhow::Result<Sta
                 gauges: q.enabled,
                 telemetry: telemetry.clone(),
                 decodes: true,
+                sends_compressed: None,
             }
         }
     };
     // A queue kept over a reload may now feed a differently configured
     // exporter.
     handle.decodes = !exporter.sends_received_bytes();
+    handle.sends_compressed = exporter
+        .sends_received_bytes()
+        .then(|| exporter.sends_compressed())
+        .flatten();
     handle.update_gauge();
     Ok(Started {
         queue: handle,

@@ -61,6 +61,9 @@ pub struct ExporterQueue {
     pub telemetry: Arc<Telemetry>,
     /// The exporter may decode a batch kept as received bytes.
     pub decodes: bool,
+    /// The compression it sends a batch's received bytes with, when it
+    /// can send them as their client compressed them.
+    pub sends_compressed: Option<profcol_model::compressed::Encoding>,
 }
 
 impl ExporterQueue {
@@ -367,7 +370,7 @@ impl Pipeline {
         self: &Arc<Self>,
         batch: Arc<ProfileBatch>,
     ) -> Result<Prepared, ConsumeError> {
-        let (out, runs) = match &self.chain {
+        let (mut out, runs) = match &self.chain {
             None => {
                 let n = batch.sample_count();
                 let runs = self
@@ -413,14 +416,19 @@ impl Pipeline {
                 .expect("a processor panicked")
             }
         };
-        if let Some(b) = &out {
-            // Nothing here will decode a batch still undecoded: while it
-            // waits to be sent it holds only its bytes.
-            let forwarded = self.stage.is_none()
-                && self.connectors.is_empty()
-                && self.exporters.iter().all(|e| !e.decodes);
-            if forwarded && Arc::strong_count(b) == 1 {
-                b.hold_bytes_only();
+        // Nothing here will decode a batch still undecoded: while it waits
+        // to be sent it holds only its bytes, as compressed when every
+        // exporter sends them so. A compressed form no exporter sends goes.
+        let forwarded = self.stage.is_none()
+            && self.connectors.is_empty()
+            && self.exporters.iter().all(|e| !e.decodes);
+        if let Some(b) = out.as_mut().and_then(Arc::get_mut) {
+            let mut sends = self.exporters.iter().map(|e| e.sends_compressed);
+            let first = sends.next().flatten();
+            if forwarded {
+                b.hold_bytes_only(first.filter(|_| sends.all(|e| e == first)));
+            } else if self.exporters.iter().all(|e| e.sends_compressed.is_none()) {
+                b.drop_compressed();
             }
         }
         let mut prepared = Prepared {
@@ -932,6 +940,7 @@ mod tests {
             gauges: false,
             telemetry: telemetry.clone(),
             decodes: false,
+            sends_compressed: None,
         };
         let processors = processors
             .into_iter()
@@ -1045,6 +1054,7 @@ mod connector_tests {
             gauges: false,
             telemetry: telemetry.clone(),
             decodes: false,
+            sends_compressed: None,
         };
         let out = Arc::new(Pipeline::with_connectors(
             "profiles/out",

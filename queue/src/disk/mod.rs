@@ -218,8 +218,9 @@ impl Slot for DiskSlot {
             .clone()
             .expect("a slot is written before it is committed");
         let meta = record::encode_meta(&batch.meta);
-        let bytes = match batch.encoded() {
+        let bytes = match batch.plain_bytes() {
             Some(b) => b.clone(),
+            // Encoded, or inflated from what the client compressed.
             None => {
                 let b = batch.clone();
                 profcol_model::cpu::run(move || b.encode_to_bytes()).await

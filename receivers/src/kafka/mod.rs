@@ -170,7 +170,7 @@ impl Consume {
                 resource: self.header_attributes(msg),
             };
             let result = match self.encoding {
-                Encoding::Proto => self.ingest.otlp(bytes, memory, origin).await,
+                Encoding::Proto => self.ingest.otlp(bytes, None, memory, origin).await,
                 Encoding::Json => self.ingest.otlp_json(bytes, memory, origin).await,
             };
             let after = match result {

@@ -15,17 +15,20 @@ use tokio::io::AsyncReadExt;
 
 use profcol_model::memory::{MemoryBudget, Reservation};
 
+use profcol_model::compressed::Compressed;
+
 use crate::body::{self, BodyReader};
+use crate::compressed_copy::CompressedCopy;
 use crate::ingest::Refusal;
 
 /// The request message: its bytes after `grpc-encoding` is undone, and the
-/// memory they hold.
+/// memory they hold; and its bytes as they came when compressed.
 pub async fn read_message(
     headers: &HeaderMap,
     body: Body,
     max: usize,
     budget: &Arc<MemoryBudget>,
-) -> Result<(Bytes, Reservation), Refusal> {
+) -> Result<(Bytes, Reservation, Option<Compressed>), Refusal> {
     let mut raw = body::raw(body);
     let mut prefix = [0u8; 5];
     raw.read_exact(&mut prefix).await.map_err(|e| {
@@ -61,7 +64,7 @@ pub async fn read_message(
             ))
         }
     };
-    let message: body::RawReader = Box::new(raw.take(len as u64));
+    let (message, copy) = CompressedCopy::tee(Box::new(raw.take(len as u64)), encoding, max);
     // The length is known: what the message will need is reserved (or
     // refused) before it is read.
     let mut reader = BodyReader::admitted(message, encoding, max as u64, budget, Some(len))
@@ -71,7 +74,8 @@ pub async fn read_message(
         reader.expect_len(len).map_err(Refusal::from)?;
     }
     let (bytes, memory) = reader.finish().await.map_err(Refusal::from)?;
-    Ok((Bytes::from(bytes), memory))
+    let compressed = copy.and_then(|c| c.finish(bytes.len()));
+    Ok((Bytes::from(bytes), memory, compressed))
 }
 
 /// A unary gRPC answer: the message, then `grpc-status: 0` in trailers.

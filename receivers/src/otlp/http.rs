@@ -16,6 +16,7 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use prost::Message;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
+use crate::compressed_copy::CompressedCopy;
 use profcol_model::proto::{ExportProfilesPartialSuccess, ExportProfilesServiceResponse};
 use profcol_pipeline::component::Authenticator;
 
@@ -197,22 +198,26 @@ async fn accept(
         .get(http::header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok());
     let budget = svc.ingest.output.budget();
-    let (bytes, memory) = BodyReader::admitted(
-        crate::body::raw(body),
-        encoding,
-        svc.max_body,
-        budget,
-        content_length(headers),
-    )
-    .await
-    .map_err(|e| refused(e.into()))?
-    .finish()
-    .await
-    .map_err(|e| refused(e.into()))?;
+    // A protobuf body compressed as an exporter may send it is kept as it
+    // came too, for a batch nothing changes.
+    let (raw, copy) = match enc {
+        Encoding::Proto => {
+            CompressedCopy::tee(crate::body::raw(body), encoding, svc.max_body as usize)
+        }
+        Encoding::Json => (crate::body::raw(body), None),
+    };
+    let (bytes, memory) =
+        BodyReader::admitted(raw, encoding, svc.max_body, budget, content_length(headers))
+            .await
+            .map_err(|e| refused(e.into()))?
+            .finish()
+            .await
+            .map_err(|e| refused(e.into()))?;
+    let compressed = copy.and_then(|c| c.finish(bytes.len()));
     let bytes = bytes::Bytes::from(bytes);
     let kept = svc.recorder.is_some().then(|| bytes.clone());
     let accepted = match enc {
-        Encoding::Proto => svc.ingest.otlp(bytes, memory, origin).await?,
+        Encoding::Proto => svc.ingest.otlp(bytes, compressed, memory, origin).await?,
         Encoding::Json => svc.ingest.otlp_json(bytes, memory, origin).await?,
     };
     Ok((accepted, kept))

@@ -156,12 +156,16 @@ async fn export(
         return refused(&svc.ingest, &origin, r);
     }
     let budget = svc.ingest.output.budget().clone();
-    let (bytes, memory) =
+    let (bytes, memory, compressed) =
         match grpc::read_message(&parts.headers, body, svc.max_recv_bytes, &budget).await {
             Ok(m) => m,
             Err(r) => return refused(&svc.ingest, &origin, r),
         };
-    match svc.ingest.otlp(bytes.clone(), memory, origin).await {
+    match svc
+        .ingest
+        .otlp(bytes.clone(), compressed, memory, origin)
+        .await
+    {
         Ok(accepted) => {
             if let Some(r) = &svc.recorder {
                 r.record(crate::record::Recording {

@@ -387,7 +387,7 @@ mod revisions {
 
     async fn send(i: &Ingest, bytes: Bytes) -> Result<(), Refusal> {
         let memory = i.output.budget().try_admit(bytes.len()).unwrap();
-        i.otlp(bytes, memory, ORIGIN).await.map(|a| {
+        i.otlp(bytes, None, memory, ORIGIN).await.map(|a| {
             assert!(a.partial.is_none(), "{:?}", a.partial);
         })
     }
