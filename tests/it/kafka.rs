@@ -161,6 +161,18 @@ async fn send_all(port: u16, reqs: &[ExportProfilesServiceRequest]) {
 /// Every message on `topic` from the start, read until `want` messages
 /// arrived or 20 s passed.
 fn read_topic(broker: &Broker, topic: &str, want: usize) -> Vec<Vec<u8>> {
+    read_messages(broker, topic, want, |m| {
+        m.payload().unwrap_or_default().to_vec()
+    })
+}
+
+/// [`read_topic`], each message read with `read`.
+fn read_messages<T>(
+    broker: &Broker,
+    topic: &str,
+    want: usize,
+    read: impl Fn(&rdkafka::message::BorrowedMessage<'_>) -> T,
+) -> Vec<T> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", broker.address())
         .set("group.id", format!("test-reader-{topic}"))
@@ -173,7 +185,7 @@ fn read_topic(broker: &Broker, topic: &str, want: usize) -> Vec<Vec<u8>> {
     let started = Instant::now();
     while out.len() < want && started.elapsed() < Duration::from_secs(20) {
         if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
-            out.push(m.payload().unwrap_or_default().to_vec());
+            out.push(read(&m));
         }
     }
     out
@@ -850,4 +862,72 @@ async fn a_three_node_cluster_loses_its_leader_mid_stream() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// As the Collector's exporter: with `include_metadata` on the receiver,
+/// `profiles.topic_from_metadata_key` names the topic of a request that
+/// carries that header (others go to `profiles.topic`), and every value of
+/// the `include_metadata_keys` becomes a message header.
+#[tokio::test(flavor = "multi_thread")]
+async fn client_metadata_names_the_topic_and_becomes_headers() {
+    use rdkafka::message::Headers;
+    let Some(broker) = Broker::start().await else {
+        return;
+    };
+    broker.create_topic("by-metadata", 1).await;
+    broker.create_topic("fallback", 1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "out.yaml",
+        &format!(
+            r#"
+receivers:
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:0", include_metadata: true}}}}}}
+exporters:
+  kafka:
+    brokers: ["{}"]
+    include_metadata_keys: [X-Tenant, x-absent]
+    profiles: {{topic: fallback, topic_from_metadata_key: X-Topic}}
+service:
+  telemetry: {{metrics: {{address: "127.0.0.1:0"}}}}
+  pipelines:
+    profiles: {{receivers: [otlp], exporters: [kafka]}}
+"#,
+            broker.address()
+        ),
+    );
+    let producer = profcol(&cfg).await;
+    let mut client = common::client(producer.grpc_port()).await;
+    let req = fixtures().remove(0);
+    for (tenant, topic) in [("team-a", Some("by-metadata")), ("team-b", None)] {
+        let mut call = tonic::Request::new(req.clone());
+        call.metadata_mut()
+            .insert("x-tenant", tenant.parse().unwrap());
+        if let Some(t) = topic {
+            call.metadata_mut().insert("x-topic", t.parse().unwrap());
+        }
+        client.export(call).await.unwrap();
+    }
+    let headers = |m: &rdkafka::message::BorrowedMessage<'_>| {
+        let mut out = Vec::new();
+        if let Some(h) = m.headers() {
+            for h in h.iter() {
+                let value = String::from_utf8_lossy(h.value.unwrap_or_default()).into_owned();
+                out.push((h.key.to_owned(), value));
+            }
+        }
+        ExportProfilesServiceRequest::decode(m.payload().unwrap_or_default())
+            .expect("the message is the request");
+        out
+    };
+    let pair = |k: &str, v: &str| vec![(k.to_owned(), v.to_owned())];
+    assert_eq!(
+        read_messages(&broker, "by-metadata", 1, headers),
+        vec![pair("X-Tenant", "team-a")]
+    );
+    assert_eq!(
+        read_messages(&broker, "fallback", 1, headers),
+        vec![pair("X-Tenant", "team-b")]
+    );
 }

@@ -27,8 +27,8 @@ pub struct KafkaExporterConfig {
     /// The resource attribute whose value names the topic (the first
     /// resource that has it, non-empty).
     pub topic_from_attribute: String,
-    /// Client metadata keys copied to message headers: profcol's receivers
-    /// keep no client metadata, so only an empty list is accepted.
+    /// Client metadata keys (what a receiver with `include_metadata`
+    /// kept of the request's headers) copied to message headers.
     pub include_metadata_keys: Vec<String>,
     /// Partitioning of other signals: accepted, no effect on profiles.
     pub partition_traces_by_id: bool,
@@ -172,7 +172,8 @@ impl<'de> Deserialize<'de> for RequiredAcks {
 #[serde(default, deny_unknown_fields)]
 pub struct SignalConfig {
     pub topic: String,
-    /// Client metadata naming the topic: profcol keeps none, so refused.
+    /// The client metadata key whose first value names the topic, before
+    /// `topic_from_attribute` and `topic`.
     pub topic_from_metadata_key: String,
     pub encoding: String,
 }
@@ -336,18 +337,6 @@ impl KafkaExporterConfig {
             errs.push(
                 section.key_path("producer::flush_max_messages"),
                 "is over librdkafka's limit of 1000000",
-            );
-        }
-        if !self.include_metadata_keys.is_empty() {
-            errs.push(
-                section.key_path("include_metadata_keys"),
-                "is not supported: profcol's receivers keep no client metadata",
-            );
-        }
-        if !self.profiles.topic_from_metadata_key.is_empty() {
-            errs.push(
-                section.key_path("profiles::topic_from_metadata_key"),
-                "is not supported: profcol's receivers keep no client metadata",
             );
         }
         if self.partition_logs_by_resource_attributes && self.partition_logs_by_trace_id {

@@ -1,7 +1,8 @@
 //! Exporter `kafka`: each request becomes one Kafka message whose value is
 //! the `ExportProfilesServiceRequest` (protobuf or OTLP/JSON), as the
-//! Collector's contrib `kafka` exporter produces it: no key, no headers,
-//! topic `otlp_profiles` unless configured. A request over
+//! Collector's contrib `kafka` exporter produces it: no key, the client
+//! metadata `include_metadata_keys` names as headers, topic
+//! `otlp_profiles` unless configured. A request over
 //! `producer::max_message_bytes` is cut at profile boundaries into several
 //! messages (`crate::parts`, the split the other exporters use when a peer
 //! refuses a request as too large), never dropped.
@@ -22,6 +23,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, Headers, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
 
@@ -71,6 +73,9 @@ pub struct KafkaExporter {
     settings: rdkafka::ClientConfig,
     topic: String,
     topic_from_attribute: String,
+    /// Lowercase, as receivers keep metadata keys.
+    topic_from_metadata_key: String,
+    include_metadata_keys: Vec<String>,
     encoding: Encoding,
     max_message_bytes: u64,
     timeout: Duration,
@@ -131,6 +136,8 @@ impl KafkaExporter {
             settings,
             topic: r.topic,
             topic_from_attribute: c.topic_from_attribute.clone(),
+            topic_from_metadata_key: c.profiles.topic_from_metadata_key.to_ascii_lowercase(),
+            include_metadata_keys: c.include_metadata_keys.clone(),
             encoding: r.encoding,
             max_message_bytes: p.max_message_bytes,
             timeout,
@@ -145,9 +152,14 @@ impl KafkaExporter {
             .ok_or_else(|| ExportError::permanent("the kafka exporter was not started"))
     }
 
-    /// The topic of `batch`: `topic_from_attribute`'s value on the first
-    /// resource that has it, else the configured one.
+    /// The topic of `batch`, as the Collector picks it: the first value of
+    /// the client metadata `topic_from_metadata_key` names, else
+    /// `topic_from_attribute`'s value on the first resource that has it,
+    /// else the configured one.
     fn topic_of<'a>(&'a self, batch: &'a ProfileBatch) -> &'a str {
+        if let Some(t) = metadata(batch, &self.topic_from_metadata_key).next() {
+            return t;
+        }
         if self.topic_from_attribute.is_empty() {
             return &self.topic;
         }
@@ -198,13 +210,37 @@ impl KafkaExporter {
             )));
         }
         let topic = self.topic_of(&batch).to_owned();
+        // Every value of every key listed, in order (metadata keys are
+        // matched without case, and sent as configured).
+        let mut headers = OwnedHeaders::new();
+        for key in &self.include_metadata_keys {
+            for value in metadata(&batch, &key.to_ascii_lowercase()) {
+                headers = headers.insert(Header {
+                    key,
+                    value: Some(value),
+                });
+            }
+        }
         drop(batch);
-        let record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(&topic).payload(&value[..]);
+        let mut record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(&topic).payload(&value[..]);
+        if headers.count() > 0 {
+            record = record.headers(headers);
+        }
         match producer.send(record, Timeout::After(self.timeout)).await {
             Ok(_) => Ok(ExportOutcome::delivered()),
             Err((e, _)) => Err(classify(&topic, &e)),
         }
     }
+}
+
+/// The values of client metadata `key` (lowercase) the batch came with.
+fn metadata<'a>(batch: &'a ProfileBatch, key: &'a str) -> impl Iterator<Item = &'a str> {
+    batch
+        .meta
+        .metadata
+        .iter()
+        .filter(move |(k, _)| !key.is_empty() && k == key)
+        .map(|(_, v)| v.as_str())
 }
 
 /// Whether trying again can help: the broker refusing the message itself

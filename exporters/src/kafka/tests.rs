@@ -86,8 +86,6 @@ fn refusals_name_the_key() {
         ("tls: {min_version: '1.0'}", "exporters::kafka/out::tls::min_version: \"1.0\" is not supported"),
         ("tls: {cipher_suites: [TLS_AES_128_GCM_SHA256]}", "exporters::kafka/out::tls::cipher_suites: is not supported"),
         ("tls: {bogus: 1}", "bogus"),
-        ("include_metadata_keys: [tenant]", "exporters::kafka/out::include_metadata_keys: is not supported"),
-        ("profiles: {topic_from_metadata_key: t}", "exporters::kafka/out::profiles::topic_from_metadata_key: is not supported"),
         ("bogus: 1", "bogus"),
     ] {
         let err = create_errors(yaml);
