@@ -171,6 +171,16 @@ service:
     );
     let allocs = by_own_function(&profiles, "alloc_space/bytes");
     assert_eq!(allocs[0].0, "main.allocBuffers", "{allocs:?}");
+    assert!(allocs.iter().all(|(_, v)| *v > 0), "{allocs:?}");
+    // Allocations count from the program's start: the first scrape of the
+    // heap and of allocs is the baseline the later ones are sent as
+    // changes from, while the snapshot in use goes every time.
+    let count = |t: &str| profiles.iter().filter(|p| p.sample_type == t).count();
+    assert_eq!(
+        count("alloc_space/bytes") + 2,
+        count("inuse_space/bytes"),
+        "one baseline each of heap and allocs"
+    );
     assert!(
         allocs[0].1 * 2 > total(&profiles, "alloc_space/bytes"),
         "allocBuffers allocates most: {allocs:?}"

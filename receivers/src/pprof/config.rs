@@ -39,6 +39,10 @@ pub struct PprofReceiverConfig {
     pub max_response_body_size: u64,
     /// Requests in flight at once, over every target.
     pub max_concurrent_scrapes: usize,
+    /// Cumulative profiles (heap and allocs `alloc_*`, mutex, block) sent
+    /// as their change since the previous scrape, as Alloy's `delta`;
+    /// `false`: as the target answers, counted from its start.
+    pub delta: bool,
 }
 
 /// The profiles `net/http/pprof` serves, by the name of their path.
@@ -99,6 +103,7 @@ impl Default for PprofReceiverConfig {
             path_prefix: "/debug/pprof".into(),
             max_response_body_size: 64 << 20,
             max_concurrent_scrapes: 8,
+            delta: true,
         }
     }
 }

@@ -5,6 +5,7 @@
 //! do, and hands each pprof to the pipelines as OTLP.
 
 mod config;
+mod delta;
 mod scrape;
 #[cfg(test)]
 mod tests;
@@ -74,6 +75,10 @@ impl Receiver for PprofReceiver {
             client,
             job,
             permits: Semaphore::new(self.cfg.max_concurrent_scrapes),
+            deltas: self
+                .cfg
+                .delta
+                .then(|| delta::Deltas::new(ctx.output.budget().clone())),
             cfg: self.cfg.clone(),
         });
         let files = TargetFiles::new(&self.cfg.target_files);
@@ -144,6 +149,10 @@ async fn run(
                 }
                 busy.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
             });
+        }
+        // The baselines of targets gone from the files go with them.
+        if let Some(d) = &scraper.deltas {
+            d.retain(&seen);
         }
     }
     tasks.shutdown().await;

@@ -14,6 +14,7 @@ use profcol_model::memory::Reservation;
 use profcol_model::proto::{any_value::Value, AnyValue, KeyValue};
 
 use super::config::{PprofReceiverConfig, ProfileKind};
+use super::delta::{Delta, Deltas};
 use crate::body::{BodyReader, RawReader};
 use crate::ingest::{Ingest, Origin, Refusal};
 use crate::pyroscope::convert::{Converter, SampleTypes, Window, Work};
@@ -29,6 +30,8 @@ pub struct Scraper {
     pub job: String,
     /// Requests in flight over every target (`max_concurrent_scrapes`).
     pub permits: Semaphore,
+    /// The cumulative profiles' baselines, unless `delta: false`.
+    pub deltas: Option<Deltas>,
 }
 
 /// Why a scrape failed: the `outcome` it is counted under and the detail.
@@ -62,7 +65,7 @@ impl Scraper {
         let url = t.url(&self.cfg.path_prefix, &kind.path(self.cfg.cpu_seconds()));
         let id = &self.ingest.id;
         let telemetry = &self.ingest.telemetry;
-        match self.scrape(&url, d).await {
+        match self.scrape(&url, &t.key(), kind, d).await {
             Ok(outcome) => {
                 telemetry.scraper_scraped(id, kind.name(), 1);
                 telemetry.receiver_item(id, kind.name(), outcome);
@@ -76,9 +79,17 @@ impl Scraper {
     }
 
     /// Fetches, converts and hands off one profile: `accepted`, `empty`
-    /// (no sample: a mutex profile without contention) or `refused` (the
-    /// pipelines did not take it; counted by the ingest path).
-    async fn scrape(&self, url: &str, d: Arc<Described>) -> Result<&'static str, Failed> {
+    /// (no sample: a mutex profile without contention), `baseline` (a
+    /// first scrape of a cumulative profile, kept to subtract from the
+    /// next) or `refused` (the pipelines did not take it; counted by the
+    /// ingest path).
+    async fn scrape(
+        &self,
+        url: &str,
+        target: &str,
+        kind: ProfileKind,
+        d: Arc<Described>,
+    ) -> Result<&'static str, Failed> {
         let from = crate::pyroscope::query::now_nanos();
         let timeout = self.cfg.timeout();
         let (bytes, memory) = tokio::time::timeout(timeout, self.fetch(url))
@@ -106,9 +117,25 @@ impl Scraper {
             message: format!("{url}: {}", r.message),
             ..Failed::from(r)
         })?;
-        let (Some(data), memory) = converted else {
+        let (Some(mut data), memory) = converted else {
             return Ok("empty");
         };
+        if let Some(deltas) = &self.deltas {
+            let delta = deltas.apply(target, kind, &mut data);
+            if delta == Delta::Restarted {
+                tracing::info!(receiver = %self.ingest.id, url, "the counts of a cumulative profile went down (the target restarted): sent whole, the new baseline");
+            }
+            if profcol_model::profiles(&data.resource_profiles)
+                .next()
+                .is_none()
+            {
+                return Ok(if delta == Delta::Baseline {
+                    "baseline"
+                } else {
+                    "empty"
+                });
+            }
+        }
         let origin = Origin {
             transport: "http",
             ..Origin::default()

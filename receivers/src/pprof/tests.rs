@@ -194,3 +194,208 @@ fn the_resource_is_the_prometheus_receivers() {
     assert!(format!("{:?}", d.resource[0].value).contains("pprof/app"));
     assert!(format!("{:?}", d.resource[2].value).contains("\"::1\""));
 }
+
+mod deltas {
+    use prost::Message;
+
+    use super::super::delta::{Delta, Deltas};
+    use super::ProfileKind;
+    use crate::pyroscope::convert::{Converter, SampleTypes, Window, Work};
+    use crate::pyroscope::labels::Described;
+    use profcol_model::memory::MemoryBudget;
+    use profcol_model::proto::ProfilesData;
+    use profcol_pprof::proto as pp;
+
+    /// A Go heap profile as `/debug/pprof/heap` serves it: `alloc_objects`
+    /// (cumulative) and `inuse_objects` (a snapshot), one sample per stack
+    /// `(addresses, alloc, inuse)`.
+    fn heap(time: i64, samples: &[(&[u64], i64, i64)]) -> Vec<u8> {
+        let strings = ["", "alloc_objects", "count", "inuse_objects", "f"];
+        let mut p = pp::Profile {
+            sample_type: vec![
+                pp::ValueType { r#type: 1, unit: 2 },
+                pp::ValueType { r#type: 3, unit: 2 },
+            ],
+            string_table: strings.iter().map(|s| s.to_string()).collect(),
+            function: vec![pp::Function {
+                id: 1,
+                name: 4,
+                ..Default::default()
+            }],
+            time_nanos: time,
+            ..Default::default()
+        };
+        for (stack, alloc, inuse) in samples {
+            let mut ids = Vec::new();
+            for &addr in *stack {
+                let id = match p.location.iter().find(|l| l.address == addr) {
+                    Some(l) => l.id,
+                    None => {
+                        let id = p.location.len() as u64 + 1;
+                        p.location.push(pp::Location {
+                            id,
+                            address: addr,
+                            line: vec![pp::Line {
+                                function_id: 1,
+                                ..Default::default()
+                            }],
+                            ..Default::default()
+                        });
+                        id
+                    }
+                };
+                ids.push(id);
+            }
+            p.sample.push(pp::Sample {
+                location_id: ids,
+                value: vec![*alloc, *inuse],
+                ..Default::default()
+            });
+        }
+        p.encode_to_vec()
+    }
+
+    fn convert(pprof: &[u8]) -> ProfilesData {
+        let budget = MemoryBudget::new(1 << 30);
+        let mut work = Work {
+            memory: budget.force(0),
+            limit: 1 << 30,
+        };
+        let mut c = Converter::new();
+        let now = 1_800_000_000_000_000_000;
+        let window = Window {
+            from: now,
+            until: now,
+        };
+        c.pprof(
+            pprof,
+            &Described::default(),
+            &SampleTypes::default(),
+            window,
+            &mut work,
+        )
+        .unwrap();
+        c.finish().unwrap()
+    }
+
+    /// Each profile's sample type and its samples' values, sorted.
+    fn values(data: &ProfilesData) -> Vec<(String, Vec<i64>, u64, u64)> {
+        let d = profcol_model::proto::dictionary_of(data);
+        profcol_model::profiles(&data.resource_profiles)
+            .map(|p| {
+                let t = p.sample_type.as_ref().unwrap().type_strindex as usize;
+                let mut v: Vec<i64> = p.samples.iter().flat_map(|s| s.values.clone()).collect();
+                v.sort();
+                (
+                    d.string_table[t].clone(),
+                    v,
+                    p.time_unix_nano,
+                    p.duration_nano,
+                )
+            })
+            .collect()
+    }
+
+    const S: u64 = 1_000_000_000;
+    const T0: i64 = 1_800_000_000_000_000_000;
+
+    #[test]
+    fn cumulative_samples_are_sent_as_their_change_since_the_last_scrape() {
+        let deltas = Deltas::new(MemoryBudget::new(1 << 30));
+        let target = "10.0.0.1:6060";
+        let (a, b, c): (&[u64], &[u64], &[u64]) = (&[0x10, 0x20], &[0x30, 0x20], &[0x40]);
+        // First scrape: only the snapshot goes; the counts are the baseline.
+        let mut first = convert(&heap(T0, &[(a, 100, 5), (b, 10, 1)]));
+        assert_eq!(
+            deltas.apply(target, ProfileKind::Heap, &mut first),
+            Delta::Baseline
+        );
+        assert_eq!(
+            values(&first),
+            [("inuse_objects".into(), vec![1, 5], T0 as u64, 0)]
+        );
+        // Then the change: `a` grew by 50, `b` did not (left out), `c` is new.
+        let t1 = T0 + 15 * S as i64;
+        let mut second = convert(&heap(t1, &[(a, 150, 7), (b, 10, 1), (c, 3, 3)]));
+        assert_eq!(
+            deltas.apply(target, ProfileKind::Heap, &mut second),
+            Delta::Change
+        );
+        assert_eq!(
+            values(&second),
+            [
+                ("alloc_objects".into(), vec![3, 50], T0 as u64, 15 * S),
+                ("inuse_objects".into(), vec![1, 3, 7], t1 as u64, 0),
+            ]
+        );
+        // Another target, or another profile of the same, has its own
+        // baseline.
+        let mut other = convert(&heap(t1, &[(a, 150, 7)]));
+        assert_eq!(
+            deltas.apply("10.0.0.2:6060", ProfileKind::Heap, &mut other),
+            Delta::Baseline
+        );
+        let mut allocs = convert(&heap(t1, &[(a, 150, 7)]));
+        assert_eq!(
+            deltas.apply(target, ProfileKind::Allocs, &mut allocs),
+            Delta::Baseline
+        );
+        // Nothing allocated since: no alloc profile at all.
+        let t2 = t1 + 15 * S as i64;
+        let mut idle = convert(&heap(t2, &[(a, 150, 7), (b, 10, 1), (c, 3, 3)]));
+        assert_eq!(
+            deltas.apply(target, ProfileKind::Heap, &mut idle),
+            Delta::Change
+        );
+        assert_eq!(
+            values(&idle),
+            [("inuse_objects".into(), vec![1, 3, 7], t2 as u64, 0)]
+        );
+        // The process restarted: counts went down, sent whole.
+        let t3 = t2 + 15 * S as i64;
+        let mut restarted = convert(&heap(t3, &[(a, 20, 2)]));
+        assert_eq!(
+            deltas.apply(target, ProfileKind::Heap, &mut restarted),
+            Delta::Restarted
+        );
+        assert_eq!(
+            values(&restarted),
+            [
+                ("alloc_objects".into(), vec![20], t3 as u64, 0),
+                ("inuse_objects".into(), vec![2], t3 as u64, 0),
+            ]
+        );
+        // Snapshots are never touched.
+        let mut goroutines = convert(&heap(t3, &[(a, 20, 2)]));
+        assert_eq!(
+            deltas.apply(target, ProfileKind::Goroutine, &mut goroutines),
+            Delta::None
+        );
+        assert_eq!(values(&goroutines).len(), 2);
+    }
+
+    #[test]
+    fn baselines_are_held_in_the_memory_budget_and_go_with_their_target() {
+        let budget = MemoryBudget::new(1 << 30);
+        let deltas = Deltas::new(budget.clone());
+        let stacks: Vec<Vec<u64>> = (1..=1000u64).map(|i| vec![i, i + 5000]).collect();
+        let samples: Vec<(&[u64], i64, i64)> = stacks.iter().map(|s| (&s[..], 1, 1)).collect();
+        let mut data = convert(&heap(T0, &samples));
+        deltas.apply("a:1", ProfileKind::Heap, &mut data);
+        let held = budget.used();
+        assert!(held >= 1000 * 16, "{held}");
+        deltas.retain(&std::collections::HashSet::from(["b:1".to_owned()]));
+        assert_eq!(budget.used(), 0);
+        // A budget without room: no baseline is kept, every scrape is a first.
+        let tight = MemoryBudget::new(1024);
+        let deltas = Deltas::new(tight.clone());
+        for _ in 0..2 {
+            let mut data = convert(&heap(T0, &samples));
+            assert_eq!(
+                deltas.apply("a:1", ProfileKind::Heap, &mut data),
+                Delta::Baseline
+            );
+        }
+        assert_eq!(tight.used(), 0);
+    }
+}
