@@ -290,34 +290,66 @@ async fn the_diff_view_shows_a_function_added_after_a_deploy_in_red() {
 }
 
 /// A flame graph of 10k frames renders in the browser: measured and
-/// printed (Chromium's start to exit, against a 4-frame graph), not asserted.
+/// printed (Chromium's start to exit, against a 4-frame graph), not
+/// asserted. Two shapes: 10k frames each wide enough to see (100 stacks
+/// 100 deep), all drawn; and 9,900 functions of 0.12 pixel each under 99
+/// modules, where what a user sees is the modules: a frame narrower than a
+/// pixel cannot be seen, pointed at or labelled, so it is not drawn (as
+/// flame graph tools do) and its samples count in its module's share.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_ten_thousand_frame_graph_renders_in_the_browser() {
     let Some(chromium) = chromium() else { return };
     let (running, _dir) = collector().await;
     let base = format!("http://{}", running.addr("extensions::profilez"));
     let port = running.port("receivers::pyroscope");
-    let mut big = String::new();
-    for i in 0..9_900 {
-        big.push_str(&format!("main;module{};function{i} 5\n", i % 99));
+    let mut deep = String::new();
+    for i in 0..100 {
+        deep.push_str("main");
+        for j in 0..99 {
+            deep.push_str(&format!(";s{i}f{j}"));
+        }
+        deep.push_str(" 5\n");
     }
-    push(port, "big", &big).await;
+    let mut wide = String::new();
+    for i in 0..9_900 {
+        wide.push_str(&format!("main;module{};function{i} 5\n", i % 99));
+    }
+    push(port, "deep", &deep).await;
+    push(port, "wide", &wide).await;
     push(port, "small", "main;a;b 3\n").await;
-    page_listing(&base, "big").await;
+    page_listing(&base, "deep").await;
+    page_listing(&base, "wide").await;
     let page = page_listing(&base, "small").await;
-    let big = format!("{base}/{}", link(&page, "big", "flame graph"));
+    let deep = format!("{base}/{}", link(&page, "deep", "flame graph"));
+    let wide = format!("{base}/{}", link(&page, "wide", "flame graph"));
     let small = format!("{base}/{}", link(&page, "small", "flame graph"));
     let (_, warm) = dump_dom(&chromium, &small);
     let (_, small_took) = dump_dom(&chromium, &small);
-    let (dom, big_took) = dump_dom(&chromium, &big);
-    let n = frames(&dom).len();
+    let (dom, deep_took) = dump_dom(&chromium, &deep);
+    let got = frames(&dom);
+    let n = got.len();
     assert!(n > 9_900, "{n} frames drawn");
+    assert!(
+        got.iter().any(|(f, s, _)| f == "s99f98" && *s == 1.0),
+        "{:?}",
+        &got[..10]
+    );
+    let (dom, wide_took) = dump_dom(&chromium, &wide);
+    let got = frames(&dom);
+    // all, main and the 99 modules, each 100 functions' samples: 1.01%.
+    assert_eq!(got.len(), 101, "{got:?}");
+    let module = got.iter().find(|(f, _, _)| f == "module42").unwrap();
+    assert_eq!(module.1, 1.01, "{got:?}");
+    assert!(!got.iter().any(|(f, _, _)| f.starts_with("function")));
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
     eprintln!(
-        "profilez: Chromium loaded and ran a {n}-frame flame graph in {:.0} ms, a 4-frame one in {:.0} ms (first start {:.0} ms): {:.0} ms for the frames",
-        big_took.as_secs_f64() * 1e3,
-        small_took.as_secs_f64() * 1e3,
-        warm.as_secs_f64() * 1e3,
-        big_took.saturating_sub(small_took).as_secs_f64() * 1e3
+        "profilez: Chromium loaded and ran a {n}-frame flame graph in {:.0} ms, a 4-frame one in {:.0} ms (first start {:.0} ms): {:.0} ms for the frames; 9,900 sub-pixel functions under 99 modules (101 frames drawn) in {:.0} ms: {:.0} ms",
+        ms(deep_took),
+        ms(small_took),
+        ms(warm),
+        ms(deep_took.saturating_sub(small_took)),
+        ms(wide_took),
+        ms(wide_took.saturating_sub(small_took)),
     );
 }
 
