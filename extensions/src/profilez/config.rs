@@ -27,6 +27,9 @@ pub struct ProfilezConfig {
     /// Batches waiting to be folded; when full, batches are skipped (and
     /// counted) rather than the pipeline waiting.
     pub queue_size: usize,
+    /// The most CPU the folding may take, as a share of what the rest of
+    /// the collector uses; past it batches are skipped (and counted).
+    pub max_cpu_share: f64,
 }
 
 impl Default for ProfilezConfig {
@@ -39,6 +42,7 @@ impl Default for ProfilezConfig {
             windows: 15,
             max_memory_mib: 64,
             queue_size: 16,
+            max_cpu_share: 0.03,
         }
     }
 }
@@ -70,6 +74,12 @@ impl ProfilezConfig {
         }
         if self.queue_size == 0 {
             errs.push(cfg.key_path("queue_size"), "must be at least 1");
+        }
+        if !(self.max_cpu_share > 0.0 && self.max_cpu_share <= 1.0) {
+            errs.push(
+                cfg.key_path("max_cpu_share"),
+                format!("must be above 0 and at most 1, got {}", self.max_cpu_share),
+            );
         }
         errs.into_result(())
     }

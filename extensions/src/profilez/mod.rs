@@ -4,6 +4,7 @@
 //! between two windows. A tap after each pipeline's processors feeds it
 //! ([`tap`]), bounded and never making the pipeline wait.
 
+pub mod clock;
 pub mod config;
 pub mod fold;
 pub mod page;
@@ -11,7 +12,7 @@ pub mod render;
 pub mod store;
 pub mod tap;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -118,15 +119,15 @@ impl Extension for Profilez {
         }
         let max_bytes = usize::try_from(self.cfg.max_memory_mib << 20).unwrap_or(usize::MAX);
         let shared = Arc::new(Shared {
-            store: Mutex::new(Store::new(
+            telemetry: Some((ctx.telemetry.clone(), ctx.id.clone())),
+            ..Shared::new(Store::new(
                 self.cfg.window.get(),
                 self.cfg.windows,
                 max_bytes,
                 ctx.budget.force(0),
-            )),
-            skipped: Mutex::default(),
+            ))
         });
-        let tap = Tap::start(shared.clone(), self.cfg.queue_size)?;
+        let tap = Tap::start(shared.clone(), self.cfg.queue_size, self.cfg.max_cpu_share)?;
         let _ = self.tap.0.set(tap);
         let app = Router::new()
             .route("/", get(index))

@@ -107,7 +107,7 @@ pub fn pipeline(store: &Store, name: &str, skipped: u64, now: Instant) -> Option
     }
     let _ = writeln!(
         h,
-        "</table>\n<p id=\"skipped\">Samples not shown because the tap was busy: {skipped}.</p></body></html>"
+        "</table>\n<p id=\"skipped\">Samples not folded into the graphs (the tap's queue was full, or folding them would pass its CPU budget): {skipped}.</p></body></html>"
     );
     Some(h)
 }

@@ -1,5 +1,5 @@
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use profcol_model::memory::MemoryBudget;
@@ -27,13 +27,14 @@ fn decodes_defaults_and_names_every_bad_key() {
     assert_eq!((c.windows, c.max_memory_mib, c.queue_size), (6, 8, 4));
     assert_eq!(c.auth.unwrap().authenticator, "bearertokenauth");
     assert_eq!(
-        create("window: 10ms\nwindows: 0\nmax_memory_mib: 0\nqueue_size: 0\nendpoint: x\nwindw: 1s").unwrap_err(),
-        "extensions::profilez: unknown field \"windw\", expected one of \"endpoint\", \"tls\", \"auth\", \"window\", \"windows\", \"max_memory_mib\", \"queue_size\"\n\
+        create("window: 10ms\nwindows: 0\nmax_memory_mib: 0\nqueue_size: 0\nmax_cpu_share: 0\nendpoint: x\nwindw: 1s").unwrap_err(),
+        "extensions::profilez: unknown field \"windw\", expected one of \"endpoint\", \"tls\", \"auth\", \"window\", \"windows\", \"max_memory_mib\", \"queue_size\", \"max_cpu_share\"\n\
          extensions::profilez::endpoint: invalid endpoint \"x\": expected host:port\n\
          extensions::profilez::window: must be at least 1s, got 10ms\n\
          extensions::profilez::windows: must be between 1 and 1440, got 0\n\
          extensions::profilez::max_memory_mib: must be at least 1\n\
-         extensions::profilez::queue_size: must be at least 1"
+         extensions::profilez::queue_size: must be at least 1\n\
+         extensions::profilez::max_cpu_share: must be above 0 and at most 1, got 0"
     );
 }
 
@@ -120,15 +121,12 @@ fn old_windows_go_first() {
 }
 
 fn shared() -> Arc<Shared> {
-    Arc::new(Shared {
-        store: Mutex::new(Store::new(
-            Duration::from_secs(60),
-            5,
-            1 << 20,
-            MemoryBudget::new(1 << 30).force(0),
-        )),
-        skipped: Mutex::default(),
-    })
+    Arc::new(Shared::new(Store::new(
+        Duration::from_secs(60),
+        5,
+        1 << 20,
+        MemoryBudget::new(1 << 30).force(0),
+    )))
 }
 
 /// While folding is stuck, the tap neither waits nor grows: past its
@@ -136,8 +134,11 @@ fn shared() -> Arc<Shared> {
 /// is folded once folding resumes.
 #[test]
 fn a_full_tap_skips_and_counts_without_waiting() {
-    let shared = shared();
-    let tap = Tap::start(shared.clone(), 1).unwrap();
+    let telemetry = Arc::new(profcol_pipeline::telemetry::Telemetry::new());
+    let mut shared = Arc::into_inner(shared()).unwrap();
+    shared.telemetry = Some((telemetry.clone(), "profilez".into()));
+    let shared = Arc::new(shared);
+    let tap = Tap::start(shared.clone(), 1, 1.0).unwrap();
     let batch = Arc::new(ProfileBatch::new(profcol_model::synth::request(50, 5)));
     let n = batch.sample_count();
     let held = shared.lock();
@@ -152,6 +153,11 @@ fn a_full_tap_skips_and_counts_without_waiting() {
         "{skipped} of {}",
         10 * n
     );
+    let metric = format!(
+        "otelcol_extension_profilez_skipped_profile_samples_total{{extension=\"profilez\",pipeline=\"p\",reason=\"queue_full\"}} {skipped}"
+    );
+    let text = telemetry.encode_text();
+    assert!(text.contains(&metric), "{text}");
     drop(held);
     let folded_samples = 10 * n - skipped;
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -228,4 +234,19 @@ fn renders_shares_and_differences() {
     // Nothing to draw: a page that says so, not an error.
     let empty = String::from_utf8(render::flamegraph([], &labels)).unwrap();
     assert!(empty.contains("id=\"no-data\""), "{empty}");
+}
+
+/// The folding stops once its thread's CPU time passes its share of the
+/// rest of the process's (after the burst it starts with).
+#[test]
+fn folding_past_its_cpu_share_is_refused() {
+    let mut budget = super::tap::CpuBudget::new(1e-9);
+    assert!(budget.allows(), "a quiet collector folds what it is sent");
+    let thread_cpu = || super::clock::thread().as_secs_f64();
+    let start = thread_cpu();
+    let mut x = 0u64;
+    while thread_cpu() - start < super::tap::CpuBudget::BURST + 0.05 {
+        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
+    }
+    assert!(!budget.allows(), "past its burst and share");
 }

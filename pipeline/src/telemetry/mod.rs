@@ -132,6 +132,7 @@ pub struct Telemetry {
     k8s_cache_refused: Cached<Counter>,
     /// `otelcol_processor_symbolizer_<what>`, by `<what>`.
     symbolizer: Vec<(&'static str, Cached<Counter>)>,
+    profilez_skipped: Cached<Counter>,
 }
 
 impl Default for Telemetry {
@@ -255,6 +256,7 @@ impl Telemetry {
                 (key, Cached::new(f))
             })
             .collect(),
+            profilez_skipped: family!(r, b, "otelcol_extension_profilez_skipped_profile_samples", "Samples the profilez tap did not fold into its flame graphs, by pipeline and reason: queue_full (its queue was full) or cpu_budget (folding would pass its max_cpu_share)."),
             config_reloads: family!(r, "profcol_config_reloads", "Config reloads (SIGHUP), by result: success, failure (refused; the old config keeps running) or partial (a component failed to start after the switch)."),
             registry: r,
             basic: b,
@@ -566,6 +568,17 @@ impl Telemetry {
         if let Some((_, f)) = self.symbolizer.iter().find(|(k, _)| *k == what) {
             f.get(&[("processor", processor)]).inc_by(n);
         }
+    }
+
+    /// Samples the `profilez` tap skipped (`queue_full`, `cpu_budget`).
+    pub fn profilez_skipped(&self, extension: &str, pipeline: &str, samples: u64, reason: &str) {
+        self.profilez_skipped
+            .get(&[
+                ("extension", extension),
+                ("pipeline", pipeline),
+                ("reason", reason),
+            ])
+            .inc_by(samples);
     }
 
     pub fn k8s_cache_refused(&self, processor: &str, resource: &str) {
