@@ -8,7 +8,8 @@
 //! thread folds within a CPU budget ([`CpuBudget`]): its own CPU time at
 //! most a share of what the rest of the process used, with a burst for a
 //! quiet collector; past it a batch is skipped and counted, and the flame
-//! graphs are of the batches folded (a sample of the traffic).
+//! graphs are of the batches folded (a sample of the traffic). Each folded
+//! batch stands for the ones skipped before it in the rates.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -33,7 +34,7 @@ pub struct Shared {
     /// Samples skipped per pipeline because the queue was full or the
     /// folding past its CPU budget: a lock of its own, so that skipping
     /// never waits for the folding.
-    pub skipped: Mutex<BTreeMap<String, u64>>,
+    pub skipped: Mutex<BTreeMap<String, Skipped>>,
     /// Where skipped samples are counted too, and the extension's id.
     pub telemetry: Option<(Arc<Telemetry>, String)>,
     /// CPU time of the folding thread so far (skipping included), in
@@ -41,6 +42,15 @@ pub struct Shared {
     pub fold_cpu_ns: AtomicU64,
     /// Whether the folding thread is past its CPU budget.
     pub paused: AtomicBool,
+}
+
+/// Samples of one pipeline not folded.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Skipped {
+    /// Since the start.
+    pub total: u64,
+    /// Since the pipeline's last folded batch, which stands for them.
+    pub unfolded: u64,
 }
 
 impl Shared {
@@ -58,12 +68,12 @@ impl Shared {
     fn skip(&self, pipeline: &str, samples: u64, reason: &str) {
         {
             let mut s = self.skipped.lock().unwrap_or_else(|e| e.into_inner());
-            match s.get_mut(pipeline) {
-                Some(t) => *t += samples,
-                None => {
-                    s.insert(pipeline.to_owned(), samples);
-                }
-            }
+            let t = match s.get_mut(pipeline) {
+                Some(t) => t,
+                None => s.entry(pipeline.to_owned()).or_default(),
+            };
+            t.total += samples;
+            t.unfolded += samples;
         }
         if let Some((t, id)) = &self.telemetry {
             t.profilez_skipped(id, pipeline, samples, reason);
@@ -77,7 +87,15 @@ impl Shared {
     /// Samples skipped so far in `pipeline`.
     pub fn skipped(&self, pipeline: &str) -> u64 {
         let s = self.skipped.lock().unwrap_or_else(|e| e.into_inner());
-        s.get(pipeline).copied().unwrap_or(0)
+        s.get(pipeline).map_or(0, |t| t.total)
+    }
+
+    /// The samples of `pipeline` skipped since its last folded batch,
+    /// which the batch folded now stands for.
+    fn take_unfolded(&self, pipeline: &str) -> u64 {
+        let mut s = self.skipped.lock().unwrap_or_else(|e| e.into_inner());
+        s.get_mut(pipeline)
+            .map_or(0, |t| std::mem::take(&mut t.unfolded))
     }
 }
 
@@ -253,13 +271,26 @@ fn fold_one(seen: Seen, shared: &Shared) {
             Err(_) => return,
         }
     };
-    let samples = batch.sample_count().max(1);
+    let samples = batch.sample_count();
     let bytes = batch.encoded_len() as u64;
     let folded = fold(data);
     drop(batch);
+    // The batch stands for those skipped before it: the rates count them
+    // too, split as its own samples are (the stacks keep their values).
+    let unfolded = if samples > 0 {
+        shared.take_unfolded(&pipeline)
+    } else {
+        0
+    };
+    let samples = samples.max(1);
+    let scale = |n: u64| {
+        let all = u128::from(samples) + u128::from(unfolded);
+        u64::try_from(u128::from(n) * all / u128::from(samples)).unwrap_or(u64::MAX)
+    };
     let mut store = shared.lock();
-    for (key, series) in folded {
-        let share = bytes * series.samples / samples;
+    for (key, mut series) in folded {
+        let share = scale(bytes * series.samples / samples);
+        series.samples = scale(series.samples);
         store.add(&pipeline, key, series, share, at);
     }
 }
