@@ -250,7 +250,7 @@ impl CpuBudget {
 
 /// Folds one batch; one not decoded yet (forwarded as received) is decoded
 /// into a copy of the tap's own, so that the batch in the exporters' queues
-/// keeps holding its bytes only.
+/// keeps holding its bytes only (compressed, if it was so).
 fn fold_one(seen: Seen, shared: &Shared) {
     let Seen {
         pipeline,
@@ -261,8 +261,21 @@ fn fold_one(seen: Seen, shared: &Shared) {
     let data = if batch.is_decoded() {
         batch.data()
     } else {
-        let Some(bytes) = batch.encoded() else { return };
-        match ProfilesData::decode(bytes.clone()) {
+        // A batch held only as its client compressed it is inflated here,
+        // not in the batch.
+        let inflated;
+        let bytes: &[u8] = match (batch.plain_bytes(), batch.compressed()) {
+            (Some(b), _) => b,
+            (None, Some(c)) => match c.inflate() {
+                Ok(b) => {
+                    inflated = b;
+                    &inflated
+                }
+                Err(_) => return,
+            },
+            (None, None) => return,
+        };
+        match ProfilesData::decode(bytes) {
             Ok(d) => {
                 own = d;
                 &own

@@ -183,6 +183,36 @@ fn a_full_tap_skips_and_counts_without_waiting() {
     }
 }
 
+/// A batch forwarded as its client compressed it is inflated by the tap
+/// for folding, and keeps holding only its compressed bytes.
+#[test]
+fn a_batch_held_compressed_is_folded_and_stays_compressed() {
+    use profcol_model::compressed::{Compressed, Encoding};
+    use prost::Message;
+    use std::io::Write;
+    let data = profcol_model::synth::service_requests(1, 1, 200).remove(0);
+    let plain = bytes::Bytes::from(data.encode_to_vec());
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&plain).unwrap();
+    let clean = profcol_model::wire_check::check(&plain).unwrap();
+    let mut batch = ProfileBatch::checked(plain.clone(), clean).with_compressed(Some(Compressed {
+        encoding: Encoding::Gzip,
+        bytes: gz.finish().unwrap().into(),
+        plain_len: plain.len(),
+    }));
+    batch.hold_bytes_only(Some(Encoding::Gzip));
+    let batch = Arc::new(batch);
+    let shared = shared();
+    let tap = Tap::start(shared.clone(), 4, 1.0).unwrap();
+    tap.accepted("p", &batch);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !shared.lock().pipelines().contains_key("p") {
+        assert!(Instant::now() < deadline, "never folded");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(batch.plain_bytes().is_none() && !batch.is_decoded());
+}
+
 /// Folding sums each stack as the resolved view does, per service and type.
 #[test]
 fn folding_matches_the_resolved_view() {
