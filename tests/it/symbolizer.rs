@@ -840,3 +840,111 @@ fn config_errors_name_the_key() {
         assert!(err.contains(part), "{err}");
     }
 }
+
+/// Kernel frames sent as addresses (`profile.frame.type: kernel`, no
+/// mapping) are named by the host's kallsyms with `kernel_symbols: true`,
+/// through the running collector (the table is read at start): here a
+/// kallsyms file in the kernel's format, as a container would mount the
+/// host's. An address past every symbol stays unnamed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kernel_frames_are_named_by_kallsyms() {
+    use crate::common::Ports;
+    let dir = tempfile::tempdir().unwrap();
+    let kallsyms = dir.path().join("kallsyms");
+    std::fs::write(
+        &kallsyms,
+        "ffffffff81000000 T _stext\n\
+         ffffffff81200000 D jiffies\n\
+         ffffffff81400000 T __x64_sys_write\n\
+         ffffffff81400800 t vfs_write\n\
+         ffffffffc0a00000 t ext4_file_write_iter\t[ext4]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out.jsonl");
+    let yaml = format!(
+        r#"
+receivers:
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:0"}}}}}}
+processors:
+  symbolizer: {{kernel_symbols: true, kallsyms_path: {k}}}
+exporters:
+  file: {{path: {o}}}
+service:
+  telemetry: {{metrics: {{address: "127.0.0.1:0"}}}}
+  pipelines:
+    profiles: {{receivers: [otlp], processors: [symbolizer], exporters: [file]}}
+"#,
+        k = kallsyms.display(),
+        o = out.display()
+    );
+    let mut d = DictionaryBuilder::new();
+    let kernel = d.attribute_kv(
+        "profile.frame.type",
+        AnyValue {
+            value: Some(A::StringValue("kernel".into())),
+        },
+        "",
+    );
+    let mut loc = |address| {
+        d.location(Location {
+            mapping_index: 0,
+            address,
+            lines: vec![],
+            attribute_indices: vec![kernel],
+        })
+    };
+    // Leaf first: a write syscall into ext4, and a frame past every symbol.
+    let stack = [0xffffffffc0a00040, 0xffffffff81400810, 0xffffffff81400004];
+    let locs: Vec<i32> = stack.iter().map(|&a| loc(a)).collect();
+    let lost = loc(0xffffffffc0a00000 + (1 << 20));
+    let samples = vec![
+        Sample {
+            stack_index: d.stack(&locs),
+            values: vec![3],
+            ..Default::default()
+        },
+        Sample {
+            stack_index: d.stack(&[lost]),
+            values: vec![1],
+            ..Default::default()
+        },
+    ];
+    let data = ProfilesData {
+        resource_profiles: vec![ResourceProfiles {
+            scope_profiles: vec![ScopeProfiles {
+                profiles: vec![Profile {
+                    samples,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        dictionary: Some(d.finish()),
+    };
+    let svc = profcol::app::start_str(&yaml, profcol_pipeline::runtime::RuntimeOptions::default())
+        .await
+        .unwrap();
+    let mut client = crate::common::client(svc.grpc_port()).await;
+    client
+        .export(profcol_model::proto::data_into_request(data))
+        .await
+        .unwrap();
+    svc.shutdown().await;
+    let profiles = crate::file_exporter::profiles(&out);
+    let stacks: Vec<(String, i64)> = profiles
+        .iter()
+        .flat_map(|p| p.samples.iter().map(|(s, v)| (s.clone(), *v)))
+        .collect();
+    assert!(
+        stacks.iter().any(|(s, v)| *v == 3
+            && s.contains("__x64_sys_write")
+            && s.contains("vfs_write")
+            && s.contains("ext4_file_write_iter")),
+        "{stacks:?}"
+    );
+    assert!(
+        stacks.iter().any(|(s, v)| *v == 1 && !s.contains("ext4")),
+        "{stacks:?}"
+    );
+}

@@ -37,6 +37,11 @@ pub struct SymbolizerConfig {
     /// a GNU build id (pprof-converted and other producers): their
     /// addresses are process addresses.
     pub untyped_locations: bool,
+    /// Name kernel frames that come as addresses by the host's kallsyms.
+    pub kernel_symbols: bool,
+    /// Where the host's kallsyms is (a container mounts the host's
+    /// `/proc` elsewhere).
+    pub kallsyms_path: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,6 +90,8 @@ impl Default for SymbolizerConfig {
             max_debug_info_mib: 512,
             negative_cache_ttl: Duration::from_secs(600),
             untyped_locations: true,
+            kernel_symbols: false,
+            kallsyms_path: "/proc/kallsyms".into(),
         }
     }
 }
@@ -122,6 +129,8 @@ pub struct Plan {
     pub max_debug_info_bytes: usize,
     pub negative_ttl: std::time::Duration,
     pub untyped_locations: bool,
+    /// With `kernel_symbols`.
+    pub kallsyms: Option<PathBuf>,
 }
 
 const MIB: u64 = 1 << 20;
@@ -193,6 +202,12 @@ impl SymbolizerConfig {
         if self.workers > 64 {
             errs.push(cfg.key_path("workers"), "must be at most 64");
         }
+        if !self.kallsyms_path.starts_with('/') {
+            errs.push(
+                cfg.key_path("kallsyms_path"),
+                format!("must be an absolute path, got {:?}", self.kallsyms_path),
+            );
+        }
         if self.debuginfod.timeout.0.is_zero() {
             errs.push(cfg.key_path("debuginfod::timeout"), "must be positive");
         }
@@ -227,6 +242,9 @@ impl SymbolizerConfig {
                 .unwrap_or(usize::MAX),
             negative_ttl: self.negative_cache_ttl.0,
             untyped_locations: self.untyped_locations,
+            kallsyms: self
+                .kernel_symbols
+                .then(|| PathBuf::from(&self.kallsyms_path)),
         })
     }
 }

@@ -6,10 +6,13 @@
 //! without lines gets the functions at its address, inlined ones first,
 //! with file and line, from debug files found by build id (see
 //! `resolver`). A batch waits for what is not cached at most `timeout`.
+//! Kernel frames sent as addresses are named by the host's kallsyms
+//! (`kernel_symbols`, see `kallsyms`).
 
 mod config;
 mod debuginfod;
 mod elf;
+mod kallsyms;
 mod resolver;
 
 #[cfg(test)]
@@ -61,6 +64,8 @@ pub struct Symbolizer {
     /// Reused per batch.
     keys: Vec<(Arc<str>, Address)>,
     found: Vec<Option<Frames>>,
+    /// Read at start with `kernel_symbols`, held in the memory budget.
+    kernel: Option<(kallsyms::Kallsyms, profcol_model::memory::Reservation)>,
 }
 
 const GNU: &str = "process.executable.build_id.gnu";
@@ -78,6 +83,7 @@ impl Symbolizer {
             published: [0; 8],
             keys: Vec::new(),
             found: Vec::new(),
+            kernel: None,
         }
     }
 
@@ -169,17 +175,28 @@ impl Processor for Symbolizer {
         // Per mapping, once: its binary (None: nothing to look up by).
         let mut binaries: Vec<Option<Option<Binary>>> = vec![None; dict.mapping_table.len()];
         let mut todo = Vec::new();
+        let mut kernel: Vec<(usize, Frames)> = Vec::new();
         self.keys.clear();
         for (li, loc) in dict.location_table.iter().enumerate() {
-            if !loc.lines.is_empty() || loc.mapping_index <= 0 {
+            if !loc.lines.is_empty() {
                 continue;
             }
             let typed = match frame_type(dict, &loc.attribute_indices) {
+                Some("kernel") if self.kernel.is_some() => {
+                    let (k, _) = self.kernel.as_ref().expect("checked");
+                    if let Some(f) = k.lookup(loc.address) {
+                        kernel.push((li, f.clone()));
+                    }
+                    continue;
+                }
                 Some("native") | Some("kernel") => true,
                 Some(_) => continue,
                 None if self.plan.untyped_locations => false,
                 None => continue,
             };
+            if loc.mapping_index <= 0 {
+                continue;
+            }
             let mi = loc.mapping_index as usize;
             let Some(slot) = binaries.get_mut(mi) else {
                 continue;
@@ -200,6 +217,12 @@ impl Processor for Symbolizer {
             self.keys.push((bin.key.clone(), address));
         }
         if todo.is_empty() {
+            let (at, frames): (Vec<usize>, Vec<_>) =
+                kernel.into_iter().map(|(li, f)| (li, Some(f))).unzip();
+            let written = write_lines(dict, &at, &frames);
+            if written > 0 {
+                ctx.event("symbolizer_locations_symbolized", written);
+            }
             self.publish();
             return Verdict::Keep;
         }
@@ -231,7 +254,12 @@ impl Processor for Symbolizer {
                 }
             }
         }
-        let written = write_lines(dict, &todo, &self.found);
+        let mut at: Vec<usize> = todo.iter().map(|(li, _)| *li).collect();
+        for (li, f) in kernel {
+            at.push(li);
+            self.found.push(Some(f));
+        }
+        let written = write_lines(dict, &at, &self.found);
         ctx.event("symbolizer_locations_symbolized", written);
         self.publish();
         Verdict::Keep
@@ -243,6 +271,26 @@ impl Processor for Symbolizer {
         if let Ok(r) = ctx.budget.try_admit(0) {
             self.resolver.shared.attach(r);
         }
+        if let Some(path) = &self.plan.kallsyms {
+            let loaded = kallsyms::Kallsyms::load(path).and_then(|k| {
+                match ctx.budget.try_admit(k.heap_bytes()) {
+                    Ok(m) => Ok((k, m)),
+                    Err(e) => Err(format!(
+                        "the memory budget has no room for its {} bytes",
+                        e.wanted
+                    )),
+                }
+            });
+            match loaded {
+                Ok((k, m)) => {
+                    tracing::info!(processor = %self.id, symbols = k.len(), path = %path.display(), "kernel symbols read");
+                    self.kernel = Some((k, m));
+                }
+                Err(e) => {
+                    tracing::warn!(processor = %self.id, error = %e, "kernel_symbols: kernel frames stay unnamed");
+                }
+            }
+        }
     }
 }
 
@@ -250,7 +298,7 @@ impl Processor for Symbolizer {
 /// and files in the dictionary; returns the locations written.
 fn write_lines(
     dict: &mut ProfilesDictionary,
-    todo: &[(usize, Binary)],
+    locations: &[usize],
     found: &[Option<Frames>],
 ) -> u64 {
     if found
@@ -262,7 +310,7 @@ fn write_lines(
     let mut strings = Interner::from_values(std::mem::take(&mut dict.string_table));
     let mut functions = Interner::from_values(std::mem::take(&mut dict.function_table));
     let mut written = 0;
-    for ((li, _), frames) in todo.iter().zip(found) {
+    for (li, frames) in locations.iter().zip(found) {
         let Some(frames) = frames.as_ref().filter(|f| !f.is_empty()) else {
             continue;
         };
