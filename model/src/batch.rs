@@ -273,6 +273,13 @@ impl ProfileBatch {
         self.compressed.as_ref()
     }
 
+    /// [`ProfileBatch::compressed`]'s bytes if they are in `encoding`
+    /// (what an exporter compresses with): they can be sent as they are.
+    pub fn compressed_as(&self, encoding: Option<Encoding>) -> Option<&Bytes> {
+        let c = self.compressed.as_ref()?;
+        (Some(c.encoding) == encoding).then_some(&c.bytes)
+    }
+
     /// Protobuf bytes of the batch: the received ones when still valid.
     pub fn encode_to_bytes(&self) -> Bytes {
         match self.encoded() {

@@ -256,9 +256,8 @@ impl OtlpExporter {
         // changed by nothing, goes as it came.
         let precompressed = match &body {
             Body::Batch(b) if self.sends_encoded() => b
-                .compressed()
-                .filter(|c| Some(c.encoding) == self.compression.encoding())
-                .map(|c| Precompressed(c.bytes.clone())),
+                .compressed_as(self.compression.encoding())
+                .map(|bytes| Precompressed(bytes.clone())),
             _ => None,
         };
         let mut req = match precompressed {

@@ -123,10 +123,8 @@ impl OtlpHttpExporter {
             if compression == Compression::None {
                 return Ok(batch.encode_to_bytes());
             }
-            if let Some(c) = batch.compressed() {
-                if Some(c.encoding) == compression.encoding() {
-                    return Ok(c.bytes.clone());
-                }
+            if let Some(bytes) = batch.compressed_as(compression.encoding()) {
+                return Ok(bytes.clone());
             }
         }
         let batch = Arc::clone(batch);
