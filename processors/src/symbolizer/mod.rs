@@ -216,13 +216,7 @@ impl Processor for Symbolizer {
             todo.push((li, bin.clone()));
             self.keys.push((bin.key.clone(), address));
         }
-        if todo.is_empty() {
-            let (at, frames): (Vec<usize>, Vec<_>) =
-                kernel.into_iter().map(|(li, f)| (li, Some(f))).unzip();
-            let written = write_lines(dict, &at, &frames);
-            if written > 0 {
-                ctx.event("symbolizer_locations_symbolized", written);
-            }
+        if todo.is_empty() && kernel.is_empty() {
             self.publish();
             return Verdict::Keep;
         }
