@@ -119,23 +119,35 @@ pub struct ProducerConfig {
     /// The largest message value produced; a request over it is split at
     /// profile boundaries.
     pub max_message_bytes: u64,
+    /// The largest produce request (librdkafka's `message.max.bytes`): the
+    /// Collector's franz-go takes no less than 100 MiB, its default.
+    pub max_broker_write_bytes: u64,
     pub required_acks: RequiredAcks,
     pub compression: String,
     pub compression_params: CompressionParams,
     /// `batch.num.messages` when set; 0 leaves librdkafka's.
     pub flush_max_messages: u64,
     pub allow_auto_topic_creation: bool,
+    /// How long a message waits for others to share its request
+    /// (`linger.ms`).
+    pub linger: Duration,
 }
+
+/// franz-go's floor and default for `max_broker_write_bytes`, which the
+/// Collector enforces.
+pub const MIN_BROKER_WRITE_BYTES: u64 = 100 << 20;
 
 impl Default for ProducerConfig {
     fn default() -> Self {
         Self {
             max_message_bytes: 1_000_000,
+            max_broker_write_bytes: MIN_BROKER_WRITE_BYTES,
             required_acks: RequiredAcks(1),
             compression: "none".to_owned(),
             compression_params: CompressionParams::default(),
             flush_max_messages: 0,
             allow_auto_topic_creation: true,
+            linger: Duration::from_millis(10),
         }
     }
 }
@@ -332,6 +344,23 @@ impl KafkaExporterConfig {
                     format!("{compression} takes no level"),
                 ),
             }
+        }
+        let write = &section.key_path("producer::max_broker_write_bytes");
+        if p.max_broker_write_bytes < MIN_BROKER_WRITE_BYTES {
+            errs.push(
+                write,
+                format!(
+                    "{} is under {MIN_BROKER_WRITE_BYTES} (100 MiB), the least the Collector accepts",
+                    p.max_broker_write_bytes
+                ),
+            );
+        } else if p.max_broker_write_bytes > i32::MAX as u64 {
+            errs.push(
+                write,
+                "does not fit in a 32-bit integer, as Kafka's request sizes must",
+            );
+        } else if p.max_broker_write_bytes < p.max_message_bytes {
+            errs.push(write, "is under producer::max_message_bytes");
         }
         if p.flush_max_messages > 1_000_000 {
             errs.push(

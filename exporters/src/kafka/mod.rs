@@ -107,13 +107,18 @@ impl KafkaExporter {
                 },
             )
             .set("compression.codec", r.compression)
-            // The protocol request holding a message: its value plus the
-            // record's framing.
+            // A request: at least one message, its value plus the record's
+            // framing (librdkafka caps it at 1e9).
             .set(
                 "message.max.bytes",
-                (p.max_message_bytes + 64 * 1024)
+                p.max_broker_write_bytes
+                    .max(p.max_message_bytes + 64 * 1024)
                     .clamp(1000, 1_000_000_000)
                     .to_string(),
+            )
+            .set(
+                "linger.ms",
+                format!("{:.3}", p.linger.0.as_secs_f64() * 1e3),
             )
             .set(
                 "allow.auto.create.topics",

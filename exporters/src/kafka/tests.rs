@@ -136,3 +136,37 @@ fn size_refusals_split() {
     );
     assert!(matches!(away, ExportError::Retryable { .. }), "{away}");
 }
+
+/// `linger` and `max_broker_write_bytes` from the Collector's producer
+/// section reach librdkafka; the write size is checked as the Collector
+/// checks it.
+#[test]
+fn linger_and_broker_write_bytes_are_the_collectors() {
+    let (c, _) = resolve("{}").unwrap();
+    assert_eq!(c.producer.linger.0, StdDuration::from_millis(10));
+    assert_eq!(c.producer.max_broker_write_bytes, 100 << 20);
+    let (c, r) = resolve("producer: {linger: 2500us, max_broker_write_bytes: 209715200}").unwrap();
+    let e = KafkaExporter::new(&c, r, StdDuration::from_secs(5));
+    assert_eq!(e.settings.get("linger.ms"), Some("2.500"));
+    assert_eq!(e.settings.get("message.max.bytes"), Some("209715200"));
+    for (yaml, why) in [
+        (
+            "producer: {max_broker_write_bytes: 1000000}",
+            "under 104857600",
+        ),
+        (
+            "producer: {max_broker_write_bytes: 4294967296}",
+            "32-bit integer",
+        ),
+        (
+            "producer: {max_message_bytes: 209715200}",
+            "under producer::max_message_bytes",
+        ),
+    ] {
+        let err = create_errors(yaml);
+        assert!(
+            err.contains("producer::max_broker_write_bytes") && err.contains(why),
+            "{yaml}: {err}"
+        );
+    }
+}
