@@ -258,7 +258,12 @@ impl KafkaReceiverConfig {
                 "queued.max.messages.kbytes",
                 (self.prefetch_bytes() / 1024).max(1).to_string(),
             )
-            .set("queued.min.messages", "1");
+            .set("queued.min.messages", "1")
+            // Once the read-ahead is full librdkafka postpones the next
+            // fetch by this much (1 s by default): with one message as
+            // large as the bound that was one message a second per
+            // partition. A short wait re-checks the queue cheaply.
+            .set("fetch.queue.backoff.ms", "5");
         if self.max_fetch_size > 0 {
             c.set("fetch.max.bytes", self.max_fetch_size.to_string());
         }
