@@ -10,9 +10,10 @@
 //! revoked. A message being processed when its partition moves, or when
 //! profcol stops, is read again by whoever owns the partition next.
 //!
-//! Back-pressure: messages are processed one at a time; while the
-//! pipelines refuse one as full (memory, queue), it is offered again after
-//! the wait they ask for, and nothing further is read. librdkafka's
+//! Back-pressure: up to [`IN_FLIGHT`] messages are offered at once, and
+//! marked in the order read; while the pipelines refuse one as full
+//! (memory, queue), it is offered again after the wait they ask for, and
+//! nothing is read past the oldest unfinished one and three more. librdkafka's
 //! read-ahead is bounded (`queued.max.messages.kbytes`) and that bound is
 //! held in the memory budget for the receiver's life.
 //!
@@ -31,8 +32,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::stream::{FuturesOrdered, StreamExt};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::{Offset, TopicPartitionList};
 
 use profcol_exporters::kafka::Encoding;
 use profcol_pipeline::component::{Receiver, ReceiverContext, ReceiverFactory};
@@ -129,60 +132,87 @@ struct Consume {
     shutdown: tokio_util::sync::CancellationToken,
 }
 
+/// Messages offered to the pipelines at once: the ingest of one (decode
+/// check, queueing) overlaps the next, as OTLP requests on several
+/// connections do; offsets are still stored in the order read.
+const IN_FLIGHT: usize = 4;
+
+/// What is kept of a message while the pipelines take it: its payload
+/// (copied once out of librdkafka's buffer) and where to mark it done.
+struct Taken {
+    payload: Bytes,
+    resource: Vec<(String, String)>,
+    topic: String,
+    partition: i32,
+    offset: i64,
+}
+
 impl Consume {
     async fn run(&self) {
+        // In the order read: a message is marked once it and all read
+        // before it were taken (at least once, whatever finishes first).
+        let mut in_flight = FuturesOrdered::new();
         loop {
-            let msg = tokio::select! {
+            tokio::select! {
+                biased;
                 _ = self.shutdown.cancelled() => return,
-                msg = self.consumer.recv() => msg,
-            };
-            let msg = match msg {
-                Ok(m) => m,
-                Err(e) => {
+                Some(done) = in_flight.next(), if !in_flight.is_empty() => match done {
+                    Some(taken) => self.mark(&taken),
+                    // profcol stops: what is unmarked is read again.
+                    None => return,
+                },
+                msg = self.consumer.recv(), if in_flight.len() < IN_FLIGHT => match msg {
+                    Ok(m) => in_flight.push_back(self.process(self.take(&m))),
                     // Transport errors: librdkafka reconnects by itself.
-                    profcol_model::warn_limited!(receiver = %self.ingest.id, error = %e, "Kafka consumer error");
-                    continue;
-                }
-            };
-            if !self.process(&msg).await {
-                return;
+                    Err(e) => {
+                        profcol_model::warn_limited!(receiver = %self.ingest.id, error = %e, "Kafka consumer error");
+                    }
+                },
             }
-            self.mark(&msg);
         }
     }
 
-    /// Offers `msg` to the pipelines until they take it or refuse it for
-    /// good; false when profcol stops first (the message stays unmarked).
-    async fn process(&self, msg: &BorrowedMessage<'_>) -> bool {
-        let payload = msg.payload().unwrap_or_default();
+    fn take(&self, msg: &BorrowedMessage<'_>) -> Taken {
+        Taken {
+            payload: Bytes::copy_from_slice(msg.payload().unwrap_or_default()),
+            resource: self.header_attributes(msg),
+            topic: msg.topic().to_owned(),
+            partition: msg.partition(),
+            offset: msg.offset(),
+        }
+    }
+
+    /// Offers a message to the pipelines until they take it or refuse it
+    /// for good; `None` when profcol stops first (it stays unmarked).
+    async fn process(&self, taken: Taken) -> Option<Taken> {
         let budget = self.ingest.output.budget().clone();
         let mut wait = self.backoff.0;
         loop {
             let memory = tokio::select! {
-                _ = self.shutdown.cancelled() => return false,
-                m = budget.for_work(payload.len()) => m,
+                _ = self.shutdown.cancelled() => return None,
+                m = budget.for_work(taken.payload.len()) => m,
             };
-            let bytes = Bytes::copy_from_slice(payload);
             let origin = Origin {
                 transport: TRANSPORT,
                 client: None,
                 metadata: Vec::new(),
-                resource: self.header_attributes(msg),
+                resource: taken.resource.clone(),
             };
+            let bytes = taken.payload.clone();
             let result = match self.encoding {
                 Encoding::Proto => self.ingest.otlp(bytes, None, memory, origin).await,
                 Encoding::Json => self.ingest.otlp_json(bytes, memory, origin).await,
             };
             let after = match result {
-                Ok(_) => return true,
+                Ok(_) => return Some(taken),
                 // Full for now: wait as asked, read nothing more meanwhile.
                 Err(Refusal {
                     retry_after: Some(after),
                     ..
                 }) => after,
                 Err(r) if self.skip_poisoned => {
-                    tracing::warn!(receiver = %self.ingest.id, topic = msg.topic(), partition = msg.partition(), offset = msg.offset(), error = %r.message, "skipping a message the pipelines refused");
-                    return true;
+                    tracing::warn!(receiver = %self.ingest.id, topic = %taken.topic, partition = taken.partition, offset = taken.offset, error = %r.message, "skipping a message the pipelines refused");
+                    return Some(taken);
                 }
                 Err(_) => {
                     let w = wait;
@@ -191,7 +221,7 @@ impl Consume {
                 }
             };
             tokio::select! {
-                _ = self.shutdown.cancelled() => return false,
+                _ = self.shutdown.cancelled() => return None,
                 _ = tokio::time::sleep(after) => {}
             }
         }
@@ -213,12 +243,15 @@ impl Consume {
             .collect()
     }
 
-    /// The message is done with: its offset is stored for the next commit.
-    fn mark(&self, msg: &BorrowedMessage<'_>) {
+    /// The message is done with: its offset is stored for the next commit
+    /// (librdkafka stores the one after it, the next to read).
+    fn mark(&self, t: &Taken) {
         let stored = if self.autocommit {
-            self.consumer.store_offset_from_message(msg)
+            self.consumer.store_offset(&t.topic, t.partition, t.offset)
         } else {
-            self.consumer.commit_message(msg, CommitMode::Async)
+            let mut next = TopicPartitionList::new();
+            next.add_partition_offset(&t.topic, t.partition, Offset::Offset(t.offset + 1))
+                .and_then(|()| self.consumer.commit(&next, CommitMode::Async))
         };
         if let Err(e) = stored {
             // The partition was revoked meanwhile: its new owner reads the
