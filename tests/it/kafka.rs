@@ -314,6 +314,46 @@ async fn a_garbage_message_is_counted_and_skipped() {
     if let Some(diff) = difference(&all_seen(&[good]), &all_seen(&sink.received())) {
         panic!("{diff}");
     }
+    // The Collector's receiver metrics, as its dashboards read them; the
+    // lag comes with librdkafka's statistics, every 2 s.
+    let place = "receiver=\"kafka\",topic=\"mixed\",partition=\"0\"";
+    let want = [
+        format!("otelcol_kafka_receiver_records_total{{{place},outcome=\"success\"}} 1"),
+        format!("otelcol_kafka_receiver_records_total{{{place},outcome=\"failure\"}} 1"),
+        format!("otelcol_kafka_receiver_messages_total{{{place},outcome=\"success\"}} 1"),
+        format!("otelcol_kafka_receiver_unmarshal_failed_profiles_total{{{place}}} 1"),
+        format!("otelcol_kafka_receiver_current_offset{{{place}}} 1"),
+        format!("otelcol_kafka_receiver_offset_lag{{{place}}} 0"),
+        "otelcol_kafka_receiver_partition_start_total{receiver=\"kafka\"} 1".to_owned(),
+    ];
+    let started = std::time::Instant::now();
+    loop {
+        let text = reqwest::get(format!(
+            "http://127.0.0.1:{}/metrics",
+            consumer.metrics_port()
+        ))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+        let missing: Vec<&String> = want
+            .iter()
+            .filter(|w| !text.lines().any(|l| l == *w))
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "missing {missing:#?} in\n{}",
+            text.lines()
+                .filter(|l| l.contains("kafka"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// The broker is down when profcol starts and again mid-stream: the

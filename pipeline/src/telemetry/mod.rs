@@ -133,6 +133,9 @@ pub struct Telemetry {
     /// `otelcol_processor_symbolizer_<what>`, by `<what>`.
     symbolizer: Vec<(&'static str, Cached<Counter>)>,
     profilez_skipped: Cached<Counter>,
+    /// `otelcol_kafka_receiver_<what>`, by `<what>`: counters and gauges.
+    kafka_receiver: Vec<(&'static str, Cached<Counter>)>,
+    kafka_receiver_gauges: Vec<(&'static str, Cached<Gauge>)>,
 }
 
 impl Default for Telemetry {
@@ -154,6 +157,35 @@ macro_rules! family {
         $basic.register($name, $help.trim_end_matches('.'), f.family.clone());
         f
     }};
+}
+
+/// Families named `<prefix><key>` with their help, served at every level,
+/// found by `key`.
+fn named<M>(
+    r: &mut Registry,
+    b: &mut Registry,
+    prefix: &str,
+    list: &[(&'static str, &str)],
+) -> Vec<(&'static str, Cached<M>)>
+where
+    M: Default
+        + Clone
+        + prometheus_client::metrics::TypedMetric
+        + prometheus_client::encoding::EncodeMetric
+        + Send
+        + Sync
+        + std::fmt::Debug
+        + 'static,
+{
+    list.iter()
+        .map(|&(key, help)| {
+            let f: Family<Labels, M> = Family::default();
+            let name = format!("{prefix}{key}");
+            r.register(name.clone(), help.trim_end_matches('.'), f.clone());
+            b.register(name, help.trim_end_matches('.'), f.clone());
+            (key, Cached::new(f))
+        })
+        .collect()
 }
 
 impl Telemetry {
@@ -237,7 +269,7 @@ impl Telemetry {
                 .collect(),
             k8s_watch_errors: family!(r, "profcol_k8s_watch_errors", "Failed requests of a watch of the Kubernetes API (it retries with backoff), by resource."),
             k8s_cache_refused: family!(r, "profcol_k8s_cache_refused", "Kubernetes objects left out of the cache because the memory budget is exhausted, by resource."),
-            symbolizer: [
+            symbolizer: named(&mut r, &mut b, "otelcol_processor_symbolizer_", &[
                 ("cache_hits", "Native frames found in the symbolizer's result cache."),
                 ("cache_misses", "Native frames not in the symbolizer's result cache when their batch came."),
                 ("frames_resolved", "Addresses the symbolizer resolved to at least one function."),
@@ -246,16 +278,18 @@ impl Telemetry {
                 ("fetch_failures", "debuginfod fetches that failed (timeout, server error, too large, truncated)."),
                 ("load_failures", "Binaries for which no usable debug information was found or kept."),
                 ("queue_full", "Addresses not queued for resolution because the queue was full (asked again by a later batch)."),
-            ]
-            .into_iter()
-            .map(|(key, help)| {
-                let f = Family::default();
-                let name = format!("otelcol_processor_symbolizer_{key}");
-                r.register(name.clone(), help.trim_end_matches('.'), f.clone());
-                b.register(name, help.trim_end_matches('.'), f.clone());
-                (key, Cached::new(f))
-            })
-            .collect(),
+            ]),
+            kafka_receiver: named(&mut r, &mut b, "otelcol_kafka_receiver_", &[
+                ("records", "Kafka records the receiver took, by topic, partition and outcome: success (the pipelines took it) or failure (refused for good)."),
+                ("messages", "The same as otelcol_kafka_receiver_records, under the Collector's older name."),
+                ("unmarshal_failed_profiles", "Kafka messages that held no valid profiles request, by topic and partition."),
+                ("partition_start", "Partitions assigned to the receiver's consumer."),
+                ("partition_close", "Partitions taken from the receiver's consumer (revoked or lost)."),
+            ]),
+            kafka_receiver_gauges: named(&mut r, &mut b, "otelcol_kafka_receiver_", &[
+                ("current_offset", "The offset of the last Kafka message the receiver finished with, by topic and partition."),
+                ("offset_lag", "Messages on a partition past what the receiver finished with (high watermark less the stored offset), by topic and partition."),
+            ]),
             profilez_skipped: family!(r, b, "otelcol_extension_profilez_skipped_profile_samples", "Samples the profilez tap did not fold into its flame graphs, by pipeline and reason: queue_full (its queue was full) or cpu_budget (folding would pass its max_cpu_share)."),
             config_reloads: family!(r, "profcol_config_reloads", "Config reloads (SIGHUP), by result: success, failure (refused; the old config keeps running) or partial (a component failed to start after the switch)."),
             registry: r,
@@ -579,6 +613,20 @@ impl Telemetry {
                 ("reason", reason),
             ])
             .inc_by(samples);
+    }
+
+    /// `n` more of a kafka receiver counter (`records`, `partition_start`, ...).
+    pub fn kafka_receiver(&self, what: &str, labels: &[(&'static str, &str)], n: u64) {
+        if let Some((_, f)) = self.kafka_receiver.iter().find(|(k, _)| *k == what) {
+            f.get(labels).inc_by(n);
+        }
+    }
+
+    /// A kafka receiver gauge (`current_offset`, `offset_lag`).
+    pub fn kafka_receiver_gauge(&self, what: &str, labels: &[(&'static str, &str)], v: i64) {
+        if let Some((_, f)) = self.kafka_receiver_gauges.iter().find(|(k, _)| *k == what) {
+            f.get(labels).set(v);
+        }
     }
 
     pub fn k8s_cache_refused(&self, processor: &str, resource: &str) {

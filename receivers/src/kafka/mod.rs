@@ -24,6 +24,7 @@
 //! partition until someone intervenes.
 
 mod config;
+mod telemetry;
 #[cfg(test)]
 mod tests;
 
@@ -43,6 +44,7 @@ use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
 use crate::ingest::{Ingest, Origin, Refusal};
 pub use config::KafkaReceiverConfig;
+use telemetry::{Metrics, STATS_INTERVAL_MS};
 
 /// The `transport` label of what this receiver takes.
 const TRANSPORT: &str = "kafka";
@@ -75,10 +77,16 @@ impl Receiver for KafkaReceiver {
         self: Box<Self>,
         ctx: ReceiverContext,
     ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-        let consumer: StreamConsumer =
-            self.cfg.rdkafka().create().map_err(|e| {
-                anyhow::anyhow!("receivers::{}: creating the consumer: {e}", ctx.id)
-            })?;
+        let metrics = Metrics {
+            receiver: ctx.id.to_string(),
+            telemetry: ctx.telemetry.clone(),
+        };
+        let consumer: StreamConsumer<Metrics> = self
+            .cfg
+            .rdkafka()
+            .set("statistics.interval.ms", STATS_INTERVAL_MS)
+            .create_with_context(metrics)
+            .map_err(|e| anyhow::anyhow!("receivers::{}: creating the consumer: {e}", ctx.id))?;
         let topics: Vec<&str> = self.resolved.topics.iter().map(String::as_str).collect();
         consumer.subscribe(&topics).map_err(|e| {
             anyhow::anyhow!("receivers::{}: subscribing to {topics:?}: {e}", ctx.id)
@@ -120,7 +128,7 @@ impl Receiver for KafkaReceiver {
 }
 
 struct Consume {
-    consumer: Arc<StreamConsumer>,
+    consumer: Arc<StreamConsumer<Metrics>>,
     ingest: Arc<Ingest>,
     encoding: Encoding,
     /// `header_extraction`: header name, resource attribute.
@@ -145,6 +153,8 @@ struct Taken {
     topic: String,
     partition: i32,
     offset: i64,
+    /// Whether the pipelines took it (else refused it for good).
+    taken: bool,
 }
 
 impl Consume {
@@ -179,12 +189,13 @@ impl Consume {
             topic: msg.topic().to_owned(),
             partition: msg.partition(),
             offset: msg.offset(),
+            taken: false,
         }
     }
 
     /// Offers a message to the pipelines until they take it or refuse it
     /// for good; `None` when profcol stops first (it stays unmarked).
-    async fn process(&self, taken: Taken) -> Option<Taken> {
+    async fn process(&self, mut taken: Taken) -> Option<Taken> {
         let budget = self.ingest.output.budget().clone();
         let mut wait = self.backoff.0;
         loop {
@@ -204,7 +215,10 @@ impl Consume {
                 Encoding::Json => self.ingest.otlp_json(bytes, memory, origin).await,
             };
             let after = match result {
-                Ok(_) => return Some(taken),
+                Ok(_) => {
+                    taken.taken = true;
+                    return Some(taken);
+                }
                 // Full for now: wait as asked, read nothing more meanwhile.
                 Err(Refusal {
                     retry_after: Some(after),
@@ -246,6 +260,9 @@ impl Consume {
     /// The message is done with: its offset is stored for the next commit
     /// (librdkafka stores the one after it, the next to read).
     fn mark(&self, t: &Taken) {
+        self.consumer
+            .context()
+            .message(&t.topic, t.partition, t.offset, t.taken);
         let stored = if self.autocommit {
             self.consumer.store_offset(&t.topic, t.partition, t.offset)
         } else {
