@@ -61,7 +61,8 @@ fn store() -> Store {
 
 fn fold_into(store: &mut Store, data: &ProfilesData) {
     for (key, series) in fold(data) {
-        store.add("profiles", key, series, 0, Instant::now());
+        let seen = series.samples;
+        store.add("profiles", key, series, seen, 0, Instant::now());
     }
 }
 

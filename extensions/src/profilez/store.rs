@@ -52,7 +52,10 @@ pub struct SeriesState {
 struct Window {
     /// Windows since the store started.
     index: u64,
+    /// Samples seen, those skipped by the tap included.
     samples: u64,
+    /// Samples of the batches folded: what the stacks' values count.
+    folded: u64,
     bytes: u64,
     /// What its stacks take in the store.
     held: usize,
@@ -138,8 +141,17 @@ impl Store {
     }
 
     /// Adds one batch's stacks of a series, seen `at`, with its share of
-    /// the batch's bytes.
-    pub fn add(&mut self, pipeline: &str, key: SeriesKey, series: Series, bytes: u64, at: Instant) {
+    /// the batch's bytes; its `samples` stand for `seen` samples (those of
+    /// batches skipped before it too).
+    pub fn add(
+        &mut self,
+        pipeline: &str,
+        key: SeriesKey,
+        series: Series,
+        seen: u64,
+        bytes: u64,
+        at: Instant,
+    ) {
         let index = self.index(at);
         self.expire(index);
         let view = self.view(pipeline);
@@ -161,13 +173,15 @@ impl Store {
             state.windows.push_back(Window {
                 index,
                 samples: 0,
+                folded: 0,
                 bytes: 0,
                 held: 0,
                 stacks: HashMap::new(),
             });
         }
         let w = state.windows.back_mut().expect("pushed above");
-        w.samples += series.samples;
+        w.samples += seen;
+        w.folded += series.samples;
         w.bytes += bytes;
         for (stack, total) in series.stacks {
             if let Some(t) = self
@@ -269,6 +283,21 @@ impl Store {
             }
         }
         sum.into_iter().map(|(s, t)| (s.into(), t)).collect()
+    }
+
+    /// The samples seen in a series' windows `from..=to`, and those of the
+    /// batches folded (what its stacks count): fewer when the tap skipped
+    /// batches.
+    pub fn coverage(&self, pipeline: &str, key: &SeriesKey, from: u64, to: u64) -> (u64, u64) {
+        let Some(s) = self.pipelines.get(pipeline).and_then(|v| v.series.get(key)) else {
+            return (0, 0);
+        };
+        s.windows
+            .iter()
+            .filter(|w| (from..=to).contains(&w.index))
+            .fold((0, 0), |(seen, folded), w| {
+                (seen + w.samples, folded + w.folded)
+            })
     }
 
     /// Rates over the windows kept, up to `now`.

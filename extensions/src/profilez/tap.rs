@@ -301,9 +301,9 @@ fn fold_one(seen: Seen, shared: &Shared) {
         u64::try_from(u128::from(n) * all / u128::from(samples)).unwrap_or(u64::MAX)
     };
     let mut store = shared.lock();
-    for (key, mut series) in folded {
+    for (key, series) in folded {
         let share = scale(bytes * series.samples / samples);
-        series.samples = scale(series.samples);
-        store.add(&pipeline, key, series, share, at);
+        let seen = scale(series.samples);
+        store.add(&pipeline, key, series, seen, share, at);
     }
 }

@@ -82,7 +82,7 @@ fn a_flood_of_distinct_stacks_stays_within_the_bound_and_keeps_totals() {
             producers: vec![],
             stacks: stacks.into_iter().collect(),
         };
-        store.add("p", key("api"), s, 0, at);
+        store.add("p", key("api"), s, 10_000, 0, at);
         assert!(store.held_bytes() <= bound, "{}", store.held_bytes());
         assert_eq!(budget.used(), store.held_bytes());
     }
@@ -104,13 +104,13 @@ fn old_windows_go_first() {
     for w in 0..3u64 {
         let at = t0 + Duration::from_secs(w) + Duration::from_millis(100);
         let name = format!("main;{long};w{w}");
-        store.add("p", key("a"), series(&[(name.as_str(), 1)]), 0, at);
+        store.add("p", key("a"), series(&[(name.as_str(), 1)]), 1, 0, at);
     }
     // A window with room only once the oldest goes.
     let at = t0 + Duration::from_millis(2200);
     let big: Vec<String> = (0..5).map(|i| format!("main;{long};new{i}")).collect();
     let pairs: Vec<(&str, i64)> = big.iter().map(|s| (s.as_str(), 1)).collect();
-    store.add("p", key("a"), series(&pairs), 0, at);
+    store.add("p", key("a"), series(&pairs), 5, 0, at);
     let got = totals(&store, &key("a"));
     assert!(!got.keys().any(|k| k.ends_with(";w0")), "{got:?}");
     assert!(got.keys().any(|k| k.ends_with(";new0")), "{got:?}");
