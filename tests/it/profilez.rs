@@ -141,19 +141,24 @@ fn link(page: &str, service: &str, text: &str) -> String {
 }
 
 /// `(name, share %, fill)` of every frame in a flame graph's DOM, from
-/// its `<g><title>name (N samples, S%)</title><rect fill=...>`.
+/// its `<rect aria-label="name (N samples, S% of all)" .. fill=..>`.
 fn frames(dom: &str) -> Vec<(String, f64, String)> {
     let mut out = Vec::new();
-    for g in dom.split("<g>").skip(1) {
-        let (Some(t0), Some(t1)) = (g.find("<title>"), g.find("</title>")) else {
+    for r in dom.split("<rect ").skip(1) {
+        let Some(label) = r.strip_prefix("aria-label=\"") else {
             continue;
         };
-        let title = &g[t0 + 7..t1];
+        let title = &label[..label.find('"').unwrap()];
         let Some(open) = title.rfind(" (") else {
             continue;
         };
-        let name = title[..open].replace("&lt;", "<").replace("&gt;", ">");
-        // `(1,200 samples, 60.00%)`, or `(..., 60.00%; +10.00%)` in a diff.
+        let name = title[..open]
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&amp;", "&");
+        // `(1,200 samples, 60.00% of all)`, or `(..., 60.00% of all;
+        // +10.00%)` in a diff, or `(..., 1.00% of all, 5.00% of handle)`
+        // zoomed into `handle`.
         let Some(pct) = title[open..].split(", ").nth(1) else {
             continue;
         };
@@ -163,8 +168,8 @@ fn frames(dom: &str) -> Vec<(String, f64, String)> {
             .unwrap_or("")
             .parse()
             .unwrap_or(f64::NAN);
-        let fill = g
-            .split("fill=\"")
+        let fill = r
+            .split(" fill=\"")
             .nth(1)
             .and_then(|f| f.split('"').next())
             .unwrap_or("")
@@ -295,7 +300,9 @@ async fn the_diff_view_shows_a_function_added_after_a_deploy_in_red() {
 /// 100 deep), all drawn; and 9,900 functions of 0.12 pixel each under 99
 /// modules, where what a user sees is the modules: a frame narrower than a
 /// pixel cannot be seen, pointed at or labelled, so it is not drawn (as
-/// flame graph tools do) and its samples count in its module's share.
+/// flame graph tools do) and its samples count in its module's share;
+/// zooming into the module draws them (see
+/// `zooming_into_a_module_shows_its_narrow_functions`).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_ten_thousand_frame_graph_renders_in_the_browser() {
     let Some(chromium) = chromium() else { return };
@@ -353,6 +360,81 @@ async fn a_ten_thousand_frame_graph_renders_in_the_browser() {
     );
 }
 
+/// The `(fg:x, y)` of a frame in a flame graph's DOM: where a click on it
+/// lands, as the page's `?x=&y=` names it.
+fn position(dom: &str, name: &str) -> (String, String) {
+    let g = dom
+        .split("<rect ")
+        .find(|g| g.starts_with(&format!("aria-label=\"{name} (")))
+        .unwrap_or_else(|| panic!("no frame {name}"));
+    let attr = |a: &str| {
+        g.split(&format!(" {a}=\""))
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    (attr("fg:x"), attr("y"))
+}
+
+/// Zooming into a module of the "wide" graph, whose 100 functions are
+/// each too narrow to draw in the whole graph, shows them: the page asks
+/// the server for the module's subtree. The zoom is picked as a click
+/// picks it (the page's `?x=&y=`, a frame's position), and the script
+/// goes on to the subtree's address as it does on a click.
+#[tokio::test(flavor = "multi_thread")]
+async fn zooming_into_a_module_shows_its_narrow_functions() {
+    let Some(chromium) = chromium() else { return };
+    let (running, _dir) = collector().await;
+    let base = format!("http://{}", running.addr("extensions::profilez"));
+    let mut wide = String::new();
+    for i in 0..9_900 {
+        wide.push_str(&format!("main;module{};function{i} 5\n", i % 99));
+    }
+    push(running.port("receivers::pyroscope"), "wide", &wide).await;
+    let page = page_listing(&base, "wide").await;
+    let graph = format!("{base}/{}", link(&page, "wide", "flame graph"));
+    let (dom, _) = dump_dom(&chromium, &graph);
+    assert!(!frames(&dom)
+        .iter()
+        .any(|(f, _, _)| f.starts_with("function")));
+    let (x, y) = position(&dom, "module42");
+
+    let (dom, took) = dump_dom(&chromium, &format!("{graph}&x={x}&y={y}"));
+    assert!(
+        dom.contains("zoomed into main;module42: 1.01% of all"),
+        "{dom}"
+    );
+    let got = frames(&dom);
+    let functions: Vec<_> = got
+        .iter()
+        .filter(|(f, _, _)| f.starts_with("function"))
+        .collect();
+    assert_eq!(functions.len(), 100, "{got:?}");
+    // module42 holds functions 42, 141, ..., 9843: each 5 of 49,500
+    // samples, and 1% of the module.
+    assert!(functions.iter().all(|(f, share, _)| {
+        let i: usize = f["function".len()..].parse().unwrap();
+        i % 99 == 42 && *share == 0.01
+    }));
+    assert!(
+        dom.contains("aria-label=\"function9843 (5 samples, 0.01% of all, 1.00% of module42)\""),
+        "{dom}"
+    );
+    assert!(!got.iter().any(|(f, _, _)| f == "module41"));
+    eprintln!(
+        "profilez: zoomed into module42 (100 functions) in {:.0} ms",
+        took.as_secs_f64() * 1e3
+    );
+    screenshot(
+        &chromium,
+        &format!("{graph}&zoom=main;module42"),
+        "zoomed.png",
+    );
+}
+
 /// `profcol flamegraph FILE` renders a recorded pprof with its functions'
 /// shares; a file it cannot read is an error that says why.
 #[test]
@@ -371,7 +453,7 @@ fn the_command_line_renders_a_recorded_payload() {
     assert!(o.status.success(), "{o:?}");
     let svg = std::fs::read_to_string(&out).unwrap();
     assert!(
-        svg.contains("<title>crypto/sha256.(*digest).Write ("),
+        svg.contains("aria-label=\"crypto/sha256.(*digest).Write ("),
         "{}",
         &svg[..2000]
     );
@@ -423,8 +505,8 @@ fn a_failing_pipeline_test_writes_its_flame_graphs() {
         std::fs::read_to_string(graphs.join(format!("go_cpu--debug--cpu_nanoseconds-{kind}.svg")))
             .unwrap_or_else(|e| panic!("{kind}: {e}\n{stdout}"))
     };
-    assert!(read("expected").contains("<title>expected_only ("));
-    assert!(read("actual").contains("<title>main.main ("));
+    assert!(read("expected").contains("aria-label=\"expected_only ("));
+    assert!(read("actual").contains("aria-label=\"main.main ("));
     let diff = read("diff");
-    assert!(diff.contains("<title>main.main ("), "{diff}");
+    assert!(diff.contains("aria-label=\"main.main ("), "{diff}");
 }

@@ -191,6 +191,9 @@ struct GraphQuery {
     sample_type: String,
     secs: Option<f64>,
     ago: Option<f64>,
+    /// A frame path (`main;module42`) to zoom into: the server draws its
+    /// subtree, which shows frames too narrow to draw in the whole graph.
+    zoom: Option<String>,
 }
 
 impl GraphQuery {
@@ -211,6 +214,26 @@ impl GraphQuery {
     fn unit(&self) -> &str {
         self.sample_type.split_once('/').map_or("", |(_, u)| u)
     }
+
+    fn view(&self) -> render::View<'_> {
+        render::View {
+            zoom: self.zoom.as_deref().filter(|z| !z.is_empty()),
+            served: true,
+        }
+    }
+}
+
+/// What a graph's subtitle adds when the tap skipped batches of the
+/// windows it covers (`(seen, folded)` samples, [`Store::coverage`]): its
+/// values count the batches folded only, a sample of the traffic.
+fn skipped_note((seen, folded): (u64, u64)) -> String {
+    if folded >= seen {
+        return String::new();
+    }
+    format!(
+        "; values count the batches folded: {folded} of {seen} samples ({:.1}%), the rest skipped under the tap's CPU budget or a full queue",
+        100.0 * folded as f64 / seen as f64
+    )
 }
 
 fn svg(body: Vec<u8>) -> Response {
@@ -232,35 +255,33 @@ async fn render(f: impl FnOnce() -> Vec<u8> + Send + 'static) -> Response {
 }
 
 async fn flamegraph(State(s): State<Arc<Shared>>, Query(q): Query<GraphQuery>) -> Response {
-    let (stacks, span) = {
+    let (stacks, span, coverage) = {
         let store = s.lock();
         let now = Instant::now();
         let kept = store.window() * u32::try_from(store.windows()).unwrap_or(u32::MAX);
         let span = GraphQuery::duration(q.secs, kept).min(kept);
-        let stacks = store.stacks(
-            &q.pipeline,
-            &q.key(),
-            store.index_back(now, span),
-            store.index(now),
-        );
-        (stacks, span)
+        let (from, to) = (store.index_back(now, span), store.index(now));
+        let stacks = store.stacks(&q.pipeline, &q.key(), from, to);
+        let coverage = store.coverage(&q.pipeline, &q.key(), from, to);
+        (stacks, span, coverage)
     };
     render(move || {
         let labels = render::Labels {
             title: &format!("{} {} ({})", q.service, q.sample_type, q.pipeline),
             subtitle: Some(format!(
-                "the last {}",
-                humantime::format_duration(whole_ms(span))
+                "the last {}{}",
+                humantime::format_duration(whole_ms(span)),
+                skipped_note(coverage)
             )),
             unit: q.unit(),
         };
-        render::flamegraph(stacks.iter().map(|(k, v)| (&**k, *v)), &labels)
+        render::flamegraph_view(stacks.iter().map(|(k, v)| (&**k, *v)), &labels, &q.view())
     })
     .await
 }
 
 async fn diff(State(s): State<Arc<Shared>>, Query(q): Query<GraphQuery>) -> Response {
-    let (before, after, ago, span) = {
+    let (before, after, ago, span, coverage) = {
         let store = s.lock();
         let now = Instant::now();
         let span = GraphQuery::duration(q.secs, store.window());
@@ -276,7 +297,8 @@ async fn diff(State(s): State<Arc<Shared>>, Query(q): Query<GraphQuery>) -> Resp
         );
         let from = store.index_back(now, ago + span) + 1;
         let before = store.stacks(&q.pipeline, &key, from.min(split), split);
-        (before, after, ago, span)
+        let coverage = store.coverage(&q.pipeline, &key, from.min(split), store.index(now));
+        (before, after, ago, span, coverage)
     };
     render(move || {
         let labels = render::Labels {
@@ -285,16 +307,18 @@ async fn diff(State(s): State<Arc<Shared>>, Query(q): Query<GraphQuery>) -> Resp
                 q.service, q.sample_type, q.pipeline
             ),
             subtitle: Some(format!(
-                "the last {} against the {} before: red grew, blue shrank",
+                "the last {} against the {} before: red grew, blue shrank{}",
                 humantime::format_duration(whole_ms(ago)),
                 humantime::format_duration(whole_ms(span)),
+                skipped_note(coverage)
             )),
             unit: q.unit(),
         };
-        render::differential(
+        render::differential_view(
             before.iter().map(|(k, v)| (&**k, *v)),
             after.iter().map(|(k, v)| (&**k, *v)),
             &labels,
+            &q.view(),
         )
     })
     .await

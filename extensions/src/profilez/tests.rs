@@ -245,9 +245,17 @@ fn renders_shares_and_differences() {
     ))
     .unwrap();
     assert!(
-        svg.contains("<title>work (600 samples, 60.00%)</title>"),
+        svg.contains("aria-label=\"work (600 samples, 60.00% of all)\""),
         "{svg}"
     );
+    // Values in the graph's unit.
+    let ns = render::Labels {
+        title: "t",
+        subtitle: None,
+        unit: "nanoseconds",
+    };
+    let svg = String::from_utf8(render::flamegraph([("main;work", 1200)], &ns)).unwrap();
+    assert!(svg.contains("aria-label=\"work (1,200 nanoseconds, 100.00% of all)\""));
     let diff = String::from_utf8(render::differential(
         [("main;work", 600)],
         [("main;work", 600), ("main;new", 600)],
@@ -255,13 +263,91 @@ fn renders_shares_and_differences() {
     ))
     .unwrap();
     let g = diff
-        .split("<g>")
-        .find(|g| g.contains("<title>new "))
+        .split("<rect ")
+        .find(|g| g.starts_with("aria-label=\"new "))
         .unwrap();
     assert!(g.contains("fill=\"rgb(255,"), "{g}");
+    assert!(
+        diff.contains("aria-label=\"new (600 samples, 50.00% of all; +50.00%)\""),
+        "{diff}"
+    );
     // Nothing to draw: a page that says so, not an error.
     let empty = String::from_utf8(render::flamegraph([], &labels)).unwrap();
     assert!(empty.contains("id=\"no-data\""), "{empty}");
+}
+
+/// Zoomed into a frame, the graph draws the stacks through it, so that
+/// functions each too narrow to draw in the whole graph are drawn, each
+/// with its share of the whole and of the frame zoomed into; the diff too.
+#[test]
+fn a_zoom_draws_what_was_too_narrow() {
+    let labels = render::Labels {
+        title: "t",
+        subtitle: None,
+        unit: "",
+    };
+    let stacks: Vec<(String, i64)> = (0..2_000)
+        .map(|i| (format!("main;module{};function{i}", i % 10), 1))
+        .collect();
+    let pairs = || stacks.iter().map(|(s, v)| (s.as_str(), *v));
+    let whole = String::from_utf8(render::flamegraph(pairs(), &labels)).unwrap();
+    assert!(whole.contains("aria-label=\"module4 (200 samples, 10.00% of all)\""));
+    assert!(
+        !whole.contains("aria-label=\"function"),
+        "0.05% each: not drawn"
+    );
+    let view = render::View {
+        zoom: Some("main;module4"),
+        served: true,
+    };
+    let zoomed = String::from_utf8(render::flamegraph_view(pairs(), &labels, &view)).unwrap();
+    assert_eq!(
+        zoomed.matches("aria-label=\"function").count(),
+        200,
+        "{zoomed}"
+    );
+    assert!(
+        zoomed.contains("aria-label=\"function4 (1 samples, 0.05% of all, 0.50% of module4)\""),
+        "{zoomed}"
+    );
+    assert!(!zoomed.contains("module3"));
+    assert!(zoomed.contains("zoomed into main;module4: 10.00% of all"));
+    assert!(zoomed.contains("var pz_server_zoom = true;\nvar pz_zoomed = true;"));
+    // `main;module4` is not `main;module40`'s parent.
+    let view = render::View {
+        zoom: Some("main;module"),
+        served: true,
+    };
+    let none = String::from_utf8(render::flamegraph_view(pairs(), &labels, &view)).unwrap();
+    assert!(none.contains("id=\"no-data\""), "{none}");
+    let view = render::View {
+        zoom: Some("main;module4"),
+        served: true,
+    };
+    let diff =
+        String::from_utf8(render::differential_view(pairs(), pairs(), &labels, &view)).unwrap();
+    assert_eq!(diff.matches("aria-label=\"function").count(), 200, "{diff}");
+}
+
+/// A graph's subtitle says when its values count only the batches folded.
+#[test]
+fn a_graph_of_skipped_batches_says_so() {
+    assert_eq!(skipped_note((100, 100)), "");
+    assert_eq!(
+        skipped_note((400, 100)),
+        "; values count the batches folded: 100 of 400 samples (25.0%), the rest skipped under the tap's CPU budget or a full queue"
+    );
+    let budget = MemoryBudget::new(1 << 30);
+    let mut store = Store::new(Duration::from_secs(1), 3, 1 << 20, budget.force(0));
+    store.add(
+        "p",
+        key("a"),
+        series(&[("main;a", 1)]),
+        4,
+        0,
+        Instant::now(),
+    );
+    assert_eq!(store.coverage("p", &key("a"), 0, u64::MAX), (4, 1));
 }
 
 /// The folding stops once its thread's CPU time passes its share of the
