@@ -263,7 +263,7 @@ impl KafkaReceiverConfig {
             // fetch by this much (1 s by default): with one message as
             // large as the bound that was one message a second per
             // partition. A short wait re-checks the queue cheaply.
-            .set("fetch.queue.backoff.ms", "5");
+            .set("fetch.queue.backoff.ms", "1");
         if self.max_fetch_size > 0 {
             c.set("fetch.max.bytes", self.max_fetch_size.to_string());
         }
