@@ -12,6 +12,7 @@
 //!
 //! Not run by `cargo test`; see README "Benchmarks".
 
+mod kafka;
 mod load;
 mod naive;
 mod proc_stats;

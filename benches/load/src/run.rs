@@ -5,10 +5,12 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tonic::transport::Channel;
 
+use crate::kafka::{Broker, MAX_MESSAGE_BYTES};
 use crate::load::{frame, run_load, Report};
 use crate::proc_stats::{cpu_seconds, memory_mib};
 use crate::requests::payload;
@@ -21,7 +23,10 @@ pub struct Args {
     pub profcol: PathBuf,
     /// Comma-separated: passthrough, gzip (pass-through, gzip both ways),
     /// processors (profcol's four), processors-gzip, memory_limiter (the
-    /// Collector's processor, in profcol and the Collector alike).
+    /// Collector's processor, in profcol and the Collector alike),
+    /// kafka-export (OTLP in, the `kafka` exporter out to a local broker),
+    /// kafka-receive (the `kafka` receiver reading a filled topic, OTLP
+    /// out); the kafka cases are also given as ratios to passthrough.
     #[arg(long, default_value = "passthrough,gzip,processors,processors-gzip")]
     pub cases: String,
     /// Comma-separated: small, medium, large (or request files).
@@ -50,6 +55,11 @@ pub struct Args {
     /// tests/otelcol/build.sh builds (or finds in its cache).
     #[arg(long)]
     pub otelcol: Option<PathBuf>,
+    /// Messages the kafka-receive case reads when no passthrough run of
+    /// the same size and round came before it (else: as many as that run
+    /// delivered, warm-up included).
+    #[arg(long, default_value_t = 1000)]
+    pub kafka_messages: u64,
     /// After the load, how long to wait before reading the resident memory
     /// again (what the process gives back once idle).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
@@ -67,7 +77,12 @@ struct Measured {
     size: String,
     side: String,
     report: Report,
+    /// From the measured window's start until its last request was
+    /// delivered (to the sink, or to the broker).
+    wall_s: f64,
     cpu_s: f64,
+    /// The broker's CPU in the window, in the kafka cases.
+    broker_cpu_s: f64,
     samples_per_request: u64,
     peak_mib: f64,
     /// Resident memory `settle` after the load stopped.
@@ -78,12 +93,22 @@ impl Measured {
     fn cpu_ms_per_request(&self) -> f64 {
         self.cpu_s * 1000.0 / self.report.ok.max(1) as f64
     }
+
+    /// Samples delivered per second of the window.
+    fn samples_per_s(&self) -> f64 {
+        (self.report.ok * self.samples_per_request) as f64 / self.wall_s.max(1e-9)
+    }
 }
 
 pub async fn run(a: Args) -> anyhow::Result<()> {
     let split = |s: &str| -> Vec<String> { s.split(',').map(|x| x.trim().to_owned()).collect() };
     let (cases, sizes, sides) = (split(&a.cases), split(&a.sizes), split(&a.sides));
-    let mut all = Vec::new();
+    let broker = if cases.iter().any(|c| c.starts_with("kafka")) {
+        Some(Broker::start().await?)
+    } else {
+        None
+    };
+    let mut all: Vec<Measured> = Vec::new();
     for round in 0..a.rounds {
         for case in &cases {
             for size in &sizes {
@@ -91,11 +116,26 @@ pub async fn run(a: Args) -> anyhow::Result<()> {
                     if side == "otelcol" && !OTELCOL_CASES.contains(&case.as_str()) {
                         continue;
                     }
-                    let m = measure(&a, case, size, side).await?;
+                    if side == "naive" && case.starts_with("kafka") {
+                        continue;
+                    }
+                    // As many messages as the pass-through run before it
+                    // delivered, so that both last about as long.
+                    let fill = all
+                        .iter()
+                        .rev()
+                        .find(|m| m.case == "passthrough" && &m.size == size && m.side == *side)
+                        .map_or(a.kafka_messages, |m| {
+                            let whole = (a.warmup + a.duration).as_secs_f64();
+                            (m.report.ok as f64 * whole / a.duration.as_secs_f64()) as u64
+                        });
+                    let m = measure(&a, case, size, side, broker.as_ref(), fill).await?;
                     eprintln!(
-                        "round {} {case:<10} {size:<6} {side:<7} {:>8.2} ms CPU/req  {}  peak {:.0} MiB, {:.0} MiB once idle",
+                        "round {} {case:<10} {size:<6} {side:<7} {:>8.2} ms CPU/req (broker {:.2})  {:.2} M samples/s  {}  peak {:.0} MiB, {:.0} MiB once idle",
                         round + 1,
                         m.cpu_ms_per_request(),
+                        m.broker_cpu_s * 1000.0 / m.report.ok.max(1) as f64,
+                        m.samples_per_s() / 1e6,
                         m.report,
                         m.peak_mib,
                         m.settled_mib
@@ -106,10 +146,29 @@ pub async fn run(a: Args) -> anyhow::Result<()> {
         }
     }
     print_table(&all, &cases, &sizes, &sides, a.rounds);
+    print_kafka_table(&all, &cases, &sizes, &sides, a.rounds);
     Ok(())
 }
 
-async fn measure(a: &Args, case: &str, size: &str, side: &str) -> anyhow::Result<Measured> {
+/// What a case's process sits between.
+enum Ends {
+    /// The load generator's gRPC calls in, the sink out.
+    Otlp,
+    /// The load generator in, a topic out.
+    KafkaOut(String),
+    /// A filled topic in, the sink out.
+    KafkaIn(String),
+}
+
+async fn measure(
+    a: &Args,
+    case: &str,
+    size: &str,
+    side: &str,
+    broker: Option<&Broker>,
+    fill: u64,
+) -> anyhow::Result<Measured> {
+    static TOPICS: AtomicU64 = AtomicU64::new(0);
     let p = payload(size)?;
     let compression = if case.ends_with("gzip") {
         "gzip"
@@ -120,13 +179,39 @@ async fn measure(a: &Args, case: &str, size: &str, side: &str) -> anyhow::Result
     let sink = Sink::start("127.0.0.1:0", false).await?;
     let port = free_port()?;
     let dir = tempfile::tempdir()?;
+    let ends = match (case, broker) {
+        ("kafka-export" | "kafka-receive", Some(broker)) => {
+            let topic = format!(
+                "bench-{}-{}",
+                std::process::id(),
+                TOPICS.fetch_add(1, Ordering::Relaxed)
+            );
+            broker.create_topic(&topic).await?;
+            if case == "kafka-receive" {
+                broker.fill(&topic, &p.bytes, fill).await?;
+                Ends::KafkaIn(topic)
+            } else {
+                Ends::KafkaOut(topic)
+            }
+        }
+        (c, _) if c.starts_with("kafka") => anyhow::bail!("unknown case {c}"),
+        _ => Ends::Otlp,
+    };
+    let ends_config = |collector: bool| {
+        kafka_ends(
+            &ends,
+            broker.map(Broker::address).unwrap_or_default(),
+            port,
+            &sink.addr.to_string(),
+            collector,
+        )
+    };
     let mut child = match side {
         "profcol" | "base" => {
             let cfg = dir.path().join("profcol.yaml");
-            std::fs::write(
-                &cfg,
-                profcol_config(case, port, &sink.addr.to_string(), compression),
-            )?;
+            let yaml = ends_config(false)
+                .unwrap_or_else(|| profcol_config(case, port, &sink.addr.to_string(), compression));
+            std::fs::write(&cfg, yaml)?;
             let bin = match side {
                 "base" => a
                     .base
@@ -146,10 +231,11 @@ async fn measure(a: &Args, case: &str, size: &str, side: &str) -> anyhow::Result
         }
         "otelcol" => {
             let cfg = dir.path().join("otelcol.yaml");
-            std::fs::write(
-                &cfg,
-                otelcol_config(case, port, &sink.addr.to_string(), compression)?,
-            )?;
+            let yaml = match ends_config(true) {
+                Some(yaml) => yaml,
+                None => otelcol_config(case, port, &sink.addr.to_string(), compression)?,
+            };
+            std::fs::write(&cfg, yaml)?;
             Command::new(otelcol_binary(a)?)
                 .arg(format!("--config=file:{}", cfg.display()))
                 .arg("--feature-gates=service.profilesSupport")
@@ -172,34 +258,63 @@ async fn measure(a: &Args, case: &str, size: &str, side: &str) -> anyhow::Result
             .spawn()?,
         other => anyhow::bail!("unknown side {other}"),
     };
+    let pid = child.id();
+    let broker_cpu = || match &ends {
+        Ends::Otlp => 0.0,
+        _ => broker.map_or(0.0, |b| cpu_seconds(b.pid())),
+    };
+    let delivered = || async {
+        match &ends {
+            Ends::KafkaOut(topic) => broker.expect("a broker").messages(topic).await,
+            _ => sink.counts().0,
+        }
+    };
     let result = async {
-        let channel = connect(port).await?;
-        run_load(
-            channel.clone(),
-            &framed,
-            compression,
-            a.concurrency,
-            a.warmup,
-            None,
-        )
-        .await?;
-        // The window opens once the warm-up's requests reached the sink,
-        // and closes once the measured ones have: CPU spent on requests
-        // still queued inside the process counts.
-        let before = sink_settled(&sink, 0).await;
-        let pid = child.id();
-        let cpu0 = cpu_seconds(pid);
-        let report = run_load(
-            channel,
-            &framed,
-            compression,
-            a.concurrency,
-            a.duration,
-            None,
-        )
-        .await?;
-        sink_settled(&sink, before + report.ok).await;
+        let (report, window) = if let Ends::KafkaIn(_) = ends {
+            // The warm-up is the first part of the topic; the window the
+            // rest, until the sink has every message.
+            let whole = (a.warmup + a.duration).as_secs_f64();
+            let warm = (fill as f64 * a.warmup.as_secs_f64() / whole) as u64;
+            reached(&delivered, warm, Duration::from_secs(120)).await;
+            let (cpu0, broker0, t0) = (cpu_seconds(pid), broker_cpu(), Instant::now());
+            let (got, last) = settled(&delivered, fill, Duration::from_secs(120)).await;
+            let report = Report {
+                ok: got.saturating_sub(warm),
+                elapsed: t0.elapsed(),
+                ..Report::default()
+            };
+            (report, (cpu0, broker0, t0, last))
+        } else {
+            let channel = connect(port).await?;
+            run_load(
+                channel.clone(),
+                &framed,
+                compression,
+                a.concurrency,
+                a.warmup,
+                None,
+            )
+            .await?;
+            // The window opens once the warm-up's requests were delivered,
+            // and closes once the measured ones have: CPU spent on requests
+            // still queued inside the process counts.
+            let (before, _) = settled(&delivered, 0, Duration::from_secs(30)).await;
+            let (cpu0, broker0, t0) = (cpu_seconds(pid), broker_cpu(), Instant::now());
+            let report = run_load(
+                channel,
+                &framed,
+                compression,
+                a.concurrency,
+                a.duration,
+                None,
+            )
+            .await?;
+            let (_, last) = settled(&delivered, before + report.ok, Duration::from_secs(30)).await;
+            (report, (cpu0, broker0, t0, last))
+        };
+        let (cpu0, broker0, t0, last) = window;
         let cpu_s = cpu_seconds(pid) - cpu0;
+        let broker_cpu_s = broker_cpu() - broker0;
         let (peak_mib, _) = memory_mib(pid);
         tokio::time::sleep(a.settle).await;
         let (_, settled_mib) = memory_mib(pid);
@@ -208,7 +323,9 @@ async fn measure(a: &Args, case: &str, size: &str, side: &str) -> anyhow::Result
             size: size.to_owned(),
             side: side.to_owned(),
             report,
+            wall_s: last.duration_since(t0).as_secs_f64(),
             cpu_s,
+            broker_cpu_s,
             samples_per_request: p.samples,
             peak_mib,
             settled_mib,
@@ -216,25 +333,88 @@ async fn measure(a: &Args, case: &str, size: &str, side: &str) -> anyhow::Result
     }
     .await;
     stop(&mut child);
+    if let (Ends::KafkaIn(topic) | Ends::KafkaOut(topic), Some(broker)) = (&ends, broker) {
+        broker.delete_topic(topic).await?;
+    }
     result
 }
 
-/// Waits until the sink has had at least `want` requests, and no more
-/// arrive for a moment (at most 30 s); returns how many it had.
-async fn sink_settled(sink: &Sink, want: u64) -> u64 {
+/// Waits until `count` reaches `want` (at most `limit`).
+async fn reached<F, Fut>(count: &F, want: u64, limit: Duration)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = u64>,
+{
     let started = Instant::now();
-    let mut last = (sink.counts().0, Instant::now());
+    while count().await < want && started.elapsed() < limit {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Waits until `count` reaches `want` and stays put for a moment (at most
+/// `limit`); returns the count and when it last changed.
+async fn settled<F, Fut>(count: &F, want: u64, limit: Duration) -> (u64, Instant)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = u64>,
+{
+    let started = Instant::now();
+    let mut last = (count().await, Instant::now());
     loop {
-        let n = sink.counts().0;
+        let n = count().await;
         if n != last.0 {
             last = (n, Instant::now());
         }
-        let quiet = last.1.elapsed() > Duration::from_millis(200);
-        if (n >= want && quiet) || started.elapsed() > Duration::from_secs(30) {
-            return n;
+        let quiet = last.1.elapsed() > Duration::from_millis(300);
+        if (n >= want && quiet) || started.elapsed() > limit {
+            return last;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// The config of a kafka case, the same keys for profcol and the Collector
+/// (its v0.161.0 `kafka` components): `None` for the other cases.
+fn kafka_ends(
+    ends: &Ends,
+    broker: String,
+    port: u16,
+    sink: &str,
+    collector: bool,
+) -> Option<String> {
+    let otlp_exporter = if collector { "otlp_grpc" } else { "otlp" };
+    let (receiver, exporter) = match ends {
+        Ends::Otlp => return None,
+        Ends::KafkaOut(topic) => (
+            format!(r#"otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:{port}", max_recv_msg_size_mib: 256}}}}}}"#),
+            format!(
+                "kafka: {{brokers: [\"{broker}\"], profiles: {{topic: {topic}, encoding: otlp_proto}}, \
+                 producer: {{max_message_bytes: {MAX_MESSAGE_BYTES}, compression: none}}}}"
+            ),
+        ),
+        Ends::KafkaIn(topic) => (
+            format!(
+                "kafka: {{brokers: [\"{broker}\"], profiles: {{topics: [{topic}], encoding: otlp_proto}}, \
+                 group_id: {topic}, initial_offset: earliest}}"
+            ),
+            format!(r#"{otlp_exporter}: {{endpoint: "{sink}", tls: {{insecure: true}}, compression: none}}"#),
+        ),
+    };
+    let name = |component: &str| component.split(':').next().unwrap_or_default().to_owned();
+    Some(format!(
+        r#"
+receivers:
+  {receiver}
+exporters:
+  {exporter}
+service:
+  telemetry: {{metrics: {{level: none}}, logs: {{level: error}}}}
+  pipelines:
+    profiles: {{receivers: [{}], processors: [], exporters: [{}]}}
+"#,
+        name(&receiver),
+        name(&exporter)
+    ))
 }
 
 /// The Collector of the `otelcol` side.
@@ -280,7 +460,13 @@ service:
 }
 
 /// The cases the Collector can run: it has none of profcol's processors.
-const OTELCOL_CASES: [&str; 3] = ["passthrough", "gzip", "memory_limiter"];
+const OTELCOL_CASES: [&str; 5] = [
+    "passthrough",
+    "gzip",
+    "memory_limiter",
+    "kafka-export",
+    "kafka-receive",
+];
 
 /// The `memory_limiter` case's processor, the same in both.
 const MEMORY_LIMITER: &str = "
@@ -323,7 +509,7 @@ service:
     )
 }
 
-fn free_port() -> anyhow::Result<u16> {
+pub fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
@@ -465,6 +651,56 @@ fn print_table(
                 "{row} | {:.2} M | {lat} ms | {peak} MiB | {settled} MiB |",
                 per_core / 1e6
             );
+        }
+    }
+}
+
+/// The kafka cases beside pass-through, each side against its own
+/// pass-through of the same round and size: samples delivered per second
+/// (wall clock) and CPU per request.
+fn print_kafka_table(
+    all: &[Measured],
+    cases: &[String],
+    sizes: &[String],
+    sides: &[String],
+    rounds: usize,
+) {
+    let kafka: Vec<&String> = cases.iter().filter(|c| c.starts_with("kafka")).collect();
+    if kafka.is_empty() || !cases.iter().any(|c| c == "passthrough") {
+        return;
+    }
+    println!(
+        "\n| case | size | side | samples/s, M (kafka / passthrough) | rate / passthrough (each round) | CPU/req / passthrough (each round) |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for case in kafka {
+        for size in sizes {
+            for side in sides {
+                let of = |c: &str| -> Vec<&Measured> {
+                    all.iter()
+                        .filter(|m| m.case == c && &m.size == size && &m.side == side)
+                        .collect()
+                };
+                let (k, pt) = (of(case), of("passthrough"));
+                if k.is_empty() || pt.is_empty() {
+                    continue;
+                }
+                let each = |f: &dyn Fn(&Measured, &Measured) -> f64| -> String {
+                    (0..rounds)
+                        .filter_map(|r| Some(format!("{:.2}", f(k.get(r)?, pt.get(r)?))))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let rate =
+                    |ms: &[&Measured]| median(ms.iter().map(|m| m.samples_per_s()).collect());
+                println!(
+                    "| {case} | {size} | {side} | {:.2} / {:.2} | {} | {} |",
+                    rate(&k) / 1e6,
+                    rate(&pt) / 1e6,
+                    each(&|k, p| k.samples_per_s() / p.samples_per_s()),
+                    each(&|k, p| k.cpu_ms_per_request() / p.cpu_ms_per_request()),
+                );
+            }
         }
     }
 }
