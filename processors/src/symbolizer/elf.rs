@@ -240,7 +240,9 @@ impl DebugInfo {
     /// neither DWARF nor the symbol table covers it.
     pub fn resolve(&self, addr: u64) -> Vec<Frame> {
         let mut out = Vec::new();
-        if let Some(ctx) = &self.dwarf {
+        // addr2line probes [addr, addr + 1): the last address would
+        // overflow it, and no code lives there.
+        if let Some(ctx) = self.dwarf.as_ref().filter(|_| addr < u64::MAX) {
             let ctx = ctx.lock().unwrap_or_else(|e| e.into_inner());
             // Split DWARF (.dwo) is not loaded: such units resolve from
             // the skeleton's line table, or fall back to the symbols.

@@ -78,3 +78,14 @@ fn truncated_and_non_elf_files_are_refused_without_panic() {
         let _ = resolve_file_bytes(dir.path(), &exe[..len], &[0x1000, u64::MAX]);
     }
 }
+
+/// addr2line probes `[addr, addr + 1)`: the last address overflowed it
+/// (found by fuzzing `symbolizer_elf`; a panic in debug builds).
+#[test]
+fn the_last_address_is_looked_up_without_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = include_bytes!("../../../fuzz/seeds/symbolizer_elf/c-inline-O2-g.elf");
+    let _ = resolve_file_bytes(dir.path(), elf, &[u64::MAX]);
+    let found = include_bytes!("../../../fuzz/seeds/symbolizer_elf/last-address-overflow");
+    let _ = resolve_file_bytes(dir.path(), found, &[u64::MAX]);
+}
