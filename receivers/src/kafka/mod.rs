@@ -14,8 +14,10 @@
 //! marked in the order read; while the pipelines refuse one as full
 //! (memory, queue), it is offered again after the wait they ask for, and
 //! nothing is read past the oldest unfinished one and three more. librdkafka's
-//! read-ahead is bounded (`queued.max.messages.kbytes`) and that bound is
-//! held in the memory budget for the receiver's life.
+//! read-ahead is bounded (`queued.max.messages.kbytes`) and that bound, with
+//! room for the messages being offered (their buffers stay librdkafka's
+//! until marked), is held in the memory budget for the receiver's life; a
+//! message is copied out only once the budget has room for the copy.
 //!
 //! A message the pipelines can never take (garbage bytes, an invalid
 //! request) is counted as refused and skipped, unless `message_marking`
@@ -36,7 +38,6 @@ use bytes::Bytes;
 use futures::stream::{FuturesOrdered, StreamExt};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
-use rdkafka::{Offset, TopicPartitionList};
 
 use profcol_exporters::kafka::Encoding;
 use profcol_pipeline::component::{Receiver, ReceiverContext, ReceiverFactory};
@@ -92,8 +93,13 @@ impl Receiver for KafkaReceiver {
             anyhow::anyhow!("receivers::{}: subscribing to {topics:?}: {e}", ctx.id)
         })?;
         tracing::info!(receiver = %ctx.id, brokers = ?self.cfg.client.brokers, topics = ?self.resolved.topics, group_id = %self.cfg.group_id, "Kafka receiver consuming");
-        // librdkafka's read-ahead, held in the budget while it may be full.
-        let prefetch = ctx.output.budget().force(self.cfg.prefetch_bytes());
+        // librdkafka's read-ahead, held in the budget while it may be full,
+        // and the messages taken out of it that are still being offered
+        // (their buffers stay librdkafka's until marked).
+        let prefetch = ctx
+            .output
+            .budget()
+            .force(self.cfg.prefetch_bytes() * (1 + IN_FLIGHT));
         let ingest = Arc::new(Ingest::new(
             ctx.id.clone(),
             ctx.output.clone(),
@@ -145,18 +151,6 @@ struct Consume {
 /// connections do; offsets are still stored in the order read.
 const IN_FLIGHT: usize = 4;
 
-/// What is kept of a message while the pipelines take it: its payload
-/// (copied once out of librdkafka's buffer) and where to mark it done.
-struct Taken {
-    payload: Bytes,
-    resource: Vec<(String, String)>,
-    topic: String,
-    partition: i32,
-    offset: i64,
-    /// Whether the pipelines took it (else refused it for good).
-    taken: bool,
-}
-
 impl Consume {
     async fn run(&self) {
         // In the order read: a message is marked once it and all read
@@ -167,12 +161,12 @@ impl Consume {
                 biased;
                 _ = self.shutdown.cancelled() => return,
                 Some(done) = in_flight.next(), if !in_flight.is_empty() => match done {
-                    Some(taken) => self.mark(&taken),
+                    Some((msg, taken)) => self.mark(&msg, taken),
                     // profcol stops: what is unmarked is read again.
                     None => return,
                 },
                 msg = self.consumer.recv(), if in_flight.len() < IN_FLIGHT => match msg {
-                    Ok(m) => in_flight.push_back(self.process(self.take(&m))),
+                    Ok(m) => in_flight.push_back(self.process(m)),
                     // Transport errors: librdkafka reconnects by itself.
                     Err(e) => {
                         profcol_model::warn_limited!(receiver = %self.ingest.id, error = %e, "Kafka consumer error");
@@ -182,51 +176,41 @@ impl Consume {
         }
     }
 
-    fn take(&self, msg: &BorrowedMessage<'_>) -> Taken {
-        Taken {
-            payload: Bytes::copy_from_slice(msg.payload().unwrap_or_default()),
-            resource: self.header_attributes(msg),
-            topic: msg.topic().to_owned(),
-            partition: msg.partition(),
-            offset: msg.offset(),
-            taken: false,
-        }
-    }
-
-    /// Offers a message to the pipelines until they take it or refuse it
-    /// for good; `None` when profcol stops first (it stays unmarked).
-    async fn process(&self, mut taken: Taken) -> Option<Taken> {
+    /// Offers a message to the pipelines until they take it (`true`) or
+    /// refuse it for good (`false`); `None` when profcol stops first (it
+    /// stays unmarked).
+    async fn process<'c>(&self, msg: BorrowedMessage<'c>) -> Option<(BorrowedMessage<'c>, bool)> {
+        let payload = msg.payload().unwrap_or_default();
+        let resource = self.header_attributes(&msg);
         let budget = self.ingest.output.budget().clone();
         let mut wait = self.backoff.0;
         loop {
             let memory = tokio::select! {
                 _ = self.shutdown.cancelled() => return None,
-                m = budget.for_work(taken.payload.len()) => m,
+                m = budget.for_work(payload.len()) => m,
             };
+            // Copied out of librdkafka's buffer once the budget has room.
+            let bytes = Bytes::copy_from_slice(payload);
             let origin = Origin {
                 transport: TRANSPORT,
                 client: None,
                 metadata: Vec::new(),
-                resource: taken.resource.clone(),
+                resource: resource.clone(),
             };
-            let bytes = taken.payload.clone();
             let result = match self.encoding {
                 Encoding::Proto => self.ingest.otlp(bytes, None, memory, origin).await,
                 Encoding::Json => self.ingest.otlp_json(bytes, memory, origin).await,
             };
             let after = match result {
-                Ok(_) => {
-                    taken.taken = true;
-                    return Some(taken);
-                }
+                Ok(_) => return Some((msg, true)),
                 // Full for now: wait as asked, read nothing more meanwhile.
                 Err(Refusal {
                     retry_after: Some(after),
                     ..
                 }) => after,
                 Err(r) if self.skip_poisoned => {
-                    tracing::warn!(receiver = %self.ingest.id, topic = %taken.topic, partition = taken.partition, offset = taken.offset, error = %r.message, "skipping a message the pipelines refused");
-                    return Some(taken);
+                    tracing::warn!(receiver = %self.ingest.id, topic = msg.topic(), partition = msg.partition(), offset = msg.offset(), error = %r.message, "skipping a message the pipelines refused");
+                    return Some((msg, false));
                 }
                 Err(_) => {
                     let w = wait;
@@ -259,16 +243,14 @@ impl Consume {
 
     /// The message is done with: its offset is stored for the next commit
     /// (librdkafka stores the one after it, the next to read).
-    fn mark(&self, t: &Taken) {
+    fn mark(&self, msg: &BorrowedMessage<'_>, taken: bool) {
         self.consumer
             .context()
-            .message(&t.topic, t.partition, t.offset, t.taken);
+            .message(msg.topic(), msg.partition(), msg.offset(), taken);
         let stored = if self.autocommit {
-            self.consumer.store_offset(&t.topic, t.partition, t.offset)
+            self.consumer.store_offset_from_message(msg)
         } else {
-            let mut next = TopicPartitionList::new();
-            next.add_partition_offset(&t.topic, t.partition, Offset::Offset(t.offset + 1))
-                .and_then(|()| self.consumer.commit(&next, CommitMode::Async))
+            self.consumer.commit_message(msg, CommitMode::Async)
         };
         if let Err(e) = stored {
             // The partition was revoked meanwhile: its new owner reads the
