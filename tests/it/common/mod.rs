@@ -21,6 +21,7 @@ pub mod go;
 pub mod kafka;
 pub mod otelcol;
 pub mod seen;
+pub mod webdriver;
 
 /// A port on 127.0.0.1 that refuses connections (a peer that is down):
 /// bound but never listening, so nothing else can take it while the
