@@ -13,6 +13,7 @@
 //! allocates per stack trace and per method, never per event.
 
 mod chunk;
+pub mod generated;
 pub mod labels;
 pub mod metadata;
 pub mod reader;
@@ -163,6 +164,10 @@ enum Role {
     Stack,
     State,
     Context,
+    /// The Pyroscope async-profiler's span fields, which
+    /// otel-profiling-java sets (`setTracingContext`).
+    SpanId,
+    SpanName,
     Value,
     /// `ActiveSetting`'s name and value.
     Name,
@@ -182,15 +187,25 @@ pub struct Stats {
     pub other: u64,
 }
 
-/// One sample in the making: its stack and context, and its values.
+/// What an event's sample is labelled by, as in Pyroscope's
+/// `StacktraceCorrelation`: the labels' context, the span's id and the
+/// id of its name in the labels' strings (0 when unset).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Hash)]
+struct Correlation {
+    context: i64,
+    span_id: i64,
+    span_name: i64,
+}
+
+/// One sample in the making: its stack and correlation, and its values.
 struct Acc {
     stack: i32,
-    context: i64,
+    correlation: Correlation,
     values: [i64; 2],
 }
 
-/// The samples of one kind, and where each (stack, context) is.
-type Samples = (Vec<Acc>, HashMap<(i32, i64), usize>);
+/// The samples of one kind, and where each (stack, correlation) is.
+type Samples = (Vec<Acc>, HashMap<(i32, Correlation), usize>);
 
 /// The profiles of one JFR upload, built into a shared dictionary.
 pub struct Converter<'d> {
@@ -198,8 +213,8 @@ pub struct Converter<'d> {
     labels: Option<&'d LabelsSnapshot>,
     opts: Options,
     samples: HashMap<SampleKind, Samples>,
-    /// Attribute indices of each context id's labels.
-    contexts: HashMap<i64, Vec<i32>>,
+    /// Attribute indices of each correlation's labels.
+    contexts: HashMap<Correlation, Vec<i32>>,
     /// Per chunk: stack trace id -> dictionary stack, method -> function.
     stacks: HashMap<i64, Option<i32>>,
     functions: HashMap<i64, i32>,
@@ -262,6 +277,8 @@ impl<'d> Converter<'d> {
                     "stackTrace" if f.pool => Role::Stack,
                     "state" if f.pool => Role::State,
                     "contextId" => Role::Context,
+                    "spanId" => Role::SpanId,
+                    "spanName" => Role::SpanName,
                     "name" if kind == EventKind::ActiveSetting => Role::Name,
                     "value" if kind == EventKind::ActiveSetting => Role::Setting,
                     n if n == value => Role::Value,
@@ -308,7 +325,7 @@ impl<'d> Converter<'d> {
                 .map(|s| c.pools.text(s));
             let mut any = false;
             let mut add = |me: &mut Self, k: SampleKind, v: [i64; 2]| -> Result<(), Error> {
-                any |= me.sample(c, k, ev.stack, ev.context, v)?;
+                any |= me.sample(c, k, ev.stack, ev.correlation, v)?;
                 Ok(())
             };
             match kind {
@@ -361,7 +378,9 @@ impl<'d> Converter<'d> {
             let slot = match role {
                 Role::Stack => &mut ev.stack,
                 Role::State => &mut ev.state,
-                Role::Context => &mut ev.context,
+                Role::Context => &mut ev.correlation.context,
+                Role::SpanId => &mut ev.correlation.span_id,
+                Role::SpanName => &mut ev.correlation.span_name,
                 Role::Value => &mut ev.value,
                 _ => {
                     c.types.skip_field(r, f, 1)?;
@@ -395,31 +414,31 @@ impl<'d> Converter<'d> {
         Ok(())
     }
 
-    /// Adds `values` to the sample of (stack, context) of kind `k`; false
-    /// when the stack trace is not in the pools.
+    /// Adds `values` to the sample of (stack, correlation) of kind `k`;
+    /// false when the stack trace is not in the pools.
     fn sample(
         &mut self,
         c: &Chunk<'_>,
         k: SampleKind,
         stack: i64,
-        context: i64,
+        correlation: Correlation,
         values: [i64; 2],
     ) -> Result<bool, Error> {
         let Some(stack) = self.stack(c, stack) else {
             return Ok(false);
         };
         let (acc, index) = self.samples.entry(k).or_default();
-        match index.get(&(stack, context)) {
+        match index.get(&(stack, correlation)) {
             Some(&i) => {
                 let a = &mut acc[i].values;
                 a[0] = a[0].saturating_add(values[0]);
                 a[1] = a[1].saturating_add(values[1]);
             }
             None => {
-                index.insert((stack, context), acc.len());
+                index.insert((stack, correlation), acc.len());
                 acc.push(Acc {
                     stack,
-                    context,
+                    correlation,
                     values,
                 });
             }
@@ -460,7 +479,8 @@ impl<'d> Converter<'d> {
     }
 
     /// `class.method` as Pyroscope names a Java frame (the class in its
-    /// internal form, `java/lang/Thread`); a native frame's class is empty.
+    /// internal form, `java/lang/Thread`, generated names merged); a native
+    /// frame's class is empty.
     fn function(&mut self, c: &Chunk<'_>, method: i64) -> Option<i32> {
         if let Some(&f) = self.functions.get(&method) {
             return Some(f);
@@ -471,7 +491,9 @@ impl<'d> Converter<'d> {
             .classes
             .get(&class)
             .map_or("", |&s| c.pools.symbol(s));
-        let name = c.pools.symbol(name);
+        let class = generated::merge(class);
+        let name = generated::merge(c.pools.symbol(name));
+        let name = name.as_ref();
         let full;
         let frame = if class.is_empty() {
             name
@@ -498,7 +520,7 @@ impl<'d> Converter<'d> {
             for (vi, (t, u)) in types.iter().enumerate() {
                 let mut samples = Vec::with_capacity(acc.len());
                 for a in &acc {
-                    let mut attrs = self.context_attributes(a.context);
+                    let mut attrs = self.correlation_attributes(a.correlation);
                     attrs.extend_from_slice(extra);
                     let v = a.values[vi];
                     samples.push(Sample {
@@ -526,33 +548,51 @@ impl<'d> Converter<'d> {
         out
     }
 
-    fn context_attributes(&mut self, context: i64) -> Vec<i32> {
-        if let Some(a) = self.contexts.get(&context) {
+    /// The labels of a context, then the span's as Pyroscope stores them:
+    /// `span_id` (16 hex digits; jfr-parser writes `profile_id`, which
+    /// Pyroscope's distributor renames) and `span_name` (from the labels'
+    /// strings). Made once per correlation, not per sample.
+    fn correlation_attributes(&mut self, c: Correlation) -> Vec<i32> {
+        if let Some(a) = self.contexts.get(&c) {
             return a.clone();
         }
-        let attrs: Vec<i32> = match self.labels {
-            Some(l) if context != 0 => l
-                .context(context)
+        let string = |v: String| AnyValue {
+            value: Some(Value::StringValue(v)),
+        };
+        let mut attrs: Vec<i32> = match self.labels {
+            Some(l) if c.context != 0 => l
+                .context(c.context)
                 .into_iter()
-                .map(|(k, v)| {
-                    let value = AnyValue {
-                        value: Some(Value::StringValue(v.to_owned())),
-                    };
-                    self.dict.attribute_kv(k, value, "")
-                })
+                .map(|(k, v)| self.dict.attribute_kv(k, string(v.to_owned()), ""))
                 .collect(),
             _ => Vec::new(),
         };
-        self.contexts.insert(context, attrs.clone());
+        if c.span_id != 0 {
+            let id = format!("{:016x}", c.span_id as u64);
+            attrs.push(self.dict.attribute_kv(SPAN_ID, string(id), ""));
+        }
+        let name = self
+            .labels
+            .filter(|_| c.span_name != 0)
+            .and_then(|l| l.strings.get(&c.span_name))
+            .filter(|n| !n.is_empty());
+        if let Some(n) = name {
+            attrs.push(self.dict.attribute_kv(SPAN_NAME, string(n.clone()), ""));
+        }
+        self.contexts.insert(c, attrs.clone());
         attrs
     }
 }
+
+/// The sample attributes of a span, as Pyroscope stores them.
+pub const SPAN_ID: &str = "span_id";
+pub const SPAN_NAME: &str = "span_name";
 
 #[derive(Default)]
 struct Ev {
     stack: i64,
     state: i64,
-    context: i64,
+    correlation: Correlation,
     value: i64,
 }
 

@@ -244,3 +244,89 @@ fn an_async_profiler_recording_with_its_labels() {
     }
     assert_eq!(stats.converted, 18 + 43);
 }
+
+/// An upload of the agent 2.9.2 running tests/pyroscope_java/GeneratedApp.java:
+/// the lambda's hidden class (`GeneratedApp$$Lambda$62.0x00007fd368085498`)
+/// and the reflection accessor (`GeneratedMethodAccessor4`) are merged
+/// into one function each as Pyroscope merges them, and the samples taken
+/// inside the span set as otel-profiling-java sets it carry its id and
+/// name beside the context's labels.
+#[test]
+fn generated_classes_merge_and_spans_label_their_samples() {
+    let jfr = fixture("pyroscope/jfr/agent-2.9.2-jdk-17.0.15-generated.jfr");
+    let snap = LabelsSnapshot::decode_bytes(&fixture(
+        "pyroscope/jfr/agent-2.9.2-jdk-17.0.15-generated.labels.pb",
+    ))
+    .unwrap();
+    let (profiles, d, _) = convert(&jfr, Some(&snap));
+    let name =
+        |f: &profcol_model::proto::Function| d.string_table[f.name_strindex as usize].clone();
+    let names: Vec<String> = d.function_table.iter().map(name).collect();
+    for want in [
+        "GeneratedApp$$Lambda_.applyAsLong",
+        "jdk/internal/reflect/GeneratedMethodAccessor_.invoke",
+    ] {
+        assert_eq!(
+            names.iter().filter(|n| *n == want).count(),
+            1,
+            "{want}: {names:?}"
+        );
+    }
+    // The raw names are in the file, and no function keeps one.
+    assert!(jfr.windows(18).any(|w| w == b"GeneratedApp$$Lamb"));
+    for n in &names {
+        let numbered = n.contains("$$Lambda$")
+            || n.strip_prefix("jdk/internal/reflect/GeneratedMethodAccessor")
+                .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
+        assert!(!numbered, "{n}");
+    }
+
+    let stack_names = |s: &profcol_model::proto::Sample| -> Vec<String> {
+        d.stack_table[s.stack_index as usize]
+            .location_indices
+            .iter()
+            .map(|&l| {
+                let f = d.location_table[l as usize].lines[0].function_index;
+                name(&d.function_table[f as usize])
+            })
+            .collect()
+    };
+    let attrs = |s: &profcol_model::proto::Sample| -> Vec<String> {
+        let mut v: Vec<String> = s
+            .attribute_indices
+            .iter()
+            .map(|&a| {
+                let a = &d.attribute_table[a as usize];
+                let v = match &a.value.as_ref().unwrap().value {
+                    Some(Value::StringValue(v)) => v.clone(),
+                    _ => String::new(),
+                };
+                format!("{}={v}", d.string_table[a.key_strindex as usize])
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let cpu = &profiles[0];
+    assert_eq!(type_of(cpu, &d), "cpu:nanoseconds");
+    let (mut in_span, mut outside) = (0, 0);
+    for s in &cpu.samples {
+        let stack = stack_names(s);
+        if stack.iter().any(|f| f == "GeneratedApp.lambda$main$0") {
+            in_span += 1;
+            assert_eq!(
+                attrs(s),
+                [
+                    "handler=checkout",
+                    "span_id=00f067aa0ba902b7",
+                    "span_name=GET /checkout"
+                ],
+                "{stack:?}"
+            );
+        } else if stack.iter().any(|f| f == "GeneratedApp.spinReflectively") {
+            outside += 1;
+            assert!(attrs(s).is_empty(), "{stack:?}: {:?}", attrs(s));
+        }
+    }
+    assert!(in_span > 0 && outside > 0, "{in_span} {outside}");
+}

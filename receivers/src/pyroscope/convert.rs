@@ -320,7 +320,7 @@ fn add_sample_attributes(profile: &mut Profile, extra: &[i32]) {
 
 /// pprof labels that name a thread or process (`thread_name`,
 /// `thread_id`, `pid`) get their semantic-convention keys, and decimal ids
-/// become integers.
+/// become integers; `profile_id` becomes `span_id`, still hex text.
 fn rename_sample_labels(dict: &mut ProfilesDictionary) {
     for (from, to) in SAMPLE_LABELS {
         let Some(old) = dict.string_table.iter().position(|s| s == from) else {
@@ -338,7 +338,7 @@ fn rename_sample_labels(dict: &mut ProfilesDictionary) {
                 continue;
             }
             a.key_strindex = new;
-            if to == "thread.name" {
+            if !matches!(to, "thread.id" | "process.pid") {
                 continue;
             }
             if let Some(AnyValue { value: Some(v) }) = &mut a.value {
@@ -435,6 +435,42 @@ mod tests {
             memory: MemoryBudget::new(1 << 30).try_admit(0).unwrap(),
             limit: 64 << 20,
         }
+    }
+
+    /// Thread and process ids become integers under their conventions;
+    /// a `profile_id` (a span id in hex) becomes `span_id` as in Pyroscope,
+    /// its text kept (leading zeros and all).
+    #[test]
+    fn sample_labels_get_their_conventions_and_profile_id_is_a_span_id() {
+        let mut b = DictionaryBuilder::new();
+        let s = |v: &str| AnyValue {
+            value: Some(Value::StringValue(v.to_owned())),
+        };
+        b.attribute_kv("thread_id", s("42"), "");
+        b.attribute_kv("profile_id", s("0000000000000123"), "");
+        b.attribute_kv("thread_name", s("7"), "");
+        let mut d = b.finish();
+        rename_sample_labels(&mut d);
+        let got: Vec<(String, Option<Value>)> = d
+            .attribute_table
+            .iter()
+            .filter(|a| a.key_strindex != 0)
+            .map(|a| {
+                (
+                    d.string_table[a.key_strindex as usize].clone(),
+                    a.value.clone().and_then(|v| v.value),
+                )
+            })
+            .collect();
+        let text = |v: &str| Some(Value::StringValue(v.to_owned()));
+        assert_eq!(
+            got,
+            [
+                ("thread.id".to_owned(), Some(Value::IntValue(42))),
+                ("span_id".to_owned(), text("0000000000000123")),
+                ("thread.name".to_owned(), text("7")),
+            ]
+        );
     }
 
     /// What a pprof holds once converted, and its decoded pprof (at least

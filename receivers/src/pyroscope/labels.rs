@@ -132,11 +132,14 @@ pub fn target(key: &str, value: &str) -> Target {
 }
 
 /// Pprof sample labels that name a thread or process, renamed to their
-/// conventions (the value decimal ids become integers).
-pub const SAMPLE_LABELS: [(&str, &str); 3] = [
+/// conventions (the value decimal ids become integers), and `profile_id`
+/// (a span id: .NET's `SetDynamicTag`, otel-profiling-java's labels)
+/// renamed `span_id` as Pyroscope's distributor renames it.
+pub const SAMPLE_LABELS: [(&str, &str); 4] = [
     ("thread_name", "thread.name"),
     ("thread_id", "thread.id"),
     ("pid", "process.pid"),
+    ("profile_id", "span_id"),
 ];
 
 /// What a series' labels describe, sorted into OTLP's places.
