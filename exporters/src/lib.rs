@@ -6,6 +6,7 @@
 mod client_auth;
 pub mod debug;
 pub mod file;
+pub mod http_client;
 mod http_common;
 pub mod kafka;
 pub mod loadbalancing;

@@ -35,13 +35,13 @@ fn resolved(reqs: &[ExportProfilesServiceRequest]) -> Vec<String> {
 }
 
 /// A CA and certificates it signed, written as PEM files.
-struct Pki {
+pub(crate) struct Pki {
     dir: tempfile::TempDir,
     ca: rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
 }
 
 impl Pki {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         params
@@ -57,12 +57,12 @@ impl Pki {
         pki
     }
 
-    fn path(&self, name: &str) -> String {
+    pub(crate) fn path(&self, name: &str) -> String {
         self.dir.path().join(name).to_string_lossy().into_owned()
     }
 
     /// `<name>.pem` and `<name>.key` for `localhost`.
-    fn issue(&self, name: &str) -> (String, String) {
+    pub(crate) fn issue(&self, name: &str) -> (String, String) {
         let key = rcgen::KeyPair::generate().unwrap();
         let params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
         let cert = params.signed_by(&key, &self.ca).unwrap();

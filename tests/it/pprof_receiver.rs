@@ -317,3 +317,140 @@ service:
         .await
         .unwrap();
 }
+
+/// An HTTPS target that requires a client certificate of the test CA and
+/// answers the goroutine profile only to `Authorization: Bearer s3cret`
+/// with `X-Scope-OrgID: tenant-a`: counts what it answered 200 and 401.
+async fn https_target(
+    pki: &crate::otlp_http::Pki,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> (u16, Arc<[AtomicU64; 2]>) {
+    use profcol_pipeline::config::ServerTls;
+    let (cert, key) = pki.issue("target");
+    let tls = ServerTls {
+        cert_file: Some(cert),
+        key_file: Some(key),
+        client_ca_file: Some(pki.path("ca.pem")),
+        ..Default::default()
+    };
+    let tls = profcol_pipeline::net::tls::server_config(&tls, "target", shutdown.clone()).unwrap();
+    let answered: Arc<[AtomicU64; 2]> = Arc::default();
+    let counts = answered.clone();
+    let pprof = profcol_model::testing::fixture("pprof/go-cpu.pb.gz");
+    let router = axum::Router::new().route(
+        "/debug/pprof/goroutine",
+        axum::routing::get(move |headers: http::HeaderMap| async move {
+            let header = |k: &str| headers.get(k).and_then(|v| v.to_str().ok());
+            let ok = header("authorization") == Some("Bearer s3cret")
+                && header("x-scope-orgid") == Some("tenant-a");
+            counts[usize::from(!ok)].fetch_add(1, Ordering::Relaxed);
+            if ok {
+                (http::StatusCode::OK, pprof)
+            } else {
+                (http::StatusCode::UNAUTHORIZED, Vec::new())
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let settings = profcol_pipeline::net::ServerSettings {
+        tls: Some(tls),
+        ..Default::default()
+    };
+    profcol_pipeline::net::spawn("target", listener, router, settings, shutdown);
+    (port, answered)
+}
+
+/// `tls`, `headers` and `auth` on the scrapes: the receiver with the CA,
+/// a client certificate, the header and the token gets the profile; one
+/// without a client certificate fails the handshake, one without the
+/// header is answered 401, and neither sends anything on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_target_is_scraped_with_a_client_certificate_and_a_token() {
+    let pki = crate::otlp_http::Pki::new();
+    let (cert, key) = pki.issue("scraper");
+    let stop = tokio_util::sync::CancellationToken::new();
+    let (port, answered) = https_target(&pki, stop.clone()).await;
+    let ca = pki.path("ca.pem");
+    let yaml = format!(
+        r#"
+extensions:
+  bearertokenauth:
+    token: s3cret
+receivers:
+  pprof:
+    targets: ['https://localhost:{port}']
+    profiles: [goroutine]
+    collection_interval: 1s
+    initial_delay: 0s
+    headers: {{X-Scope-OrgID: tenant-a}}
+    tls: {{ca_file: {ca}, cert_file: {cert}, key_file: {key}}}
+    auth: {{authenticator: bearertokenauth}}
+  pprof/nocert:
+    targets: ['https://localhost:{port}']
+    profiles: [goroutine]
+    collection_interval: 1s
+    initial_delay: 0s
+    headers: {{X-Scope-OrgID: tenant-a}}
+    tls: {{ca_file: {ca}}}
+    auth: {{authenticator: bearertokenauth}}
+  pprof/noheader:
+    targets: ['https://localhost:{port}']
+    profiles: [goroutine]
+    collection_interval: 1s
+    initial_delay: 0s
+    tls: {{ca_file: {ca}, cert_file: {cert}, key_file: {key}}}
+    auth: {{authenticator: bearertokenauth}}
+exporters:
+  debug:
+service:
+  extensions: [bearertokenauth]
+  telemetry:
+    metrics:
+      address: 127.0.0.1:0
+  pipelines:
+    profiles:
+      receivers: [pprof, pprof/nocert, pprof/noheader]
+      exporters: [debug]
+"#
+    );
+    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
+        .await
+        .unwrap();
+    let metrics = svc.metrics_port();
+    let item = |receiver: &str, outcome: &str| {
+        format!("profcol_receiver_items_total{{receiver=\"{receiver}\",type=\"goroutine\",outcome=\"{outcome}\"}}")
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while common::metric(metrics, &item("pprof", "accepted")).await < 2
+        || common::metric(metrics, &item("pprof/nocert", "unreachable")).await < 2
+        || common::metric(metrics, &item("pprof/noheader", "http_status")).await < 2
+    {
+        assert!(Instant::now() < deadline, "not scraped within 60 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for r in ["pprof/nocert", "pprof/noheader"] {
+        assert_eq!(
+            common::metric(metrics, &item(r, "accepted")).await,
+            0,
+            "{r}"
+        );
+    }
+    assert_eq!(
+        common::metric(
+            metrics,
+            "otelcol_scraper_errored_profile_records_total{receiver=\"pprof\",scraper=\"goroutine\"}"
+        )
+        .await,
+        0
+    );
+    tokio::time::timeout(Duration::from_secs(30), svc.shutdown())
+        .await
+        .unwrap();
+    stop.cancel();
+    // Only the scrapes with the header reached the handler with the
+    // token; the handshakes without a certificate never got there.
+    let [ok, refused] = &*answered;
+    assert!(ok.load(Ordering::Relaxed) >= 2);
+    assert!(refused.load(Ordering::Relaxed) >= 2);
+}

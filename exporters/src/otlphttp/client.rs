@@ -4,7 +4,7 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use bytes::Bytes;
 use http::header::{CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::HeaderMap;
 
 use profcol_model::proto::metrics::ExportMetricsServiceRequest;
 use profcol_model::ProfileBatch;
@@ -16,6 +16,7 @@ use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use super::config::{Encoding, OtlpHttpExporterConfig};
 use super::response::{self, Answer};
 use crate::client_auth::ClientAuth;
+use crate::http_client::header_map;
 use crate::http_common::error_chain;
 use crate::otlp::compress::{compress_into, encoding_name};
 use crate::otlp::Compression;
@@ -46,56 +47,19 @@ impl OtlpHttpExporter {
         connect_timeout: std::time::Duration,
     ) -> Result<Self, ConfigErrors> {
         let mut errs = ConfigErrors::default();
-        let mut read = |key: &str, file: &Option<String>| -> Option<Vec<u8>> {
-            let file = file.as_ref()?;
-            std::fs::read(file)
-                .map_err(|e| {
-                    errs.push(
-                        section.key_path(&format!("tls::{key}")),
-                        format!("cannot read {file}: {e}"),
-                    )
-                })
-                .ok()
-        };
-        let ca = read("ca_file", &cfg.tls.ca_file);
-        let cert = read("cert_file", &cfg.tls.cert_file);
-        let key = read("key_file", &cfg.tls.key_file);
-        let mut builder = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .user_agent(USER_AGENT)
             .connect_timeout(connect_timeout)
             // A redirected POST would turn into a GET: report it instead.
             .redirect(reqwest::redirect::Policy::none())
-            .tcp_nodelay(true)
-            .danger_accept_invalid_certs(cfg.tls.insecure_skip_verify);
-        if let Some(pem) = ca {
-            // As the Collector: `ca_file` replaces the system's roots.
-            match reqwest::Certificate::from_pem_bundle(&pem) {
-                Ok(certs) if !certs.is_empty() => builder = builder.tls_certs_only(certs),
-                Ok(_) => errs.push(section.key_path("tls::ca_file"), "holds no PEM certificate"),
-                Err(e) => errs.push(section.key_path("tls::ca_file"), e.to_string()),
-            }
-        }
-        if let (Some(mut cert), Some(key)) = (cert, key) {
-            cert.push(b'\n');
-            cert.extend_from_slice(&key);
-            match reqwest::Identity::from_pem(&cert) {
-                Ok(id) => builder = builder.identity(id),
-                Err(e) => errs.push(section.key_path("tls::cert_file"), error_chain(&e)),
-            }
-        }
-        let http = builder
+            .tcp_nodelay(true);
+        let http = cfg
+            .tls
+            .configure(builder, section, &mut errs)
             .build()
             .map_err(|e| errs.push(section.key_path("tls"), error_chain(&e)))
             .ok();
-        let mut headers = HeaderMap::new();
-        for (k, v) in &cfg.headers {
-            if let (Ok(k), Ok(v)) = (
-                HeaderName::from_bytes(k.as_bytes()),
-                HeaderValue::from_str(v),
-            ) {
-                headers.insert(k, v);
-            }
-        }
+        let headers = header_map(&cfg.headers);
         match http {
             Some(http) if errs.is_empty() => Ok(Self {
                 http,

@@ -6,6 +6,8 @@ use profcol_otlp::revisions::Revision;
 use profcol_pipeline::component::AuthConfig;
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
+use crate::http_client::validate_headers;
+pub use crate::http_client::HttpTls;
 use crate::otlp::Compression;
 
 /// The path OTLP/HTTP appends to `endpoint` for profiles.
@@ -72,20 +74,6 @@ impl Encoding {
     }
 }
 
-/// `tls:` of an HTTP client, as `configtls.ClientConfig` names it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct HttpTls {
-    /// Only meaningful for gRPC; accepted so that configs carry over.
-    pub insecure: bool,
-    /// Accept any server certificate (self-signed test setups only).
-    pub insecure_skip_verify: bool,
-    /// PEM CAs trusted besides the system's.
-    pub ca_file: Option<String>,
-    pub cert_file: Option<String>,
-    pub key_file: Option<String>,
-}
-
 impl OtlpHttpExporterConfig {
     /// Where profiles are posted.
     pub fn url(&self) -> String {
@@ -133,26 +121,8 @@ impl OtlpHttpExporterConfig {
                 ),
             }
         }
-        if self.tls.cert_file.is_some() != self.tls.key_file.is_some() {
-            errs.push(
-                cfg.key_path("tls"),
-                "cert_file and key_file must be set together",
-            );
-        }
-        for (k, v) in &self.headers {
-            if http::HeaderName::from_bytes(k.as_bytes()).is_err() {
-                errs.push(
-                    cfg.key_path(&format!("headers::{k}")),
-                    "invalid header name: it cannot be sent (the Collector takes it here and then fails every export)",
-                );
-            }
-            if http::HeaderValue::from_str(v).is_err() {
-                errs.push(
-                    cfg.key_path(&format!("headers::{k}")),
-                    "invalid header value",
-                );
-            }
-        }
+        self.tls.validate(cfg, &mut errs);
+        validate_headers(&self.headers, cfg, &mut errs);
         errs.into_result(())
     }
 }

@@ -2,6 +2,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use profcol_exporters::http_client::{validate_headers, HttpTls};
+use profcol_pipeline::component::AuthConfig;
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
 
 use profcol_pipeline::config::scrape_targets::{self, Target};
@@ -43,6 +45,14 @@ pub struct PprofReceiverConfig {
     /// as their change since the previous scrape, as Alloy's `delta`;
     /// `false`: as the target answers, counted from its start.
     pub delta: bool,
+    /// Sent with every scrape (`confighttp`'s client `headers`).
+    pub headers: BTreeMap<String, String>,
+    /// HTTPS to the targets: their CA, a client certificate
+    /// (`confighttp`'s client `tls`, read as the `otlphttp` exporter reads it).
+    pub tls: HttpTls,
+    /// An extension whose credentials go with every scrape
+    /// (`bearertokenauth`'s `Authorization` header).
+    pub auth: Option<AuthConfig>,
 }
 
 /// The profiles `net/http/pprof` serves, by the name of their path.
@@ -104,6 +114,9 @@ impl Default for PprofReceiverConfig {
             max_response_body_size: 64 << 20,
             max_concurrent_scrapes: 8,
             delta: true,
+            headers: BTreeMap::new(),
+            tls: HttpTls::default(),
+            auth: None,
         }
     }
 }
@@ -188,6 +201,8 @@ impl PprofReceiverConfig {
                 errs.push(cfg.key_path(&format!("target_files::{i}")), "is empty");
             }
         }
+        self.tls.validate(cfg, &mut errs);
+        validate_headers(&self.headers, cfg, &mut errs);
         errs.into_result(targets)
     }
 }

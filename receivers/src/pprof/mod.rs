@@ -21,6 +21,7 @@ use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
 use crate::ingest::{Ingest, OnInvalid};
 pub use config::{PprofReceiverConfig, ProfileKind};
+use profcol_exporters::http_client::header_map;
 use profcol_pipeline::config::scrape_targets::{Target, TargetFiles};
 use scrape::Scraper;
 
@@ -33,7 +34,12 @@ impl ReceiverFactory for PprofReceiverFactory {
 
     fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Receiver>, ConfigErrors> {
         let (c, statics) = cfg.decode_checked(|c: &PprofReceiverConfig| c.validate(cfg))?;
-        Ok(Box::new(PprofReceiver { cfg: c, statics }))
+        let client = http_client(&c, cfg)?;
+        Ok(Box::new(PprofReceiver {
+            cfg: c,
+            statics,
+            client,
+        }))
     }
 }
 
@@ -44,20 +50,50 @@ pub fn factory() -> Arc<dyn ReceiverFactory> {
 pub struct PprofReceiver {
     cfg: PprofReceiverConfig,
     statics: Vec<Target>,
+    client: reqwest::Client,
+}
+
+/// The scrapes' client: the `tls` files read (each problem reported at
+/// its key), `headers` on every request.
+fn http_client(
+    cfg: &PprofReceiverConfig,
+    section: &ComponentConfig,
+) -> Result<reqwest::Client, ConfigErrors> {
+    let mut errs = ConfigErrors::default();
+    let builder = reqwest::Client::builder()
+        .user_agent(concat!("profcol/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(cfg.timeout())
+        .redirect(reqwest::redirect::Policy::limited(3))
+        .default_headers(header_map(&cfg.headers));
+    let client = cfg
+        .tls
+        .configure(builder, section, &mut errs)
+        .build()
+        .map_err(|e| errs.push(section.key_path("tls"), e.to_string()))
+        .ok();
+    match client {
+        Some(c) if errs.is_empty() => Ok(c),
+        _ => Err(errs),
+    }
 }
 
 #[async_trait]
 impl Receiver for PprofReceiver {
+    fn authenticators(&self) -> Vec<(String, String)> {
+        self.cfg
+            .auth
+            .iter()
+            .map(|a| ("auth::authenticator".to_owned(), a.authenticator.clone()))
+            .collect()
+    }
+
     async fn start(
         self: Box<Self>,
         ctx: ReceiverContext,
     ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-        let client = reqwest::Client::builder()
-            .user_agent(concat!("profcol/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(self.cfg.timeout())
-            .redirect(reqwest::redirect::Policy::limited(3))
-            .build()
-            .map_err(|e| anyhow::anyhow!("receivers::{}: the HTTP client: {e}", ctx.id))?;
+        let auth = ctx
+            .authenticators
+            .resolve(self.cfg.auth.as_ref(), &format!("receivers::{}", ctx.id))?;
         let job = match self.cfg.job.as_str() {
             "" => ctx.id.clone(),
             j => j.to_owned(),
@@ -72,7 +108,8 @@ impl Receiver for PprofReceiver {
                 ctx.telemetry.clone(),
                 OnInvalid::Refuse,
             ),
-            client,
+            client: self.client,
+            auth,
             job,
             permits: Semaphore::new(self.cfg.max_concurrent_scrapes),
             deltas: self

@@ -19,12 +19,15 @@ use crate::body::{BodyReader, RawReader};
 use crate::ingest::{Ingest, Origin, Refusal};
 use crate::pyroscope::convert::{Converter, SampleTypes, Window, Work};
 use crate::pyroscope::labels::Described;
+use profcol_pipeline::component::Authenticator;
 use profcol_pipeline::config::scrape_targets::Target;
 
 /// What every scrape of one receiver shares.
 pub struct Scraper {
     pub ingest: Ingest,
     pub client: reqwest::Client,
+    /// `auth`'s extension: its credentials go with every request.
+    pub auth: Option<Arc<dyn Authenticator>>,
     pub cfg: PprofReceiverConfig,
     /// `service.name` of targets whose labels name no `job`.
     pub job: String,
@@ -149,7 +152,19 @@ impl Scraper {
     /// The answer's body, decompressed as its `Content-Encoding` says,
     /// stopped at `max_response_body_size` and held in the memory budget.
     async fn fetch(&self, url: &str) -> Result<(Vec<u8>, Reservation), Failed> {
-        let resp = self.client.get(url).send().await.map_err(|e| Failed {
+        let mut req = self.client.get(url);
+        if let Some(a) = &self.auth {
+            // Asked for on every request: a token file the extension
+            // reloads takes effect at the next scrape.
+            let headers = a.client_headers().map_err(|e| Failed {
+                reason: "auth",
+                message: format!("{url}: auth: {e}"),
+            })?;
+            for (k, v) in headers {
+                req = req.header(k, v);
+            }
+        }
+        let resp = req.send().await.map_err(|e| Failed {
             reason: "unreachable",
             message: format!("{url}: {}", error_chain(&e)),
         })?;

@@ -91,6 +91,43 @@ fn errors_name_their_key_path() {
     assert!(create_errors("{targets: [a:1], interval: 1s}").contains("unknown field"));
 }
 
+/// The client keys are checked as the `otlphttp` exporter checks them:
+/// a certificate needs its key, the files are read at start-up, a header
+/// must be sendable.
+#[test]
+fn client_keys_are_checked_at_their_key_path() {
+    let err = create_errors(
+        "{targets: [a:1], tls: {cert_file: /x.pem}, headers: {'bad name': v, ok: \"a\\nb\"}}",
+    );
+    for want in [
+        "receivers::pprof/app::tls: cert_file and key_file must be set together",
+        "receivers::pprof/app::headers::bad name: invalid header name",
+        "receivers::pprof/app::headers::ok: invalid header value",
+    ] {
+        assert!(err.contains(want), "{want}\nnot in:\n{err}");
+    }
+    let err = create_errors("{targets: [a:1], tls: {ca_file: /nonexistent/ca.pem}}");
+    assert!(
+        err.contains("receivers::pprof/app::tls::ca_file: cannot read /nonexistent/ca.pem"),
+        "{err}"
+    );
+    let (c, _) = resolve("{targets: [a:1], auth: {authenticator: bearertokenauth}}");
+    let r = factory()
+        .create(&section(
+            "{targets: [a:1], auth: {authenticator: bearertokenauth}}",
+        ))
+        .ok()
+        .unwrap();
+    assert_eq!(
+        r.authenticators(),
+        [(
+            "auth::authenticator".to_owned(),
+            "bearertokenauth".to_owned()
+        )]
+    );
+    assert!(c.auth.is_some());
+}
+
 #[test]
 fn a_target_file_is_yaml_or_json_with_labels() {
     let yaml =

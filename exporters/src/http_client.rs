@@ -1,0 +1,116 @@
+//! The client keys of the Collector's `confighttp` that every HTTP client
+//! of profcol reads the same way: `tls:` and `headers:`. The `otlphttp`
+//! exporter sends with them and the `pprof` receiver scrapes with them.
+
+use std::collections::BTreeMap;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use serde::{Deserialize, Serialize};
+
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+
+use crate::http_common::error_chain;
+
+/// `tls:` of an HTTP client, as `configtls.ClientConfig` names it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpTls {
+    /// Only meaningful for gRPC; accepted so that configs carry over.
+    pub insecure: bool,
+    /// Accept any server certificate (self-signed test setups only).
+    pub insecure_skip_verify: bool,
+    /// PEM CAs trusted instead of the system's.
+    pub ca_file: Option<String>,
+    pub cert_file: Option<String>,
+    pub key_file: Option<String>,
+}
+
+impl HttpTls {
+    /// What can be checked without reading the files.
+    pub fn validate(&self, cfg: &ComponentConfig, errs: &mut ConfigErrors) {
+        if self.cert_file.is_some() != self.key_file.is_some() {
+            errs.push(
+                cfg.key_path("tls"),
+                "cert_file and key_file must be set together",
+            );
+        }
+    }
+
+    /// `builder` with these settings: reads the files, reporting each
+    /// problem at its key path under `tls::`.
+    pub fn configure(
+        &self,
+        mut builder: reqwest::ClientBuilder,
+        section: &ComponentConfig,
+        errs: &mut ConfigErrors,
+    ) -> reqwest::ClientBuilder {
+        let mut read = |key: &str, file: &Option<String>| -> Option<Vec<u8>> {
+            let file = file.as_ref()?;
+            std::fs::read(file)
+                .map_err(|e| {
+                    errs.push(
+                        section.key_path(&format!("tls::{key}")),
+                        format!("cannot read {file}: {e}"),
+                    )
+                })
+                .ok()
+        };
+        let ca = read("ca_file", &self.ca_file);
+        let cert = read("cert_file", &self.cert_file);
+        let key = read("key_file", &self.key_file);
+        builder = builder.danger_accept_invalid_certs(self.insecure_skip_verify);
+        if let Some(pem) = ca {
+            // As the Collector: `ca_file` replaces the system's roots.
+            match reqwest::Certificate::from_pem_bundle(&pem) {
+                Ok(certs) if !certs.is_empty() => builder = builder.tls_certs_only(certs),
+                Ok(_) => errs.push(section.key_path("tls::ca_file"), "holds no PEM certificate"),
+                Err(e) => errs.push(section.key_path("tls::ca_file"), e.to_string()),
+            }
+        }
+        if let (Some(mut cert), Some(key)) = (cert, key) {
+            cert.push(b'\n');
+            cert.extend_from_slice(&key);
+            match reqwest::Identity::from_pem(&cert) {
+                Ok(id) => builder = builder.identity(id),
+                Err(e) => errs.push(section.key_path("tls::cert_file"), error_chain(&e)),
+            }
+        }
+        builder
+    }
+}
+
+/// Checks `headers:`: each name and value must be sendable.
+pub fn validate_headers(
+    headers: &BTreeMap<String, String>,
+    cfg: &ComponentConfig,
+    errs: &mut ConfigErrors,
+) {
+    for (k, v) in headers {
+        if HeaderName::from_bytes(k.as_bytes()).is_err() {
+            errs.push(
+                cfg.key_path(&format!("headers::{k}")),
+                "invalid header name: it cannot be sent (the Collector takes it here and then fails every request)",
+            );
+        }
+        if HeaderValue::from_str(v).is_err() {
+            errs.push(
+                cfg.key_path(&format!("headers::{k}")),
+                "invalid header value",
+            );
+        }
+    }
+}
+
+/// `headers:` as sent (what [`validate_headers`] refuses is left out).
+pub fn header_map(headers: &BTreeMap<String, String>) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    for (k, v) in headers {
+        if let (Ok(k), Ok(v)) = (
+            HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            out.insert(k, v);
+        }
+    }
+    out
+}
