@@ -38,16 +38,34 @@ struct Built {
     text: (u64, u64, u64),
 }
 
+/// A tool on `PATH` (Debian's package of that name), or `None`: skipped,
+/// a failure under CI, which installs it.
+fn tool(name: &'static str) -> Option<&'static str> {
+    if Command::new(name).arg("--version").output().is_ok() {
+        return Some(name);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "no {name} on PATH: CI must install it (.ci/run)"
+    );
+    profcol_model::testing::skipped(&format!("no {name} on PATH (Debian package `{name}`)"));
+    None
+}
+
 fn hex(s: &str) -> u64 {
     u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap()
 }
 
-fn inspect(path: &Path) -> Built {
+fn gnu_build_id(path: &Path) -> Option<String> {
     let notes = run(Command::new("readelf").arg("-nW").arg(path));
-    let gnu_build_id = notes
+    notes
         .lines()
         .find_map(|l| l.split("Build ID: ").nth(1))
-        .map(|s| s.trim().to_string());
+        .map(|s| s.trim().to_string())
+}
+
+fn inspect(path: &Path) -> Built {
+    let gnu_build_id = gnu_build_id(path);
     let headers = run(Command::new("readelf").arg("-lW").arg(path));
     let text = headers
         .lines()
@@ -323,14 +341,166 @@ int main(int argc, char **argv) { printf("%d\n", outer(argc * 1000)); return 0; 
 "#;
 
 fn build_c(dir: &Path) -> Built {
+    build_c_as(dir, "prog", &[])
+}
+
+/// `C_SRC` built in `dir` (its working directory: where `-gsplit-dwarf`
+/// writes the `.dwo`) as `name`, with `flags` besides `-g -O2`.
+fn build_c_as(dir: &Path, name: &str, flags: &[&str]) -> Built {
     let src = dir.join("prog.c");
     std::fs::write(&src, C_SRC).unwrap();
-    let exe = dir.join("prog");
+    let exe = dir.join(name);
     run(Command::new("gcc")
-        .args(["-g", "-O2", "-Wl,--build-id", "-o"])
+        .current_dir(dir)
+        .args(["-g", "-O2", "-Wl,--build-id"])
+        .args(flags)
+        .arg("-o")
         .arg(&exe)
         .arg(&src));
     inspect(&exe)
+}
+
+/// The bytes of `path`'s `.text`.
+fn text_of(path: &Path) -> Vec<u8> {
+    let out = path.with_extension("text");
+    run(Command::new("objcopy")
+        .args(["-O", "binary", "--only-section=.text"])
+        .arg(path)
+        .arg(&out));
+    std::fs::read(out).unwrap()
+}
+
+/// Whether an inline chain `leaf` in `mid` in `work` was named.
+fn has_inline_chain(got: &[Frames]) -> bool {
+    got.iter()
+        .any(|f| f.len() >= 3 && f[0].0 == "leaf" && f[1].0 == "mid" && f[2].0 == "work")
+}
+
+/// Split DWARF (`-gsplit-dwarf`): function names and inline chains are in
+/// the `.dwo` file the executable's skeleton unit names, or in a `.dwp`
+/// package beside the executable (`dwp`). binutils' addr2line reads
+/// neither, so the oracle is the program built without the flag, checked
+/// to hold the same code.
+#[test]
+fn split_dwarf_is_read_from_dwo_files_and_dwp_packages() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = build_c_as(dir.path(), "plain", &[]);
+    let yaml = format!(
+        "allow_mapping_paths: [{}]\ndebug_directories: []\ntimeout: 30s",
+        dir.path().display()
+    );
+    // DWARF 5 with its .dwo beside it, as gcc leaves it.
+    let split = build_c_as(dir.path(), "prog", &["-gsplit-dwarf"]);
+    assert_eq!(text_of(&plain.path), text_of(&split.path));
+    let dwo: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "dwo"))
+        .collect();
+    assert_eq!(dwo.len(), 1, "{dwo:?}");
+    let addrs = addresses_in(&plain.path, &["work", "outer", "main"]);
+    let symbolize = |bin: &Built| {
+        let out = process(
+            &mut symbolizer(&yaml),
+            profile_of(bin, &addrs, Shape::Ebpf, bin.path.to_str().unwrap()),
+        );
+        symbolized(&out)
+    };
+    let got = symbolize(&split);
+    assert_matches_oracle(&plain, &addrs, &got);
+    assert!(has_inline_chain(&got), "{got:?}");
+
+    // Without it, the skeleton has no functions: the symbol table's names.
+    std::fs::remove_file(&dwo[0]).unwrap();
+    let got = symbolize(&split);
+    assert!(!has_inline_chain(&got), "{got:?}");
+
+    // DWARF 4 (what binutils' dwp packs) in a .dwp, the .dwo files gone.
+    let split = build_c_as(dir.path(), "prog4", &["-gsplit-dwarf", "-gdwarf-4"]);
+    assert_eq!(text_of(&plain.path), text_of(&split.path));
+    run(Command::new("dwp")
+        .current_dir(dir.path())
+        .args(["-e", "prog4", "-o", "prog4.dwp"]));
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|e| e == "dwo") {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    let got = symbolize(&split);
+    assert_matches_oracle(&plain, &addrs, &got);
+    assert!(has_inline_chain(&got), "{got:?}");
+}
+
+/// dwz (which Debian's and Fedora's debug packages go through) moves
+/// what programs share into a supplementary file that each names in
+/// `.gnu_debugaltlink`: found by its path, or by its build id in a debug
+/// directory, and only when its build id is the one named.
+#[test]
+fn dwz_supplementary_files_are_followed() {
+    let Some(dwz) = tool("dwz") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let one = build_c_as(dir.path(), "one", &[]);
+    let two = dir.path().join("two");
+    std::fs::copy(&one.path, dir.path().join("one.orig")).unwrap();
+    let orig = inspect(&dir.path().join("one.orig"));
+    let other = C_SRC.replace("argc * 1000", "argc * 7");
+    std::fs::write(dir.path().join("two.c"), other).unwrap();
+    run(Command::new("gcc").current_dir(dir.path()).args([
+        "-g",
+        "-O2",
+        "-Wl,--build-id",
+        "-o",
+        "two",
+        "two.c",
+    ]));
+    let common = dir.path().join("common.debug");
+    run(Command::new(dwz)
+        .arg("-m")
+        .arg(&common)
+        .arg("-M")
+        .arg(&common)
+        .arg(&one.path)
+        .arg(&two));
+    let links = run(Command::new("readelf").arg("-SW").arg(&one.path));
+    assert!(links.contains(".gnu_debugaltlink"), "{links}");
+    let addrs = addresses_in(&orig.path, &["work", "outer", "main"]);
+    let symbolize = |yaml: &str| {
+        let out = process(
+            &mut symbolizer(yaml),
+            profile_of(&one, &addrs, Shape::Ebpf, one.path.to_str().unwrap()),
+        );
+        symbolized(&out)
+    };
+    let yaml = format!(
+        "allow_mapping_paths: [{}]\ndebug_directories: []\ntimeout: 30s",
+        dir.path().display()
+    );
+    let got = symbolize(&yaml);
+    assert_matches_oracle(&orig, &addrs, &got);
+    assert!(has_inline_chain(&got), "{got:?}");
+
+    // Moved into a debug directory's .build-id tree, as distributions
+    // install it.
+    let id = gnu_build_id(&common).expect("dwz gives it a build id");
+    let debug = dir.path().join("debug");
+    let by_id = debug
+        .join(".build-id")
+        .join(&id[..2])
+        .join(format!("{}.debug", &id[2..]));
+    std::fs::create_dir_all(by_id.parent().unwrap()).unwrap();
+    std::fs::rename(&common, &by_id).unwrap();
+    let got = symbolize(&format!(
+        "allow_mapping_paths: [{}]\ndebug_directories: [{}]\ntimeout: 30s",
+        dir.path().display(),
+        debug.display()
+    ));
+    assert_matches_oracle(&orig, &addrs, &got);
+
+    // Another file under that name is not it.
+    std::fs::copy(&two, &common).unwrap();
+    let got = symbolize(&yaml);
+    assert!(!has_inline_chain(&got), "{got:?}");
 }
 
 #[test]

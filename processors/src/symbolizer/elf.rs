@@ -4,15 +4,23 @@
 //! decompressed) under an `addr2line` context, and its function symbols as
 //! the fallback where DWARF has nothing. The file is read through a range
 //! cache: only the headers, notes and the sections used are read.
+//!
+//! A debug file may leave part of its DWARF to companions, as distributions
+//! and large C++ builds ship them: a dwz supplementary file
+//! (`.gnu_debugaltlink`, Debian's and Fedora's debug packages), a `.dwp`
+//! package or `.dwo` files (split DWARF, `-gsplit-dwarf`). They are read
+//! only from the directories [`Companions`] allows.
 
 use std::borrow::Cow;
 use std::fs::File;
 use std::io::Read;
-use std::path::Path;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 use addr2line::{Context, LookupResult};
-use gimli::{EndianArcSlice, RunTimeEndian, SectionId};
+use gimli::{EndianArcSlice, Reader as _, RunTimeEndian, Section as _};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, ReadCache, SymbolKind};
 
 type Reader = EndianArcSlice<RunTimeEndian>;
@@ -99,10 +107,11 @@ pub struct DebugInfo {
     pub identity: Identity,
     /// `addr2line` parses units lazily through cells: one query at a time.
     dwarf: Option<std::sync::Mutex<Context<Reader>>>,
+    split: Split,
     /// Function symbols sorted by address: `(start, size, name)`.
     symbols: Vec<(u64, u64, Arc<str>)>,
-    /// Bytes held: sections and symbols.
-    pub bytes: usize,
+    /// Bytes held at load: sections and symbols.
+    bytes: usize,
 }
 
 fn open_regular(path: &Path, max_bytes: u64) -> Result<File, ElfError> {
@@ -124,6 +133,181 @@ fn open_regular(path: &Path, max_bytes: u64) -> Result<File, ElfError> {
 
 fn malformed(e: impl std::fmt::Display) -> ElfError {
     ElfError::Malformed(e.to_string())
+}
+
+impl From<gimli::Error> for ElfError {
+    fn from(e: gimli::Error) -> Self {
+        malformed(e)
+    }
+}
+
+/// Where a debug file's companions may be read from. They are named by
+/// the debug file (paths from the build machine), not by the profile, and
+/// still read only inside these directories.
+#[derive(Debug, Clone, Default)]
+pub struct Companions {
+    /// Canonical directories a companion may be read from; the debug
+    /// file's and the executable's own directories are added.
+    pub allowed: Vec<PathBuf>,
+    /// Searched by build id (`.build-id/xx/rest.debug`) for the dwz file.
+    pub debug_directories: Vec<PathBuf>,
+    /// The executable mapped, whose `<exe>.dwp` and directory are looked in.
+    pub exe: Option<PathBuf>,
+}
+
+impl Companions {
+    /// `path`, canonical, when inside an allowed directory.
+    fn admit(&self, path: &Path) -> Option<PathBuf> {
+        let path = std::fs::canonicalize(path).ok()?;
+        self.allowed
+            .iter()
+            .any(|d| path.starts_with(d))
+            .then_some(path)
+    }
+}
+
+/// An ELF file opened for its sections.
+struct Elf {
+    cache: ReadCache<File>,
+}
+
+impl Elf {
+    fn open(path: &Path, max_bytes: u64) -> Result<Self, ElfError> {
+        Ok(Self {
+            cache: ReadCache::new(open_regular(path, max_bytes)?),
+        })
+    }
+
+    fn parse(&self) -> Result<object::File<'_, &ReadCache<File>>, ElfError> {
+        let obj = object::File::parse(&self.cache).map_err(malformed)?;
+        if obj.format() != object::BinaryFormat::Elf {
+            return Err(ElfError::NotElf);
+        }
+        Ok(obj)
+    }
+}
+
+/// The section `name` of `obj`, decompressed and owned (empty when
+/// absent); its size is added to `bytes`.
+fn section<'a, R: object::ReadRef<'a>>(
+    obj: &object::File<'a, R>,
+    name: Option<&str>,
+    endian: RunTimeEndian,
+    max_bytes: u64,
+    bytes: &mut usize,
+) -> Result<Reader, ElfError> {
+    let data: Cow<'_, [u8]> = match name.and_then(|n| obj.section_by_name(n)) {
+        Some(s) => {
+            let c = s.compressed_data().map_err(malformed)?;
+            if c.uncompressed_size > max_bytes {
+                return Err(ElfError::TooLarge(c.uncompressed_size));
+            }
+            c.decompress().map_err(malformed)?
+        }
+        None => Cow::Borrowed(&[]),
+    };
+    *bytes += data.len();
+    Ok(EndianArcSlice::new(Arc::from(&*data), endian))
+}
+
+fn endian_of<'a, R: object::ReadRef<'a>>(obj: &object::File<'a, R>) -> RunTimeEndian {
+    if obj.is_little_endian() {
+        RunTimeEndian::Little
+    } else {
+        RunTimeEndian::Big
+    }
+}
+
+/// The split units' DWARF: a `.dwp` package, or `.dwo` files read when
+/// addr2line first asks for a unit (it keeps what it was given).
+struct Split {
+    dwp: Option<gimli::DwarfPackage<Reader>>,
+    /// Where a `.dwo` is looked for by its file name: beside the debug
+    /// file and the executable.
+    near: Vec<PathBuf>,
+    companions: Companions,
+    endian: RunTimeEndian,
+    max_bytes: u64,
+    /// Bytes of the `.dwo` files read since the load.
+    read: AtomicUsize,
+}
+
+impl Split {
+    fn unit(&self, load: &addr2line::SplitDwarfLoad<Reader>) -> Option<Arc<gimli::Dwarf<Reader>>> {
+        if let Some(dwp) = &self.dwp {
+            return match dwp.find_cu(load.dwo_id, &load.parent) {
+                Ok(Some(d)) => Some(Arc::new(d)),
+                _ => None,
+            };
+        }
+        let bytes = |r: &Option<Reader>| {
+            r.as_ref()
+                .and_then(|r| r.to_slice().ok().map(|s| s.to_vec()))
+        };
+        let name = PathBuf::from(std::ffi::OsStr::from_bytes(&bytes(&load.path)?));
+        let mut candidates = Vec::new();
+        match bytes(&load.comp_dir) {
+            _ if name.is_absolute() => candidates.push(name.clone()),
+            Some(dir) => candidates.push(Path::new(std::ffi::OsStr::from_bytes(&dir)).join(&name)),
+            None => {}
+        }
+        if let Some(file) = name.file_name() {
+            candidates.extend(self.near.iter().map(|d| d.join(file)));
+        }
+        candidates.into_iter().find_map(|c| {
+            let path = self.companions.admit(&c)?;
+            let mut read = 0;
+            let elf = Elf::open(&path, self.max_bytes).ok()?;
+            let obj = elf.parse().ok()?;
+            let mut dwarf = gimli::Dwarf::load(|id| {
+                section(&obj, id.dwo_name(), self.endian, self.max_bytes, &mut read)
+            })
+            .ok()?;
+            // Another build's .dwo of the same name is not this unit.
+            let mut units = dwarf.units();
+            let ours = std::iter::from_fn(|| units.next().ok().flatten())
+                .filter_map(|h| dwarf.unit(h).ok())
+                .any(|u| u.dwo_id == Some(load.dwo_id));
+            if !ours {
+                return None;
+            }
+            dwarf.make_dwo(&load.parent);
+            self.read.fetch_add(read, Relaxed);
+            Some(Arc::new(dwarf))
+        })
+    }
+}
+
+/// The dwz supplementary file `.gnu_debugaltlink` names (`path`, build
+/// id): by build id in the debug directories, or by its path (relative to
+/// the debug file's directory), when its build id is the one named.
+fn supplementary(
+    link: (&[u8], &[u8]),
+    dir: Option<&Path>,
+    companions: &Companions,
+    max_bytes: u64,
+) -> Option<Elf> {
+    let (name, id) = link;
+    let hex: String = id.iter().map(|x| format!("{x:02x}")).collect();
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if hex.len() > 2 {
+        candidates.extend(companions.debug_directories.iter().map(|d| {
+            d.join(".build-id")
+                .join(&hex[..2])
+                .join(format!("{}.debug", &hex[2..]))
+        }));
+    }
+    let name = Path::new(std::ffi::OsStr::from_bytes(name));
+    match dir {
+        Some(dir) if name.is_relative() => candidates.push(dir.join(name)),
+        _ => candidates.push(name.to_path_buf()),
+    }
+    candidates.into_iter().find_map(|c| {
+        let path = companions.admit(&c)?;
+        let elf = Elf::open(&path, max_bytes).ok()?;
+        let same = elf.parse().ok()?.build_id().ok().flatten() == Some(id);
+        same.then_some(elf)
+    })
 }
 
 fn identity_of<'a, R: object::ReadRef<'a>>(obj: &object::File<'a, R>) -> Identity {
@@ -165,49 +349,72 @@ fn go_note(data: &[u8]) -> Option<String> {
 
 /// Reads the identity of the ELF file at `path` (headers and notes only).
 pub fn identify(path: &Path, max_bytes: u64) -> Result<Identity, ElfError> {
-    let cache = ReadCache::new(open_regular(path, max_bytes)?);
-    let obj = object::File::parse(&cache).map_err(malformed)?;
-    if obj.format() != object::BinaryFormat::Elf {
-        return Err(ElfError::NotElf);
-    }
-    Ok(identity_of(&obj))
+    Ok(identity_of(&Elf::open(path, max_bytes)?.parse()?))
 }
 
 impl DebugInfo {
-    /// Parses `path` once: identity, DWARF sections, symbols. A section
+    /// Parses `path` once: identity, DWARF sections (and those of its
+    /// dwz supplementary file and `.dwp` package), symbols. A section
     /// whose uncompressed size exceeds `max_bytes` refuses the file.
-    pub fn load(path: &Path, max_bytes: u64) -> Result<Self, ElfError> {
-        let cache = ReadCache::new(open_regular(path, max_bytes)?);
-        let obj = object::File::parse(&cache).map_err(malformed)?;
-        if obj.format() != object::BinaryFormat::Elf {
-            return Err(ElfError::NotElf);
-        }
+    pub fn load(path: &Path, max_bytes: u64, companions: &Companions) -> Result<Self, ElfError> {
+        let elf = Elf::open(path, max_bytes)?;
+        let obj = elf.parse()?;
         let identity = identity_of(&obj);
-        let endian = if obj.is_little_endian() {
-            RunTimeEndian::Little
-        } else {
-            RunTimeEndian::Big
-        };
+        let endian = endian_of(&obj);
         let mut bytes = 0usize;
-        let mut any_dwarf = false;
-        let mut load = |id: SectionId| -> Result<Reader, ElfError> {
-            let data: Cow<'_, [u8]> = match obj.section_by_name(id.name()) {
-                Some(s) => {
-                    let c = s.compressed_data().map_err(malformed)?;
-                    if c.uncompressed_size > max_bytes {
-                        return Err(ElfError::TooLarge(c.uncompressed_size));
-                    }
-                    c.decompress().map_err(malformed)?
+        let mut dwarf =
+            gimli::Dwarf::load(|id| section(&obj, Some(id.name()), endian, max_bytes, &mut bytes))?;
+        let any_dwarf = !dwarf.debug_info.reader().is_empty();
+        let mut companions = companions.clone();
+        let dir = std::fs::canonicalize(path)
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf));
+        let exe_dir = companions
+            .exe
+            .as_deref()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf);
+        let near: Vec<PathBuf> = dir.iter().chain(exe_dir.iter()).cloned().collect();
+        companions.allowed.extend(near.iter().cloned());
+        if let Some(link) = obj.gnu_debugaltlink().ok().flatten() {
+            match supplementary(link, dir.as_deref(), &companions, max_bytes) {
+                Some(sup) => {
+                    let sup = sup.parse()?;
+                    dwarf.load_sup(|id| {
+                        section(&sup, Some(id.name()), endian, max_bytes, &mut bytes)
+                    })?;
                 }
-                None => Cow::Borrowed(&[]),
-            };
-            if !data.is_empty() && id == SectionId::DebugInfo {
-                any_dwarf = true;
+                None => {
+                    tracing::debug!(path = %path.display(), "symbolizer: dwz supplementary file not found")
+                }
             }
-            bytes += data.len();
-            Ok(EndianArcSlice::new(Arc::from(&*data), endian))
+        }
+        let mut dwps: Vec<PathBuf> = vec![path.with_extension(match path.extension() {
+            Some(e) => format!("{}.dwp", e.to_string_lossy()),
+            None => "dwp".to_owned(),
+        })];
+        if let Some(exe) = &companions.exe {
+            dwps.push(PathBuf::from(format!("{}.dwp", exe.display())));
+        }
+        let dwp = dwps.iter().find_map(|p| {
+            let p = companions.admit(p)?;
+            let elf = Elf::open(&p, max_bytes).ok()?;
+            let obj = elf.parse().ok()?;
+            let empty = EndianArcSlice::new(Arc::from(&[][..]), endian);
+            gimli::DwarfPackage::load(
+                |id| section(&obj, id.dwo_name(), endian, max_bytes, &mut bytes),
+                empty,
+            )
+            .ok()
+        });
+        let split = Split {
+            dwp,
+            near,
+            companions,
+            endian,
+            max_bytes,
+            read: AtomicUsize::new(0),
         };
-        let dwarf = gimli::Dwarf::load(&mut load)?;
         let dwarf = if any_dwarf {
             Some(std::sync::Mutex::new(
                 Context::from_dwarf(dwarf).map_err(malformed)?,
@@ -231,6 +438,7 @@ impl DebugInfo {
         Ok(Self {
             identity,
             dwarf,
+            split,
             symbols,
             bytes,
         })
@@ -244,12 +452,18 @@ impl DebugInfo {
         // overflow it, and no code lives there.
         if let Some(ctx) = self.dwarf.as_ref().filter(|_| addr < u64::MAX) {
             let ctx = ctx.lock().unwrap_or_else(|e| e.into_inner());
-            // Split DWARF (.dwo) is not loaded: such units resolve from
-            // the skeleton's line table, or fall back to the symbols.
-            let frames = match ctx.find_frames(addr) {
-                LookupResult::Output(r) => r,
-                LookupResult::Load { continuation, .. } => {
-                    addr2line::LookupContinuation::resume(continuation, None).skip_all_loads()
+            // A split unit not found resolves from the skeleton's line
+            // table, or falls back to the symbols.
+            let mut lookup = ctx.find_frames(addr);
+            let frames = loop {
+                match lookup {
+                    LookupResult::Output(r) => break r,
+                    LookupResult::Load { load, continuation } => {
+                        lookup = addr2line::LookupContinuation::resume(
+                            continuation,
+                            self.split.unit(&load),
+                        );
+                    }
                 }
             };
             if let Ok(mut frames) = frames {
@@ -304,6 +518,11 @@ impl DebugInfo {
             }
         }
         out
+    }
+
+    /// Bytes held: sections and symbols, and the `.dwo` files read since.
+    pub fn bytes(&self) -> usize {
+        self.bytes + self.split.read.load(Relaxed)
     }
 
     pub fn has_dwarf(&self) -> bool {

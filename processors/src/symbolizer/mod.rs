@@ -353,7 +353,7 @@ pub fn resolve_file_bytes(dir: &std::path::Path, bytes: &[u8], addrs: &[u64]) ->
     if std::fs::write(&path, bytes).is_err() {
         return 0;
     }
-    match elf::DebugInfo::load(&path, 64 << 20) {
+    match elf::DebugInfo::load(&path, 64 << 20, &elf::Companions::default()) {
         Ok(info) => addrs.iter().map(|&a| info.resolve(a).len()).sum(),
         Err(_) => 0,
     }

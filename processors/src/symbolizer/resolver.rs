@@ -17,7 +17,7 @@ use profcol_model::memory::Reservation;
 
 use super::config::{Plan, SourceKind};
 use super::debuginfod::{Debuginfod, Fetched, NegativeCache};
-use super::elf::{self, BuildId, DebugInfo, Frame, Identity};
+use super::elf::{self, BuildId, Companions, DebugInfo, Frame, Identity};
 
 /// A binary as a mapping names it.
 #[derive(Debug, Clone)]
@@ -124,7 +124,6 @@ struct State {
     queue: VecDeque<Request>,
     queued_addrs: usize,
     loaded: HashMap<Arc<str>, Loaded>,
-    loaded_bytes: usize,
     loading: hashbrown::HashSet<Arc<str>>,
     negative: NegativeCache,
     tick: u64,
@@ -174,6 +173,8 @@ pub struct Shared {
     work: Condvar,
     stop: AtomicBool,
     debuginfod: Option<Debuginfod>,
+    /// Where debug files' companions (dwz, split DWARF) may be read.
+    companions: Companions,
     pub stats: Stats,
     reservation: Mutex<Option<Reservation>>,
 }
@@ -201,13 +202,27 @@ impl Resolver {
                     }
                 }
             };
+        let companions = Companions {
+            allowed: plan
+                .allow_mapping_paths
+                .iter()
+                .cloned()
+                .chain(
+                    plan.debug_directories
+                        .iter()
+                        .filter_map(|d| std::fs::canonicalize(d).ok()),
+                )
+                .collect(),
+            debug_directories: plan.debug_directories.clone(),
+            exe: None,
+        };
         let shared = Arc::new(Shared {
+            companions,
             state: Mutex::new(State {
                 results: Results::new(plan.cache_entries),
                 queue: VecDeque::new(),
                 queued_addrs: 0,
                 loaded: HashMap::new(),
-                loaded_bytes: 0,
                 loading: Default::default(),
                 negative: NegativeCache::new(plan.negative_ttl, 10_000),
                 tick: 0,
@@ -390,17 +405,16 @@ impl Shared {
         for (a, f) in resolved {
             st.results.insert((key.clone(), a), f);
         }
-        self.account(&mut st);
+        self.trim(&mut st, &key);
     }
 
     /// Keeps a parsed file, evicting the least recently used ones to stay
     /// within `max_debug_info_mib` and the memory budget.
     fn keep(&self, st: &mut State, key: Arc<str>, info: Arc<DebugInfo>, tick: u64) -> bool {
-        if info.bytes > self.plan.max_debug_info_bytes {
-            tracing::warn!(binary = %key, bytes = info.bytes, "symbolizer: debug information over max_debug_info_mib");
+        if info.bytes() > self.plan.max_debug_info_bytes {
+            tracing::warn!(binary = %key, bytes = info.bytes(), "symbolizer: debug information over max_debug_info_mib");
             return false;
         }
-        st.loaded_bytes += info.bytes;
         st.loaded.insert(
             key.clone(),
             Loaded {
@@ -408,8 +422,15 @@ impl Shared {
                 last_use: tick,
             },
         );
+        self.trim(st, &key)
+    }
+
+    /// Evicts the least recently used files while those held (which grow
+    /// as split DWARF units are read) pass `max_debug_info_mib` or the
+    /// budget; `false` when `key` itself had to go.
+    fn trim(&self, st: &mut State, key: &str) -> bool {
         loop {
-            let over = st.loaded_bytes > self.plan.max_debug_info_bytes || !self.account(st);
+            let over = loaded_bytes(st) > self.plan.max_debug_info_bytes || !self.account(st);
             if !over {
                 return true;
             }
@@ -419,10 +440,8 @@ impl Shared {
                 .min_by_key(|(_, l)| l.last_use)
                 .map(|(k, _)| k.clone());
             let Some(v) = victim else { return false };
-            if let Some(l) = st.loaded.remove(&v) {
-                st.loaded_bytes -= l.info.bytes;
-            }
-            if v == key {
+            st.loaded.remove(&v);
+            if *v == *key {
                 // Even alone it does not fit the budget: results too go.
                 st.results.clear();
                 self.account(st);
@@ -434,7 +453,7 @@ impl Shared {
     /// Sizes the reservation to what the caches hold; `false` if the
     /// budget refuses.
     fn account(&self, st: &mut State) -> bool {
-        let total = st.results.bytes() + st.loaded_bytes + st.negative.bytes();
+        let total = st.results.bytes() + loaded_bytes(st) + st.negative.bytes();
         let mut r = self.reservation.lock().unwrap_or_else(|e| e.into_inner());
         match r.as_mut() {
             Some(r) if total > r.bytes() => r.try_grow_to(total).is_ok(),
@@ -453,9 +472,13 @@ impl Shared {
         let max = plan.max_file_bytes;
         let mapped = self.mapping_file(bin);
         let exe_identity = mapped.as_ref().map(|(_, id)| id.clone());
+        let companions = Companions {
+            exe: mapped.as_ref().map(|(p, _)| p.clone()),
+            ..self.companions.clone()
+        };
         let mut fallback: Option<DebugInfo> = None;
         let take = |path: &Path, fallback: &mut Option<DebugInfo>| -> Option<DebugInfo> {
-            let mut info = match DebugInfo::load(path, max) {
+            let mut info = match DebugInfo::load(path, max, &companions) {
                 Ok(i) => i,
                 Err(e) => {
                     tracing::debug!(path = %path.display(), error = %e, "symbolizer: file refused");
@@ -543,6 +566,11 @@ impl Shared {
         let id = elf::identify(&path, self.plan.max_file_bytes).ok()?;
         id.matches(&bin.id).then_some((path, id))
     }
+}
+
+/// Bytes of the parsed files held.
+fn loaded_bytes(st: &State) -> usize {
+    st.loaded.values().map(|l| l.info.bytes()).sum()
 }
 
 /// Where GDB looks for a `.gnu_debuglink` file of `exe`.
