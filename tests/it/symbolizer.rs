@@ -34,6 +34,8 @@ struct Built {
     path: PathBuf,
     gnu_build_id: Option<String>,
     go_build_id: Option<String>,
+    /// The OpenTelemetry file id the eBPF profiler sends for every file.
+    htlhash: String,
     /// The executable PT_LOAD: (offset, vaddr, filesz).
     text: (u64, u64, u64),
 }
@@ -64,6 +66,18 @@ fn gnu_build_id(path: &Path) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// The file id of the profiles semantic conventions (`htlhash`), by
+/// their definition: SHA-256 of the first and last 4096 bytes and the
+/// big-endian length, 16 bytes in hex (computed by Python's hashlib).
+fn htlhash(path: &Path) -> String {
+    let py = "import hashlib, sys\n\
+              b = open(sys.argv[1], 'rb').read()\n\
+              print(hashlib.sha256(b[:4096] + b[-4096:] + len(b).to_bytes(8, 'big')).hexdigest()[:32])";
+    run(Command::new("python3").arg("-c").arg(py).arg(path))
+        .trim()
+        .to_owned()
+}
+
 fn inspect(path: &Path) -> Built {
     let gnu_build_id = gnu_build_id(path);
     let headers = run(Command::new("readelf").arg("-lW").arg(path));
@@ -77,6 +91,7 @@ fn inspect(path: &Path) -> Built {
         path: path.to_path_buf(),
         gnu_build_id,
         go_build_id: None,
+        htlhash: htlhash(path),
         text,
     }
 }
@@ -196,6 +211,13 @@ fn profile_of(bin: &Built, addrs: &[u64], shape: Shape, filename: &str) -> Profi
             "",
         ));
     }
+    attrs.push(d.attribute_kv(
+        "process.executable.build_id.htlhash",
+        AnyValue {
+            value: Some(A::StringValue(bin.htlhash.clone())),
+        },
+        "",
+    ));
     let (off, vaddr, size) = bin.text;
     let (start, limit) = match shape {
         Shape::Ebpf => (vaddr, vaddr + size),
@@ -430,6 +452,32 @@ fn split_dwarf_is_read_from_dwo_files_and_dwp_packages() {
     let got = symbolize(&split);
     assert_matches_oracle(&plain, &addrs, &got);
     assert!(has_inline_chain(&got), "{got:?}");
+}
+
+/// A program linked without a build id (as some distributions' and
+/// hand-made builds are) is named by the eBPF profiler only by its
+/// `htlhash`: the mapping file with that hash is read, and a file of
+/// another hash at its path is not.
+#[test]
+fn a_file_without_build_id_is_found_by_its_htlhash() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c_as(dir.path(), "prog", &["-Wl,--build-id=none"]);
+    assert_eq!(bin.gnu_build_id, None);
+    let addrs = addresses_in(&bin.path, &["work", "outer", "main"]);
+    let yaml = format!(
+        "allow_mapping_paths: [{}]\ndebug_directories: []\ntimeout: 30s",
+        dir.path().display()
+    );
+    let profile = || profile_of(&bin, &addrs, Shape::Ebpf, bin.path.to_str().unwrap());
+    let got = symbolized(&process(&mut symbolizer(&yaml), profile()));
+    assert_matches_oracle(&bin, &addrs, &got);
+    assert!(has_inline_chain(&got), "{got:?}");
+
+    // Rebuilt at the same path: another file, left alone.
+    let data = profile();
+    build_c_as(dir.path(), "prog", &["-Wl,--build-id=none", "-O1"]);
+    let got = symbolized(&process(&mut symbolizer(&yaml), data));
+    assert!(got.iter().all(Vec::is_empty), "{got:?}");
 }
 
 /// dwz (which Debian's and Fedora's debug packages go through) moves

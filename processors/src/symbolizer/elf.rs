@@ -64,6 +64,9 @@ pub struct Identity {
     pub gnu_build_id: Option<Vec<u8>>,
     pub go_build_id: Option<String>,
     pub debuglink: Option<String>,
+    /// The OpenTelemetry file id of the whole file (set for files read
+    /// from their start, not for debug files found elsewhere).
+    pub htlhash: Option<[u8; 16]>,
     /// `(p_offset, p_vaddr, p_filesz)` of each `PT_LOAD`.
     pub loads: Vec<(u64, u64, u64)>,
 }
@@ -82,6 +85,7 @@ impl Identity {
         match id {
             BuildId::Gnu(b) => self.gnu_build_id.as_deref() == Some(b.as_slice()),
             BuildId::Go(s) => self.go_build_id.as_deref() == Some(s.as_str()),
+            BuildId::Htl(h) => self.htlhash.as_ref() == Some(h),
         }
     }
 }
@@ -91,15 +95,36 @@ impl Identity {
 pub enum BuildId {
     Gnu(Vec<u8>),
     Go(String),
+    /// `process.executable.build_id.htlhash`: what the eBPF profiler
+    /// names every file by, and the only id of files built without one
+    /// (Alpine's, stripped ones).
+    Htl([u8; 16]),
 }
 
 impl BuildId {
+    /// The GNU build id in hex: what debug directories and debuginfod
+    /// name files by.
     pub fn hex(&self) -> Option<String> {
         match self {
             Self::Gnu(b) => Some(b.iter().map(|x| format!("{x:02x}")).collect()),
-            Self::Go(_) => None,
+            Self::Go(_) | Self::Htl(_) => None,
         }
     }
+}
+
+/// The OpenTelemetry profiles file id (`htlhash`): SHA-256 of the file's
+/// first and last 4096 bytes (they may overlap) and its length as a
+/// big-endian u64, truncated to 16 bytes.
+pub fn htlhash<'a>(file: impl object::ReadRef<'a>) -> Option<[u8; 16]> {
+    use sha2::Digest as _;
+    const PAGE: u64 = 4096;
+    let len = file.len().ok()?;
+    let n = len.min(PAGE);
+    let mut h = sha2::Sha256::new();
+    h.update(file.read_bytes_at(0, n).ok()?);
+    h.update(file.read_bytes_at(len - n, n).ok()?);
+    h.update(len.to_be_bytes());
+    h.finalize()[..16].try_into().ok()
 }
 
 /// A parsed debug file, queried by the file's (link-time) addresses.
@@ -310,7 +335,7 @@ fn supplementary(
     })
 }
 
-fn identity_of<'a, R: object::ReadRef<'a>>(obj: &object::File<'a, R>) -> Identity {
+fn identity_of<'a, R: object::ReadRef<'a>>(obj: &object::File<'a, R>, file: R) -> Identity {
     let go_build_id = obj
         .section_by_name(".note.go.buildid")
         .and_then(|s| s.data().ok())
@@ -318,6 +343,7 @@ fn identity_of<'a, R: object::ReadRef<'a>>(obj: &object::File<'a, R>) -> Identit
     Identity {
         gnu_build_id: obj.build_id().ok().flatten().map(<[u8]>::to_vec),
         go_build_id,
+        htlhash: htlhash(file),
         debuglink: obj
             .gnu_debuglink()
             .ok()
@@ -349,7 +375,8 @@ fn go_note(data: &[u8]) -> Option<String> {
 
 /// Reads the identity of the ELF file at `path` (headers and notes only).
 pub fn identify(path: &Path, max_bytes: u64) -> Result<Identity, ElfError> {
-    Ok(identity_of(&Elf::open(path, max_bytes)?.parse()?))
+    let elf = Elf::open(path, max_bytes)?;
+    Ok(identity_of(&elf.parse()?, &elf.cache))
 }
 
 impl DebugInfo {
@@ -359,7 +386,7 @@ impl DebugInfo {
     pub fn load(path: &Path, max_bytes: u64, companions: &Companions) -> Result<Self, ElfError> {
         let elf = Elf::open(path, max_bytes)?;
         let obj = elf.parse()?;
-        let identity = identity_of(&obj);
+        let identity = identity_of(&obj, &elf.cache);
         let endian = endian_of(&obj);
         let mut bytes = 0usize;
         let mut dwarf =

@@ -70,6 +70,9 @@ pub struct Symbolizer {
 
 const GNU: &str = "process.executable.build_id.gnu";
 const GO: &str = "process.executable.build_id.go";
+const HTLHASH: &str = "process.executable.build_id.htlhash";
+/// `htlhash`'s name in semantic conventions before 1.30.
+const HTLHASH_OLD: &str = "process.executable.build_id.profiling";
 const FRAME_TYPE: &str = "profile.frame.type";
 
 impl Symbolizer {
@@ -115,7 +118,7 @@ impl Symbolizer {
 fn binary_of(dict: &ProfilesDictionary, mapping: usize) -> Option<Binary> {
     let m = dict.mapping_table.get(mapping)?;
     let s = |i: i32| dict.string_table.get(i as usize).map(String::as_str);
-    let mut id = None;
+    let (mut id, mut htl) = (None, None);
     for &a in &m.attribute_indices {
         let Some(kv) = dict.attribute_table.get(a as usize) else {
             continue;
@@ -126,13 +129,21 @@ fn binary_of(dict: &ProfilesDictionary, mapping: usize) -> Option<Binary> {
         match s(kv.key_strindex) {
             Some(GNU) => id = parse_hex(v).map(BuildId::Gnu).or(id),
             Some(GO) if id.is_none() && !v.is_empty() => id = Some(BuildId::Go(v.clone())),
+            Some(HTLHASH | HTLHASH_OLD) => {
+                htl = parse_hex(v)
+                    .and_then(|b| <[u8; 16]>::try_from(b).ok())
+                    .map(BuildId::Htl)
+            }
             _ => {}
         }
     }
-    let id = id?;
+    // A GNU or Go build id names debug files too; the htlhash only the
+    // file itself.
+    let id = id.or(htl)?;
     let key: Arc<str> = match &id {
         BuildId::Gnu(_) => id.hex()?.into(),
         BuildId::Go(g) => format!("go:{g}").into(),
+        BuildId::Htl(h) => format!("htl:{}", hex::encode(h)).into(),
     };
     Some(Binary {
         id,

@@ -477,7 +477,11 @@ impl Shared {
             ..self.companions.clone()
         };
         let mut fallback: Option<DebugInfo> = None;
-        let take = |path: &Path, fallback: &mut Option<DebugInfo>| -> Option<DebugInfo> {
+        // A debug file carries the GNU or Go build id of its executable,
+        // not its htlhash (a hash of the executable's bytes): one named by
+        // the mapping file's debuglink is taken as that file's.
+        let linked_ok = matches!(bin.id, BuildId::Htl(_));
+        let take = |path: &Path, fallback: &mut Option<DebugInfo>, linked: bool| {
             let mut info = match DebugInfo::load(path, max, &companions) {
                 Ok(i) => i,
                 Err(e) => {
@@ -485,7 +489,7 @@ impl Shared {
                     return None;
                 }
             };
-            if !info.identity.matches(&bin.id) {
+            if !(info.identity.matches(&bin.id) || linked && linked_ok) {
                 tracing::debug!(path = %path.display(), "symbolizer: build id does not match");
                 return None;
             }
@@ -503,21 +507,25 @@ impl Shared {
         };
         for source in &plan.sources {
             let found = match source {
-                SourceKind::Mapping => mapped.as_ref().and_then(|(p, _)| take(p, &mut fallback)),
+                SourceKind::Mapping => mapped
+                    .as_ref()
+                    .and_then(|(p, _)| take(p, &mut fallback, false)),
                 SourceKind::DebugDirectories => bin.id.hex().and_then(|hex| {
                     plan.debug_directories.iter().find_map(|d| {
                         let p = d
                             .join(".build-id")
                             .join(&hex[..2.min(hex.len())])
                             .join(format!("{}.debug", &hex[2.min(hex.len())..]));
-                        p.is_file().then(|| take(&p, &mut fallback)).flatten()
+                        p.is_file()
+                            .then(|| take(&p, &mut fallback, false))
+                            .flatten()
                     })
                 }),
                 SourceKind::Debuglink => mapped.as_ref().and_then(|(p, id)| {
                     let name = id.debuglink.as_deref()?;
                     debuglink_candidates(p, name, &plan.debug_directories)
                         .into_iter()
-                        .find_map(|c| c.is_file().then(|| take(&c, &mut fallback)).flatten())
+                        .find_map(|c| c.is_file().then(|| take(&c, &mut fallback, true)).flatten())
                 }),
                 SourceKind::Debuginfod => {
                     let (d, hex) = (self.debuginfod.as_ref()?, bin.id.hex());
@@ -525,7 +533,7 @@ impl Shared {
                         ["debuginfo", "executable"].into_iter().find_map(|kind| {
                             self.stats.fetches.fetch_add(1, Relaxed);
                             match d.fetch(&hex, kind) {
-                                Fetched::File(p) => take(&p, &mut fallback),
+                                Fetched::File(p) => take(&p, &mut fallback, false),
                                 Fetched::NotFound => None,
                                 Fetched::Failed(e) => {
                                     self.stats.fetch_failures.fetch_add(1, Relaxed);
