@@ -432,6 +432,32 @@ fn split_dwarf_is_read_from_dwo_files_and_dwp_packages() {
     assert_matches_oracle(&plain, &addrs, &got);
     assert!(has_inline_chain(&got), "{got:?}");
 
+    // Installed elsewhere, with the build directory not allowed: the
+    // .dwo the skeleton names there is not read, one beside the
+    // executable is.
+    let installed = tempfile::tempdir().unwrap();
+    let exe = installed.path().join("prog");
+    std::fs::copy(&split.path, &exe).unwrap();
+    let moved = Built {
+        path: exe.clone(),
+        ..inspect(&exe)
+    };
+    let only_installed = format!(
+        "allow_mapping_paths: [{}]\ndebug_directories: []\ntimeout: 30s",
+        std::fs::canonicalize(installed.path()).unwrap().display()
+    );
+    let symbolize_installed = || {
+        let out = process(
+            &mut symbolizer(&only_installed),
+            profile_of(&moved, &addrs, Shape::Ebpf, exe.to_str().unwrap()),
+        );
+        symbolized(&out)
+    };
+    assert!(!has_inline_chain(&symbolize_installed()));
+    std::fs::copy(&dwo[0], installed.path().join(dwo[0].file_name().unwrap())).unwrap();
+    let got = symbolize_installed();
+    assert_matches_oracle(&plain, &addrs, &got);
+
     // Without it, the skeleton has no functions: the symbol table's names.
     std::fs::remove_file(&dwo[0]).unwrap();
     let got = symbolize(&split);
