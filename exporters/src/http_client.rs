@@ -44,20 +44,9 @@ impl HttpTls {
         section: &ComponentConfig,
         errs: &mut ConfigErrors,
     ) -> reqwest::ClientBuilder {
-        let mut read = |key: &str, file: &Option<String>| -> Option<Vec<u8>> {
-            let file = file.as_ref()?;
-            std::fs::read(file)
-                .map_err(|e| {
-                    errs.push(
-                        section.key_path(&format!("tls::{key}")),
-                        format!("cannot read {file}: {e}"),
-                    )
-                })
-                .ok()
-        };
-        let ca = read("ca_file", &self.ca_file);
-        let cert = read("cert_file", &self.cert_file);
-        let key = read("key_file", &self.key_file);
+        let ca = read_tls_file("ca_file", &self.ca_file, section, errs);
+        let cert = read_tls_file("cert_file", &self.cert_file, section, errs);
+        let key = read_tls_file("key_file", &self.key_file, section, errs);
         builder = builder.danger_accept_invalid_certs(self.insecure_skip_verify);
         if let Some(pem) = ca {
             // As the Collector: `ca_file` replaces the system's roots.
@@ -77,6 +66,25 @@ impl HttpTls {
         }
         builder
     }
+}
+
+/// The file `tls::<key>` names, if set; a file that cannot be read is
+/// reported at that key path.
+pub(crate) fn read_tls_file(
+    key: &str,
+    file: &Option<String>,
+    section: &ComponentConfig,
+    errs: &mut ConfigErrors,
+) -> Option<Vec<u8>> {
+    let file = file.as_ref()?;
+    std::fs::read(file)
+        .map_err(|e| {
+            errs.push(
+                section.key_path(&format!("tls::{key}")),
+                format!("cannot read {file}: {e}"),
+            )
+        })
+        .ok()
 }
 
 /// Checks `headers:`: each name and value must be sendable.

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::common::webdriver::{chromedriver, Browser};
+use crate::common::webdriver::{chromedriver, Browser, HEADLESS};
 use crate::common::{profcol, Ports, Running};
 
 /// Chromium, or `None` (skipped, a failure under CI) without one.
@@ -43,15 +43,8 @@ fn chromium() -> Option<PathBuf> {
 fn headless(chromium: &Path) -> (Command, tempfile::TempDir) {
     let profile = tempfile::tempdir().unwrap();
     let mut c = Command::new(chromium);
-    c.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--hide-scrollbars",
-    ])
-    .arg(format!("--user-data-dir={}", profile.path().display()));
+    c.args(HEADLESS)
+        .arg(format!("--user-data-dir={}", profile.path().display()));
     (c, profile)
 }
 

@@ -19,6 +19,7 @@ use super::codec::{BatchCodec, Body};
 use super::compress::{Compressing, Precompressed};
 use super::config::{dial_target, metadata_entry, Compression, OtlpExporterConfig};
 use crate::client_auth::ClientAuth;
+use crate::http_client::read_tls_file;
 use crate::parts::{self, PeerLimit};
 
 pub struct OtlpExporter {
@@ -82,20 +83,9 @@ impl OtlpExporter {
         };
         let mut tls = None;
         if !plaintext {
-            let mut read = |key: &str, file: &Option<String>| -> Option<Vec<u8>> {
-                let file = file.as_ref()?;
-                std::fs::read(file)
-                    .map_err(|e| {
-                        errs.push(
-                            section.key_path(&format!("tls::{key}")),
-                            format!("cannot read {file}: {e}"),
-                        )
-                    })
-                    .ok()
-            };
-            let ca = read("ca_file", &cfg.tls.ca_file);
-            let cert = read("cert_file", &cfg.tls.cert_file);
-            let key = read("key_file", &cfg.tls.key_file);
+            let ca = read_tls_file("ca_file", &cfg.tls.ca_file, section, &mut errs);
+            let cert = read_tls_file("cert_file", &cfg.tls.cert_file, section, &mut errs);
+            let key = read_tls_file("key_file", &cfg.tls.key_file, section, &mut errs);
             let mut t = ClientTlsConfig::new().with_native_roots();
             if let Some(pem) = ca {
                 t = t.ca_certificate(Certificate::from_pem(pem));

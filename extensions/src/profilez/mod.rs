@@ -23,7 +23,7 @@ use axum::routing::get;
 use axum::Router;
 use serde::Deserialize;
 
-use profcol_pipeline::component::{Extension, ExtensionFactory, Observer};
+use profcol_pipeline::component::{AuthConfig, Extension, ExtensionFactory, Observer};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pipeline::runtime::ExtensionContext;
 
@@ -95,11 +95,7 @@ impl Extension for Profilez {
     }
 
     fn authenticators(&self) -> Vec<(String, String)> {
-        self.cfg
-            .auth
-            .iter()
-            .map(|a| ("auth::authenticator".to_owned(), a.authenticator.clone()))
-            .collect()
+        AuthConfig::references(&self.cfg.auth)
     }
 
     async fn start(

@@ -56,3 +56,13 @@ pub struct AuthConfig {
     /// The id of an extension that authenticates (`bearertokenauth`).
     pub authenticator: String,
 }
+
+impl AuthConfig {
+    /// What a component's `auth:` refers to, as its `authenticators()`
+    /// lists it.
+    pub fn references(auth: &Option<AuthConfig>) -> Vec<(String, String)> {
+        auth.iter()
+            .map(|a| ("auth::authenticator".to_owned(), a.authenticator.clone()))
+            .collect()
+    }
+}

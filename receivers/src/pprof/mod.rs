@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use tokio::sync::Semaphore;
 
-use profcol_pipeline::component::{Receiver, ReceiverContext, ReceiverFactory};
+use profcol_pipeline::component::{AuthConfig, Receiver, ReceiverContext, ReceiverFactory};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
 use crate::ingest::{Ingest, OnInvalid};
@@ -80,11 +80,7 @@ fn http_client(
 #[async_trait]
 impl Receiver for PprofReceiver {
     fn authenticators(&self) -> Vec<(String, String)> {
-        self.cfg
-            .auth
-            .iter()
-            .map(|a| ("auth::authenticator".to_owned(), a.authenticator.clone()))
-            .collect()
+        AuthConfig::references(&self.cfg.auth)
     }
 
     async fn start(

@@ -8,7 +8,7 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
 
-use profcol_pipeline::component::{Receiver, ReceiverContext};
+use profcol_pipeline::component::{AuthConfig, Receiver, ReceiverContext};
 
 use super::config::PyroscopeReceiverConfig;
 use super::handler::{error, Handler};
@@ -102,11 +102,7 @@ impl Receiver for PyroscopeReceiver {
     }
 
     fn authenticators(&self) -> Vec<(String, String)> {
-        self.cfg
-            .auth
-            .iter()
-            .map(|a| ("auth::authenticator".to_owned(), a.authenticator.clone()))
-            .collect()
+        AuthConfig::references(&self.cfg.auth)
     }
 
     async fn start(

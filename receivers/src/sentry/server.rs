@@ -9,7 +9,7 @@ use axum::Router;
 use tower::ServiceExt;
 use tower_http::cors::{Any, CorsLayer};
 
-use profcol_pipeline::component::{Receiver, ReceiverContext};
+use profcol_pipeline::component::{AuthConfig, Receiver, ReceiverContext};
 
 use super::config::SentryReceiverConfig;
 use super::forward::Forwarder;
@@ -124,11 +124,7 @@ impl Receiver for SentryReceiver {
     }
 
     fn authenticators(&self) -> Vec<(String, String)> {
-        self.cfg
-            .auth
-            .iter()
-            .map(|a| ("auth::authenticator".to_owned(), a.authenticator.clone()))
-            .collect()
+        AuthConfig::references(&self.cfg.auth)
     }
 
     fn storages(&self) -> Vec<(String, String)> {

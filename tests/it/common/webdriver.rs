@@ -10,6 +10,17 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+/// Chromium's flags for a headless run in a container (no sandbox, no
+/// GPU, no /dev/shm), as the tests start it.
+pub const HEADLESS: [&str; 6] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--hide-scrollbars",
+];
+
 /// chromedriver, or `None` (skipped, a failure under CI) without one.
 pub fn chromedriver() -> Option<&'static str> {
     let ok = Command::new("chromedriver")
@@ -48,16 +59,14 @@ impl Browser {
             .expect("chromedriver starts");
         let port = port_of(&mut driver);
         let profile = tempfile::tempdir().unwrap();
-        let args = [
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--no-first-run",
-            "--hide-scrollbars",
-            "--window-size=1200,800",
-            &format!("--user-data-dir={}", profile.path().display()),
-        ];
+        let args: Vec<String> = HEADLESS
+            .iter()
+            .map(|a| a.to_string())
+            .chain([
+                "--window-size=1200,800".to_owned(),
+                format!("--user-data-dir={}", profile.path().display()),
+            ])
+            .collect();
         // chromedriver wants a path, not a name to look up.
         let binary = std::env::var_os("PATH")
             .into_iter()
