@@ -8,13 +8,13 @@ use std::sync::{Arc, OnceLock};
 use profcol_pipeline::component::{AuthConfig, Authenticator, ExportError, ExporterContext};
 
 #[derive(Default)]
-pub struct ClientAuth {
+pub(crate) struct ClientAuth {
     config: Option<AuthConfig>,
     resolved: OnceLock<Arc<dyn Authenticator>>,
 }
 
 impl ClientAuth {
-    pub fn new(config: Option<AuthConfig>) -> Self {
+    pub(crate) fn new(config: Option<AuthConfig>) -> Self {
         Self {
             config,
             resolved: OnceLock::new(),
@@ -22,14 +22,14 @@ impl ClientAuth {
     }
 
     /// For [`profcol_pipeline::component::Exporter::authenticators`].
-    pub fn references(&self) -> Vec<(String, String)> {
+    pub(crate) fn references(&self) -> Vec<(String, String)> {
         self.config
             .iter()
             .map(|a| ("auth::authenticator".to_owned(), a.authenticator.clone()))
             .collect()
     }
 
-    pub fn start(&self, ctx: &ExporterContext) -> anyhow::Result<()> {
+    pub(crate) fn start(&self, ctx: &ExporterContext) -> anyhow::Result<()> {
         let owner = format!("exporters::{}", ctx.id);
         if let Some(a) = ctx.authenticators.resolve(self.config.as_ref(), &owner)? {
             let _ = self.resolved.set(a);
@@ -40,7 +40,9 @@ impl ClientAuth {
     /// The headers to add to a request: none without `auth`. A failure
     /// (a token file that went missing) is retried: the extension may
     /// read it again by then.
-    pub fn headers(&self) -> Result<Vec<(http::HeaderName, http::HeaderValue)>, ExportError> {
+    pub(crate) fn headers(
+        &self,
+    ) -> Result<Vec<(http::HeaderName, http::HeaderValue)>, ExportError> {
         match (self.resolved.get(), &self.config) {
             (Some(a), _) => a
                 .client_headers()

@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 /// `Retry-After`: delay seconds (the SDKs also accept fractions) or an HTTP date.
-pub fn parse_retry_after(value: &str, wall: SystemTime) -> Option<Duration> {
+pub(crate) fn parse_retry_after(value: &str, wall: SystemTime) -> Option<Duration> {
     let value = value.trim();
     if let Ok(secs) = value.parse::<f64>() {
         return secs_to_duration(secs);
@@ -15,11 +15,11 @@ pub fn parse_retry_after(value: &str, wall: SystemTime) -> Option<Duration> {
 
 /// Seconds a server asked for, capped at a day: that bounds what a server
 /// may ask and keeps `Instant` arithmetic safe.
-pub fn secs_to_duration(secs: f64) -> Option<Duration> {
+pub(crate) fn secs_to_duration(secs: f64) -> Option<Duration> {
     (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0)))
 }
 
-pub use profcol_pipeline::net::error_chain;
+pub(crate) use profcol_pipeline::net::error_chain;
 
 #[cfg(test)]
 mod tests {

@@ -31,12 +31,12 @@ const FILL: f64 = 0.75;
 /// The largest request, in encoded bytes before compression, that the peer
 /// takes, once it has refused one; 0 while it has not.
 #[derive(Debug, Default)]
-pub struct PeerLimit(AtomicU64);
+pub(crate) struct PeerLimit(AtomicU64);
 
 impl PeerLimit {
     /// A limit known from the start (the `kafka` exporter's
     /// `producer::max_message_bytes`); refusals can only lower it.
-    pub fn fixed(bytes: u64) -> Self {
+    pub(crate) fn fixed(bytes: u64) -> Self {
         Self(AtomicU64::new(bytes))
     }
 
@@ -46,7 +46,7 @@ impl PeerLimit {
 
     /// Whether `req` goes out in parts: the peer refused one this size
     /// before, or an earlier attempt of it did.
-    pub fn applies_to(&self, req: &Request) -> bool {
+    pub(crate) fn applies_to(&self, req: &Request) -> bool {
         let resumed = req
             .progress()
             .resume
@@ -73,7 +73,7 @@ impl PeerLimit {
 
     /// When `result` is the peer refusing a request of `req`'s size as too
     /// large, learns its limit and says so.
-    pub fn refused<T>(&self, result: &Result<T, ExportError>, req: &Request) -> bool {
+    pub(crate) fn refused<T>(&self, result: &Result<T, ExportError>, req: &Request) -> bool {
         let Err(e) = result else { return false };
         let Some(said) = too_large(e) else {
             return false;
@@ -89,7 +89,7 @@ impl PeerLimit {
 /// N bytes, the limit is: LIMIT bytes", profcol's receivers' wording, HTTP
 /// 413, or Go's "http: request body too large" (which the Collector answers
 /// with 400).
-pub fn too_large(err: &ExportError) -> Option<Option<u64>> {
+pub(crate) fn too_large(err: &ExportError) -> Option<Option<u64>> {
     let ExportError::Permanent { message } = err else {
         return None;
     };
@@ -126,7 +126,7 @@ pub fn too_large(err: &ExportError) -> Option<Option<u64>> {
 /// call of the exporter with a batch of its own). Records which profiles
 /// each part settled, so a retry after a retryable failure sends only the
 /// rest.
-pub async fn send<F, Fut>(
+pub(crate) async fn send<F, Fut>(
     req: &Request,
     limit: &PeerLimit,
     send: F,

@@ -186,7 +186,7 @@ mod wire {
         ResourceProfiles, Sample, ScopeProfiles, Stack,
     };
 
-    pub enum Field {
+    pub(super) enum Field {
         /// A message (repeated or not); `elem` its size when repeated.
         Message(&'static Schema, usize),
         /// `Profile.samples`: the bulk of every request, walked by a fast
@@ -203,13 +203,13 @@ mod wire {
     }
 
     /// `fields[n]` describes field number `n`.
-    pub struct Schema(pub &'static [Field]);
+    pub(super) struct Schema(pub &'static [Field]);
 
     use Field::*;
 
     const REP: usize = 0; // not repeated: no Vec of its own
 
-    pub static PROFILES_DATA: Schema = Schema(&[
+    pub(super) static PROFILES_DATA: Schema = Schema(&[
         Scalar,
         Message(&RESOURCE_PROFILES, size_of::<ResourceProfiles>()),
         Message(&DICTIONARY, REP),
@@ -279,7 +279,7 @@ mod wire {
         Text { repeated: false },
         Scalars(4, true),
     ]);
-    pub static SAMPLE: Schema = Schema(&[
+    pub(super) static SAMPLE: Schema = Schema(&[
         Scalar,
         Scalar,
         Scalars(4, true),
@@ -288,7 +288,7 @@ mod wire {
         Scalars(8, false),
     ]);
 
-    pub const SAMPLE_SIZE: usize = size_of::<Sample>();
+    pub(super) const SAMPLE_SIZE: usize = size_of::<Sample>();
     static DICTIONARY: Schema = Schema(&[
         Scalar,
         Message(&MAPPING, size_of::<Mapping>()),

@@ -20,7 +20,7 @@ fn i(v: i64) -> Option<AnyValue> {
     })
 }
 
-pub fn batch() -> ProfilesData {
+pub(crate) fn batch() -> ProfilesData {
     let strings: Vec<String> = ["", "shared", "own1", "own2", "bytes", "cpu", "nanoseconds"]
         .iter()
         .map(|s| s.to_string())

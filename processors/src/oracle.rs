@@ -21,7 +21,7 @@ use profcol_pipeline::component::{ProcessContext, Processor, Verdict};
 
 /// An attribute value, resolved (string references become strings).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum V {
+pub(crate) enum V {
     None,
     Str(String),
     Bool(bool),
@@ -35,7 +35,7 @@ pub enum V {
 
 /// `(key, value, unit)` of a dictionary attribute.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Attr {
+pub(crate) struct Attr {
     pub key: String,
     pub value: V,
     pub unit: String,
@@ -43,7 +43,7 @@ pub struct Attr {
 
 /// One frame: a location with its mapping and lines resolved.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Frame {
+pub(crate) struct Frame {
     pub address: u64,
     /// (memory start, limit, file offset, filename, attributes).
     pub mapping: (u64, u64, u64, String, Vec<Attr>),
@@ -53,7 +53,7 @@ pub struct Frame {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RSample {
+pub(crate) struct RSample {
     /// Leaf first, as in the proto.
     pub stack: Vec<Frame>,
     pub attributes: Vec<Attr>,
@@ -65,14 +65,14 @@ pub struct RSample {
 
 impl RSample {
     /// Observations, as every profcol metric counts them.
-    pub fn observations(&self) -> u64 {
+    pub(crate) fn observations(&self) -> u64 {
         self.values.len().max(self.timestamps.len()).max(1) as u64
     }
 }
 
 /// One profile with everything around it (resource, scope) resolved.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RProfile {
+pub(crate) struct RProfile {
     pub resource: Vec<(String, V)>,
     /// Of the resource and of the scope.
     pub schema_urls: (String, String),
@@ -89,7 +89,7 @@ pub struct RProfile {
     pub samples: Vec<RSample>,
 }
 
-pub fn value(v: Option<&AnyValue>, l: &Lookup<'_>) -> V {
+pub(crate) fn value(v: Option<&AnyValue>, l: &Lookup<'_>) -> V {
     let Some(v) = v.and_then(|v| v.value.as_ref()) else {
         return V::None;
     };
@@ -111,7 +111,7 @@ fn key_values(kvs: &[KeyValue], l: &Lookup<'_>) -> Vec<(String, V)> {
         .collect()
 }
 
-pub fn attr(a: &KeyValueAndUnit, l: &Lookup<'_>) -> Attr {
+pub(crate) fn attr(a: &KeyValueAndUnit, l: &Lookup<'_>) -> Attr {
     Attr {
         key: l.string(a.key_strindex).to_owned(),
         value: value(a.value.as_ref(), l),
@@ -132,7 +132,7 @@ fn value_type(t: Option<&ValueType>, l: &Lookup<'_>) -> Option<(String, String)>
     })
 }
 
-pub fn frame(location: i32, l: &Lookup<'_>) -> Frame {
+pub(crate) fn frame(location: i32, l: &Lookup<'_>) -> Frame {
     let loc = l.location(location);
     let m = l.mapping(loc.mapping_index);
     Frame {
@@ -163,7 +163,7 @@ pub fn frame(location: i32, l: &Lookup<'_>) -> Frame {
     }
 }
 
-pub fn sample(s: &Sample, l: &Lookup<'_>) -> RSample {
+pub(crate) fn sample(s: &Sample, l: &Lookup<'_>) -> RSample {
     let link = l.link(s.link_index);
     RSample {
         stack: l
@@ -180,12 +180,12 @@ pub fn sample(s: &Sample, l: &Lookup<'_>) -> RSample {
 }
 
 /// Every profile of `data`, in document order, with its samples in order.
-pub fn resolve(data: &ProfilesData) -> Vec<RProfile> {
+pub(crate) fn resolve(data: &ProfilesData) -> Vec<RProfile> {
     resolve_scopes(data).into_iter().flatten().collect()
 }
 
 /// [`resolve`], the profiles of each scope apart (in document order).
-pub fn resolve_scopes(data: &ProfilesData) -> Vec<Vec<RProfile>> {
+pub(crate) fn resolve_scopes(data: &ProfilesData) -> Vec<Vec<RProfile>> {
     let l = Lookup::of(data);
     let mut out = Vec::new();
     for rp in &data.resource_profiles {
@@ -236,7 +236,7 @@ pub fn resolve_scopes(data: &ProfilesData) -> Vec<Vec<RProfile>> {
 /// `profiles` with each attribute set and each profile's samples sorted: the
 /// content, for processors that leave those orders unspecified. The points
 /// of a sample keep their order (a timestamp goes with its value).
-pub fn normalized(mut profiles: Vec<RProfile>) -> Vec<RProfile> {
+pub(crate) fn normalized(mut profiles: Vec<RProfile>) -> Vec<RProfile> {
     for p in &mut profiles {
         p.attributes.sort();
         for s in &mut p.samples {
@@ -250,7 +250,7 @@ pub fn normalized(mut profiles: Vec<RProfile>) -> Vec<RProfile> {
 /// Runs `p` on `batch` with a deferred context; returns the verdict, the
 /// observations dropped per reason and the events counted, each by name
 /// (zero counts left out).
-pub fn run(
+pub(crate) fn run(
     p: &mut dyn Processor,
     batch: &mut ProfileBatch,
 ) -> (Verdict, BTreeMap<String, u64>, BTreeMap<String, u64>) {

@@ -49,7 +49,7 @@ impl AsyncRead for Tee {
 }
 
 /// Where the copy of one body goes.
-pub struct CompressedCopy {
+pub(crate) struct CompressedCopy {
     encoding: Encoding,
     copy: Copy,
 }
@@ -57,7 +57,11 @@ pub struct CompressedCopy {
 impl CompressedCopy {
     /// `raw` copied as it is read, when `encodings` names exactly one
     /// compression an exporter can send; at most `max` bytes are kept.
-    pub fn tee(raw: RawReader, encodings: Option<&str>, max: usize) -> (RawReader, Option<Self>) {
+    pub(crate) fn tee(
+        raw: RawReader,
+        encodings: Option<&str>,
+        max: usize,
+    ) -> (RawReader, Option<Self>) {
         let Some(encoding) = encodings.and_then(Encoding::from_header) else {
             return (raw, None);
         };
@@ -72,7 +76,7 @@ impl CompressedCopy {
 
     /// The body as it arrived, once it was read to the end and inflated
     /// to `plain_len` bytes; `None` if it was larger than the copy's bound.
-    pub fn finish(self, plain_len: usize) -> Option<Compressed> {
+    pub(crate) fn finish(self, plain_len: usize) -> Option<Compressed> {
         let bytes = self.copy.lock().unwrap_or_else(|e| e.into_inner()).take()?;
         Some(Compressed {
             encoding: self.encoding,

@@ -11,19 +11,19 @@ use super::spec::Expectation;
 use super::stacks::{attr_matches, sample_attrs, Line};
 
 /// What one exporter ended up with.
-pub struct Received {
+pub(super) struct Received {
     pub batches: Vec<Arc<ProfileBatch>>,
     pub sentry_chunks: Option<u64>,
     pub pprof_files: Option<u64>,
 }
 
-pub struct Outcome {
+pub(super) struct Outcome {
     pub failures: Vec<String>,
     /// Snapshots that `--update` rewrote.
     pub updated: Vec<String>,
 }
 
-pub fn check(
+pub(super) fn check(
     exporter: &str,
     got: &Received,
     want: &Expectation,

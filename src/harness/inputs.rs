@@ -12,7 +12,7 @@ use prost::Message;
 use super::spec::InputFormat;
 
 /// A payload ready to send.
-pub enum Payload {
+pub(super) enum Payload {
     /// One or more OTLP requests (a `file` exporter output holds several).
     Otlp(Vec<ExportProfilesServiceRequest>),
     /// A recorded HTTP request (Sentry or Pyroscope).
@@ -20,7 +20,7 @@ pub enum Payload {
 }
 
 /// An HTTP request to replay against a Sentry or Pyroscope receiver.
-pub struct HttpRequest {
+pub(super) struct HttpRequest {
     pub path: String,
     pub query: String,
     pub headers: Vec<(String, String)>,
@@ -37,7 +37,7 @@ const HOP_HEADERS: &[&str] = &[
     "expect",
 ];
 
-pub fn load(path: &Path, format: Option<InputFormat>) -> anyhow::Result<Payload> {
+pub(super) fn load(path: &Path, format: Option<InputFormat>) -> anyhow::Result<Payload> {
     let format = format
         .or_else(|| InputFormat::guess(path))
         .with_context(|| {
@@ -191,7 +191,7 @@ fn request_from_meta(meta: &Path) -> anyhow::Result<HttpRequest> {
 
 /// Where a receiver listens and which protocol it speaks.
 #[derive(Debug, Clone)]
-pub enum Target {
+pub(super) enum Target {
     Otlp(u16),
     Sentry {
         port: u16,
@@ -201,7 +201,7 @@ pub enum Target {
     Pyroscope(u16),
 }
 
-pub async fn send(target: &Target, payload: Payload, what: &str) -> anyhow::Result<()> {
+pub(super) async fn send(target: &Target, payload: Payload, what: &str) -> anyhow::Result<()> {
     match (target, payload) {
         (Target::Otlp(port), Payload::Otlp(requests)) => {
             let mut client = ProfilesServiceClient::connect(format!("http://127.0.0.1:{port}"))

@@ -10,17 +10,17 @@ use serde_yaml_ng::{Mapping, Value};
 
 use super::inputs::Target;
 
-pub struct Patched {
+pub(super) struct Patched {
     pub yaml: Value,
     /// Receiver id -> where it will listen.
     pub receivers: BTreeMap<String, Target>,
 }
 
-pub fn pprof_dir(scratch: &Path, exporter_id: &str) -> PathBuf {
+pub(super) fn pprof_dir(scratch: &Path, exporter_id: &str) -> PathBuf {
     scratch.join(exporter_id.replace('/', "_"))
 }
 
-pub fn patch(mut yaml: Value, scratch: &Path, sentry_port: u16) -> anyhow::Result<Patched> {
+pub(super) fn patch(mut yaml: Value, scratch: &Path, sentry_port: u16) -> anyhow::Result<Patched> {
     let Some(root) = yaml.as_mapping_mut() else {
         bail!("the config's top level must be a map");
     };

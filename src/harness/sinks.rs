@@ -14,7 +14,7 @@ use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, Exporter
 use tokio_util::sync::CancellationToken;
 
 /// Keeps every batch, then hands it to the real exporter when there is one.
-pub struct Capture {
+pub(super) struct Capture {
     pub id: String,
     pub batches: Arc<Mutex<Vec<Arc<ProfileBatch>>>>,
     pub inner: Option<Arc<dyn Exporter>>,
@@ -60,7 +60,7 @@ impl Exporter for Capture {
 
 /// A stand-in for Sentry: accepts every envelope and counts its
 /// `profile_chunk` items.
-pub struct SentrySink {
+pub(super) struct SentrySink {
     pub port: u16,
     pub chunks: Arc<Mutex<u64>>,
     pub errors: Arc<Mutex<Vec<String>>>,
@@ -68,7 +68,7 @@ pub struct SentrySink {
 }
 
 impl SentrySink {
-    pub async fn start() -> anyhow::Result<Self> {
+    pub(super) async fn start() -> anyhow::Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let port = listener.local_addr()?.port();
         let chunks = Arc::new(Mutex::new(0u64));
@@ -102,7 +102,7 @@ impl SentrySink {
         })
     }
 
-    pub fn chunks(&self) -> u64 {
+    pub(super) fn chunks(&self) -> u64 {
         *self.chunks.lock().unwrap()
     }
 }

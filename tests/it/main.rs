@@ -3,6 +3,9 @@
 //! its dependencies instead of one per file. Select a module with its path:
 //! `cargo test --test it sentry_forward::`.
 
+// A test binary has no surface for other crates to use.
+#![allow(unreachable_pub)]
+
 mod common;
 
 mod attributes;

@@ -40,7 +40,7 @@ fn map_to_index(scale: i32, v: f64) -> i32 {
 }
 
 #[derive(Debug, Default, Clone)]
-pub struct Buckets {
+pub(super) struct Buckets {
     pub offset: i32,
     pub counts: Vec<u64>,
 }
@@ -92,7 +92,7 @@ impl Buckets {
 }
 
 #[derive(Debug, Clone)]
-pub struct ExpoHistogram {
+pub(super) struct ExpoHistogram {
     pub max_size: i32,
     pub scale: i32,
     pub count: u64,
@@ -105,7 +105,7 @@ pub struct ExpoHistogram {
 }
 
 impl ExpoHistogram {
-    pub fn new(max_size: i32) -> Self {
+    pub(super) fn new(max_size: i32) -> Self {
         Self {
             max_size,
             scale: MAX_SCALE,
@@ -119,7 +119,7 @@ impl ExpoHistogram {
         }
     }
 
-    pub fn update(&mut self, v: f64, incr: u64) {
+    pub(super) fn update(&mut self, v: f64, incr: u64) {
         if self.count == 0 {
             self.min = v;
             self.max = v;

@@ -100,11 +100,11 @@ impl Default for GroupBy {
     }
 }
 
-pub const DEFAULT_MAX_MEGABYTES: u64 = 100;
-pub const DEFAULT_MAX_BACKUPS: u64 = 100;
-pub const DEFAULT_RESOURCE_ATTRIBUTE: &str = "fileexporter.path_segment";
-pub const DEFAULT_MAX_OPEN_FILES: u64 = 100;
-pub const DEFAULT_FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+pub(super) const DEFAULT_MAX_MEGABYTES: u64 = 100;
+pub(super) const DEFAULT_MAX_BACKUPS: u64 = 100;
+pub(super) const DEFAULT_RESOURCE_ATTRIBUTE: &str = "fileexporter.path_segment";
+pub(super) const DEFAULT_MAX_OPEN_FILES: u64 = 100;
+pub(super) const DEFAULT_FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// `Some` for a key that is present, even empty: `rotation:` alone turns
 /// rotation on in the Collector.

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use super::config::Rotation;
 use super::sink::Sink;
 
-pub struct Groups {
+pub(super) struct Groups {
     prefix: String,
     suffix: String,
     max_open: usize,
@@ -30,7 +30,12 @@ pub struct Groups {
 
 impl Groups {
     /// `path` holds exactly one `*`, not first (checked by the config).
-    pub fn new(path: &str, max_open: usize, append: bool, rotation: Option<Rotation>) -> Self {
+    pub(super) fn new(
+        path: &str,
+        max_open: usize,
+        append: bool,
+        rotation: Option<Rotation>,
+    ) -> Self {
         let (prefix, suffix) = path.split_once('*').unwrap_or((path, ""));
         Self {
             prefix: clean_prefix(prefix),
@@ -47,7 +52,7 @@ impl Groups {
 
     /// The file for `segment`, opened if need be; else its path and why
     /// not.
-    pub fn sink(&mut self, segment: &str) -> Result<&mut Sink, (PathBuf, io::Error)> {
+    pub(super) fn sink(&mut self, segment: &str) -> Result<&mut Sink, (PathBuf, io::Error)> {
         let path = PathBuf::from(full_path(&self.prefix, segment, &self.suffix));
         self.tick += 1;
         let tick = self.tick;
@@ -89,18 +94,18 @@ impl Groups {
     }
 
     /// Every open file.
-    pub fn sinks(&mut self) -> impl Iterator<Item = &mut Sink> {
+    pub(super) fn sinks(&mut self) -> impl Iterator<Item = &mut Sink> {
         self.open.values_mut().map(|(s, _)| s)
     }
 
     #[cfg(test)]
-    pub fn open_files(&self) -> usize {
+    pub(super) fn open_files(&self) -> usize {
         self.open.len()
     }
 
     /// Closes every file; the ones whose buffer could not be written, with
     /// the error and the bytes lost.
-    pub fn close_all(&mut self) -> Vec<(PathBuf, io::Error, usize)> {
+    pub(super) fn close_all(&mut self) -> Vec<(PathBuf, io::Error, usize)> {
         self.by_use.clear();
         let mut failed = Vec::new();
         for (path, (sink, _)) in self.open.drain() {
@@ -125,7 +130,7 @@ fn clean_prefix(prefix: &str) -> String {
 
 /// The Collector's `fullPath`: the segment in place of the `*`, and a path
 /// that would leave the prefix put back under it.
-pub fn full_path(prefix: &str, segment: &str, suffix: &str) -> String {
+pub(super) fn full_path(prefix: &str, segment: &str, suffix: &str) -> String {
     let segment = if let Some(rest) = segment.strip_prefix("./") {
         &segment[segment.len() - rest.len() - 1..]
     } else if let Some(rest) = segment.strip_prefix("../") {
@@ -142,7 +147,7 @@ pub fn full_path(prefix: &str, segment: &str, suffix: &str) -> String {
 }
 
 /// Go's `path.Clean`: lexical, `/`-separated.
-pub fn clean(path: &str) -> String {
+pub(super) fn clean(path: &str) -> String {
     if path.is_empty() {
         return ".".into();
     }

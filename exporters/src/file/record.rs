@@ -17,13 +17,13 @@ use super::config::Format;
 
 /// Encodes requests into records; owns the zstd context, reused for every
 /// record.
-pub struct Encoder {
+pub(super) struct Encoder {
     format: Format,
     zstd: Option<zstd::bulk::Compressor<'static>>,
 }
 
 impl Encoder {
-    pub fn new(format: Format, zstd_level: Option<i32>) -> std::io::Result<Self> {
+    pub(super) fn new(format: Format, zstd_level: Option<i32>) -> std::io::Result<Self> {
         let zstd = zstd_level
             .map(|level| {
                 let mut c = zstd::bulk::Compressor::new(level)?;
@@ -37,7 +37,7 @@ impl Encoder {
     }
 
     /// The record of `src`.
-    pub fn record(&mut self, src: Source<'_>) -> Result<Vec<u8>, ExportError> {
+    pub(super) fn record(&mut self, src: Source<'_>) -> Result<Vec<u8>, ExportError> {
         match (self.format, self.zstd.as_mut()) {
             (Format::Json, None) => {
                 let mut line = src.json();
@@ -52,7 +52,7 @@ impl Encoder {
 }
 
 /// What a record holds: a whole batch, or the part of one a group gets.
-pub enum Source<'a> {
+pub(super) enum Source<'a> {
     Batch(&'a ProfileBatch),
     Part(&'a Subset, &'a ProfilesData),
     /// A metrics request (metrics pipelines), framed the same way.

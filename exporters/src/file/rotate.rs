@@ -24,7 +24,7 @@ const TIME_FORMAT: &str = "%Y-%m-%dT%H-%M-%S%.3f";
 /// Timberjack's file mode, which the Collector passes.
 const FILE_MODE: u32 = 0o644;
 
-pub struct Rotator {
+pub(super) struct Rotator {
     path: PathBuf,
     max_bytes: u64,
     max_days: u64,
@@ -39,12 +39,12 @@ pub struct Rotator {
 }
 
 impl Rotator {
-    pub fn new(path: PathBuf, rotation: &Rotation) -> Self {
+    pub(super) fn new(path: PathBuf, rotation: &Rotation) -> Self {
         Self::with_max_bytes(path, rotation, rotation.max_bytes())
     }
 
     /// With a limit in bytes (tests rotate without writing megabytes).
-    pub fn with_max_bytes(path: PathBuf, rotation: &Rotation, max_bytes: u64) -> Self {
+    pub(super) fn with_max_bytes(path: PathBuf, rotation: &Rotation, max_bytes: u64) -> Self {
         Self {
             path,
             max_bytes: max_bytes.max(1),
@@ -59,7 +59,7 @@ impl Rotator {
 
     /// Writes `record` whole into one file: the current one, or a new one
     /// when it would take the current past the limit.
-    pub fn write(&mut self, record: &[u8]) -> io::Result<()> {
+    pub(super) fn write(&mut self, record: &[u8]) -> io::Result<()> {
         let len = record.len() as u64;
         if self.file.is_none() {
             self.open_existing_or_new(len)?;
@@ -77,7 +77,7 @@ impl Rotator {
         Ok(())
     }
 
-    pub fn close(&mut self) {
+    pub(super) fn close(&mut self) {
         self.file = None;
     }
 
@@ -227,7 +227,7 @@ impl Rotator {
     /// The Collector's start-up migration: backups lumberjack named
     /// `<stem>-<time><ext>` (before v0.150) get timberjack's `-size`, so
     /// that retention sees them.
-    pub fn migrate_legacy_backups(&self) -> io::Result<()> {
+    pub(super) fn migrate_legacy_backups(&self) -> io::Result<()> {
         let (dir, stem, ext) = split_name(&self.path);
         let prefix = format!("{stem}-");
         let entries = match std::fs::read_dir(dir) {
@@ -274,7 +274,7 @@ fn split_name(path: &Path) -> (&Path, &str, &str) {
 }
 
 /// `<dir>/<stem>-<time>-<reason><ext>`.
-pub fn backup_name(path: &Path, time: &str, reason: &str) -> PathBuf {
+pub(super) fn backup_name(path: &Path, time: &str, reason: &str) -> PathBuf {
     let (dir, stem, ext) = split_name(path);
     dir.join(format!("{stem}-{time}-{reason}{ext}"))
 }

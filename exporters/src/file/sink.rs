@@ -11,9 +11,9 @@ use super::rotate::Rotator;
 
 /// At most this many bytes wait in memory per open file (the Collector's
 /// `bufio.Writer` holds 4 KiB; larger, fewer writes).
-pub const BUFFER_BYTES: usize = 64 * 1024;
+pub(super) const BUFFER_BYTES: usize = 64 * 1024;
 
-pub struct Sink {
+pub(super) struct Sink {
     path: PathBuf,
     out: Out,
 }
@@ -32,7 +32,7 @@ impl Sink {
     /// Opens `path` (creating its parent directories): truncated unless
     /// `append`, or behind a [`Rotator`], which opens it on the first
     /// write.
-    pub fn open(path: &Path, append: bool, rotation: Option<&Rotation>) -> io::Result<Self> {
+    pub(super) fn open(path: &Path, append: bool, rotation: Option<&Rotation>) -> io::Result<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
@@ -59,12 +59,12 @@ impl Sink {
         })
     }
 
-    pub fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Takes `record` whole, or fails without having taken any of it.
-    pub fn write(&mut self, record: &[u8]) -> io::Result<()> {
+    pub(super) fn write(&mut self, record: &[u8]) -> io::Result<()> {
         match &mut self.out {
             Out::Rotating(r) => r.write(record),
             Out::Plain { file, buf } => {
@@ -86,7 +86,7 @@ impl Sink {
     }
 
     /// Writes what waits in memory.
-    pub fn flush(&mut self) -> io::Result<()> {
+    pub(super) fn flush(&mut self) -> io::Result<()> {
         match &mut self.out {
             Out::Rotating(_) => Ok(()),
             Out::Plain { file, buf } => {
@@ -100,7 +100,7 @@ impl Sink {
     }
 
     /// Bytes waiting in memory.
-    pub fn buffered(&self) -> usize {
+    pub(super) fn buffered(&self) -> usize {
         match &self.out {
             Out::Plain { buf, .. } => buf.len(),
             Out::Rotating(_) => 0,
@@ -108,7 +108,7 @@ impl Sink {
     }
 
     /// Flushes and closes the file.
-    pub fn close(mut self) -> io::Result<()> {
+    pub(super) fn close(mut self) -> io::Result<()> {
         let flushed = self.flush();
         if let Out::Rotating(r) = &mut self.out {
             r.close();

@@ -135,7 +135,7 @@ pub struct ProducerConfig {
 
 /// franz-go's floor and default for `max_broker_write_bytes`, which the
 /// Collector enforces.
-pub const MIN_BROKER_WRITE_BYTES: u64 = 100 << 20;
+pub(super) const MIN_BROKER_WRITE_BYTES: u64 = 100 << 20;
 
 impl Default for ProducerConfig {
     fn default() -> Self {

@@ -73,7 +73,7 @@ impl KafkaTls {
 const MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
 
 /// Checks `auth` and `tls` at `section`'s key paths.
-pub fn check(
+pub(super) fn check(
     auth: &AuthConfig,
     tls: Option<&KafkaTls>,
     section: &ComponentConfig,
@@ -182,7 +182,7 @@ pub fn check(
 }
 
 /// Sets librdkafka's security settings for `auth` and `tls` (checked).
-pub fn apply(auth: &AuthConfig, tls: Option<&KafkaTls>, c: &mut rdkafka::ClientConfig) {
+pub(super) fn apply(auth: &AuthConfig, tls: Option<&KafkaTls>, c: &mut rdkafka::ClientConfig) {
     let tls = tls.filter(|t| t.enabled());
     let protocol = match (&auth.sasl, tls) {
         (None, None) => "plaintext",

@@ -22,7 +22,7 @@ pub const DEFAULT_PORT: u16 = 4317;
 /// (it holds a whole `otlp` exporter section).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct LoadBalancingConfig {
+pub(super) struct LoadBalancingConfig {
     pub routing_key: RoutingKey,
     pub resolver: ResolverConfig,
 }
@@ -68,7 +68,7 @@ impl fmt::Display for RoutingKey {
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct ResolverConfig {
+pub(super) struct ResolverConfig {
     #[serde(rename = "static")]
     pub static_: Option<StaticResolver>,
     pub dns: Option<DnsResolver>,
@@ -81,14 +81,14 @@ pub struct ResolverConfig {
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct StaticResolver {
+pub(super) struct StaticResolver {
     /// `host:port`, or `host` for port 4317.
     pub hostnames: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct DnsResolver {
+pub(super) struct DnsResolver {
     /// Resolved to every address, each a backend at `port`.
     pub hostname: String,
     pub port: Port,
@@ -113,7 +113,7 @@ impl Default for DnsResolver {
 /// the refusal names the resolver rather than an unknown key.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct K8sResolver {
+pub(super) struct K8sResolver {
     pub service: String,
     pub ports: Vec<u16>,
     pub timeout: Option<Duration>,
@@ -122,7 +122,7 @@ pub struct K8sResolver {
 
 /// A port, written as a number or (as the Collector's `dns.port`) a string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Port(pub u16);
+pub(super) struct Port(pub u16);
 
 impl<'de> Deserialize<'de> for Port {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -192,7 +192,7 @@ pub struct Decoded {
 
 /// Decodes `cfg` (without the runtime's keys), reporting every problem at
 /// its key path, `protocol::otlp::...` included.
-pub fn decode(cfg: &ComponentConfig) -> Result<Decoded, ConfigErrors> {
+pub(super) fn decode(cfg: &ComponentConfig) -> Result<Decoded, ConfigErrors> {
     let (rest, protocol) = cfg.split_off(&["protocol"]);
     let top = rest.decode_checked(|c: &LoadBalancingConfig| c.resolver.check(cfg));
     let otlp = decode_protocol(cfg, &protocol);

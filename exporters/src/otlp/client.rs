@@ -22,7 +22,7 @@ use crate::client_auth::ClientAuth;
 use crate::http_client::read_tls_file;
 use crate::parts::{self, PeerLimit};
 
-pub struct OtlpExporter {
+pub(crate) struct OtlpExporter {
     endpoint_cfg: Endpoint,
     // Made on first use: tonic needs a running Tokio reactor for it, and
     // `profcol validate` builds exporters without one.
@@ -43,7 +43,7 @@ impl OtlpExporter {
     /// [`OtlpExporterConfig::validate`] refuses are left out here: it
     /// reports them, and the factory runs both. The channel connects lazily
     /// on the first export, so a gateway that starts later is fine.
-    pub fn new(
+    pub(crate) fn new(
         cfg: &OtlpExporterConfig,
         section: &ComponentConfig,
         connect_timeout: std::time::Duration,
@@ -223,12 +223,16 @@ impl Exporter for OtlpExporter {
 impl OtlpExporter {
     /// Whether [`OtlpExporter::send`] takes [`Body::Encoded`]: the peer
     /// reads the current revision.
-    pub fn sends_encoded(&self) -> bool {
+    pub(crate) fn sends_encoded(&self) -> bool {
         self.revision == Revision::CURRENT
     }
 
     /// One call carrying `body`, of `counts` (profiles, samples).
-    pub async fn send(&self, body: Body, counts: (u64, u64)) -> Result<ExportOutcome, ExportError> {
+    pub(crate) async fn send(
+        &self,
+        body: Body,
+        counts: (u64, u64),
+    ) -> Result<ExportOutcome, ExportError> {
         let channel = self
             .channel
             .get_or_init(|| self.endpoint_cfg.connect_lazy());

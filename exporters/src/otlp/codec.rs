@@ -13,7 +13,7 @@ use profcol_model::proto::ExportProfilesServiceResponse;
 use profcol_model::ProfileBatch;
 use profcol_otlp::revisions::{encode_as, Revision};
 
-pub struct BatchCodec(pub Revision);
+pub(super) struct BatchCodec(pub Revision);
 
 /// What one export sends.
 #[derive(Clone)]
@@ -41,7 +41,7 @@ impl Codec for BatchCodec {
     }
 }
 
-pub struct BatchEncoder(Revision);
+pub(super) struct BatchEncoder(Revision);
 
 impl Encoder for BatchEncoder {
     type Item = Body;
@@ -86,7 +86,7 @@ impl Encoder for BatchEncoder {
     }
 }
 
-pub struct ResponseDecoder;
+pub(super) struct ResponseDecoder;
 
 impl Decoder for ResponseDecoder {
     type Item = ExportProfilesServiceResponse;

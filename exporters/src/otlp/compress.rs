@@ -27,16 +27,16 @@ const HEADER: usize = 5;
 /// A request extension: the message, compressed with the layer's
 /// compression, to send in place of the (empty) one the codec wrote.
 #[derive(Clone)]
-pub struct Precompressed(pub Bytes);
+pub(crate) struct Precompressed(pub Bytes);
 
 #[derive(Clone)]
-pub struct Compressing {
+pub(crate) struct Compressing {
     inner: Channel,
     compression: Compression,
 }
 
 impl Compressing {
-    pub fn new(inner: Channel, compression: Compression) -> Self {
+    pub(crate) fn new(inner: Channel, compression: Compression) -> Self {
         Self { inner, compression }
     }
 }
@@ -85,7 +85,7 @@ pub(crate) fn encoding_name(c: Compression) -> Option<&'static str> {
 }
 
 /// Rewrites one uncompressed gRPC frame as a compressed one.
-pub fn compress_frame(framed: Bytes, compression: Compression) -> Result<Bytes, BoxError> {
+pub(crate) fn compress_frame(framed: Bytes, compression: Compression) -> Result<Bytes, BoxError> {
     let Some((header, message)) = framed.split_at_checked(HEADER) else {
         return Err("gRPC frame shorter than its header".into());
     };
@@ -114,7 +114,7 @@ fn frame_compressed(message: &[u8]) -> Result<Bytes, BoxError> {
 }
 
 /// Appends `message` compressed at level 1 to `out` (as it is for `None`).
-pub fn compress_into<W: Write>(
+pub(crate) fn compress_into<W: Write>(
     mut out: W,
     message: &[u8],
     compression: Compression,

@@ -13,7 +13,7 @@ use crate::otlp::Compression;
 /// The path OTLP/HTTP appends to `endpoint` for profiles.
 pub const PROFILES_PATH: &str = "/v1development/profiles";
 /// What `endpoint` gets for metrics.
-pub const METRICS_PATH: &str = "/v1/metrics";
+pub(super) const METRICS_PATH: &str = "/v1/metrics";
 
 /// `exporters: otlphttp:` with the Collector's names and defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -15,7 +15,7 @@ use profcol_pipeline::component::ExportError;
 const MAX_BODY: usize = 64 * 1024;
 
 #[derive(Debug)]
-pub enum Answer {
+pub(super) enum Answer {
     Delivered {
         rejected_profiles: i64,
         message: String,
@@ -25,7 +25,7 @@ pub enum Answer {
 
 /// Reads at most [`MAX_BODY`] of a response; a body that breaks off is
 /// read as what arrived.
-pub async fn read_limited(mut resp: reqwest::Response) -> Vec<u8> {
+pub(super) async fn read_limited(mut resp: reqwest::Response) -> Vec<u8> {
     let mut body = Vec::new();
     while let Ok(Some(chunk)) = resp.chunk().await {
         let room = MAX_BODY - body.len();
@@ -37,7 +37,7 @@ pub async fn read_limited(mut resp: reqwest::Response) -> Vec<u8> {
     body
 }
 
-pub fn answer(
+pub(super) fn answer(
     status: http::StatusCode,
     content_type: &str,
     body: &[u8],

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use profcol_pipeline::component::ExportError;
 
-pub const TEMP_PREFIX: &str = ".profcol-";
-pub const TEMP_SUFFIX: &str = ".tmp";
+pub(super) const TEMP_PREFIX: &str = ".profcol-";
+pub(super) const TEMP_SUFFIX: &str = ".tmp";
 
 /// Whether a failed file operation is worth retrying.
 ///
@@ -41,7 +41,7 @@ pub fn is_retryable(e: &io::Error) -> bool {
 
 /// An [`ExportError`] naming what was being done, where, and what the OS
 /// said, with a hint for the errors users most often hit.
-pub fn export_error(action: &str, path: &Path, e: &io::Error) -> ExportError {
+pub(super) fn export_error(action: &str, path: &Path, e: &io::Error) -> ExportError {
     let hint = match e.kind() {
         io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => {
             "; free space or lower max_total_size_mib / max_files, will retry"
@@ -59,7 +59,7 @@ pub fn export_error(action: &str, path: &Path, e: &io::Error) -> ExportError {
 }
 
 /// Makes sure `dir` is a directory, creating it when allowed.
-pub fn ensure_directory(dir: &Path, create: bool) -> Result<(), ExportError> {
+pub(super) fn ensure_directory(dir: &Path, create: bool) -> Result<(), ExportError> {
     match fs::metadata(dir) {
         Ok(m) if m.is_dir() => Ok(()),
         Ok(_) => Err(ExportError::permanent(format!(
@@ -83,7 +83,7 @@ pub fn ensure_directory(dir: &Path, create: bool) -> Result<(), ExportError> {
 /// found without creating anything: `dir` exists but is not a directory or
 /// cannot be read, is missing while `create` is false, or cannot be looked
 /// at (a parent that is a file, say).
-pub fn check_directory(dir: &Path, create: bool) -> Result<(), String> {
+pub(super) fn check_directory(dir: &Path, create: bool) -> Result<(), String> {
     match fs::metadata(dir) {
         Ok(m) if m.is_dir() => fs::read_dir(dir)
             .map(drop)
@@ -100,7 +100,7 @@ pub fn check_directory(dir: &Path, create: bool) -> Result<(), String> {
 
 /// A written, fsynced file under its temporary name; removed on drop unless
 /// published.
-pub struct Staged {
+pub(super) struct Staged {
     pub path: PathBuf,
     pub size: u64,
     file: Option<File>,
@@ -108,7 +108,7 @@ pub struct Staged {
 
 impl Staged {
     /// Creates a new temporary file in `dir`, lets `write` fill it, fsyncs it.
-    pub fn write(
+    pub(super) fn write(
         dir: &Path,
         write: impl FnOnce(File) -> Result<File, ExportError>,
     ) -> Result<Self, ExportError> {
@@ -141,7 +141,7 @@ impl Staged {
     /// Renames the file to `target` unless that name is taken (`Ok(false)`).
     /// The caller serialises publishing, so the check cannot race another
     /// write of this exporter.
-    pub fn publish(&self, target: &Path) -> Result<bool, ExportError> {
+    pub(super) fn publish(&self, target: &Path) -> Result<bool, ExportError> {
         match fs::symlink_metadata(target) {
             Ok(_) => return Ok(false),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -168,14 +168,14 @@ impl Drop for Staged {
 }
 
 /// Makes renames in `dir` durable.
-pub fn sync_directory(dir: &Path) -> Result<(), ExportError> {
+pub(super) fn sync_directory(dir: &Path) -> Result<(), ExportError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| export_error("syncing directory", dir, &e))
 }
 
 /// Removes temporary files a crashed writer left in `dir`; returns how many.
-pub fn remove_stale_temp_files(dir: &Path) -> io::Result<usize> {
+pub(super) fn remove_stale_temp_files(dir: &Path) -> io::Result<usize> {
     let mut removed = 0;
     for entry in fs::read_dir(dir)? {
         let entry = entry?;

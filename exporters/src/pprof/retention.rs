@@ -11,18 +11,18 @@ use std::time::SystemTime;
 use super::file_name::FileNameTemplate;
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Removed {
+pub(super) struct Removed {
     pub files: u64,
     pub bytes: u64,
 }
 
-pub struct Limits {
+pub(super) struct Limits {
     pub max_files: usize,
     pub max_bytes: Option<u64>,
 }
 
 impl Limits {
-    pub fn is_unlimited(&self) -> bool {
+    pub(super) fn is_unlimited(&self) -> bool {
         self.max_files == 0 && self.max_bytes.is_none()
     }
 }
@@ -30,7 +30,11 @@ impl Limits {
 /// Deletes the oldest matching files of `dir` until `limits` hold. A file
 /// that cannot be deleted is logged and skipped: retention must not fail an
 /// export that already succeeded.
-pub fn enforce(dir: &Path, template: &FileNameTemplate, limits: &Limits) -> io::Result<Removed> {
+pub(super) fn enforce(
+    dir: &Path,
+    template: &FileNameTemplate,
+    limits: &Limits,
+) -> io::Result<Removed> {
     let mut removed = Removed::default();
     if limits.is_unlimited() {
         return Ok(removed);

@@ -32,16 +32,16 @@ use super::files::{export_error, TEMP_PREFIX};
 
 /// Under the exporter's directory; no `file_name` template can produce it
 /// (templates name files, not directories) and retention skips directories.
-pub const STAGING_DIR: &str = ".profcol-window";
+pub(super) const STAGING_DIR: &str = ".profcol-window";
 const STAGED_SUFFIX: &str = ".otlp";
 
 /// The staged batches of one window, in the order they arrived.
-pub struct Closed {
+pub(super) struct Closed {
     pub start_unix_nano: u64,
     pub files: Vec<PathBuf>,
 }
 
-pub struct Windows {
+pub(super) struct Windows {
     dir: PathBuf,
     window: Duration,
 }
@@ -53,14 +53,14 @@ fn now_unix_nano() -> u64 {
 }
 
 impl Windows {
-    pub fn new(directory: &Path, window: Duration) -> Self {
+    pub(super) fn new(directory: &Path, window: Duration) -> Self {
         Self {
             dir: directory.join(STAGING_DIR),
             window,
         }
     }
 
-    pub fn window(&self) -> Duration {
+    pub(super) fn window(&self) -> Duration {
         self.window
     }
 
@@ -70,14 +70,14 @@ impl Windows {
     }
 
     /// How long until the open window closes.
-    pub fn until_close(&self) -> Duration {
+    pub(super) fn until_close(&self) -> Duration {
         let now = now_unix_nano();
         let end = self.start_of(now) + self.window.as_nanos() as u64;
         Duration::from_nanos(end.saturating_sub(now))
     }
 
     /// Stages `encoded` (a batch's OTLP protobuf) in the open window.
-    pub fn stage(&self, encoded: &[u8]) -> Result<(), ExportError> {
+    pub(super) fn stage(&self, encoded: &[u8]) -> Result<(), ExportError> {
         fs::create_dir_all(&self.dir)
             .map_err(|e| export_error("creating directory", &self.dir, &e))?;
         let name = format!(
@@ -100,7 +100,7 @@ impl Windows {
     /// Windows whose staged batches are due: those closed by now, or all
     /// of them with `all` (shutdown, or the start after a crash). Leftover
     /// temporary files of a crashed `stage` are removed.
-    pub fn due(&self, all: bool) -> io::Result<Vec<Closed>> {
+    pub(super) fn due(&self, all: bool) -> io::Result<Vec<Closed>> {
         let open = self.start_of(now_unix_nano());
         let mut windows: BTreeMap<u64, Vec<(String, PathBuf)>> = BTreeMap::new();
         let entries = match fs::read_dir(&self.dir) {
@@ -150,13 +150,13 @@ impl Windows {
 
 /// What a window's staged batches merge into; `corrupt` names staged files
 /// that did not decode (they are removed with the rest, and counted).
-pub struct Merged {
+pub(super) struct Merged {
     pub data: ProfilesData,
     pub corrupt: Vec<PathBuf>,
 }
 
 /// Decodes the window's batches one at a time into one merge.
-pub fn merge(window: &Closed) -> Result<Merged, ExportError> {
+pub(super) fn merge(window: &Closed) -> Result<Merged, ExportError> {
     let mut merger: Option<Merger> = None;
     let mut corrupt = Vec::new();
     for path in &window.files {
@@ -194,7 +194,7 @@ fn service_name(rp: &ResourceProfiles) -> Option<&str> {
 /// hosts, pids, versions) into the first of them, keeping only the
 /// attributes all of them have with equal values, so that one file holds
 /// the service. A resource without `service.name` stays as it is.
-pub fn fold_services(mut data: ProfilesData) -> ProfilesData {
+pub(super) fn fold_services(mut data: ProfilesData) -> ProfilesData {
     let mut by_service: Vec<(String, usize)> = Vec::new();
     let mut kept: Vec<ResourceProfiles> = Vec::with_capacity(data.resource_profiles.len());
     for mut rp in std::mem::take(&mut data.resource_profiles) {
@@ -223,7 +223,7 @@ pub fn fold_services(mut data: ProfilesData) -> ProfilesData {
 }
 
 /// Removes a window's staged files once its output is published.
-pub fn remove(files: &[PathBuf]) {
+pub(super) fn remove(files: &[PathBuf]) {
     for f in files {
         if let Err(e) = fs::remove_file(f) {
             tracing::warn!(file = %f.display(), error = %e, "pprof exporter: cannot remove a staged batch; its window may be written again");

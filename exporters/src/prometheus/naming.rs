@@ -185,7 +185,7 @@ pub fn label_name(key: &str) -> Option<String> {
 }
 
 /// `[a-zA-Z_:][a-zA-Z0-9_:]*`
-pub fn is_metric_name(s: &str) -> bool {
+pub(super) fn is_metric_name(s: &str) -> bool {
     let mut chars = s.chars();
     chars
         .next()
@@ -194,7 +194,7 @@ pub fn is_metric_name(s: &str) -> bool {
 }
 
 /// `[a-zA-Z_][a-zA-Z0-9_]*`, not reserved (`__`).
-pub fn is_label_name(s: &str) -> bool {
+pub(super) fn is_label_name(s: &str) -> bool {
     let mut chars = s.chars();
     chars
         .next()
@@ -204,7 +204,7 @@ pub fn is_label_name(s: &str) -> bool {
 }
 
 /// A value as pcommon's `Value.AsString` writes it.
-pub fn value_string(v: Option<&AnyValue>) -> String {
+pub(super) fn value_string(v: Option<&AnyValue>) -> String {
     match v.and_then(|v| v.value.as_ref()) {
         None => String::new(),
         Some(any_value::Value::StringValue(s)) => s.clone(),
@@ -324,7 +324,7 @@ pub fn go_float(f: f64) -> String {
 }
 
 /// A label value in the text format: `\`, `"` and newlines escaped.
-pub fn escape_label_value(v: &str, out: &mut String) {
+pub(super) fn escape_label_value(v: &str, out: &mut String) {
     for c in v.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
@@ -336,7 +336,7 @@ pub fn escape_label_value(v: &str, out: &mut String) {
 }
 
 /// HELP text in the text format: `\` and newlines escaped.
-pub fn escape_help(v: &str, out: &mut String) {
+pub(super) fn escape_help(v: &str, out: &mut String) {
     for c in v.chars() {
         match c {
             '\\' => out.push_str("\\\\"),

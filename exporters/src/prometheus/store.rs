@@ -18,7 +18,7 @@ use super::naming::{self, escape_help, escape_label_value, go_float, NameType};
 
 /// The Prometheus type of a family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
+pub(super) enum Family {
     Counter,
     Gauge,
     Histogram,
@@ -36,7 +36,7 @@ impl Family {
 
 /// A series' value.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Value {
+pub(super) enum Value {
     Int(i64),
     Double(f64),
     /// Explicit bounds with a count per bucket (one more than bounds);

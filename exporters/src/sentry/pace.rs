@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-pub struct Pace {
+pub(super) struct Pace {
     state: Mutex<Bucket>,
 }
 
@@ -19,7 +19,7 @@ struct Bucket {
 }
 
 /// The bucket of `dsn`, made or joined; `None` for no limit (`rate` 0).
-pub fn for_dsn(dsn: &str, rate: f64) -> Option<Arc<Pace>> {
+pub(super) fn for_dsn(dsn: &str, rate: f64) -> Option<Arc<Pace>> {
     if rate <= 0.0 || !rate.is_finite() {
         return None;
     }
@@ -50,7 +50,7 @@ fn burst(rate: f64) -> f64 {
 
 impl Pace {
     /// Takes a turn: how long to wait before sending.
-    pub fn take(&self) -> Duration {
+    pub(super) fn take(&self) -> Duration {
         let mut b = self.state.lock().unwrap();
         let now = Instant::now();
         let refill = now.duration_since(b.at).as_secs_f64() * b.rate;

@@ -9,8 +9,8 @@ use crate::metadata::{Kind, Types};
 use crate::reader::{Reader, Str};
 use crate::Error;
 
-pub const MAGIC: &[u8; 4] = b"FLR\0";
-pub const HEADER_SIZE: usize = 68;
+pub(crate) const MAGIC: &[u8; 4] = b"FLR\0";
+pub(crate) const HEADER_SIZE: usize = 68;
 const EVENT_METADATA: i64 = 0;
 const EVENT_POOL: i64 = 1;
 
@@ -74,14 +74,14 @@ impl Header {
 
 /// A frame of a stack trace: its method's pool index and line.
 #[derive(Debug, Clone, Copy)]
-pub struct Frame {
+pub(crate) struct Frame {
     pub method: i64,
     pub line: i32,
 }
 
 /// Where the pooled values a profile needs live.
 #[derive(Default)]
-pub struct Pools {
+pub(crate) struct Pools {
     pub strings: HashMap<i64, String>,
     pub symbols: HashMap<i64, Str>,
     /// Class: its name's symbol.
@@ -96,7 +96,7 @@ pub struct Pools {
 
 impl Pools {
     /// A string value, looked up in the string pool when it refers to it.
-    pub fn text<'s>(&'s self, s: &'s Str) -> &'s str {
+    pub(crate) fn text<'s>(&'s self, s: &'s Str) -> &'s str {
         match s {
             Str::Text(t) => t,
             Str::Pool(i) => self.strings.get(i).map_or("", String::as_str),
@@ -104,7 +104,7 @@ impl Pools {
         }
     }
 
-    pub fn symbol(&self, i: i64) -> &str {
+    pub(crate) fn symbol(&self, i: i64) -> &str {
         self.symbols.get(&i).map_or("", |s| self.text(s))
     }
 }
@@ -121,7 +121,7 @@ struct Wanted {
     thread_state: Option<usize>,
 }
 
-pub struct Chunk<'a> {
+pub(crate) struct Chunk<'a> {
     pub header: Header,
     pub buf: &'a [u8],
     pub types: Types,
@@ -131,7 +131,7 @@ pub struct Chunk<'a> {
 impl<'a> Chunk<'a> {
     /// The chunk at the start of `buf` (which may hold more chunks after
     /// it), with its metadata and pools read.
-    pub fn read(buf: &'a [u8]) -> Result<Chunk<'a>, Error> {
+    pub(crate) fn read(buf: &'a [u8]) -> Result<Chunk<'a>, Error> {
         let header = Header::read(buf)?;
         let buf = &buf[..header.size];
         let mut r = Reader::new(buf, header.compressed).at(header.metadata_offset as usize);
@@ -160,7 +160,7 @@ impl<'a> Chunk<'a> {
     /// field to its end)`. Constant pools and metadata are events too; a walk
     /// over all of them (rather than the pools' chain of offsets) cannot
     /// loop, and finds every pool of a chunk that was flushed many times.
-    pub fn events(&self) -> Events<'a> {
+    pub(crate) fn events(&self) -> Events<'a> {
         Events {
             r: self.reader(HEADER_SIZE),
             end: self.buf.len(),
@@ -297,7 +297,7 @@ impl<'a> Chunk<'a> {
 
     /// Walks the fields of a struct of class `c`: `visit` reads the ones
     /// it wants (returning true), the others are skipped.
-    pub fn fields(
+    pub(crate) fn fields(
         &self,
         r: &mut Reader<'_>,
         c: usize,
@@ -334,7 +334,7 @@ fn event_head(r: &mut Reader<'_>, limit: usize) -> Result<(usize, i64), Error> {
     Ok((end, ty))
 }
 
-pub struct Events<'a> {
+pub(crate) struct Events<'a> {
     r: Reader<'a>,
     end: usize,
 }

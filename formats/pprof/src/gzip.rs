@@ -119,7 +119,7 @@ enum State<'s, W: Write + Send + 's> {
 }
 
 impl<'s, 'e, W: Write + Send + 's> GzipWriter<'s, 'e, W> {
-    pub fn new(out: W, level: u32, scope: &'s Scope<'s, 'e>) -> Self {
+    pub(crate) fn new(out: W, level: u32, scope: &'s Scope<'s, 'e>) -> Self {
         let parallel_from = (compression_threads() > 1).then_some(PARALLEL_FROM);
         Self::with_threshold(out, level, scope, parallel_from)
     }
@@ -147,7 +147,7 @@ impl<'s, 'e, W: Write + Send + 's> GzipWriter<'s, 'e, W> {
     }
 
     /// Ends the gzip stream and returns the writer, everything handed on.
-    pub fn finish(&mut self) -> io::Result<W> {
+    pub(crate) fn finish(&mut self) -> io::Result<W> {
         match std::mem::replace(&mut self.state, State::Finished) {
             State::Buffering { out, buf } => {
                 let mut gz = SerialGzip::new(out, self.level);

@@ -16,7 +16,7 @@ pub(super) struct StringTable<'a> {
 }
 
 impl<'a> StringTable<'a> {
-    pub fn new(dict_len: usize) -> Self {
+    pub(crate) fn new(dict_len: usize) -> Self {
         // Most of a file's strings come from the dictionary: sizing the
         // index for all of them up front saves rehashing every string
         // each time it grows.
@@ -35,7 +35,7 @@ impl<'a> StringTable<'a> {
     }
 
     /// Index of `s`, appending it if new.
-    pub fn intern(&mut self, s: Cow<'a, str>) -> i64 {
+    pub(crate) fn intern(&mut self, s: Cow<'a, str>) -> i64 {
         let hash = self.hash(&s);
         let values = &self.values;
         if let Some(&i) = self.index.find(hash, |&i| values[i as usize] == s) {
@@ -49,13 +49,13 @@ impl<'a> StringTable<'a> {
         i64::from(i)
     }
 
-    pub fn borrowed(&mut self, s: &'a str) -> i64 {
+    pub(crate) fn borrowed(&mut self, s: &'a str) -> i64 {
         self.intern(Cow::Borrowed(s))
     }
 
     /// Index of OTLP string `idx` of `table`; `None` if out of range.
     /// Index 0 of an empty table is the zero value `""`.
-    pub fn dict(&mut self, table: &'a [String], idx: i32) -> Option<i64> {
+    pub(crate) fn dict(&mut self, table: &'a [String], idx: i32) -> Option<i64> {
         let Some(&slot) = usize::try_from(idx).ok().and_then(|i| self.by_dict.get(i)) else {
             return (idx == 0 && table.is_empty()).then_some(0);
         };
@@ -67,7 +67,7 @@ impl<'a> StringTable<'a> {
         Some(i)
     }
 
-    pub fn values(&self) -> &[Cow<'a, str>] {
+    pub(crate) fn values(&self) -> &[Cow<'a, str>] {
         &self.values
     }
 }

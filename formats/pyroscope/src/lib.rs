@@ -64,7 +64,7 @@ impl<'a, E> FoldedWriter<'a, E> {
 #[cfg(test)]
 pub(crate) mod testing {
     /// A budget of `limit` bytes that says how much it holds.
-    pub fn budget(
+    pub(crate) fn budget(
         limit: usize,
     ) -> (
         std::rc::Rc<std::cell::Cell<usize>>,

@@ -96,7 +96,7 @@ pub(crate) struct OtlpBuilder {
 }
 
 impl OtlpBuilder {
-    pub fn new(platform: &str, expected_samples: usize) -> Self {
+    pub(crate) fn new(platform: &str, expected_samples: usize) -> Self {
         Self {
             dict: DictionaryBuilder::new(),
             platform: platform.to_owned(),
@@ -124,27 +124,27 @@ impl OtlpBuilder {
     /// Strips pointer-authentication bits from every following frame's
     /// address, as Relay does for Cocoa, so that signed return addresses
     /// fall into their `debug_meta` image.
-    pub fn strip_pointer_authentication(&mut self) {
+    pub(crate) fn strip_pointer_authentication(&mut self) {
         self.addr_mask = PAC_STRIP_MASK;
     }
 
-    pub fn attr(&mut self, key: &str, value: AnyValue) -> i32 {
+    pub(crate) fn attr(&mut self, key: &str, value: AnyValue) -> i32 {
         self.dict.attribute_kv(key, value, "")
     }
 
-    pub fn profile_attr(&mut self, key: &str, value: AnyValue) {
+    pub(crate) fn profile_attr(&mut self, key: &str, value: AnyValue) {
         let i = self.attr(key, value);
         self.profile_attrs.push(i);
     }
 
-    pub fn profile_str(&mut self, key: &str, value: Option<&str>) {
+    pub(crate) fn profile_str(&mut self, key: &str, value: Option<&str>) {
         if let Some(v) = value {
             self.profile_attr(key, str_value(v));
         }
     }
 
     /// One Mapping per debug image with an address range.
-    pub fn add_images(&mut self, images: &[DebugImage]) {
+    pub(crate) fn add_images(&mut self, images: &[DebugImage]) {
         for img in images {
             let mut attrs = Vec::new();
             let mut put = |b: &mut Self, key: &str, v: Option<&CowStr>| {
@@ -195,7 +195,7 @@ impl OtlpBuilder {
     }
 
     /// Interns every frame as a Location; returns their indices.
-    pub fn add_frames(&mut self, frames: &[Frame]) -> Vec<i32> {
+    pub(crate) fn add_frames(&mut self, frames: &[Frame]) -> Vec<i32> {
         let mut out = Vec::with_capacity(frames.len());
         for f in frames {
             let abs = nonempty(f.abs_path.as_ref());
@@ -267,7 +267,7 @@ impl OtlpBuilder {
     /// the shape) and returns the OTLP stack of each Sentry stack. As
     /// Relay, refuses a sample naming an unknown stack, then a stack naming
     /// an unknown frame.
-    pub fn add_tables(
+    pub(crate) fn add_tables(
         &mut self,
         images: &[DebugImage],
         frames: &[Frame],
@@ -297,7 +297,7 @@ impl OtlpBuilder {
 
     /// Interns every stack; `Err(i)` names the first stack holding an
     /// unknown frame index.
-    pub fn add_stacks(
+    pub(crate) fn add_stacks(
         &mut self,
         stacks: &[Vec<usize>],
         locations: &[i32],
@@ -315,7 +315,7 @@ impl OtlpBuilder {
     }
 
     /// Index of the sample attribute set for a thread (and Cocoa queue).
-    pub fn thread(
+    pub(crate) fn thread(
         &mut self,
         id: &str,
         meta: Option<&BTreeMap<CowStr, ThreadMeta>>,
@@ -354,13 +354,13 @@ impl OtlpBuilder {
     }
 
     /// The Link every following sample carries (v1: the transaction).
-    pub fn set_link(&mut self, link: i32) {
+    pub(crate) fn set_link(&mut self, link: i32) {
         self.link = link;
     }
 
     /// Records one Sentry sample.
     #[inline]
-    pub fn push(&mut self, stack: i32, set: u32, ts: u64) {
+    pub(crate) fn push(&mut self, stack: i32, set: u32, ts: u64) {
         let row = &mut self.rows[set as usize];
         let slot = stack as usize;
         if slot >= row.len() {
@@ -395,7 +395,7 @@ impl OtlpBuilder {
     /// Records a stretch of `ns` wall nanoseconds from `ts` in one stack
     /// (Android method traces); a builder takes spans or samples, not both.
     #[inline]
-    pub fn push_span(&mut self, stack: i32, set: u32, ts: u64, ns: u64) {
+    pub(crate) fn push_span(&mut self, stack: i32, set: u32, ts: u64, ns: u64) {
         self.push(stack, set, ts);
         self.values.push(i64::try_from(ns).unwrap_or(i64::MAX));
         self.max_end = self.max_end.max(ts.saturating_add(ns));
@@ -444,11 +444,11 @@ impl OtlpBuilder {
         }
     }
 
-    pub fn accepted(&self) -> u64 {
+    pub(crate) fn accepted(&self) -> u64 {
         self.points.len() as u64
     }
 
-    pub fn finish(
+    pub(crate) fn finish(
         mut self,
         profile_id: [u8; 16],
         resource: Vec<KeyValue>,
@@ -514,7 +514,7 @@ impl OtlpBuilder {
 
     /// The OTLP data and what the Sentry samples came to: every pushed
     /// sample accepted, `dropped` left out before.
-    pub fn into_converted(
+    pub(crate) fn into_converted(
         self,
         profile_id: [u8; 16],
         resource: Vec<KeyValue>,
@@ -532,7 +532,7 @@ impl OtlpBuilder {
     }
 
     /// `sentry.thread_metadata`: every thread the SDK described, with or without samples.
-    pub fn thread_table_attr(&mut self, meta: &BTreeMap<CowStr, ThreadMeta>) {
+    pub(crate) fn thread_table_attr(&mut self, meta: &BTreeMap<CowStr, ThreadMeta>) {
         if meta.is_empty() {
             return;
         }

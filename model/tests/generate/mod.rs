@@ -16,7 +16,7 @@ use profcol_model::proto::{
 // ---------------------------------------------------------------- generator
 
 /// A small pool so that equal strings, and through them equal entries, are common.
-pub const WORDS: &[&str] = &[
+pub(crate) const WORDS: &[&str] = &[
     "main",
     "run",
     "work",
@@ -34,7 +34,7 @@ pub const WORDS: &[&str] = &[
 /// Table sizes, each including the zero value; 0 means an empty table (only
 /// the null index 0 may point into it).
 #[derive(Clone, Copy, Debug)]
-pub struct Sizes {
+pub(crate) struct Sizes {
     pub strings: usize,
     pub mappings: usize,
     pub functions: usize,
@@ -44,15 +44,15 @@ pub struct Sizes {
     pub links: usize,
 }
 
-pub fn idx(len: usize) -> impl Strategy<Value = i32> {
+pub(crate) fn idx(len: usize) -> impl Strategy<Value = i32> {
     (0..len.max(1) as i32).boxed()
 }
 
-pub fn idx_list(len: usize, max: usize) -> impl Strategy<Value = Vec<i32>> {
+pub(crate) fn idx_list(len: usize, max: usize) -> impl Strategy<Value = Vec<i32>> {
     prop::collection::vec(idx(len), 0..=max)
 }
 
-pub fn leaf_value(strings: usize) -> BoxedStrategy<AnyValue> {
+pub(crate) fn leaf_value(strings: usize) -> BoxedStrategy<AnyValue> {
     prop_oneof![
         prop::sample::select(WORDS).prop_map(|w| Value::StringValue(w.to_owned())),
         idx(strings).prop_map(Value::StringValueStrindex),
@@ -65,7 +65,7 @@ pub fn leaf_value(strings: usize) -> BoxedStrategy<AnyValue> {
     .boxed()
 }
 
-pub fn key_value(strings: usize, value: BoxedStrategy<AnyValue>) -> BoxedStrategy<KeyValue> {
+pub(crate) fn key_value(strings: usize, value: BoxedStrategy<AnyValue>) -> BoxedStrategy<KeyValue> {
     (
         any::<bool>(),
         prop::sample::select(WORDS),
@@ -90,7 +90,7 @@ pub fn key_value(strings: usize, value: BoxedStrategy<AnyValue>) -> BoxedStrateg
         .boxed()
 }
 
-pub fn any_value(strings: usize) -> BoxedStrategy<AnyValue> {
+pub(crate) fn any_value(strings: usize) -> BoxedStrategy<AnyValue> {
     prop_oneof![
         4 => leaf_value(strings),
         1 => prop::collection::vec(leaf_value(strings), 0..3)
@@ -101,7 +101,7 @@ pub fn any_value(strings: usize) -> BoxedStrategy<AnyValue> {
     .boxed()
 }
 
-pub fn dictionary(n: Sizes) -> impl Strategy<Value = ProfilesDictionary> {
+pub(crate) fn dictionary(n: Sizes) -> impl Strategy<Value = ProfilesDictionary> {
     let strings = prop::collection::vec(prop::sample::select(WORDS), n.strings - 1).prop_map(|w| {
         std::iter::once("")
             .chain(w)
@@ -197,7 +197,7 @@ pub fn dictionary(n: Sizes) -> impl Strategy<Value = ProfilesDictionary> {
         })
 }
 
-pub fn sample(n: Sizes) -> impl Strategy<Value = Sample> {
+pub(crate) fn sample(n: Sizes) -> impl Strategy<Value = Sample> {
     let shape = prop_oneof![
         (1..4usize).prop_map(|k| (vec![], (0..k as u64).map(|t| 100 + t).collect())),
         (-5i64..50).prop_map(|v| (vec![v], vec![])),
@@ -223,7 +223,7 @@ pub fn sample(n: Sizes) -> impl Strategy<Value = Sample> {
         )
 }
 
-pub fn value_type(n: Sizes) -> impl Strategy<Value = Option<ValueType>> {
+pub(crate) fn value_type(n: Sizes) -> impl Strategy<Value = Option<ValueType>> {
     prop::option::of(
         (idx(n.strings), idx(n.strings)).prop_map(|(t, u)| ValueType {
             type_strindex: t,
@@ -232,7 +232,7 @@ pub fn value_type(n: Sizes) -> impl Strategy<Value = Option<ValueType>> {
     )
 }
 
-pub fn profile(n: Sizes) -> impl Strategy<Value = Profile> {
+pub(crate) fn profile(n: Sizes) -> impl Strategy<Value = Profile> {
     (
         value_type(n),
         value_type(n),
@@ -253,7 +253,7 @@ pub fn profile(n: Sizes) -> impl Strategy<Value = Profile> {
         )
 }
 
-pub fn resource(n: Sizes) -> impl Strategy<Value = ResourceProfiles> {
+pub(crate) fn resource(n: Sizes) -> impl Strategy<Value = ResourceProfiles> {
     let attrs = move || prop::collection::vec(key_value(n.strings, any_value(n.strings)), 0..3);
     let scope = (
         prop::sample::select(WORDS),
@@ -281,7 +281,7 @@ pub fn resource(n: Sizes) -> impl Strategy<Value = ResourceProfiles> {
     })
 }
 
-pub fn data() -> impl Strategy<Value = ProfilesData> {
+pub(crate) fn data() -> impl Strategy<Value = ProfilesData> {
     let sizes = (
         1..10usize,
         0..4usize,
@@ -316,7 +316,7 @@ pub fn data() -> impl Strategy<Value = ProfilesData> {
 /// Every index field with its path and target table, enumerated by hand
 /// (independently of the crate's walkers). Entries at index 0 are left out:
 /// they are zero values and corrupting them is a different error.
-pub fn for_each_site(d: &mut ProfilesData, f: &mut dyn FnMut(String, Table, &mut i32)) {
+pub(crate) fn for_each_site(d: &mut ProfilesData, f: &mut dyn FnMut(String, Table, &mut i32)) {
     fn any(v: &mut AnyValue, path: String, f: &mut dyn FnMut(String, Table, &mut i32)) {
         match &mut v.value {
             Some(Value::StringValueStrindex(i)) => {
@@ -484,7 +484,7 @@ pub fn for_each_site(d: &mut ProfilesData, f: &mut dyn FnMut(String, Table, &mut
     }
 }
 
-pub fn table_len(d: &ProfilesDictionary, t: Table) -> usize {
+pub(crate) fn table_len(d: &ProfilesDictionary, t: Table) -> usize {
     match t {
         Table::String => d.string_table.len(),
         Table::Mapping => d.mapping_table.len(),

@@ -15,7 +15,7 @@ use super::{Pattern, StrFn};
 
 /// What a parameter takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum P {
+pub(super) enum P {
     /// Any value; literals checked against the kind.
     Get(Kind),
     /// A path (setters).
@@ -36,7 +36,7 @@ pub enum P {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(super) enum Kind {
     Any,
     Str,
     Int,
@@ -49,13 +49,13 @@ pub enum Kind {
     Duration,
 }
 
-pub struct Param {
+pub(super) struct Param {
     pub name: &'static str,
     pub p: P,
     pub optional: bool,
 }
 
-pub const fn req(name: &'static str, p: P) -> Param {
+pub(super) const fn req(name: &'static str, p: P) -> Param {
     Param {
         name,
         p,
@@ -63,7 +63,7 @@ pub const fn req(name: &'static str, p: P) -> Param {
     }
 }
 
-pub const fn opt(name: &'static str, p: P) -> Param {
+pub(super) const fn opt(name: &'static str, p: P) -> Param {
     Param {
         name,
         p,
@@ -72,7 +72,7 @@ pub const fn opt(name: &'static str, p: P) -> Param {
 }
 
 #[derive(Debug)]
-pub enum Bound {
+pub(super) enum Bound {
     Expr(Expr),
     Path(PathExpr),
     Str(String),
@@ -84,58 +84,58 @@ pub enum Bound {
 }
 
 /// Bound arguments, by parameter position.
-pub struct Args(pub Vec<Option<Bound>>);
+pub(super) struct Args(pub Vec<Option<Bound>>);
 
 impl Args {
-    pub fn expr(&mut self, i: usize) -> Expr {
+    pub(super) fn expr(&mut self, i: usize) -> Expr {
         match self.0[i].take() {
             Some(Bound::Expr(e)) => e,
             _ => unreachable!("parameter {i} is a getter"),
         }
     }
-    pub fn opt_expr(&mut self, i: usize) -> Option<Expr> {
+    pub(super) fn opt_expr(&mut self, i: usize) -> Option<Expr> {
         self.0.get_mut(i).and_then(Option::take).map(|b| match b {
             Bound::Expr(e) => e,
             _ => unreachable!(),
         })
     }
-    pub fn path(&mut self, i: usize) -> PathExpr {
+    pub(super) fn path(&mut self, i: usize) -> PathExpr {
         match self.0[i].take() {
             Some(Bound::Path(p)) => p,
             _ => unreachable!(),
         }
     }
-    pub fn str(&mut self, i: usize) -> Option<String> {
+    pub(super) fn str(&mut self, i: usize) -> Option<String> {
         match self.0.get_mut(i).and_then(Option::take) {
             Some(Bound::Str(s)) => Some(s),
             _ => None,
         }
     }
-    pub fn int(&mut self, i: usize) -> Option<i64> {
+    pub(super) fn int(&mut self, i: usize) -> Option<i64> {
         match self.0.get_mut(i).and_then(Option::take) {
             Some(Bound::Int(v)) => Some(v),
             _ => None,
         }
     }
-    pub fn bool(&mut self, i: usize) -> Option<bool> {
+    pub(super) fn bool(&mut self, i: usize) -> Option<bool> {
         match self.0.get_mut(i).and_then(Option::take) {
             Some(Bound::Bool(v)) => Some(v),
             _ => None,
         }
     }
-    pub fn list(&mut self, i: usize) -> Option<Vec<Expr>> {
+    pub(super) fn list(&mut self, i: usize) -> Option<Vec<Expr>> {
         match self.0.get_mut(i).and_then(Option::take) {
             Some(Bound::List(v)) => Some(v),
             _ => None,
         }
     }
-    pub fn pattern(&mut self, i: usize) -> Pattern {
+    pub(super) fn pattern(&mut self, i: usize) -> Pattern {
         match self.0[i].take() {
             Some(Bound::Pattern(p)) => p,
             _ => unreachable!(),
         }
     }
-    pub fn func(&mut self, i: usize) -> Option<StrFn> {
+    pub(super) fn func(&mut self, i: usize) -> Option<StrFn> {
         match self.0.get_mut(i).and_then(Option::take) {
             Some(Bound::Func(f)) => Some(f),
             _ => None,
@@ -144,7 +144,7 @@ impl Args {
 }
 
 /// Binds `call`'s arguments to `params` as the Collector's `buildArgs`.
-pub fn bind(c: &Compiler, call: &ast::Call, params: &[Param]) -> Result<Args, ParseError> {
+pub(super) fn bind(c: &Compiler, call: &ast::Call, params: &[Param]) -> Result<Args, ParseError> {
     let required = params.iter().filter(|p| !p.optional).count();
     let n = call.args.len();
     if n < required || n > params.len() {
@@ -303,21 +303,21 @@ fn check_literal(kind: Kind, v: &Val) -> EvalResult<()> {
     Ok(())
 }
 
-pub fn get_str(v: Val<'_>) -> EvalResult<Cow<'_, str>> {
+pub(super) fn get_str(v: Val<'_>) -> EvalResult<Cow<'_, str>> {
     match v {
         Val::Str(s) => Ok(s),
         other => fail!("expected string but got {}", other.type_name()),
     }
 }
 
-pub fn get_int(v: &Val) -> EvalResult<i64> {
+pub(super) fn get_int(v: &Val) -> EvalResult<i64> {
     match v {
         Val::Int(i) => Ok(*i),
         other => fail!("expected int64 but got {}", other.type_name()),
     }
 }
 
-pub fn get_map(v: Val<'_>) -> EvalResult<Cow<'_, [KeyValue]>> {
+pub(super) fn get_map(v: Val<'_>) -> EvalResult<Cow<'_, [KeyValue]>> {
     match v {
         Val::Map(m) => Ok(m),
         other => fail!("expected pcommon.Map but got {}", other.type_name()),
@@ -325,7 +325,7 @@ pub fn get_map(v: Val<'_>) -> EvalResult<Cow<'_, [KeyValue]>> {
 }
 
 /// StringLikeGetter: nil is `None`.
-pub fn str_like<'r>(v: &Val<'r>) -> EvalResult<Option<Cow<'r, str>>> {
+pub(super) fn str_like<'r>(v: &Val<'r>) -> EvalResult<Option<Cow<'r, str>>> {
     Ok(Some(match v {
         Val::Nil => return Ok(None),
         Val::Str(s) => s.clone(),
@@ -353,7 +353,7 @@ fn json_of_val(v: &Val) -> serde_json::Value {
     }
 }
 
-pub fn int_like(v: &Val) -> EvalResult<Option<i64>> {
+pub(super) fn int_like(v: &Val) -> EvalResult<Option<i64>> {
     Ok(Some(match v {
         Val::Nil => return Ok(None),
         Val::Int(i) => *i,
@@ -367,7 +367,7 @@ pub fn int_like(v: &Val) -> EvalResult<Option<i64>> {
     }))
 }
 
-pub fn float_like(v: &Val) -> EvalResult<Option<f64>> {
+pub(super) fn float_like(v: &Val) -> EvalResult<Option<f64>> {
     Ok(Some(match v {
         Val::Nil => return Ok(None),
         Val::Int(i) => *i as f64,
@@ -381,7 +381,7 @@ pub fn float_like(v: &Val) -> EvalResult<Option<f64>> {
     }))
 }
 
-pub fn bytes_like<'r>(v: &Val<'r>) -> EvalResult<Option<Cow<'r, [u8]>>> {
+pub(super) fn bytes_like<'r>(v: &Val<'r>) -> EvalResult<Option<Cow<'r, [u8]>>> {
     Ok(Some(match v {
         Val::Nil => return Ok(None),
         Val::Bytes(b) => b.clone(),
@@ -398,7 +398,7 @@ pub fn bytes_like<'r>(v: &Val<'r>) -> EvalResult<Option<Cow<'r, [u8]>>> {
 
 /// Items of a `SliceGetter[StringLikeGetter]` as strings; a nil item of a
 /// Go slice prints `<nil>`, an empty value of a pcommon.Slice `""`.
-pub fn slice_strings(v: &Val) -> EvalResult<Vec<String>> {
+pub(super) fn slice_strings(v: &Val) -> EvalResult<Vec<String>> {
     Ok(match v {
         Val::List(l) => l
             .iter()

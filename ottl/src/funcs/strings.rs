@@ -50,7 +50,7 @@ pub fn sha256_hex(b: &[u8]) -> String {
 
 /// `github.com/gobwas/glob` without separators as an anchored regular
 /// expression: `*`, `?`, `[abc]`, `[!a]`, `[a-z]`, `{a,b}`, `\` escapes.
-pub fn glob_to_regex(g: &str) -> EvalResult<String> {
+pub(super) fn glob_to_regex(g: &str) -> EvalResult<String> {
     let mut out = String::from("(?s)^");
     let mut chars = g.chars().peekable();
     let mut depth = 0;
@@ -135,7 +135,7 @@ fn words(s: &str) -> Vec<String> {
     words
 }
 
-pub fn to_snake(s: &str) -> String {
+pub(super) fn to_snake(s: &str) -> String {
     words(s)
         .iter()
         .map(|w| w.to_lowercase())
@@ -143,7 +143,7 @@ pub fn to_snake(s: &str) -> String {
         .join("_")
 }
 
-pub fn to_camel(s: &str) -> String {
+pub(super) fn to_camel(s: &str) -> String {
     words(s)
         .iter()
         .map(|w| {
@@ -160,7 +160,7 @@ pub fn to_camel(s: &str) -> String {
 }
 
 /// Go's `time.ParseDuration`.
-pub fn parse_duration(s: &str) -> EvalResult<i64> {
+pub(super) fn parse_duration(s: &str) -> EvalResult<i64> {
     let bad = || EvalError(format!("time: invalid duration {s:?}"));
     let (neg, mut rest) = match s.strip_prefix('-') {
         Some(r) => (true, r),
@@ -198,7 +198,7 @@ pub fn parse_duration(s: &str) -> EvalResult<i64> {
 }
 
 /// Go's `fmt.Sprintf` for the verbs configs use: `%s %v %d %f %q %x %t %%`.
-pub fn sprintf(format: &str, args: &[Val]) -> String {
+pub(super) fn sprintf(format: &str, args: &[Val]) -> String {
     let mut out = String::new();
     let mut it = format.chars().peekable();
     let mut n = 0;

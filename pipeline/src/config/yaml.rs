@@ -132,7 +132,7 @@ pub(super) fn parse_document(text: &str) -> Result<Dict, Problems> {
 /// The Collector's key delimiter: a top-level key `a::b::c: v` means
 /// `a: {b: {c: v}}` (how `--config=yaml:exporters::debug::verbosity: basic`
 /// and `--set` reach into a config).
-pub const KEY_DELIMITER: &str = "::";
+pub(super) const KEY_DELIMITER: &str = "::";
 
 /// Splits top-level keys at [`KEY_DELIMITER`] into nested maps, as the
 /// Collector's confmap does with every document it reads (only the top

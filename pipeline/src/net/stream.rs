@@ -10,13 +10,13 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::conns::Conn;
 
-pub struct TrackedStream<S> {
+pub(super) struct TrackedStream<S> {
     inner: S,
     conn: Arc<Conn>,
 }
 
 impl<S> TrackedStream<S> {
-    pub fn new(inner: S, conn: Arc<Conn>) -> Self {
+    pub(super) fn new(inner: S, conn: Arc<Conn>) -> Self {
         Self { inner, conn }
     }
 }

@@ -18,7 +18,7 @@ use super::pipeline::ExporterQueue;
 use profcol_queue::{Ack, MemoryQueue, Queue};
 
 /// What an exporter runs with.
-pub struct Spawn {
+pub(super) struct Spawn {
     pub id: String,
     pub exporter: Arc<dyn Exporter>,
     pub settings: ExporterSettings,
@@ -32,7 +32,7 @@ pub struct Spawn {
 /// An exporter started with its queue open, before any consumer runs: the
 /// part of a start that can fail, so that a config reload can do it
 /// before it changes anything.
-pub struct Started {
+pub(super) struct Started {
     pub queue: ExporterQueue,
     exporter: Arc<dyn Exporter>,
     ctx: ExporterContext,
@@ -44,7 +44,7 @@ pub struct Started {
 /// Starts the exporter and opens its queue, or takes over `queue` (a
 /// reload that changed the exporter but not its `sending_queue`: what is
 /// queued is sent by the new instance).
-pub async fn start(s: Spawn, queue: Option<ExporterQueue>) -> anyhow::Result<Started> {
+pub(super) async fn start(s: Spawn, queue: Option<ExporterQueue>) -> anyhow::Result<Started> {
     let Spawn {
         id,
         exporter,
@@ -121,7 +121,7 @@ impl Started {
     /// fires and the requests being sent are settled (the queue then
     /// belongs to a successor), or soon after `hard_stop` fires, counting
     /// what a memory queue still held as dropped (`shutdown`).
-    pub fn consume(
+    pub(super) fn consume(
         self,
         hard_stop: CancellationToken,
         retire: CancellationToken,

@@ -36,7 +36,7 @@ use super::exporter_helper::Backoff;
 /// What a decoded metrics request holds in memory, per byte of its
 /// encoding: strings and vectors of the prost structs, with their
 /// headers, take a few times the wire size.
-pub const DECODED_PER_ENCODED_BYTE: usize = 3;
+pub(super) const DECODED_PER_ENCODED_BYTE: usize = 3;
 
 /// A request in a queue, with its room and its memory.
 struct Queued {
@@ -160,7 +160,7 @@ impl MetricsQueue {
 }
 
 /// An exporter's metrics side, running: its queue and its consumers.
-pub struct MetricsExporterRun {
+pub(super) struct MetricsExporterRun {
     pub queue: Arc<MetricsQueue>,
     pub consumers: JoinHandle<()>,
 }
@@ -169,7 +169,7 @@ pub struct MetricsExporterRun {
 /// runs `num_consumers` consumers on it (one without a queue). They stop
 /// once the queue is closed and drained, or soon after `hard_stop`,
 /// counting what is left as failed.
-pub fn run_exporter(
+pub(super) fn run_exporter(
     id: &str,
     exporter: Arc<dyn Exporter>,
     settings: &ExporterSettings,
@@ -370,7 +370,7 @@ impl MetricsOut {
 /// The memory a metrics request holds while queued, reserved in the
 /// budget (refused when the budget is full, unless `force`: the profiles
 /// it was made of were accepted already).
-pub fn reserve_memory(
+pub(super) fn reserve_memory(
     req: &ExportMetricsServiceRequest,
     budget: &Arc<MemoryBudget>,
     force: bool,

@@ -12,7 +12,7 @@ use profcol_pipeline::telemetry::Telemetry;
 
 use super::turns;
 
-pub fn processor(factory: &dyn ProcessorFactory, yaml: &str) -> Box<dyn Processor> {
+pub(crate) fn processor(factory: &dyn ProcessorFactory, yaml: &str) -> Box<dyn Processor> {
     let cfg =
         ComponentConfig::from_yaml(Kind::Processor, factory.type_name(), yaml).expect("config");
     factory.create(&cfg).expect("valid config")
@@ -22,7 +22,7 @@ pub fn processor(factory: &dyn ProcessorFactory, yaml: &str) -> Box<dyn Processo
 /// `group`, as a receiver hands them on: decoded by prost, with the spare
 /// capacity decoding leaves in each sample's vectors (a clone would have
 /// none). Returns its timing in turns for the summary.
-pub fn bench(
+pub(crate) fn bench(
     c: &mut Criterion,
     group: &str,
     name: &str,

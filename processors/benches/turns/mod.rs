@@ -24,11 +24,11 @@ use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{ProcessContext, Processor};
 use profcol_pipeline::telemetry::Telemetry;
 
-pub const RUNS: usize = 30;
-pub const WARM: usize = 10;
-pub const HELD: usize = 2;
+pub(crate) const RUNS: usize = 30;
+pub(crate) const WARM: usize = 10;
+pub(crate) const HELD: usize = 2;
 
-pub struct Timing {
+pub(crate) struct Timing {
     /// Best processor time and best decode time, fresh heap.
     pub fresh: (Duration, Duration),
     /// Median processor and decode times, steady heap.
@@ -52,7 +52,7 @@ fn round(
 }
 
 /// Times `run` on batches of `bytes` in both heap states (module docs).
-pub fn in_turns(bytes: &Bytes, mut run: impl FnMut(&mut ProfileBatch)) -> Timing {
+pub(crate) fn in_turns(bytes: &Bytes, mut run: impl FnMut(&mut ProfileBatch)) -> Timing {
     let (mut took, mut decode) = (Duration::MAX, Duration::MAX);
     for _ in 0..RUNS {
         let (t, d, batch) = round(bytes, &mut run);
@@ -86,7 +86,7 @@ pub fn in_turns(bytes: &Bytes, mut run: impl FnMut(&mut ProfileBatch)) -> Timing
 }
 
 /// [`in_turns`] for processor `p`, called as the pipeline calls it.
-pub fn processor(bytes: &Bytes, p: &mut dyn Processor) -> Timing {
+pub(crate) fn processor(bytes: &Bytes, p: &mut dyn Processor) -> Timing {
     let telemetry = Telemetry::new();
     in_turns(bytes, |batch| {
         let mut ctx = ProcessContext::new("bench", "summary", &telemetry);
@@ -95,7 +95,7 @@ pub fn processor(bytes: &Bytes, p: &mut dyn Processor) -> Timing {
 }
 
 /// The summary line of `name`.
-pub fn line(name: &str, t: &Timing, target: f64) -> String {
+pub(crate) fn line(name: &str, t: &Timing, target: f64) -> String {
     let (took, decode) = t.fresh;
     let (s_took, s_decode) = t.steady;
     let of_decode = |d: Duration| d.as_secs_f64() / decode.as_secs_f64();
@@ -106,7 +106,7 @@ pub fn line(name: &str, t: &Timing, target: f64) -> String {
     )
 }
 
-pub fn header(samples: usize, stacks: usize) -> String {
+pub(crate) fn header(samples: usize, stacks: usize) -> String {
     format!(
         "\nsummary ({samples} samples, {stacks} stacks): each against prost decode of its own request, timed in turns with it; fresh heap: best of {RUNS}; steady heap ({HELD} batches held, after {WARM} rounds): median of {RUNS}"
     )

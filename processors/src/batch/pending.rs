@@ -25,7 +25,7 @@ enum OriginKey {
 }
 
 impl Key {
-    pub fn of(meta: &BatchMeta, keys: &[String]) -> Self {
+    pub(super) fn of(meta: &BatchMeta, keys: &[String]) -> Self {
         let metadata = keys
             .iter()
             .map(|k| {
@@ -64,7 +64,7 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    pub fn new(generation: u64) -> Self {
+    pub(super) fn new(generation: u64) -> Self {
         Self {
             generation,
             samples: 0,
@@ -75,7 +75,7 @@ impl Pending {
         }
     }
 
-    pub fn push(&mut self, mut batch: ProfileBatch) {
+    pub(super) fn push(&mut self, mut batch: ProfileBatch) {
         self.samples += batch.sample_count();
         if self.first.is_none() && self.merger.is_none() {
             self.first = Some(batch);
@@ -97,7 +97,7 @@ impl Pending {
     /// The batch to send. Its metadata keeps only the `metadata_keys`
     /// entries (what the batch was grouped by), as the Collector's batch
     /// carries only those.
-    pub fn finish(self, keys: &[String]) -> ProfileBatch {
+    pub(super) fn finish(self, keys: &[String]) -> ProfileBatch {
         let mut batch = match (self.first, self.merger) {
             (Some(first), _) => first,
             (None, Some(merger)) => {

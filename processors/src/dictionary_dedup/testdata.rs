@@ -17,15 +17,15 @@ use profcol_sentry::{self as sentry, ReceiveOptions};
 
 // ---------------------------------------------------------------- fixtures
 
-pub use profcol_model::testing::fixture as fixture_bytes;
+pub(crate) use profcol_model::testing::fixture as fixture_bytes;
 
 /// A recorded OTLP request (`tests/fixtures/otlp/NAME`), as received: the
 /// batch keeps its bytes for pass-through.
-pub fn otlp_batch(name: &str) -> ProfileBatch {
+pub(crate) fn otlp_batch(name: &str) -> ProfileBatch {
     ProfileBatch::decode(fixture_bytes(&format!("otlp/{name}")).into()).unwrap()
 }
 
-pub const OTLP_FIXTURES: &[&str] = &[
+pub(crate) const OTLP_FIXTURES: &[&str] = &[
     "minimal-request.bin",
     "two-resources-request.bin",
     "go-cpu.otlp.bin",
@@ -33,7 +33,7 @@ pub const OTLP_FIXTURES: &[&str] = &[
 
 /// The recorded sentry-python `profile_chunk`, converted as the Sentry
 /// receiver does.
-pub fn sentry_python() -> ProfilesData {
+pub(crate) fn sentry_python() -> ProfilesData {
     let bytes = fixture_bytes("sentry-python/manual/0001.envelope");
     let env = sentry::parse_envelope(&bytes).unwrap();
     let item = env
@@ -48,13 +48,13 @@ pub fn sentry_python() -> ProfilesData {
 
 /// The resolved view with every frame detail: equal exactly when the
 /// meaning is.
-pub fn full(d: &ProfilesData) -> String {
+pub(crate) fn full(d: &ProfilesData) -> String {
     resolve(d, Detail::Full).to_text()
 }
 
 /// Runs `p` on `batch` and returns the verdict and the processor's event
 /// counters from the metrics exposition (`event` -> count).
-pub fn run(
+pub(crate) fn run(
     p: &mut dyn Processor,
     batch: &mut ProfileBatch,
 ) -> (Verdict, std::collections::BTreeMap<String, u64>) {
@@ -90,7 +90,7 @@ pub fn run(
 
 /// A small pool, so equal strings (and through them equal entries) are
 /// common. Holds unit spellings of pprof, Sentry and UCUM, and one unknown.
-pub const WORDS: &[&str] = &[
+pub(crate) const WORDS: &[&str] = &[
     "main",
     "run",
     "a.rs",
@@ -368,7 +368,7 @@ fn resource(n: Sizes) -> BoxedStrategy<ResourceProfiles> {
 
 /// Valid `ProfilesData` (it passes `validate`) with duplicates, orphans,
 /// string references, every sample shape and assorted unit spellings.
-pub fn data() -> impl Strategy<Value = ProfilesData> {
+pub(crate) fn data() -> impl Strategy<Value = ProfilesData> {
     (
         2..14usize,
         0..3usize,

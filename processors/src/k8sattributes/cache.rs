@@ -18,7 +18,7 @@ use super::pod::{identifiers, Meta, Pod};
 const ENTRY: usize = 64;
 
 #[derive(Default)]
-pub struct State {
+pub(super) struct State {
     pub pods: HashMap<String, Arc<Pod>>,
     pub namespaces: HashMap<String, Arc<Meta>>,
     pub nodes: HashMap<String, Arc<Meta>>,
@@ -26,7 +26,7 @@ pub struct State {
     bytes: usize,
 }
 
-pub struct Cache {
+pub(super) struct Cache {
     pub plan: Arc<Plan>,
     state: RwLock<State>,
     reservation: std::sync::Mutex<Option<Reservation>>,
@@ -35,7 +35,7 @@ pub struct Cache {
 
 /// What applying one event did, for the metrics.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Applied {
+pub(super) enum Applied {
     Added,
     Updated,
     /// Over the memory budget: left out.
@@ -43,7 +43,7 @@ pub enum Applied {
 }
 
 impl Cache {
-    pub fn new(plan: Arc<Plan>, reservation: Option<Reservation>) -> Self {
+    pub(super) fn new(plan: Arc<Plan>, reservation: Option<Reservation>) -> Self {
         Self {
             plan,
             state: RwLock::default(),
@@ -52,7 +52,7 @@ impl Cache {
         }
     }
 
-    pub fn read(&self) -> RwLockReadGuard<'_, State> {
+    pub(super) fn read(&self) -> RwLockReadGuard<'_, State> {
         self.state.read().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -61,22 +61,22 @@ impl Cache {
     }
 
     /// Reserves what the cache holds, from now on, in `r`'s budget.
-    pub fn attach(&self, mut r: Reservation) {
+    pub(super) fn attach(&self, mut r: Reservation) {
         r.set(self.bytes());
         *self.reservation.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
     }
 
     /// Whether the first list of pods has been applied.
-    pub fn synced(&self) -> bool {
+    pub(super) fn synced(&self) -> bool {
         self.pods_synced.load(Ordering::Acquire)
     }
 
-    pub fn set_synced(&self) {
+    pub(super) fn set_synced(&self) {
         self.pods_synced.store(true, Ordering::Release);
     }
 
     /// Bytes the cache holds (reserved in the budget).
-    pub fn bytes(&self) -> usize {
+    pub(super) fn bytes(&self) -> usize {
         self.read().bytes
     }
 
@@ -104,7 +104,7 @@ impl Cache {
     /// A pod added or changed (the Collector's `addOrUpdatePod`): it takes
     /// every identifier it has, unless the pod holding one started later;
     /// identifiers it no longer has wait out the grace period.
-    pub fn upsert_pod(&self, pod: Pod) -> Applied {
+    pub(super) fn upsert_pod(&self, pod: Pod) -> Applied {
         let pod = Arc::new(pod);
         let ids = identifiers(&self.plan, &pod);
         let uid_key = identifiers_uid_key(&pod.uid);
@@ -167,7 +167,7 @@ impl Cache {
 
     /// A pod deleted (the Collector's `forgetPod`): its identifiers wait
     /// out `pod_delete_grace_period`, still answering lookups meanwhile.
-    pub fn forget_pod(&self, uid: &str, fallback: Pod) {
+    pub(super) fn forget_pod(&self, uid: &str, fallback: Pod) {
         let mut s = self.write();
         let cached = s.pods.get(&identifiers_uid_key(uid)).cloned();
         let ids = match &cached {
@@ -184,7 +184,7 @@ impl Cache {
 
     /// Removes what has waited `grace` (the Collector's delete loop);
     /// returns how many identifiers went.
-    pub fn expire(&self, now: Instant, grace: std::time::Duration) -> usize {
+    pub(super) fn expire(&self, now: Instant, grace: std::time::Duration) -> usize {
         let mut s = self.write();
         let mut removed = 0;
         while let Some((at, _, _)) = s.delete_queue.front() {
@@ -210,7 +210,7 @@ impl Cache {
     }
 
     /// After a relist: pods the list no longer has are deleted.
-    pub fn forget_pods_not_in(&self, uids: &HashSet<String>) -> usize {
+    pub(super) fn forget_pods_not_in(&self, uids: &HashSet<String>) -> usize {
         let gone: Vec<Arc<Pod>> = {
             let s = self.read();
             let mut seen = HashSet::new();
@@ -227,7 +227,7 @@ impl Cache {
     }
 
     /// A namespace or node added or changed; `false` if over budget.
-    pub fn upsert_meta(&self, node: bool, name: String, meta: Meta) -> Applied {
+    pub(super) fn upsert_meta(&self, node: bool, name: String, meta: Meta) -> Applied {
         let s = self.write();
         let map = if node { &s.nodes } else { &s.namespaces };
         let old = map.get(&name).map(|m| m.footprint() + name.len() + ENTRY);
@@ -250,7 +250,7 @@ impl Cache {
         }
     }
 
-    pub fn delete_meta(&self, node: bool, name: &str) {
+    pub(super) fn delete_meta(&self, node: bool, name: &str) {
         let mut s = self.write();
         let map = if node {
             &mut s.nodes
@@ -266,7 +266,7 @@ impl Cache {
     }
 
     /// Namespaces or nodes a relist no longer has.
-    pub fn forget_meta_not_in(&self, node: bool, names: &HashSet<String>) {
+    pub(super) fn forget_meta_not_in(&self, node: bool, names: &HashSet<String>) {
         let gone: Vec<String> = {
             let s = self.read();
             let map = if node { &s.nodes } else { &s.namespaces };
@@ -281,7 +281,7 @@ impl Cache {
     }
 }
 
-pub fn identifiers_uid_key(uid: &str) -> String {
+pub(super) fn identifiers_uid_key(uid: &str) -> String {
     static UID: std::sync::LazyLock<super::config::Source> =
         std::sync::LazyLock::new(|| super::config::Source::ResourceAttribute("k8s.pod.uid".into()));
     super::pod::identifier_key(&[(&UID, uid)])

@@ -15,7 +15,7 @@ pub enum Auth {
 
 /// `auth_type` (at `prefix`, e.g. `k8snode::`) with `context`; errors
 /// name the key.
-pub fn parse_auth(
+pub(crate) fn parse_auth(
     auth_type: &str,
     context: &str,
     cfg: &ComponentConfig,
@@ -48,7 +48,9 @@ pub fn parse_auth(
 
 /// A client: in-cluster (service account) or from the kubeconfig
 /// (`KUBECONFIG`, else `~/.kube/config`).
-pub async fn client(auth: &Auth) -> Result<Client, Box<dyn std::error::Error + Send + Sync>> {
+pub(crate) async fn client(
+    auth: &Auth,
+) -> Result<Client, Box<dyn std::error::Error + Send + Sync>> {
     let config = match auth {
         Auth::ServiceAccount => kube::Config::incluster()?,
         Auth::KubeConfig { context } => {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
 
 use super::client::parse_auth;
-pub use super::client::Auth;
+pub(super) use super::client::Auth;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -69,7 +69,7 @@ pub struct ExtractConfig {
 
 /// The Collector's default `extract.metadata` (its feature gates
 /// `EmitV1K8sConventions` and `DontEmitV0K8sConventions` are beta, on).
-pub const DEFAULT_METADATA: &[&str] = &[
+pub(super) const DEFAULT_METADATA: &[&str] = &[
     "container.image.name",
     "container.image.tags",
     "k8s.deployment.name",

@@ -17,7 +17,7 @@ const POD_TEMPLATE_HASH: &str = "pod-template-hash";
 const CRONJOB_SKEW_MINUTES: i64 = 5;
 
 #[derive(Debug, Default, Clone)]
-pub struct Pod {
+pub(super) struct Pod {
     pub name: String,
     pub namespace: String,
     pub uid: String,
@@ -35,7 +35,7 @@ pub struct Pod {
 }
 
 #[derive(Debug, Default, Clone)]
-pub struct Container {
+pub(super) struct Container {
     pub name: String,
     pub image_name: String,
     pub image_tag: String,
@@ -45,14 +45,14 @@ pub struct Container {
 
 /// A namespace or node: its uid and the attributes its rules extract.
 #[derive(Debug, Default, Clone)]
-pub struct Meta {
+pub(super) struct Meta {
     pub uid: String,
     pub attributes: Vec<(String, String)>,
 }
 
 impl Pod {
     /// Bytes it holds, for the memory budget.
-    pub fn footprint(&self) -> usize {
+    pub(super) fn footprint(&self) -> usize {
         let strings = self.name.len()
             + self.namespace.len()
             + self.uid.len()
@@ -84,14 +84,14 @@ impl Pod {
         std::mem::size_of::<Self>() + strings
     }
 
-    pub fn container_by_name(&self, name: &str) -> Option<&Container> {
+    pub(super) fn container_by_name(&self, name: &str) -> Option<&Container> {
         self.by_name
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, i)| &self.containers[*i])
     }
 
-    pub fn container_by_id(&self, id: &str) -> Option<&Container> {
+    pub(super) fn container_by_id(&self, id: &str) -> Option<&Container> {
         self.by_id
             .iter()
             .find(|(n, _)| n == id)
@@ -100,7 +100,7 @@ impl Pod {
 }
 
 impl Meta {
-    pub fn footprint(&self) -> usize {
+    pub(super) fn footprint(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.uid.len()
             + self
@@ -114,7 +114,7 @@ impl Meta {
 /// An image reference split as the Collector's `ParseImageName`
 /// (docker's `reference.Parse`, not normalized): the repository as
 /// written, and the tag (`latest` when none).
-pub fn parse_image(image: &str) -> Option<(String, String)> {
+pub(super) fn parse_image(image: &str) -> Option<(String, String)> {
     if image.is_empty() {
         return None;
     }
@@ -184,7 +184,7 @@ fn extract(
 }
 
 /// A namespace's or node's entry.
-pub fn meta_from_api(plan: &Plan, meta: &ObjectMeta, from: From) -> Meta {
+pub(super) fn meta_from_api(plan: &Plan, meta: &ObjectMeta, from: From) -> Meta {
     let mut attributes = Vec::new();
     let kind = match from {
         From::Namespace => "k8s.namespace",
@@ -219,7 +219,7 @@ fn rfc3339(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> String {
 /// The cache's entry for a pod from the API (the Collector's `podFromAPI`
 /// and `extractPodAttributes`). `cluster_uid` is `kube-system`'s uid when
 /// the rules ask for it and it is known.
-pub fn pod_from_api(plan: &Plan, pod: &ApiPod, cluster_uid: Option<&str>) -> Pod {
+pub(super) fn pod_from_api(plan: &Plan, pod: &ApiPod, cluster_uid: Option<&str>) -> Pod {
     let meta = &pod.metadata;
     let spec = pod.spec.as_ref();
     let status = pod.status.as_ref();
@@ -446,10 +446,10 @@ fn set_by_name(out: &mut Pod, name: &str, container: Container) -> usize {
 }
 
 /// One slot of a pod identifier: `(source, value)`.
-pub type IdPart<'a> = (&'a Source, &'a str);
+pub(super) type IdPart<'a> = (&'a Source, &'a str);
 
 /// A pod identifier as one string: the key of the cache's map.
-pub fn identifier_key(parts: &[IdPart<'_>]) -> String {
+pub(super) fn identifier_key(parts: &[IdPart<'_>]) -> String {
     let mut key = String::new();
     for (source, value) in parts {
         match source {
@@ -470,7 +470,7 @@ pub fn identifier_key(parts: &[IdPart<'_>]) -> String {
 /// `getIdentifiersFromAssoc`): one per association whose sources the pod
 /// has, one per container id where a source is `container.id`; then its
 /// uid, and its IP as a connection and as `k8s.pod.ip`.
-pub fn identifiers(plan: &Plan, pod: &Pod) -> Vec<String> {
+pub(super) fn identifiers(plan: &Plan, pod: &Pod) -> Vec<String> {
     static CONNECTION: Source = Source::Connection;
     let uid_source = Source::ResourceAttribute("k8s.pod.uid".into());
     let ip_source = Source::ResourceAttribute("k8s.pod.ip".into());

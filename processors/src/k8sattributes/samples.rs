@@ -26,13 +26,13 @@ const NO_POD: u32 = u32::MAX - 1;
 
 /// What one batch's pass did.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Outcome {
+pub(super) struct Outcome {
     pub associated: u64,
     pub unassociated: u64,
 }
 
 /// `process.pid` to container id, from `<proc_root>/<pid>/cgroup`.
-pub struct Procfs {
+pub(super) struct Procfs {
     pub root: PathBuf,
 }
 
@@ -40,7 +40,7 @@ impl Procfs {
     /// The container id in a process's cgroup path: the last run of 64
     /// hex digits (`.../cri-containerd-<id>.scope`, `.../docker/<id>`,
     /// `.../pod<uid>/<id>`).
-    pub fn container_of(&self, pid: i64) -> Option<String> {
+    pub(super) fn container_of(&self, pid: i64) -> Option<String> {
         if pid <= 0 {
             return None;
         }
@@ -72,7 +72,7 @@ pub fn container_in_cgroup(text: &str) -> Option<String> {
 
 /// The per-sample associations of the plan: those with a
 /// `sample_attribute` source.
-pub fn sample_associations(plan: &Plan) -> Vec<&Vec<Source>> {
+pub(super) fn sample_associations(plan: &Plan) -> Vec<&Vec<Source>> {
     plan.associations
         .iter()
         .filter(|a| a.iter().any(|s| matches!(s, Source::SampleAttribute(_))))
@@ -288,7 +288,7 @@ impl<'a> Pass<'a> {
 
 /// Adds pod attributes to the samples of `data` the per-sample
 /// associations identify. References must be resolved.
-pub fn associate(
+pub(super) fn associate(
     plan: &Plan,
     state: &State,
     procfs: Option<&Procfs>,

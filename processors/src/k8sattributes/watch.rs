@@ -27,7 +27,7 @@ use super::pod::{meta_from_api, pod_from_api};
 /// How often deleted pods past their grace period are removed.
 const EXPIRE_EVERY: Duration = Duration::from_secs(1);
 
-pub struct Watches {
+pub(super) struct Watches {
     pub cache: Arc<Cache>,
     pub telemetry: Arc<Telemetry>,
     pub id: String,
@@ -35,7 +35,7 @@ pub struct Watches {
 
 impl Watches {
     /// Spawns every task on the current runtime; they stop with `stop`.
-    pub fn spawn(self, stop: CancellationToken) {
+    pub(super) fn spawn(self, stop: CancellationToken) {
         let me = Arc::new(self);
         tokio::spawn(run(me, stop));
     }

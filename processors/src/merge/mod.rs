@@ -70,7 +70,7 @@ pub(crate) struct Tables {
 
 impl Tables {
     /// The sizes of `dict`'s tables (all 0 without a dictionary).
-    pub fn of(dict: Option<&ProfilesDictionary>) -> Self {
+    pub(crate) fn of(dict: Option<&ProfilesDictionary>) -> Self {
         dict.map_or(Self::default(), |d| Self {
             stacks: d.stack_table.len(),
             attributes: d.attribute_table.len(),
@@ -124,7 +124,7 @@ impl SampleMerger {
     /// sizes of the tables the rewritten samples index. What the samples
     /// left refer to is marked in `marks`, if given. Returns how many
     /// samples were folded.
-    pub fn merge(
+    pub(crate) fn merge(
         &mut self,
         profile: &mut Profile,
         tables: Tables,

@@ -201,7 +201,7 @@ const OTHER_DETECTORS: &[&str] = &[
 
 /// The system detector's attributes: those profcol detects, with the
 /// Collector's default, and those it does not.
-pub const SYSTEM_DETECTED: [(&str, bool); 4] = [
+pub(super) const SYSTEM_DETECTED: [(&str, bool); 4] = [
     ("host.name", true),
     ("os.type", true),
     ("host.arch", false),

@@ -12,13 +12,13 @@ use super::config::{Detector, HostnameSource, Plan};
 use super::{docker, k8snode};
 
 /// What the detectors read of the machine.
-pub trait Host {
+pub(super) trait Host {
     fn env(&self, name: &str) -> Option<String>;
     fn file(&self, path: &str) -> Option<String>;
 }
 
 /// The machine profcol runs on.
-pub struct RealHost;
+pub(super) struct RealHost;
 
 impl Host for RealHost {
     fn env(&self, name: &str) -> Option<String> {
@@ -38,7 +38,7 @@ fn s(v: impl Into<String>) -> AnyValue {
 
 /// A detector that gave nothing, and why.
 #[derive(Debug)]
-pub struct Failure {
+pub(super) struct Failure {
     /// Its index in `detectors`.
     pub at: usize,
     pub error: String,
@@ -60,7 +60,7 @@ enum Job {
 /// The network detectors run at once, each retried with backoff (1s,
 /// doubling) until `timeout` is spent, as the Collector's; `env` and
 /// `system` read local state a retry would not change.
-pub fn detect(plan: &Plan, host: &dyn Host) -> (Vec<KeyValue>, Vec<Failure>) {
+pub(super) fn detect(plan: &Plan, host: &dyn Host) -> (Vec<KeyValue>, Vec<Failure>) {
     let mut failures = Vec::new();
     let mut jobs: Vec<(usize, Job)> = Vec::new();
     for (i, d) in plan.detectors.iter().enumerate() {
@@ -175,7 +175,7 @@ where
     }
 }
 
-pub fn string_kv(key: &str, value: impl Into<String>) -> KeyValue {
+pub(super) fn string_kv(key: &str, value: impl Into<String>) -> KeyValue {
     KeyValue {
         key: key.to_string(),
         value: Some(s(value)),
@@ -186,7 +186,7 @@ pub fn string_kv(key: &str, value: impl Into<String>) -> KeyValue {
 /// `OTEL_RESOURCE_ATTRIBUTES` (else the older `OTEL_RESOURCE`):
 /// `k=v,k2=v2`, spaces around keys and values trimmed, values
 /// percent-decoded as Go's `url.QueryUnescape` (`+` is a space).
-pub fn env(host: &dyn Host) -> Result<Vec<KeyValue>, String> {
+pub(super) fn env(host: &dyn Host) -> Result<Vec<KeyValue>, String> {
     let mut var = "OTEL_RESOURCE_ATTRIBUTES";
     let mut text = host.env(var).unwrap_or_default().trim().to_string();
     if text.is_empty() {
@@ -199,7 +199,7 @@ pub fn env(host: &dyn Host) -> Result<Vec<KeyValue>, String> {
     parse_env(&text).map_err(|e| format!("{var}: {e}"))
 }
 
-pub fn parse_env(text: &str) -> Result<Vec<KeyValue>, String> {
+pub(super) fn parse_env(text: &str) -> Result<Vec<KeyValue>, String> {
     let mut out = Vec::new();
     for pair in text.split(',') {
         let Some((k, v)) = pair.split_once('=') else {
@@ -244,7 +244,7 @@ fn query_unescape(v: &str) -> Option<String> {
 
 /// The system detector: the attributes `plan` enables, in the
 /// Collector's order.
-pub fn system(plan: &Plan, host: &dyn Host) -> Result<Vec<KeyValue>, String> {
+pub(super) fn system(plan: &Plan, host: &dyn Host) -> Result<Vec<KeyValue>, String> {
     let mut out = Vec::new();
     for &name in &plan.system_attributes {
         let v = match name {
@@ -311,7 +311,7 @@ fn machine_id(host: &dyn Host) -> Option<String> {
 }
 
 /// `os.type` as Go's `GOOS` names it.
-pub fn os_type() -> &'static str {
+pub(super) fn os_type() -> &'static str {
     match std::env::consts::OS {
         "macos" => "darwin",
         other => other,

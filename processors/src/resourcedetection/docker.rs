@@ -26,12 +26,12 @@ struct Info {
 
 /// Where the daemon listens.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Endpoint {
+pub(super) enum Endpoint {
     Unix(String),
     Tcp(String),
 }
 
-pub fn endpoint(host: &dyn Host) -> Result<Endpoint, String> {
+pub(super) fn endpoint(host: &dyn Host) -> Result<Endpoint, String> {
     let v = host.env("DOCKER_HOST").unwrap_or_default();
     if v.is_empty() {
         return Ok(Endpoint::Unix(DEFAULT_SOCKET.into()));
@@ -47,7 +47,7 @@ pub fn endpoint(host: &dyn Host) -> Result<Endpoint, String> {
     ))
 }
 
-pub async fn detect(at: &Endpoint, enabled: [bool; 2]) -> Result<Vec<KeyValue>, String> {
+pub(super) async fn detect(at: &Endpoint, enabled: [bool; 2]) -> Result<Vec<KeyValue>, String> {
     let info = info(at)
         .await
         .map_err(|e| format!("failed getting OS hostname from the Docker daemon: {e}"))?;

@@ -14,7 +14,7 @@ use crate::k8sattributes::client::client;
 
 /// The node's name, from the variable: missing or empty is the
 /// Collector's start error (it is a deploy mistake no retry mends).
-pub fn node_name(plan: &K8sNodePlan, host: &dyn Host) -> Result<String, String> {
+pub(super) fn node_name(plan: &K8sNodePlan, host: &dyn Host) -> Result<String, String> {
     host.env(&plan.node_from_env_var)
         .filter(|v| !v.is_empty())
         .ok_or_else(|| {
@@ -25,7 +25,7 @@ pub fn node_name(plan: &K8sNodePlan, host: &dyn Host) -> Result<String, String> 
         })
 }
 
-pub async fn detect(plan: &K8sNodePlan, name: &str) -> Result<Vec<KeyValue>, String> {
+pub(super) async fn detect(plan: &K8sNodePlan, name: &str) -> Result<Vec<KeyValue>, String> {
     let client = client(&plan.auth)
         .await
         .map_err(|e| format!("failed to create K8s API client: {e}"))?;

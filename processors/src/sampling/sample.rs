@@ -46,7 +46,11 @@ impl Sampling {
         }
     }
 
-    pub fn process(&self, batch: &mut ProfileBatch, ctx: &mut ProcessContext<'_>) -> Verdict {
+    pub(crate) fn process(
+        &self,
+        batch: &mut ProfileBatch,
+        ctx: &mut ProcessContext<'_>,
+    ) -> Verdict {
         // Everything has an identity in session mode, so 100 % keeps all.
         if self.sampler.keeps_everything()
             && (self.mode == SamplingMode::Session || !self.fail_closed)

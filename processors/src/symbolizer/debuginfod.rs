@@ -14,7 +14,7 @@ use super::config::Plan;
 
 /// Outcome of one fetch, for the metrics and the negative cache.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Fetched {
+pub(super) enum Fetched {
     /// In the cache (downloaded now or before).
     File(PathBuf),
     /// Every server answered 404 (or refused the file).
@@ -23,7 +23,7 @@ pub enum Fetched {
     Failed(String),
 }
 
-pub struct Debuginfod {
+pub(super) struct Debuginfod {
     client: reqwest::Client,
     urls: Vec<String>,
     retries: u32,
@@ -35,7 +35,7 @@ pub struct Debuginfod {
 }
 
 impl Debuginfod {
-    pub fn new(plan: &Plan) -> Result<Self, String> {
+    pub(super) fn new(plan: &Plan) -> Result<Self, String> {
         let client = reqwest::Client::builder()
             .timeout(plan.debuginfod_timeout)
             .connect_timeout(plan.debuginfod_timeout)
@@ -67,7 +67,7 @@ impl Debuginfod {
     }
 
     /// The file of `hex` (a GNU build id, hex), from the cache or a server.
-    pub fn fetch(&self, hex: &str, kind: &str) -> Fetched {
+    pub(super) fn fetch(&self, hex: &str, kind: &str) -> Fetched {
         if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Fetched::NotFound;
         }
@@ -205,14 +205,14 @@ impl Drop for Debuginfod {
 }
 
 /// Build ids no source had, until their TTL; bounded (oldest go first).
-pub struct NegativeCache {
+pub(super) struct NegativeCache {
     until: hashbrown::HashMap<String, Instant>,
     ttl: Duration,
     cap: usize,
 }
 
 impl NegativeCache {
-    pub fn new(ttl: Duration, cap: usize) -> Self {
+    pub(super) fn new(ttl: Duration, cap: usize) -> Self {
         Self {
             until: hashbrown::HashMap::new(),
             ttl,
@@ -220,7 +220,7 @@ impl NegativeCache {
         }
     }
 
-    pub fn contains(&mut self, key: &str, now: Instant) -> bool {
+    pub(super) fn contains(&mut self, key: &str, now: Instant) -> bool {
         match self.until.get(key) {
             Some(t) if *t > now => true,
             Some(_) => {
@@ -231,7 +231,7 @@ impl NegativeCache {
         }
     }
 
-    pub fn insert(&mut self, key: String, now: Instant) {
+    pub(super) fn insert(&mut self, key: String, now: Instant) {
         if self.until.len() >= self.cap {
             self.until.retain(|_, t| *t > now);
             if self.until.len() >= self.cap {
@@ -248,7 +248,7 @@ impl NegativeCache {
         self.until.insert(key, now + self.ttl);
     }
 
-    pub fn bytes(&self) -> usize {
+    pub(super) fn bytes(&self) -> usize {
         self.until.len() * 96
     }
 }

@@ -38,7 +38,7 @@ pub struct Frame {
 
 /// Why a file is refused.
 #[derive(Debug)]
-pub enum ElfError {
+pub(super) enum ElfError {
     Io(std::io::Error),
     NotElf,
     NotRegularFile,
@@ -60,7 +60,7 @@ impl std::fmt::Display for ElfError {
 
 /// The identity of an ELF file, read without its sections' contents.
 #[derive(Debug, Clone, Default)]
-pub struct Identity {
+pub(super) struct Identity {
     pub gnu_build_id: Option<Vec<u8>>,
     pub go_build_id: Option<String>,
     pub debuglink: Option<String>,
@@ -73,7 +73,7 @@ pub struct Identity {
 
 impl Identity {
     /// The file's address of `file_offset`, through the segment holding it.
-    pub fn vaddr_of_offset(&self, file_offset: u64) -> Option<u64> {
+    pub(super) fn vaddr_of_offset(&self, file_offset: u64) -> Option<u64> {
         self.loads
             .iter()
             .find(|(off, _, size)| file_offset >= *off && file_offset - off < (*size).max(1))
@@ -81,7 +81,7 @@ impl Identity {
     }
 
     /// Whether this file is the one a mapping's build id names.
-    pub fn matches(&self, id: &BuildId) -> bool {
+    pub(super) fn matches(&self, id: &BuildId) -> bool {
         match id {
             BuildId::Gnu(b) => self.gnu_build_id.as_deref() == Some(b.as_slice()),
             BuildId::Go(s) => self.go_build_id.as_deref() == Some(s.as_str()),
@@ -92,7 +92,7 @@ impl Identity {
 
 /// What a mapping names its file by.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum BuildId {
+pub(super) enum BuildId {
     Gnu(Vec<u8>),
     Go(String),
     /// `process.executable.build_id.htlhash`: what the eBPF profiler
@@ -104,7 +104,7 @@ pub enum BuildId {
 impl BuildId {
     /// The GNU build id in hex: what debug directories and debuginfod
     /// name files by.
-    pub fn hex(&self) -> Option<String> {
+    pub(super) fn hex(&self) -> Option<String> {
         match self {
             Self::Gnu(b) => Some(b.iter().map(|x| format!("{x:02x}")).collect()),
             Self::Go(_) | Self::Htl(_) => None,
@@ -115,7 +115,7 @@ impl BuildId {
 /// The OpenTelemetry profiles file id (`htlhash`): SHA-256 of the file's
 /// first and last 4096 bytes (they may overlap) and its length as a
 /// big-endian u64, truncated to 16 bytes.
-pub fn htlhash<'a>(file: impl object::ReadRef<'a>) -> Option<[u8; 16]> {
+pub(super) fn htlhash<'a>(file: impl object::ReadRef<'a>) -> Option<[u8; 16]> {
     use sha2::Digest as _;
     const PAGE: u64 = 4096;
     let len = file.len().ok()?;
@@ -128,7 +128,7 @@ pub fn htlhash<'a>(file: impl object::ReadRef<'a>) -> Option<[u8; 16]> {
 }
 
 /// A parsed debug file, queried by the file's (link-time) addresses.
-pub struct DebugInfo {
+pub(super) struct DebugInfo {
     pub identity: Identity,
     /// `addr2line` parses units lazily through cells: one query at a time.
     dwarf: Option<std::sync::Mutex<Context<Reader>>>,
@@ -170,7 +170,7 @@ impl From<gimli::Error> for ElfError {
 /// the debug file (paths from the build machine), not by the profile, and
 /// still read only inside these directories.
 #[derive(Debug, Clone, Default)]
-pub struct Companions {
+pub(super) struct Companions {
     /// Canonical directories a companion may be read from; the debug
     /// file's and the executable's own directories are added.
     pub allowed: Vec<PathBuf>,
@@ -374,7 +374,7 @@ fn go_note(data: &[u8]) -> Option<String> {
 }
 
 /// Reads the identity of the ELF file at `path` (headers and notes only).
-pub fn identify(path: &Path, max_bytes: u64) -> Result<Identity, ElfError> {
+pub(super) fn identify(path: &Path, max_bytes: u64) -> Result<Identity, ElfError> {
     let elf = Elf::open(path, max_bytes)?;
     Ok(identity_of(&elf.parse()?, &elf.cache))
 }
@@ -383,7 +383,11 @@ impl DebugInfo {
     /// Parses `path` once: identity, DWARF sections (and those of its
     /// dwz supplementary file and `.dwp` package), symbols. A section
     /// whose uncompressed size exceeds `max_bytes` refuses the file.
-    pub fn load(path: &Path, max_bytes: u64, companions: &Companions) -> Result<Self, ElfError> {
+    pub(super) fn load(
+        path: &Path,
+        max_bytes: u64,
+        companions: &Companions,
+    ) -> Result<Self, ElfError> {
         let elf = Elf::open(path, max_bytes)?;
         let obj = elf.parse()?;
         let identity = identity_of(&obj, &elf.cache);
@@ -473,7 +477,7 @@ impl DebugInfo {
 
     /// The frames at `addr` (a file address), innermost first; empty when
     /// neither DWARF nor the symbol table covers it.
-    pub fn resolve(&self, addr: u64) -> Vec<Frame> {
+    pub(super) fn resolve(&self, addr: u64) -> Vec<Frame> {
         let mut out = Vec::new();
         // addr2line probes [addr, addr + 1): the last address would
         // overflow it, and no code lives there.
@@ -548,15 +552,15 @@ impl DebugInfo {
     }
 
     /// Bytes held: sections and symbols, and the `.dwo` files read since.
-    pub fn bytes(&self) -> usize {
+    pub(super) fn bytes(&self) -> usize {
         self.bytes + self.split.read.load(Relaxed)
     }
 
-    pub fn has_dwarf(&self) -> bool {
+    pub(super) fn has_dwarf(&self) -> bool {
         self.dwarf.is_some()
     }
 
-    pub fn has_symbols(&self) -> bool {
+    pub(super) fn has_symbols(&self) -> bool {
         !self.symbols.is_empty()
     }
 

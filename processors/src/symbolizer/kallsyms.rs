@@ -12,7 +12,7 @@ use super::elf::Frame;
 use super::resolver::Frames;
 
 /// Text symbols by address.
-pub struct Kallsyms {
+pub(super) struct Kallsyms {
     addrs: Vec<u64>,
     /// A symbol's one frame, its module (`[ext4]`) as the file.
     frames: Vec<Frames>,
@@ -23,10 +23,10 @@ const LAST_SYMBOL_SPAN: u64 = 64 << 10;
 
 /// Larger files are refused (a kernel lists a few hundred thousand
 /// symbols, about 15 MB).
-pub const MAX_BYTES: u64 = 64 << 20;
+pub(super) const MAX_BYTES: u64 = 64 << 20;
 
 impl Kallsyms {
-    pub fn load(path: &std::path::Path) -> Result<Self, String> {
+    pub(super) fn load(path: &std::path::Path) -> Result<Self, String> {
         use std::io::Read;
         let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut text = String::new();
@@ -40,7 +40,7 @@ impl Kallsyms {
     }
 
     /// `address type name [module]` lines, as the kernel writes them.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub(super) fn parse(text: &str) -> Result<Self, String> {
         let mut syms: Vec<(u64, &str, Option<&str>)> = Vec::new();
         let mut listed = 0usize;
         for line in text.lines() {
@@ -100,7 +100,7 @@ impl Kallsyms {
     }
 
     /// The function `addr` is in.
-    pub fn lookup(&self, addr: u64) -> Option<&Frames> {
+    pub(super) fn lookup(&self, addr: u64) -> Option<&Frames> {
         let i = self.addrs.partition_point(|&a| a <= addr).checked_sub(1)?;
         if i + 1 == self.addrs.len() && addr - self.addrs[i] > LAST_SYMBOL_SPAN {
             return None;
@@ -109,12 +109,12 @@ impl Kallsyms {
     }
 
     /// What the table holds, for the memory budget.
-    pub fn heap_bytes(&self) -> usize {
+    pub(super) fn heap_bytes(&self) -> usize {
         let names: usize = self.frames.iter().map(|f| f[0].name.len() + 80).sum();
         self.addrs.capacity() * 8 + self.frames.capacity() * 16 + names
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.addrs.len()
     }
 }

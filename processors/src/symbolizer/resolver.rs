@@ -21,7 +21,7 @@ use super::elf::{self, BuildId, Companions, DebugInfo, Frame, Identity};
 
 /// A binary as a mapping names it.
 #[derive(Debug, Clone)]
-pub struct Binary {
+pub(super) struct Binary {
     pub id: BuildId,
     /// The cache key: the build id as text.
     pub key: Arc<str>,
@@ -30,7 +30,7 @@ pub struct Binary {
 
 /// An address as the producer sent it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Address {
+pub(super) enum Address {
     /// In the file's (link-time) address space: the eBPF profiler's.
     File(u64),
     /// An offset into the file (a process address minus the mapping's
@@ -38,12 +38,12 @@ pub enum Address {
     Offset(u64),
 }
 
-pub type Frames = Arc<[Frame]>;
+pub(super) type Frames = Arc<[Frame]>;
 type Key = (Arc<str>, Address);
 
 /// Counters behind `otelcol_processor_symbolizer_*`.
 #[derive(Default)]
-pub struct Stats {
+pub(super) struct Stats {
     pub cache_hits: AtomicU64,
     pub cache_misses: AtomicU64,
     pub resolved: AtomicU64,
@@ -130,7 +130,7 @@ struct State {
 }
 
 /// A batch's wait for its requests.
-pub struct Ticket {
+pub(super) struct Ticket {
     left: Mutex<usize>,
     done: Condvar,
 }
@@ -145,7 +145,7 @@ impl Ticket {
     }
 
     /// Waits until every request is handled or `deadline`.
-    pub fn wait(&self, deadline: Instant) {
+    pub(super) fn wait(&self, deadline: Instant) {
         let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
         while *left > 0 {
             let now = Instant::now();
@@ -161,13 +161,13 @@ impl Ticket {
     }
 }
 
-pub struct Request {
+pub(super) struct Request {
     pub binary: Binary,
     pub addrs: Vec<Address>,
     ticket: Option<Arc<Ticket>>,
 }
 
-pub struct Shared {
+pub(super) struct Shared {
     plan: Arc<Plan>,
     state: Mutex<State>,
     work: Condvar,
@@ -180,7 +180,7 @@ pub struct Shared {
 }
 
 /// Owns the workers; dropping it stops them.
-pub struct Resolver {
+pub(super) struct Resolver {
     pub shared: Arc<Shared>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
@@ -189,7 +189,7 @@ pub struct Resolver {
 const MAX_QUEUED_ADDRS: usize = 100_000;
 
 impl Resolver {
-    pub fn new(plan: Arc<Plan>) -> Self {
+    pub(super) fn new(plan: Arc<Plan>) -> Self {
         let debuginfod =
             if plan.debuginfod_urls.is_empty() || !plan.sources.contains(&SourceKind::Debuginfod) {
                 None
@@ -262,12 +262,12 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn attach(&self, r: Reservation) {
+    pub(super) fn attach(&self, r: Reservation) {
         *self.reservation.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
     }
 
     /// Cached frames of each key, `None` for misses (counted).
-    pub fn lookup(&self, keys: &[(Arc<str>, Address)], out: &mut Vec<Option<Frames>>) {
+    pub(super) fn lookup(&self, keys: &[(Arc<str>, Address)], out: &mut Vec<Option<Frames>>) {
         let mut st = self.lock();
         out.clear();
         let mut hits = 0;
@@ -283,7 +283,7 @@ impl Shared {
     }
 
     /// Cached frames of each key, not counted (a batch's second look).
-    pub fn lookup_quiet(&self, keys: &[(Arc<str>, Address)], out: &mut Vec<Option<Frames>>) {
+    pub(super) fn lookup_quiet(&self, keys: &[(Arc<str>, Address)], out: &mut Vec<Option<Frames>>) {
         let mut st = self.lock();
         out.clear();
         out.extend(keys.iter().map(|k| st.results.get(k)));
@@ -291,7 +291,7 @@ impl Shared {
 
     /// Queues `requests`; the ticket finishes when all are handled. When
     /// the queue is full the rest is dropped (the next batch asks again).
-    pub fn submit(&self, requests: Vec<(Binary, Vec<Address>)>) -> Arc<Ticket> {
+    pub(super) fn submit(&self, requests: Vec<(Binary, Vec<Address>)>) -> Arc<Ticket> {
         let ticket = Arc::new(Ticket {
             left: Mutex::new(0),
             done: Condvar::new(),

@@ -25,7 +25,7 @@ impl Compaction {
     /// Samples can be left out of the search because every sample that
     /// names such an entry is rewritten through `map` (its attributes
     /// change), or dropped.
-    pub fn plan(
+    pub(super) fn plan(
         map: &mut [u32],
         len: usize,
         dict: &ProfilesDictionary,
@@ -73,7 +73,7 @@ impl Compaction {
     /// may have grown past the plan since) and re-indexes every reference
     /// to it but those in the samples the merge rewrote: the samples of the
     /// profiles (in order) for which `rewritten` is true.
-    pub fn apply(
+    pub(super) fn apply(
         mut self,
         dict: &mut ProfilesDictionary,
         resources: &mut [ResourceProfiles],

@@ -47,7 +47,10 @@ pub(crate) struct Rules {
 }
 
 impl Rules {
-    pub fn compile(c: &ThreadPruningConfig, cfg: &ComponentConfig) -> Result<Self, ConfigErrors> {
+    pub(super) fn compile(
+        c: &ThreadPruningConfig,
+        cfg: &ComponentConfig,
+    ) -> Result<Self, ConfigErrors> {
         let mut errs = ConfigErrors::default();
         for (i, key) in c.drop_attributes.iter().enumerate() {
             if key.is_empty() {
@@ -92,7 +95,7 @@ impl Rules {
     }
 
     /// The name after `rename_threads`, when a rule changes it.
-    pub fn renamed(&self, name: &str) -> Option<String> {
+    pub(super) fn renamed(&self, name: &str) -> Option<String> {
         let (caps, replacement) = self
             .rename
             .iter()
@@ -104,7 +107,7 @@ impl Rules {
 
     /// Whether samples of a thread with this name (or none) are kept by
     /// `drop_threads` / `keep_threads`.
-    pub fn name_kept(&self, name: Option<&str>) -> bool {
+    pub(super) fn name_kept(&self, name: Option<&str>) -> bool {
         match name {
             Some(n) => {
                 let kept = self.keep_threads.is_empty()

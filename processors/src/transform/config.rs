@@ -107,7 +107,7 @@ pub struct Group {
 }
 
 /// A config error at `key` naming the statement and the column.
-pub fn ottl_error(
+pub(crate) fn ottl_error(
     errs: &mut ConfigErrors,
     cfg: &ComponentConfig,
     key: &str,

@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-pub use super::units::Target;
+pub(super) use super::units::Target;
 
 /// `processors: unit_normalization:`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -30,7 +30,7 @@ impl Location {
 }
 
 /// What a queue directory held at start.
-pub struct Recovered {
+pub(super) struct Recovered {
     /// Requests not yet settled, in the order they were queued, with the
     /// progress of the part-sent ones.
     pub entries: Vec<(Location, Progress)>,
@@ -38,7 +38,7 @@ pub struct Recovered {
     pub corrupt: u64,
 }
 
-pub struct Store {
+pub(super) struct Store {
     dir: PathBuf,
     fsync: bool,
     segment_bytes: u64,
@@ -66,7 +66,7 @@ fn file_id(name: &str, ext: &str) -> Option<u64> {
 }
 
 impl Store {
-    pub fn open(
+    pub(super) fn open(
         dir: &Path,
         fsync: bool,
         segment_bytes: u64,
@@ -179,7 +179,7 @@ impl Store {
     }
 
     /// Appends one request (metadata, then the batch's protobuf).
-    pub fn append(&mut self, meta: &[u8], batch: &[u8]) -> io::Result<Location> {
+    pub(super) fn append(&mut self, meta: &[u8], batch: &[u8]) -> io::Result<Location> {
         if self.active.2 >= self.segment_bytes {
             self.roll()?;
         }
@@ -218,7 +218,7 @@ impl Store {
 
     /// Records that a request is settled (`KIND_DONE`) or part-sent; a
     /// segment whose every request is settled is deleted.
-    pub fn ack(&mut self, at: Location, kind: u8, payload: &[u8]) -> io::Result<()> {
+    pub(super) fn ack(&mut self, at: Location, kind: u8, payload: &[u8]) -> io::Result<()> {
         let Some(live) = self.live.get(&at.segment).copied() else {
             return Ok(()); // Settled twice; the segment is gone.
         };
@@ -253,7 +253,7 @@ impl Store {
     }
 
     /// The whole record at `at`, as it is on disk now.
-    pub fn read(&self, at: Location) -> io::Result<Vec<u8>> {
+    pub(super) fn read(&self, at: Location) -> io::Result<Vec<u8>> {
         let file = File::open(seg_path(&self.dir, at.segment))?;
         let mut buf = vec![0u8; at.len as usize];
         file.read_exact_at(&mut buf, at.offset)?;

@@ -11,10 +11,10 @@ use rdkafka::{ClientContext, Statistics};
 use profcol_pipeline::telemetry::Telemetry;
 
 /// How often librdkafka reports the partitions' offsets and lag.
-pub const STATS_INTERVAL_MS: &str = "2000";
+pub(super) const STATS_INTERVAL_MS: &str = "2000";
 
 /// The consumer's context: librdkafka's callbacks land here.
-pub struct Metrics {
+pub(super) struct Metrics {
     pub receiver: String,
     pub telemetry: Arc<Telemetry>,
 }
@@ -22,7 +22,7 @@ pub struct Metrics {
 impl Metrics {
     /// One message done with: `success` when the pipelines took it,
     /// `failure` when they refused it for good (it held no valid request).
-    pub fn message(&self, topic: &str, partition: i32, offset: i64, taken: bool) {
+    pub(super) fn message(&self, topic: &str, partition: i32, offset: i64, taken: bool) {
         let partition = partition.to_string();
         let outcome = if taken { "success" } else { "failure" };
         let labels = [

@@ -23,7 +23,7 @@ use crate::ingest::Refusal;
 
 /// The request message: its bytes after `grpc-encoding` is undone, and the
 /// memory they hold; and its bytes as they came when compressed.
-pub async fn read_message(
+pub(super) async fn read_message(
     headers: &HeaderMap,
     body: Body,
     max: usize,
@@ -79,7 +79,7 @@ pub async fn read_message(
 }
 
 /// A unary gRPC answer: the message, then `grpc-status: 0` in trailers.
-pub fn ok(message: &impl Message) -> Response {
+pub(super) fn ok(message: &impl Message) -> Response {
     let len = message.encoded_len();
     let mut frame = BytesMut::with_capacity(len + 5);
     frame.put_u8(0);
@@ -102,7 +102,7 @@ pub fn ok(message: &impl Message) -> Response {
 
 /// Whether the request says it is gRPC; others get a plain HTTP 415, as
 /// gRPC's HTTP/2 mapping asks.
-pub fn is_grpc(headers: &HeaderMap) -> bool {
+pub(super) fn is_grpc(headers: &HeaderMap) -> bool {
     headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -110,6 +110,6 @@ pub fn is_grpc(headers: &HeaderMap) -> bool {
 }
 
 /// A refused call: gRPC's trailers-only answer.
-pub fn error(status: tonic::Status) -> Response {
+pub(super) fn error(status: tonic::Status) -> Response {
     status.into_http::<Body>().into_response()
 }

@@ -33,7 +33,7 @@ struct HttpService {
     auth: Option<Arc<dyn Authenticator>>,
 }
 
-pub fn router(
+pub(super) fn router(
     cfg: &HttpConfig,
     ingest: Arc<Ingest>,
     recorder: Option<Arc<crate::record::Recorder>>,

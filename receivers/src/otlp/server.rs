@@ -13,12 +13,12 @@ use super::config::OtlpReceiverConfig;
 use super::{grpc, http as otlp_http};
 use crate::ingest::{self, Ingest, Origin, Refusal};
 
-pub struct OtlpReceiver {
+pub(super) struct OtlpReceiver {
     cfg: OtlpReceiverConfig,
 }
 
 impl OtlpReceiver {
-    pub fn new(cfg: OtlpReceiverConfig) -> Self {
+    pub(super) fn new(cfg: OtlpReceiverConfig) -> Self {
         Self { cfg }
     }
 }

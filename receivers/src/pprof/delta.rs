@@ -25,7 +25,7 @@ use profcol_model::proto::{any_value::Value, dictionary_of, Profile, ProfilesDat
 use super::config::ProfileKind;
 
 /// Whether `sample_type` of a `kind` profile counts from the start.
-pub fn cumulative(kind: ProfileKind, sample_type: &str) -> bool {
+pub(super) fn cumulative(kind: ProfileKind, sample_type: &str) -> bool {
     match kind {
         ProfileKind::Heap | ProfileKind::Allocs => sample_type.starts_with("alloc_"),
         ProfileKind::Mutex | ProfileKind::Block => true,
@@ -35,7 +35,7 @@ pub fn cumulative(kind: ProfileKind, sample_type: &str) -> bool {
 
 /// What a scrape of a cumulative profile turned into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delta {
+pub(super) enum Delta {
     /// The first scrape: kept as the baseline, its cumulative profiles
     /// not sent.
     Baseline,
@@ -56,7 +56,7 @@ struct Previous {
 }
 
 /// Baselines of every target and profile of one receiver.
-pub struct Deltas {
+pub(super) struct Deltas {
     hasher: ahash::RandomState,
     budget: Arc<MemoryBudget>,
     by_target: Mutex<HashMap<(String, ProfileKind), Previous>>,
@@ -66,7 +66,7 @@ pub struct Deltas {
 const ENTRY_BYTES: usize = 24;
 
 impl Deltas {
-    pub fn new(budget: Arc<MemoryBudget>) -> Self {
+    pub(super) fn new(budget: Arc<MemoryBudget>) -> Self {
         Self {
             hasher: ahash::RandomState::new(),
             budget,
@@ -75,7 +75,7 @@ impl Deltas {
     }
 
     /// Forgets the baselines of targets not in `keep` (their `key`s).
-    pub fn retain(&self, keep: &std::collections::HashSet<String>) {
+    pub(super) fn retain(&self, keep: &std::collections::HashSet<String>) {
         self.lock().retain(|(target, _), _| keep.contains(target));
     }
 
@@ -87,7 +87,7 @@ impl Deltas {
     /// `target`) into their change since the last scrape, dropping the
     /// samples that did not change and, on a first scrape, the cumulative
     /// profiles themselves.
-    pub fn apply(&self, target: &str, kind: ProfileKind, data: &mut ProfilesData) -> Delta {
+    pub(super) fn apply(&self, target: &str, kind: ProfileKind, data: &mut ProfilesData) -> Delta {
         let now = self.values(kind, data);
         if now.is_empty() {
             return Delta::None;

@@ -23,7 +23,7 @@ use profcol_pipeline::component::Authenticator;
 use profcol_pipeline::config::scrape_targets::Target;
 
 /// What every scrape of one receiver shares.
-pub struct Scraper {
+pub(super) struct Scraper {
     pub ingest: Ingest,
     pub client: reqwest::Client,
     /// `auth`'s extension: its credentials go with every request.
@@ -39,7 +39,7 @@ pub struct Scraper {
 
 /// Why a scrape failed: the `outcome` it is counted under and the detail.
 #[derive(Debug)]
-pub struct Failed {
+pub(super) struct Failed {
     pub reason: &'static str,
     pub message: String,
 }
@@ -55,7 +55,7 @@ impl From<Refusal> for Failed {
 
 impl Scraper {
     /// Every profile of `t`, each when a permit is free.
-    pub async fn target(self: &Arc<Self>, t: &Target) {
+    pub(super) async fn target(self: &Arc<Self>, t: &Target) {
         let d = Arc::new(describe(t, &self.job));
         let kinds = self.cfg.profiles.clone();
         futures::future::join_all(kinds.into_iter().map(|k| self.profile(t, k, d.clone()))).await;
@@ -236,7 +236,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// `service.instance.id` from the instance, `server.address`,
 /// `server.port`, `url.scheme`; then the target's labels (a `job` label
 /// names the job).
-pub fn describe(t: &Target, job: &str) -> Described {
+pub(super) fn describe(t: &Target, job: &str) -> Described {
     let text = |v: &str| AnyValue {
         value: Some(Value::StringValue(v.to_owned())),
     };

@@ -24,7 +24,7 @@ use super::query::{now_nanos, IngestParams};
 use profcol_pyroscope::tree::{self, Layout};
 use profcol_pyroscope::{speedscope, Error as BodyError};
 
-pub struct Handler {
+pub(super) struct Handler {
     pub ingest: Ingest,
     pub cfg: PyroscopeReceiverConfig,
     pub recorder: Option<Recorder>,
@@ -74,7 +74,7 @@ struct Converted {
 }
 
 impl Handler {
-    pub fn origin(peer: Option<SocketAddr>) -> Origin {
+    pub(super) fn origin(peer: Option<SocketAddr>) -> Origin {
         Origin {
             transport: "http",
             client: peer,
@@ -84,14 +84,14 @@ impl Handler {
     }
 
     /// A refusal before or during conversion: counted with its reason.
-    pub fn refuse(&self, origin: &Origin, r: Refusal) -> Refusal {
+    pub(super) fn refuse(&self, origin: &Origin, r: Refusal) -> Refusal {
         self.ingest.refused(origin, 0, &r);
         r
     }
 
     /// The credentials `auth` asks for, checked before anything else of
     /// the request: 401 `unauthenticated`, counted `unauthorized`.
-    pub fn authenticate(&self, headers: &HeaderMap, origin: &Origin) -> Result<(), Refusal> {
+    pub(super) fn authenticate(&self, headers: &HeaderMap, origin: &Origin) -> Result<(), Refusal> {
         crate::ingest::authenticate(self.auth.as_ref(), headers).map_err(|r| self.refuse(origin, r))
     }
 
@@ -113,7 +113,7 @@ impl Handler {
     }
 
     /// `POST /ingest?name=...`.
-    pub async fn ingest(
+    pub(super) async fn ingest(
         self: &Arc<Self>,
         path: &str,
         query: Option<&str>,
@@ -161,7 +161,7 @@ impl Handler {
     }
 
     /// `POST /push.v1.PusherService/Push`.
-    pub async fn push(
+    pub(super) async fn push(
         self: &Arc<Self>,
         headers: &HeaderMap,
         version: http::Version,
@@ -525,7 +525,7 @@ fn convert_push(
 /// come back (429 when the collector is full, 503 while it shuts down or
 /// cannot write a persistent queue), and `{"code", "message"}` as
 /// Pyroscope and Connect write errors.
-pub fn error(r: &Refusal) -> Response {
+pub(super) fn error(r: &Refusal) -> Response {
     let status = match r.retry_after {
         Some(_) if !matches!(r.reason, "shutdown" | "queue_storage") => {
             StatusCode::TOO_MANY_REQUESTS

@@ -4,7 +4,7 @@
 
 /// One part: its form field name, file name and bytes.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Part<'a> {
+pub(super) struct Part<'a> {
     pub name: String,
     pub filename: Option<String>,
     pub data: &'a [u8],
@@ -12,7 +12,7 @@ pub struct Part<'a> {
 
 /// The `boundary` parameter of a `multipart/form-data` content type; `None`
 /// when the content type is not multipart.
-pub fn boundary(content_type: &str) -> Option<Result<String, String>> {
+pub(super) fn boundary(content_type: &str) -> Option<Result<String, String>> {
     let mut params = content_type.split(';');
     let mime = params.next()?.trim();
     if !mime.eq_ignore_ascii_case("multipart/form-data") {
@@ -35,7 +35,7 @@ pub fn boundary(content_type: &str) -> Option<Result<String, String>> {
 /// Splits `body` into its parts. The preamble before the first boundary
 /// and the epilogue after the last are ignored; a body that ends before
 /// its closing boundary is an error.
-pub fn parse<'a>(body: &'a [u8], boundary: &str) -> Result<Vec<Part<'a>>, String> {
+pub(super) fn parse<'a>(body: &'a [u8], boundary: &str) -> Result<Vec<Part<'a>>, String> {
     let delim = format!("--{boundary}");
     let finder = memchr::memmem::Finder::new(delim.as_bytes());
     let mut parts = Vec::new();

@@ -7,7 +7,7 @@ use super::labels::{parse_name, Name, Spy};
 
 /// What `/ingest?...` says about its body.
 #[derive(Debug, Clone, PartialEq)]
-pub struct IngestParams {
+pub(crate) struct IngestParams {
     pub name: Name,
     /// Unix nanoseconds; the time of the request when absent.
     pub from: u64,
@@ -25,7 +25,7 @@ pub struct IngestParams {
 const DEFAULT_SAMPLE_RATE: u32 = 100;
 
 impl IngestParams {
-    pub fn parse(query: Option<&str>) -> Result<Self, String> {
+    pub(crate) fn parse(query: Option<&str>) -> Result<Self, String> {
         let now = now_nanos();
         let (mut name, mut from, mut until) = (None, None, None);
         let mut p = IngestParams {
@@ -70,7 +70,7 @@ impl IngestParams {
     }
 }
 
-pub fn now_nanos() -> u64 {
+pub(crate) fn now_nanos() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
@@ -82,7 +82,7 @@ pub fn now_nanos() -> u64 {
 /// pyroscope-go sends) and 8 that form a date `YYYYMMDD`; or `now`, with an
 /// optional `+N`/`-N` and a unit (`s`, `m`/`min`, `h`, `d`, `w`, `mon`/`M`,
 /// `y`).
-pub fn parse_time(s: &str, now: u64) -> Result<u64, String> {
+pub(crate) fn parse_time(s: &str, now: u64) -> Result<u64, String> {
     let t: String = s
         .chars()
         .filter(|c| !matches!(c, '_' | ',' | ' '))

@@ -14,12 +14,12 @@ use super::config::PyroscopeReceiverConfig;
 use super::handler::{error, Handler};
 use crate::ingest::{Ingest, OnInvalid, Refusal};
 
-pub struct PyroscopeReceiver {
+pub(super) struct PyroscopeReceiver {
     cfg: PyroscopeReceiverConfig,
 }
 
 impl PyroscopeReceiver {
-    pub fn new(cfg: PyroscopeReceiverConfig) -> Self {
+    pub(super) fn new(cfg: PyroscopeReceiverConfig) -> Self {
         Self { cfg }
     }
 }
@@ -28,7 +28,7 @@ impl PyroscopeReceiver {
 /// directly: `/ingest` where the Pyroscope server has it (also under
 /// `/pyroscope/`), and the `PusherService` (other methods of it are
 /// Connect's `unimplemented`). Other methods than POST get 405.
-pub fn router(handler: Arc<Handler>) -> Router {
+pub(super) fn router(handler: Arc<Handler>) -> Router {
     Router::new()
         .route("/ingest", post(ingest))
         .route("/pyroscope/ingest", post(ingest))

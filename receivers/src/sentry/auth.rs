@@ -6,7 +6,7 @@ use http::HeaderMap;
 /// `X-Sentry-Auth`, or `Authorization` with the `Sentry` scheme; else
 /// `Authorization: Basic base64(KEY:secret)`, the key being the user part
 /// (Relay's `auth_from_parts`).
-pub fn key_from_headers(headers: &HeaderMap) -> Option<String> {
+pub(super) fn key_from_headers(headers: &HeaderMap) -> Option<String> {
     for name in ["x-sentry-auth", "authorization"] {
         for v in headers.get_all(name) {
             let Ok(v) = v.to_str() else { continue };
@@ -50,7 +50,7 @@ fn param(list: &str, key: &str) -> Option<String> {
 }
 
 /// `sentry_key` from the query string (what browser and Node SDKs send).
-pub fn key_from_query(query: Option<&str>) -> Option<String> {
+pub(super) fn key_from_query(query: Option<&str>) -> Option<String> {
     url::form_urlencoded::parse(query?.as_bytes())
         .find(|(k, _)| k == "sentry_key")
         .map(|(_, v)| v.into_owned())

@@ -66,11 +66,11 @@ const KEPT: [&str; 6] = [
 ];
 
 /// Upstream answer headers an SDK acts on, passed back to it.
-pub const PASSED_BACK: [&str; 3] = ["x-sentry-rate-limits", "retry-after", "x-sentry-error"];
+pub(super) const PASSED_BACK: [&str; 3] = ["x-sentry-rate-limits", "retry-after", "x-sentry-error"];
 
 /// One envelope (or the part of one the pipeline does not consume) on its
 /// way upstream.
-pub struct Outgoing {
+pub(super) struct Outgoing {
     /// `/api/<project>/envelope/` and the SDK's query.
     path: String,
     headers: HeaderMap,
@@ -144,7 +144,7 @@ impl Outgoing {
 }
 
 /// What the SDK is told about its forwarded items.
-pub enum Answer {
+pub(super) enum Answer {
     /// The upstream's answer.
     Upstream {
         status: StatusCode,
@@ -174,7 +174,7 @@ enum Attempt {
     },
 }
 
-pub struct Forwarder {
+pub(super) struct Forwarder {
     id: String,
     base: String,
     project: Option<String>,
@@ -209,7 +209,7 @@ struct State {
 impl Forwarder {
     /// `None` without `forward_to`. With `log` (a persistent queue), what
     /// an earlier run left in it is queued again first.
-    pub fn new(
+    pub(super) fn new(
         cfg: &SentryReceiverConfig,
         id: &str,
         telemetry: Arc<Telemetry>,
@@ -282,7 +282,7 @@ impl Forwarder {
     }
 
     /// Starts the consumers of the retry queue.
-    pub fn start(self: &Arc<Self>) {
+    pub(super) fn start(self: &Arc<Self>) {
         let q = &self.settings.sending_queue;
         if !q.enabled {
             return;
@@ -299,7 +299,7 @@ impl Forwarder {
     /// its header line, with the request's credentials and the project and
     /// key rewritten if configured. Err: why it cannot be held (503).
     #[allow(clippy::too_many_arguments)]
-    pub fn outgoing(
+    pub(super) fn outgoing(
         &self,
         envelope: &profcol_sentry::Envelope<'_>,
         whole: &Bytes,
@@ -433,7 +433,7 @@ impl Forwarder {
 
     /// Forwards `out` while its SDK waits; an unreachable upstream queues
     /// it for the consumers.
-    pub async fn forward(&self, mut out: Outgoing) -> Answer {
+    pub(super) async fn forward(&self, mut out: Outgoing) -> Answer {
         match self.attempt(&out).await {
             Attempt::Answered {
                 status,
@@ -758,7 +758,7 @@ impl Forwarder {
     }
 
     /// Waits until the queue is empty and nothing is in flight.
-    pub async fn drain(&self) {
+    pub(super) async fn drain(&self) {
         loop {
             let settled = self.settled.notified();
             {
@@ -774,7 +774,7 @@ impl Forwarder {
     /// At a hard stop: what is still queued or in flight is kept for the
     /// next start with a persistent queue, else counted as dropped
     /// (`shutdown`); either is logged.
-    pub fn abandon(&self) {
+    pub(super) fn abandon(&self) {
         let mut s = self.state.lock().unwrap();
         if self.log.is_some() {
             let kept = s.pending.len() + s.in_flight.len();
@@ -918,7 +918,7 @@ fn gzip(data: &[u8]) -> Bytes {
 
 /// Our own `X-Sentry-Rate-Limits` and the upstream's, as one value: the
 /// SDKs keep the longest limit per category themselves.
-pub fn merge_rate_limits(
+pub(super) fn merge_rate_limits(
     ours: Option<&HeaderValue>,
     theirs: Option<&HeaderValue>,
 ) -> Option<HeaderValue> {

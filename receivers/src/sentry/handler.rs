@@ -25,7 +25,7 @@ use crate::body::{BodyError, BodyReader};
 /// Categories a backed-up pipeline asks SDKs to pause.
 const LIMITED_CATEGORIES: &str = "profile_chunk;profile_chunk_ui;profile";
 
-pub struct Handler {
+pub(super) struct Handler {
     cfg: SentryReceiverConfig,
     id: String,
     output: Output,
@@ -43,7 +43,7 @@ pub struct Handler {
 const UNFORWARDED_LOGGED: usize = 32;
 
 /// An HTTP answer in Relay's shapes, with what a refusal's log line says.
-pub struct Reply(Box<Response>, Option<String>);
+pub(super) struct Reply(Box<Response>, Option<String>);
 
 impl IntoResponse for Reply {
     fn into_response(self) -> Response {
@@ -67,7 +67,7 @@ fn error(status: StatusCode, detail: impl Into<String>, causes: Vec<String>) -> 
 }
 
 impl Handler {
-    pub fn new(
+    pub(super) fn new(
         cfg: SentryReceiverConfig,
         id: String,
         output: Output,
@@ -104,7 +104,7 @@ impl Handler {
     }
 
     /// Forwards what the pipeline does not consume (`forward_to`).
-    pub fn with_forwarder(mut self, forwarder: Option<Arc<Forwarder>>) -> Self {
+    pub(super) fn with_forwarder(mut self, forwarder: Option<Arc<Forwarder>>) -> Self {
         self.forwarder = forwarder;
         self
     }
@@ -116,7 +116,7 @@ impl Handler {
 
     /// Requires the credentials `auth` checks (`auth: { authenticator }`),
     /// before `keys` and before any of the body is read.
-    pub fn with_auth(
+    pub(super) fn with_auth(
         mut self,
         auth: Option<Arc<dyn profcol_pipeline::component::Authenticator>>,
     ) -> Self {
@@ -125,7 +125,7 @@ impl Handler {
     }
 
     /// Records every accepted envelope (`record_to`).
-    pub fn with_recorder(mut self, recorder: Option<crate::record::Recorder>) -> Self {
+    pub(super) fn with_recorder(mut self, recorder: Option<crate::record::Recorder>) -> Self {
         self.recorder = recorder;
         self
     }
@@ -161,7 +161,7 @@ impl Handler {
     /// One envelope request, in stages: authenticate, read, parse and
     /// convert (on the blocking pool), hand off, reply. A refusal is logged
     /// (rate-limited) with its reason and the client's address.
-    pub async fn handle(
+    pub(super) async fn handle(
         self: &Arc<Self>,
         project_id: &str,
         query: Option<&str>,

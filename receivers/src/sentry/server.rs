@@ -15,12 +15,12 @@ use super::config::SentryReceiverConfig;
 use super::forward::Forwarder;
 use super::handler::{Handler, Reply};
 
-pub struct SentryReceiver {
+pub(super) struct SentryReceiver {
     cfg: SentryReceiverConfig,
 }
 
 impl SentryReceiver {
-    pub fn new(cfg: SentryReceiverConfig) -> Self {
+    pub(super) fn new(cfg: SentryReceiverConfig) -> Self {
         Self { cfg }
     }
 }
@@ -30,7 +30,7 @@ impl SentryReceiver {
 /// As in Relay, runs of slashes in the path are folded into one before
 /// routing (`//api/42//envelope/` is `/api/42/envelope/`), and browsers may
 /// post from any origin (CORS, with the preflight answered).
-pub fn router(handler: Arc<Handler>) -> Router {
+pub(super) fn router(handler: Arc<Handler>) -> Router {
     let routes = Router::new()
         .route("/api/{project_id}/envelope/", post(envelope))
         .route("/api/{project_id}/envelope", post(envelope))

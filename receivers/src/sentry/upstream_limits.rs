@@ -20,13 +20,13 @@ const MAX_SCOPES: usize = 4096;
 const MAX_LIMIT: Duration = Duration::from_secs(24 * 3600);
 
 #[derive(Default)]
-pub struct UpstreamLimits {
+pub(super) struct UpstreamLimits {
     /// Scope key -> (category, `""` for all) -> until.
     scopes: HashMap<String, HashMap<String, Instant>>,
 }
 
 /// The scopes an envelope belongs to: its project and its DSN key.
-pub struct Scoping<'a> {
+pub(super) struct Scoping<'a> {
     pub project: &'a str,
     pub key: Option<&'a str>,
 }
@@ -47,7 +47,7 @@ impl Scoping<'_> {
 impl UpstreamLimits {
     /// Records the limits of an `X-Sentry-Rate-Limits` value answered for
     /// `scoping`; malformed groups are skipped, as the SDKs and Relay do.
-    pub fn record(&mut self, header: &str, scoping: &Scoping<'_>, now: Instant) {
+    pub(super) fn record(&mut self, header: &str, scoping: &Scoping<'_>, now: Instant) {
         self.scopes
             .retain(|_, cats| cats.values().any(|&until| until > now));
         for group in header.split(',') {
@@ -81,7 +81,7 @@ impl UpstreamLimits {
     }
 
     /// Whether an item of `item_type` is limited for `scoping` at `now`.
-    pub fn is_limited(&self, item_type: &str, scoping: &Scoping<'_>, now: Instant) -> bool {
+    pub(super) fn is_limited(&self, item_type: &str, scoping: &Scoping<'_>, now: Instant) -> bool {
         let Some(categories) = categories(item_type) else {
             return false;
         };
@@ -122,7 +122,7 @@ fn categories(item_type: &str) -> Option<&'static [&'static str]> {
 }
 
 /// `Retry-After` in seconds (an HTTP date is not read: the backoff applies).
-pub fn retry_after_secs(v: &str) -> Option<Duration> {
+pub(super) fn retry_after_secs(v: &str) -> Option<Duration> {
     let secs: f64 = v.trim().parse().ok()?;
     (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs).min(MAX_LIMIT))
 }

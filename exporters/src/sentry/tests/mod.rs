@@ -19,16 +19,16 @@ use profcol_pipeline::telemetry::Telemetry;
 
 use super::*;
 
-pub use profcol_model::testing::fixture;
+pub(super) use profcol_model::testing::fixture;
 
 /// `tests/fixtures/otlp/go-cpu.otlp.bin`: a Go CPU profile (pprof) as OTLP,
 /// one Profile per sample type, aggregated values and no timestamps.
-pub fn go_cpu() -> ProfilesData {
+pub(super) fn go_cpu() -> ProfilesData {
     ProfilesData::decode(&fixture("otlp/go-cpu.otlp.bin")[..]).unwrap()
 }
 
 /// One go-cpu Profile over 30 s: one chunk, nothing dropped.
-pub fn long_profile_for_runtime() -> ProfilesData {
+pub(super) fn long_profile_for_runtime() -> ProfilesData {
     let mut data = go_cpu();
     let profiles = &mut data.resource_profiles[0].scope_profiles[0].profiles;
     profiles.truncate(1);
@@ -37,7 +37,7 @@ pub fn long_profile_for_runtime() -> ProfilesData {
 }
 
 /// An exporter for `dsn`, configured by YAML on top of the defaults.
-pub fn exporter(dsn: &str, yaml: &str) -> SentryExporter {
+pub(super) fn exporter(dsn: &str, yaml: &str) -> SentryExporter {
     let yaml = format!("dsn: {dsn}\n{yaml}");
     let cfg = ComponentConfig::from_yaml(Kind::Exporter, "sentry", &yaml).unwrap();
     let c: SentryExporterConfig = cfg.decode().unwrap();
@@ -45,7 +45,7 @@ pub fn exporter(dsn: &str, yaml: &str) -> SentryExporter {
     SentryExporter::new(&c, dsn, std::time::Duration::from_secs(30)).unwrap()
 }
 
-pub fn ctx() -> ExporterContext {
+pub(super) fn ctx() -> ExporterContext {
     ExporterContext {
         id: "sentry".into(),
         telemetry: Arc::new(Telemetry::new()),

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::Value as Json;
 
 /// (function, module, filename, abs_path, lineno, in_app)
-pub type FrameKey = (
+pub(super) type FrameKey = (
     Option<String>,
     Option<String>,
     Option<String>,
@@ -15,7 +15,7 @@ pub type FrameKey = (
     Option<bool>,
 );
 /// (timestamp in µs, thread id, frames leaf first)
-pub type Sample = (u64, String, Vec<FrameKey>);
+pub(super) type Sample = (u64, String, Vec<FrameKey>);
 
 fn text(v: &Json) -> Option<String> {
     match v {
@@ -55,7 +55,7 @@ fn frame(f: &Json) -> FrameKey {
 
 /// Samples sorted by thread, stack and time. With `relay`, as Relay keeps
 /// them: threads with at most one non-idle sample are dropped.
-pub fn samples(chunk: &Json, relay: bool) -> Vec<Sample> {
+pub(super) fn samples(chunk: &Json, relay: bool) -> Vec<Sample> {
     let p = &chunk["profile"];
     let frames: Vec<FrameKey> = p["frames"].as_array().unwrap().iter().map(frame).collect();
     let stacks: Vec<Vec<FrameKey>> = p["stacks"]
@@ -100,7 +100,7 @@ pub fn samples(chunk: &Json, relay: bool) -> Vec<Sample> {
 }
 
 /// Thread id -> name from `thread_metadata`.
-pub fn thread_names(chunk: &Json) -> BTreeMap<String, String> {
+pub(super) fn thread_names(chunk: &Json) -> BTreeMap<String, String> {
     chunk["profile"]["thread_metadata"]
         .as_object()
         .map(|m| {
@@ -112,7 +112,7 @@ pub fn thread_names(chunk: &Json) -> BTreeMap<String, String> {
 }
 
 /// Asserts the same samples, timestamps within a microsecond.
-pub fn assert_same_samples(got: &[Sample], want: &[Sample], what: &str) {
+pub(super) fn assert_same_samples(got: &[Sample], want: &[Sample], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: number of samples");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         assert_eq!(

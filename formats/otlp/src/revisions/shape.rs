@@ -20,7 +20,7 @@ const PACKAGE: &str = "opentelemetry.proto.profiles.v1development";
 
 /// What the walk found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Shape {
+pub(super) struct Shape {
     /// Fields the revision does not know.
     pub unknown: usize,
     /// A known field with another wire type: the bytes are not of this
@@ -31,7 +31,7 @@ pub struct Shape {
 /// The walk of `bytes` (a `ProfilesData` / `ExportProfilesServiceRequest`)
 /// against `revision`. Bytes that do not parse end the walk where they
 /// start; decoding reports them.
-pub fn of(revision: Revision, bytes: &[u8]) -> Shape {
+pub(super) fn of(revision: Revision, bytes: &[u8]) -> Shape {
     let schema = match revision {
         Revision::V1_7_0 => &*V1_7,
         Revision::V1_8_0 => &*V1_8,
@@ -50,7 +50,7 @@ static V1_10: LazyLock<Schema> = LazyLock::new(|| Schema::new(&pool(Revision::V1
 
 /// The descriptor pool of `revision`: the files in `proto/revisions/`, or
 /// for v1.10.0 those `opentelemetry-proto` ships.
-pub fn pool(revision: Revision) -> DescriptorPool {
+pub(crate) fn pool(revision: Revision) -> DescriptorPool {
     let bytes: &[u8] = match revision {
         Revision::V1_7_0 => include_bytes!("../../proto/revisions/v1.7.0.binpb"),
         Revision::V1_8_0 => include_bytes!("../../proto/revisions/v1.8.0.binpb"),

@@ -10,10 +10,10 @@ use serde_json::Value as Json;
 use crate::envelope;
 use profcol_model::proto::{any_value::Value, AnyValue, ProfilesData};
 
-pub use profcol_model::testing::{fixture, fixtures_dir as fixtures};
+pub(super) use profcol_model::testing::{fixture, fixtures_dir as fixtures};
 
 /// Every recorded envelope under `tests/fixtures/sentry-*`.
-pub fn recorded_envelopes() -> Vec<PathBuf> {
+pub(super) fn recorded_envelopes() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for e in std::fs::read_dir(dir).unwrap() {
             let p = e.unwrap().path();
@@ -41,22 +41,22 @@ pub fn recorded_envelopes() -> Vec<PathBuf> {
 }
 
 /// The payload of the first item of `ty` in a recorded envelope.
-pub fn item_payload(rel: &str, ty: &str) -> (Vec<u8>, Option<String>) {
+pub(super) fn item_payload(rel: &str, ty: &str) -> (Vec<u8>, Option<String>) {
     let bytes = fixture(rel);
     let env = envelope::parse(&bytes).unwrap();
     let item = env.items.iter().find(|i| i.item_type() == ty).unwrap();
     (item.payload.to_vec(), item.platform().map(str::to_owned))
 }
 
-pub fn python_chunk() -> Vec<u8> {
+pub(super) fn python_chunk() -> Vec<u8> {
     item_payload("sentry-python/manual/0001.envelope", "profile_chunk").0
 }
 
-pub fn node_chunk() -> Vec<u8> {
+pub(super) fn node_chunk() -> Vec<u8> {
     item_payload("sentry-node/manual/0001.envelope", "profile_chunk").0
 }
 
-pub fn show(v: &AnyValue) -> String {
+pub(super) fn show(v: &AnyValue) -> String {
     match &v.value {
         Some(Value::StringValue(s)) => s.clone(),
         Some(Value::IntValue(i)) => i.to_string(),
@@ -67,7 +67,7 @@ pub fn show(v: &AnyValue) -> String {
 }
 
 /// Resource attributes of the first resource, as text.
-pub fn resource_attrs(d: &ProfilesData) -> BTreeMap<String, String> {
+pub(super) fn resource_attrs(d: &ProfilesData) -> BTreeMap<String, String> {
     d.resource_profiles[0]
         .resource
         .as_ref()
@@ -79,7 +79,10 @@ pub fn resource_attrs(d: &ProfilesData) -> BTreeMap<String, String> {
 }
 
 /// Attributes named by `indices`.
-pub fn attr_values<'d>(d: &'d ProfilesData, indices: &[i32]) -> BTreeMap<String, &'d AnyValue> {
+pub(super) fn attr_values<'d>(
+    d: &'d ProfilesData,
+    indices: &[i32],
+) -> BTreeMap<String, &'d AnyValue> {
     let dict = d.dictionary.as_ref().unwrap();
     indices
         .iter()
@@ -94,20 +97,20 @@ pub fn attr_values<'d>(d: &'d ProfilesData, indices: &[i32]) -> BTreeMap<String,
 }
 
 /// Attributes named by `indices`, as text.
-pub fn attrs(d: &ProfilesData, indices: &[i32]) -> BTreeMap<String, String> {
+pub(super) fn attrs(d: &ProfilesData, indices: &[i32]) -> BTreeMap<String, String> {
     attr_values(d, indices)
         .into_iter()
         .map(|(k, v)| (k, show(v)))
         .collect()
 }
 
-pub fn profile(d: &ProfilesData) -> &profcol_model::proto::Profile {
+pub(super) fn profile(d: &ProfilesData) -> &profcol_model::proto::Profile {
     &d.resource_profiles[0].scope_profiles[0].profiles[0]
 }
 
 /// Folded stacks (root first) with the thread name, counted in
 /// timestamps: `Thread._bootstrap;Thread.run;work [MainThread] 42`.
-pub fn folded(d: &ProfilesData) -> BTreeMap<String, usize> {
+pub(super) fn folded(d: &ProfilesData) -> BTreeMap<String, usize> {
     let dict = d.dictionary.as_ref().unwrap();
     let mut out = BTreeMap::new();
     for rp in &d.resource_profiles {
@@ -137,7 +140,7 @@ pub fn folded(d: &ProfilesData) -> BTreeMap<String, usize> {
 
 /// Checks the dictionary rules every consumer relies on: zero values at
 /// index 0 and every index in range.
-pub fn check_dictionary(d: &ProfilesData) {
+pub(super) fn check_dictionary(d: &ProfilesData) {
     let dict = d.dictionary.as_ref().expect("dictionary");
     assert_eq!(dict.string_table[0], "");
     assert_eq!(dict.stack_table[0], Default::default());
@@ -193,7 +196,7 @@ pub fn check_dictionary(d: &ProfilesData) {
 /// What Sentry shows of a frame: (function, module, filename, abs_path,
 /// lineno, in_app). Empty strings and line 0 read as absent, as they do to
 /// Sentry (and OTLP's 0 means unset).
-pub type FrameKey = (
+pub(super) type FrameKey = (
     Option<String>,
     Option<String>,
     Option<String>,
@@ -203,7 +206,7 @@ pub type FrameKey = (
 );
 
 /// One Sentry sample: (microseconds, thread id, frames leaf first).
-pub type SentrySample = (u64, String, Vec<FrameKey>);
+pub(super) type SentrySample = (u64, String, Vec<FrameKey>);
 
 fn json_str(v: Option<&Json>) -> Option<String> {
     v.and_then(Json::as_str)
@@ -211,7 +214,7 @@ fn json_str(v: Option<&Json>) -> Option<String> {
         .map(str::to_owned)
 }
 
-pub fn json_frame(f: &Json) -> FrameKey {
+pub(super) fn json_frame(f: &Json) -> FrameKey {
     (
         json_str(f.get("function")),
         json_str(f.get("module")),
@@ -236,7 +239,7 @@ fn json_thread(v: &Json) -> String {
 
 /// Samples of a v2 chunk JSON. With `relay`, after Relay's normalization
 /// (threads with at most one non-idle sample removed).
-pub fn chunk_samples(payload: &[u8], relay: bool) -> Vec<SentrySample> {
+pub(super) fn chunk_samples(payload: &[u8], relay: bool) -> Vec<SentrySample> {
     let v: Json = serde_json::from_slice(payload).unwrap();
     let p = &v["profile"];
     let frames = p["frames"].as_array().unwrap();
@@ -277,7 +280,7 @@ pub fn chunk_samples(payload: &[u8], relay: bool) -> Vec<SentrySample> {
 
 /// Samples of a v1 profile JSON: start (`timestamp`) plus
 /// `elapsed_since_start_ns`, all samples (no transaction window applied).
-pub fn v1_samples(payload: &[u8]) -> Vec<SentrySample> {
+pub(super) fn v1_samples(payload: &[u8]) -> Vec<SentrySample> {
     let v: Json = serde_json::from_slice(payload).unwrap();
     let start = crate::time::parse_rfc3339(v["timestamp"].as_str().unwrap()).unwrap();
     let p = &v["profile"];
@@ -303,7 +306,7 @@ pub fn v1_samples(payload: &[u8]) -> Vec<SentrySample> {
 }
 
 /// Thread names of a chunk JSON, for the given thread ids.
-pub fn chunk_thread_names(payload: &[u8]) -> BTreeMap<String, String> {
+pub(super) fn chunk_thread_names(payload: &[u8]) -> BTreeMap<String, String> {
     let v: Json = serde_json::from_slice(payload).unwrap();
     v["profile"]["thread_metadata"]
         .as_object()
@@ -316,7 +319,7 @@ pub fn chunk_thread_names(payload: &[u8]) -> BTreeMap<String, String> {
 }
 
 /// Samples of converted OTLP, read the way a Sentry exporter must.
-pub fn otlp_samples(d: &ProfilesData) -> Vec<SentrySample> {
+pub(super) fn otlp_samples(d: &ProfilesData) -> Vec<SentrySample> {
     let dict = d.dictionary.as_ref().unwrap();
     let string = |i: i32| dict.string_table[i as usize].clone();
     let mut out = Vec::new();

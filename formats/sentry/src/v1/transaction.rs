@@ -74,7 +74,7 @@ pub(crate) struct Transaction<'a> {
 impl<'a> Transaction<'a> {
     /// The profile's `transaction`, else the first of its `transactions`;
     /// refused without an id, a trace id, a name, or with start >= end.
-    pub fn of(p: &ProfileV1<'a>) -> Result<Self, ItemError> {
+    pub(crate) fn of(p: &ProfileV1<'a>) -> Result<Self, ItemError> {
         let raw = p
             .transaction
             .or_else(|| p.transactions.as_ref().and_then(|t| t.first().copied()))
@@ -85,7 +85,7 @@ impl<'a> Transaction<'a> {
 
     /// One transaction's metadata as sent; refused without an id, a trace
     /// id, a name, or with start >= end.
-    pub fn parse(raw: &'a str) -> Result<Self, ItemError> {
+    pub(crate) fn parse(raw: &'a str) -> Result<Self, ItemError> {
         let meta: TransactionMeta = serde_json::from_str(raw).map_err(|e| {
             ItemError::new(
                 Reason::InvalidTransactionMetadata,
@@ -114,13 +114,13 @@ impl<'a> Transaction<'a> {
 
     /// The Link of every sample: the trace, and the span the transaction
     /// event names, if it does.
-    pub fn link(&self, event: &TransactionEvent) -> Link {
+    pub(crate) fn link(&self, event: &TransactionEvent) -> Link {
         link(self.trace_id, event)
     }
 
     /// Sample times (since the profile start) within the transaction;
     /// `None`: all.
-    pub fn window(&self) -> Option<RangeInclusive<u64>> {
+    pub(crate) fn window(&self) -> Option<RangeInclusive<u64>> {
         let m = &self.meta;
         (m.relative_end_ns > 0).then_some(m.relative_start_ns..=m.relative_end_ns)
     }

@@ -34,7 +34,7 @@ pub(super) struct Frames<'d> {
 }
 
 impl<'d> Frames<'d> {
-    pub fn new(dict: Lookup<'d>) -> Self {
+    pub(super) fn new(dict: Lookup<'d>) -> Self {
         Self {
             dict,
             frames: Vec::new(),

@@ -37,7 +37,7 @@ pub(super) struct Images<'d> {
 }
 
 impl<'d> Images<'d> {
-    pub fn new(dict: Lookup<'d>) -> Self {
+    pub(super) fn new(dict: Lookup<'d>) -> Self {
         Self {
             dict,
             mapping_images: HashMap::new(),
@@ -100,7 +100,7 @@ impl<'d> Images<'d> {
     /// `debug_meta` of a chunk holding the (profile-wide) `frames`: as
     /// received, else the images of the mappings those frames come from,
     /// in mapping table order.
-    pub fn chunk_debug_meta(
+    pub(super) fn chunk_debug_meta(
         &mut self,
         meta: &Meta,
         frames: &Frames,

@@ -37,7 +37,7 @@ const PROCESS_IDENTITY: [&str; 6] = [
 
 impl Meta {
     /// What every chunk of `profile` shares.
-    pub fn new(
+    pub(super) fn new(
         d: Lookup<'_>,
         resource: &[KeyValue],
         profile: &Profile,

@@ -30,7 +30,7 @@ pub(super) struct Sessions<'d> {
 }
 
 impl<'d> Sessions<'d> {
-    pub fn add(&mut self, dict: Lookup<'d>, resource: &'d [KeyValue], profile: &'d Profile) {
+    pub(super) fn add(&mut self, dict: Lookup<'d>, resource: &'d [KeyValue], profile: &'d Profile) {
         let pa = &profile.attribute_indices;
         let alone = android_trace(dict, pa)
             || attr_text(dict, pa, k::SENTRY_VERSION).as_deref() == Some("1");
@@ -66,7 +66,7 @@ impl<'d> Sessions<'d> {
     }
 
     /// Each session's resource and profiles, in order of first appearance.
-    pub fn into_groups(self) -> Vec<(&'d [KeyValue], Vec<&'d Profile>)> {
+    pub(super) fn into_groups(self) -> Vec<(&'d [KeyValue], Vec<&'d Profile>)> {
         self.groups
     }
 }

@@ -38,7 +38,7 @@ pub(super) struct Threads<'d> {
 }
 
 impl<'d> Threads<'d> {
-    pub fn new(dict: Lookup<'d>) -> Self {
+    pub(super) fn new(dict: Lookup<'d>) -> Self {
         Self {
             dict,
             threads: Vec::new(),
@@ -48,7 +48,7 @@ impl<'d> Threads<'d> {
     }
 
     /// Thread (profile-wide index) named by a sample's attributes.
-    pub fn thread(&mut self, attrs: &[i32]) -> u32 {
+    pub(super) fn thread(&mut self, attrs: &[i32]) -> u32 {
         let d = self.dict;
         let (mut id_attr, mut name_attr, mut pid_attr) = (0, 0, 0);
         for &i in attrs {
