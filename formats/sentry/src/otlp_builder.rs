@@ -74,6 +74,8 @@ pub(crate) struct OtlpBuilder {
     sets: HashMap<String, u32>,
     set_attrs: Vec<Vec<i32>>,
     set_last_ts: Vec<u64>,
+    /// Threads whose intervals [`Self::period`] leaves out.
+    set_unmeasured: Vec<bool>,
     key_buf: String,
     /// Per attribute set: OTLP sample index by stack index (`u32::MAX`: none yet).
     rows: Vec<Vec<u32>>,
@@ -105,6 +107,7 @@ impl OtlpBuilder {
             sets: HashMap::new(),
             set_attrs: Vec::new(),
             set_last_ts: Vec::new(),
+            set_unmeasured: Vec::new(),
             key_buf: String::new(),
             rows: Vec::new(),
             samples: Vec::new(),
@@ -348,9 +351,16 @@ impl OtlpBuilder {
         let i = self.set_attrs.len() as u32;
         self.set_attrs.push(attrs);
         self.set_last_ts.push(0);
+        self.set_unmeasured.push(false);
         self.rows.push(Vec::new());
         self.sets.insert(key, i);
         i
+    }
+
+    /// Leaves the intervals of thread `set` out of the period: it is not
+    /// one thread sampled at the profiler's rate (see `v2_to_otlp`).
+    pub fn leave_out_of_period(&mut self, set: u32) {
+        self.set_unmeasured[set as usize] = true;
     }
 
     /// The Link every following sample carries (v1: the transaction).
@@ -380,7 +390,7 @@ impl OtlpBuilder {
         self.points.push((row[slot], ts));
 
         let last = &mut self.set_last_ts[set as usize];
-        if *last != 0 {
+        if *last != 0 && !self.set_unmeasured[set as usize] {
             match ts.cmp(last) {
                 std::cmp::Ordering::Greater => self.deltas.push(ts - *last),
                 std::cmp::Ordering::Less => self.unsorted = true,
@@ -409,7 +419,11 @@ impl OtlpBuilder {
             for &(i, ts) in &self.points {
                 per_set[self.sample_set[i as usize] as usize].push(ts);
             }
-            for ts in &mut per_set {
+            for (ts, _) in per_set
+                .iter_mut()
+                .zip(&self.set_unmeasured)
+                .filter(|(_, &unmeasured)| !unmeasured)
+            {
                 ts.sort_unstable();
                 self.deltas
                     .extend(ts.windows(2).map(|w| w[1] - w[0]).filter(|&d| d > 0));

@@ -224,6 +224,51 @@ fn thread_id_is_an_integer_only_when_decimal() {
     }
 }
 
+/// sentry-java's JVM profiler (async-profiler, wall clock at 101 Hz) files
+/// every thread without a Java frame under thread "0" with an empty stack,
+/// many samples per tick: the period comes from the threads Relay keeps,
+/// and thread "0" keeps all its samples. In time order or not.
+#[test]
+fn period_leaves_out_threads_relay_drops() {
+    let t0 = 1795959341.0;
+    let mut samples = Vec::new();
+    for i in 0..40 {
+        let tick = t0 + i as f64 * 0.0099;
+        samples.push(json!({"timestamp": tick, "stack_id": 0, "thread_id": "15"}));
+        for j in 0..8 {
+            let t = tick + 0.000011 * (j + 1) as f64;
+            samples.push(json!({"timestamp": t, "stack_id": 1, "thread_id": "0"}));
+        }
+    }
+    let java = |v: &mut Json| v["platform"] = json!("java");
+    for reversed in [false, true] {
+        let mut samples = samples.clone();
+        if reversed {
+            samples.reverse();
+        }
+        let payload = chunk_with(
+            java,
+            json!(samples),
+            json!([[0], []]),
+            json!([{"function": "f"}]),
+        );
+        let c = chunk_to_otlp(&payload, None, &opts()).unwrap();
+        let p = profile(&c.data);
+        assert_eq!(p.period, 9_900_000, "reversed: {reversed}");
+        let points: usize = p.samples.iter().map(|s| s.timestamps_unix_nano.len()).sum();
+        assert_eq!(points, 40 * 9);
+    }
+
+    // No thread Relay would keep: every thread counts.
+    let idle = json!([
+        {"timestamp": 1.0, "stack_id": 0, "thread_id": "1"},
+        {"timestamp": 1.01, "stack_id": 0, "thread_id": "1"},
+        {"timestamp": 1.02, "stack_id": 0, "thread_id": "1"},
+    ]);
+    let c = chunk_to_otlp(&chunk_json(idle, json!([[]]), json!([])), None, &opts()).unwrap();
+    assert_eq!(profile(&c.data).period, 10_000_000);
+}
+
 /// A minimal valid chunk with the given profile tables.
 fn chunk_json(samples: Json, stacks: Json, frames: Json) -> Vec<u8> {
     chunk_with(|_| {}, samples, stacks, frames)

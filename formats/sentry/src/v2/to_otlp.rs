@@ -216,14 +216,33 @@ fn v2_to_otlp<'a, P>(
 
     let meta = data.thread_metadata.as_ref();
     let mut buf = DecimalBuf::default();
-    for (i, s) in data.samples.iter().enumerate() {
+    let sets: Vec<u32> = data
+        .samples
+        .iter()
+        .map(|s| b.thread(s.thread_id.as_str(&mut buf), meta, None))
+        .collect();
+    // The period is measured on the threads Relay keeps (more than one
+    // non-idle sample): sentry-java's JVM profiler files every thread
+    // without a Java frame (GC, JIT, VM threads) under thread "0" with an
+    // empty stack, so that "thread" is sampled many times per tick.
+    let mut non_idle = vec![0u32; sets.iter().max().map_or(0, |&m| m as usize + 1)];
+    for (s, &set) in data.samples.iter().zip(&sets) {
+        if !data.stacks[s.stack_id].is_empty() {
+            non_idle[set as usize] += 1;
+        }
+    }
+    if non_idle.iter().any(|&n| n > 1) {
+        for (set, _) in non_idle.iter().enumerate().filter(|(_, &n)| n <= 1) {
+            b.leave_out_of_period(set as u32);
+        }
+    }
+    for (i, (s, &set)) in data.samples.iter().zip(&sets).enumerate() {
         let ts = time::secs_to_unix_nanos(s.timestamp).ok_or_else(|| {
             ItemError::new(
                 Reason::MalformedSamples,
                 format!("sample {i} has timestamp {} out of range", s.timestamp),
             )
         })?;
-        let set = b.thread(s.thread_id.as_str(&mut buf), meta, None);
         b.push(stacks[s.stack_id], set, ts);
     }
 
