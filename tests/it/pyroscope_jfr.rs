@@ -3,7 +3,7 @@
 //! `LabelsSnapshot`, through the collector to an OTLP sink.
 //!
 //! The live test runs tests/pyroscope_java/AgentApp.java under the real
-//! agent (io.pyroscope:agent, fetched by tests/pyroscope_java/fetch.sh);
+//! agent (io.pyroscope:agent, fetched by tests/java/fetch.sh);
 //! skipped without `java`, `javac` or `mvn`, except under `CI`. The
 //! recording tests/fixtures/pyroscope/java-agent-2.9.2/ is one upload of
 //! that run (JDK 17.0.15), recorded by the receiver's `record_to`.
@@ -11,7 +11,6 @@
 use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use common::{Ports, Sink};
@@ -198,36 +197,15 @@ async fn broken_jfr_uploads_are_refused() {
 /// The agent jar, or `None` (skipped) without `java`/`javac`/`mvn`
 /// locally; under `CI` a missing tool fails.
 fn agent_jar() -> Option<PathBuf> {
-    let have = |tool: &str| Command::new(tool).arg("-version").output().is_ok();
-    let why = if !have("java") || !have("javac") {
-        Some("no java/javac on PATH".to_owned())
-    } else {
-        let script =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/pyroscope_java/fetch.sh");
-        match Command::new("bash").arg(&script).output() {
-            Ok(out) if out.status.success() => {
-                let jar = String::from_utf8_lossy(&out.stdout)
-                    .lines()
-                    .last()
-                    .unwrap_or("")
-                    .trim()
-                    .to_owned();
-                return Some(PathBuf::from(jar));
-            }
-            Ok(out) => Some(format!(
-                "fetch.sh failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )),
-            Err(e) => Some(format!("fetch.sh: {e}")),
-        }
-    };
-    let why = why.unwrap_or_default();
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "the Pyroscope Java agent test cannot run under CI: {why}"
-    );
-    profcol_model::testing::skipped(&format!("Pyroscope Java agent: {why}"));
-    None
+    let dir = common::java::jars("pyroscope_java", "pyroscope-java", "Pyroscope Java agent")?;
+    let jar = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("agent-"))
+        });
+    Some(jar.unwrap_or_else(|| panic!("no agent jar in {}", dir.display())))
 }
 
 /// The real agent attached to a real program, pushing every second: CPU
@@ -239,19 +217,10 @@ async fn the_pyroscope_java_agent_live() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/pyroscope_java/AgentApp.java");
-    let javac = Command::new("javac")
-        .arg("-cp")
-        .arg(&jar)
-        .arg("-d")
-        .arg(dir.path())
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(
-        javac.status.success(),
-        "{}",
-        String::from_utf8_lossy(&javac.stderr)
+    common::java::compile(
+        "pyroscope_java/AgentApp.java",
+        &jar.to_string_lossy(),
+        dir.path(),
     );
 
     let sink = Sink::start().await;

@@ -18,6 +18,7 @@ use tonic::{Code, Request, Response, Status};
 
 pub mod fake_k8s;
 pub mod go;
+pub mod java;
 pub mod kafka;
 pub mod otelcol;
 pub mod seen;
