@@ -42,6 +42,7 @@ mod reload;
 mod resourcedetection;
 mod sentry_android;
 mod sentry_forward;
+mod sentry_java;
 mod sentry_perfetto;
 mod sentry_pprof;
 mod sentry_roundtrip;

@@ -100,7 +100,7 @@ fn every_recorded_envelope_converts_with_all_samples_and_frames() {
             assert_eq!(ignored, BTreeMap::from([("transaction".to_owned(), 1)]));
         }
     }
-    assert_eq!(profiles, 6);
+    assert_eq!(profiles, 7);
 }
 
 #[test]
