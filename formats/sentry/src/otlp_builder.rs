@@ -359,7 +359,7 @@ impl OtlpBuilder {
 
     /// Leaves the intervals of thread `set` out of the period: it is not
     /// one thread sampled at the profiler's rate (see `v2_to_otlp`).
-    pub fn leave_out_of_period(&mut self, set: u32) {
+    pub(crate) fn leave_out_of_period(&mut self, set: u32) {
         self.set_unmeasured[set as usize] = true;
     }
 
