@@ -135,6 +135,9 @@ pub(super) struct DebugInfo {
     split: Split,
     /// Function symbols sorted by address: `(start, size, name)`.
     symbols: Vec<(u64, u64, Arc<str>)>,
+    /// `(start, end)` of the executable sections: how far a symbol of
+    /// size 0 reaches at most.
+    code: Vec<(u64, u64)>,
     /// Bytes held at load: sections and symbols.
     bytes: usize,
 }
@@ -462,6 +465,17 @@ impl DebugInfo {
             .collect();
         symbols.sort_by_key(|s| (s.0, std::cmp::Reverse(s.1)));
         symbols.dedup_by_key(|s| s.0);
+        let code = obj
+            .sections()
+            // By flag, not kind: a debug file's code sections are
+            // SHT_NOBITS but keep their address range and flags.
+            .filter(|s| {
+                let exec = matches!(s.flags(), object::SectionFlags::Elf { sh_flags, .. }
+                    if sh_flags.contains(object::elf::SHF_EXECINSTR));
+                exec && s.size() > 0
+            })
+            .map(|s| (s.address(), s.address().saturating_add(s.size())))
+            .collect();
         bytes += symbols
             .iter()
             .map(|s| s.2.len() + std::mem::size_of::<(u64, u64, Arc<str>)>() + 16)
@@ -471,6 +485,7 @@ impl DebugInfo {
             dwarf,
             split,
             symbols,
+            code,
             bytes,
         })
     }
@@ -570,7 +585,13 @@ impl DebugInfo {
             .partition_point(|s| s.0 <= addr)
             .checked_sub(1)?;
         let (start, size, name) = &self.symbols[i];
-        // Size 0 (hand-written assembly): trust up to the next symbol.
-        (size == &0 || addr - start < *size).then(|| name.clone())
+        // Size 0 (hand-written assembly): trust it up to the next symbol
+        // and within its section, as binutils does.
+        let within = |&(from, to): &(u64, u64)| from <= *start && addr < to;
+        let reaches = match size {
+            0 => self.code.is_empty() || self.code.iter().any(within),
+            n => addr - start < *n,
+        };
+        reaches.then(|| name.clone())
     }
 }

@@ -89,3 +89,26 @@ fn the_last_address_is_looked_up_without_panic() {
     let found = include_bytes!("../../../fuzz/seeds/symbolizer_elf/last-address-overflow");
     let _ = resolve_file_bytes(dir.path(), found, &[u64::MAX]);
 }
+
+/// A symbol of size 0 (`_fini`, hand-written assembly) names addresses up
+/// to the next symbol and within its section, as binutils does, not every
+/// address past it: an address in `.fini_array` (data) is not `_fini`.
+#[test]
+fn a_size_zero_symbol_reaches_only_the_end_of_its_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("prog");
+    let elf = include_bytes!("../../../fuzz/seeds/symbolizer_elf/c-inline-O2-g.elf");
+    std::fs::write(&path, elf).unwrap();
+    let info = elf::DebugInfo::load(&path, 1 << 20, &elf::Companions::default()).unwrap();
+    let names = |addr: u64| -> Vec<String> {
+        info.resolve(addr)
+            .iter()
+            .map(|f| f.name.to_string())
+            .collect()
+    };
+    // .fini is 0x1188..0x1191.
+    assert_eq!(names(0x1190), ["_fini"]);
+    assert!(names(0x1191).is_empty(), "{:?}", names(0x1191));
+    assert!(names(0x3e08).is_empty());
+    assert!(names(u64::MAX - 1).is_empty());
+}
