@@ -19,25 +19,7 @@ use profcol_model::resolved::{folded, ResolvedProfile};
 use profcol_pipeline::runtime::RuntimeOptions;
 
 fn config(sink: &Sink, record_to: Option<&Path>) -> String {
-    let record = record_to.map_or(String::new(), |d| {
-        format!("\n    record_to: {}", d.display())
-    });
-    format!(
-        r#"
-receivers:
-  pyroscope:
-    endpoint: 127.0.0.1:0{record}
-exporters:
-  otlp:
-    endpoint: 127.0.0.1:{}
-    tls: {{insecure: true}}
-service:
-  telemetry: {{metrics: {{level: none}}}}
-  pipelines:
-    profiles: {{receivers: [pyroscope], exporters: [otlp]}}
-"#,
-        sink.addr.port()
-    )
+    common::receiver_to_sink("pyroscope", sink, record_to)
 }
 
 fn received(sink: &Sink) -> Vec<ProfilesData> {

@@ -23,25 +23,7 @@ const SDK_VERSION: &str = "8.43.0";
 const RECORDING: &str = "sentry-java/jvm-8.43.0-jdk-17.0.15/0001";
 
 fn config(sink: &Sink, record_to: Option<&Path>) -> String {
-    let record = record_to.map_or(String::new(), |d| {
-        format!("\n    record_to: {}", d.display())
-    });
-    format!(
-        r#"
-receivers:
-  sentry:
-    endpoint: 127.0.0.1:0{record}
-exporters:
-  otlp:
-    endpoint: 127.0.0.1:{}
-    tls: {{insecure: true}}
-service:
-  telemetry: {{metrics: {{level: none}}}}
-  pipelines:
-    profiles: {{receivers: [sentry], exporters: [otlp]}}
-"#,
-        sink.addr.port()
-    )
+    common::receiver_to_sink("sentry", sink, record_to)
 }
 
 fn profiles(sink: &Sink) -> Vec<ResolvedProfile> {

@@ -68,6 +68,34 @@ struct SinkState {
     samples: u64,
 }
 
+/// A collector with one `receiver` (listening on port 0, recording to
+/// `record_to` if given) sending to `sink` over OTLP/gRPC.
+pub fn receiver_to_sink(
+    receiver: &str,
+    sink: &Sink,
+    record_to: Option<&std::path::Path>,
+) -> String {
+    let record = record_to.map_or(String::new(), |d| {
+        format!("\n    record_to: {}", d.display())
+    });
+    format!(
+        r#"
+receivers:
+  {receiver}:
+    endpoint: 127.0.0.1:0{record}
+exporters:
+  otlp:
+    endpoint: 127.0.0.1:{}
+    tls: {{insecure: true}}
+service:
+  telemetry: {{metrics: {{level: none}}}}
+  pipelines:
+    profiles: {{receivers: [{receiver}], exporters: [otlp]}}
+"#,
+        sink.addr.port()
+    )
+}
+
 /// An OTLP profiles gRPC server that stores every request it accepts.
 #[derive(Clone)]
 pub struct Sink {
