@@ -121,19 +121,18 @@ impl Exporter for PrometheusExporter {
         if let Ok(r) = ctx.budget.try_admit(0) {
             self.store().attach(r);
         }
-        let listener = profcol_pipeline::net::endpoint::bind(&self.cfg.endpoint, &name).await?;
-        let mut settings = profcol_pipeline::net::ServerSettings::small();
-        if let Some(t) = &self.cfg.tls {
-            settings.tls = Some(profcol_pipeline::net::tls::server_config(
-                t,
-                &name,
-                self.stop.clone(),
-            )?);
-        }
+        let opened = profcol_pipeline::net::open(
+            &name,
+            &self.cfg.endpoint,
+            self.cfg.tls.as_ref(),
+            profcol_pipeline::net::ServerSettings::small(),
+            &self.stop,
+        )
+        .await?;
         let app = Router::new()
             .route("/metrics", get(scrape))
             .with_state(self.store.clone());
-        let task = profcol_pipeline::net::spawn(&name, listener, app, settings, self.stop.clone());
+        let task = opened.serve(app, self.stop.clone());
         *self.server.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
         Ok(())
     }

@@ -167,31 +167,19 @@ impl Extension for HealthCheck {
         self: Box<Self>,
         ctx: ExtensionContext,
     ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-        let listener = profcol_pipeline::net::endpoint::bind(
-            &self.0.endpoint,
+        let opened = profcol_pipeline::net::open(
             &format!("extensions::{}", ctx.id),
+            &self.0.endpoint,
+            self.0.tls.as_ref(),
+            profcol_pipeline::net::ServerSettings::small(),
+            &ctx.shutdown,
         )
         .await?;
-        let name = format!("extensions::{}", ctx.id);
-        let mut settings = profcol_pipeline::net::ServerSettings::small();
-        if let Some(t) = &self.0.tls {
-            settings.tls = Some(profcol_pipeline::net::tls::server_config(
-                t,
-                &name,
-                ctx.shutdown.clone(),
-            )?);
-        }
         let body = self.0.response_body.clone().map(Arc::new);
         let app = Router::new()
             .route(&self.0.path, get(status))
             .with_state((ctx.health.clone(), body));
-        Ok(profcol_pipeline::net::spawn(
-            &name,
-            listener,
-            app,
-            settings,
-            ctx.shutdown.clone(),
-        ))
+        Ok(opened.serve(app, ctx.shutdown.clone()))
     }
 }
 

@@ -104,15 +104,14 @@ impl Extension for Profilez {
     ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
         let name = format!("extensions::{}", ctx.id);
         let auth = ctx.authenticators.resolve(self.cfg.auth.as_ref(), &name)?;
-        let listener = profcol_pipeline::net::endpoint::bind(&self.cfg.endpoint, &name).await?;
-        let mut settings = profcol_pipeline::net::ServerSettings::small();
-        if let Some(t) = &self.cfg.tls {
-            settings.tls = Some(profcol_pipeline::net::tls::server_config(
-                t,
-                &name,
-                ctx.shutdown.clone(),
-            )?);
-        }
+        let opened = profcol_pipeline::net::open(
+            &name,
+            &self.cfg.endpoint,
+            self.cfg.tls.as_ref(),
+            profcol_pipeline::net::ServerSettings::small(),
+            &ctx.shutdown,
+        )
+        .await?;
         let max_bytes = usize::try_from(self.cfg.max_memory_mib << 20).unwrap_or(usize::MAX);
         let shared = Arc::new(Shared {
             telemetry: Some((ctx.telemetry.clone(), ctx.id.clone())),
@@ -144,13 +143,7 @@ impl Extension for Profilez {
                     }
                 },
             ));
-        Ok(profcol_pipeline::net::spawn(
-            &name,
-            listener,
-            app,
-            settings,
-            ctx.shutdown.clone(),
-        ))
+        Ok(opened.serve(app, ctx.shutdown.clone()))
     }
 }
 

@@ -155,7 +155,7 @@ enum Kind {
     Message(String),
     UnknownField {
         field: String,
-        expected: &'static [&'static str],
+        expected: Vec<&'static str>,
     },
     MissingField(&'static str),
     /// A whole `${...}` that read as null, decoded into a typed field:
@@ -198,7 +198,7 @@ impl fmt::Display for Error {
             Kind::Message(m) => f.write_str(m),
             Kind::UnknownField { field, expected } => {
                 write!(f, "unknown field {field:?}")?;
-                match expected {
+                match expected.as_slice() {
                     [] => f.write_str(", there are no fields"),
                     [one] => write!(f, ", expected {one:?}"),
                     many => {
@@ -260,7 +260,7 @@ impl de::Error for Error {
     fn unknown_field(field: &str, expected: &'static [&'static str]) -> Self {
         Self::new(Kind::UnknownField {
             field: field.to_owned(),
-            expected,
+            expected: expected.to_vec(),
         })
     }
 
@@ -550,10 +550,23 @@ impl<'de> de::Deserializer<'de> for ValueDe<'_> {
     fn deserialize_struct<V: Visitor<'de>>(
         self,
         _name: &'static str,
-        _fields: &'static [&'static str],
+        fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, Error> {
-        self.deserialize_map(visitor)
+        match self.value {
+            Value::Dict(_, dict) if fields.contains(&SQUASH) => visitor.visit_map(SquashAcc {
+                own: MapAcc {
+                    iter: dict.iter(),
+                    pending: None,
+                    path: self.path,
+                    originals: self.originals,
+                },
+                fields,
+                rest: Some(dict),
+                taking_rest: false,
+            }),
+            _ => self.deserialize_map(visitor),
+        }
     }
 
     fn deserialize_enum<V: Visitor<'de>>(
@@ -616,6 +629,74 @@ impl<'de> de::MapAccess<'de> for MapAcc<'_> {
 
     fn size_hint(&self) -> Option<usize> {
         Some(self.iter.len())
+    }
+}
+
+/// The field name that takes, squashed, every key its struct does not name
+/// (as `mapstructure:",squash"` does in the Collector): the shared listener
+/// keys of the HTTP receivers. serde's own `flatten` would decode that part
+/// without this decoder, so without key paths, `${env:...}` originals or
+/// the list of expected keys.
+pub(crate) const SQUASH: &str = "__squash";
+
+/// The entries a struct names, then the others as one map under
+/// [`SQUASH`], decoded at the struct's own path.
+struct SquashAcc<'a> {
+    own: MapAcc<'a>,
+    fields: &'static [&'static str],
+    rest: Option<&'a figment::value::Dict>,
+    taking_rest: bool,
+}
+
+impl<'de> de::MapAccess<'de> for SquashAcc<'_> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Error> {
+        loop {
+            let Some((k, v)) = self.own.iter.next() else {
+                if self.rest.is_none() {
+                    return Ok(None);
+                }
+                self.taking_rest = true;
+                return seed
+                    .deserialize(de::value::StrDeserializer::<Error>::new(SQUASH))
+                    .map(Some);
+            };
+            if k != SQUASH && self.fields.contains(&k.as_str()) {
+                self.own.pending = Some((k.as_str(), v));
+                return seed
+                    .deserialize(de::value::StrDeserializer::<Error>::new(k))
+                    .map(Some);
+            }
+        }
+    }
+
+    fn next_value_seed<S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<S::Value, Error> {
+        if !self.taking_rest {
+            return self.own.next_value_seed(seed);
+        }
+        let dict = self.rest.take().expect("the squashed keys are taken once");
+        let rest: figment::value::Dict = dict
+            .iter()
+            .filter(|(k, _)| k.as_str() == SQUASH || !self.fields.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let value = Value::Dict(figment::value::Tag::Default, rest);
+        let fields = self.fields;
+        seed.deserialize(ValueDe::new(&value, self.own.path, self.own.originals))
+            .map_err(|mut e| {
+                // A key neither part knows: name what both take.
+                if let (true, Kind::UnknownField { expected, .. }) =
+                    (e.path.is_empty(), &mut e.kind)
+                {
+                    let own = fields.iter().filter(|f| **f != SQUASH).copied();
+                    *expected = own.chain(expected.iter().copied()).collect();
+                }
+                e
+            })
     }
 }
 

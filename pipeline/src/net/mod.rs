@@ -9,17 +9,21 @@
 //! - [`endpoint`]: `host:port` as the Collector reads it, and binding it;
 //! - [`body`]: request bodies that must keep arriving;
 //! - [`serve`]: the accept loop and hyper's HTTP/1.1 and HTTP/2 settings;
-//! - [`listeners`]: where each listener is bound (port 0 picks one).
+//! - [`listeners`]: where each listener is bound (port 0 picks one);
+//! - [`http_server`]: the listener keys of the HTTP receivers, and opening
+//!   a listener (bind, TLS) before serving it.
 
 pub mod body;
 pub mod conns;
 pub mod endpoint;
+mod http_server;
 pub mod listeners;
 mod serve;
 mod stream;
 pub mod tls;
 
 pub use body::{is_body_timeout, BodyLimits, BodyTimeout};
+pub use http_server::{open, HttpServerConfig, ListenerDefaults, Opened};
 pub use listeners::{Bound, Listeners};
 pub use serve::{spawn, ServerSettings};
 

@@ -2,7 +2,7 @@ use serde::{Deserialize, Serialize};
 
 use profcol_pipeline::component::AuthConfig;
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration, ServerTls};
-use profcol_pipeline::net::{BodyLimits, ServerSettings};
+use profcol_pipeline::net::{HttpServerConfig, ListenerDefaults, ServerSettings};
 
 use crate::ingest::OnInvalid;
 
@@ -56,23 +56,16 @@ where
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpConfig {
-    pub endpoint: String,
+    /// `endpoint`, `tls`, `auth`, the body and connection limits: the keys
+    /// every HTTP receiver shares.
+    #[serde(rename = "__squash")]
+    pub server: HttpServerConfig<Self>,
     /// The path profiles are posted to.
     pub profiles_url_path: String,
-    /// Largest body after decompression, in bytes.
-    pub max_request_body_size: u64,
     /// Keep the request's headers with the batch (for `batch`'s
     /// `metadata_keys`); credentials are never kept.
     pub include_metadata: bool,
     pub cors: Option<CorsConfig>,
-    pub tls: Option<ServerTls>,
-    pub auth: Option<AuthConfig>,
-    pub max_connections: usize,
-    pub read_header_timeout: Duration,
-    pub idle_timeout: Duration,
-    pub read_timeout: Duration,
-    pub body_timeout: Duration,
-    pub min_body_rate: u64,
     /// Only `tcp` is supported.
     pub transport: String,
     /// The Collector's paths of the other signals, which profcol does not
@@ -85,19 +78,10 @@ pub struct HttpConfig {
 impl Default for HttpConfig {
     fn default() -> Self {
         Self {
-            endpoint: "localhost:4318".into(),
+            server: HttpServerConfig::default(),
             profiles_url_path: "/v1development/profiles".into(),
-            max_request_body_size: 20 << 20,
             include_metadata: false,
             cors: None,
-            tls: None,
-            auth: None,
-            max_connections: 1024,
-            read_header_timeout: Duration::from_secs(60),
-            idle_timeout: Duration::from_secs(60),
-            read_timeout: Duration::from_secs(0),
-            body_timeout: Duration::from_secs(30),
-            min_body_rate: 1024,
             transport: "tcp".into(),
             traces_url_path: None,
             metrics_url_path: None,
@@ -119,20 +103,9 @@ pub struct CorsConfig {
     pub max_age: u64,
 }
 
-impl HttpConfig {
-    pub fn server_settings(&self) -> ServerSettings {
-        ServerSettings {
-            max_connections: self.max_connections,
-            read_header_timeout: self.read_header_timeout.nonzero(),
-            idle_timeout: self.idle_timeout.nonzero(),
-            body: BodyLimits {
-                timeout: self.body_timeout.nonzero(),
-                min_rate: self.min_body_rate,
-                read_timeout: self.read_timeout.nonzero(),
-            },
-            ..ServerSettings::default()
-        }
-    }
+impl ListenerDefaults for HttpConfig {
+    const ENDPOINT: &'static str = "localhost:4318";
+    const MAX_REQUEST_BODY_SIZE: u64 = 20 << 20;
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -293,9 +266,17 @@ impl OtlpReceiverConfig {
             let key = |k: &str| cfg.key_path(&format!("protocols::http::{k}"));
             if h.transport != "tcp" {
                 errs.push(key("transport"), unsupported_transport(&h.transport));
-            } else if let Err(e) = profcol_pipeline::net::endpoint::check(&h.endpoint) {
-                errs.push(key("endpoint"), e);
             }
+            let mut server = ConfigErrors::default();
+            h.server.validate(key, &mut server);
+            // With another transport the endpoint is a socket path: the
+            // transport says why.
+            errs.0.extend(
+                server
+                    .0
+                    .into_iter()
+                    .filter(|e| h.transport == "tcp" || !e.is_at_or_under(&key("endpoint"))),
+            );
             for (k, p) in [
                 ("traces_url_path", &h.traces_url_path),
                 ("metrics_url_path", &h.metrics_url_path),
@@ -316,20 +297,11 @@ impl OtlpReceiverConfig {
                     format!("must start with '/', got {:?}", h.profiles_url_path),
                 );
             }
-            if h.max_request_body_size == 0 {
-                errs.push(key("max_request_body_size"), "must be greater than 0");
-            }
-            if h.max_connections == 0 {
-                errs.push(key("max_connections"), "must be greater than 0");
-            }
-            if let Some(t) = &h.tls {
-                t.validate(&key("tls"), &mut errs);
-            }
             if let Some(g) = self.grpc() {
-                if profcol_pipeline::net::endpoint::same_port(&g.endpoint, &h.endpoint) {
+                if profcol_pipeline::net::endpoint::same_port(&g.endpoint, &h.server.endpoint) {
                     errs.push(
                         key("endpoint"),
-                        format!("{} is also the gRPC endpoint", h.endpoint),
+                        format!("{} is also the gRPC endpoint", h.server.endpoint),
                     );
                 }
             }
@@ -345,7 +317,7 @@ impl OtlpReceiverConfig {
                 a.authenticator,
             )
         });
-        let h = self.http().and_then(|h| h.auth).map(|a| {
+        let h = self.http().and_then(|h| h.server.auth).map(|a| {
             (
                 "protocols::http::auth::authenticator".to_owned(),
                 a.authenticator,

@@ -43,7 +43,7 @@ pub(super) fn router(
         ingest,
         recorder,
         path: cfg.profiles_url_path.clone(),
-        max_body: cfg.max_request_body_size,
+        max_body: cfg.server.max_request_body_size,
         include_metadata: cfg.include_metadata,
         auth,
     });

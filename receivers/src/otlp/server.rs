@@ -27,7 +27,7 @@ impl OtlpReceiver {
 impl Receiver for OtlpReceiver {
     fn endpoints(&self) -> Vec<String> {
         let g = self.cfg.grpc().map(|g| g.endpoint);
-        let h = self.cfg.http().map(|h| h.endpoint);
+        let h = self.cfg.http().map(|h| h.server.endpoint);
         g.into_iter().chain(h).collect()
     }
 
@@ -54,18 +54,16 @@ impl Receiver for OtlpReceiver {
         ));
         let mut servers = Vec::new();
         if let Some(g) = self.cfg.grpc() {
-            let listener = profcol_pipeline::net::endpoint::bind(&g.endpoint, &name).await?;
-            let mut settings = g.server_settings();
-            if let Some(t) = &g.tls {
-                settings.tls = Some(profcol_pipeline::net::tls::server_config(
-                    t,
-                    &format!("{name}::protocols::grpc"),
-                    ctx.shutdown.clone(),
-                )?);
-            }
-            let auth = ctx
-                .authenticators
-                .resolve(g.auth.as_ref(), &format!("{name}::protocols::grpc"))?;
+            let grpc = format!("{name}::protocols::grpc");
+            let opened = profcol_pipeline::net::open(
+                &grpc,
+                &g.endpoint,
+                g.tls.as_ref(),
+                g.server_settings(),
+                &ctx.shutdown,
+            )
+            .await?;
+            let auth = ctx.authenticators.resolve(g.auth.as_ref(), &grpc)?;
             tracing::info!(receiver = %ctx.id, endpoint = %g.endpoint, tls = g.tls.is_some(), "OTLP gRPC receiver listening");
             let service = Arc::new(GrpcService {
                 ingest: ingest.clone(),
@@ -75,36 +73,15 @@ impl Receiver for OtlpReceiver {
                 auth,
             });
             let app = axum::Router::new().fallback(export).with_state(service);
-            servers.push(profcol_pipeline::net::spawn(
-                &format!("{name}::protocols::grpc"),
-                listener,
-                app,
-                settings,
-                ctx.shutdown.clone(),
-            ));
+            servers.push(opened.serve(app, ctx.shutdown.clone()));
         }
         if let Some(h) = self.cfg.http() {
-            let listener = profcol_pipeline::net::endpoint::bind(&h.endpoint, &name).await?;
-            let mut settings = h.server_settings();
-            if let Some(t) = &h.tls {
-                settings.tls = Some(profcol_pipeline::net::tls::server_config(
-                    t,
-                    &format!("{name}::protocols::http"),
-                    ctx.shutdown.clone(),
-                )?);
-            }
-            let auth = ctx
-                .authenticators
-                .resolve(h.auth.as_ref(), &format!("{name}::protocols::http"))?;
-            tracing::info!(receiver = %ctx.id, endpoint = %h.endpoint, path = %h.profiles_url_path, tls = h.tls.is_some(), "OTLP/HTTP receiver listening");
+            let http = format!("{name}::protocols::http");
+            let opened = h.server.open(&http, &ctx.shutdown).await?;
+            let auth = ctx.authenticators.resolve(h.server.auth.as_ref(), &http)?;
+            tracing::info!(receiver = %ctx.id, endpoint = %h.server.endpoint, path = %h.profiles_url_path, tls = h.server.tls.is_some(), "OTLP/HTTP receiver listening");
             let app = otlp_http::router(&h, ingest.clone(), recorder.clone(), auth);
-            servers.push(profcol_pipeline::net::spawn(
-                &format!("{name}::protocols::http"),
-                listener,
-                app,
-                settings,
-                ctx.shutdown.clone(),
-            ));
+            servers.push(opened.serve(app, ctx.shutdown.clone()));
         }
         Ok(tokio::spawn(async move {
             for s in servers {

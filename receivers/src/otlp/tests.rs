@@ -26,7 +26,7 @@ fn a_protocol_is_on_when_its_key_is_present() {
     let c = decode("protocols: {http: }").unwrap();
     assert_eq!(c.grpc(), None, "http alone: no gRPC");
     assert_eq!(c.http(), Some(HttpConfig::default()));
-    assert_eq!(c.http().unwrap().endpoint, "localhost:4318");
+    assert_eq!(c.http().unwrap().server.endpoint, "localhost:4318");
     assert_eq!(
         c.http().unwrap().profiles_url_path,
         "/v1development/profiles"

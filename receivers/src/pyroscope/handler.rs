@@ -99,7 +99,7 @@ impl Handler {
         let encoding = headers
             .get(http::header::CONTENT_ENCODING)
             .and_then(|v| v.to_str().ok());
-        let limit = self.cfg.max_request_body_size;
+        let limit = self.cfg.server.max_request_body_size;
         let (bytes, memory) = BodyReader::new(body, encoding, limit, self.ingest.output.budget())?
             .finish()
             .await?;

@@ -98,38 +98,28 @@ async fn unknown_method(
 #[async_trait]
 impl Receiver for PyroscopeReceiver {
     fn endpoints(&self) -> Vec<String> {
-        vec![self.cfg.endpoint.clone()]
+        vec![self.cfg.server.endpoint.clone()]
     }
 
     fn authenticators(&self) -> Vec<(String, String)> {
-        AuthConfig::references(&self.cfg.auth)
+        AuthConfig::references(&self.cfg.server.auth)
     }
 
     async fn start(
         self: Box<Self>,
         ctx: ReceiverContext,
     ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-        let listener = profcol_pipeline::net::endpoint::bind(
-            &self.cfg.endpoint,
-            &format!("receivers::{}", ctx.id),
-        )
-        .await?;
-        tracing::info!(receiver = %ctx.id, endpoint = %self.cfg.endpoint, "Pyroscope receiver listening");
+        let name = format!("receivers::{}", ctx.id);
+        let opened = self.cfg.server.open(&name, &ctx.shutdown).await?;
+        tracing::info!(receiver = %ctx.id, endpoint = %self.cfg.server.endpoint, "Pyroscope receiver listening");
         let recorder = crate::record::Recorder::for_config(
             self.cfg.record_to.as_deref(),
             self.cfg.record_max_files,
             &ctx.id,
         )?;
-        let name = format!("receivers::{}", ctx.id);
-        let mut settings = self.cfg.server_settings();
-        if let Some(t) = &self.cfg.tls {
-            settings.tls = Some(profcol_pipeline::net::tls::server_config(
-                t,
-                &name,
-                ctx.shutdown.clone(),
-            )?);
-        }
-        let auth = ctx.authenticators.resolve(self.cfg.auth.as_ref(), &name)?;
+        let auth = ctx
+            .authenticators
+            .resolve(self.cfg.server.auth.as_ref(), &name)?;
         let handler = Arc::new(Handler {
             // What profcol converted itself is refused when invalid, as
             // before `on_invalid`: there is no producer mistake to repair.
@@ -143,12 +133,6 @@ impl Receiver for PyroscopeReceiver {
             recorder,
             auth,
         });
-        Ok(profcol_pipeline::net::spawn(
-            &name,
-            listener,
-            router(handler),
-            settings,
-            ctx.shutdown.clone(),
-        ))
+        Ok(opened.serve(router(handler), ctx.shutdown.clone()))
     }
 }

@@ -571,10 +571,8 @@ async fn each_sdks_request_maps_to_the_conventions() {
 /// its reason, nothing handed on, and the next good request accepted.
 #[tokio::test]
 async fn bad_input_gets_its_status_and_reason_and_nothing_else_is_lost() {
-    let cfg = PyroscopeReceiverConfig {
-        max_request_body_size: 1 << 20,
-        ..PyroscopeReceiverConfig::default()
-    };
+    let mut cfg = PyroscopeReceiverConfig::default();
+    cfg.server.max_request_body_size = 1 << 20;
     let mut h = harness(cfg, 64, 1 << 30);
     let folded_uri = "/ingest?name=app.cpu&from=1795728140&until=1795728150&format=folded";
     let form = |parts: &[(&str, &[u8])]| {
@@ -1048,10 +1046,10 @@ fn config_defaults_and_errors() {
     let cfg = ComponentConfig::from_yaml(Kind::Receiver, "pyroscope", "{}").unwrap();
     let c: PyroscopeReceiverConfig = cfg.decode().unwrap();
     assert_eq!(c, PyroscopeReceiverConfig::default());
-    assert_eq!(c.endpoint, "localhost:4040");
-    assert_eq!(c.max_request_body_size, 64 << 20);
+    assert_eq!(c.server.endpoint, "localhost:4040");
+    assert_eq!(c.server.max_request_body_size, 64 << 20);
     assert_eq!((c.record_to.as_deref(), c.record_max_files), (None, 1000));
-    let s = c.server_settings();
+    let s = c.server.server_settings();
     assert_eq!(s.max_connections, 1024);
     assert_eq!(s.body.timeout, Some(std::time::Duration::from_secs(30)));
     assert_eq!(s.body.read_timeout, None);

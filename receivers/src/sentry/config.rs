@@ -1,18 +1,18 @@
 use serde::{Deserialize, Serialize};
 
-use profcol_pipeline::component::AuthConfig;
 use profcol_pipeline::config::{
-    ComponentConfig, ConfigErrors, Duration, QueueSettings, RetrySettings, ServerTls,
+    ComponentConfig, ConfigErrors, Duration, QueueSettings, RetrySettings,
 };
-use profcol_pipeline::net::{BodyLimits, ServerSettings};
+use profcol_pipeline::net::{HttpServerConfig, ListenerDefaults};
 
 /// `receivers: sentry:` — Sentry's envelope endpoint, as Relay serves it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SentryReceiverConfig {
-    pub endpoint: String,
-    /// Largest body accepted after decompression, in bytes.
-    pub max_request_body_size: u64,
+    /// `endpoint`, `tls`, `auth` (checked before `keys`), the body and
+    /// connection limits: the keys every HTTP receiver shares.
+    #[serde(rename = "__squash")]
+    pub server: HttpServerConfig<Self>,
     /// Largest single item, in bytes (Relay: 50 MiB per profile).
     pub max_item_size: u64,
     /// Public keys (the user part of a DSN) allowed in; empty accepts any.
@@ -27,17 +27,6 @@ pub struct SentryReceiverConfig {
     pub record_to: Option<String>,
     /// Recordings kept in `record_to`; the oldest go first. 0: no limit.
     pub record_max_files: usize,
-    /// Connection limits and timeouts (the Collector's `confighttp` names
-    /// where it has them).
-    pub max_connections: usize,
-    pub read_header_timeout: Duration,
-    pub idle_timeout: Duration,
-    pub read_timeout: Duration,
-    pub body_timeout: Duration,
-    pub min_body_rate: u64,
-    pub tls: Option<ServerTls>,
-    /// An authenticator checked besides (before) `keys`.
-    pub auth: Option<AuthConfig>,
     /// Upstream Sentry (or Relay) base URL that gets every item the
     /// pipeline does not consume; empty: such items are counted `ignored`.
     pub forward_to: String,
@@ -103,8 +92,7 @@ impl ProjectId {
 impl Default for SentryReceiverConfig {
     fn default() -> Self {
         Self {
-            endpoint: "localhost:3000".into(),
-            max_request_body_size: 200 << 20,
+            server: HttpServerConfig::default(),
             max_item_size: 50 << 20,
             keys: Vec::new(),
             project_ids: Vec::new(),
@@ -112,14 +100,6 @@ impl Default for SentryReceiverConfig {
             include_original_payload: false,
             record_to: None,
             record_max_files: 1000,
-            max_connections: 1024,
-            read_header_timeout: Duration::from_secs(60),
-            idle_timeout: Duration::from_secs(60),
-            read_timeout: Duration::from_secs(0),
-            body_timeout: Duration::from_secs(30),
-            min_body_rate: 1024,
-            tls: None,
-            auth: None,
             forward_to: String::new(),
             forward_to_project: None,
             forward_to_key: None,
@@ -129,40 +109,16 @@ impl Default for SentryReceiverConfig {
     }
 }
 
-impl SentryReceiverConfig {
-    /// What the listener allows its clients; a zero duration is no limit.
-    pub fn server_settings(&self) -> ServerSettings {
-        ServerSettings {
-            max_connections: self.max_connections,
-            read_header_timeout: self.read_header_timeout.nonzero(),
-            idle_timeout: self.idle_timeout.nonzero(),
-            body: BodyLimits {
-                timeout: self.body_timeout.nonzero(),
-                min_rate: self.min_body_rate,
-                read_timeout: self.read_timeout.nonzero(),
-            },
-            ..ServerSettings::default()
-        }
-    }
+impl ListenerDefaults for SentryReceiverConfig {
+    const ENDPOINT: &'static str = "localhost:3000";
+    const MAX_REQUEST_BODY_SIZE: u64 = 200 << 20;
+}
 
+impl SentryReceiverConfig {
     pub fn validate(&self, cfg: &ComponentConfig) -> Result<(), ConfigErrors> {
         let mut errs = ConfigErrors::default();
-        if let Err(e) = profcol_pipeline::net::endpoint::check(&self.endpoint) {
-            errs.push(cfg.key_path("endpoint"), e);
-        }
-        if self.max_request_body_size == 0 {
-            errs.push(
-                cfg.key_path("max_request_body_size"),
-                "must be greater than 0",
-            );
-        }
+        self.server.validate(|k| cfg.key_path(k), &mut errs);
         crate::record::validate(self.record_to.as_deref(), cfg, &mut errs);
-        if self.max_connections == 0 {
-            errs.push(cfg.key_path("max_connections"), "must be greater than 0");
-        }
-        if let Some(t) = &self.tls {
-            t.validate(&cfg.key_path("tls"), &mut errs);
-        }
         if self.max_item_size == 0 {
             errs.push(cfg.key_path("max_item_size"), "must be greater than 0");
         }

@@ -265,8 +265,13 @@ impl Handler {
             .get("content-encoding")
             .and_then(|v| v.to_str().ok());
         let budget = self.output.budget();
-        let mut reader = BodyReader::new(body, encoding, self.cfg.max_request_body_size, budget)
-            .map_err(|e| self.body_error(e))?;
+        let mut reader = BodyReader::new(
+            body,
+            encoding,
+            self.cfg.server.max_request_body_size,
+            budget,
+        )
+        .map_err(|e| self.body_error(e))?;
         if keyless && !self.cfg.keys.is_empty() {
             let line = reader
                 .first_line(MAX_HEADER_LINE)

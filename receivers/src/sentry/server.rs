@@ -120,11 +120,11 @@ async fn envelope(
 #[async_trait]
 impl Receiver for SentryReceiver {
     fn endpoints(&self) -> Vec<String> {
-        vec![self.cfg.endpoint.clone()]
+        vec![self.cfg.server.endpoint.clone()]
     }
 
     fn authenticators(&self) -> Vec<(String, String)> {
-        AuthConfig::references(&self.cfg.auth)
+        AuthConfig::references(&self.cfg.server.auth)
     }
 
     fn storages(&self) -> Vec<(String, String)> {
@@ -141,27 +141,17 @@ impl Receiver for SentryReceiver {
         self: Box<Self>,
         ctx: ReceiverContext,
     ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-        let listener = profcol_pipeline::net::endpoint::bind(
-            &self.cfg.endpoint,
-            &format!("receivers::{}", ctx.id),
-        )
-        .await?;
-        tracing::info!(receiver = %ctx.id, endpoint = %self.cfg.endpoint, "Sentry envelope receiver listening");
+        let name = format!("receivers::{}", ctx.id);
+        let opened = self.cfg.server.open(&name, &ctx.shutdown).await?;
+        tracing::info!(receiver = %ctx.id, endpoint = %self.cfg.server.endpoint, "Sentry envelope receiver listening");
         let recorder = crate::record::Recorder::for_config(
             self.cfg.record_to.as_deref(),
             self.cfg.record_max_files,
             &ctx.id,
         )?;
-        let name = format!("receivers::{}", ctx.id);
-        let mut settings = self.cfg.server_settings();
-        if let Some(t) = &self.cfg.tls {
-            settings.tls = Some(profcol_pipeline::net::tls::server_config(
-                t,
-                &name,
-                ctx.shutdown.clone(),
-            )?);
-        }
-        let auth = ctx.authenticators.resolve(self.cfg.auth.as_ref(), &name)?;
+        let auth = ctx
+            .authenticators
+            .resolve(self.cfg.server.auth.as_ref(), &name)?;
         let log = match &self.cfg.forwarding.sending_queue.storage {
             Some(storage) if !self.cfg.forward_to.is_empty() => {
                 let path = format!("{name}::forwarding::sending_queue::storage");
@@ -197,14 +187,7 @@ impl Receiver for SentryReceiver {
             .with_auth(auth)
             .with_forwarder(forwarder.clone()),
         );
-        let app = router(handler);
-        let server = profcol_pipeline::net::spawn(
-            &format!("receivers::{}", ctx.id),
-            listener,
-            app,
-            settings,
-            ctx.shutdown.clone(),
-        );
+        let server = opened.serve(router(handler), ctx.shutdown.clone());
         let Some(forwarder) = forwarder else {
             return Ok(server);
         };

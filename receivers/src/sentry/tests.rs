@@ -301,11 +301,11 @@ const AUTH: (&str, &str) = (
 
 #[tokio::test]
 async fn bad_input_gets_its_status_and_reason_and_the_next_envelope_is_accepted() {
-    let cfg = SentryReceiverConfig {
+    let mut cfg = SentryReceiverConfig {
         keys: vec!["publickey".into()],
-        max_request_body_size: 100 << 20,
         ..SentryReceiverConfig::default()
     };
+    cfg.server.max_request_body_size = 100 << 20;
     let mut h = harness(cfg, 64);
     let envelope = valid_envelope();
     let chunk_payload = {
@@ -571,9 +571,9 @@ fn config_defaults_and_errors() {
     let cfg = ComponentConfig::from_yaml(Kind::Receiver, "sentry", "{}").unwrap();
     let c: SentryReceiverConfig = cfg.decode().unwrap();
     assert_eq!(c, SentryReceiverConfig::default());
-    assert_eq!(c.endpoint, "localhost:3000");
+    assert_eq!(c.server.endpoint, "localhost:3000");
     assert_eq!(
-        (c.max_request_body_size, c.max_item_size),
+        (c.server.max_request_body_size, c.max_item_size),
         (200 << 20, 50 << 20)
     );
 
