@@ -27,10 +27,12 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ComponentConfig, ComponentId, Config, ConfigErrors};
+use crate::component::ExporterContext;
+use crate::config::{ComponentConfig, ComponentId, Config, ConfigErrors, Signal};
 
 use super::build::Graph;
 use super::exporter_helper;
+use super::metrics::{self, MetricsPipeline};
 use super::pipeline::{ExporterQueue, Pipeline};
 use super::service::{Retiring, RunningService};
 
@@ -135,16 +137,32 @@ impl RunningService {
     ) -> Result<ReloadSummary, ConfigErrors> {
         let mut errs = ConfigErrors::default();
         fixed_sections(old, new, &mut errs);
+        self.apply(Some((old, new)), graph, errs).await
+    }
+
+    /// Moves the service to `graph`: from what runs, keeping what
+    /// `configs` (the old and the new config) shows unchanged, or, with
+    /// `None`, from nothing: start-up is a reload from an empty config, so
+    /// the two cannot drift. `errs` are refusals found before; at start-up
+    /// a receiver that fails to start is one too.
+    pub(super) async fn apply(
+        &mut self,
+        configs: Option<(&Config, &Config)>,
+        graph: Graph,
+        mut errs: ConfigErrors,
+    ) -> Result<ReloadSummary, ConfigErrors> {
         let mut summary = ReloadSummary::default();
+        let unchanged = |section: fn(&Config) -> &BTreeMap<ComponentId, ComponentConfig>,
+                         id: &ComponentId| {
+            configs.is_some_and(|(old, new)| same(section(old).get(id), section(new).get(id)))
+        };
 
         // Exporters.
         let mut plans = BTreeMap::new();
         for node in &graph.exporters {
             let plan = match self.exporters.get(&node.id) {
                 None => ExporterPlan::Add,
-                Some(_) if same(old.exporters.get(&node.id), new.exporters.get(&node.id)) => {
-                    ExporterPlan::Keep
-                }
+                Some(_) if unchanged(|c| &c.exporters, &node.id) => ExporterPlan::Keep,
                 Some(run) => {
                     let (was, is) = (&run.settings.sending_queue, &node.settings.sending_queue);
                     if was != is && was.storage.is_some() && is.storage.is_some() {
@@ -166,10 +184,7 @@ impl RunningService {
         let kept_receivers: BTreeSet<ComponentId> = graph
             .receivers
             .iter()
-            .filter(|n| {
-                self.receivers.contains_key(&n.id)
-                    && same(old.receivers.get(&n.id), new.receivers.get(&n.id))
-            })
+            .filter(|n| self.receivers.contains_key(&n.id) && unchanged(|c| &c.receivers, &n.id))
             .map(|n| n.id.clone())
             .collect();
         // The ports configured, and those port 0 took when it bound.
@@ -248,7 +263,25 @@ impl RunningService {
             }
         }
 
-        // From here on the new config takes over.
+        // From here on the new config takes over. A metrics pipeline is
+        // only ever added from nothing (`fixed_sections` refuses a reload
+        // with one), so its exporters' metrics queues start here too.
+        for node in graph.exporters.iter().filter(|n| n.metrics) {
+            let ctx = ExporterContext {
+                id: node.id.to_string(),
+                telemetry: self.telemetry().clone(),
+                authenticators: self.authenticators.clone(),
+                budget: self.budget.clone(),
+            };
+            let run = metrics::run_exporter(
+                &ctx.id.clone(),
+                node.exporter.clone(),
+                &node.settings,
+                ctx,
+                self.hard_stop.child_token(),
+            );
+            self.metrics_exporters.insert(node.id.clone(), run);
+        }
         let mut retired_queues: Vec<ExporterQueue> = Vec::new();
         let mut retired_hard_stops: Vec<CancellationToken> = Vec::new();
         let mut retiring_consumers = Vec::new();
@@ -293,16 +326,30 @@ impl RunningService {
         let mut pipelines = BTreeMap::new();
         let mut old_pipelines = std::mem::take(&mut self.pipelines);
         for p in graph.pipelines {
-            let kept = match (
-                old.service.pipelines.get(&p.id),
-                new.service.pipelines.get(&p.id),
-            ) {
-                (Some(a), Some(b)) => {
+            if p.signal == Signal::Metrics {
+                let queues = p
+                    .exporters
+                    .iter()
+                    .filter_map(|e| self.metrics_exporters.get(e).map(|r| r.queue.clone()))
+                    .collect();
+                let mp = Arc::new(MetricsPipeline::new(&p.id, queues));
+                self.metrics_pipelines.insert(p.id.clone(), mp);
+                summary.pipelines.added.push(p.id);
+                continue;
+            }
+            let configured = configs.map(|(old, new)| {
+                (
+                    old.service.pipelines.get(&p.id),
+                    new.service.pipelines.get(&p.id),
+                )
+            });
+            let kept = match configured {
+                Some((Some(a), Some(b))) => {
                     a.processors == b.processors
                         && a.exporters == b.exporters
                         && b.processors
                             .iter()
-                            .all(|id| same(old.processors.get(id), new.processors.get(id)))
+                            .all(|id| unchanged(|c| &c.processors, id))
                         // A connector is no queue: a pipeline exporting to
                         // one is always rebuilt, onto the pipelines after
                         // it as they are now (built before it).
@@ -375,6 +422,13 @@ impl RunningService {
                         false => summary.receivers.added.push(id.to_string()),
                     }
                 }
+                // At start-up nothing runs that this could leave out.
+                Err(e) if configs.is_none() => {
+                    return Err(ConfigErrors::one(
+                        format!("receivers::{id}"),
+                        format!("{e:#}"),
+                    ));
+                }
                 Err(e) => {
                     tracing::error!(receiver = %id, "receivers::{id}: failed to start after the reload: {e:#}");
                     summary.failed.push(format!("receivers::{id}: {e:#}"));
@@ -405,11 +459,13 @@ impl RunningService {
             })
         });
         self.retiring.retain(|r| !r.is_finished());
-        self.retiring.push(Retiring {
-            drain,
-            queues: retired_queues,
-            consumers: retiring_consumers,
-        });
+        if drain.is_some() || !retiring_consumers.is_empty() {
+            self.retiring.push(Retiring {
+                drain,
+                queues: retired_queues,
+                consumers: retiring_consumers,
+            });
+        }
         Ok(summary)
     }
 }

@@ -5,17 +5,14 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::component::{
-    Connector, ExporterContext, ExporterSettings, Output, ReceiverContext, Route, Storages,
-};
-use crate::config::ComponentId;
-use crate::config::Signal;
+use crate::component::{Connector, ExporterSettings, Output, ReceiverContext, Route, Storages};
+use crate::config::{ComponentId, ConfigErrors};
 use crate::telemetry::{serve_metrics, Telemetry};
 use profcol_model::memory::MemoryBudget;
 
 use super::build::{ExporterNode, Graph, PipelineNode, ReceiverNode};
 use super::exporter_helper;
-use super::metrics::{self, MetricsExporterRun, MetricsOut, MetricsPipeline};
+use super::metrics::{MetricsExporterRun, MetricsOut, MetricsPipeline};
 use super::pipeline::{Connection, Downstream, ExporterQueue, Pipeline};
 use super::{ExtensionContext, Health};
 
@@ -63,7 +60,7 @@ pub struct RunningService {
     health: Arc<Health>,
     stop_receivers: CancellationToken,
     stop_extensions: CancellationToken,
-    hard_stop: CancellationToken,
+    pub(super) hard_stop: CancellationToken,
     pub(super) receivers: BTreeMap<ComponentId, ReceiverRun>,
     pub(super) exporters: BTreeMap<ComponentId, ExporterRun>,
     pub(super) pipelines: BTreeMap<String, Arc<Pipeline>>,
@@ -131,7 +128,7 @@ impl RunningService {
     }
 
     async fn start_with(
-        graph: Graph,
+        mut graph: Graph,
         opts: RuntimeOptions,
         telemetry: Arc<Telemetry>,
         listeners: crate::net::Listeners,
@@ -188,7 +185,7 @@ impl RunningService {
             .iter()
             .filter_map(|(_, ext)| ext.observer())
             .collect();
-        for (id, ext) in graph.extensions {
+        for (id, ext) in std::mem::take(&mut graph.extensions) {
             let ctx = ExtensionContext {
                 id: id.to_string(),
                 shutdown: stop_extensions.clone(),
@@ -208,49 +205,10 @@ impl RunningService {
                 stop_extensions.clone(),
             ));
         }
-        for node in graph.exporters {
-            if node.metrics {
-                let ctx = ExporterContext {
-                    id: node.id.to_string(),
-                    telemetry: telemetry.clone(),
-                    authenticators: svc.authenticators.clone(),
-                    budget: svc.budget.clone(),
-                };
-                let run = metrics::run_exporter(
-                    &ctx.id.clone(),
-                    node.exporter.clone(),
-                    &node.settings,
-                    ctx,
-                    hard_stop.child_token(),
-                );
-                svc.metrics_exporters.insert(node.id.clone(), run);
-            }
-            let started = exporter_helper::start(svc.exporter_spawn(&node), None).await;
-            let started = svc.check(started, format!("exporters::{}", node.id))?;
-            let run = svc.run_exporter(started, node.settings);
-            svc.exporters.insert(node.id, run);
-        }
-        // Downstream first: a connector's pipelines exist before the
-        // pipelines that feed it.
-        for p in graph.pipelines {
-            if p.signal == Signal::Metrics {
-                let queues = p
-                    .exporters
-                    .iter()
-                    .filter_map(|e| svc.metrics_exporters.get(e).map(|r| r.queue.clone()))
-                    .collect();
-                let mp = Arc::new(MetricsPipeline::new(&p.id, queues));
-                svc.metrics_pipelines.insert(p.id, mp);
-                continue;
-            }
-            let pipeline = svc.pipeline(p, &svc.pipelines);
-            svc.pipelines.insert(pipeline.id.to_string(), pipeline);
-        }
-        for node in graph.receivers {
-            let id = node.id.clone();
-            let started = svc.start_receiver(node).await;
-            let run = svc.check(started, format!("receivers::{id}"))?;
-            svc.receivers.insert(id, run);
+        // The rest starts as a reload from an empty config does.
+        if let Err(errs) = svc.apply(None, graph, ConfigErrors::default()).await {
+            let what = errs.0.first().map(|e| e.path.clone()).unwrap_or_default();
+            return svc.check(Err(anyhow::anyhow!("{errs}")), what);
         }
         health.set_ready(true);
         tracing::info!("everything is ready; begin running and processing data");
