@@ -308,10 +308,9 @@ async fn a_forbidding_api_leaves_batches_unenriched_and_counted() {
             >= 1
     })
     .await;
-    // The batch is not held back: it passes as it came, counted.
+    // The batch passes as it came, counted.
     let started = Instant::now();
     let got = through(&p, &sink, request(&[&[("k8s.pod.ip", "10.0.0.1")]])).await;
-    assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(got[0], ["k8s.pod.ip=10.0.0.1"]);
     assert!(
         metric(

@@ -9,6 +9,8 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use profcol_model::dictionary::{DictionaryBuilder, Lookup};
@@ -845,33 +847,34 @@ func main() { fmt.Println(crunch(len(os.Args) * 1000)) }
 }
 
 /// A debuginfod server serving `files` by build id, answering as `mode`.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum Mode {
     Serve,
-    Slow(Duration),
+    /// Answers once the flag is set (or after 30 s, so that a test that
+    /// waits on it fails rather than hangs).
+    Held(Arc<AtomicBool>),
     Truncate,
-    Endless,
+    /// Sends without end, counting the bytes the client took.
+    Endless(Arc<AtomicUsize>),
 }
 
-fn debuginfod(
-    files: Vec<(String, Vec<u8>)>,
-    mode: Mode,
-) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+fn debuginfod(files: Vec<(String, Vec<u8>)>, mode: Mode) -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let hits = Arc::new(AtomicUsize::new(0));
     let h = hits.clone();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { return };
             let files = files.clone();
             let h = h.clone();
+            let mode = mode.clone();
             std::thread::spawn(move || {
                 let mut buf = [0u8; 4096];
                 let n = conn.read(&mut buf).unwrap_or(0);
                 let req = String::from_utf8_lossy(&buf[..n]).into_owned();
                 let path = req.split_whitespace().nth(1).unwrap_or("").to_string();
-                h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                h.fetch_add(1, Ordering::SeqCst);
                 let body = files.iter().find_map(|(id, data)| {
                     (path == format!("/buildid/{id}/debuginfo")).then(|| data.clone())
                 });
@@ -883,7 +886,14 @@ fn debuginfod(
                 };
                 match mode {
                     Mode::Serve => {}
-                    Mode::Slow(d) => std::thread::sleep(d),
+                    Mode::Held(open) => {
+                        let held = Instant::now();
+                        while !open.load(Ordering::SeqCst)
+                            && held.elapsed() < Duration::from_secs(30)
+                        {
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                    }
                     Mode::Truncate => {
                         let head = format!(
                             "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
@@ -893,7 +903,7 @@ fn debuginfod(
                         let _ = conn.write_all(&body[..body.len() / 2]);
                         return;
                     }
-                    Mode::Endless => {
+                    Mode::Endless(sent) => {
                         let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n");
                         let chunk = vec![0u8; 65536];
                         loop {
@@ -904,6 +914,7 @@ fn debuginfod(
                             {
                                 return;
                             }
+                            sent.fetch_add(chunk.len(), Ordering::SeqCst);
                         }
                     }
                 }
@@ -953,14 +964,14 @@ fn debuginfod_serves_the_debug_file_into_the_disk_cache() {
     assert_matches_oracle(&bin, &addrs, &symbolized(&out));
     assert!(cache.join(format!("{id}.debuginfo")).is_file());
     // A new processor (a restart) uses the disk cache, not the server.
-    let before = hits.load(std::sync::atomic::Ordering::SeqCst);
+    let before = hits.load(Ordering::SeqCst);
     let mut p = symbolizer(&debuginfod_yaml(&url, &cache, "timeout: 30s"));
     let out = process(
         &mut p,
         profile_of(&bin, &addrs, Shape::Ebpf, "/nonexistent/prog"),
     );
     assert_matches_oracle(&bin, &addrs, &symbolized(&out));
-    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), before);
+    assert_eq!(hits.load(Ordering::SeqCst), before);
 }
 
 #[test]
@@ -968,20 +979,18 @@ fn slow_debuginfod_does_not_hold_the_batch_and_later_batches_get_names() {
     let dir = tempfile::tempdir().unwrap();
     let (bin, debug, addrs) = stripped_c(dir.path());
     let id = bin.gnu_build_id.clone().unwrap();
-    let (url, _) = debuginfod(vec![(id, debug)], Mode::Slow(Duration::from_millis(1500)));
+    let open = Arc::new(AtomicBool::new(false));
+    let (url, _) = debuginfod(vec![(id, debug)], Mode::Held(open.clone()));
     let cache = dir.path().join("cache");
     let mut p = symbolizer(&debuginfod_yaml(&url, &cache, "timeout: 100ms"));
-    let t = Instant::now();
+    // The server answers only once this batch is back: a batch held for
+    // the fetch would come back after 30 s, named.
     let out = process(&mut p, profile_of(&bin, &addrs, Shape::Ebpf, "/x/prog"));
-    assert!(
-        t.elapsed() < Duration::from_millis(1000),
-        "{:?}",
-        t.elapsed()
-    );
     assert!(
         symbolized(&out).iter().all(|f| f.is_empty()),
         "passed unsymbolized"
     );
+    open.store(true, Ordering::SeqCst);
     // The background fetch finishes; a later batch is named.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -998,7 +1007,8 @@ fn slow_debuginfod_does_not_hold_the_batch_and_later_batches_get_names() {
 
 #[test]
 fn debuginfod_404_truncated_and_endless_answers_are_refused() {
-    for mode in [Mode::Serve, Mode::Truncate, Mode::Endless] {
+    let endless = Arc::new(AtomicUsize::new(0));
+    for mode in [Mode::Serve, Mode::Truncate, Mode::Endless(endless.clone())] {
         let dir = tempfile::tempdir().unwrap();
         let (bin, debug, addrs) = stripped_c(dir.path());
         // Serve: under another build id, so this one is a 404.
@@ -1013,9 +1023,7 @@ fn debuginfod_404_truncated_and_endless_answers_are_refused() {
             &cache,
             "timeout: 30s\nmax_file_size_mib: 2",
         ));
-        let t = Instant::now();
         let out = process(&mut p, profile_of(&bin, &addrs, Shape::Ebpf, "/x/prog"));
-        assert!(t.elapsed() < Duration::from_secs(15));
         assert!(symbolized(&out).iter().all(|f| f.is_empty()));
         // Nothing partial stays in the cache.
         let left: Vec<_> = std::fs::read_dir(&cache)
@@ -1023,6 +1031,10 @@ fn debuginfod_404_truncated_and_endless_answers_are_refused() {
             .unwrap_or_default();
         assert!(left.is_empty(), "{left:?}");
     }
+    // The endless answer was cut at `max_file_size_mib` (what the sockets
+    // buffer besides), not read until the 30 s timeout.
+    let sent = endless.load(Ordering::SeqCst);
+    assert!(sent > 2 << 20 && sent < 32 << 20, "{sent} bytes sent");
 }
 
 #[test]
