@@ -257,7 +257,9 @@ mod tests {
         );
     }
 
-    #[tokio::test]
+    // The paused clock: the 20 ms wait passes once the reserve is blocked,
+    // however loaded the machine.
+    #[tokio::test(start_paused = true)]
     async fn a_blocked_reserve_gets_room_when_a_batch_is_taken_and_close_drains() {
         let q = Arc::new(MemoryQueue::new(1, Sizer::Requests));
         commit(q.try_reserve(&ProfileBatch::default()).unwrap()).await;
