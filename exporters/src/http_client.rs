@@ -1,6 +1,8 @@
 //! The client keys of the Collector's `confighttp` that every HTTP client
-//! of profcol reads the same way: `tls:` and `headers:`. The `otlphttp`
-//! exporter sends with them and the `pprof` receiver scrapes with them.
+//! of profcol reads the same way: `tls:` and `headers:`. The `otlphttp` and
+//! `sentry` exporters send with them, the `pprof` receiver scrapes with
+//! them and the `sentry` receiver forwards with them; the `otlp` exporter's
+//! gRPC client reads its files with [`read_tls_file`].
 
 use std::collections::BTreeMap;
 
@@ -26,34 +28,32 @@ pub struct HttpTls {
 }
 
 impl HttpTls {
-    /// What can be checked without reading the files.
-    pub fn validate(&self, cfg: &ComponentConfig, errs: &mut ConfigErrors) {
+    /// What can be checked without reading the files; `path` is this
+    /// `tls:`'s key path (`exporters::sentry::tls`).
+    pub fn validate(&self, path: &str, errs: &mut ConfigErrors) {
         if self.cert_file.is_some() != self.key_file.is_some() {
-            errs.push(
-                cfg.key_path("tls"),
-                "cert_file and key_file must be set together",
-            );
+            errs.push(path, "cert_file and key_file must be set together");
         }
     }
 
     /// `builder` with these settings: reads the files, reporting each
-    /// problem at its key path under `tls::`.
+    /// problem at its key path under `path`.
     pub fn configure(
         &self,
         mut builder: reqwest::ClientBuilder,
-        section: &ComponentConfig,
+        path: &str,
         errs: &mut ConfigErrors,
     ) -> reqwest::ClientBuilder {
-        let ca = read_tls_file("ca_file", &self.ca_file, section, errs);
-        let cert = read_tls_file("cert_file", &self.cert_file, section, errs);
-        let key = read_tls_file("key_file", &self.key_file, section, errs);
+        let ca = read_tls_file(path, "ca_file", &self.ca_file, errs);
+        let cert = read_tls_file(path, "cert_file", &self.cert_file, errs);
+        let key = read_tls_file(path, "key_file", &self.key_file, errs);
         builder = builder.danger_accept_invalid_certs(self.insecure_skip_verify);
         if let Some(pem) = ca {
             // As the Collector: `ca_file` replaces the system's roots.
             match reqwest::Certificate::from_pem_bundle(&pem) {
                 Ok(certs) if !certs.is_empty() => builder = builder.tls_certs_only(certs),
-                Ok(_) => errs.push(section.key_path("tls::ca_file"), "holds no PEM certificate"),
-                Err(e) => errs.push(section.key_path("tls::ca_file"), e.to_string()),
+                Ok(_) => errs.push(format!("{path}::ca_file"), "holds no PEM certificate"),
+                Err(e) => errs.push(format!("{path}::ca_file"), e.to_string()),
             }
         }
         if let (Some(mut cert), Some(key)) = (cert, key) {
@@ -61,29 +61,24 @@ impl HttpTls {
             cert.extend_from_slice(&key);
             match reqwest::Identity::from_pem(&cert) {
                 Ok(id) => builder = builder.identity(id),
-                Err(e) => errs.push(section.key_path("tls::cert_file"), error_chain(&e)),
+                Err(e) => errs.push(format!("{path}::cert_file"), error_chain(&e)),
             }
         }
         builder
     }
 }
 
-/// The file `tls::<key>` names, if set; a file that cannot be read is
+/// The file `<tls>::<key>` names, if set; a file that cannot be read is
 /// reported at that key path.
 pub(crate) fn read_tls_file(
+    tls: &str,
     key: &str,
     file: &Option<String>,
-    section: &ComponentConfig,
     errs: &mut ConfigErrors,
 ) -> Option<Vec<u8>> {
     let file = file.as_ref()?;
     std::fs::read(file)
-        .map_err(|e| {
-            errs.push(
-                section.key_path(&format!("tls::{key}")),
-                format!("cannot read {file}: {e}"),
-            )
-        })
+        .map_err(|e| errs.push(format!("{tls}::{key}"), format!("cannot read {file}: {e}")))
         .ok()
 }
 

@@ -46,5 +46,6 @@ mod sentry_java;
 mod sentry_perfetto;
 mod sentry_pprof;
 mod sentry_roundtrip;
+mod sentry_tls;
 mod signaltometrics;
 mod symbolizer;

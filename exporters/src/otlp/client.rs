@@ -83,9 +83,10 @@ impl OtlpExporter {
         };
         let mut tls = None;
         if !plaintext {
-            let ca = read_tls_file("ca_file", &cfg.tls.ca_file, section, &mut errs);
-            let cert = read_tls_file("cert_file", &cfg.tls.cert_file, section, &mut errs);
-            let key = read_tls_file("key_file", &cfg.tls.key_file, section, &mut errs);
+            let path = section.key_path("tls");
+            let ca = read_tls_file(&path, "ca_file", &cfg.tls.ca_file, &mut errs);
+            let cert = read_tls_file(&path, "cert_file", &cfg.tls.cert_file, &mut errs);
+            let key = read_tls_file(&path, "key_file", &cfg.tls.key_file, &mut errs);
             let mut t = ClientTlsConfig::new().with_native_roots();
             if let Some(pem) = ca {
                 t = t.ca_certificate(Certificate::from_pem(pem));

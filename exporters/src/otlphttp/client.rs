@@ -55,7 +55,7 @@ impl OtlpHttpExporter {
             .tcp_nodelay(true);
         let http = cfg
             .tls
-            .configure(builder, section, &mut errs)
+            .configure(builder, &section.key_path("tls"), &mut errs)
             .build()
             .map_err(|e| errs.push(section.key_path("tls"), error_chain(&e)))
             .ok();

@@ -121,7 +121,7 @@ impl OtlpHttpExporterConfig {
                 ),
             }
         }
-        self.tls.validate(cfg, &mut errs);
+        self.tls.validate(&cfg.key_path("tls"), &mut errs);
         validate_headers(&self.headers, cfg, &mut errs);
         errs.into_result(())
     }

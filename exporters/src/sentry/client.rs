@@ -8,7 +8,9 @@ use http::header::{CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
 
 use super::config::Compression;
 use super::rate_limits::RateLimits;
+use crate::http_client::HttpTls;
 use crate::http_common::error_chain;
+use profcol_pipeline::config::ConfigErrors;
 use profcol_sentry::Dsn;
 
 /// `sentry_client` and `User-Agent`.
@@ -57,19 +59,30 @@ pub struct Client {
 }
 
 impl Client {
+    /// `tls` (at key path `tls_path`) is how the Sentry at `dsn` is trusted
+    /// (a self-hosted one behind a private CA, or asking a client
+    /// certificate).
     pub fn new(
         dsn: &Dsn,
         compression: Compression,
         connect_timeout: Duration,
-    ) -> Result<Self, String> {
-        let http = reqwest::Client::builder()
+        tls: &HttpTls,
+        tls_path: &str,
+    ) -> Result<Self, ConfigErrors> {
+        let builder = reqwest::Client::builder()
             .user_agent(CLIENT_NAME)
             .connect_timeout(connect_timeout)
             // A redirected POST would turn into a GET: report it instead.
             .redirect(reqwest::redirect::Policy::none())
-            .tcp_nodelay(true)
-            .build()
-            .map_err(|e| format!("HTTP client: {e}"))?;
+            .tcp_nodelay(true);
+        let mut errs = ConfigErrors::default();
+        let builder = tls.configure(builder, tls_path, &mut errs);
+        if !errs.0.is_empty() {
+            return Err(errs);
+        }
+        let http = builder.build().map_err(|e| {
+            ConfigErrors::one(tls_path, format!("HTTP client: {}", error_chain(&e)))
+        })?;
         Ok(Self {
             http,
             url: dsn.envelope_url(),

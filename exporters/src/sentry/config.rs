@@ -3,6 +3,7 @@ use serde::{Deserialize, Serialize};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
 use profcol_sentry::MAX_CHUNK_DURATION_NS;
 
+use crate::http_client::HttpTls;
 use profcol_sentry::Dsn;
 
 /// `exporters: sentry:`. Queue, retry and timeout keys have the
@@ -31,6 +32,9 @@ pub struct SentryExporterConfig {
     /// Chunks per second to this DSN, for every exporter that sends to it;
     /// more wait (0: no limit).
     pub max_chunks_per_second: f64,
+    /// How the Sentry server is trusted: `ca_file` (a self-hosted Sentry
+    /// behind a private CA), `cert_file`/`key_file`, `insecure_skip_verify`.
+    pub tls: HttpTls,
 }
 
 impl Default for SentryExporterConfig {
@@ -45,6 +49,7 @@ impl Default for SentryExporterConfig {
             max_samples_per_chunk: 100_000,
             max_chunks_per_request: 1000,
             max_chunks_per_second: 100.0,
+            tls: HttpTls::default(),
         }
     }
 }
@@ -98,6 +103,7 @@ impl SentryExporterConfig {
                 ),
             );
         }
+        self.tls.validate(&cfg.key_path("tls"), &mut errs);
         if let Some(p) = &self.platform {
             if let Err(e) = check_platform(p) {
                 errs.push(cfg.key_path("platform"), e);

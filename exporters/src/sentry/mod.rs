@@ -81,8 +81,7 @@ impl ExporterFactory for SentryExporterFactory {
         settings: &ExporterSettings,
     ) -> Result<Arc<dyn Exporter>, ConfigErrors> {
         let (c, dsn) = cfg.decode_checked(|c: &SentryExporterConfig| c.validate(cfg))?;
-        let exporter =
-            SentryExporter::new(&c, dsn, settings.timeout).map_err(|e| cfg.error("dsn", e))?;
+        let exporter = SentryExporter::new(&c, dsn, settings.timeout, &cfg.path())?;
         Ok(Arc::new(exporter))
     }
 }
@@ -119,9 +118,16 @@ pub struct SentryExporter {
 }
 
 impl SentryExporter {
-    /// `dsn` is `cfg.dsn` parsed (see [`SentryExporterConfig::validate`]).
-    pub fn new(cfg: &SentryExporterConfig, dsn: Dsn, timeout: Duration) -> Result<Self, String> {
-        let client = Client::new(&dsn, cfg.compression, timeout)?;
+    /// `dsn` is `cfg.dsn` parsed (see [`SentryExporterConfig::validate`]);
+    /// `section` the exporter's key path, where errors are reported.
+    pub fn new(
+        cfg: &SentryExporterConfig,
+        dsn: Dsn,
+        timeout: Duration,
+        section: &str,
+    ) -> Result<Self, ConfigErrors> {
+        let tls_path = format!("{section}::tls");
+        let client = Client::new(&dsn, cfg.compression, timeout, &cfg.tls, &tls_path)?;
         let opts = EncodeOptions {
             max_samples_per_chunk: cfg.max_samples_per_chunk,
             max_chunk_duration_ns: u64::try_from(cfg.max_chunk_duration.get().as_nanos())

@@ -201,7 +201,7 @@ impl PprofReceiverConfig {
                 errs.push(cfg.key_path(&format!("target_files::{i}")), "is empty");
             }
         }
-        self.tls.validate(cfg, &mut errs);
+        self.tls.validate(&cfg.key_path("tls"), &mut errs);
         validate_headers(&self.headers, cfg, &mut errs);
         errs.into_result(targets)
     }

@@ -67,7 +67,7 @@ fn http_client(
         .default_headers(header_map(&cfg.headers));
     let client = cfg
         .tls
-        .configure(builder, section, &mut errs)
+        .configure(builder, &section.key_path("tls"), &mut errs)
         .build()
         .map_err(|e| errs.push(section.key_path("tls"), e.to_string()))
         .ok();

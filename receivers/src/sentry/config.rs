@@ -1,5 +1,6 @@
 use serde::{Deserialize, Serialize};
 
+use profcol_exporters::http_client::HttpTls;
 use profcol_pipeline::config::{
     ComponentConfig, ConfigErrors, Duration, QueueSettings, RetrySettings,
 };
@@ -47,7 +48,8 @@ pub struct SentryReceiverConfig {
 pub struct ForwardingSettings {
     /// Bound on one attempt.
     pub timeout: Duration,
-    pub tls: ForwardingTls,
+    /// How the upstream is trusted (the exporters' `tls:` keys).
+    pub tls: HttpTls,
     pub retry_on_failure: RetrySettings,
     /// Where envelopes wait while the upstream is unreachable.
     pub sending_queue: QueueSettings,
@@ -57,19 +59,11 @@ impl Default for ForwardingSettings {
     fn default() -> Self {
         Self {
             timeout: Duration::from_secs(30),
-            tls: ForwardingTls::default(),
+            tls: HttpTls::default(),
             retry_on_failure: RetrySettings::default(),
             sending_queue: QueueSettings::default(),
         }
     }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ForwardingTls {
-    /// PEM CAs to trust instead of the system's (a self-hosted Sentry).
-    pub ca_file: Option<String>,
-    pub insecure_skip_verify: bool,
 }
 
 /// A project id written as a number or a string.
@@ -193,13 +187,9 @@ impl SentryReceiverConfig {
                 "not supported: an SDK is answered at once (503 when the queue is full)",
             );
         }
-        if let Some(ca) = &f.tls.ca_file {
-            if let Err(e) = std::fs::read(ca) {
-                errs.push(
-                    format!("{path}::tls::ca_file"),
-                    format!("cannot read {ca}: {e}"),
-                );
-            }
-        }
+        // Reads the files, as start-up will.
+        let tls = format!("{path}::tls");
+        f.tls.validate(&tls, errs);
+        let _ = f.tls.configure(reqwest::Client::builder(), &tls, errs);
     }
 }

@@ -41,7 +41,7 @@ use bytes::Bytes;
 use tokio::sync::Notify;
 
 use profcol_model::memory::{MemoryBudget, Reservation};
-use profcol_pipeline::config::Sizer;
+use profcol_pipeline::config::{ConfigErrors, Sizer};
 use profcol_pipeline::net::error_chain;
 use profcol_pipeline::runtime::Backoff;
 use profcol_pipeline::telemetry::Telemetry;
@@ -226,11 +226,11 @@ impl Forwarder {
             .redirect(reqwest::redirect::Policy::none())
             .tcp_nodelay(true)
             // Envelopes go as the SDK compressed them (or as we did).
-            .no_gzip()
-            .danger_accept_invalid_certs(f.tls.insecure_skip_verify);
-        if let Some(ca) = &f.tls.ca_file {
-            let pem = std::fs::read(ca)?;
-            builder = builder.tls_certs_only(reqwest::Certificate::from_pem_bundle(&pem)?);
+            .no_gzip();
+        let mut errs = ConfigErrors::default();
+        builder = f.tls.configure(builder, "tls", &mut errs);
+        if !errs.0.is_empty() {
+            anyhow::bail!("{errs}");
         }
         let mut state = State::default();
         let log = log.map(|(log, recovered)| {

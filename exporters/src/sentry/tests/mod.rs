@@ -42,7 +42,13 @@ pub(super) fn exporter(dsn: &str, yaml: &str) -> SentryExporter {
     let cfg = ComponentConfig::from_yaml(Kind::Exporter, "sentry", &yaml).unwrap();
     let c: SentryExporterConfig = cfg.decode().unwrap();
     let dsn = c.validate(&cfg).unwrap();
-    SentryExporter::new(&c, dsn, std::time::Duration::from_secs(30)).unwrap()
+    SentryExporter::new(
+        &c,
+        dsn,
+        std::time::Duration::from_secs(30),
+        "exporters::sentry",
+    )
+    .unwrap()
 }
 
 pub(super) fn ctx() -> ExporterContext {
