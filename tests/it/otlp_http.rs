@@ -74,6 +74,34 @@ impl Pki {
         write_atomically(&k, key.serialize_pem().as_bytes());
         (c, k)
     }
+
+    /// Serves `router` over HTTPS on a port of 127.0.0.1 until `stop`, with
+    /// a certificate of this CA for `localhost` (`<name>.pem`); with
+    /// `client_certs`, a client must present one of this CA too. Its port.
+    pub(crate) async fn serve(
+        &self,
+        name: &str,
+        router: axum::Router,
+        client_certs: bool,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> u16 {
+        let (cert, key) = self.issue(name);
+        let tls = profcol_pipeline::config::ServerTls {
+            cert_file: Some(cert),
+            key_file: Some(key),
+            client_ca_file: client_certs.then(|| self.path("ca.pem")),
+            ..Default::default()
+        };
+        let tls = profcol_pipeline::net::tls::server_config(&tls, name, stop.clone()).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let settings = profcol_pipeline::net::ServerSettings {
+            tls: Some(tls),
+            ..Default::default()
+        };
+        profcol_pipeline::net::spawn(name, listener, router, settings, stop);
+        port
+    }
 }
 
 /// Replaces a file in one step, as a secret mount or cert-manager does.

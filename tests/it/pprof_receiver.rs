@@ -325,15 +325,6 @@ async fn https_target(
     pki: &crate::otlp_http::Pki,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> (u16, Arc<[AtomicU64; 2]>) {
-    use profcol_pipeline::config::ServerTls;
-    let (cert, key) = pki.issue("target");
-    let tls = ServerTls {
-        cert_file: Some(cert),
-        key_file: Some(key),
-        client_ca_file: Some(pki.path("ca.pem")),
-        ..Default::default()
-    };
-    let tls = profcol_pipeline::net::tls::server_config(&tls, "target", shutdown.clone()).unwrap();
     let answered: Arc<[AtomicU64; 2]> = Arc::default();
     let counts = answered.clone();
     let pprof = profcol_model::testing::fixture("pprof/go-cpu.pb.gz");
@@ -351,13 +342,7 @@ async fn https_target(
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let settings = profcol_pipeline::net::ServerSettings {
-        tls: Some(tls),
-        ..Default::default()
-    };
-    profcol_pipeline::net::spawn("target", listener, router, settings, shutdown);
+    let port = pki.serve("target", router, true, shutdown).await;
     (port, answered)
 }
 

@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::Ports;
-use profcol_pipeline::config::ServerTls;
 use profcol_pipeline::runtime::RuntimeOptions;
 use tokio_util::sync::CancellationToken;
 
@@ -20,13 +19,6 @@ async fn https_sentry(
     pki: &crate::otlp_http::Pki,
     stop: CancellationToken,
 ) -> (u16, Arc<Mutex<BTreeMap<String, u64>>>) {
-    let (cert, key) = pki.issue("sentry");
-    let tls = ServerTls {
-        cert_file: Some(cert),
-        key_file: Some(key),
-        ..Default::default()
-    };
-    let tls = profcol_pipeline::net::tls::server_config(&tls, "sentry", stop.clone()).unwrap();
     let posted: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
     let counts = posted.clone();
     let router = axum::Router::new().route(
@@ -38,14 +30,7 @@ async fn https_sentry(
             },
         ),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let settings = profcol_pipeline::net::ServerSettings {
-        tls: Some(tls),
-        ..Default::default()
-    };
-    profcol_pipeline::net::spawn("sentry", listener, router, settings, stop);
-    (port, posted)
+    (pki.serve("sentry", router, false, stop).await, posted)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -139,14 +124,9 @@ service:
 "#,
     )
     .unwrap();
-    let out = common::profcol()
-        .arg("validate")
-        .arg("--config")
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let profcol = std::path::Path::new(env!("CARGO_BIN_EXE_profcol"));
+    let (ok, err) = common::otelcol::validate(profcol, &cfg);
+    assert!(!ok);
     for key in [
         "exporters::sentry::tls::ca_file: cannot read /nonexistent/ca.pem",
         "receivers::sentry::forwarding::tls::ca_file: cannot read /nonexistent/ca.pem",
