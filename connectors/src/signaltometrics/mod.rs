@@ -400,8 +400,13 @@ struct Aggregate {
     points: HashMap<(usize, usize), Points>,
     /// `context: sample`: point by the dictionary indices of a sample's
     /// attributes, for the profile being read, and the key being built.
-    scratch: HashMap<Vec<i64>, usize>,
+    /// Looked up once per sample and definition: ahash, not SipHash.
+    scratch: HashMap<Vec<i64>, usize, ahash::RandomState>,
     buf: Vec<i64>,
+    /// Per attribute key a definition reads from samples: the indices of
+    /// the batch's string table that hold it, so that a sample's
+    /// attributes are matched by index rather than by string.
+    key_strings: HashMap<String, Vec<i32>>,
     /// Per definition: its attribute sets with a point of their own.
     regular: Vec<usize>,
     /// (definition, attribute set) folded into an overflow point.
@@ -460,18 +465,18 @@ fn leaf_function(dict: &ProfilesDictionary, s: &profcol_model::proto::Sample) ->
     Some(f.name_strindex)
 }
 
-/// The attribute table index of the sample's attribute `key`.
+/// The attribute table index of the sample's attribute whose key is one
+/// of the string indices `key`.
 fn sample_attr(
     dict: &ProfilesDictionary,
     s: &profcol_model::proto::Sample,
-    key: &str,
+    key: &[i32],
 ) -> Option<i32> {
     s.attribute_indices.iter().rev().copied().find(|&i| {
         usize::try_from(i)
             .ok()
             .and_then(|i| dict.attribute_table.get(i))
-            .and_then(|a| dict.string_table.get(usize::try_from(a.key_strindex).ok()?))
-            .is_some_and(|k| k == key)
+            .is_some_and(|a| key.contains(&a.key_strindex))
     })
 }
 
@@ -681,17 +686,34 @@ impl SignalToMetrics {
             buf,
             regular,
             overflowed,
+            key_strings,
             ..
         } = agg;
         scratch.clear();
+        // What each attribute reads: the leaf function, or an attribute
+        // whose key is one of these string indices (found once per batch).
+        let keys: Vec<Option<Vec<i32>>> = md
+            .attrs
+            .iter()
+            .map(|a| {
+                (a.key != FUNCTION_NAME).then(|| {
+                    let found = key_strings.entry(a.key.clone()).or_insert_with(|| {
+                        (0..dict.string_table.len())
+                            .filter(|&i| dict.string_table[i] == a.key)
+                            .map(|i| i as i32)
+                            .collect()
+                    });
+                    found.clone()
+                })
+            })
+            .collect();
         let (pts, ids) = points.entry((d, r)).or_default();
         for s in samples {
             buf.clear();
-            for a in &md.attrs {
-                let i = if a.key == FUNCTION_NAME {
-                    leaf_function(dict, s)
-                } else {
-                    sample_attr(dict, s, &a.key)
+            for key in &keys {
+                let i = match key {
+                    None => leaf_function(dict, s),
+                    Some(key) => sample_attr(dict, s, key),
                 };
                 buf.push(i.map_or(-1, i64::from));
             }

@@ -586,3 +586,48 @@ profiles:
         assert!(err.contains(want), "{want}\nin\n{err}");
     }
 }
+
+/// Sample attributes are matched by their key's string index: a key the
+/// string table holds twice (producers do not always deduplicate) is read
+/// at both.
+#[test]
+fn a_key_written_twice_in_the_string_table_is_read_at_both() {
+    let mut b = cpu_batch();
+    {
+        let data = b.data_mut();
+        let dict = data.dictionary.as_mut().unwrap();
+        dict.string_table.push("thread.name".into());
+        dict.attribute_table.push(KeyValueAndUnit {
+            key_strindex: dict.string_table.len() as i32 - 1,
+            value: Some(s("t2")),
+            unit_strindex: 0,
+        });
+        let second = dict.attribute_table.len() as i32 - 1;
+        data.resource_profiles[0].scope_profiles[0].profiles[0].samples[2].attribute_indices =
+            vec![second];
+    }
+    let c = create(
+        "profiles: [{name: cpu, context: sample, attributes: [{key: function.name}, {key: thread.name, default_value: none}], sum: {value: sample.value}}]",
+    )
+    .unwrap();
+    let mut cpu = points(&c.convert(&b).unwrap(), "cpu");
+    cpu.sort_by_key(|p| format!("{p:?}"));
+    let point = |f: &str, t: &str, v: &str| {
+        (
+            vec![
+                kv("service.name", "api"),
+                kv("function.name", f),
+                kv("thread.name", t),
+            ],
+            v.to_string(),
+        )
+    };
+    assert_eq!(
+        cpu,
+        vec![
+            point("main", "none", "AsInt(7)"),
+            point("work", "t1", "AsInt(15)"),
+            point("work", "t2", "AsInt(3)"),
+        ]
+    );
+}
