@@ -39,6 +39,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 #[derive(Debug, Default, Clone)]
 pub struct Report {
     pub ok: u64,
+    /// Of `ok`, the first client's (the one that sends its own request in
+    /// a mixed load, `A+B`).
+    pub first_ok: u64,
     pub failed: u64,
     /// gRPC status codes of failures, with counts.
     pub failures: Vec<(i32, u64)>,
@@ -106,7 +109,7 @@ pub async fn load(a: &Args) -> anyhow::Result<Report> {
         .await?;
     run_load(
         channel,
-        &framed,
+        std::slice::from_ref(&framed),
         &a.compression,
         a.concurrency,
         a.duration,
@@ -115,11 +118,12 @@ pub async fn load(a: &Args) -> anyhow::Result<Report> {
     .await
 }
 
-/// Sends `framed` with `concurrency` in flight until `duration` has passed
-/// (or `stop` fires).
+/// Sends `frames` with `concurrency` in flight until `duration` has passed
+/// (or `stop` fires): the first client sends the first of them, the others
+/// the last (one request for all, or a mixed load).
 pub async fn run_load(
     channel: Channel,
-    framed: &Bytes,
+    frames: &[Bytes],
     compression: &str,
     concurrency: usize,
     duration: Duration,
@@ -128,7 +132,12 @@ pub async fn run_load(
     let started = Instant::now();
     let deadline = started + duration;
     let mut tasks = Vec::new();
-    for _ in 0..concurrency {
+    for task in 0..concurrency {
+        let framed = if task == 0 {
+            &frames[0]
+        } else {
+            &frames[frames.len() - 1]
+        };
         let (channel, framed, enc, stop) = (
             channel.clone(),
             framed.clone(),
@@ -159,8 +168,11 @@ pub async fn run_load(
         }));
     }
     let mut total = Report::default();
-    for t in tasks {
+    for (task, t) in tasks.into_iter().enumerate() {
         let r = t.await?;
+        if task == 0 {
+            total.first_ok = r.ok;
+        }
         total.ok += r.ok;
         total.failed += r.failed;
         for (c, n) in r.failures {

@@ -19,6 +19,13 @@ pub fn payload(spec: &str) -> anyhow::Result<Payload> {
     let data = match spec {
         "small" => synth::request(1_000, 500),
         "medium" => synth::request(100_000, 20_000),
+        // 1e6 samples of one value each (~7 MB).
+        "one-value" => synth::Config {
+            samples: 1_000_000,
+            timestamps: false,
+            ..Default::default()
+        }
+        .build(),
         "large" => synth::Config {
             samples: 400_000,
             stacks: 60_000,

@@ -130,8 +130,12 @@ pub async fn run(a: Args) -> anyhow::Result<()> {
                             (m.report.ok as f64 * whole / a.duration.as_secs_f64()) as u64
                         });
                     let m = measure(&a, case, size, side, broker.as_ref(), fill).await?;
+                    let first = match size.split_once('+') {
+                        Some((first, _)) => format!(" ({} {first} ok)", m.report.first_ok),
+                        None => String::new(),
+                    };
                     eprintln!(
-                        "round {} {case:<10} {size:<6} {side:<7} {:>8.2} ms CPU/req (broker {:.2})  {:.2} M samples/s  {}  peak {:.0} MiB, {:.0} MiB once idle",
+                        "round {} {case:<10} {size:<6} {side:<7} {:>8.2} ms CPU/req (broker {:.2})  {:.2} M samples/s  {}{first}  peak {:.0} MiB, {:.0} MiB once idle",
                         round + 1,
                         m.cpu_ms_per_request(),
                         m.broker_cpu_s * 1000.0 / m.report.ok.max(1) as f64,
@@ -169,13 +173,20 @@ async fn measure(
     fill: u64,
 ) -> anyhow::Result<Measured> {
     static TOPICS: AtomicU64 = AtomicU64::new(0);
-    let p = payload(size)?;
+    // `A+B`: the first client sends A, the others B (a mixed load).
+    let (first, rest) = size.split_once('+').unwrap_or((size, size));
+    let p = payload(rest)?;
     let compression = if case.ends_with("gzip") {
         "gzip"
     } else {
         "none"
     };
     let framed = frame(&p, compression)?;
+    let frames = if first == rest {
+        vec![framed]
+    } else {
+        vec![frame(&payload(first)?, compression)?, framed]
+    };
     let sink = Sink::start("127.0.0.1:0", false).await?;
     let port = free_port()?;
     let dir = tempfile::tempdir()?;
@@ -209,8 +220,9 @@ async fn measure(
     let mut child = match side {
         "profcol" | "base" => {
             let cfg = dir.path().join("profcol.yaml");
-            let yaml = ends_config(false)
-                .unwrap_or_else(|| profcol_config(case, port, &sink.addr.to_string(), compression));
+            let yaml = ends_config(false).unwrap_or_else(|| {
+                profcol_config(case, port, &sink.addr.to_string(), compression, dir.path())
+            });
             std::fs::write(&cfg, yaml)?;
             let bin = match side {
                 "base" => a
@@ -288,7 +300,7 @@ async fn measure(
             let channel = connect(port).await?;
             run_load(
                 channel.clone(),
-                &framed,
+                &frames,
                 compression,
                 a.concurrency,
                 a.warmup,
@@ -302,7 +314,7 @@ async fn measure(
             let (cpu0, broker0, t0) = (cpu_seconds(pid), broker_cpu(), Instant::now());
             let report = run_load(
                 channel,
-                &framed,
+                &frames,
                 compression,
                 a.concurrency,
                 a.duration,
@@ -315,9 +327,10 @@ async fn measure(
         let (cpu0, broker0, t0, last) = window;
         let cpu_s = cpu_seconds(pid) - cpu0;
         let broker_cpu_s = broker_cpu() - broker0;
-        let (peak_mib, _) = memory_mib(pid);
+        // The peak read after the settle: work still queued when the last
+        // request was delivered (another exporter's) counts too.
         tokio::time::sleep(a.settle).await;
-        let (_, settled_mib) = memory_mib(pid);
+        let (peak_mib, settled_mib) = memory_mib(pid);
         anyhow::Ok(Measured {
             case: case.to_owned(),
             size: size.to_owned(),
@@ -474,11 +487,32 @@ processors:
   memory_limiter: {check_interval: 1s, limit_mib: 1536, spike_limit_mib: 256}
 ";
 
-fn profcol_config(case: &str, port: u16, sink: &str, compression: &str) -> String {
+fn profcol_config(
+    case: &str,
+    port: u16,
+    sink: &str,
+    compression: &str,
+    dir: &std::path::Path,
+) -> String {
     if case == "memory_limiter" {
-        return profcol_config("passthrough", port, sink, compression)
+        return profcol_config("passthrough", port, sink, compression, dir)
             .replace("\nexporters:", &format!("{MEMORY_LIMITER}exporters:"))
             .replace("processors: []", "processors: [memory_limiter]");
+    }
+    if case == "all-exporters" {
+        // The four processors and batch, to three exporters.
+        return profcol_config("processors", port, sink, compression, dir)
+            .replace("\nexporters:", "  batch: {}\nexporters:")
+            .replace("sampling]", "sampling, batch]")
+            .replace(
+                "\nservice:",
+                &format!(
+                    "\n  file: {{path: {}}}\n  pprof: {{directory: {}}}\nservice:",
+                    dir.join("out.json").display(),
+                    dir.join("pprof").display()
+                ),
+            )
+            .replace("exporters: [otlp]", "exporters: [otlp, file, pprof]");
     }
     let (processors, list) = if case.starts_with("processors") {
         (
