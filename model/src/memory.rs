@@ -8,9 +8,11 @@
 //!   decode or convert, so nothing accepted is ever dropped for memory.
 //!   What does not fit now waits its turn, first come first served (a
 //!   large request is not starved by small ones that keep the budget
-//!   nearly full), for a while, then is told to retry; what could not fit
-//!   even in an idle collector (the limit less the least resident memory
-//!   seen beside reservations, [`MemoryBudget::room`]) is refused for good.
+//!   nearly full), for a while, then is told to retry, and the room it
+//!   needs is kept for it until it comes back ([`Claim`]); what could not
+//!   fit even in an idle collector (the limit less the least resident
+//!   memory seen beside reservations, [`MemoryBudget::room`]) is refused
+//!   for good.
 //! - Work ([`MemoryBudget::for_work`]): processing and exporting a batch
 //!   that was accepted must go on. Work waits while the budget is full, but
 //!   one piece of work may always run, so the pipeline cannot deadlock on
@@ -45,6 +47,8 @@ pub struct MemoryBudget {
     admissions: AtomicUsize,
     /// What a request's body is seen to need per byte on the wire.
     expansion: [Expansion; 2],
+    /// See [`CLAIM_TTL`].
+    claim_ttl: Duration,
 }
 
 #[derive(Debug, Default)]
@@ -55,11 +59,43 @@ struct State {
     /// Tickets of the admissions waiting for room, in arrival order.
     waiting: VecDeque<u64>,
     next_ticket: u64,
+    /// The largest request refused lately for want of room, which its
+    /// client will retry: the room it needs is kept free for it.
+    claim: Option<Claim>,
+}
+
+/// Room kept for a request that was refused and will be retried: smaller
+/// requests are admitted only if they leave it free, so that the budget
+/// drains until it fits (a large request is not starved by small ones
+/// that keep the budget nearly full and always come back first).
+#[derive(Debug, Clone, Copy)]
+struct Claim {
+    bytes: usize,
+    /// Dropped then if its request has not come back (its client gave up).
+    until: Instant,
+}
+
+impl Claim {
+    /// Whether a request of `bytes` may be the one the claim is for (its
+    /// expected need may have moved a little since), or as large: such a
+    /// request takes the room and ends the claim.
+    fn taken_by(&self, bytes: usize) -> bool {
+        bytes >= self.bytes - self.bytes / 4
+    }
 }
 
 /// Admissions waiting for room at once; past it, requests are refused at
-/// once (each waiter is a request whose connection is open anyway).
-const MAX_WAITING: usize = 4096;
+/// once. Each waiter is a request whose body waits unread, up to an HTTP/2
+/// stream's window of it in its connection's buffers (1 MiB), memory the
+/// budget sees only as resident memory; the servers' connection windows
+/// leave room for this many (see `pipeline::net::serve`).
+pub const MAX_WAITING: usize = 16;
+
+/// How long the room of a refused request is kept for it after its last
+/// refusal: longer than its client's wait before it retries (a Collector's
+/// or an SDK's OTLP exporter: the `RetryInfo` delay of 1 s, or its own
+/// backoff, 5 s at first, up to half as long again with jitter).
+pub const CLAIM_TTL: Duration = Duration::from_secs(10);
 
 /// The budget cannot hold `wanted` bytes now; `limit` is the most it could
 /// ever hold ([`MemoryBudget::room`]): over it, never.
@@ -130,7 +166,15 @@ impl MemoryBudget {
             floor: AtomicUsize::new(usize::MAX),
             admissions: AtomicUsize::new(0),
             expansion: [Expansion::new(2), Expansion::new(4)],
+            claim_ttl: CLAIM_TTL,
         })
+    }
+
+    /// As [`MemoryBudget::new`], a claim kept `ttl`: for tests.
+    pub fn with_claim_ttl(limit: usize, ttl: Duration) -> Arc<Self> {
+        let mut b = Self::new(limit);
+        Arc::get_mut(&mut b).expect("just made").claim_ttl = ttl;
+        b
     }
 
     /// The most one reservation could ever get: the limit less what the
@@ -147,6 +191,52 @@ impl MemoryBudget {
             wanted,
             limit: self.room(),
         }
+    }
+
+    /// What an admission of `bytes` must leave free besides: the room kept
+    /// for a claim it is smaller than (none once the claim has lapsed).
+    fn kept_for_claim(&self, s: &mut State, bytes: usize) -> usize {
+        match s.claim {
+            Some(c) if c.until <= Instant::now() => {
+                s.claim = None;
+                0
+            }
+            Some(c) if bytes > 0 && !c.taken_by(bytes) => c.bytes,
+            _ => 0,
+        }
+    }
+
+    /// Admits `bytes` (checked to fit): a request as large as the claim
+    /// takes its room and ends it.
+    fn take(self: &Arc<Self>, s: &mut State, bytes: usize) -> Reservation {
+        if s.claim.is_some_and(|c| bytes > 0 && c.taken_by(bytes)) {
+            s.claim = None;
+        }
+        s.used += bytes;
+        Reservation {
+            budget: self.clone(),
+            bytes,
+            work: false,
+            wire: None,
+        }
+    }
+
+    /// `bytes` do not fit now; their client is told to retry. The largest
+    /// request so refused claims its room until it comes back (see
+    /// [`Claim`]); the same one refused again keeps its claim longer.
+    fn refused(&self, s: &mut State, bytes: usize) -> Exhausted {
+        let e = self.exhausted(bytes);
+        if bytes > 0 && !e.never() {
+            let until = Instant::now() + self.claim_ttl;
+            s.claim = match s.claim {
+                Some(c) if c.until > Instant::now() && c.bytes >= bytes => Some(Claim {
+                    until: if c.taken_by(bytes) { until } else { c.until },
+                    ..c
+                }),
+                _ => Some(Claim { bytes, until }),
+            };
+        }
+        e
     }
 
     /// Records what resident memory holds besides the `used` bytes
@@ -200,27 +290,30 @@ impl MemoryBudget {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Reserves `bytes` if they fit under the limit.
+    /// Reserves `bytes` if they fit under the limit, leaving the room a
+    /// larger request refused before claimed (see [`Claim`]).
     /// Others waiting for room come first: then only 0 bytes are admitted.
+    /// Not for a client's request, which would retry: see
+    /// [`MemoryBudget::admit`].
     pub fn try_admit(self: &Arc<Self>, bytes: usize) -> Result<Reservation, Exhausted> {
         self.admissions.fetch_add(1, Ordering::Relaxed);
         let mut s = self.lock();
-        let queued = bytes > 0 && !s.waiting.is_empty();
-        if queued || bytes > self.room() || !self.fits(s.used, bytes) {
+        if bytes > self.room() {
             return Err(self.exhausted(bytes));
         }
-        s.used += bytes;
-        Ok(Reservation {
-            budget: self.clone(),
-            bytes,
-            work: false,
-            wire: None,
-        })
+        let queued = bytes > 0 && !s.waiting.is_empty();
+        let kept = self.kept_for_claim(&mut s, bytes);
+        if queued || !self.fits(s.used, bytes.saturating_add(kept)) {
+            return Err(self.exhausted(bytes));
+        }
+        Ok(self.take(&mut s, bytes))
     }
 
-    /// Reserves `bytes`, waiting up to `patience` for room in arrival
-    /// order: while one waits, those that came after it wait behind it even
-    /// if they would fit. Refused at once if the bytes could never fit.
+    /// Reserves `bytes` for a client's request, waiting up to `patience`
+    /// for room in arrival order: while one waits, those that came after it
+    /// wait behind it even if they would fit. Refused at once if the bytes
+    /// could never fit. Refused for now (the client will retry), the room
+    /// it needs is claimed for it (see [`Claim`]).
     pub async fn admit(
         self: &Arc<Self>,
         bytes: usize,
@@ -254,22 +347,30 @@ impl MemoryBudget {
                 if bytes > self.room() {
                     return Err(self.exhausted(bytes));
                 }
-                let first = match line.1 {
-                    None => s.waiting.is_empty(),
-                    Some(t) => s.waiting.front() == Some(&t),
+                let kept = self.kept_for_claim(&mut s, bytes);
+                // The request a claim is for (back after its refusal)
+                // comes before those waiting: they wait for its room.
+                let claimed = match s.claim {
+                    Some(c) if bytes > 0 && c.taken_by(bytes) => Some(c.bytes),
+                    _ => None,
                 };
-                if first && self.fits(s.used, bytes) {
-                    s.used += bytes;
-                    return Ok(Reservation {
-                        budget: self.clone(),
-                        bytes,
-                        work: false,
-                        wire: None,
-                    });
+                // It gets in once all it was seen to need fits (what it
+                // expects now may be less).
+                let kept = kept.max(claimed.map_or(0, |c| c.saturating_sub(bytes)));
+                let first = claimed.is_some()
+                    || match line.1 {
+                        None => s.waiting.is_empty(),
+                        Some(t) => s.waiting.front() == Some(&t),
+                    };
+                if first && self.fits(s.used, bytes.saturating_add(kept)) {
+                    return Ok(self.take(&mut s, bytes));
+                }
+                if patience.is_zero() {
+                    return Err(self.refused(&mut s, bytes));
                 }
                 if line.1.is_none() {
                     if s.waiting.len() >= MAX_WAITING {
-                        return Err(self.exhausted(bytes));
+                        return Err(self.refused(&mut s, bytes));
                     }
                     let t = s.next_ticket;
                     s.next_ticket += 1;
@@ -278,7 +379,7 @@ impl MemoryBudget {
                 }
             }
             if tokio::time::timeout_at(deadline, freed).await.is_err() {
-                return Err(self.exhausted(bytes));
+                return Err(self.refused(&mut self.lock(), bytes));
             }
         }
     }
@@ -357,7 +458,8 @@ impl Reservation {
         // Over the room, never, even if resident memory read while other
         // reservations were not yet touched says it would fit now.
         if total > self.budget.room() || !self.budget.fits(s.used, more) {
-            return Err(self.budget.exhausted(total));
+            // A client's request, which will come back needing as much.
+            return Err(self.budget.refused(&mut s, total));
         }
         s.used += more;
         self.bytes = total;
@@ -686,6 +788,76 @@ mod tests {
         // The line is empty again: small ones go straight in.
         drop(small);
         assert!(b.try_admit(10).is_ok());
+    }
+
+    /// Small requests keep the budget nearly full: each time one ends,
+    /// another (its client retrying at once) takes its room. A large one
+    /// that fits the limit, but not the room the small ones leave, is
+    /// refused and retried later, as an OTLP client told `UNAVAILABLE`
+    /// does: it gets in on its next retry once the small ones have drained
+    /// the room it claimed, and small ones go on in what is left meanwhile.
+    #[tokio::test]
+    async fn a_refused_large_request_gets_in_when_retried_among_small_ones() {
+        let b = MemoryBudget::new(100);
+        let mut small: VecDeque<Reservation> = (0..9).map(|_| b.try_admit(10).unwrap()).collect();
+        let (mut large, mut small_admitted) = (None, 0);
+        for round in 1..=40 {
+            small.pop_front();
+            while let Ok(r) = b.try_admit(10) {
+                small.push_back(r);
+                small_admitted += 1;
+            }
+            // The large client retries every 8 rounds.
+            if round % 8 == 0 {
+                match b.admit(60, Duration::ZERO).await {
+                    Ok(r) => {
+                        large = Some((round, r));
+                        break;
+                    }
+                    Err(e) => assert!(!e.never()),
+                }
+            }
+        }
+        let (round, large) = large.expect("the large request was starved");
+        assert_eq!((round, large.bytes()), (16, 60), "on its first retry");
+        assert!(small_admitted >= 8, "small ones went on: {small_admitted}");
+        // Its room was taken: small ones fill what is left, as before.
+        while let Ok(r) = b.try_admit(10) {
+            small.push_back(r);
+        }
+        assert_eq!(b.used(), 100);
+    }
+
+    /// A claim whose request never comes back lapses: the room goes back to
+    /// everyone.
+    #[tokio::test]
+    async fn a_claim_lapses_when_its_request_does_not_come_back() {
+        let b = MemoryBudget::with_claim_ttl(100, Duration::from_millis(50));
+        let held = b.try_admit(50).unwrap();
+        // Refused to no client (not through `admit`): no claim.
+        assert!(b.try_admit(60).is_err());
+        assert!(b.try_admit(10).is_ok());
+        assert!(b.admit(60, Duration::ZERO).await.is_err());
+        // 50 are free, but 60 are kept for the large one.
+        assert!(b.try_admit(10).is_err());
+        assert!(b.admit(10, Duration::ZERO).await.is_err());
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        let r = b.try_admit(10).unwrap();
+        drop((held, r));
+        // A request as large (its need may have moved) takes the claim,
+        // even past others waiting in line, once all the claim fits.
+        let mut held = b.try_admit(45).unwrap();
+        assert!(b.admit(60, Duration::ZERO).await.is_err());
+        let b2 = b.clone();
+        let small = tokio::spawn(async move { b2.admit(5, Duration::from_secs(5)).await });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(!small.is_finished(), "waits for the claimed room");
+        assert!(b.admit(48, Duration::ZERO).await.is_err(), "60 do not fit");
+        held.set(40);
+        let big = b.admit(48, Duration::ZERO).await.unwrap();
+        let small = small.await.unwrap().unwrap();
+        assert_eq!(b.used(), 40 + 48 + 5, "the claim ended");
+        drop((held, big, small));
     }
 
     #[test]

@@ -116,13 +116,17 @@ impl BodyReader {
     }
 }
 
-/// How long a request waits for room in the memory budget before its
-/// client is told to retry: not at all. Waiting in line (first come first
-/// served) was measured to collapse throughput: 16 clients of large
-/// requests under `--memory-limit-mib 256` got 10 accepted in 10 s with a
-/// 250 ms wait and 6 with 2 s, against 97 without waiting (and 70 before
-/// requests were refused before their bodies were read).
-pub const PATIENCE: Duration = Duration::ZERO;
+/// How long a request waits in line for room in the memory budget before
+/// its client is told to retry (first come first served, at most
+/// [`profcol_model::memory::MAX_WAITING`] at once). Waiting once collapsed
+/// throughput (16 clients of large requests on one HTTP/2 connection under
+/// `--memory-limit-mib 256`: 10 accepted in 10 s with a 250 ms wait, 4
+/// with 2 s, 302 without waiting): a waiting request's unread body took
+/// the whole connection window, so the admitted requests' bodies could not
+/// arrive. With room in the window for the waiting (`net::serve`), the
+/// same load gets 336–361 accepted and none refused (244–285 accepted, and
+/// about 5000 refusals, when refused at once).
+pub const PATIENCE: Duration = Duration::from_secs(2);
 
 /// The budget cannot hold what a body wants: now (retry later) or ever.
 fn over_budget(e: Exhausted) -> BodyError {

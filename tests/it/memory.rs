@@ -691,3 +691,115 @@ async fn idle_memory_goes_back_to_where_it_started() {
     let (code, logs) = p.wait(Duration::from_secs(30)).await;
     assert!(code.success(), "{logs}");
 }
+
+/// Small requests from 8 clients keep the memory budget nearly full (the
+/// exporter's peer answers slowly, so what was accepted waits in the
+/// queue), each client sending again as soon as it may. Then a client
+/// sends a large request that fits the limit but not the room the small
+/// ones leave, and retries it as an OTLP exporter does on `UNAVAILABLE`,
+/// after the `RetryInfo` delay: it gets in within 20 s (it was refused for
+/// as long as the small ones kept coming: whatever room a small one freed,
+/// another took before the large one came back), and small ones are still
+/// accepted meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_request_is_not_starved_by_small_ones_that_keep_the_budget_full() {
+    const LIMIT_MIB: u64 = 128;
+    let sink = Sink::start().await;
+    sink.counting_only();
+    sink.answer_next(std::iter::repeat_n(common::Answer::Hold(50), 1_000_000));
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(&dir, sink.addr.port(), false, "num_consumers: 2", "");
+    let yaml = std::fs::read_to_string(&cfg).unwrap().replace(
+        "grpc: {endpoint: \"127.0.0.1:0\"}",
+        "grpc: {endpoint: \"127.0.0.1:0\", max_recv_msg_size_mib: 64}",
+    );
+    assert!(yaml.contains("max_recv_msg_size_mib"));
+    std::fs::write(&cfg, yaml).unwrap();
+    let (p, ports) = start(&cfg, LIMIT_MIB).await;
+    let small = grpc_frame(
+        &profcol_model::synth::request(20_000, 5_000).encode_to_vec(),
+        false,
+    );
+    // What it needs to be admitted: its bytes and what decoding them takes
+    // (well under the room of the limit less what the process holds).
+    let large = profcol_model::synth::request(200_000, 40_000).encode_to_vec();
+    let large_mib = (large.len() + profcol_model::wire_check::check(&large).unwrap().heap) >> 20;
+    let (_, idle_mib) = p.memory_mib();
+    assert!(
+        (large_mib as u64) < (LIMIT_MIB - idle_mib) * 2 / 3,
+        "{large_mib} MiB, {idle_mib} MiB idle"
+    );
+    let large = profcol_model::proto::ExportProfilesServiceRequest::decode(&large[..]).unwrap();
+    let stop = Instant::now() + Duration::from_secs(60);
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (ok, refused) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (small, ok, refused, done) = (small.clone(), ok.clone(), refused.clone(), done.clone());
+        let mut ch = channel(ports.0).await;
+        tasks.push(tokio::spawn(async move {
+            while !done.load(Ordering::Relaxed) && Instant::now() < stop {
+                match export_framed(&mut ch, small.clone(), None).await {
+                    0 => ok.fetch_add(1, Ordering::Relaxed),
+                    14 => {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        refused.fetch_add(1, Ordering::Relaxed)
+                    }
+                    other => panic!("unexpected gRPC status {other}"),
+                };
+            }
+        }));
+    }
+    // The small ones fill the budget: refused, or half the limit queued.
+    let started = Instant::now();
+    let queued_mib = || async {
+        (metric(ports.3, "otelcol_exporter_queue_size").await * small.len() as u64) >> 20
+    };
+    while refused.load(Ordering::Relaxed) == 0 && queued_mib().await < LIMIT_MIB / 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the small requests never filled the budget ({} accepted)",
+            ok.load(Ordering::Relaxed)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut client = common::client(ports.0).await;
+    let started = Instant::now();
+    let small_before = ok.load(Ordering::Relaxed);
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match client.export(large.clone()).await {
+            Ok(_) => break,
+            Err(status) if status.code() == tonic::Code::Unavailable => {
+                let delay = tonic_types::StatusExt::get_details_retry_info(&status)
+                    .and_then(|r| r.retry_delay)
+                    .expect("UNAVAILABLE carries RetryInfo");
+                assert!(
+                    started.elapsed() < Duration::from_secs(20),
+                    "a request needing {large_mib} MiB starved: refused {tries} times in {:?} while {} small ones were accepted",
+                    started.elapsed(),
+                    ok.load(Ordering::Relaxed) - small_before
+                );
+                tokio::time::sleep(delay).await;
+            }
+            Err(status) => panic!("{status:?}"),
+        }
+    }
+    let waited = started.elapsed();
+    let small_meanwhile = ok.load(Ordering::Relaxed) - small_before;
+    done.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    eprintln!(
+        "a request needing {large_mib} MiB got in after {waited:?} ({tries} tries); {small_meanwhile} small ones accepted meanwhile, {} in all, {} refused",
+        ok.load(Ordering::Relaxed),
+        refused.load(Ordering::Relaxed)
+    );
+    assert!(small_meanwhile > 0, "the small ones were starved instead");
+    p.signal("TERM");
+    let (code, logs) = p.wait(Duration::from_secs(30)).await;
+    assert!(code.success(), "{logs}");
+}

@@ -153,8 +153,22 @@ fn builder(s: &ServerSettings) -> auto::Builder<TokioExecutor> {
     if let Some(n) = s.max_concurrent_streams {
         h2.max_concurrent_streams(n);
     }
+    // A request waiting its turn for memory leaves its body unread: up to
+    // a stream's window of it waits in the connection's buffers. With
+    // hyper's default connection window (1 MiB, one stream's), a single
+    // waiting request took all of it, and the requests admitted on the
+    // same connection could not receive their bodies until it gave up.
+    h2.initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW);
     b
 }
+
+/// An HTTP/2 stream's flow-control window (hyper's default).
+const STREAM_WINDOW: u32 = 1 << 20;
+/// A connection's: room for every request that may wait for memory at
+/// once ([`profcol_model::memory::MAX_WAITING`]) to hold a stream's window
+/// unread, and as much again for the requests being read.
+const CONNECTION_WINDOW: u32 = 2 * profcol_model::memory::MAX_WAITING as u32 * STREAM_WINDOW;
 
 async fn serve_connection(
     tcp: tokio::net::TcpStream,
