@@ -699,6 +699,10 @@ pub fn spawn_guard(
 
 #[cfg(test)]
 mod tests {
+    //! Tests that order tasks with short waits run on tokio's paused
+    //! clock: a wait ends only once every task is idle, so the spawned
+    //! requests are in line by then however loaded the machine. (Claims
+    //! lapse by the wall clock, so their test waits for real.)
     use super::*;
     use std::time::Duration;
 
@@ -718,7 +722,7 @@ mod tests {
         assert_eq!(b.used(), 0);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn what_could_never_fit_is_told_so_and_what_could_waits_its_turn() {
         let b = MemoryBudget::new(100);
         // Resident memory less reservations made before their memory is
@@ -753,7 +757,7 @@ mod tests {
         assert_eq!((got.bytes(), b.used()), (25, 25));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_large_request_is_not_starved_by_small_ones() {
         let b = MemoryBudget::new(100);
         let mut small: Vec<_> = (0..9).map(|_| b.try_admit(10).unwrap()).collect();
@@ -874,7 +878,7 @@ mod tests {
         assert_eq!(MemoryBudget::new(100).expected(1000, Wire::Plain), 50);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn one_piece_of_work_always_runs_and_others_wait_for_room() {
         let b = MemoryBudget::new(100);
         let _held = b.try_admit(100).unwrap();
