@@ -39,6 +39,9 @@ pub struct ProfileChunk<'a, P = ChunkData<'a>> {
     /// Kept verbatim (units and timestamp conventions vary by SDK).
     #[serde(borrow, default)]
     pub measurements: Option<&'a RawValue>,
+    /// Present only in Android method-trace chunks (routed elsewhere).
+    #[serde(default)]
+    pub sampled_profile: Option<serde::de::IgnoredAny>,
     pub profile: P,
 }
 
@@ -85,6 +88,15 @@ pub enum ChunkVersion {
 }
 
 impl ChunkVersion {
+    /// A `version` read as a number (`"2"` or `2`).
+    pub const fn from_number(n: u32) -> Self {
+        match n {
+            1 => Self::V1,
+            2 => Self::V2,
+            _ => Self::Unknown,
+        }
+    }
+
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Unknown => "none",
