@@ -138,15 +138,26 @@ fn a_full_tap_skips_and_counts_without_waiting() {
     let mut shared = Arc::into_inner(shared()).unwrap();
     shared.telemetry = Some((telemetry.clone(), "profilez".into()));
     let shared = Arc::new(shared);
-    let tap = Tap::start(shared.clone(), 1, 1.0).unwrap();
+    let tap = Arc::new(Tap::start(shared.clone(), 1, 1.0).unwrap());
     let batch = Arc::new(ProfileBatch::new(profcol_model::synth::request(50, 5)));
     let n = batch.sample_count();
     let held = shared.lock();
-    let started = Instant::now();
-    for _ in 0..10 {
-        tap.accepted("p", &batch);
+    // Folding is stuck until `held` goes: a tap that waited for it would
+    // not come back at all.
+    let (done, back) = std::sync::mpsc::channel();
+    {
+        let (tap, batch) = (tap.clone(), batch.clone());
+        std::thread::spawn(move || {
+            for _ in 0..10 {
+                tap.accepted("p", &batch);
+            }
+            let _ = done.send(());
+        });
     }
-    assert!(started.elapsed() < Duration::from_millis(500));
+    assert!(
+        back.recv_timeout(Duration::from_secs(10)).is_ok(),
+        "the tap waited for the stuck folding"
+    );
     let skipped = shared.skipped("p");
     assert!(
         (8 * n..=9 * n).contains(&skipped),
