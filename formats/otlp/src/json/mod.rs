@@ -3,6 +3,8 @@
 //! The proto3 JSON mapping comes from `prost-reflect` over the descriptors
 //! `opentelemetry-proto` ships; OTLP differs from it only in writing trace,
 //! span and profile ids as hex rather than base64, which is fixed up here.
+//! v1.10.0, what profcol writes unless told otherwise, is written straight
+//! from the batch instead ([`write`]), to the same JSON.
 //!
 //! The older revisions of `profiles/v1development` (see
 //! [`otlp_revisions`](crate::revisions)) are read and written with
@@ -21,6 +23,8 @@ use serde_json::Value;
 
 use crate::revisions::{self as otlp_revisions, Decoded, Lost, Revision};
 use profcol_model::proto::{ExportProfilesServiceRequest, ProfilesData};
+
+mod write;
 
 const REQUEST: &str =
     "opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceRequest";
@@ -150,12 +154,25 @@ fn located(json: &[u8], opts: &DeserializeOptions, first: serde_json::Error) -> 
 /// Encodes as OTLP/JSON: lowerCamelCase names, 64-bit integers as strings,
 /// enums as numbers, ids as hex, default values left out.
 pub fn encode(data: &ProfilesData) -> Vec<u8> {
-    encode_as(data, Revision::CURRENT).0
+    let mut out = Vec::new();
+    write::write(data, &mut out);
+    out
 }
 
 /// Encodes as [`encode`] does, in the names and shapes of `revision`, as
 /// [`otlp_revisions::encode_as`] writes it; with what it could not hold.
 pub fn encode_as(data: &ProfilesData, revision: Revision) -> (Vec<u8>, Lost) {
+    match revision {
+        // v1.10.0 holds everything; written without the reflective copies.
+        Revision::CURRENT => (encode(data), Lost::default()),
+        _ => reflective(data, revision),
+    }
+}
+
+/// The older revisions, which profcol holds no structs for, through their
+/// descriptors: the protobuf bytes, a `DynamicMessage`, then a JSON value
+/// tree (several dozen times the data's size, see [`write`]).
+fn reflective(data: &ProfilesData, revision: Revision) -> (Vec<u8>, Lost) {
     let mut bytes = Vec::new();
     let lost =
         otlp_revisions::encode_as(data, revision, &mut bytes).expect("a Vec takes any message");
