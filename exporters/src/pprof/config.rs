@@ -32,6 +32,11 @@ pub struct PprofExporterConfig {
     /// With a length (`60s`), one file per service and sample type set per
     /// window of that length instead of one per batch; 0 (default): off.
     pub aggregate_window: Duration,
+    /// Most files one batch (or window) may become. Past it, the resources
+    /// of one `service.name` share a file, as `aggregate_window` merges
+    /// them; files still past it are not written, their samples counted
+    /// dropped (`max_files_per_batch`).
+    pub max_files_per_batch: usize,
 }
 
 pub const DEFAULT_FILE_NAME: &str = "{service.name}-{time}-{sample_type}.pb.gz";
@@ -48,6 +53,7 @@ impl Default for PprofExporterConfig {
             resource_attributes_as_labels: vec![keys::SERVICE_NAME.to_owned()],
             compression_level: DEFAULT_GZIP_LEVEL,
             aggregate_window: Duration(std::time::Duration::ZERO),
+            max_files_per_batch: 1000,
         }
     }
 }
@@ -70,6 +76,9 @@ impl PprofExporterConfig {
                 key("max_total_size_mib"),
                 format!("must be 0 or more, got {}", self.max_total_size_mib),
             );
+        }
+        if self.max_files_per_batch == 0 {
+            errs.push(key("max_files_per_batch"), "must be greater than 0");
         }
         if self.compression_level > 9 {
             errs.push(

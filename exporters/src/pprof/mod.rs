@@ -44,8 +44,8 @@ use async_trait::async_trait;
 use profcol_model::proto::ProfilesData;
 use profcol_model::{Origin, ProfileBatch};
 use profcol_pipeline::component::{
-    ExportError, ExportOutcome, Exporter, ExporterContext, ExporterFactory, ExporterSettings,
-    Request,
+    DropReason, ExportError, ExportOutcome, Exporter, ExporterContext, ExporterFactory,
+    ExporterSettings, Request,
 };
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use profcol_pprof::{plan_files, write_pprof_gzip, PprofError, ToPprofOptions};
@@ -53,6 +53,17 @@ use profcol_pprof::{plan_files, write_pprof_gzip, PprofError, ToPprofOptions};
 pub use config::{PprofExporterConfig, DEFAULT_FILE_NAME};
 pub use file_name::{FileNameTemplate, NameValues};
 pub use files::is_retryable;
+
+/// The drop reason of files past `max_files_per_batch`.
+pub const MAX_FILES_PER_BATCH: DropReason = "max_files_per_batch";
+
+/// What one batch (or window) became.
+#[derive(Default)]
+struct Written {
+    paths: Vec<PathBuf>,
+    /// OTLP samples of the files past `max_files_per_batch`.
+    dropped: u64,
+}
 
 /// Names taken by earlier files are skipped with `-1`, `-2`, ... up to this.
 const MAX_NAME_ATTEMPTS: u32 = 10_000;
@@ -183,6 +194,7 @@ impl PprofExporter {
     pub fn write_batch(&self, batch: &ProfileBatch) -> Result<Vec<PathBuf>, ExportError> {
         self.inner
             .write_data(batch.data(), source_comments(batch), None)
+            .map(|w| w.paths)
     }
 
     /// Writes the windows that are due (all with `all`) on the calling
@@ -264,9 +276,9 @@ impl Inner {
                 self.write_data(&m.data, comments, ctx)
             });
             match result {
-                Ok(paths) => {
+                Ok(out) => {
                     window::remove(&w.files);
-                    written.extend(paths);
+                    written.extend(out.paths);
                 }
                 Err(e @ ExportError::Retryable { .. }) => {
                     tracing::warn!(error = %e, "pprof exporter: writing a window failed; it stays staged and is tried again");
@@ -289,12 +301,36 @@ impl Inner {
         data: &ProfilesData,
         comments: Vec<String>,
         ctx: Option<&ExporterContext>,
-    ) -> Result<Vec<PathBuf>, ExportError> {
+    ) -> Result<Written, ExportError> {
         let opts = self.options(comments);
-        let plans = plan_files(data, &opts)
-            .map_err(|e| ExportError::permanent(format!("pprof exporter: {e}")))?;
+        let plan = |d: &ProfilesData| {
+            plan_files(d, &opts).map_err(|e| ExportError::permanent(format!("pprof exporter: {e}")))
+        };
+        let mut plans = plan(data)?;
+        // A file per resource grows with the request's structure (a request
+        // of 50,000 one-profile resources). Past the bound, the instances of
+        // a service share its file, as a window's do; what is still past it
+        // is left out and counted.
+        let max = self.cfg.max_files_per_batch;
+        let folded;
+        let mut data = data;
+        if plans.len() > max {
+            folded = window::fold_services(data.clone());
+            data = &folded;
+            plans = plan(data)?;
+        }
+        let mut dropped = 0;
+        if plans.len() > max {
+            let over = plans.split_off(max);
+            dropped = over.iter().map(|p| p.otlp_samples).sum();
+            if let Some(ctx) = ctx {
+                ctx.telemetry
+                    .exporter_event(&ctx.id, "file_over_batch_limit", over.len() as u64);
+            }
+            profcol_model::warn_limited!(files = over.len(), samples = dropped, "pprof exporter: a batch would become more files than max_files_per_batch, even with the resources of each service.name in one; the rest are dropped");
+        }
         if plans.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Written::default());
         }
         files::ensure_directory(&self.directory, self.cfg.create_directory)?;
 
@@ -359,7 +395,10 @@ impl Inner {
                 tracing::warn!(directory = %self.directory.display(), error = %e, "pprof exporter: retention failed")
             }
         }
-        Ok(written)
+        Ok(Written {
+            paths: written,
+            dropped,
+        })
     }
 
     /// Renames `file` to the first free name the template gives.
@@ -439,17 +478,21 @@ impl Exporter for PprofExporter {
         let batch = req.batch.clone();
         let inner = self.inner.clone();
         let ctx = ctx.clone();
-        tokio::task::spawn_blocking(move || match &inner.windows {
-            Some(w) => inner.stage(w, &batch).map(drop),
+        let dropped = tokio::task::spawn_blocking(move || match &inner.windows {
+            Some(w) => inner.stage(w, &batch).map(|()| 0),
             None => inner
                 .write_data(batch.data(), source_comments(&batch), Some(&ctx))
-                .map(drop),
+                .map(|w| w.dropped),
         })
         .await
         .map_err(|e| {
             ExportError::permanent(format!("pprof exporter: writer task failed: {e}"))
         })??;
-        Ok(ExportOutcome::delivered())
+        let mut outcome = ExportOutcome::delivered();
+        if dropped > 0 {
+            outcome.dropped.push((MAX_FILES_PER_BATCH, dropped));
+        }
+        Ok(outcome)
     }
 
     /// Writes every staged window, the open one too.

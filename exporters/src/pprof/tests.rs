@@ -745,3 +745,91 @@ async fn aggregate_window_refuses_what_cannot_be_written_at_export() {
     e.shutdown().await;
     assert_eq!(names(dir.path()), Vec::<String>::new(), "nothing staged");
 }
+
+/// A batch of six one-profile resources (instances of services a, a, a,
+/// b, b, c): a file each by default; past `max_files_per_batch` the
+/// instances of a service share a file; past it still, the last files are
+/// left out and their samples reported dropped.
+#[tokio::test]
+async fn files_past_max_files_per_batch_fold_by_service_then_are_dropped_and_counted() {
+    use profcol_model::proto::{any_value::Value, AnyValue, KeyValue};
+    let one = fixture("minimal-request.bin");
+    let template = &one.data().resource_profiles[0];
+    let mut data = one.data().clone();
+    data.resource_profiles = ["a", "a", "a", "b", "b", "c"]
+        .iter()
+        .enumerate()
+        .map(|(i, service)| {
+            let mut rp = template.clone();
+            let s = |v: String| {
+                Some(AnyValue {
+                    value: Some(Value::StringValue(v)),
+                })
+            };
+            let resource = rp.resource.get_or_insert_with(Default::default);
+            resource.attributes = vec![
+                KeyValue {
+                    key: "service.name".into(),
+                    value: s(service.to_string()),
+                    ..Default::default()
+                },
+                KeyValue {
+                    key: "host.name".into(),
+                    value: s(format!("host-{i}")),
+                    ..Default::default()
+                },
+            ];
+            rp
+        })
+        .collect();
+    let batch = ProfileBatch::new(data);
+    let per_resource = batch.sample_count() / 6;
+    assert!(per_resource > 0);
+    let run = |max: usize| {
+        let batch = batch.clone();
+        async move {
+            let dir = tempfile::tempdir().unwrap();
+            let e = exporter(dir.path(), |c| c.max_files_per_batch = max);
+            let ctx = ctx();
+            e.start(&ctx).await.unwrap();
+            let outcome = e
+                .export(&Request::new(Arc::new(batch)), &ctx)
+                .await
+                .unwrap();
+            let files: Vec<_> = names(dir.path())
+                .into_iter()
+                .filter(|n| n.ends_with(".pb.gz"))
+                .collect();
+            let over = ctx
+                .telemetry
+                .exporter_events("pprof", "file_over_batch_limit");
+            (files, outcome, over)
+        }
+    };
+    let (files, outcome, over) = run(1000).await;
+    assert_eq!((files.len(), outcome.dropped_total(), over), (6, 0, 0));
+    // Folded: one file per service, nothing lost.
+    let (files, outcome, over) = run(3).await;
+    assert_eq!((files.len(), outcome.dropped_total(), over), (3, 0, 0));
+    assert!(
+        files.iter().filter(|f| f.starts_with("a-")).count() == 1,
+        "{files:?}"
+    );
+    // Still over: c's file is left out, its samples dropped.
+    let (files, outcome, over) = run(2).await;
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert!(files.iter().all(|f| !f.starts_with("c-")), "{files:?}");
+    assert_eq!(outcome.dropped, vec![(MAX_FILES_PER_BATCH, per_resource)]);
+    assert_eq!(over, 1);
+}
+
+#[test]
+fn max_files_per_batch_must_be_positive() {
+    let c = PprofExporterConfig {
+        directory: "/tmp/x".into(),
+        max_files_per_batch: 0,
+        ..Default::default()
+    };
+    let e = c.validate("exporters::pprof").unwrap_err().to_string();
+    assert!(e.contains("exporters::pprof::max_files_per_batch"), "{e}");
+}

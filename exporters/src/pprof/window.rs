@@ -195,20 +195,21 @@ fn service_name(rp: &ResourceProfiles) -> Option<&str> {
 /// attributes all of them have with equal values, so that one file holds
 /// the service. A resource without `service.name` stays as it is.
 pub(super) fn fold_services(mut data: ProfilesData) -> ProfilesData {
-    let mut by_service: Vec<(String, usize)> = Vec::new();
+    // Where each service's resource is in `kept`: a map, as a batch past
+    // `max_files_per_batch` may hold thousands of services.
+    let mut by_service: std::collections::HashMap<String, usize> = Default::default();
     let mut kept: Vec<ResourceProfiles> = Vec::with_capacity(data.resource_profiles.len());
     for mut rp in std::mem::take(&mut data.resource_profiles) {
         let Some(name) = service_name(&rp).map(str::to_owned) else {
             kept.push(rp);
             continue;
         };
-        // A handful of services per window: a scan beats a map here.
-        match by_service.iter().find(|(n, _)| *n == name) {
+        match by_service.get(&name) {
             None => {
-                by_service.push((name, kept.len()));
+                by_service.insert(name, kept.len());
                 kept.push(rp);
             }
-            Some(&(_, at)) => {
+            Some(&at) => {
                 let into = &mut kept[at];
                 let theirs: &[KeyValue] = rp.resource.as_ref().map_or(&[], |r| &r.attributes);
                 if let Some(res) = into.resource.as_mut() {
