@@ -403,6 +403,9 @@ struct Aggregate {
     /// Looked up once per sample and definition: ahash, not SipHash.
     scratch: HashMap<Vec<i64>, usize, ahash::RandomState>,
     buf: Vec<i64>,
+    /// Before `scratch`, for a definition with one attribute: the point by
+    /// the sample's stack (the leaf function) or attribute index.
+    memo: Memo,
     /// Per attribute key a definition reads from samples: the indices of
     /// the batch's string table that hold it, so that a sample's
     /// attributes are matched by index rather than by string.
@@ -411,6 +414,49 @@ struct Aggregate {
     regular: Vec<usize>,
     /// (definition, attribute set) folded into an overflow point.
     overflowed: HashSet<(usize, Vec<u8>)>,
+}
+
+/// Points by a dense index (a stack, or an attribute of the dictionary),
+/// each valid for one profile and definition: an array read per sample
+/// where a key would be built and hashed. A new generation forgets them
+/// all without touching the table, so many small profiles cost no more
+/// than one large one.
+#[derive(Default)]
+struct Memo {
+    generation: u32,
+    /// (generation, point) per index; `u32::MAX` for no point (a required
+    /// attribute missing).
+    slots: Vec<(u32, u32)>,
+}
+
+impl Memo {
+    fn reset(&mut self, len: usize) {
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.slots.clear();
+            self.generation = 1;
+        }
+        if self.slots.len() < len {
+            self.slots.resize(len, (0, 0));
+        }
+    }
+
+    fn get(&self, i: usize) -> Option<usize> {
+        match self.slots.get(i) {
+            Some(&(g, p)) if g == self.generation => Some(if p == u32::MAX {
+                usize::MAX
+            } else {
+                p as usize
+            }),
+            _ => None,
+        }
+    }
+
+    fn set(&mut self, i: usize, p: usize) {
+        if let Some(slot) = self.slots.get_mut(i) {
+            *slot = (self.generation, u32::try_from(p).unwrap_or(u32::MAX));
+        }
+    }
 }
 
 /// The point of a new attribute set: its own while the definition is
@@ -684,6 +730,7 @@ impl SignalToMetrics {
             points,
             scratch,
             buf,
+            memo,
             regular,
             overflowed,
             key_strings,
@@ -707,68 +754,33 @@ impl SignalToMetrics {
                 })
             })
             .collect();
-        let (pts, ids) = points.entry((d, r)).or_default();
+        let at = points.entry((d, r)).or_default();
+        // One attribute: the point is the same for every sample of a stack
+        // (the leaf function) or of an attribute index (0: none).
+        let by = match keys.as_slice() {
+            [None] => Some((None, dict.stack_table.len())),
+            [Some(key)] => Some((Some(key.as_slice()), dict.attribute_table.len() + 1)),
+            _ => None,
+        };
+        memo.reset(by.map_or(0, |(_, len)| len));
         for s in samples {
-            buf.clear();
-            for key in &keys {
-                let i = match key {
-                    None => leaf_function(dict, s),
-                    Some(key) => sample_attr(dict, s, key),
-                };
-                buf.push(i.map_or(-1, i64::from));
-            }
-            let p = match scratch.get(buf.as_slice()) {
-                Some(&p) => p,
+            let slot = by.and_then(|(key, _)| match key {
+                None => usize::try_from(s.stack_index).ok(),
+                Some(key) => Some(sample_attr(dict, s, key).map_or(0, |i| i as usize + 1)),
+            });
+            let p = match slot.and_then(|i| memo.get(i)) {
+                Some(p) => p,
                 None => {
-                    let mut attrs = Vec::with_capacity(md.attrs.len());
-                    let mut missing = false;
-                    for (a, &i) in md.attrs.iter().zip(buf.iter()) {
-                        let found = match (i, a.key == FUNCTION_NAME) {
-                            (-1, _) => ctx.profile_attr(&a.key).ok().flatten().cloned(),
-                            (i, true) => dict.string_table.get(i as usize).map(|n| AnyValue {
-                                value: Some(any_value::Value::StringValue(n.clone())),
-                            }),
-                            (i, false) => dict
-                                .attribute_table
-                                .get(i as usize)
-                                .and_then(|a| a.value.clone()),
-                        };
-                        let value = match (found, &a.default, a.optional) {
-                            (Some(v), _, _) => v,
-                            (None, Some(d), _) => d.clone(),
-                            (None, None, true) => continue,
-                            (None, None, false) => {
-                                missing = true;
-                                break;
-                            }
-                        };
-                        attrs.push(KeyValue {
-                            key: a.key.clone(),
-                            value: Some(value),
-                            ..Default::default()
-                        });
+                    let p = self.point(
+                        md, d, ctx, s, dict, &keys, at, scratch, buf, regular, overflowed,
+                    );
+                    if let Some(i) = slot {
+                        memo.set(i, p);
                     }
-                    let p = if missing {
-                        usize::MAX
-                    } else {
-                        let mut akey = key_of(&attrs);
-                        if !ids.contains_key(&akey) {
-                            (akey, attrs) = place(d, md.limit, regular, overflowed, (akey, attrs));
-                        }
-                        match ids.get(&akey) {
-                            Some(&p) => p,
-                            None => {
-                                pts.push((attrs, Point::Int(0)));
-                                ids.insert(akey, pts.len() - 1);
-                                pts.len() - 1
-                            }
-                        }
-                    };
-                    scratch.insert(buf.clone(), p);
                     p
                 }
             };
-            let Some((_, Point::Int(acc))) = pts.get_mut(p) else {
+            let Some((_, Point::Int(acc))) = at.0.get_mut(p) else {
                 continue;
             };
             let v = match sv {
@@ -776,6 +788,84 @@ impl SignalToMetrics {
                 SampleValue::Const(c) => *c,
             };
             *acc = acc.wrapping_add(v);
+        }
+    }
+
+    /// The point of a sample's attribute set (`usize::MAX`: a required
+    /// attribute is missing), found through its key's dictionary indices.
+    #[allow(clippy::too_many_arguments)]
+    fn point(
+        &self,
+        md: &MetricDef,
+        d: usize,
+        ctx: &Ctx,
+        s: &Sample,
+        dict: &ProfilesDictionary,
+        keys: &[Option<Vec<i32>>],
+        (pts, ids): &mut Points,
+        scratch: &mut HashMap<Vec<i64>, usize, ahash::RandomState>,
+        buf: &mut Vec<i64>,
+        regular: &mut [usize],
+        overflowed: &mut HashSet<(usize, Vec<u8>)>,
+    ) -> usize {
+        buf.clear();
+        for key in keys {
+            let i = match key {
+                None => leaf_function(dict, s),
+                Some(key) => sample_attr(dict, s, key),
+            };
+            buf.push(i.map_or(-1, i64::from));
+        }
+        match scratch.get(buf.as_slice()) {
+            Some(&p) => p,
+            None => {
+                let mut attrs = Vec::with_capacity(md.attrs.len());
+                let mut missing = false;
+                for (a, &i) in md.attrs.iter().zip(buf.iter()) {
+                    let found = match (i, a.key == FUNCTION_NAME) {
+                        (-1, _) => ctx.profile_attr(&a.key).ok().flatten().cloned(),
+                        (i, true) => dict.string_table.get(i as usize).map(|n| AnyValue {
+                            value: Some(any_value::Value::StringValue(n.clone())),
+                        }),
+                        (i, false) => dict
+                            .attribute_table
+                            .get(i as usize)
+                            .and_then(|a| a.value.clone()),
+                    };
+                    let value = match (found, &a.default, a.optional) {
+                        (Some(v), _, _) => v,
+                        (None, Some(d), _) => d.clone(),
+                        (None, None, true) => continue,
+                        (None, None, false) => {
+                            missing = true;
+                            break;
+                        }
+                    };
+                    attrs.push(KeyValue {
+                        key: a.key.clone(),
+                        value: Some(value),
+                        ..Default::default()
+                    });
+                }
+                let p = if missing {
+                    usize::MAX
+                } else {
+                    let mut akey = key_of(&attrs);
+                    if !ids.contains_key(&akey) {
+                        (akey, attrs) = place(d, md.limit, regular, overflowed, (akey, attrs));
+                    }
+                    match ids.get(&akey) {
+                        Some(&p) => p,
+                        None => {
+                            pts.push((attrs, Point::Int(0)));
+                            ids.insert(akey, pts.len() - 1);
+                            pts.len() - 1
+                        }
+                    }
+                };
+                scratch.insert(buf.clone(), p);
+                p
+            }
         }
     }
 

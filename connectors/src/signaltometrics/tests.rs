@@ -631,3 +631,56 @@ fn a_key_written_twice_in_the_string_table_is_read_at_both() {
         ]
     );
 }
+
+/// A definition of one attribute reads it through a table by stack or
+/// attribute index, kept per profile: a sample without the attribute
+/// takes its own profile's value, not one an earlier profile gave the same
+/// (empty) index.
+#[test]
+fn one_attribute_definitions_read_each_profile_s_own_fallback() {
+    let mut b = cpu_batch();
+    {
+        let data = b.data_mut();
+        let dict = data.dictionary.as_mut().unwrap();
+        for t in ["pa", "pb"] {
+            dict.attribute_table.push(KeyValueAndUnit {
+                key_strindex: 3,
+                value: Some(s(t)),
+                unit_strindex: 0,
+            });
+        }
+        let profiles = &mut data.resource_profiles[0].scope_profiles[0].profiles;
+        let mut second = profiles[0].clone();
+        profiles[0].attribute_indices = vec![2];
+        second.attribute_indices = vec![3];
+        second.samples.iter_mut().for_each(|s| s.values = vec![100]);
+        profiles.push(second);
+    }
+    let c = create(
+        "profiles: [{name: by_thread, context: sample, attributes: [{key: thread.name}], sum: {value: sample.value}}, \
+         {name: by_function, context: sample, attributes: [{key: function.name}], sum: {value: sample.value}}]",
+    )
+    .unwrap();
+    let out = c.convert(&b).unwrap();
+    let mut by_thread = points(&out, "by_thread");
+    by_thread.sort_by_key(|p| format!("{p:?}"));
+    let point =
+        |k: &str, v: &str, n: &str| (vec![kv("service.name", "api"), kv(k, v)], n.to_string());
+    assert_eq!(
+        by_thread,
+        vec![
+            point("thread.name", "pa", "AsInt(10)"),
+            point("thread.name", "pb", "AsInt(200)"),
+            point("thread.name", "t1", "AsInt(115)"),
+        ]
+    );
+    let mut by_function = points(&out, "by_function");
+    by_function.sort_by_key(|p| format!("{p:?}"));
+    assert_eq!(
+        by_function,
+        vec![
+            point("function.name", "main", "AsInt(107)"),
+            point("function.name", "work", "AsInt(218)"),
+        ]
+    );
+}
