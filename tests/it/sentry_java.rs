@@ -106,7 +106,7 @@ fn assert_sdk_profile(all: &[ResolvedProfile]) {
         assert!(p.resource.contains(&want), "{want}: {:?}", p.resource);
     }
     let (leaf, share) = top_leaf_of_thread(p, "burner");
-    assert_eq!(leaf, "burnTheCpu", "{:#?}", p.samples);
+    assert_eq!(leaf, "App.burnTheCpu", "{:#?}", p.samples);
     assert!(share > 0.8, "burnTheCpu is {share} of the burner's samples");
 }
 

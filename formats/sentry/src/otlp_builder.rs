@@ -208,13 +208,18 @@ impl OtlpBuilder {
             let raw = nonempty(f.raw_function.as_ref());
             let symbol = nonempty(f.symbol.as_ref());
             let system = raw.or(symbol).unwrap_or("");
-            let function = self
-                .dict
-                .function_named(name, system, fn_file.unwrap_or(""), 0);
+            let frame_platform = nonempty(f.platform.as_ref());
+            let frame_type = frame_type(frame_platform.unwrap_or(&self.platform));
+            let qualified = jvm_method_name(frame_type, name, fn_file);
+            let function = self.dict.function_named(
+                qualified.as_deref().unwrap_or(name),
+                system,
+                fn_file.unwrap_or(""),
+                0,
+            );
 
             let mut attrs = Vec::new();
-            let frame_platform = nonempty(f.platform.as_ref());
-            if let Some(ft) = frame_type(frame_platform.unwrap_or(&self.platform)) {
+            if let Some(ft) = frame_type {
                 attrs.push(self.attr(k::FRAME_TYPE, str_value(ft)));
             }
             if let Some(p) = frame_platform.filter(|p| *p != self.platform) {
@@ -711,4 +716,20 @@ pub(crate) fn envelope_sdk(header: &serde_json::Value) -> Option<ClientSdk<'_>> 
     header
         .get("sdk")
         .and_then(|s| ClientSdk::deserialize(s).ok())
+}
+
+/// A JVM frame of sentry-java names the method alone (`run`) and its class
+/// in `filename` (`java.lang.Thread`): the function is named
+/// `java.lang.Thread.run`, as JFR, Android and the eBPF profiler name
+/// JVM frames, so that a flame graph tells the `run`s apart. A name that
+/// is already qualified, or a `filename` that is a source file, is left;
+/// the `sentry` exporter gives the SDK's own name back (`v2::from_otlp`).
+fn jvm_method_name(frame_type: Option<&str>, name: &str, file: Option<&str>) -> Option<String> {
+    let class = file?;
+    let bare = !name.is_empty() && !name.contains('.');
+    let source = class.contains('/')
+        || [".java", ".kt", ".kts", ".scala", ".groovy", ".clj"]
+            .iter()
+            .any(|ext| class.ends_with(ext));
+    (frame_type == Some("jvm") && bare && !source).then(|| format!("{class}.{name}"))
 }

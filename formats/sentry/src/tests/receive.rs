@@ -71,11 +71,23 @@ fn every_recorded_envelope_converts_with_all_samples_and_frames() {
 
             // Every sample with its time, thread and frames survives (the v1
             // recording has no sample outside its transaction).
-            let want = if input["version"] == "2" {
+            let mut want = if input["version"] == "2" {
                 chunk_samples(&payload, false)
             } else {
                 v1_samples(&payload)
             };
+            // sentry-java names a JVM method alone, its class in `filename`:
+            // the function is `class.method`, as other JVM profilers name it.
+            if input["platform"] == "java" {
+                for f in want.iter_mut().flat_map(|(_, _, frames)| frames) {
+                    if let (Some(name), Some(class)) = (&mut f.0, &f.2) {
+                        if !name.contains('.') {
+                            *name = format!("{class}.{name}");
+                        }
+                    }
+                }
+                want.sort();
+            }
             assert_eq!(
                 otlp_samples(&c.data),
                 want,
@@ -1294,4 +1306,33 @@ fn the_period_defaults_to_101_hz_when_no_thread_has_two_samples() {
     assert_eq!(prof.period, 9_900_990);
     assert_eq!(prof.duration_nano, 1_000_000_000 + 9_900_990);
     assert_eq!(c.sentry_samples, 3);
+}
+
+/// A JVM frame as sentry-java sends it (the method alone, its class in
+/// `filename`) is named `class.method`; a qualified name, a source file
+/// name and another platform's frames are named as sent.
+#[test]
+fn jvm_methods_are_named_with_their_class() {
+    let frames = json!([
+        {"function": "run", "filename": "java.lang.Thread", "module": "java.lang.Thread"},
+        {"function": "bar", "filename": "Foo.java"},
+        {"function": "com.x.Foo.baz", "filename": "com.x.Foo"},
+        {"function": "main"},
+    ]);
+    let names = |platform: &str| {
+        let payload = chunk_with(
+            |v| v["platform"] = json!(platform),
+            two_samples(),
+            json!([[0, 1, 2, 3]]),
+            frames.clone(),
+        );
+        let c = chunk_to_otlp(&payload, None, &opts()).unwrap();
+        let (_, _, stack) = otlp_samples(&c.data).remove(0);
+        stack.into_iter().map(|f| f.0.unwrap()).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names("java"),
+        ["java.lang.Thread.run", "bar", "com.x.Foo.baz", "main"]
+    );
+    assert_eq!(names("python"), ["run", "bar", "com.x.Foo.baz", "main"]);
 }

@@ -131,10 +131,9 @@ impl<'d> Frames<'d> {
                         } else {
                             name
                         };
-                        (
-                            nonempty(Some(Cow::Borrowed(name))),
-                            d.string(f.filename_strindex),
-                        )
+                        let file = d.string(f.filename_strindex);
+                        let name = sdk_method_name(runtime, name, file);
+                        (nonempty(Some(Cow::Borrowed(name))), file)
                     }
                     None => (None, ""),
                 };
@@ -243,4 +242,23 @@ fn basename(path: &str) -> &str {
     path.rsplit(['/', '\\'])
         .find(|p| !p.is_empty())
         .unwrap_or(path)
+}
+
+/// sentry-java names a JVM method alone, its class in `filename`; the
+/// receiver names the function `class.method` (`jvm_method_name` in
+/// `otlp_builder`), as other JVM profilers do. Sentry gets the SDK's form
+/// back: the method alone where the name is the filename, a dot and a
+/// method.
+fn sdk_method_name<'a>(runtime: Option<&str>, name: &'a str, file: &str) -> &'a str {
+    match name.strip_prefix(file).and_then(|m| m.strip_prefix('.')) {
+        Some(method)
+            if runtime == Some("java")
+                && !file.is_empty()
+                && !method.is_empty()
+                && !method.contains('.') =>
+        {
+            method
+        }
+        _ => name,
+    }
 }
