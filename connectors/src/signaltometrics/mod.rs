@@ -424,9 +424,9 @@ struct Aggregate {
 #[derive(Default)]
 struct Memo {
     generation: u32,
-    /// (generation, point) per index; `u32::MAX` for no point (a required
-    /// attribute missing).
-    slots: Vec<(u32, u32)>,
+    /// (generation, point) per index; the point may be `usize::MAX` (a
+    /// required attribute missing).
+    slots: Vec<(u32, usize)>,
 }
 
 impl Memo {
@@ -443,18 +443,14 @@ impl Memo {
 
     fn get(&self, i: usize) -> Option<usize> {
         match self.slots.get(i) {
-            Some(&(g, p)) if g == self.generation => Some(if p == u32::MAX {
-                usize::MAX
-            } else {
-                p as usize
-            }),
+            Some(&(g, p)) if g == self.generation => Some(p),
             _ => None,
         }
     }
 
     fn set(&mut self, i: usize, p: usize) {
         if let Some(slot) = self.slots.get_mut(i) {
-            *slot = (self.generation, u32::try_from(p).unwrap_or(u32::MAX));
+            *slot = (self.generation, p);
         }
     }
 }
