@@ -123,53 +123,49 @@ impl<M: SerializeMap> Fields<M> {
         self.0.serialize_entry(key, v)
     }
 
-    fn int32(&mut self, key: &str, v: i32) -> Result<(), M::Error> {
-        if v == 0 {
-            return Ok(());
+    /// `v` under `key` unless the field is at its default (`set` false):
+    /// proto3 JSON leaves defaults out.
+    fn unless_default<V: Serialize + ?Sized>(
+        &mut self,
+        key: &str,
+        set: bool,
+        v: &V,
+    ) -> Result<(), M::Error> {
+        if set {
+            self.entry(key, v)
+        } else {
+            Ok(())
         }
-        self.entry(key, &v)
     }
 
-    fn uint32(&mut self, key: &str, v: u32) -> Result<(), M::Error> {
-        if v == 0 {
-            return Ok(());
-        }
-        self.entry(key, &v)
+    /// A 32-bit integer, as a number.
+    fn number<T: Serialize + Default + PartialEq>(
+        &mut self,
+        key: &str,
+        v: T,
+    ) -> Result<(), M::Error> {
+        self.unless_default(key, v != T::default(), &v)
     }
 
-    fn int64(&mut self, key: &str, v: i64) -> Result<(), M::Error> {
-        if v == 0 {
-            return Ok(());
-        }
-        self.entry(key, &Big(v))
-    }
-
-    fn uint64(&mut self, key: &str, v: u64) -> Result<(), M::Error> {
-        if v == 0 {
-            return Ok(());
-        }
-        self.entry(key, &Big(v))
+    /// A 64-bit integer, as a string.
+    fn big<T: fmt::Display + Default + PartialEq>(
+        &mut self,
+        key: &str,
+        v: T,
+    ) -> Result<(), M::Error> {
+        self.unless_default(key, v != T::default(), &Big(v))
     }
 
     fn string(&mut self, key: &str, v: &str) -> Result<(), M::Error> {
-        if v.is_empty() {
-            return Ok(());
-        }
-        self.entry(key, v)
+        self.unless_default(key, !v.is_empty(), v)
     }
 
     fn bytes(&mut self, key: &str, v: &[u8]) -> Result<(), M::Error> {
-        if v.is_empty() {
-            return Ok(());
-        }
-        self.entry(key, &Base64(v))
+        self.unless_default(key, !v.is_empty(), &Base64(v))
     }
 
     fn id(&mut self, key: &str, v: &[u8]) -> Result<(), M::Error> {
-        if v.is_empty() {
-            return Ok(());
-        }
-        self.entry(key, &Hex(v))
+        self.unless_default(key, !v.is_empty(), &Hex(v))
     }
 
     fn message<T: Message>(&mut self, key: &str, v: &Option<T>) -> Result<(), M::Error> {
@@ -180,25 +176,16 @@ impl<M: SerializeMap> Fields<M> {
     }
 
     fn messages<T: Message>(&mut self, key: &str, v: &[T]) -> Result<(), M::Error> {
-        if v.is_empty() {
-            return Ok(());
-        }
-        self.entry(key, &Messages(v))
+        self.unless_default(key, !v.is_empty(), &Messages(v))
     }
 
     /// A list of 32-bit integers, or of strings.
     fn list<T: Serialize>(&mut self, key: &str, v: &[T]) -> Result<(), M::Error> {
-        if v.is_empty() {
-            return Ok(());
-        }
-        self.entry(key, v)
+        self.unless_default(key, !v.is_empty(), v)
     }
 
     fn bigs<T: fmt::Display + Copy>(&mut self, key: &str, v: &[T]) -> Result<(), M::Error> {
-        if v.is_empty() {
-            return Ok(());
-        }
-        self.entry(key, &Bigs(v))
+        self.unless_default(key, !v.is_empty(), &Bigs(v))
     }
 }
 
@@ -220,7 +207,7 @@ impl Message for ResourceProfiles {
 impl Message for Resource {
     fn fields<M: SerializeMap>(&self, f: &mut Fields<M>) -> Result<(), M::Error> {
         f.messages("attributes", &self.attributes)?;
-        f.uint32("droppedAttributesCount", self.dropped_attributes_count)?;
+        f.number("droppedAttributesCount", self.dropped_attributes_count)?;
         f.messages("entityRefs", &self.entity_refs)
     }
 }
@@ -247,7 +234,7 @@ impl Message for InstrumentationScope {
         f.string("name", &self.name)?;
         f.string("version", &self.version)?;
         f.messages("attributes", &self.attributes)?;
-        f.uint32("droppedAttributesCount", self.dropped_attributes_count)
+        f.number("droppedAttributesCount", self.dropped_attributes_count)
     }
 }
 
@@ -255,12 +242,12 @@ impl Message for Profile {
     fn fields<M: SerializeMap>(&self, f: &mut Fields<M>) -> Result<(), M::Error> {
         f.message("sampleType", &self.sample_type)?;
         f.messages("samples", &self.samples)?;
-        f.uint64("timeUnixNano", self.time_unix_nano)?;
-        f.uint64("durationNano", self.duration_nano)?;
+        f.big("timeUnixNano", self.time_unix_nano)?;
+        f.big("durationNano", self.duration_nano)?;
         f.message("periodType", &self.period_type)?;
-        f.int64("period", self.period)?;
+        f.big("period", self.period)?;
         f.id("profileId", &self.profile_id)?;
-        f.uint32("droppedAttributesCount", self.dropped_attributes_count)?;
+        f.number("droppedAttributesCount", self.dropped_attributes_count)?;
         f.string("originalPayloadFormat", &self.original_payload_format)?;
         f.bytes("originalPayload", &self.original_payload)?;
         f.list("attributeIndices", &self.attribute_indices)
@@ -269,16 +256,16 @@ impl Message for Profile {
 
 impl Message for ValueType {
     fn fields<M: SerializeMap>(&self, f: &mut Fields<M>) -> Result<(), M::Error> {
-        f.int32("typeStrindex", self.type_strindex)?;
-        f.int32("unitStrindex", self.unit_strindex)
+        f.number("typeStrindex", self.type_strindex)?;
+        f.number("unitStrindex", self.unit_strindex)
     }
 }
 
 impl Message for Sample {
     fn fields<M: SerializeMap>(&self, f: &mut Fields<M>) -> Result<(), M::Error> {
-        f.int32("stackIndex", self.stack_index)?;
+        f.number("stackIndex", self.stack_index)?;
         f.list("attributeIndices", &self.attribute_indices)?;
-        f.int32("linkIndex", self.link_index)?;
+        f.number("linkIndex", self.link_index)?;
         f.bigs("values", &self.values)?;
         f.bigs("timestampsUnixNano", &self.timestamps_unix_nano)
     }
@@ -298,18 +285,18 @@ impl Message for ProfilesDictionary {
 
 impl Message for Mapping {
     fn fields<M: SerializeMap>(&self, f: &mut Fields<M>) -> Result<(), M::Error> {
-        f.uint64("memoryStart", self.memory_start)?;
-        f.uint64("memoryLimit", self.memory_limit)?;
-        f.uint64("fileOffset", self.file_offset)?;
-        f.int32("filenameStrindex", self.filename_strindex)?;
+        f.big("memoryStart", self.memory_start)?;
+        f.big("memoryLimit", self.memory_limit)?;
+        f.big("fileOffset", self.file_offset)?;
+        f.number("filenameStrindex", self.filename_strindex)?;
         f.list("attributeIndices", &self.attribute_indices)
     }
 }
 
 impl Message for Location {
     fn fields<M: SerializeMap>(&self, f: &mut Fields<M>) -> Result<(), M::Error> {
-        f.int32("mappingIndex", self.mapping_index)?;
-        f.uint64("address", self.address)?;
+        f.number("mappingIndex", self.mapping_index)?;
+        f.big("address", self.address)?;
         f.messages("lines", &self.lines)?;
         f.list("attributeIndices", &self.attribute_indices)
     }
@@ -317,18 +304,18 @@ impl Message for Location {
 
 impl Message for Line {
     fn fields<M: SerializeMap>(&self, f: &mut Fields<M>) -> Result<(), M::Error> {
-        f.int32("functionIndex", self.function_index)?;
-        f.int64("line", self.line)?;
-        f.int64("column", self.column)
+        f.number("functionIndex", self.function_index)?;
+        f.big("line", self.line)?;
+        f.big("column", self.column)
     }
 }
 
 impl Message for Function {
     fn fields<M: SerializeMap>(&self, f: &mut Fields<M>) -> Result<(), M::Error> {
-        f.int32("nameStrindex", self.name_strindex)?;
-        f.int32("systemNameStrindex", self.system_name_strindex)?;
-        f.int32("filenameStrindex", self.filename_strindex)?;
-        f.int64("startLine", self.start_line)
+        f.number("nameStrindex", self.name_strindex)?;
+        f.number("systemNameStrindex", self.system_name_strindex)?;
+        f.number("filenameStrindex", self.filename_strindex)?;
+        f.big("startLine", self.start_line)
     }
 }
 
@@ -347,9 +334,9 @@ impl Message for Stack {
 
 impl Message for KeyValueAndUnit {
     fn fields<M: SerializeMap>(&self, f: &mut Fields<M>) -> Result<(), M::Error> {
-        f.int32("keyStrindex", self.key_strindex)?;
+        f.number("keyStrindex", self.key_strindex)?;
         f.message("value", &self.value)?;
-        f.int32("unitStrindex", self.unit_strindex)
+        f.number("unitStrindex", self.unit_strindex)
     }
 }
 
@@ -357,7 +344,7 @@ impl Message for KeyValue {
     fn fields<M: SerializeMap>(&self, f: &mut Fields<M>) -> Result<(), M::Error> {
         f.string("key", &self.key)?;
         f.message("value", &self.value)?;
-        f.int32("keyStrindex", self.key_strindex)
+        f.number("keyStrindex", self.key_strindex)
     }
 }
 
