@@ -177,7 +177,12 @@ def main():
         print("skipped: pyroscope-io is not installed for %s" % sys.executable)
         return 0
 
-    tmp = tempfile.mkdtemp(prefix="profcol-pyroscope-live-")
+    with tempfile.TemporaryDirectory(prefix="profcol-pyroscope-live-") as tmp:
+        return live(args, tmp)
+
+
+def live(args, tmp):
+    """Runs profcol and the SDK with their files in `tmp`; checks the pprof files."""
     port, metrics = free_port(), free_port()
     out_dir = os.path.join(tmp, "pprof")
     config = os.path.join(tmp, "config.yaml")

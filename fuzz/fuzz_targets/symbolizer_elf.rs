@@ -6,12 +6,14 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|bytes: &[u8]| {
-    let dir = std::env::temp_dir().join(format!("profcol-fuzz-sym-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
+    // Removed after each input: libFuzzer exits without running destructors.
+    let Ok(dir) = tempfile::Builder::new().prefix("profcol-fuzz-sym-").tempdir() else {
+        return;
+    };
     let addrs: Vec<u64> = bytes
         .chunks(8)
         .take(16)
         .map(|c| c.iter().fold(0u64, |a, b| a << 8 | u64::from(*b)))
         .collect();
-    profcol_processors::symbolizer::resolve_file_bytes(&dir, bytes, &addrs);
+    profcol_processors::symbolizer::resolve_file_bytes(dir.path(), bytes, &addrs);
 });

@@ -213,6 +213,8 @@ async fn the_pyroscope_java_agent_live() {
     let port = svc.port("receivers::pyroscope");
     let mut java = tokio::process::Command::new("java")
         .arg(format!("-javaagent:{}", jar.display()))
+        // The agent unpacks async-profiler under `dir`, removed with it.
+        .arg(format!("-Djava.io.tmpdir={}", dir.path().display()))
         .arg("-cp")
         .arg(dir.path())
         .arg("AgentApp")

@@ -142,7 +142,14 @@ async fn sentry_java_continuous_profiling_live() {
         .await
         .unwrap();
     let port = svc.port("receivers::sentry");
+    // The SDK's profiling dir goes here, removed with it; the SDK turns
+    // profiling off for a path with a '.' (`tempdir()`'s `.tmp` prefix).
+    let tmp = tempfile::Builder::new()
+        .prefix("profcol-sentry-java-")
+        .tempdir()
+        .unwrap();
     let java = tokio::process::Command::new("java")
+        .arg(format!("-Djava.io.tmpdir={}", tmp.path().display()))
         .arg("-cp")
         .arg(format!("{}:{classpath}", classes.path().display()))
         .arg("App")
