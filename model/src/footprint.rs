@@ -72,7 +72,8 @@ fn profile(p: &Profile) -> usize {
     n
 }
 
-fn dictionary(d: &ProfilesDictionary) -> usize {
+/// Heap bytes held by a dictionary (what a copy of it takes).
+pub fn dictionary(d: &ProfilesDictionary) -> usize {
     let mut n = vec_bytes!(d.mapping_table)
         + vec_bytes!(d.location_table)
         + vec_bytes!(d.function_table)

@@ -1117,6 +1117,12 @@ impl ProfilesToMetrics for SignalToMetrics {
         let _ = self.telemetry.set((id.to_owned(), telemetry.clone()));
     }
 
+    fn working_bytes(&self, batch: &ProfileBatch) -> usize {
+        // `without_samples` copies the dictionary; the rest it copies (the
+        // resources, the profiles' own fields) is small beside it.
+        profcol_model::footprint::dictionary(batch.dictionary())
+    }
+
     fn convert(&self, batch: &ProfileBatch) -> Option<ExportMetricsServiceRequest> {
         // The OTTL contexts take the data mutably (statements write); the
         // batch is shared with the other pipelines, so a copy is read, and

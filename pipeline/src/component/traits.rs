@@ -446,6 +446,12 @@ impl PartialEq for Connector {
 pub trait ProfilesToMetrics: Send + Sync {
     fn convert(&self, batch: &ProfileBatch) -> Option<ExportMetricsServiceRequest>;
 
+    /// What `convert` allocates beside the batch while it runs (a copy it
+    /// works on): held in the memory budget for that time.
+    fn working_bytes(&self, _batch: &ProfileBatch) -> usize {
+        0
+    }
+
     /// Called once when the service runs it, with its id and the
     /// telemetry it counts its own events in.
     fn start(&self, _id: &str, _telemetry: &Arc<crate::telemetry::Telemetry>) {}

@@ -353,8 +353,20 @@ impl MetricsOut {
         if self.pipelines.is_empty() {
             return Ok(Vec::new());
         }
-        let (convert, b) = (self.convert.clone(), batch.clone());
-        let Some(req) = profcol_model::cpu::run(move || convert.convert(&b)).await else {
+        let (convert, b, budget) = (self.convert.clone(), batch.clone(), self.budget.clone());
+        let converted = profcol_model::cpu::run(move || {
+            // What the conversion copies is held in the budget while it
+            // runs (measured here: it may decode the batch).
+            let bytes = convert.working_bytes(&b);
+            let _working = if accepted {
+                budget.force(bytes)
+            } else {
+                budget.try_admit(bytes).map_err(ConsumeError::memory)?
+            };
+            Ok::<_, ConsumeError>(convert.convert(&b))
+        })
+        .await?;
+        let Some(req) = converted else {
             return Ok(Vec::new());
         };
         let req = Arc::new(req);
@@ -532,6 +544,69 @@ mod tests {
             let n = batch.sample_count() as usize;
             (n > 0).then(|| (*request(n)).clone())
         }
+    }
+
+    /// A conversion that works on a copy of `working` bytes, and sees how
+    /// much of the budget is in use while it runs.
+    struct Copying {
+        working: usize,
+        budget: Arc<MemoryBudget>,
+        seen: std::sync::Mutex<Vec<usize>>,
+    }
+
+    impl ProfilesToMetrics for Copying {
+        fn convert(&self, batch: &ProfileBatch) -> Option<ExportMetricsServiceRequest> {
+            self.seen.lock().unwrap().push(self.budget.used());
+            PointPerSample.convert(batch)
+        }
+
+        fn working_bytes(&self, _batch: &ProfileBatch) -> usize {
+            self.working
+        }
+    }
+
+    /// The copy a conversion works on is in the budget while it runs, is
+    /// refused with the request when the budget cannot hold it, and forced
+    /// for a batch already accepted.
+    #[tokio::test]
+    async fn a_conversion_holds_its_working_copy_in_the_budget() {
+        let telemetry = Arc::new(Telemetry::new());
+        let budget = MemoryBudget::new(1 << 20);
+        let convert = Arc::new(Copying {
+            working: 300 << 10,
+            budget: budget.clone(),
+            seen: Default::default(),
+        });
+        let out = MetricsOut {
+            convert: convert.clone(),
+            pipelines: vec![Arc::new(MetricsPipeline::new(
+                "metrics",
+                vec![Arc::new(MetricsQueue::new("m", &settings(4), telemetry))],
+            ))],
+            budget: budget.clone(),
+        };
+        let batch = Arc::new(ProfileBatch::new(profcol_model::synth::request(5, 2)));
+        let ready = out.prepare(&batch, false).await.unwrap();
+        assert!(convert.seen.lock().unwrap()[0] >= 300 << 10);
+        let queued = budget.used();
+        assert!(
+            queued < 300 << 10,
+            "given back after the conversion: {queued}"
+        );
+        drop(ready);
+
+        let _held = budget.force(800 << 10);
+        let Err(err) = out.prepare(&batch, false).await else {
+            panic!("converted past the budget");
+        };
+        assert!(matches!(err, ConsumeError::Full { .. }), "{err:?}");
+        assert_eq!(
+            convert.seen.lock().unwrap().len(),
+            1,
+            "refused before converting"
+        );
+        assert!(out.prepare(&batch, true).await.is_ok());
+        assert!(convert.seen.lock().unwrap()[1] >= (800 << 10) + (300 << 10));
     }
 
     /// A receiver's batch through a profiles pipeline whose connector
