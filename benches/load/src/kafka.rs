@@ -184,9 +184,16 @@ impl Broker {
 
     /// Writes `n` messages of `value` to `topic`, spread over its partitions,
     /// and waits until the broker has them all.
-    pub async fn fill(&self, topic: &str, value: &[u8], n: u64) -> anyhow::Result<()> {
+    pub async fn fill(
+        &self,
+        topic: &str,
+        value: &[u8],
+        n: u64,
+        compression: &str,
+    ) -> anyhow::Result<()> {
         let producer: FutureProducer = ClientConfig::new()
             .set("bootstrap.servers", self.address())
+            .set("compression.codec", compression)
             .set("message.max.bytes", MAX_MESSAGE_BYTES.to_string())
             .set("linger.ms", "5")
             .create()?;

@@ -60,6 +60,10 @@ pub struct Args {
     /// delivered, warm-up included).
     #[arg(long, default_value_t = 1000)]
     pub kafka_messages: u64,
+    /// The kafka cases' `producer.compression` (none, gzip, snappy, lz4,
+    /// zstd): of the exporter, and of the messages kafka-receive reads.
+    #[arg(long, default_value = "none")]
+    pub kafka_compression: String,
     /// After the load, how long to wait before reading the resident memory
     /// again (what the process gives back once idle).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
@@ -199,7 +203,9 @@ async fn measure(
             );
             broker.create_topic(&topic).await?;
             if case == "kafka-receive" {
-                broker.fill(&topic, &p.bytes, fill).await?;
+                broker
+                    .fill(&topic, &p.bytes, fill, &a.kafka_compression)
+                    .await?;
                 Ends::KafkaIn(topic)
             } else {
                 Ends::KafkaOut(topic)
@@ -214,6 +220,7 @@ async fn measure(
             broker.map(Broker::address).unwrap_or_default(),
             port,
             &sink.addr.to_string(),
+            &a.kafka_compression,
             collector,
         )
     };
@@ -393,6 +400,7 @@ fn kafka_ends(
     broker: String,
     port: u16,
     sink: &str,
+    kafka_compression: &str,
     collector: bool,
 ) -> Option<String> {
     let otlp_exporter = if collector { "otlp_grpc" } else { "otlp" };
@@ -402,7 +410,7 @@ fn kafka_ends(
             format!(r#"otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:{port}", max_recv_msg_size_mib: 256}}}}}}"#),
             format!(
                 "kafka: {{brokers: [\"{broker}\"], profiles: {{topic: {topic}, encoding: otlp_proto}}, \
-                 producer: {{max_message_bytes: {MAX_MESSAGE_BYTES}, compression: none}}}}"
+                 producer: {{max_message_bytes: {MAX_MESSAGE_BYTES}, compression: {kafka_compression}}}}}"
             ),
         ),
         Ends::KafkaIn(topic) => (
