@@ -50,7 +50,9 @@ impl Compressed {
         let mut out = Vec::with_capacity(self.plain_len);
         match self.encoding {
             Encoding::Gzip => {
-                flate2::read::MultiGzDecoder::new(&self.bytes[..]).read_to_end(&mut out)?;
+                if !gunzip_into(&self.bytes, &mut out) {
+                    flate2::read::MultiGzDecoder::new(&self.bytes[..]).read_to_end(&mut out)?;
+                }
             }
             Encoding::Zstd => {
                 zstd::stream::read::Decoder::with_buffer(&self.bytes[..])?.read_to_end(&mut out)?;
@@ -67,6 +69,58 @@ impl Compressed {
     }
 }
 
+/// The plain size a gzip stream's trailer gives (`ISIZE`, modulo 2^32,
+/// of its last member).
+pub fn gzip_trailer_size(gz: &[u8]) -> Option<usize> {
+    let t = gz.len().checked_sub(4).map(|i| &gz[i..])?;
+    Some(u32::from_le_bytes([t[0], t[1], t[2], t[3]]) as usize)
+}
+
+/// Inflates every member of `gz` in one call each (libdeflate: about
+/// 0.6x the CPU of zlib-rs streaming it) into the spare room of `out`;
+/// false (with `out` as it was) unless all of it fits and checks out,
+/// when the caller streams it instead.
+#[allow(unsafe_code)]
+pub fn gunzip_into(gz: &[u8], out: &mut Vec<u8>) -> bool {
+    use libdeflate_sys::*;
+    let start = out.len();
+    // SAFETY: the decompressor is used by this call alone and freed at
+    // its end; libdeflate reads at most `gz.len()` bytes from `gz` and
+    // writes at most the spare capacity it is given after `out.len()`;
+    // the length is set only to what it reports written.
+    unsafe {
+        let d = libdeflate_alloc_decompressor();
+        if d.is_null() {
+            return false;
+        }
+        let mut rest = gz;
+        let mut ok = true;
+        while ok && !rest.is_empty() {
+            let (mut read, mut written) = (0usize, 0usize);
+            let room = out.capacity() - out.len();
+            let r = libdeflate_gzip_decompress_ex(
+                d,
+                rest.as_ptr().cast(),
+                rest.len(),
+                out.as_mut_ptr().add(out.len()).cast(),
+                room,
+                &mut read,
+                &mut written,
+            );
+            ok = r == libdeflate_result_LIBDEFLATE_SUCCESS && read > 0 && written <= room;
+            if ok {
+                out.set_len(out.len() + written);
+                rest = &rest[read..];
+            }
+        }
+        libdeflate_free_decompressor(d);
+        if !ok {
+            out.truncate(start);
+        }
+        ok
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::Write;
@@ -76,6 +130,34 @@ mod tests {
     use super::*;
     use crate::memory::{Held, MemoryBudget};
     use crate::{synth, wire_check, ProfileBatch};
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    #[test]
+    fn a_gzip_stream_inflates_in_one_call_when_it_fits_whole() {
+        let data = b"profile bytes ".repeat(5000);
+        let gz = gzip(&data);
+        assert_eq!(gzip_trailer_size(&gz), Some(data.len()));
+        let mut out = Vec::with_capacity(data.len());
+        assert!(gunzip_into(&gz, &mut out));
+        assert_eq!(out, data);
+        // Short by one byte: refused whole, nothing left behind.
+        let mut short = Vec::with_capacity(data.len() - 1);
+        assert!(!gunzip_into(&gz, &mut short));
+        assert!(short.is_empty());
+        // Two members, with room for both; corrupt data.
+        let mut both = Vec::with_capacity(2 * data.len());
+        assert!(gunzip_into(&[gz.clone(), gz.clone()].concat(), &mut both));
+        assert_eq!(both, [&data[..], &data[..]].concat());
+        let mut flipped = gz.clone();
+        flipped[gz.len() / 2] ^= 0xff;
+        assert!(!gunzip_into(&flipped, &mut Vec::with_capacity(data.len())));
+        assert!(!gunzip_into(b"not gzip", &mut Vec::with_capacity(100)));
+    }
 
     /// A checked batch of a synthetic request, kept with its gzip form,
     /// holding all it measured in `budget`.

@@ -93,20 +93,15 @@ impl BodyReader {
             .split(',')
             .all(|e| matches!(e.trim(), "" | "identity"));
         let how = if plain { Wire::Plain } else { Wire::Compressed };
-        let want = match wire {
+        let memory = match wire {
             Some(n) if plain && n as u64 > limit => return Err(BodyError::TooLarge { limit }),
-            // A plain body holds at least its bytes.
-            Some(n) => budget.expected(n, how).max(if plain { n } else { 0 }),
-            None => 0,
+            Some(n) => admit(budget, n, how).await?,
+            None => budget.admit(0, PATIENCE).await.map_err(over_budget)?,
         };
-        let mut memory = budget.admit(want, PATIENCE).await.map_err(over_budget)?;
-        if let Some(n) = wire {
-            memory.for_wire(n, how);
-        }
         Ok(Self::with_memory(reader, limit, memory))
     }
 
-    fn with_memory(reader: RawReader, limit: u64, memory: Reservation) -> Self {
+    pub(crate) fn with_memory(reader: RawReader, limit: u64, memory: Reservation) -> Self {
         Self {
             reader: reader.take(limit + 1),
             limit,
@@ -128,8 +123,24 @@ impl BodyReader {
 /// about 5000 refusals, when refused at once).
 pub const PATIENCE: Duration = Duration::from_secs(2);
 
+/// Room for a body of `wire` bytes on the wire (`how`), reserved before
+/// a byte of it is read, waiting its turn ([`MemoryBudget::admit`]), so
+/// that a request the budget cannot hold is refused before any work.
+pub(crate) async fn admit(
+    budget: &Arc<MemoryBudget>,
+    wire: usize,
+    how: Wire,
+) -> Result<Reservation, BodyError> {
+    // A plain body holds at least its bytes.
+    let floor = if how == Wire::Plain { wire } else { 0 };
+    let want = budget.expected(wire, how).max(floor);
+    let mut memory = budget.admit(want, PATIENCE).await.map_err(over_budget)?;
+    memory.for_wire(wire, how);
+    Ok(memory)
+}
+
 /// The budget cannot hold what a body wants: now (retry later) or ever.
-fn over_budget(e: Exhausted) -> BodyError {
+pub(crate) fn over_budget(e: Exhausted) -> BodyError {
     if e.never() {
         BodyError::OverBudget {
             wanted: e.wanted,
@@ -141,7 +152,7 @@ fn over_budget(e: Exhausted) -> BodyError {
 }
 
 /// `raw` with every encoding listed undone, in reverse order of application.
-fn decoders(raw: RawReader, encodings: Option<&str>) -> Result<RawReader, BodyError> {
+pub(crate) fn decoders(raw: RawReader, encodings: Option<&str>) -> Result<RawReader, BodyError> {
     {
         let mut reader = raw;
         let encodings: Vec<String> = encodings
@@ -257,7 +268,7 @@ impl BodyReader {
     }
 }
 
-fn read_error(e: std::io::Error) -> BodyError {
+pub(crate) fn read_error(e: std::io::Error) -> BodyError {
     let timed_out = profcol_pipeline::net::is_body_timeout(&e)
         || e.get_ref()
             .is_some_and(|inner| profcol_pipeline::net::is_body_timeout(inner));

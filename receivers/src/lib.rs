@@ -5,6 +5,7 @@
 
 pub mod body;
 mod compressed_copy;
+mod gunzip;
 pub mod ingest;
 pub mod kafka;
 pub mod otlp;

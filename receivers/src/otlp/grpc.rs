@@ -15,10 +15,11 @@ use tokio::io::AsyncReadExt;
 
 use profcol_model::memory::{MemoryBudget, Reservation};
 
-use profcol_model::compressed::Compressed;
+use profcol_model::compressed::{Compressed, Encoding};
 
 use crate::body::{self, BodyReader};
 use crate::compressed_copy::CompressedCopy;
+use crate::gunzip;
 use crate::ingest::Refusal;
 
 /// The request message: its bytes after `grpc-encoding` is undone, and the
@@ -64,6 +65,17 @@ pub(super) async fn read_message(
             ))
         }
     };
+    if encoding.and_then(Encoding::from_header) == Some(Encoding::Gzip) {
+        let (plain, gz, memory) = gunzip::read(raw, len, max as u64, budget)
+            .await
+            .map_err(Refusal::from)?;
+        let compressed = Compressed {
+            encoding: Encoding::Gzip,
+            plain_len: plain.len(),
+            bytes: Bytes::from(gz),
+        };
+        return Ok((Bytes::from(plain), memory, Some(compressed)));
+    }
     let (message, copy) = CompressedCopy::tee(Box::new(raw.take(len as u64)), encoding, max);
     // The length is known: what the message will need is reserved (or
     // refused) before it is read.

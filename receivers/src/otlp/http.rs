@@ -17,6 +17,8 @@ use prost::Message;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::compressed_copy::CompressedCopy;
+use crate::gunzip;
+use profcol_model::compressed::{Compressed, Encoding as Compression};
 use profcol_model::proto::{ExportProfilesPartialSuccess, ExportProfilesServiceResponse};
 use profcol_pipeline::component::Authenticator;
 
@@ -198,22 +200,41 @@ async fn accept(
         .get(http::header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok());
     let budget = svc.ingest.output.budget();
-    // A protobuf body compressed as an exporter may send it is kept as it
-    // came too, for a batch nothing changes.
-    let (raw, copy) = match enc {
-        Encoding::Proto => {
-            CompressedCopy::tee(crate::body::raw(body), encoding, svc.max_body as usize)
+    let wire = content_length(headers);
+    let gzip = encoding.and_then(Compression::from_header) == Some(Compression::Gzip);
+    let (bytes, memory, compressed) = match wire {
+        // A gzip body of known length (most exporters'): read whole and
+        // inflated in one call.
+        Some(n) if gzip && n as u64 <= svc.max_body => {
+            let (plain, gz, memory) = gunzip::read(crate::body::raw(body), n, svc.max_body, budget)
+                .await
+                .map_err(|e| refused(e.into()))?;
+            let compressed = (enc == Encoding::Proto).then(|| Compressed {
+                encoding: Compression::Gzip,
+                plain_len: plain.len(),
+                bytes: bytes::Bytes::from(gz),
+            });
+            (plain, memory, compressed)
         }
-        Encoding::Json => (crate::body::raw(body), None),
+        _ => {
+            // A protobuf body compressed as an exporter may send it is
+            // kept as it came too, for a batch nothing changes.
+            let (raw, copy) = match enc {
+                Encoding::Proto => {
+                    CompressedCopy::tee(crate::body::raw(body), encoding, svc.max_body as usize)
+                }
+                Encoding::Json => (crate::body::raw(body), None),
+            };
+            let (bytes, memory) = BodyReader::admitted(raw, encoding, svc.max_body, budget, wire)
+                .await
+                .map_err(|e| refused(e.into()))?
+                .finish()
+                .await
+                .map_err(|e| refused(e.into()))?;
+            let compressed = copy.and_then(|c| c.finish(bytes.len()));
+            (bytes, memory, compressed)
+        }
     };
-    let (bytes, memory) =
-        BodyReader::admitted(raw, encoding, svc.max_body, budget, content_length(headers))
-            .await
-            .map_err(|e| refused(e.into()))?
-            .finish()
-            .await
-            .map_err(|e| refused(e.into()))?;
-    let compressed = copy.and_then(|c| c.finish(bytes.len()));
     let bytes = bytes::Bytes::from(bytes);
     let kept = svc.recorder.is_some().then(|| bytes.clone());
     let accepted = match enc {
