@@ -16,6 +16,9 @@ use profcol_model::memory::{MemoryBudget, Reservation, Wire};
 
 use crate::body::{self, BodyError, BodyReader, RawReader};
 
+/// The most deflate expands: 258 bytes from about 2 bits of a match.
+const MAX_DEFLATE_RATIO: usize = 1032;
+
 /// A gzip body of `wire` bytes read from `raw`, inflated: (plain,
 /// compressed, the memory holding both). At most `limit` plain bytes.
 pub(crate) async fn read(
@@ -36,7 +39,11 @@ pub(crate) async fn read(
             break;
         }
     }
-    let size = gzip_trailer_size(&gz).filter(|&n| n > 0 && n as u64 <= limit);
+    // The trailer is the client's word: believed only as far as deflate
+    // can expand (1032:1), so that a few bytes claiming the limit do not
+    // take it from the budget; past that the stream shows what it holds.
+    let plausible = gz.len().saturating_mul(MAX_DEFLATE_RATIO);
+    let size = gzip_trailer_size(&gz).filter(|&n| n > 0 && n as u64 <= limit && n <= plausible);
     if let Some(size) = size {
         memory
             .try_grow_to(gz.len() + size)
@@ -97,14 +104,26 @@ mod tests {
         );
         // Empty data.
         assert_eq!(read_all(&gzip(b""), 1 << 20).await.unwrap(), b"");
-        // A trailer that lies about the size.
-        let mut lying = gzip(&a);
-        let n = lying.len();
-        lying[n - 4..].copy_from_slice(&7u32.to_le_bytes());
-        assert!(matches!(
-            read_all(&lying, 1 << 20).await,
-            Err(BodyError::Corrupt(_))
-        ));
+        // A trailer that lies about the size, under and over.
+        for claim in [7u32, 1 << 19] {
+            let mut lying = gzip(&a);
+            let n = lying.len();
+            lying[n - 4..].copy_from_slice(&claim.to_le_bytes());
+            assert!(matches!(
+                read_all(&lying, 1 << 20).await,
+                Err(BodyError::Corrupt(_))
+            ));
+        }
+        // A claim past what deflate can expand to is not reserved: in a
+        // budget of 1 MiB, 16 MiB claimed by 21 bytes is found corrupt,
+        // not refused for memory.
+        let budget = MemoryBudget::new(1 << 20);
+        let mut tiny = gzip(b"x");
+        let n = tiny.len();
+        tiny[n - 4..].copy_from_slice(&(1u32 << 24).to_le_bytes());
+        let raw: RawReader = Box::new(std::io::Cursor::new(tiny));
+        let refused = read(raw, n, 32 << 20, &budget).await.map(|_| ());
+        assert!(matches!(refused, Err(BodyError::Corrupt(_))), "{refused:?}");
     }
 
     #[tokio::test]
