@@ -67,13 +67,7 @@ pub(crate) async fn read(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
-
-    fn gzip(data: &[u8]) -> Vec<u8> {
-        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        e.write_all(data).unwrap();
-        e.finish().unwrap()
-    }
+    use crate::body::tests::gzip;
 
     async fn read_all(gz: &[u8], limit: u64) -> Result<Vec<u8>, BodyError> {
         let budget = MemoryBudget::new(64 << 20);
