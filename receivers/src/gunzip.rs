@@ -9,9 +9,10 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use tokio::io::AsyncReadExt;
 
-use profcol_model::compressed::{gunzip_into, gzip_trailer_size};
+use profcol_model::compressed::{gunzip_into, gzip_trailer_size, Compressed, Encoding};
 use profcol_model::memory::{MemoryBudget, Reservation, Wire};
 
 use crate::body::{self, BodyError, BodyReader, RawReader};
@@ -19,14 +20,14 @@ use crate::body::{self, BodyError, BodyReader, RawReader};
 /// The most deflate expands: 258 bytes from about 2 bits of a match.
 const MAX_DEFLATE_RATIO: usize = 1032;
 
-/// A gzip body of `wire` bytes read from `raw`, inflated: (plain,
-/// compressed, the memory holding both). At most `limit` plain bytes.
+/// A gzip body of `wire` bytes read from `raw`, inflated: (plain, the
+/// body as it came, the memory holding both). At most `limit` plain bytes.
 pub(crate) async fn read(
     mut raw: RawReader,
     wire: usize,
     limit: u64,
     budget: &Arc<MemoryBudget>,
-) -> Result<(Vec<u8>, Vec<u8>, Reservation), BodyError> {
+) -> Result<(Vec<u8>, Compressed, Reservation), BodyError> {
     let mut memory = body::admit(budget, wire, Wire::Compressed).await?;
     memory.try_grow_to(wire).map_err(body::over_budget)?;
     // Read into the room it has (read_to_end would double a full buffer
@@ -50,10 +51,11 @@ pub(crate) async fn read(
             .map_err(body::over_budget)?;
         let mut plain = Vec::with_capacity(size);
         if gunzip_into(&gz, &mut plain) {
+            let gz = as_came(gz.into(), plain.len());
             return Ok((plain, gz, memory));
         }
     }
-    let gz = bytes::Bytes::from(gz);
+    let gz = Bytes::from(gz);
     let streamed = body::decoders(Box::new(std::io::Cursor::new(gz.clone())), Some("gzip"))?;
     let (plain, mut memory) = BodyReader::with_memory(streamed, limit, memory)
         .finish()
@@ -61,7 +63,16 @@ pub(crate) async fn read(
     memory
         .try_grow_to(plain.capacity() + gz.len())
         .map_err(body::over_budget)?;
-    Ok((plain, gz.into(), memory))
+    let gz = as_came(gz, plain.len());
+    Ok((plain, gz, memory))
+}
+
+fn as_came(bytes: Bytes, plain_len: usize) -> Compressed {
+    Compressed {
+        encoding: Encoding::Gzip,
+        bytes,
+        plain_len,
+    }
 }
 
 #[cfg(test)]
@@ -73,7 +84,8 @@ mod tests {
         let budget = MemoryBudget::new(64 << 20);
         let raw: RawReader = Box::new(std::io::Cursor::new(gz.to_vec()));
         let (plain, compressed, memory) = read(raw, gz.len(), limit, &budget).await?;
-        assert_eq!(compressed, gz, "the compressed bytes as they came");
+        assert_eq!(compressed.bytes, gz, "the compressed bytes as they came");
+        assert_eq!(compressed.plain_len, plain.len());
         assert!(budget.used() >= plain.len() + gz.len(), "both held");
         drop(memory);
         Ok(plain)

@@ -66,14 +66,9 @@ pub(super) async fn read_message(
         }
     };
     if encoding.and_then(Encoding::from_header) == Some(Encoding::Gzip) {
-        let (plain, gz, memory) = gunzip::read(raw, len, max as u64, budget)
+        let (plain, compressed, memory) = gunzip::read(raw, len, max as u64, budget)
             .await
             .map_err(Refusal::from)?;
-        let compressed = Compressed {
-            encoding: Encoding::Gzip,
-            plain_len: plain.len(),
-            bytes: Bytes::from(gz),
-        };
         return Ok((Bytes::from(plain), memory, Some(compressed)));
     }
     let (message, copy) = CompressedCopy::tee(Box::new(raw.take(len as u64)), encoding, max);

@@ -18,7 +18,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::compressed_copy::CompressedCopy;
 use crate::gunzip;
-use profcol_model::compressed::{Compressed, Encoding as Compression};
+use profcol_model::compressed::Encoding as Compression;
 use profcol_model::proto::{ExportProfilesPartialSuccess, ExportProfilesServiceResponse};
 use profcol_pipeline::component::Authenticator;
 
@@ -206,15 +206,15 @@ async fn accept(
         // A gzip body of known length (most exporters'): read whole and
         // inflated in one call.
         Some(n) if gzip && n as u64 <= svc.max_body => {
-            let (plain, gz, memory) = gunzip::read(crate::body::raw(body), n, svc.max_body, budget)
-                .await
-                .map_err(|e| refused(e.into()))?;
-            let compressed = (enc == Encoding::Proto).then(|| Compressed {
-                encoding: Compression::Gzip,
-                plain_len: plain.len(),
-                bytes: bytes::Bytes::from(gz),
-            });
-            (plain, memory, compressed)
+            let (plain, compressed, memory) =
+                gunzip::read(crate::body::raw(body), n, svc.max_body, budget)
+                    .await
+                    .map_err(|e| refused(e.into()))?;
+            (
+                plain,
+                memory,
+                (enc == Encoding::Proto).then_some(compressed),
+            )
         }
         _ => {
             // A protobuf body compressed as an exporter may send it is
