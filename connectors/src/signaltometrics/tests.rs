@@ -73,6 +73,13 @@ fn batch() -> ProfileBatch {
     })
 }
 
+/// `points`, in an order that does not depend on the conversion's.
+fn sorted_points(req: &ExportMetricsServiceRequest, name: &str) -> Vec<(Vec<KeyValue>, String)> {
+    let mut out = points(req, name);
+    out.sort_by_key(|p| format!("{p:?}"));
+    out
+}
+
 fn points(req: &ExportMetricsServiceRequest, name: &str) -> Vec<(Vec<KeyValue>, String)> {
     let mut out = Vec::new();
     for rm in &req.resource_metrics {
@@ -154,8 +161,7 @@ profiles:
     let req = c.convert(&batch()).unwrap();
     let api = [kv("service.name", "api"), kv("resource.foo", "x")];
     let db = [kv("service.name", "db")];
-    let mut total = points(&req, "total.profiles.sum");
-    total.sort_by_key(|p| format!("{p:?}"));
+    let total = sorted_points(&req, "total.profiles.sum");
     assert_eq!(
         total,
         vec![
@@ -203,8 +209,7 @@ profiles:
     )
     .unwrap();
     let req = c.convert(&batch()).unwrap();
-    let mut got = points(&req, "h");
-    got.sort_by_key(|p| format!("{p:?}"));
+    let got = sorted_points(&req, "h");
     assert_eq!(
         got,
         vec![
@@ -387,8 +392,7 @@ profiles:
     .unwrap();
     let req = c.convert(&cpu_batch()).unwrap();
     let api = kv("service.name", "api");
-    let mut cpu = points(&req, "cpu.time");
-    cpu.sort_by_key(|p| format!("{p:?}"));
+    let cpu = sorted_points(&req, "cpu.time");
     let point = |f: &str, t: &str, v: &str| {
         (
             vec![api.clone(), kv("function.name", f), kv("thread.name", t)],
@@ -403,8 +407,7 @@ profiles:
             point("work", "t1", "AsInt(15)"),
         ]
     );
-    let mut n = points(&req, "samples");
-    n.sort_by_key(|p| format!("{p:?}"));
+    let n = sorted_points(&req, "samples");
     assert_eq!(
         n,
         vec![
@@ -469,8 +472,7 @@ profiles:
     c.start("signaltometrics/cpu", &telemetry);
     let req = c.convert(&cpu_batch()).unwrap();
     let api = kv("service.name", "api");
-    let mut cpu = points(&req, "cpu.time");
-    cpu.sort_by_key(|p| format!("{p:?}"));
+    let cpu = sorted_points(&req, "cpu.time");
     // The first set seen (work, t1) keeps its point; the two others
     // overflow.
     assert_eq!(
@@ -489,8 +491,7 @@ profiles:
     );
     // Per profile (the Collector's context): a, b, and the db profile's
     // `none`; the limit spans resources, each resource its own overflow.
-    let mut p = points(&c.convert(&batch()).unwrap(), "profiles");
-    p.sort_by_key(|p| format!("{p:?}"));
+    let p = sorted_points(&c.convert(&batch()).unwrap(), "profiles");
     let api_res = vec![kv("service.name", "api"), kv("resource.foo", "x")];
     let with = |extra: KeyValue| {
         let mut v = api_res.clone();
@@ -537,8 +538,7 @@ profiles:
     c.start("signaltometrics", &telemetry);
     let req = c.convert(&cpu_batch()).unwrap();
     let api = kv("service.name", "api");
-    let mut cpu = points(&req, "cpu.time");
-    cpu.sort_by_key(|p| format!("{p:?}"));
+    let cpu = sorted_points(&req, "cpu.time");
     // work: 15 + 3 = 18, main: 7.
     assert_eq!(
         cpu,
@@ -610,8 +610,7 @@ fn a_key_written_twice_in_the_string_table_is_read_at_both() {
         "profiles: [{name: cpu, context: sample, attributes: [{key: function.name}, {key: thread.name, default_value: none}], sum: {value: sample.value}}]",
     )
     .unwrap();
-    let mut cpu = points(&c.convert(&b).unwrap(), "cpu");
-    cpu.sort_by_key(|p| format!("{p:?}"));
+    let cpu = sorted_points(&c.convert(&b).unwrap(), "cpu");
     let point = |f: &str, t: &str, v: &str| {
         (
             vec![
@@ -662,8 +661,7 @@ fn one_attribute_definitions_read_each_profile_s_own_fallback() {
     )
     .unwrap();
     let out = c.convert(&b).unwrap();
-    let mut by_thread = points(&out, "by_thread");
-    by_thread.sort_by_key(|p| format!("{p:?}"));
+    let by_thread = sorted_points(&out, "by_thread");
     let point =
         |k: &str, v: &str, n: &str| (vec![kv("service.name", "api"), kv(k, v)], n.to_string());
     assert_eq!(
@@ -674,8 +672,7 @@ fn one_attribute_definitions_read_each_profile_s_own_fallback() {
             point("thread.name", "t1", "AsInt(115)"),
         ]
     );
-    let mut by_function = points(&out, "by_function");
-    by_function.sort_by_key(|p| format!("{p:?}"));
+    let by_function = sorted_points(&out, "by_function");
     assert_eq!(
         by_function,
         vec![
