@@ -2,7 +2,6 @@ use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use prost::Message;
 
 use crate::compressed::{Compressed, Encoding};
 use crate::proto::{Profile, ProfilesData, ProfilesDictionary, ResourceProfiles, Sample};
@@ -168,7 +167,7 @@ impl ProfileBatch {
             // that reads the batch after all is not refused its memory.
             self.grow_memory_to(self.held_bytes());
             // The wire check is held to prost by a differential test.
-            ProfilesData::decode(bytes).expect("a batch checked on the wire decodes")
+            crate::codec::decode(&bytes).expect("a batch checked on the wire decodes")
         })
     }
 
@@ -214,7 +213,7 @@ impl ProfileBatch {
 
     /// Decodes protobuf `ProfilesData` / `ExportProfilesServiceRequest` bytes.
     pub fn decode(bytes: Bytes) -> Result<Self, prost::DecodeError> {
-        let data = ProfilesData::decode(bytes.clone())?;
+        let data = crate::codec::decode(&bytes)?;
         Ok(Self::from_encoded(data, bytes))
     }
 
@@ -284,7 +283,7 @@ impl ProfileBatch {
     pub fn encode_to_bytes(&self) -> Bytes {
         match self.encoded() {
             Some(b) => b.clone(),
-            None => Bytes::from(self.decoded().encode_to_vec()),
+            None => Bytes::from(crate::codec::encode(self.decoded())),
         }
     }
 
@@ -309,7 +308,7 @@ impl ProfileBatch {
         match (self.encoded.get(), &self.compressed) {
             (Some(b), _) => b.len(),
             (None, Some(c)) => c.plain_len,
-            (None, None) => self.decoded().encoded_len(),
+            (None, None) => crate::codec::encoded_len(self.decoded()),
         }
     }
 

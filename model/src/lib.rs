@@ -10,6 +10,7 @@
 
 pub mod batch;
 pub mod bounds;
+pub mod codec;
 pub mod compressed;
 pub mod cpu;
 pub mod dictionary;

@@ -73,7 +73,7 @@ impl Encoder for BatchEncoder {
             // field through `BytesMut::put_slice` (a call per field) costs
             // more than the extra copy.
             _ if revision == Revision::CURRENT => {
-                buf.put_slice(&item.data().encode_to_vec());
+                buf.put_slice(&profcol_model::codec::encode(item.data()));
                 Ok(())
             }
             _ => {

@@ -21,8 +21,6 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use prost::Message;
-
 use profcol_model::dictionary::Merger;
 use profcol_model::proto::{any_value::Value, KeyValue, ProfilesData, ResourceProfiles};
 use profcol_pipeline::component::ExportError;
@@ -161,7 +159,7 @@ pub(super) fn merge(window: &Closed) -> Result<Merged, ExportError> {
     let mut corrupt = Vec::new();
     for path in &window.files {
         let bytes = fs::read(path).map_err(|e| export_error("reading", path, &e))?;
-        let data = match ProfilesData::decode(bytes.as_slice()) {
+        let data = match profcol_model::codec::decode(&bytes) {
             Ok(d) => d,
             Err(e) => {
                 tracing::error!(file = %path.display(), error = %e, "pprof exporter: a staged batch does not decode; dropping it");

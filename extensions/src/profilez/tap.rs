@@ -17,9 +17,6 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError, TrySendE
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use prost::Message;
-
-use profcol_model::proto::ProfilesData;
 use profcol_model::ProfileBatch;
 use profcol_pipeline::component::Observer;
 use profcol_pipeline::telemetry::Telemetry;
@@ -275,7 +272,7 @@ fn fold_one(seen: Seen, shared: &Shared) {
             },
             (None, None) => return,
         };
-        match ProfilesData::decode(bytes) {
+        match profcol_model::codec::decode(bytes) {
             Ok(d) => {
                 own = d;
                 &own

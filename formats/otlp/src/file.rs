@@ -7,8 +7,6 @@
 
 use std::io::Read;
 
-use prost::Message;
-
 use crate::json as otlp_json;
 use profcol_model::proto::ProfilesData;
 
@@ -63,13 +61,13 @@ fn read_plain(bytes: &[u8]) -> Result<Vec<ProfilesData>, String> {
 /// be field 5, which it does not have).
 fn record(body: &[u8]) -> Result<ProfilesData, String> {
     if !body.starts_with(&ZSTD_MAGIC) {
-        return ProfilesData::decode(body).map_err(|e| e.to_string());
+        return profcol_model::codec::decode(body).map_err(|e| e.to_string());
     }
     let plain = inflate(body).map_err(|e| format!("zstd: {e}"))?;
     if first_non_blank(&plain) == Some(b'{') {
         otlp_json::decode(&plain).map_err(|e| e.to_string())
     } else {
-        ProfilesData::decode(plain.as_slice()).map_err(|e| e.to_string())
+        profcol_model::codec::decode(&plain).map_err(|e| e.to_string())
     }
 }
 

@@ -101,7 +101,7 @@ pub fn read_as(revision: Revision, bytes: &Bytes) -> Result<Decoded, String> {
 
 fn read(revision: Revision, bytes: &Bytes, unknown_fields: usize) -> Result<Decoded, String> {
     let data = match revision {
-        Revision::V1_10_0 => ProfilesData::decode(bytes.clone()).map_err(|e| e.to_string())?,
+        Revision::V1_10_0 => profcol_model::codec::decode(bytes).map_err(|e| e.to_string())?,
         Revision::V1_9_0 => v1_9::upgrade(
             v1_9::wire::ProfilesData::decode(bytes.clone()).map_err(|e| e.to_string())?,
         ),

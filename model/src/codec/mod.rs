@@ -1,0 +1,14 @@
+//! `ProfilesData` to and from protobuf sooner than prost's generated code,
+//! into and out of the same types, with prost's results byte for byte: a
+//! batch that a processor changes is decoded and encoded once per request,
+//! and that is most of what a pipeline of processors costs.
+
+mod decode;
+mod encode;
+mod read;
+#[cfg(test)]
+mod tests;
+mod write;
+
+pub use decode::decode;
+pub use encode::{encode, encoded_len};
