@@ -47,6 +47,11 @@ use super::metrics::{MetricsOut, MetricsReady};
 /// (a hop to the CPU pool of its own); smaller ones decode in the chain's.
 const DECODE_APART: usize = 64 * 1024;
 
+/// Requests up to this size go through the chain on the task that holds
+/// them: for a small batch, the hop to the CPU pool and back (two thread
+/// wake-ups) costs about as much as the processors.
+const PROCESS_INLINE: usize = 256 * 1024;
+
 /// The sending side of one exporter's queue, shared by every pipeline that
 /// lists the exporter.
 #[derive(Clone)]
@@ -405,12 +410,19 @@ impl Pipeline {
                     };
                     let mut chain = chain.lock_owned().await;
                     let work = budget.for_work(held(&batch)).await;
-                    profcol_model::cpu::run(move || {
+                    let inline = batch
+                        .plain_bytes()
+                        .is_some_and(|b| b.len() <= PROCESS_INLINE);
+                    let run = move || {
                         let r = chain.process(batch);
                         drop(work);
                         r
-                    })
-                    .await
+                    };
+                    if inline {
+                        run()
+                    } else {
+                        profcol_model::cpu::run(run).await
+                    }
                 })
                 .await
                 .expect("a processor panicked")
