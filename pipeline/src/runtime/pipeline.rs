@@ -43,14 +43,11 @@ use profcol_queue::{Queue, QueueError, Slot};
 
 use super::metrics::{MetricsOut, MetricsReady};
 
-/// Requests from this size on are decoded apart from the processor chain
-/// (a hop to the CPU pool of its own); smaller ones decode in the chain's.
-const DECODE_APART: usize = 64 * 1024;
-
-/// Requests up to this size go through the chain on the task that holds
-/// them: for a small batch, the hop to the CPU pool and back (two thread
-/// wake-ups) costs about as much as the processors.
-const PROCESS_INLINE: usize = 256 * 1024;
+/// Requests up to this size are decoded and go through the chain on the
+/// task that holds them: for a small batch, a hop to the CPU pool and back
+/// (two thread wake-ups) costs about as much as the processors. Larger
+/// ones are decoded on the pool, apart from the chain, and processed there.
+const INLINE: usize = 256 * 1024;
 
 /// The sending side of one exporter's queue, shared by every pipeline that
 /// lists the exporter.
@@ -398,8 +395,9 @@ impl Pipeline {
                     // A large batch checked on the wire is decoded here,
                     // before the chain's lock: processors take one batch
                     // at a time, decoding need not wait for them. A small
-                    // one decodes under the lock, saving a hop.
-                    let batch = if batch.is_decoded() || batch.encoded_len() < DECODE_APART {
+                    // one decodes under the lock, saving the hops.
+                    let inline = batch.plain_bytes().is_some_and(|b| b.len() <= INLINE);
+                    let batch = if inline || batch.is_decoded() {
                         batch
                     } else {
                         profcol_model::cpu::run(move || {
@@ -410,9 +408,6 @@ impl Pipeline {
                     };
                     let mut chain = chain.lock_owned().await;
                     let work = budget.for_work(held(&batch)).await;
-                    let inline = batch
-                        .plain_bytes()
-                        .is_some_and(|b| b.len() <= PROCESS_INLINE);
                     let run = move || {
                         let r = chain.process(batch);
                         drop(work);
@@ -972,9 +967,9 @@ mod tests {
             budget,
             telemetry,
         ));
-        // Over DECODE_APART, so an active chain decodes it on the CPU pool.
+        // Over INLINE, so an active chain decodes it on the CPU pool.
         let bytes = Bytes::from(profcol_model::synth::request(20_000, 2_000).encode_to_vec());
-        assert!(bytes.len() >= DECODE_APART);
+        assert!(bytes.len() > INLINE);
         let clean = profcol_model::wire_check::check(&bytes).unwrap();
         let batch = Arc::new(ProfileBatch::checked(bytes, clean));
         p.prepare(batch).await.unwrap().commit();
