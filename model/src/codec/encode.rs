@@ -3,10 +3,10 @@
 //!
 //! Why: prost writes a nested message's length before it, measuring it
 //! again at every level it is nested in; a sample, four levels down, is
-//! measured five times and written once. Here the large messages
-//! (resources, scopes, profiles, the dictionary) are measured once, in one
-//! pass, and the small ones (a sample, a stack, a location) are written
-//! with a byte set aside for their length, filled in after.
+//! measured five times and written once. Here nothing is measured before
+//! it is written: a small message (a sample, a stack, a location) is
+//! written behind one byte set aside for its length, a large one behind
+//! five ([`Slots`]), and the lengths filled in after.
 
 use prost::Message;
 
@@ -18,74 +18,125 @@ use crate::proto::{
 
 /// What `ProfilesData::encode_to_vec` gives, sooner.
 pub fn encode(d: &ProfilesData) -> Vec<u8> {
-    let mut lens = Vec::new();
-    let total = measure_data(d, &mut lens);
-    let mut out = Vec::with_capacity(total);
-    let mut lens = lens.into_iter();
+    let mut w = Slots::default();
+    let mut out = Vec::with_capacity(size_hint(d));
     for rp in &d.resource_profiles {
-        write_resource(&mut out, rp, &mut lens);
+        write_resource(&mut out, &mut w, rp);
     }
     if let Some(dict) = &d.dictionary {
-        key(&mut out, 2, LEN);
-        varint(&mut out, next(&mut lens) as u64);
+        w.open(&mut out, 2);
         write_dictionary(&mut out, dict);
+        w.close(&out);
     }
-    debug_assert_eq!(out.len(), total);
+    w.compact(&mut out);
     out
+}
+
+/// About what `d` encodes to, from the lengths its tables and vectors
+/// hold (no pass over the samples' own vectors): the output's capacity.
+fn size_hint(d: &ProfilesData) -> usize {
+    let samples: usize = crate::profiles(&d.resource_profiles)
+        .map(|p| p.samples.len() * 24)
+        .sum();
+    let dict = d.dictionary.as_ref().map_or(0, |d| {
+        d.string_table.iter().map(|s| s.len() + 2).sum::<usize>()
+            + d.location_table.len() * 24
+            + d.function_table.len() * 12
+            + d.stack_table
+                .iter()
+                .map(|s| 3 + s.location_indices.len() * 2)
+                .sum::<usize>()
+            + (d.attribute_table.len() + d.mapping_table.len() + d.link_table.len()) * 32
+    });
+    samples + dict + 1024
+}
+
+/// The large messages (resources, scopes, profiles, the dictionary) are
+/// written behind five bytes set aside for their length, the most a
+/// length under 4 GiB takes; once all is written, one pass moves the
+/// bytes back over what each length did not use. Measuring them first
+/// would read every sample twice.
+#[derive(Default)]
+struct Slots {
+    /// Where each set-aside length is, and the length, in written order.
+    at: Vec<(usize, usize)>,
+    /// The messages open: their slot, where their bytes start, and the
+    /// bytes that slots inside them will give back.
+    open: Vec<(usize, usize, usize)>,
+}
+
+const SLOT: usize = 5;
+
+impl Slots {
+    fn open(&mut self, out: &mut Vec<u8>, field: u32) {
+        key(out, field, LEN);
+        self.at.push((out.len(), 0));
+        out.extend_from_slice(&[0; SLOT]);
+        self.open.push((self.at.len() - 1, out.len(), 0));
+    }
+
+    fn close(&mut self, out: &[u8]) {
+        let (slot, start, inner) = self.open.pop().expect("closed as opened");
+        let len = out.len() - start - inner;
+        self.at[slot].1 = len;
+        if let Some(parent) = self.open.last_mut() {
+            parent.2 += inner + SLOT - varint_len(len as u64);
+        }
+    }
+
+    fn compact(self, out: &mut Vec<u8>) {
+        debug_assert!(self.open.is_empty());
+        let (mut read, mut write) = (0, 0);
+        let mut len = Vec::with_capacity(10);
+        for (at, n) in self.at {
+            out.copy_within(read..at, write);
+            write += at - read;
+            len.clear();
+            varint(&mut len, n as u64);
+            out[write..write + len.len()].copy_from_slice(&len);
+            write += len.len();
+            read = at + SLOT;
+        }
+        let end = out.len();
+        out.copy_within(read..end, write);
+        out.truncate(write + end - read);
+    }
 }
 
 /// What `ProfilesData::encoded_len` gives, each message measured once.
 pub fn encoded_len(d: &ProfilesData) -> usize {
-    measure_data(d, &mut Vec::new())
+    measure_data(d)
 }
 
-fn next(lens: &mut impl Iterator<Item = usize>) -> usize {
-    lens.next()
-        .expect("measured before written, in the same order")
-}
-
-/// Measures `d`, pushing the length of every resource, scope, profile and
-/// the dictionary in the order they are written.
-fn measure_data(d: &ProfilesData, lens: &mut Vec<usize>) -> usize {
+/// Measures `d`.
+fn measure_data(d: &ProfilesData) -> usize {
     let mut n = 0;
     for rp in &d.resource_profiles {
-        n += field_len(measure_resource(rp, lens));
+        n += field_len(resource_len(rp));
     }
     if let Some(dict) = &d.dictionary {
-        let m = dictionary_len(dict);
-        lens.push(m);
-        n += field_len(m);
+        n += field_len(dictionary_len(dict));
     }
     n
 }
 
-fn measure_resource(rp: &ResourceProfiles, lens: &mut Vec<usize>) -> usize {
-    let at = lens.len();
-    lens.push(0);
+fn resource_len(rp: &ResourceProfiles) -> usize {
     let mut n = rp
         .resource
         .as_ref()
         .map_or(0, |r| field_len(r.encoded_len()));
     for sp in &rp.scope_profiles {
-        n += field_len(measure_scope(sp, lens));
+        n += field_len(scope_len(sp));
     }
-    n += bytes_len(rp.schema_url.as_bytes());
-    lens[at] = n;
-    n
+    n + bytes_len(rp.schema_url.as_bytes())
 }
 
-fn measure_scope(sp: &ScopeProfiles, lens: &mut Vec<usize>) -> usize {
-    let at = lens.len();
-    lens.push(0);
+fn scope_len(sp: &ScopeProfiles) -> usize {
     let mut n = sp.scope.as_ref().map_or(0, |s| field_len(s.encoded_len()));
     for p in &sp.profiles {
-        let m = profile_len(p);
-        lens.push(m);
-        n += field_len(m);
+        n += field_len(profile_len(p));
     }
-    n += bytes_len(sp.schema_url.as_bytes());
-    lens[at] = n;
-    n
+    n + bytes_len(sp.schema_url.as_bytes())
 }
 
 fn profile_len(p: &Profile) -> usize {
@@ -156,30 +207,26 @@ fn function_len(f: &Function) -> usize {
         + uint64_len(f.start_line as u64)
 }
 
-fn write_resource(
-    out: &mut Vec<u8>,
-    rp: &ResourceProfiles,
-    lens: &mut impl Iterator<Item = usize>,
-) {
-    key(out, 1, LEN);
-    varint(out, next(lens) as u64);
+fn write_resource(out: &mut Vec<u8>, w: &mut Slots, rp: &ResourceProfiles) {
+    w.open(out, 1);
     if let Some(r) = &rp.resource {
         prost::encoding::message::encode(1, r, out);
     }
     for sp in &rp.scope_profiles {
-        key(out, 2, LEN);
-        varint(out, next(lens) as u64);
+        w.open(out, 2);
         if let Some(s) = &sp.scope {
             prost::encoding::message::encode(1, s, out);
         }
         for p in &sp.profiles {
-            key(out, 2, LEN);
-            varint(out, next(lens) as u64);
+            w.open(out, 2);
             write_profile(out, p);
+            w.close(out);
         }
         bytes(out, 3, sp.schema_url.as_bytes());
+        w.close(out);
     }
     bytes(out, 3, rp.schema_url.as_bytes());
+    w.close(out);
 }
 
 fn write_profile(out: &mut Vec<u8>, p: &Profile) {
