@@ -196,22 +196,6 @@ fn every_truncation_of_a_request_fails_or_reads_as_prost_reads_it() {
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
-
-    #[test]
-    fn damaged_requests_decode_as_prost_decodes_them(
-        flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8)
-    ) {
-        let mut bytes = synth::request(30, 12).encode_to_vec();
-        for (at, b) in flips {
-            let i = at.index(bytes.len());
-            bytes[i] = b;
-        }
-        same_as_prost(&bytes);
-    }
-}
-
 /// `data` encodes to prost's bytes, and measures their length.
 fn encodes_as_prost(data: &ProfilesData) {
     let theirs = data.encode_to_vec();
@@ -299,20 +283,32 @@ fn edge_values_encode_to_prosts_bytes() {
     });
 }
 
+/// A small request with some of its bytes replaced.
+fn damaged(flips: Vec<(prop::sample::Index, u8)>) -> Vec<u8> {
+    let mut bytes = synth::request(30, 12).encode_to_vec();
+    for (at, b) in flips {
+        let i = at.index(bytes.len());
+        bytes[i] = b;
+    }
+    bytes
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn damaged_requests_decode_as_prost_decodes_them(
+        flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8)
+    ) {
+        same_as_prost(&damaged(flips));
+    }
 
     /// Whatever prost makes of damaged bytes, another shape each time.
     #[test]
     fn what_damaged_requests_decode_to_encodes_as_prost_encodes_it(
         flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8)
     ) {
-        let mut bytes = synth::request(30, 12).encode_to_vec();
-        for (at, b) in flips {
-            let i = at.index(bytes.len());
-            bytes[i] = b;
-        }
-        if let Ok(data) = ProfilesData::decode(&bytes[..]) {
+        if let Ok(data) = ProfilesData::decode(&damaged(flips)[..]) {
             encodes_as_prost(&data);
         }
     }
