@@ -53,7 +53,8 @@ fn size_hint(d: &ProfilesData) -> usize {
 
 /// The large messages (resources, scopes, profiles, the dictionary) are
 /// written behind five bytes set aside for their length, the most a
-/// length under 4 GiB takes; once all is written, one pass moves the
+/// length under 32 GiB takes (far over any batch the memory budget
+/// admits); once all is written, one pass moves the
 /// bytes back over what each length did not use. Measuring them first
 /// would read every sample twice.
 #[derive(Default)]
@@ -105,11 +106,6 @@ impl Slots {
 
 /// What `ProfilesData::encoded_len` gives, each message measured once.
 pub fn encoded_len(d: &ProfilesData) -> usize {
-    measure_data(d)
-}
-
-/// Measures `d`.
-fn measure_data(d: &ProfilesData) -> usize {
     let mut n = 0;
     for rp in &d.resource_profiles {
         n += field_len(resource_len(rp));
