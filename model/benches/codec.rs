@@ -5,27 +5,17 @@
 //! `cargo bench -p profcol-model --bench codec`
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{Criterion, Throughput};
 use prost::Message;
 
 use profcol_model::proto::ProfilesData;
+use profcol_model::testing::best_of;
 use profcol_model::{codec, synth};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn best_of(runs: usize, mut f: impl FnMut()) -> Duration {
-    (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .min()
-        .unwrap()
-}
 
 fn main() {
     let requests: Vec<(usize, Vec<u8>)> = [

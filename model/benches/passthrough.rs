@@ -9,7 +9,7 @@
 //! `cargo bench -p profcol-model --bench passthrough`
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput};
@@ -17,6 +17,7 @@ use prost::Message;
 
 use profcol_model::footprint::{estimate_decoded, heap_bytes};
 use profcol_model::proto::{ExportProfilesServiceRequest, ProfilesData};
+use profcol_model::testing::best_of;
 use profcol_model::ProfileBatch;
 use profcol_model::{synth, validate};
 
@@ -41,17 +42,6 @@ fn reencode(bytes: &Bytes) -> usize {
     // Any mutation drops the received bytes.
     batch.data_mut();
     batch.encode_to_bytes().len()
-}
-
-fn best_of(runs: usize, mut f: impl FnMut()) -> Duration {
-    (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .min()
-        .unwrap()
 }
 
 fn main() {

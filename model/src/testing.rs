@@ -144,3 +144,16 @@ pub fn go_tool_pprof(args: &[&str], file: &Path, tmp: &Path) -> String {
     );
     String::from_utf8(out.stdout).unwrap()
 }
+
+/// The shortest of `runs` timings of `f`: what a bench's summary reports,
+/// the run least disturbed by the rest of the machine.
+pub fn best_of(runs: usize, mut f: impl FnMut()) -> std::time::Duration {
+    (0..runs)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            f();
+            t.elapsed()
+        })
+        .min()
+        .expect("at least one run")
+}
