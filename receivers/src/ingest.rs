@@ -192,11 +192,6 @@ pub enum OnInvalid {
 /// then the message): a few times the text, reserved before it is taken.
 const JSON_EXPANSION: usize = 8;
 
-/// A request up to this size is checked on the task that read it (about
-/// 0.1 ms per 100 KiB): the hop to the CPU pool and back cost a
-/// pass-through request of 1k samples 4–8% of its CPU.
-const CHECK_INLINE: usize = 256 * 1024;
-
 /// profiles/v1development still changes its field numbers between
 /// opentelemetry-proto releases: which ones profcol reads.
 const REVISIONS_READ: &str = "profcol reads profiles/v1development of opentelemetry-proto \
@@ -353,7 +348,7 @@ impl Ingest {
         let mode = self.on_invalid;
         // A small request is checked on the task that read it; one that
         // must be decoded goes to the CPU pool all the same.
-        let early = (bytes.len() <= CHECK_INLINE).then(|| wire_check::check(&bytes));
+        let early = (bytes.len() <= profcol_model::cpu::INLINE).then(|| wire_check::check(&bytes));
         let inline = matches!(early, Some(Some(_)));
         let work = move || {
             // A request valid as it is stays bytes, decoded only if a stage

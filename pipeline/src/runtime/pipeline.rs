@@ -36,18 +36,13 @@ use crate::component::{
 };
 use crate::config::ComponentId;
 use crate::telemetry::Telemetry;
+use profcol_model::cpu::INLINE;
 use profcol_model::memory::{Held, MemoryBudget};
 use profcol_model::ProfileBatch;
 
 use profcol_queue::{Queue, QueueError, Slot};
 
 use super::metrics::{MetricsOut, MetricsReady};
-
-/// Requests up to this size are decoded and go through the chain on the
-/// task that holds them: for a small batch, a hop to the CPU pool and back
-/// (two thread wake-ups) costs about as much as the processors. Larger
-/// ones are decoded on the pool, apart from the chain, and processed there.
-const INLINE: usize = 256 * 1024;
 
 /// The sending side of one exporter's queue, shared by every pipeline that
 /// lists the exporter.
