@@ -198,6 +198,34 @@ impl ProfileBatch {
         }
     }
 
+    /// For a batch that will only be sent as protobuf bytes: encodes it if
+    /// a stage changed it, and drops its messages, keeping their counts.
+    /// It then waits to be sent as its bytes, a fraction of the memory, and
+    /// the thread that made its messages frees them while they are still
+    /// in cache, rather than an exporter's, later. Decoding it again
+    /// reserves what that takes, as for a batch checked on the wire.
+    pub fn settle_to_bytes(&mut self) {
+        if !self.is_decoded() {
+            return;
+        }
+        let samples = self.sample_count();
+        let profiles = self.profile_count();
+        let data = self.data.get().expect("decoded");
+        let changed = self.encoded.get().is_none() && self.compressed.is_none();
+        if changed || self.pending_heap == 0 {
+            self.pending_heap = super::footprint::heap_bytes(data);
+        }
+        if changed {
+            let _ = self.encoded.set(Bytes::from(crate::codec::encode(data)));
+        }
+        self.pending_profiles = profiles;
+        self.samples = OnceLock::from(samples);
+        self.data = OnceLock::new();
+        if let Some(m) = &self.meta.memory {
+            m.set(self.bytes_held());
+        }
+    }
+
     /// Forgets the compressed form of the received bytes, which no
     /// exporter will send, and gives back its memory.
     pub fn drop_compressed(&mut self) {

@@ -226,8 +226,12 @@ impl Pipeline {
         } else {
             Vec::new()
         };
-        let chain = (!processors.is_empty())
-            .then(|| Arc::new(Mutex::new(Chain::new(processors, &id, &budget))));
+        let settle = sends_bytes_only(stage.is_some(), &connectors, &exporters);
+        let chain = (!processors.is_empty()).then(|| {
+            let mut chain = Chain::new(processors, &id, &budget);
+            chain.settle = settle;
+            Arc::new(Mutex::new(chain))
+        });
         if let (Some(chain), Ok(rt)) = (&chain, tokio::runtime::Handle::try_current()) {
             rt.spawn(release_when_idle(Arc::downgrade(chain)));
         }
@@ -421,9 +425,7 @@ impl Pipeline {
         // Nothing here will decode a batch still undecoded: while it waits
         // to be sent it holds only its bytes, as compressed when every
         // exporter sends them so. A compressed form no exporter sends goes.
-        let forwarded = self.stage.is_none()
-            && self.connectors.is_empty()
-            && self.exporters.iter().all(|e| !e.decodes);
+        let forwarded = sends_bytes_only(self.stage.is_some(), &self.connectors, &self.exporters);
         if let Some(b) = out.as_mut().and_then(Arc::get_mut) {
             let mut sends = self.exporters.iter().map(|e| e.sends_compressed);
             let first = sends.next().flatten();
@@ -601,6 +603,16 @@ struct Chain {
     names: Vec<String>,
     id: Arc<str>,
     budget: Arc<MemoryBudget>,
+    /// Everything after the chain only sends the batch's bytes: it is
+    /// encoded and its messages dropped where the chain ran (see
+    /// [`ProfileBatch::settle_to_bytes`]).
+    settle: bool,
+}
+
+/// Whether what a pipeline hands its batches to after its chain only sends
+/// their bytes: no stateful stage, no connector, no exporter that decodes.
+fn sends_bytes_only(stage: bool, connectors: &[Connection], exporters: &[ExporterQueue]) -> bool {
+    !stage && connectors.is_empty() && exporters.iter().all(|e| !e.decodes)
 }
 
 /// The batch itself, copied only if another pipeline still shares it (the
@@ -626,6 +638,7 @@ impl Chain {
             processors: processors.into_iter().map(|(_, p)| p).collect(),
             id: id.clone(),
             budget: budget.clone(),
+            settle: false,
         }
     }
 
@@ -660,6 +673,9 @@ impl Chain {
             if verdict == Verdict::Drop || batch.is_empty() {
                 return (None, runs);
             }
+        }
+        if self.settle {
+            batch.settle_to_bytes();
         }
         // What the batch holds now (processors mostly shrink it); a batch
         // that still has its received bytes was not changed, and holds
@@ -917,22 +933,35 @@ mod tests {
     use profcol_queue::{MemoryQueue, Queue};
     use prost::Message;
 
-    /// A processor that reads (`true`) or only guards admission.
-    struct Probe(bool);
+    /// A processor that only guards admission, reads, or changes batches
+    /// (drops the last sample of the first profile).
+    #[derive(Clone, Copy, PartialEq)]
+    enum Probe {
+        Guards,
+        Reads,
+        Changes,
+    }
 
     impl Processor for Probe {
-        fn process(&mut self, _: &mut ProfileBatch, _: &mut ProcessContext) -> Verdict {
+        fn process(&mut self, batch: &mut ProfileBatch, _: &mut ProcessContext) -> Verdict {
+            if *self == Probe::Changes {
+                let data = batch.data_mut();
+                data.resource_profiles[0].scope_profiles[0].profiles[0]
+                    .samples
+                    .pop();
+            }
             Verdict::Keep
         }
 
         fn reads_batches(&self) -> bool {
-            self.0
+            *self != Probe::Guards
         }
     }
 
-    /// What comes out of a pipeline of `processors` for a request checked
-    /// on the wire.
-    async fn through(processors: Vec<bool>) -> Arc<ProfileBatch> {
+    /// What comes out of a pipeline of `processors`, to an exporter that
+    /// `decodes` or not, for a request checked on the wire; and the
+    /// request.
+    async fn through(processors: Vec<Probe>, decodes: bool) -> (Arc<ProfileBatch>, Bytes) {
         let telemetry = Arc::new(Telemetry::new());
         let queue = Arc::new(MemoryQueue::new(8, crate::config::Sizer::Requests));
         let exporter = ExporterQueue {
@@ -941,15 +970,15 @@ mod tests {
             block: false,
             gauges: false,
             telemetry: telemetry.clone(),
-            decodes: false,
+            decodes,
             sends_compressed: None,
         };
         let processors = processors
             .into_iter()
             .enumerate()
-            .map(|(i, reads)| {
+            .map(|(i, probe)| {
                 let id = ComponentId::parse(&format!("probe/{i}")).unwrap();
-                (id, Box::new(Probe(reads)) as Box<dyn Processor>)
+                (id, Box::new(probe) as Box<dyn Processor>)
             })
             .collect();
         let budget = MemoryBudget::new(1 << 30);
@@ -959,22 +988,57 @@ mod tests {
             std::time::Duration::ZERO,
             processors,
             vec![exporter],
-            budget,
+            budget.clone(),
             telemetry,
         ));
         // Over INLINE, so an active chain decodes it on the CPU pool.
         let bytes = Bytes::from(profcol_model::synth::request(20_000, 2_000).encode_to_vec());
         assert!(bytes.len() > INLINE);
         let clean = profcol_model::wire_check::check(&bytes).unwrap();
-        let batch = Arc::new(ProfileBatch::checked(bytes, clean));
+        let mut batch = ProfileBatch::checked(bytes.clone(), clean);
+        batch.meta.memory = Some(Held::new(budget.force(bytes.len() + clean.heap)));
+        let batch = Arc::new(batch);
         p.prepare(batch).await.unwrap().commit();
-        queue.take().await.unwrap().0.batch
+        (queue.take().await.unwrap().0.batch, bytes)
     }
 
     #[tokio::test]
     async fn a_pipeline_of_admission_guards_forwards_without_decoding() {
-        assert!(!through(vec![false, false]).await.is_decoded());
-        assert!(through(vec![false, true]).await.is_decoded());
+        use Probe::*;
+        let (out, received) = through(vec![Guards, Guards], false).await;
+        assert!(!out.is_decoded());
+        assert_eq!(out.plain_bytes(), Some(&received));
+        assert!(through(vec![Guards, Reads], true).await.0.is_decoded());
+    }
+
+    /// Exporters that only send bytes get a batch that holds its bytes
+    /// alone, changed or not, with its counts; one that decodes gets the
+    /// messages.
+    #[tokio::test]
+    async fn a_chain_hands_exporters_that_send_bytes_only_its_bytes() {
+        use Probe::*;
+        let (out, received) = through(vec![Reads], false).await;
+        assert!(!out.is_decoded());
+        assert_eq!(out.plain_bytes(), Some(&received));
+
+        let (out, received) = through(vec![Reads, Changes], false).await;
+        assert!(!out.is_decoded());
+        let mut want = profcol_model::proto::ProfilesData::decode(&received[..]).unwrap();
+        want.resource_profiles[0].scope_profiles[0].profiles[0]
+            .samples
+            .pop();
+        let sent = out.plain_bytes().expect("encoded by the chain");
+        assert_eq!(sent, &want.encode_to_vec());
+        let (samples, profiles) = (out.sample_count(), out.profile_count());
+        assert_eq!(samples, 20_000 - 1);
+        assert_eq!(profiles, 1);
+        // What the batch holds is its bytes; decoding them again is right.
+        assert_eq!(out.meta.memory.as_ref().unwrap().bytes(), sent.len());
+        assert_eq!(out.data(), &want);
+
+        let (out, _) = through(vec![Changes], true).await;
+        assert!(out.is_decoded());
+        assert!(out.plain_bytes().is_none());
     }
 }
 
