@@ -1,0 +1,126 @@
+//! The four processors of `profcol-bench`'s `processors` case in process,
+//! without the network: what the naive proxy does with a request (prost
+//! decode, encode, drop) against what profcol's chain does with it (the
+//! wire check, decode, `dictionary_dedup`, `unit_normalization`,
+//! `thread_pruning`, `sampling`, encode, drop), on the bench's three
+//! requests. Both end to end sides add the same transport on top, so this
+//! ratio bounds the end to end one from below.
+//!
+//! `cargo bench -p profcol-processors --bench chain`
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use bytes::Bytes;
+use prost::Message;
+
+use profcol_model::proto::ExportProfilesServiceRequest;
+use profcol_model::{synth, wire_check, ProfileBatch};
+use profcol_pipeline::component::{ProcessContext, Processor};
+use profcol_pipeline::telemetry::Telemetry;
+
+// Only `configured::processor` is used here.
+#[allow(dead_code)]
+mod configured;
+#[allow(dead_code)]
+mod turns;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn naive(bytes: &Bytes) -> usize {
+    let req = ExportProfilesServiceRequest::decode(&bytes[..]).unwrap();
+    req.encode_to_vec().len()
+}
+
+struct Chain {
+    stages: Vec<(&'static str, Box<dyn Processor>)>,
+    telemetry: Telemetry,
+}
+
+impl Chain {
+    fn new() -> Self {
+        use profcol_processors::{dictionary_dedup, sampling, thread_pruning, unit_normalization};
+        let p = configured::processor;
+        Self {
+            stages: vec![
+                ("dictionary_dedup", p(&*dictionary_dedup::factory(), "{}")),
+                (
+                    "unit_normalization",
+                    p(&*unit_normalization::factory(), "{target: ucum}"),
+                ),
+                (
+                    "thread_pruning",
+                    p(
+                        &*thread_pruning::factory(),
+                        r"{rename_threads: [{pattern: 'worker-\d+', replacement: 'worker-*'}]}",
+                    ),
+                ),
+                (
+                    "sampling",
+                    p(
+                        &*sampling::factory(),
+                        "{sampling_percentage: 100, mode: session}",
+                    ),
+                ),
+            ],
+            telemetry: Telemetry::new(),
+        }
+    }
+
+    fn run(&mut self, bytes: &Bytes) -> usize {
+        let clean = wire_check::check(bytes).unwrap();
+        let mut batch = ProfileBatch::checked(bytes.clone(), clean);
+        for (name, p) in &mut self.stages {
+            p.process(
+                &mut batch,
+                &mut ProcessContext::new("bench", name, &self.telemetry),
+            );
+        }
+        batch.encode_to_bytes().len()
+    }
+}
+
+/// Best of `rounds` of `n` calls, per call, in ms.
+fn best(rounds: usize, n: usize, mut f: impl FnMut() -> usize) -> f64 {
+    (0..rounds)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..n {
+                black_box(f());
+            }
+            t.elapsed().as_secs_f64() * 1e3 / n as f64
+        })
+        .fold(f64::MAX, f64::min)
+}
+
+fn main() {
+    let sizes = [
+        ("small", synth::request(1_000, 500), 200),
+        ("medium", synth::request(100_000, 20_000), 4),
+        (
+            "large",
+            synth::Config {
+                samples: 400_000,
+                stacks: 60_000,
+                functions: 8_000,
+                ..Default::default()
+            }
+            .build(),
+            1,
+        ),
+    ];
+    let mut chain = Chain::new();
+    println!("| request | naive (prost) | profcol chain | ratio |");
+    println!("|---|---|---|---|");
+    for (name, data, n) in sizes {
+        let bytes = Bytes::from(data.encode_to_vec());
+        let (mut a, mut b) = (f64::MAX, f64::MAX);
+        // Interleaved, best of each.
+        for _ in 0..8 {
+            a = a.min(best(1, n, || naive(&bytes)));
+            b = b.min(best(1, n, || chain.run(&bytes)));
+        }
+        println!("| {name} | {a:.3} ms | {b:.3} ms | {:.2}x |", b / a);
+    }
+}
