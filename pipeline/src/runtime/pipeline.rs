@@ -226,10 +226,10 @@ impl Pipeline {
         } else {
             Vec::new()
         };
-        let settle = sends_bytes_only(stage.is_some(), &connectors, &exporters);
+        let bytes_only = sends_bytes_only(&connectors, &exporters);
         let chain = (!processors.is_empty()).then(|| {
             let mut chain = Chain::new(processors, &id, &budget);
-            chain.settle = settle;
+            chain.settle = stage.is_none() && bytes_only;
             Arc::new(Mutex::new(chain))
         });
         if let (Some(chain), Ok(rt)) = (&chain, tokio::runtime::Handle::try_current()) {
@@ -249,7 +249,12 @@ impl Pipeline {
             let worker = StageWorker {
                 stage: processor,
                 name: name.clone(),
-                after: (!after.is_empty()).then(|| Chain::new(after, &id, &budget)),
+                after: (!after.is_empty()).then(|| {
+                    let mut chain = Chain::new(after, &id, &budget);
+                    chain.settle = bytes_only;
+                    chain
+                }),
+                settle: bytes_only,
                 pipeline: id.clone(),
                 budget: budget.clone(),
                 telemetry: telemetry.clone(),
@@ -425,7 +430,7 @@ impl Pipeline {
         // Nothing here will decode a batch still undecoded: while it waits
         // to be sent it holds only its bytes, as compressed when every
         // exporter sends them so. A compressed form no exporter sends goes.
-        let forwarded = sends_bytes_only(self.stage.is_some(), &self.connectors, &self.exporters);
+        let forwarded = self.stage.is_none() && sends_bytes_only(&self.connectors, &self.exporters);
         if let Some(b) = out.as_mut().and_then(Arc::get_mut) {
             let mut sends = self.exporters.iter().map(|e| e.sends_compressed);
             let first = sends.next().flatten();
@@ -609,10 +614,10 @@ struct Chain {
     settle: bool,
 }
 
-/// Whether what a pipeline hands its batches to after its chain only sends
-/// their bytes: no stateful stage, no connector, no exporter that decodes.
-fn sends_bytes_only(stage: bool, connectors: &[Connection], exporters: &[ExporterQueue]) -> bool {
-    !stage && connectors.is_empty() && exporters.iter().all(|e| !e.decodes)
+/// Whether where a pipeline hands its batches only sends their bytes: no
+/// connector, no exporter that decodes.
+fn sends_bytes_only(connectors: &[Connection], exporters: &[ExporterQueue]) -> bool {
+    connectors.is_empty() && exporters.iter().all(|e| !e.decodes)
 }
 
 /// The batch itself, copied only if another pipeline still shares it (the
@@ -718,6 +723,9 @@ struct StageWorker {
     telemetry: Arc<Telemetry>,
     held: Arc<HeldSamples>,
     outlet: Arc<Outlet>,
+    /// The outlet only sends bytes: what the stage emits is encoded here,
+    /// on the CPU pool, as at the end of a [`Chain`].
+    settle: bool,
 }
 
 /// Where a stage's output goes: the pipeline's exporter queues and its
@@ -819,6 +827,10 @@ impl StageWorker {
             self.telemetry
                 .processor_in_out(&self.pipeline, &self.name, 0, n);
             let Some(after) = &mut self.after else {
+                let mut batch = batch;
+                if self.settle {
+                    batch.settle_to_bytes();
+                }
                 out.push((Arc::new(batch), n));
                 continue;
             };
@@ -934,21 +946,27 @@ mod tests {
     use prost::Message;
 
     /// A processor that only guards admission, reads, or changes batches
-    /// (drops the last sample of the first profile).
+    /// (drops the last sample of the first profile); or a stateful stage
+    /// that changes them so and emits them at once.
     #[derive(Clone, Copy, PartialEq)]
     enum Probe {
         Guards,
         Reads,
         Changes,
+        Stage,
+    }
+
+    fn change(batch: &mut ProfileBatch) {
+        let data = batch.data_mut();
+        data.resource_profiles[0].scope_profiles[0].profiles[0]
+            .samples
+            .pop();
     }
 
     impl Processor for Probe {
         fn process(&mut self, batch: &mut ProfileBatch, _: &mut ProcessContext) -> Verdict {
             if *self == Probe::Changes {
-                let data = batch.data_mut();
-                data.resource_profiles[0].scope_profiles[0].profiles[0]
-                    .samples
-                    .pop();
+                change(batch);
             }
             Verdict::Keep
         }
@@ -956,6 +974,38 @@ mod tests {
         fn reads_batches(&self) -> bool {
             *self != Probe::Guards
         }
+
+        fn stateful(&mut self) -> Option<&mut dyn crate::component::Stateful> {
+            if *self == Probe::Stage {
+                Some(self)
+            } else {
+                None
+            }
+        }
+    }
+
+    impl crate::component::Stateful for Probe {
+        fn accept(
+            &mut self,
+            mut batch: ProfileBatch,
+            _: Instant,
+            out: &mut Vec<ProfileBatch>,
+            _: &crate::component::StageContext<'_>,
+        ) {
+            change(&mut batch);
+            out.push(batch);
+        }
+        fn deadline(&self) -> Option<Instant> {
+            None
+        }
+        fn tick(
+            &mut self,
+            _: Instant,
+            _: &mut Vec<ProfileBatch>,
+            _: &crate::component::StageContext<'_>,
+        ) {
+        }
+        fn flush(&mut self, _: &mut Vec<ProfileBatch>, _: &crate::component::StageContext<'_>) {}
     }
 
     /// What comes out of a pipeline of `processors`, to an exporter that
@@ -1012,8 +1062,8 @@ mod tests {
     }
 
     /// Exporters that only send bytes get a batch that holds its bytes
-    /// alone, changed or not, with its counts; one that decodes gets the
-    /// messages.
+    /// alone, changed or not, with its counts, from a chain or a stage;
+    /// one that decodes gets the messages.
     #[tokio::test]
     async fn a_chain_hands_exporters_that_send_bytes_only_its_bytes() {
         use Probe::*;
@@ -1021,24 +1071,28 @@ mod tests {
         assert!(!out.is_decoded());
         assert_eq!(out.plain_bytes(), Some(&received));
 
-        let (out, received) = through(vec![Reads, Changes], false).await;
-        assert!(!out.is_decoded());
-        let mut want = profcol_model::proto::ProfilesData::decode(&received[..]).unwrap();
-        want.resource_profiles[0].scope_profiles[0].profiles[0]
-            .samples
-            .pop();
-        let sent = out.plain_bytes().expect("encoded by the chain");
-        assert_eq!(sent, &want.encode_to_vec());
-        let (samples, profiles) = (out.sample_count(), out.profile_count());
-        assert_eq!(samples, 20_000 - 1);
-        assert_eq!(profiles, 1);
-        // What the batch holds is its bytes; decoding them again is right.
-        assert_eq!(out.meta.memory.as_ref().unwrap().bytes(), sent.len());
-        assert_eq!(out.data(), &want);
+        for probes in [vec![Reads, Changes], vec![Stage], vec![Reads, Stage, Reads]] {
+            let (out, received) = through(probes, false).await;
+            assert!(!out.is_decoded());
+            let mut want = profcol_model::proto::ProfilesData::decode(&received[..]).unwrap();
+            want.resource_profiles[0].scope_profiles[0].profiles[0]
+                .samples
+                .pop();
+            let sent = out.plain_bytes().expect("encoded by the chain");
+            assert_eq!(sent, &want.encode_to_vec());
+            let (samples, profiles) = (out.sample_count(), out.profile_count());
+            assert_eq!(samples, 20_000 - 1);
+            assert_eq!(profiles, 1);
+            // What the batch holds is its bytes; decoding them again is right.
+            assert_eq!(out.meta.memory.as_ref().unwrap().bytes(), sent.len());
+            assert_eq!(out.data(), &want);
+        }
 
-        let (out, _) = through(vec![Changes], true).await;
-        assert!(out.is_decoded());
-        assert!(out.plain_bytes().is_none());
+        for probes in [vec![Changes], vec![Stage]] {
+            let (out, _) = through(probes, true).await;
+            assert!(out.is_decoded());
+            assert!(out.plain_bytes().is_none());
+        }
     }
 }
 
