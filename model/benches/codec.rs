@@ -18,23 +18,14 @@ use profcol_model::{codec, synth};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    let requests: Vec<(usize, Vec<u8>)> = [
-        synth::request(1_000, 500),
-        synth::request(100_000, 20_000),
-        synth::Config {
-            samples: 400_000,
-            stacks: 60_000,
-            functions: 8_000,
-            ..Default::default()
-        }
-        .build(),
-    ]
-    .iter()
-    .map(|d| {
-        let n = profcol_model::ProfileBatch::new(d.clone()).sample_count() as usize;
-        (n, d.encode_to_vec())
-    })
-    .collect();
+    let requests: Vec<(usize, Vec<u8>)> = ["small", "medium", "large"]
+        .map(|name| synth::sized(name).expect("a bench size"))
+        .iter()
+        .map(|d| {
+            let n = profcol_model::ProfileBatch::new(d.clone()).sample_count() as usize;
+            (n, d.encode_to_vec())
+        })
+        .collect();
     let mut c = Criterion::default()
         .sample_size(10)
         .measurement_time(Duration::from_secs(3))

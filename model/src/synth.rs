@@ -53,6 +53,31 @@ pub fn request(samples: usize, stacks: usize) -> ProfilesData {
     .build()
 }
 
+/// The requests of `profcol-bench` and the benches that compare with it:
+/// `small` (1k samples over 500 stacks), `medium` (100k over 20k, ~2 MB),
+/// `large` (400k over 60k, 8k functions), `one-value` (1e6 samples of one
+/// value each, ~7 MB); `None` for another name.
+pub fn sized(name: &str) -> Option<ProfilesData> {
+    Some(match name {
+        "small" => request(1_000, 500),
+        "medium" => request(100_000, 20_000),
+        "large" => Config {
+            samples: 400_000,
+            stacks: 60_000,
+            functions: 8_000,
+            ..Config::default()
+        }
+        .build(),
+        "one-value" => Config {
+            samples: 1_000_000,
+            timestamps: false,
+            ..Config::default()
+        }
+        .build(),
+        _ => return None,
+    })
+}
+
 /// `n` requests from the same program (same function names, different
 /// stacks and samples): what a collector merges.
 pub fn requests(n: usize, samples: usize, stacks: usize) -> Vec<ProfilesData> {

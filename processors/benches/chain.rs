@@ -81,45 +81,29 @@ impl Chain {
     }
 }
 
-/// Best of `rounds` of `n` calls, per call, in ms.
-fn best(rounds: usize, n: usize, mut f: impl FnMut() -> usize) -> f64 {
-    (0..rounds)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..n {
-                black_box(f());
-            }
-            t.elapsed().as_secs_f64() * 1e3 / n as f64
-        })
-        .fold(f64::MAX, f64::min)
+/// `f` timed over `n` calls, per call, in ms.
+fn per_call(n: usize, mut f: impl FnMut() -> usize) -> f64 {
+    let t = Instant::now();
+    for _ in 0..n {
+        black_box(f());
+    }
+    t.elapsed().as_secs_f64() * 1e3 / n as f64
 }
 
 fn main() {
-    let sizes = [
-        ("small", synth::request(1_000, 500), 200),
-        ("medium", synth::request(100_000, 20_000), 4),
-        (
-            "large",
-            synth::Config {
-                samples: 400_000,
-                stacks: 60_000,
-                functions: 8_000,
-                ..Default::default()
-            }
-            .build(),
-            1,
-        ),
-    ];
+    // Calls per timing, by size.
+    let sizes = [("small", 200), ("medium", 4), ("large", 1)];
     let mut chain = Chain::new();
     println!("| request | naive (prost) | profcol chain | ratio |");
     println!("|---|---|---|---|");
-    for (name, data, n) in sizes {
+    for (name, n) in sizes {
+        let data = synth::sized(name).expect("a bench size");
         let bytes = Bytes::from(data.encode_to_vec());
         let (mut a, mut b) = (f64::MAX, f64::MAX);
         // Interleaved, best of each.
         for _ in 0..8 {
-            a = a.min(best(1, n, || naive(&bytes)));
-            b = b.min(best(1, n, || chain.run(&bytes)));
+            a = a.min(per_call(n, || naive(&bytes)));
+            b = b.min(per_call(n, || chain.run(&bytes)));
         }
         println!("| {name} | {a:.3} ms | {b:.3} ms | {:.2}x |", b / a);
     }
