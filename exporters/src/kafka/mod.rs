@@ -286,9 +286,10 @@ impl Exporter for KafkaExporter {
         Ok(())
     }
 
-    /// See [`KafkaExporter::value`].
+    /// See [`KafkaExporter::value`]; `topic_from_attribute` reads the
+    /// resources ([`KafkaExporter::topic_of`]), which decodes the batch.
     fn sends_received_bytes(&self) -> bool {
-        self.encoding == Encoding::Proto
+        self.encoding == Encoding::Proto && self.topic_from_attribute.is_empty()
     }
 
     async fn export(

@@ -170,3 +170,16 @@ fn linger_and_broker_write_bytes_are_the_collectors() {
         );
     }
 }
+
+/// What the pipeline keeps a batch as while it waits for this exporter:
+/// the bytes alone only if sending needs nothing else.
+#[test]
+fn sends_bytes_alone_unless_it_reads_the_batch() {
+    let sends_bytes = |yaml: &str| {
+        let (c, r) = resolve(yaml).unwrap();
+        KafkaExporter::new(&c, r, Duration::from_secs(5)).sends_received_bytes()
+    };
+    assert!(sends_bytes("{}"));
+    assert!(!sends_bytes("{profiles: {encoding: otlp_json}}"));
+    assert!(!sends_bytes("{topic_from_attribute: service.name}"));
+}
