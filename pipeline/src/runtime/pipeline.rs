@@ -822,12 +822,11 @@ impl StageWorker {
             }
         }
         let mut out = Vec::with_capacity(emitted.len());
-        for batch in emitted {
+        for mut batch in emitted {
             let n = batch.sample_count();
             self.telemetry
                 .processor_in_out(&self.pipeline, &self.name, 0, n);
             let Some(after) = &mut self.after else {
-                let mut batch = batch;
                 if self.settle {
                     batch.settle_to_bytes();
                 }
@@ -939,9 +938,10 @@ async fn sleep_until(deadline: Option<Instant>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::component::Verdict;
+    use crate::component::{StageContext, Stateful, Verdict};
     use crate::telemetry::Telemetry;
     use bytes::Bytes;
+    use profcol_model::proto::ProfilesData;
     use profcol_queue::{MemoryQueue, Queue};
     use prost::Message;
 
@@ -956,8 +956,8 @@ mod tests {
         Stage,
     }
 
-    fn change(batch: &mut ProfileBatch) {
-        let data = batch.data_mut();
+    /// What [`Probe::Changes`] does.
+    fn change(data: &mut ProfilesData) {
         data.resource_profiles[0].scope_profiles[0].profiles[0]
             .samples
             .pop();
@@ -966,7 +966,7 @@ mod tests {
     impl Processor for Probe {
         fn process(&mut self, batch: &mut ProfileBatch, _: &mut ProcessContext) -> Verdict {
             if *self == Probe::Changes {
-                change(batch);
+                change(batch.data_mut());
             }
             Verdict::Keep
         }
@@ -975,7 +975,7 @@ mod tests {
             *self != Probe::Guards
         }
 
-        fn stateful(&mut self) -> Option<&mut dyn crate::component::Stateful> {
+        fn stateful(&mut self) -> Option<&mut dyn Stateful> {
             if *self == Probe::Stage {
                 Some(self)
             } else {
@@ -984,28 +984,22 @@ mod tests {
         }
     }
 
-    impl crate::component::Stateful for Probe {
+    impl Stateful for Probe {
         fn accept(
             &mut self,
             mut batch: ProfileBatch,
             _: Instant,
             out: &mut Vec<ProfileBatch>,
-            _: &crate::component::StageContext<'_>,
+            _: &StageContext<'_>,
         ) {
-            change(&mut batch);
+            change(batch.data_mut());
             out.push(batch);
         }
         fn deadline(&self) -> Option<Instant> {
             None
         }
-        fn tick(
-            &mut self,
-            _: Instant,
-            _: &mut Vec<ProfileBatch>,
-            _: &crate::component::StageContext<'_>,
-        ) {
-        }
-        fn flush(&mut self, _: &mut Vec<ProfileBatch>, _: &crate::component::StageContext<'_>) {}
+        fn tick(&mut self, _: Instant, _: &mut Vec<ProfileBatch>, _: &StageContext<'_>) {}
+        fn flush(&mut self, _: &mut Vec<ProfileBatch>, _: &StageContext<'_>) {}
     }
 
     /// What comes out of a pipeline of `processors`, to an exporter that
@@ -1074,10 +1068,8 @@ mod tests {
         for probes in [vec![Reads, Changes], vec![Stage], vec![Reads, Stage, Reads]] {
             let (out, received) = through(probes, false).await;
             assert!(!out.is_decoded());
-            let mut want = profcol_model::proto::ProfilesData::decode(&received[..]).unwrap();
-            want.resource_profiles[0].scope_profiles[0].profiles[0]
-                .samples
-                .pop();
+            let mut want = ProfilesData::decode(&received[..]).unwrap();
+            change(&mut want);
             let sent = out.plain_bytes().expect("encoded by the chain");
             assert_eq!(sent, &want.encode_to_vec());
             let (samples, profiles) = (out.sample_count(), out.profile_count());
