@@ -20,6 +20,7 @@
 use std::mem::size_of;
 
 use super::bounds::MAX_UNIX_NANO;
+use super::codec::read::{Reader, FIXED64, LEN, VARINT};
 use super::footprint::{pushed, text_heap};
 use crate::proto::{
     common::EntityRef, AnyValue, KeyValue, KeyValueAndUnit, Line, Link, Location, Mapping, Profile,
@@ -42,7 +43,7 @@ pub fn check(bytes: &[u8]) -> Option<Clean> {
     let mut resources = Vec::new();
     let mut dictionary: Option<&[u8]> = None;
     let mut r = Reader::new(bytes);
-    while let Some((field, wire)) = r.key()? {
+    while let Some((field, wire)) = r.next_key()? {
         match (field, wire) {
             (1, LEN) => resources.push(r.bytes()?),
             // prost merges a second dictionary into the first.
@@ -67,72 +68,11 @@ pub fn check(bytes: &[u8]) -> Option<Clean> {
     Some(w.out)
 }
 
-const VARINT: u8 = 0;
-const I64: u8 = 1;
-const LEN: u8 = 2;
-
 /// AnyValue nesting followed (prost allows 100).
 const MAX_DEPTH: u32 = 16;
 
-struct Reader<'a> {
-    b: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn new(b: &'a [u8]) -> Self {
-        Self { b, at: 0 }
-    }
-
-    /// The next field's number and wire type; `Some(None)` at the end.
-    #[inline]
-    fn key(&mut self) -> Option<Option<(u32, u8)>> {
-        if self.at == self.b.len() {
-            return Some(None);
-        }
-        let key = self.varint()?;
-        let field = u32::try_from(key >> 3).ok().filter(|&f| f > 0)?;
-        Some(Some((field, (key & 7) as u8)))
-    }
-
-    /// prost's varint: at most ten bytes, the tenth at most 1.
-    #[inline]
-    fn varint(&mut self) -> Option<u64> {
-        // Keys and most indices take one byte.
-        let first = *self.b.get(self.at)?;
-        if first < 0x80 {
-            self.at += 1;
-            return Some(u64::from(first));
-        }
-        self.varint_long()
-    }
-
-    #[inline(never)]
-    fn varint_long(&mut self) -> Option<u64> {
-        let mut v = 0u64;
-        for i in 0..10 {
-            let byte = *self.b.get(self.at)?;
-            self.at += 1;
-            if i == 9 && byte > 1 {
-                return None;
-            }
-            v |= u64::from(byte & 0x7f) << (7 * i);
-            if byte < 0x80 {
-                return Some(v);
-            }
-        }
-        None
-    }
-
-    #[inline]
-    fn bytes(&mut self) -> Option<&'a [u8]> {
-        let len = usize::try_from(self.varint()?).ok()?;
-        let end = self.at.checked_add(len)?;
-        let s = self.b.get(self.at..end)?;
-        self.at = end;
-        Some(s)
-    }
-
+/// Reads of the fields the walk does not keep, on the codec's reader.
+impl Reader<'_> {
     /// A `bytes` field: the heap of its `Vec<u8>`.
     fn blob(&mut self) -> Option<usize> {
         Some(text_heap(self.bytes()?.len()))
@@ -144,13 +84,6 @@ impl<'a> Reader<'a> {
         is_utf8(s).then_some(text_heap(s.len()))
     }
 
-    fn fixed64(&mut self) -> Option<u64> {
-        let end = self.at.checked_add(8)?;
-        let v = u64::from_le_bytes(self.b.get(self.at..end)?.try_into().ok()?);
-        self.at = end;
-        Some(v)
-    }
-
     /// Skips a scalar of the wire type a field of the schema has.
     fn scalar(&mut self, wire: u8, want: u8) -> Option<()> {
         if wire != want {
@@ -158,7 +91,7 @@ impl<'a> Reader<'a> {
         }
         match wire {
             VARINT => self.varint().map(drop),
-            I64 => self.fixed64().map(drop),
+            FIXED64 => self.fixed64().map(drop),
             _ => None,
         }
     }
@@ -193,7 +126,7 @@ fn indices(r: &mut Reader, wire: u8, len: usize) -> Option<usize> {
         LEN => {
             let mut p = Reader::new(r.bytes()?);
             let mut n = 0;
-            while p.at < p.b.len() {
+            while !p.is_empty() {
                 index(&mut p, VARINT, len)?;
                 n += 1;
             }
@@ -220,7 +153,7 @@ fn index_vec(n: usize) -> usize {
 fn dictionary_lens(d: &[u8]) -> Option<Lens> {
     let mut n = Lens::default();
     let mut r = Reader::new(d);
-    while let Some((field, wire)) = r.key()? {
+    while let Some((field, wire)) = r.next_key()? {
         if wire != LEN {
             return None;
         }
@@ -261,7 +194,7 @@ impl Walk {
             + pushed(n.attribute, size_of::<KeyValueAndUnit>())
             + pushed(n.stack, size_of::<Stack>());
         let mut r = Reader::new(d);
-        while let Some((field, _)) = r.key()? {
+        while let Some((field, _)) = r.next_key()? {
             let entry = r.bytes()?;
             let mut e = Reader::new(entry);
             match field {
@@ -282,7 +215,7 @@ impl Walk {
 
     fn mapping(&mut self, r: &mut Reader) -> Option<()> {
         let mut attrs = 0;
-        while let Some((field, wire)) = r.key()? {
+        while let Some((field, wire)) = r.next_key()? {
             match field {
                 1..=3 => r.scalar(wire, VARINT)?,
                 4 => index(r, wire, self.n.string)?,
@@ -296,13 +229,13 @@ impl Walk {
 
     fn location(&mut self, r: &mut Reader) -> Option<()> {
         let (mut lines, mut attrs) = (0, 0);
-        while let Some((field, wire)) = r.key()? {
+        while let Some((field, wire)) = r.next_key()? {
             match (field, wire) {
                 (1, _) => index(r, wire, self.n.mapping)?,
                 (2, _) => r.scalar(wire, VARINT)?,
                 (3, LEN) => {
                     let mut line = Reader::new(r.bytes()?);
-                    while let Some((field, wire)) = line.key()? {
+                    while let Some((field, wire)) = line.next_key()? {
                         match field {
                             1 => index(&mut line, wire, self.n.function)?,
                             2 | 3 => line.scalar(wire, VARINT)?,
@@ -320,7 +253,7 @@ impl Walk {
     }
 
     fn function(&mut self, r: &mut Reader) -> Option<()> {
-        while let Some((field, wire)) = r.key()? {
+        while let Some((field, wire)) = r.next_key()? {
             match field {
                 1..=3 => index(r, wire, self.n.string)?,
                 4 => r.scalar(wire, VARINT)?,
@@ -331,7 +264,7 @@ impl Walk {
     }
 
     fn link(&mut self, r: &mut Reader) -> Option<()> {
-        while let Some((field, wire)) = r.key()? {
+        while let Some((field, wire)) = r.next_key()? {
             match (field, wire) {
                 (1 | 2, LEN) => self.out.heap += r.blob()?,
                 _ => return None,
@@ -342,7 +275,7 @@ impl Walk {
 
     fn key_value_and_unit(&mut self, r: &mut Reader) -> Option<()> {
         let mut value = false;
-        while let Some((field, wire)) = r.key()? {
+        while let Some((field, wire)) = r.next_key()? {
             match (field, wire) {
                 (1 | 3, _) => index(r, wire, self.n.string)?,
                 (2, LEN) => {
@@ -357,7 +290,7 @@ impl Walk {
 
     fn stack(&mut self, r: &mut Reader) -> Option<()> {
         let mut locations = 0;
-        while let Some((field, wire)) = r.key()? {
+        while let Some((field, wire)) = r.next_key()? {
             match field {
                 1 => locations += indices(r, wire, self.n.location)?,
                 _ => return None,
@@ -374,7 +307,7 @@ impl Walk {
         }
         let mut kv = Reader::new(r.bytes()?);
         let mut value = false;
-        while let Some((field, wire)) = kv.key()? {
+        while let Some((field, wire)) = kv.next_key()? {
             match (field, wire) {
                 (1, LEN) => self.out.heap += kv.text()?,
                 (2, LEN) => {
@@ -393,7 +326,7 @@ impl Walk {
             return None;
         }
         let mut set = false;
-        while let Some((field, wire)) = r.key()? {
+        while let Some((field, wire)) = r.next_key()? {
             // A oneof set twice keeps the last (or merges): not followed.
             if std::mem::replace(&mut set, true) {
                 return None;
@@ -401,11 +334,11 @@ impl Walk {
             match (field, wire) {
                 (1, LEN) => self.out.heap += r.text()?,
                 (2 | 3, _) => r.scalar(wire, VARINT)?,
-                (4, _) => r.scalar(wire, I64)?,
+                (4, _) => r.scalar(wire, FIXED64)?,
                 (5, LEN) => {
                     let mut a = Reader::new(r.bytes()?);
                     let mut values = 0;
-                    while let Some((field, wire)) = a.key()? {
+                    while let Some((field, wire)) = a.next_key()? {
                         match (field, wire) {
                             (1, LEN) => {
                                 self.any_value(&mut Reader::new(a.bytes()?), depth + 1)?;
@@ -419,7 +352,7 @@ impl Walk {
                 (6, LEN) => {
                     let mut l = Reader::new(r.bytes()?);
                     let mut values = 0;
-                    while let Some((field, wire)) = l.key()? {
+                    while let Some((field, wire)) = l.next_key()? {
                         match field {
                             1 => self.key_value(&mut l, wire, depth + 1)?,
                             _ => return None,
@@ -439,7 +372,7 @@ impl Walk {
     fn resource_profiles(&mut self, b: &[u8]) -> Option<()> {
         let mut r = Reader::new(b);
         let (mut resource, mut scopes) = (false, 0);
-        while let Some((field, wire)) = r.key()? {
+        while let Some((field, wire)) = r.next_key()? {
             match (field, wire) {
                 (1, LEN) => {
                     first(&mut resource)?;
@@ -459,7 +392,7 @@ impl Walk {
 
     fn resource(&mut self, r: &mut Reader) -> Option<()> {
         let (mut attrs, mut entities) = (0, 0);
-        while let Some((field, wire)) = r.key()? {
+        while let Some((field, wire)) = r.next_key()? {
             match field {
                 1 => {
                     self.key_value(r, wire, 0)?;
@@ -469,7 +402,7 @@ impl Walk {
                 3 if wire == LEN => {
                     let mut e = Reader::new(r.bytes()?);
                     let (mut ids, mut descriptions) = (0, 0);
-                    while let Some((field, wire)) = e.key()? {
+                    while let Some((field, wire)) = e.next_key()? {
                         match (field, wire) {
                             (1..=4, LEN) => self.out.heap += e.text()?,
                             _ => return None,
@@ -491,13 +424,13 @@ impl Walk {
 
     fn scope_profiles(&mut self, r: &mut Reader) -> Option<()> {
         let (mut scope, mut profiles) = (false, 0);
-        while let Some((field, wire)) = r.key()? {
+        while let Some((field, wire)) = r.next_key()? {
             match (field, wire) {
                 (1, LEN) => {
                     first(&mut scope)?;
                     let mut s = Reader::new(r.bytes()?);
                     let mut attrs = 0;
-                    while let Some((field, wire)) = s.key()? {
+                    while let Some((field, wire)) = s.next_key()? {
                         match (field, wire) {
                             (1 | 2, LEN) => self.out.heap += s.text()?,
                             (3, _) => {
@@ -524,7 +457,7 @@ impl Walk {
     }
 
     fn value_type(&mut self, r: &mut Reader) -> Option<()> {
-        while let Some((field, wire)) = r.key()? {
+        while let Some((field, wire)) = r.next_key()? {
             match field {
                 1 | 2 => index(r, wire, self.n.string)?,
                 _ => return None,
@@ -537,14 +470,14 @@ impl Walk {
         // prost keeps the last of a repeated singular scalar.
         let (mut time, mut duration) = (0u64, 0u64);
         let (mut samples, mut observations, mut attrs) = (0, 0, 0);
-        while let Some((field, wire)) = r.key()? {
+        while let Some((field, wire)) = r.next_key()? {
             match (field, wire) {
                 (1 | 5, LEN) => self.value_type(&mut Reader::new(r.bytes()?))?,
                 (2, LEN) => {
                     observations += self.sample(&mut Reader::new(r.bytes()?))?;
                     samples += 1;
                 }
-                (3, I64) => time = r.fixed64()?,
+                (3, FIXED64) => time = r.fixed64()?,
                 (4, VARINT) => duration = r.varint()?,
                 (6 | 8, _) => r.scalar(wire, VARINT)?,
                 (7 | 10, LEN) => self.out.heap += r.blob()?,
@@ -565,14 +498,14 @@ impl Walk {
     #[inline]
     fn sample(&mut self, r: &mut Reader) -> Option<u64> {
         let (mut attrs, mut values, mut stamps) = (0, 0, 0);
-        while let Some((field, wire)) = r.key()? {
+        while let Some((field, wire)) = r.next_key()? {
             match (field, wire) {
                 (1, _) => index(r, wire, self.n.stack)?,
                 (2, _) => attrs += indices(r, wire, self.n.attribute)?,
                 (3, _) => index(r, wire, self.n.link)?,
                 (4, LEN) => {
                     let mut p = Reader::new(r.bytes()?);
-                    while p.at < p.b.len() {
+                    while !p.is_empty() {
                         p.varint()?;
                         values += 1;
                     }
@@ -593,7 +526,7 @@ impl Walk {
                     }
                     stamps += p.len() / 8;
                 }
-                (5, I64) => {
+                (5, FIXED64) => {
                     if r.fixed64()? > MAX_UNIX_NANO {
                         return None;
                     }

@@ -5,7 +5,7 @@
 
 mod decode;
 mod encode;
-mod read;
+pub(crate) mod read;
 #[cfg(test)]
 mod tests;
 mod write;

@@ -1,39 +1,44 @@
 //! Reading protobuf's wire format from a slice. Every read returns `None`
 //! on anything prost would not accept as it is (or that this reader leaves
-//! to prost, such as groups): the caller then lets prost decode the whole
-//! message, which names the fault.
+//! to prost, such as groups): the codec then lets prost decode the whole
+//! message, which names the fault, and the wire check takes the decoding
+//! path.
 
 /// Wire types.
-pub(super) const VARINT: u8 = 0;
-pub(super) const FIXED64: u8 = 1;
-pub(super) const LEN: u8 = 2;
-pub(super) const FIXED32: u8 = 5;
+pub(crate) const VARINT: u8 = 0;
+pub(crate) const FIXED64: u8 = 1;
+pub(crate) const LEN: u8 = 2;
+pub(crate) const FIXED32: u8 = 5;
 
-pub(super) struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     buf: &'a [u8],
 }
 
 impl<'a> Reader<'a> {
-    pub(super) fn new(buf: &'a [u8]) -> Self {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
         Self { buf }
     }
 
-    pub(super) fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
 
     /// prost's `decode_varint`: at most ten bytes, the tenth at most 1.
     #[inline]
-    pub(super) fn varint(&mut self) -> Option<u64> {
-        let b = self.buf;
-        match b.first() {
-            Some(&x) if x < 0x80 => {
-                self.buf = &b[1..];
-                return Some(x as u64);
+    pub(crate) fn varint(&mut self) -> Option<u64> {
+        // Keys and most indices take one byte.
+        match self.buf.split_first() {
+            Some((&x, rest)) if x < 0x80 => {
+                self.buf = rest;
+                Some(x as u64)
             }
-            None => return None,
-            _ => {}
+            _ => self.varint_long(),
         }
+    }
+
+    #[inline(never)]
+    fn varint_long(&mut self) -> Option<u64> {
+        let b = self.buf;
         let mut v = 0u64;
         for (i, &x) in b.iter().enumerate().take(10) {
             if i == 9 && x > 1 {
@@ -50,7 +55,7 @@ impl<'a> Reader<'a> {
 
     /// A field's number and wire type, as prost's `decode_key` checks them.
     #[inline]
-    pub(super) fn key(&mut self) -> Option<(u32, u8)> {
+    pub(crate) fn key(&mut self) -> Option<(u32, u8)> {
         let k = self.varint()?;
         if k > u32::MAX as u64 || k < 8 {
             return None;
@@ -58,9 +63,18 @@ impl<'a> Reader<'a> {
         Some(((k >> 3) as u32, (k & 7) as u8))
     }
 
+    /// [`Reader::key`], or `Some(None)` at the end of the message.
+    #[inline]
+    pub(crate) fn next_key(&mut self) -> Option<Option<(u32, u8)>> {
+        if self.is_empty() {
+            return Some(None);
+        }
+        self.key().map(Some)
+    }
+
     /// A length-delimited field's bytes.
     #[inline]
-    pub(super) fn bytes(&mut self) -> Option<&'a [u8]> {
+    pub(crate) fn bytes(&mut self) -> Option<&'a [u8]> {
         let n = self.varint()?;
         if n > self.buf.len() as u64 {
             return None;
@@ -70,14 +84,14 @@ impl<'a> Reader<'a> {
         Some(head)
     }
 
-    pub(super) fn fixed64(&mut self) -> Option<u64> {
+    pub(crate) fn fixed64(&mut self) -> Option<u64> {
         let (head, tail) = self.buf.split_first_chunk::<8>()?;
         self.buf = tail;
         Some(u64::from_le_bytes(*head))
     }
 
     /// Skips a field of an unknown number; groups are left to prost.
-    pub(super) fn skip(&mut self, wire: u8) -> Option<()> {
+    pub(crate) fn skip(&mut self, wire: u8) -> Option<()> {
         match wire {
             VARINT => self.varint().map(drop),
             FIXED64 => self.fixed64().map(drop),
@@ -92,7 +106,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A string field, UTF-8 as prost requires.
-    pub(super) fn string(&mut self) -> Option<String> {
+    pub(crate) fn string(&mut self) -> Option<String> {
         Some(std::str::from_utf8(self.bytes()?).ok()?.to_owned())
     }
 }
@@ -100,7 +114,7 @@ impl<'a> Reader<'a> {
 /// How many fields of each number below `N` `msg` holds at its top
 /// level: the capacities its repeated message fields will need. `None` if
 /// the message does not read as fields.
-pub(super) fn count_fields<const N: usize>(msg: &[u8]) -> Option<[usize; N]> {
+pub(crate) fn count_fields<const N: usize>(msg: &[u8]) -> Option<[usize; N]> {
     let mut r = Reader::new(msg);
     let mut n = [0; N];
     while !r.is_empty() {
@@ -116,7 +130,7 @@ pub(super) fn count_fields<const N: usize>(msg: &[u8]) -> Option<[usize; N]> {
 /// A repeated varint field, packed (`LEN`) or one value (`VARINT`),
 /// appended to `out` through `cast` (prost's truncating `as`).
 #[inline]
-pub(super) fn varints<T>(
+pub(crate) fn varints<T>(
     r: &mut Reader<'_>,
     wire: u8,
     out: &mut Vec<T>,
@@ -139,7 +153,7 @@ pub(super) fn varints<T>(
 }
 
 /// A repeated fixed64 field, packed or one value.
-pub(super) fn fixed64s(r: &mut Reader<'_>, wire: u8, out: &mut Vec<u64>) -> Option<()> {
+pub(crate) fn fixed64s(r: &mut Reader<'_>, wire: u8, out: &mut Vec<u64>) -> Option<()> {
     match wire {
         FIXED64 => out.push(r.fixed64()?),
         LEN => {
