@@ -8,7 +8,7 @@ mod encode;
 pub(crate) mod read;
 #[cfg(test)]
 mod tests;
-mod write;
+pub(crate) mod write;
 
 pub use decode::decode;
 pub use encode::{encode, encoded_len};

@@ -1,15 +1,15 @@
 //! Writing protobuf's wire format into a `Vec<u8>`, and measuring it.
 
-pub(super) const LEN: u8 = 2;
+pub(crate) const LEN: u8 = 2;
 
 /// Bytes of `v` as a varint (prost's `encoded_len_varint`).
 #[inline]
-pub(super) fn varint_len(v: u64) -> usize {
+pub(crate) fn varint_len(v: u64) -> usize {
     ((((v | 1).leading_zeros() ^ 63) * 9 + 73) / 64) as usize
 }
 
 #[inline]
-pub(super) fn varint(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push(v as u8 | 0x80);
         v >>= 7;
@@ -19,20 +19,20 @@ pub(super) fn varint(out: &mut Vec<u8>, mut v: u64) {
 
 /// Every field of these messages is numbered below 16: a key is one byte.
 #[inline]
-pub(super) fn key(out: &mut Vec<u8>, field: u32, wire: u8) {
+pub(crate) fn key(out: &mut Vec<u8>, field: u32, wire: u8) {
     out.push((field << 3) as u8 | wire);
 }
 
 /// A length-delimited field of `n` bytes, key and length included.
 #[inline]
-pub(super) fn field_len(n: usize) -> usize {
+pub(crate) fn field_len(n: usize) -> usize {
     1 + varint_len(n as u64) + n
 }
 
 /// An int32 varint field, left out at 0 (negative values take ten bytes,
 /// sign-extended, as prost writes them).
 #[inline]
-pub(super) fn int32(out: &mut Vec<u8>, field: u32, v: i32) {
+pub(crate) fn int32(out: &mut Vec<u8>, field: u32, v: i32) {
     if v != 0 {
         key(out, field, 0);
         varint(out, v as u64);
@@ -40,7 +40,7 @@ pub(super) fn int32(out: &mut Vec<u8>, field: u32, v: i32) {
 }
 
 #[inline]
-pub(super) fn int32_len(v: i32) -> usize {
+pub(crate) fn int32_len(v: i32) -> usize {
     if v == 0 {
         0
     } else {
@@ -49,7 +49,7 @@ pub(super) fn int32_len(v: i32) -> usize {
 }
 
 #[inline]
-pub(super) fn uint64(out: &mut Vec<u8>, field: u32, v: u64) {
+pub(crate) fn uint64(out: &mut Vec<u8>, field: u32, v: u64) {
     if v != 0 {
         key(out, field, 0);
         varint(out, v);
@@ -57,7 +57,7 @@ pub(super) fn uint64(out: &mut Vec<u8>, field: u32, v: u64) {
 }
 
 #[inline]
-pub(super) fn uint64_len(v: u64) -> usize {
+pub(crate) fn uint64_len(v: u64) -> usize {
     if v == 0 {
         0
     } else {
@@ -67,7 +67,7 @@ pub(super) fn uint64_len(v: u64) -> usize {
 
 /// A packed repeated varint field, left out when empty.
 #[inline]
-pub(super) fn packed<T: Copy>(out: &mut Vec<u8>, field: u32, vs: &[T], wide: impl Fn(T) -> u64) {
+pub(crate) fn packed<T: Copy>(out: &mut Vec<u8>, field: u32, vs: &[T], wide: impl Fn(T) -> u64) {
     if vs.is_empty() {
         return;
     }
@@ -84,7 +84,7 @@ fn packed_body<T: Copy>(vs: &[T], wide: impl Fn(T) -> u64) -> usize {
 }
 
 #[inline]
-pub(super) fn packed_len<T: Copy>(vs: &[T], wide: impl Fn(T) -> u64) -> usize {
+pub(crate) fn packed_len<T: Copy>(vs: &[T], wide: impl Fn(T) -> u64) -> usize {
     if vs.is_empty() {
         0
     } else {
@@ -92,7 +92,7 @@ pub(super) fn packed_len<T: Copy>(vs: &[T], wide: impl Fn(T) -> u64) -> usize {
     }
 }
 
-pub(super) fn packed_fixed64(out: &mut Vec<u8>, field: u32, vs: &[u64]) {
+pub(crate) fn packed_fixed64(out: &mut Vec<u8>, field: u32, vs: &[u64]) {
     if vs.is_empty() {
         return;
     }
@@ -103,7 +103,7 @@ pub(super) fn packed_fixed64(out: &mut Vec<u8>, field: u32, vs: &[u64]) {
     }
 }
 
-pub(super) fn packed_fixed64_len(vs: &[u64]) -> usize {
+pub(crate) fn packed_fixed64_len(vs: &[u64]) -> usize {
     if vs.is_empty() {
         0
     } else {
@@ -112,20 +112,20 @@ pub(super) fn packed_fixed64_len(vs: &[u64]) -> usize {
 }
 
 /// A bytes or string field, left out when empty.
-pub(super) fn bytes(out: &mut Vec<u8>, field: u32, b: &[u8]) {
+pub(crate) fn bytes(out: &mut Vec<u8>, field: u32, b: &[u8]) {
     if !b.is_empty() {
         bytes_always(out, field, b);
     }
 }
 
 /// A bytes field written even when empty (an element of a repeated one).
-pub(super) fn bytes_always(out: &mut Vec<u8>, field: u32, b: &[u8]) {
+pub(crate) fn bytes_always(out: &mut Vec<u8>, field: u32, b: &[u8]) {
     key(out, field, LEN);
     varint(out, b.len() as u64);
     out.extend_from_slice(b);
 }
 
-pub(super) fn bytes_len(b: &[u8]) -> usize {
+pub(crate) fn bytes_len(b: &[u8]) -> usize {
     if b.is_empty() {
         0
     } else {
@@ -137,7 +137,7 @@ pub(super) fn bytes_len(b: &[u8]) -> usize {
 /// one byte is set aside for it, and the body moved on in the rare case
 /// it needs more.
 #[inline]
-pub(super) fn small(out: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<u8>)) {
+pub(crate) fn small(out: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<u8>)) {
     key(out, field, LEN);
     let at = out.len();
     out.push(0);

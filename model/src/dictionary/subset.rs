@@ -9,6 +9,8 @@
 
 use prost::encoding::{self, encode_varint, encoded_len_varint};
 
+use crate::codec::write::{field_len, key, varint, LEN};
+
 use crate::proto::{
     dictionary_of, Profile, ProfilesData, ProfilesDictionary, ResourceProfiles, Sample,
     ScopeProfiles, Stack, ValueType,
@@ -180,7 +182,7 @@ impl Subset {
                     let len = scope
                         .as_ref()
                         .map_or(0, |x| encoding::message::encoded_len(1, x))
-                        + profiles.iter().map(|p| framed_len(p.len)).sum::<usize>()
+                        + profiles.iter().map(|p| field_len(p.len)).sum::<usize>()
                         + string_len(&s.schema_url);
                     (scope, len, profiles, &s.schema_url)
                 })
@@ -188,14 +190,13 @@ impl Subset {
             let len = resource
                 .as_ref()
                 .map_or(0, |x| encoding::message::encoded_len(1, x))
-                + scopes.iter().map(|s| framed_len(s.1)).sum::<usize>()
+                + scopes.iter().map(|s| field_len(s.1)).sum::<usize>()
                 + string_len(&r.schema_url);
             resources.push((resource, len, scopes, &r.schema_url));
             k += n;
         }
 
-        let total =
-            resources.iter().map(|r| framed_len(r.1)).sum::<usize>() + framed_len(dict.len());
+        let total = resources.iter().map(|r| field_len(r.1)).sum::<usize>() + field_len(dict.len());
         let mut out = Vec::with_capacity(total);
         // ProfilesData.resource_profiles = 1 { resource = 1,
         // scope_profiles = 2 { scope = 1, profiles = 2, schema_url = 3 },
@@ -232,28 +233,13 @@ fn frame(tag: u32, len: usize, buf: &mut Vec<u8>) {
     encode_varint(len as u64, buf);
 }
 
-/// Bytes of a length-delimited field with a one-byte key (tags below 16).
-#[inline]
-fn framed_len(len: usize) -> usize {
-    1 + encoded_len_varint(len as u64) + len
-}
-
-/// A varint, pushed byte by byte: no call per value (prost's
-/// `encode_varint` is one through `BufMut`, a slice copy one to `memmove`).
-#[inline(always)]
-fn varint(mut v: u64, buf: &mut Vec<u8>) {
-    while v >= 0x80 {
-        buf.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    buf.push(v as u8);
-}
-
-/// [`frame`] for tags below 16 (a one-byte key).
+/// [`frame`] for tags below 16 (a one-byte key), pushed byte by byte: no
+/// call per value (prost's `encode_varint` is one through `BufMut`, a
+/// slice copy one to `memmove`).
 #[inline(always)]
 fn frame_fast(tag: u8, len: usize, buf: &mut Vec<u8>) {
-    buf.push(tag << 3 | 2);
-    varint(len as u64, buf);
+    key(buf, tag.into(), LEN);
+    varint(buf, len as u64);
 }
 
 /// A proto3 string field: absent when empty.
@@ -261,7 +247,7 @@ fn string_len(s: &str) -> usize {
     if s.is_empty() {
         0
     } else {
-        framed_len(s.len())
+        field_len(s.len())
     }
 }
 
@@ -350,7 +336,7 @@ impl<'a> ProfileParts<'a> {
         }
         let samples: usize = samples
             .iter()
-            .map(|s| framed_len(SampleShape::of(s, remap).len()))
+            .map(|s| field_len(SampleShape::of(s, remap).len()))
             .sum();
         Self {
             profile,
@@ -404,7 +390,7 @@ impl SampleShape {
     #[inline(always)]
     fn len(&self) -> usize {
         let scalar = |v: i32| if v == 0 { 0 } else { 1 + int32_len(v) };
-        let packed = |n: usize| if n == 0 { 0 } else { framed_len(n) };
+        let packed = |n: usize| if n == 0 { 0 } else { field_len(n) };
         scalar(self.stack)
             + packed(self.attributes)
             + scalar(self.link)
@@ -425,22 +411,22 @@ fn sample(s: &Sample, remap: &Remap, buf: &mut Vec<u8>) {
     // timestamps_unix_nano = 5 (repeated fields packed, as proto3 writes).
     if shape.stack != 0 {
         buf.push(0x08);
-        varint(shape.stack as i64 as u64, buf);
+        varint(buf, shape.stack as i64 as u64);
     }
     if shape.attributes != 0 {
         frame_fast(2, shape.attributes, buf);
         for &a in &s.attribute_indices {
-            varint(remap.attributes.get(a) as i64 as u64, buf);
+            varint(buf, remap.attributes.get(a) as i64 as u64);
         }
     }
     if shape.link != 0 {
         buf.push(0x18);
-        varint(shape.link as i64 as u64, buf);
+        varint(buf, shape.link as i64 as u64);
     }
     if shape.values != 0 {
         frame_fast(4, shape.values, buf);
         for &v in &s.values {
-            varint(v as u64, buf);
+            varint(buf, v as u64);
         }
     }
     if shape.timestamps != 0 {
@@ -506,11 +492,11 @@ fn dictionary_body(dict: &ProfilesDictionary, live: &Live, remap: &Remap, buf: &
             .iter()
             .map(|&l| int32_len(remap.locations.get(l)))
             .sum();
-        frame(7, if packed == 0 { 0 } else { framed_len(packed) }, buf);
+        frame(7, if packed == 0 { 0 } else { field_len(packed) }, buf);
         if packed != 0 {
             frame(1, packed, buf);
             for &l in location_indices {
-                varint(remap.locations.get(l) as i64 as u64, buf);
+                varint(buf, remap.locations.get(l) as i64 as u64);
             }
         }
     }
