@@ -227,11 +227,9 @@ impl Pipeline {
             Vec::new()
         };
         let bytes_only = sends_bytes_only(&connectors, &exporters);
-        let chain = (!processors.is_empty()).then(|| {
-            let mut chain = Chain::new(processors, &id, &budget);
-            chain.settle = stage.is_none() && bytes_only;
-            Arc::new(Mutex::new(chain))
-        });
+        let settle = stage.is_none() && bytes_only;
+        let chain = (!processors.is_empty())
+            .then(|| Arc::new(Mutex::new(Chain::new(processors, &id, &budget, settle))));
         if let (Some(chain), Ok(rt)) = (&chain, tokio::runtime::Handle::try_current()) {
             rt.spawn(release_when_idle(Arc::downgrade(chain)));
         }
@@ -249,11 +247,7 @@ impl Pipeline {
             let worker = StageWorker {
                 stage: processor,
                 name: name.clone(),
-                after: (!after.is_empty()).then(|| {
-                    let mut chain = Chain::new(after, &id, &budget);
-                    chain.settle = bytes_only;
-                    chain
-                }),
+                after: (!after.is_empty()).then(|| Chain::new(after, &id, &budget, bytes_only)),
                 settle: bytes_only,
                 pipeline: id.clone(),
                 budget: budget.clone(),
@@ -637,13 +631,14 @@ impl Chain {
         processors: Vec<(ComponentId, Box<dyn Processor>)>,
         id: &Arc<str>,
         budget: &Arc<MemoryBudget>,
+        settle: bool,
     ) -> Self {
         Chain {
             names: processors.iter().map(|(id, _)| id.to_string()).collect(),
             processors: processors.into_iter().map(|(_, p)| p).collect(),
             id: id.clone(),
             budget: budget.clone(),
-            settle: false,
+            settle,
         }
     }
 
