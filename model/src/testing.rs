@@ -157,3 +157,16 @@ pub fn best_of(runs: usize, mut f: impl FnMut()) -> std::time::Duration {
         .min()
         .expect("at least one run")
 }
+
+/// The four processors of `profcol-bench`'s `processors` cases, in chain
+/// order, each with its YAML config: also what `processors/benches/chain.rs`
+/// runs in process, so the two stay comparable.
+pub const BENCH_PROCESSORS: [(&str, &str); 4] = [
+    ("dictionary_dedup", "{}"),
+    ("unit_normalization", "{target: ucum}"),
+    (
+        "thread_pruning",
+        r"{rename_threads: [{pattern: 'worker-\d+', replacement: 'worker-*'}]}",
+    ),
+    ("sampling", "{sampling_percentage: 100, mode: session}"),
+];

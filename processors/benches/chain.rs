@@ -15,6 +15,7 @@ use bytes::Bytes;
 use prost::Message;
 
 use profcol_model::proto::ExportProfilesServiceRequest;
+use profcol_model::testing::BENCH_PROCESSORS;
 use profcol_model::{synth, wire_check, ProfileBatch};
 use profcol_pipeline::component::{ProcessContext, Processor};
 use profcol_pipeline::telemetry::Telemetry;
@@ -41,29 +42,21 @@ struct Chain {
 impl Chain {
     fn new() -> Self {
         use profcol_processors::{dictionary_dedup, sampling, thread_pruning, unit_normalization};
-        let p = configured::processor;
+        let stages = BENCH_PROCESSORS
+            .iter()
+            .map(|&(name, yaml)| {
+                let factory = match name {
+                    "dictionary_dedup" => dictionary_dedup::factory(),
+                    "unit_normalization" => unit_normalization::factory(),
+                    "thread_pruning" => thread_pruning::factory(),
+                    "sampling" => sampling::factory(),
+                    other => panic!("no factory here for {other}"),
+                };
+                (name, configured::processor(&*factory, yaml))
+            })
+            .collect();
         Self {
-            stages: vec![
-                ("dictionary_dedup", p(&*dictionary_dedup::factory(), "{}")),
-                (
-                    "unit_normalization",
-                    p(&*unit_normalization::factory(), "{target: ucum}"),
-                ),
-                (
-                    "thread_pruning",
-                    p(
-                        &*thread_pruning::factory(),
-                        r"{rename_threads: [{pattern: 'worker-\d+', replacement: 'worker-*'}]}",
-                    ),
-                ),
-                (
-                    "sampling",
-                    p(
-                        &*sampling::factory(),
-                        "{sampling_percentage: 100, mode: session}",
-                    ),
-                ),
-            ],
+            stages,
             telemetry: Telemetry::new(),
         }
     }

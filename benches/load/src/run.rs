@@ -523,18 +523,18 @@ fn profcol_config(
             .replace("exporters: [otlp]", "exporters: [otlp, file, pprof]");
     }
     let (processors, list) = if case.starts_with("processors") {
+        let four = profcol_model::testing::BENCH_PROCESSORS;
+        let configs: String = four
+            .iter()
+            .map(|(name, yaml)| format!("  {name}: {yaml}\n"))
+            .collect();
+        let names: Vec<&str> = four.iter().map(|(name, _)| *name).collect();
         (
-            r#"
-processors:
-  dictionary_dedup: {}
-  unit_normalization: {target: ucum}
-  thread_pruning: {rename_threads: [{pattern: 'worker-\d+', replacement: 'worker-*'}]}
-  sampling: {sampling_percentage: 100, mode: session}
-"#,
-            "[dictionary_dedup, unit_normalization, thread_pruning, sampling]",
+            format!("\nprocessors:\n{configs}"),
+            format!("[{}]", names.join(", ")),
         )
     } else {
-        ("", "[]")
+        (String::new(), "[]".to_owned())
     };
     format!(
         r#"
