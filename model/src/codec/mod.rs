@@ -6,9 +6,11 @@
 mod decode;
 mod encode;
 pub(crate) mod read;
+mod resources;
 #[cfg(test)]
 mod tests;
 pub(crate) mod write;
 
 pub use decode::decode;
 pub use encode::{encode, encoded_len};
+pub use resources::{edit_resources, Edited};

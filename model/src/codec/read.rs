@@ -23,6 +23,11 @@ impl<'a> Reader<'a> {
         self.buf.is_empty()
     }
 
+    /// What is left to read.
+    pub(crate) fn rest(&self) -> &'a [u8] {
+        self.buf
+    }
+
     /// prost's `decode_varint`: at most ten bytes, the tenth at most 1.
     #[inline]
     pub(crate) fn varint(&mut self) -> Option<u64> {
