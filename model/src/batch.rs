@@ -4,7 +4,7 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 
 use crate::compressed::{Compressed, Encoding};
-use crate::proto::{Profile, ProfilesData, ProfilesDictionary, ResourceProfiles, Sample};
+use crate::proto::{Profile, ProfilesData, ProfilesDictionary, Resource, ResourceProfiles, Sample};
 
 /// OTLP `ProfilesData` (resources plus the dictionary they share, never split
 /// apart) with what the receiver knew about it.
@@ -261,6 +261,51 @@ impl ProfileBatch {
         self.compressed = None;
         self.samples = Default::default();
         self.data.get_mut().expect("decoded above")
+    }
+
+    /// Runs `edit` on every resource (`ResourceProfiles.resource`, created
+    /// empty where absent; its references to the dictionary's strings
+    /// resolved) and its schema URL, for processors that change only
+    /// those. A
+    /// batch not decoded yet stays so: its resources are edited in its
+    /// bytes ([`crate::codec::edit_resources`]), and the samples are never
+    /// decoded for it. Unless a resource changed, the batch keeps its
+    /// received bytes (and their compressed form).
+    pub fn edit_resources(&mut self, mut edit: impl FnMut(&mut Resource, &mut String)) {
+        if !self.is_decoded() {
+            if let Some(bytes) = self.encoded() {
+                match crate::codec::edit_resources(bytes, &mut edit) {
+                    crate::codec::Edited::Unchanged => return,
+                    crate::codec::Edited::Bytes(b) => return self.replace_bytes(Bytes::from(b)),
+                    crate::codec::Edited::Decode => {}
+                }
+            }
+        }
+        let data = self.data_mut();
+        crate::dictionary::resolve_references(data);
+        for rp in &mut data.resource_profiles {
+            edit(
+                rp.resource.get_or_insert_with(Default::default),
+                &mut rp.schema_url,
+            );
+        }
+    }
+
+    /// For a batch not decoded yet: `bytes` replace its encoding (and its
+    /// compressed form), the same samples and profiles. What decoding will
+    /// take grows by what the bytes grew, and so does the reservation.
+    fn replace_bytes(&mut self, bytes: Bytes) {
+        debug_assert!(!self.is_decoded());
+        let held = self.bytes_held();
+        let grown = bytes
+            .len()
+            .saturating_sub(self.encoded.get().map_or(0, Bytes::len));
+        self.pending_heap += grown;
+        self.encoded = OnceLock::from(bytes);
+        self.compressed = None;
+        if let Some(m) = &self.meta.memory {
+            m.set((m.bytes() + self.bytes_held() + grown).saturating_sub(held));
+        }
     }
 
     pub fn into_data(mut self) -> ProfilesData {

@@ -96,6 +96,14 @@ pub trait Processor: Send {
         true
     }
 
+    /// Whether `process` reads the batch's messages. One that only edits
+    /// its resources ([`ProfileBatch::edit_resources`]: `resource`) does
+    /// not: a batch held as its received bytes is then not decoded for it
+    /// ahead of the chain, and may stay bytes through it.
+    fn decodes_batches(&self) -> bool {
+        true
+    }
+
     /// Called once when its pipeline starts running (never by `profcol
     /// validate`), on the runtime: a processor fed from outside the
     /// pipeline (`k8sattributes`' watches of the Kubernetes API) spawns its

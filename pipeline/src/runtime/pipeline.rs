@@ -101,6 +101,9 @@ pub struct Pipeline {
     capacity: usize,
     /// The processors before the stateful stage (all of them without one).
     chain: Option<Arc<Mutex<Chain>>>,
+    /// Some processor of the chain decodes batches: one held as bytes is
+    /// decoded before the chain's lock.
+    chain_decodes: bool,
     /// The processors before the stage when none of them reads batches:
     /// counted as passing every sample on.
     passive_names: Vec<String>,
@@ -226,6 +229,7 @@ impl Pipeline {
         } else {
             Vec::new()
         };
+        let chain_decodes = processors.iter().any(|(_, p)| p.decodes_batches());
         let bytes_only = sends_bytes_only(&connectors, &exporters);
         let settle = stage.is_none() && bytes_only;
         let chain = (!processors.is_empty())
@@ -277,6 +281,7 @@ impl Pipeline {
             admission: Arc::new(Semaphore::new(max_batches.max(1))),
             capacity: max_batches.max(1),
             chain,
+            chain_decodes,
             passive_names,
             stage,
             gates,
@@ -387,6 +392,7 @@ impl Pipeline {
             }
             Some(chain) => {
                 let (chain, budget) = (chain.clone(), self.budget.clone());
+                let decodes = self.chain_decodes;
                 // On a task of its own: a client that gives up must not take
                 // the chain down with its request.
                 tokio::spawn(async move {
@@ -395,7 +401,7 @@ impl Pipeline {
                     // at a time, decoding need not wait for them. A small
                     // one decodes under the lock, saving the hops.
                     let inline = batch.plain_bytes().is_some_and(|b| b.len() <= INLINE);
-                    let batch = if inline || batch.is_decoded() {
+                    let batch = if inline || batch.is_decoded() || !decodes {
                         batch
                     } else {
                         profcol_model::cpu::run(move || {
@@ -949,6 +955,16 @@ mod tests {
         Reads,
         Changes,
         Stage,
+        /// Adds a resource attribute ([`ProfileBatch::edit_resources`]).
+        EditsResources,
+    }
+
+    /// What [`Probe::EditsResources`] does.
+    fn edit(r: &mut profcol_model::proto::Resource, _: &mut String) {
+        r.attributes.push(profcol_model::proto::KeyValue {
+            key: "probe".into(),
+            ..Default::default()
+        });
     }
 
     /// What [`Probe::Changes`] does.
@@ -960,14 +976,20 @@ mod tests {
 
     impl Processor for Probe {
         fn process(&mut self, batch: &mut ProfileBatch, _: &mut ProcessContext) -> Verdict {
-            if *self == Probe::Changes {
-                change(batch.data_mut());
+            match self {
+                Probe::Changes => change(batch.data_mut()),
+                Probe::EditsResources => batch.edit_resources(edit),
+                _ => {}
             }
             Verdict::Keep
         }
 
         fn reads_batches(&self) -> bool {
             *self != Probe::Guards
+        }
+
+        fn decodes_batches(&self) -> bool {
+            *self != Probe::EditsResources
         }
 
         fn stateful(&mut self) -> Option<&mut dyn Stateful> {
@@ -1048,6 +1070,29 @@ mod tests {
         assert!(!out.is_decoded());
         assert_eq!(out.plain_bytes(), Some(&received));
         assert!(through(vec![Guards, Reads], true).await.0.is_decoded());
+    }
+
+    #[tokio::test]
+    async fn a_chain_that_edits_resources_only_never_decodes_the_batch() {
+        use Probe::*;
+        // To an exporter that decodes: nothing settles the batch to bytes
+        // at the chain's end, so it is as the chain left it.
+        let (out, received) = through(vec![EditsResources], true).await;
+        assert!(!out.is_decoded(), "not decoded for the chain");
+        let sent = out.plain_bytes().expect("held as bytes").clone();
+        let mut want = ProfilesData::decode(received).unwrap();
+        for rp in &mut want.resource_profiles {
+            edit(
+                rp.resource.get_or_insert_with(Default::default),
+                &mut rp.schema_url,
+            );
+        }
+        assert_eq!(ProfilesData::decode(sent).unwrap(), want);
+        // Beside a processor that reads the batch, it is decoded ahead of
+        // the chain and edited as messages.
+        let (out, _) = through(vec![EditsResources, Reads], true).await;
+        assert!(out.is_decoded());
+        assert_eq!(out.data(), &want);
     }
 
     /// Exporters that only send bytes get a batch that holds its bytes

@@ -134,17 +134,21 @@ impl K8sAttributes {
 impl Processor for K8sAttributes {
     fn process(&mut self, batch: &mut ProfileBatch, ctx: &mut ProcessContext) -> Verdict {
         let connection = batch.meta.client_addr.map(|a| canonical_ip(a.ip()));
-        let data = batch.data_mut();
-        resolve_references(data);
         let state = self.cache.read();
-        for rp in &mut data.resource_profiles {
-            let attrs = &mut rp.resource.get_or_insert_with(Default::default).attributes;
-            let outcome = process_resource(&self.plan, &state, attrs, connection.as_deref());
+        let per_sample = self.per_sample && !self.plan.passthrough;
+        if per_sample {
+            // Decoded anyway: the resources are edited in the messages.
+            resolve_references(batch.data_mut());
+        }
+        batch.edit_resources(|r, _| {
+            let outcome =
+                process_resource(&self.plan, &state, &mut r.attributes, connection.as_deref());
             if let (Some(t), Some((status, identifier))) = (&self.telemetry, outcome) {
                 t.k8s_pod_association(&self.id, status, &identifier);
             }
-        }
-        if self.per_sample && !self.plan.passthrough {
+        });
+        if per_sample {
+            let data = batch.data_mut();
             let o = samples::associate(&self.plan, &state, self.procfs.as_ref(), data);
             ctx.event("samples_associated", o.associated);
             ctx.event("samples_unassociated", o.unassociated);
@@ -154,6 +158,11 @@ impl Processor for K8sAttributes {
 
     fn gate(&self) -> Option<Arc<dyn Gate>> {
         self.gate.clone().map(|g| g as Arc<dyn Gate>)
+    }
+
+    /// Resources only, unless an association reads sample attributes.
+    fn decodes_batches(&self) -> bool {
+        self.per_sample && !self.plan.passthrough
     }
 
     fn start(&mut self, ctx: &ProcessorStart<'_>) {

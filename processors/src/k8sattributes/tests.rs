@@ -644,3 +644,21 @@ fn cgroup_paths_name_their_container() {
     assert_eq!(container_in_cgroup(&format!("0::/x/{}", &c[1..])), None);
     assert_eq!(container_in_cgroup(&format!("0::/x/a{c}")), None);
 }
+
+#[test]
+fn a_batch_held_as_received_is_enriched_without_decoding_its_samples() {
+    let mut p = K8sAttributes::new(plan("{}").unwrap());
+    p.cache.upsert_pod(pod_from_api(
+        &p.plan,
+        &api_pod("api", "u1", "10.0.0.1"),
+        None,
+    ));
+    let meta = profcol_model::BatchMeta {
+        client_addr: Some("10.0.0.1:4317".parse().unwrap()),
+        ..Default::default()
+    };
+    let b = crate::transform::tests::edited_as_bytes(&mut p, meta);
+    for attrs in crate::transform::tests::resource_attrs(&b) {
+        assert!(attrs.contains(&"k8s.pod.name=api".to_string()), "{attrs:?}");
+    }
+}

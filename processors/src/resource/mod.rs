@@ -9,7 +9,6 @@ mod tests;
 
 use std::sync::Arc;
 
-use profcol_model::dictionary::resolve_references;
 use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, Verdict};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
@@ -44,12 +43,12 @@ pub struct ResourceProcessor {
 impl Processor for ResourceProcessor {
     fn process(&mut self, batch: &mut ProfileBatch, _ctx: &mut ProcessContext) -> Verdict {
         let meta = batch.meta.clone();
-        let data = batch.data_mut();
-        resolve_references(data);
-        for rp in &mut data.resource_profiles {
-            let attrs = &mut rp.resource.get_or_insert_with(Default::default).attributes;
-            attraction::apply_all(&self.actions, attrs, &meta);
-        }
+        batch.edit_resources(|r, _| attraction::apply_all(&self.actions, &mut r.attributes, &meta));
         Verdict::Keep
+    }
+
+    /// Edits resources only.
+    fn decodes_batches(&self) -> bool {
+        false
     }
 }

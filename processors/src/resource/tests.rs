@@ -1,6 +1,6 @@
 use profcol_pipeline::component::Verdict;
 
-use crate::transform::tests::{batch, create, resource_attrs, run};
+use crate::transform::tests::{batch, create, edited_as_bytes, resource_attrs, run};
 
 #[test]
 fn actions_as_the_collector() {
@@ -58,5 +58,21 @@ fn config_errors_at_their_key() {
             .err()
             .unwrap_or_else(|| panic!("{yaml}"));
         assert!(e.contains(want), "{yaml}: {e}");
+    }
+}
+
+#[test]
+fn a_batch_held_as_received_is_edited_without_decoding_its_samples() {
+    let mut p = create(
+        "resource",
+        "attributes: [{key: env, value: prod, action: upsert}, {key: service.name, action: delete}]",
+    )
+    .unwrap();
+    for attrs in resource_attrs(&edited_as_bytes(&mut *p, Default::default())) {
+        assert!(attrs.contains(&"env=prod".to_string()), "{attrs:?}");
+        assert!(
+            !attrs.iter().any(|a| a.starts_with("service.name=")),
+            "{attrs:?}"
+        );
     }
 }

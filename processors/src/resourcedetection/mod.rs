@@ -15,7 +15,6 @@ mod tests;
 
 use std::sync::Arc;
 
-use profcol_model::dictionary::resolve_references;
 use profcol_model::proto::KeyValue;
 use profcol_model::ProfileBatch;
 use profcol_ottl::value::{map_get, map_put};
@@ -75,16 +74,22 @@ impl Processor for ResourceDetection {
         if self.detected.is_empty() {
             return Verdict::Keep;
         }
-        let data = batch.data_mut();
-        resolve_references(data);
-        for rp in &mut data.resource_profiles {
-            let attrs = &mut rp.resource.get_or_insert_with(Default::default).attributes;
+        batch.edit_resources(|r, _| {
             for kv in &self.detected {
-                if self.override_existing || map_get(attrs, &kv.key).is_none() {
-                    map_put(attrs, &kv.key, kv.value.clone().unwrap_or_default());
+                if self.override_existing || map_get(&r.attributes, &kv.key).is_none() {
+                    map_put(
+                        &mut r.attributes,
+                        &kv.key,
+                        kv.value.clone().unwrap_or_default(),
+                    );
                 }
             }
-        }
+        });
         Verdict::Keep
+    }
+
+    /// Edits resources only.
+    fn decodes_batches(&self) -> bool {
+        false
     }
 }

@@ -6,7 +6,7 @@ use profcol_pipeline::config::{ComponentConfig, Kind};
 
 use super::detect::{parse_env, Host};
 use super::*;
-use crate::transform::tests::{batch, resource_attrs, run};
+use crate::transform::tests::{batch, edited_as_bytes, resource_attrs, run};
 
 #[derive(Default, Clone)]
 struct FakeHost {
@@ -331,4 +331,12 @@ fn docker_retries_within_the_timeout_then_goes_on_or_fails() {
         e.contains("failed creating detector: DOCKER_HOST \"ssh://me@box\""),
         "{e}"
     );
+}
+
+#[test]
+fn a_batch_held_as_received_is_edited_without_decoding_its_samples() {
+    let mut p = make("detectors: [env]", &host()).unwrap();
+    for attrs in resource_attrs(&edited_as_bytes(&mut *p, Default::default())) {
+        assert!(attrs.contains(&"team=a,b c".to_string()), "{attrs:?}");
+    }
 }

@@ -2,7 +2,7 @@ use profcol_model::proto::{
     any_value::Value as A, AnyValue, InstrumentationScope, KeyValue, KeyValueAndUnit, Profile,
     ProfilesData, ProfilesDictionary, Resource, ResourceProfiles, Sample, ScopeProfiles,
 };
-use profcol_model::{validate, ProfileBatch};
+use profcol_model::{synth, validate, wire_check, BatchMeta, ProfileBatch};
 use profcol_pipeline::component::{ProcessContext, Processor, Verdict};
 use profcol_pipeline::config::{ComponentConfig, Kind};
 
@@ -104,6 +104,34 @@ pub(crate) fn run(
     let mut ctx = ProcessContext::deferred("profiles", "x");
     let v = p.process(b, &mut ctx);
     (v, ctx.into_counts().drops)
+}
+
+/// A synthetic request held as a receiver holds it (checked on the wire,
+/// not decoded) through `p`, beside the same request decoded: the two end
+/// the same, and the first is still not decoded (its samples never were).
+/// Returns it.
+pub(crate) fn edited_as_bytes(p: &mut dyn Processor, meta: BatchMeta) -> ProfileBatch {
+    let data = synth::Config {
+        samples: 2_000,
+        resources: 2,
+        ..Default::default()
+    }
+    .build();
+    let bytes = bytes::Bytes::from(prost::Message::encode_to_vec(&data));
+    let clean = wire_check::check(&bytes).expect("synthetic requests are clean");
+    let mut received = ProfileBatch::checked(bytes.clone(), clean).with_meta(meta.clone());
+    let mut decoded = ProfileBatch::decode(bytes.clone()).unwrap().with_meta(meta);
+    assert_eq!(run(p, &mut received).0, Verdict::Keep);
+    assert_eq!(run(p, &mut decoded).0, Verdict::Keep);
+    assert!(
+        !received.is_decoded(),
+        "the resources were edited in the bytes"
+    );
+    assert_ne!(received.encoded(), Some(&bytes), "the resources changed");
+    assert_eq!(received.sample_count(), decoded.sample_count());
+    assert!(!received.is_decoded());
+    assert_eq!(received.data(), decoded.data());
+    received
 }
 
 /// Each profile's attributes as `k=v`, resolved.
