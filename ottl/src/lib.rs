@@ -23,7 +23,7 @@ pub use error::{EvalError, EvalResult, ParseError};
 
 use compile::{Compiler, Cond};
 use funcs::Editor;
-use profcol_model::proto::{KeyValue, ProfilesData};
+use profcol_model::proto::{KeyValue, ProfilesData, Resource};
 
 /// A compiled statement: an editor and its `where` condition.
 #[derive(Debug)]
@@ -247,6 +247,26 @@ pub fn for_each<E>(
     }
     dict.restore(dictionary);
     result
+}
+
+/// Calls `f` with the resource level's context of one resource and its
+/// schema URL held apart from a batch (edited in its bytes,
+/// `ProfileBatch::edit_resources`): what [`for_each`] gives a statement of
+/// that level. It reads nothing of the dictionary.
+pub fn with_resource<R>(
+    resource: &mut Option<Resource>,
+    schema_url: &mut String,
+    f: impl FnOnce(&mut Ctx) -> R,
+) -> R {
+    f(&mut Ctx {
+        resource,
+        resource_schema_url: schema_url,
+        scope: None,
+        scope_schema_url: None,
+        profile: None,
+        dict: &mut Dict::default(),
+        cache: &mut Vec::new(),
+    })
 }
 
 #[cfg(test)]

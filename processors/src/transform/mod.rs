@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use profcol_model::dictionary::resolve_references;
 use profcol_model::ProfileBatch;
-use profcol_ottl::for_each;
+use profcol_ottl::{for_each, with_resource, Ctx, Level};
 use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, Verdict};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
@@ -39,6 +39,7 @@ impl ProcessorFactory for TransformFactory {
         }
         Ok(Box::new(Transform {
             id: cfg.id.to_string(),
+            resources_only: groups.iter().all(|g| g.level == Level::Resource),
             groups,
         }))
     }
@@ -51,6 +52,9 @@ pub fn factory() -> Arc<dyn ProcessorFactory> {
 pub struct Transform {
     id: String,
     groups: Vec<Group>,
+    /// Every group runs on resources: a batch held as bytes is edited
+    /// there, not decoded.
+    resources_only: bool,
 }
 
 /// Why a group stopped: an error under `propagate`.
@@ -62,58 +66,80 @@ impl Processor for Transform {
             return Verdict::Keep;
         }
         let samples = batch.sample_count();
-        let data = batch.data_mut();
-        // Paths read plain keys and strings, as the Collector's receiver
-        // resolves references before a processor sees them.
-        resolve_references(data);
+        let (groups, id) = (&self.groups, &self.id);
         let mut errors = 0u64;
-        for g in &self.groups {
-            let id = &self.id;
-            let r = for_each(data, g.level, |item| {
-                let mut run = true;
-                if !g.conditions.is_empty() {
-                    run = false;
-                    for c in &g.conditions {
-                        match c.eval(item) {
-                            Ok(true) => {
-                                run = true;
-                                break;
-                            }
-                            Ok(false) => {}
-                            Err(e) => {
-                                errors += 1;
-                                fail(g.error_mode, id, "failed to eval condition", &c.text, &e.0)?;
-                            }
-                        }
-                    }
+        let result = if self.resources_only {
+            // Each resource through every group; the groups of a level
+            // never see another item, so the order is the Collector's.
+            let mut result = Ok(());
+            batch.edit_resources(|resource, url| {
+                if result.is_ok() {
+                    let mut r = Some(std::mem::take(resource));
+                    result = with_resource(&mut r, url, |item| {
+                        groups
+                            .iter()
+                            .try_for_each(|g| run(g, id, item, &mut errors))
+                    });
+                    *resource = r.unwrap_or_default();
                 }
-                if !run {
-                    return Ok(());
-                }
-                for s in &g.statements {
-                    if let Err(e) = s.run(item) {
-                        errors += 1;
-                        fail(
-                            g.error_mode,
-                            id,
-                            "failed to execute statement",
-                            &s.text,
-                            &e.0,
-                        )?;
-                    }
-                }
-                Ok(())
             });
-            if let Err(Stop(msg)) = r {
-                ctx.event("statement_errors", errors);
-                profcol_model::warn_limited!(processor = %self.id, error = %msg, "failed processing profiles");
-                ctx.dropped(samples, STATEMENT_ERROR);
-                return Verdict::Drop;
-            }
-        }
+            result
+        } else {
+            let data = batch.data_mut();
+            // Paths read plain keys and strings, as the Collector's
+            // receiver resolves references before a processor sees them.
+            resolve_references(data);
+            groups
+                .iter()
+                .try_for_each(|g| for_each(data, g.level, |item| run(g, id, item, &mut errors)))
+        };
         ctx.event("statement_errors", errors);
+        if let Err(Stop(msg)) = result {
+            profcol_model::warn_limited!(processor = %self.id, error = %msg, "failed processing profiles");
+            ctx.dropped(samples, STATEMENT_ERROR);
+            return Verdict::Drop;
+        }
         Verdict::Keep
     }
+
+    fn decodes_batches(&self) -> bool {
+        !self.resources_only
+    }
+}
+
+/// Runs group `g` on one item: its statements, if a condition holds (or
+/// it has none).
+fn run(g: &Group, id: &str, item: &mut Ctx, errors: &mut u64) -> Result<(), Stop> {
+    let mut run = g.conditions.is_empty();
+    for c in &g.conditions {
+        match c.eval(item) {
+            Ok(true) => {
+                run = true;
+                break;
+            }
+            Ok(false) => {}
+            Err(e) => {
+                *errors += 1;
+                fail(g.error_mode, id, "failed to eval condition", &c.text, &e.0)?;
+            }
+        }
+    }
+    if !run {
+        return Ok(());
+    }
+    for s in &g.statements {
+        if let Err(e) = s.run(item) {
+            *errors += 1;
+            fail(
+                g.error_mode,
+                id,
+                "failed to execute statement",
+                &s.text,
+                &e.0,
+            )?;
+        }
+    }
+    Ok(())
 }
 
 fn fail(mode: ErrorMode, id: &str, what: &str, text: &str, err: &str) -> Result<(), Stop> {

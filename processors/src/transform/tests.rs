@@ -286,3 +286,56 @@ fn config_errors_name_key_and_column() {
     .unwrap();
     assert!(e.contains("column 34"), "{e}");
 }
+
+#[test]
+fn resource_statements_edit_a_batch_held_as_received_without_decoding_it() {
+    let mut p = create(
+        "transform",
+        r#"
+profile_statements:
+  - context: resource
+    statements:
+      - set(attributes["env"], "prod") where attributes["service.name"] != nil
+      - set(schema_url, "https://opentelemetry.io/schemas/1.38.0")
+  - statements: ['delete_key(resource.attributes, "host.name")']
+"#,
+    )
+    .unwrap();
+    assert!(!p.decodes_batches());
+    let b = edited_as_bytes(&mut *p, Default::default());
+    for attrs in resource_attrs(&b) {
+        assert!(attrs.contains(&"env=prod".to_string()), "{attrs:?}");
+        assert!(
+            !attrs.iter().any(|a| a.starts_with("host.name=")),
+            "{attrs:?}"
+        );
+    }
+    for rp in &b.data().resource_profiles {
+        assert_eq!(rp.schema_url, "https://opentelemetry.io/schemas/1.38.0");
+    }
+    // A statement that fails under `propagate` drops the batch all the same.
+    let mut p = create(
+        "transform",
+        r#"
+error_mode: propagate
+profile_statements:
+  - context: resource
+    statements: ['set(attributes["up"], ToUpperCase(attributes["missing"]))']
+"#,
+    )
+    .unwrap();
+    let bytes = bytes::Bytes::from(prost::Message::encode_to_vec(&synth::request(300, 20)));
+    let clean = wire_check::check(&bytes).unwrap();
+    let mut b = ProfileBatch::checked(bytes, clean);
+    assert_eq!(
+        run(&mut *p, &mut b),
+        (Verdict::Drop, vec![(STATEMENT_ERROR, 300)])
+    );
+    // A statement on profiles reads the messages.
+    let q = create(
+        "transform",
+        r#"profile_statements: ['set(profile.attributes["a"], "b")']"#,
+    )
+    .unwrap();
+    assert!(q.decodes_batches());
+}
