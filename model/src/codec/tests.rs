@@ -46,11 +46,9 @@ fn synthetic_requests_are_read_by_hand_as_prost_reads_them() {
     }
 }
 
-#[test]
-fn every_recorded_request_decodes_as_prost_decodes_it() {
-    // Older revisions among them: what the current types make of them, or
-    // the same error.
-    let mut seen = 0;
+/// Every recorded OTLP request of the fixtures, older revisions among them.
+pub(super) fn recorded_requests() -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
     let mut dirs = vec![crate::testing::fixtures_dir()];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
@@ -58,11 +56,22 @@ fn every_recorded_request_decodes_as_prost_decodes_it() {
             if path.is_dir() {
                 dirs.push(path);
             } else if path.extension().is_some_and(|e| e == "bin" || e == "binpb") {
-                same_as_prost(&std::fs::read(&path).unwrap());
-                seen += 1;
+                out.push(std::fs::read(&path).unwrap());
             }
         }
     }
+    out
+}
+
+#[test]
+fn every_recorded_request_decodes_as_prost_decodes_it() {
+    // Older revisions among them: what the current types make of them, or
+    // the same error.
+    let recorded = recorded_requests();
+    for bytes in &recorded {
+        same_as_prost(bytes);
+    }
+    let seen = recorded.len();
     assert!(seen >= 10, "only {seen} recorded requests found");
     read_by_hand(&crate::testing::fixture("otlp/go-cpu.otlp.bin"));
 }

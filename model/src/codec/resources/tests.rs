@@ -79,21 +79,12 @@ fn synthetic_requests_edit_as_decoded() {
 #[test]
 fn recorded_requests_edit_as_decoded() {
     let mut seen = 0;
-    let mut dirs = vec![crate::testing::fixtures_dir()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "bin" || e == "binpb") {
-                let bytes = std::fs::read(&path).unwrap();
-                if ProfilesData::decode(&bytes[..]).is_ok()
-                    && edit_resources(&bytes, |_, _| {}) != Edited::Decode
-                {
-                    edits_as_decoded(&bytes, upsert("k8s.pod.name", "p-1"));
-                    seen += 1;
-                }
-            }
+    for bytes in super::super::tests::recorded_requests() {
+        if ProfilesData::decode(&bytes[..]).is_ok()
+            && edit_resources(&bytes, |_, _| {}) != Edited::Decode
+        {
+            edits_as_decoded(&bytes, upsert("k8s.pod.name", "p-1"));
+            seen += 1;
         }
     }
     assert!(seen >= 10, "only {seen} recorded requests edited");
