@@ -266,11 +266,10 @@ impl ProfileBatch {
     /// Runs `edit` on every resource (`ResourceProfiles.resource`, created
     /// empty where absent; its references to the dictionary's strings
     /// resolved) and its schema URL, for processors that change only
-    /// those. A
-    /// batch not decoded yet stays so: its resources are edited in its
-    /// bytes ([`crate::codec::edit_resources`]), and the samples are never
-    /// decoded for it. Unless a resource changed, the batch keeps its
-    /// received bytes (and their compressed form).
+    /// those. A batch not decoded yet stays so: its resources are edited
+    /// in its bytes ([`crate::codec::edit_resources`]), and the samples
+    /// are never decoded for it. Unless a resource changed, the batch
+    /// keeps its received bytes (and their compressed form).
     pub fn edit_resources(&mut self, mut edit: impl FnMut(&mut Resource, &mut String)) {
         if !self.is_decoded() {
             if let Some(bytes) = self.encoded() {

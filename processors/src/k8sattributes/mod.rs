@@ -135,9 +135,10 @@ impl Processor for K8sAttributes {
     fn process(&mut self, batch: &mut ProfileBatch, ctx: &mut ProcessContext) -> Verdict {
         let connection = batch.meta.client_addr.map(|a| canonical_ip(a.ip()));
         let state = self.cache.read();
-        let per_sample = self.per_sample && !self.plan.passthrough;
+        let per_sample = self.decodes_batches();
         if per_sample {
-            // Decoded anyway: the resources are edited in the messages.
+            // Decoded anyway, and the association reads the attribute
+            // table's strings: the resources are edited in the messages.
             resolve_references(batch.data_mut());
         }
         batch.edit_resources(|r, _| {
