@@ -22,8 +22,10 @@ pub struct Args {
     #[arg(long, default_value = "target/release/profcol")]
     pub profcol: PathBuf,
     /// Comma-separated: passthrough, gzip (pass-through, gzip both ways),
-    /// processors (profcol's four), processors-gzip, memory_limiter (the
-    /// Collector's processor, in profcol and the Collector alike),
+    /// processors (profcol's four), processors-gzip, memory_limiter,
+    /// resource and transform (the Collector's processors, resource
+    /// attributes set by both, in profcol and the Collector alike),
+    /// resource-gzip,
     /// kafka-export (OTLP in, the `kafka` exporter out to a local broker),
     /// kafka-receive (the `kafka` receiver reading a filled topic, OTLP
     /// out); the kafka cases are also given as ratios to passthrough.
@@ -460,10 +462,10 @@ fn otelcol_binary(a: &Args) -> anyhow::Result<PathBuf> {
 /// compresses gzip at level 6 and zstd at its default level, with no key
 /// to change them: profcol and the naive proxy use level 1.
 fn otelcol_config(case: &str, port: u16, sink: &str, compression: &str) -> anyhow::Result<String> {
-    let (processors, list) = match case {
-        "passthrough" | "gzip" => ("", "[]"),
-        "memory_limiter" => (MEMORY_LIMITER, "[memory_limiter]"),
-        other => anyhow::bail!("the Collector has no {other} case"),
+    let (processors, list) = match (case, collector_processor(case)) {
+        ("passthrough" | "gzip", _) => (String::new(), "[]".to_owned()),
+        (_, Some(p)) => p,
+        (other, None) => anyhow::bail!("the Collector has no {other} case"),
     };
     Ok(format!(
         r#"
@@ -481,19 +483,40 @@ service:
 }
 
 /// The cases the Collector can run: it has none of profcol's processors.
-const OTELCOL_CASES: [&str; 5] = [
+const OTELCOL_CASES: [&str; 8] = [
     "passthrough",
     "gzip",
     "memory_limiter",
+    "resource",
+    "resource-gzip",
+    "transform",
     "kafka-export",
     "kafka-receive",
 ];
 
-/// The `memory_limiter` case's processor, the same in both.
-const MEMORY_LIMITER: &str = "
-processors:
-  memory_limiter: {check_interval: 1s, limit_mib: 1536, spike_limit_mib: 256}
-";
+/// The cases of one of the Collector's processors, configured the same in
+/// both: its `processors:` section and the pipeline's list (`-gzip`: with
+/// gzip both ways).
+fn collector_processor(case: &str) -> Option<(String, String)> {
+    let case = case.strip_suffix("-gzip").unwrap_or(case);
+    let yaml = match case {
+        "memory_limiter" => "{check_interval: 1s, limit_mib: 1536, spike_limit_mib: 256}",
+        // What a gateway adds to every batch it forwards.
+        "resource" => {
+            "{attributes: [{key: deployment.environment, value: production, action: upsert}, \
+             {key: k8s.cluster.name, value: eu-1, action: insert}]}"
+        }
+        "transform" => {
+            "{profile_statements: [{context: resource, statements: \
+             ['set(attributes[\"deployment.environment\"], \"production\")']}]}"
+        }
+        _ => return None,
+    };
+    Some((
+        format!("\nprocessors:\n  {case}: {yaml}\n"),
+        format!("[{case}]"),
+    ))
+}
 
 fn profcol_config(
     case: &str,
@@ -502,10 +525,10 @@ fn profcol_config(
     compression: &str,
     dir: &std::path::Path,
 ) -> String {
-    if case == "memory_limiter" {
+    if let Some((section, list)) = collector_processor(case) {
         return profcol_config("passthrough", port, sink, compression, dir)
-            .replace("\nexporters:", &format!("{MEMORY_LIMITER}exporters:"))
-            .replace("processors: []", "processors: [memory_limiter]");
+            .replace("\nexporters:", &format!("{section}exporters:"))
+            .replace("processors: []", &format!("processors: {list}"));
     }
     if case == "all-exporters" {
         // The four processors and batch, to three exporters.
