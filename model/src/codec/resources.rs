@@ -1,13 +1,14 @@
-//! Editing the resources of `ProfilesData` in its protobuf bytes. A
-//! processor that only touches resource attributes (`resource`,
-//! `k8sattributes`, `resourcedetection`) would otherwise decode and encode
-//! every sample of the batch to change a few strings at its top: here only
-//! each `ResourceProfiles.resource` is decoded, and the rest (scopes,
-//! profiles, the dictionary) is copied as it came.
+//! Editing and dropping the resources of `ProfilesData` in its protobuf
+//! bytes. A processor that only touches resources (`resource`,
+//! `k8sattributes`, `resourcedetection`, `transform` and `filter` on the
+//! resource context) would otherwise decode and encode every sample of the
+//! batch to change a few strings at its top: here only each
+//! `ResourceProfiles.resource` is decoded, and the rest (scopes, profiles,
+//! the dictionary) is copied as it came, or only counted where dropped.
 
 use prost::Message;
 
-use super::read::{Reader, LEN};
+use super::read::{Reader, FIXED64, LEN, VARINT};
 use super::write;
 use crate::proto::{any_value::Value, AnyValue, KeyValue, Resource};
 
@@ -15,7 +16,14 @@ use crate::proto::{any_value::Value, AnyValue, KeyValue, Resource};
 /// and `schema_url`.
 const RESOURCE_PROFILES: u32 = 1;
 const RESOURCE: u32 = 1;
+const SCOPE_PROFILES: u32 = 2;
 const SCHEMA_URL: u32 = 3;
+/// `ScopeProfiles.profiles`, `Profile.samples`, and `Sample`'s `values`
+/// and `timestamps_unix_nano`.
+const PROFILES: u32 = 2;
+const SAMPLES: u32 = 2;
+const VALUES: u32 = 4;
+const TIMESTAMPS: u32 = 5;
 
 /// What [`edit_resources`] made of the bytes.
 #[derive(Debug, PartialEq, Eq)]
@@ -38,43 +46,68 @@ pub enum Edited {
 /// an empty one (left absent if it stays empty). Everything else is copied
 /// byte for byte, unknown fields included.
 pub fn edit_resources(bytes: &[u8], mut edit: impl FnMut(&mut Resource, &mut String)) -> Edited {
+    retain_resources(bytes, |r, url, _| {
+        edit(r, url);
+        true
+    })
+    .0
+}
+
+/// What [`retain_resources`] dropped.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Dropped {
+    /// Observations of the samples (`ProfileBatch::sample_count`'s unit).
+    pub samples: u64,
+    pub profiles: u64,
+}
+
+/// [`edit_resources`], where `keep` also tells whether each
+/// `ResourceProfiles` stays; it is given the resource, its schema URL and
+/// how many scopes it holds. What goes is counted, not copied.
+pub fn retain_resources(
+    bytes: &[u8],
+    mut keep: impl FnMut(&mut Resource, &mut String, usize) -> bool,
+) -> (Edited, Dropped) {
     let mut out = Vec::with_capacity(bytes.len() + 256);
     let mut changed = false;
+    let mut dropped = Dropped::default();
     let mut r = Reader::new(bytes);
     while !r.is_empty() {
         let start = r.rest();
         let Some((field, wire)) = r.key() else {
-            return Edited::Decode;
+            return (Edited::Decode, Dropped::default());
         };
         if field == RESOURCE_PROFILES && wire == LEN {
             let Some(rp) = r.bytes() else {
-                return Edited::Decode;
+                return (Edited::Decode, Dropped::default());
             };
-            match resource_profiles(rp, &mut edit, &mut out) {
+            match resource_profiles(rp, &mut keep, &mut out, &mut dropped) {
                 Some(c) => changed |= c,
-                None => return Edited::Decode,
+                None => return (Edited::Decode, Dropped::default()),
             }
         } else {
             if r.skip(wire).is_none() {
-                return Edited::Decode;
+                return (Edited::Decode, Dropped::default());
             }
             out.extend_from_slice(&start[..start.len() - r.rest().len()]);
         }
     }
-    if changed {
+    let edited = if changed {
         Edited::Bytes(out)
     } else {
         Edited::Unchanged
-    }
+    };
+    (edited, dropped)
 }
 
 /// Writes one `ResourceProfiles` field, its resource and schema URL
-/// edited, to `out`; whether they changed, `None` if `rp` must be decoded
-/// instead.
+/// edited, to `out`, or counts it in `dropped` if `keep` says it goes;
+/// whether the bytes changed, `None` if `rp` must be decoded instead.
 fn resource_profiles(
     rp: &[u8],
-    edit: &mut impl FnMut(&mut Resource, &mut String),
+    keep: &mut impl FnMut(&mut Resource, &mut String, usize) -> bool,
     out: &mut Vec<u8>,
+    dropped: &mut Dropped,
 ) -> Option<bool> {
     let mut resource = Resource::default();
     let mut found: Vec<&[u8]> = Vec::new();
@@ -108,7 +141,15 @@ fn resource_profiles(
         return None;
     }
     let was = url.clone();
-    edit(&mut resource, &mut url);
+    let scopes = rest.iter().filter(|f| f[0] == key(SCOPE_PROFILES)).count();
+    if !keep(&mut resource, &mut url, scopes) {
+        for sp in &rest {
+            if sp[0] == key(SCOPE_PROFILES) {
+                count_scope(payload(sp)?, dropped)?;
+            }
+        }
+        return Some(true);
+    }
     let edited = resource.encode_to_vec();
     let resource_changed = match found[..] {
         [] => !edited.is_empty(),
@@ -141,6 +182,66 @@ fn resource_profiles(
     }
     write::bytes(out, SCHEMA_URL, new_url);
     Some(resource_changed || url != was)
+}
+
+/// The one-byte key of a length-delimited field (all fields here are
+/// numbered below 16).
+const fn key(field: u32) -> u8 {
+    (field << 3) as u8 | LEN
+}
+
+/// The payload of a length-delimited field, key and length included.
+fn payload(field: &[u8]) -> Option<&[u8]> {
+    let mut r = Reader::new(field);
+    r.key()?;
+    r.bytes()
+}
+
+/// Adds the profiles and sample observations of a `ScopeProfiles` to
+/// `dropped`.
+fn count_scope(sp: &[u8], dropped: &mut Dropped) -> Option<()> {
+    for_each_field(sp, PROFILES, |profile| {
+        dropped.profiles += 1;
+        for_each_field(profile, SAMPLES, |sample| {
+            dropped.samples += observations(sample)?;
+            Some(())
+        })
+    })
+}
+
+/// Calls `f` with the payload of every length-delimited field `field` of
+/// `msg`.
+fn for_each_field(msg: &[u8], field: u32, mut f: impl FnMut(&[u8]) -> Option<()>) -> Option<()> {
+    let mut r = Reader::new(msg);
+    while !r.is_empty() {
+        match r.key()? {
+            (n, LEN) if n == field => f(r.bytes()?)?,
+            (_, wire) => r.skip(wire)?,
+        }
+    }
+    Some(())
+}
+
+/// `max(values, timestamps, 1)` of a `Sample`, packed or not.
+fn observations(sample: &[u8]) -> Option<u64> {
+    let (mut values, mut timestamps) = (0u64, 0u64);
+    let mut r = Reader::new(sample);
+    while !r.is_empty() {
+        match r.key()? {
+            (VALUES, LEN) => values += r.bytes()?.iter().filter(|&&b| b < 0x80).count() as u64,
+            (VALUES, VARINT) => {
+                r.varint()?;
+                values += 1;
+            }
+            (TIMESTAMPS, LEN) => timestamps += r.bytes()?.len() as u64 / 8,
+            (TIMESTAMPS, FIXED64) => {
+                r.fixed64()?;
+                timestamps += 1;
+            }
+            (_, wire) => r.skip(wire)?,
+        }
+    }
+    Some(values.max(timestamps).max(1))
 }
 
 /// Whether an attribute refers to the dictionary's strings

@@ -267,3 +267,55 @@ fn schema_urls_are_edited_with_the_resources() {
     edits_as_decoded(&twice, upsert("a", "b"));
     edits_as_decoded(&twice, |_, url: &mut String| url.push('/'));
 }
+
+#[test]
+fn dropped_resources_go_with_all_they_hold_and_are_counted() {
+    let mut data = synth::Config {
+        samples: 3_000,
+        resources: 3,
+        ..Default::default()
+    }
+    .build();
+    // Packed and unpacked values, timestamps only, and neither.
+    let samples = &mut data.resource_profiles[1].scope_profiles[0].profiles[0].samples;
+    samples[0].values = vec![1, 2, 3];
+    samples[1].values.clear();
+    samples[1].timestamps_unix_nano = vec![5, 6];
+    samples[2].values.clear();
+    samples[2].timestamps_unix_nano.clear();
+    // A resource without scopes.
+    data.resource_profiles.push(ResourceProfiles::default());
+    let bytes = data.encode_to_vec();
+    let goes = |r: &Resource| {
+        r.attributes
+            .iter()
+            .any(|a| a.value == upsert_value("instance-1"))
+    };
+    let (edited, dropped) = retain_resources(&bytes, |r, _, scopes| !goes(r) && scopes > 0);
+    let Edited::Bytes(out) = edited else {
+        panic!("two resources go");
+    };
+    let mut want = data.clone();
+    let gone: Vec<_> = want.resource_profiles.drain(1..2).collect();
+    want.resource_profiles.pop();
+    assert_eq!(ProfilesData::decode(&out[..]).unwrap(), want);
+    let profiles = || crate::batch::profiles(&gone);
+    assert_eq!(dropped.profiles, profiles().count() as u64);
+    assert_eq!(
+        dropped.samples,
+        profiles()
+            .map(crate::batch::profile_sample_count)
+            .sum::<u64>()
+    );
+    // Keeping all of them, the bytes stand.
+    assert_eq!(
+        retain_resources(&bytes, |_, _, _| true),
+        (Edited::Unchanged, Dropped::default())
+    );
+}
+
+fn upsert_value(s: &str) -> Option<AnyValue> {
+    Some(AnyValue {
+        value: Some(Value::StringValue(s.into())),
+    })
+}
