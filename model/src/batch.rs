@@ -271,23 +271,52 @@ impl ProfileBatch {
     /// are never decoded for it. Unless a resource changed, the batch
     /// keeps its received bytes (and their compressed form).
     pub fn edit_resources(&mut self, mut edit: impl FnMut(&mut Resource, &mut String)) {
+        self.retain_resources(|r, url, _| {
+            edit(r, url);
+            true
+        });
+    }
+
+    /// [`ProfileBatch::edit_resources`], where `keep` also tells whether
+    /// each `ResourceProfiles` stays (it is given how many scopes it
+    /// holds); one that goes takes all it holds. Returns the samples
+    /// dropped.
+    pub fn retain_resources(
+        &mut self,
+        mut keep: impl FnMut(&mut Resource, &mut String, usize) -> bool,
+    ) -> u64 {
+        use crate::codec::Edited;
         if !self.is_decoded() {
             if let Some(bytes) = self.encoded() {
-                match crate::codec::edit_resources(bytes, &mut edit) {
-                    crate::codec::Edited::Unchanged => return,
-                    crate::codec::Edited::Bytes(b) => return self.replace_bytes(Bytes::from(b)),
-                    crate::codec::Edited::Decode => {}
+                let (edited, dropped) = crate::codec::retain_resources(bytes, &mut keep);
+                match edited {
+                    Edited::Unchanged => return 0,
+                    Edited::Bytes(b) => {
+                        let samples = self.samples.get().map(|n| n - dropped.samples);
+                        self.replace_bytes(Bytes::from(b));
+                        self.samples = samples.map(OnceLock::from).unwrap_or_default();
+                        self.pending_profiles -= dropped.profiles;
+                        return dropped.samples;
+                    }
+                    Edited::Decode => {}
                 }
             }
         }
         let data = self.data_mut();
         crate::dictionary::resolve_references(data);
-        for rp in &mut data.resource_profiles {
-            edit(
-                rp.resource.get_or_insert_with(Default::default),
-                &mut rp.schema_url,
-            );
-        }
+        let mut dropped = 0;
+        data.resource_profiles.retain_mut(|rp| {
+            let scopes = rp.scope_profiles.len();
+            let resource = rp.resource.get_or_insert_with(Default::default);
+            let kept = keep(resource, &mut rp.schema_url, scopes);
+            if !kept {
+                dropped += profiles(std::slice::from_ref(rp))
+                    .map(profile_sample_count)
+                    .sum::<u64>();
+            }
+            kept
+        });
+        dropped
     }
 
     /// For a batch not decoded yet: `bytes` replace its encoding (and its

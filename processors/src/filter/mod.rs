@@ -14,7 +14,7 @@ use std::sync::Arc;
 use profcol_model::dictionary::resolve_references;
 use profcol_model::proto::{KeyValue, ResourceProfiles, ScopeProfiles};
 use profcol_model::{profile_sample_count, ProfileBatch};
-use profcol_ottl::{Condition, Ctx, Dict};
+use profcol_ottl::{with_resource, Condition, Ctx, Dict};
 use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, Verdict};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
@@ -39,6 +39,9 @@ impl ProcessorFactory for FilterFactory {
         let (_, rules) = cfg.decode_checked(|c: &FilterConfig| c.compile(cfg))?;
         Ok(Box::new(Filter {
             id: cfg.id.to_string(),
+            resources_only: rules
+                .iter()
+                .all(|r| r.scope.is_empty() && r.profile.is_empty()),
             rules,
         }))
     }
@@ -51,6 +54,9 @@ pub fn factory() -> Arc<dyn ProcessorFactory> {
 pub struct Filter {
     id: String,
     rules: Vec<Rules>,
+    /// Every condition is on resources: a batch held as bytes is filtered
+    /// there, not decoded.
+    resources_only: bool,
 }
 
 struct Stop(String);
@@ -205,10 +211,59 @@ impl Filter {
     }
 }
 
+impl Filter {
+    /// [`Processor::process`] for conditions on resources only: each
+    /// resource through every set of rules, as a resource never sees
+    /// another item (`ProfileBatch::retain_resources`). Returns the
+    /// condition errors, the samples dropped and why the batch must go.
+    fn retain_resources(&self, batch: &mut ProfileBatch) -> (u64, u64, Option<Stop>) {
+        let id = self.id.as_str();
+        let (mut errors, mut stop) = (0, None);
+        let dropped = batch.retain_resources(|resource, url, scopes| {
+            if stop.is_some() {
+                return true;
+            }
+            let mut r = Some(std::mem::take(resource));
+            let keep = with_resource(&mut r, url, |ctx| {
+                for rules in &self.rules {
+                    match any(&rules.resource, ctx, rules.error_mode, id, &mut errors) {
+                        Ok(true) => return false,
+                        Ok(false) => {}
+                        Err(s) => {
+                            stop = Some(s);
+                            return true;
+                        }
+                    }
+                }
+                // As the Collector: a resource without scopes goes.
+                scopes > 0
+            });
+            *resource = r.unwrap_or_default();
+            keep
+        });
+        (errors, dropped, stop)
+    }
+}
+
 impl Processor for Filter {
     fn process(&mut self, batch: &mut ProfileBatch, ctx: &mut ProcessContext) -> Verdict {
         if self.rules.is_empty() {
             return Verdict::Keep;
+        }
+        if self.resources_only {
+            let (errors, dropped, stop) = self.retain_resources(batch);
+            ctx.event("condition_errors", errors);
+            if let Some(Stop(msg)) = stop {
+                profcol_model::warn_limited!(processor = %self.id, error = %msg, "failed processing profiles");
+                ctx.dropped(dropped + batch.sample_count(), CONDITION_ERROR);
+                return Verdict::Drop;
+            }
+            ctx.dropped(dropped, FILTERED);
+            return if batch.is_empty() {
+                Verdict::Drop
+            } else {
+                Verdict::Keep
+            };
         }
         let data = batch.data_mut();
         resolve_references(data);
@@ -243,5 +298,9 @@ impl Processor for Filter {
         } else {
             Verdict::Keep
         }
+    }
+
+    fn decodes_batches(&self) -> bool {
+        !self.resources_only
     }
 }

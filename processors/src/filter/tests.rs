@@ -86,3 +86,57 @@ fn config_errors() {
         assert!(e.contains(want), "{yaml}: {e}");
     }
 }
+
+#[test]
+fn resource_conditions_filter_a_batch_held_as_received_without_decoding_it() {
+    let mut p = create(
+        "filter",
+        "profiles: {resource: ['attributes[\"service.instance.id\"] == \"instance-0\"']}",
+    )
+    .unwrap();
+    assert!(!p.decodes_batches());
+    let data = profcol_model::synth::Config {
+        samples: 2_000,
+        resources: 2,
+        ..Default::default()
+    }
+    .build();
+    let gone = profcol_model::profile_sample_count(
+        &data.resource_profiles[0].scope_profiles[0].profiles[0],
+    );
+    let bytes = bytes::Bytes::from(prost::Message::encode_to_vec(&data));
+    let clean = profcol_model::wire_check::check(&bytes).unwrap();
+    let mut received = ProfileBatch::checked(bytes.clone(), clean);
+    let mut decoded = ProfileBatch::decode(bytes).unwrap();
+    assert_eq!(
+        run(&mut *p, &mut received),
+        (Verdict::Keep, vec![(FILTERED, gone)])
+    );
+    assert_eq!(
+        run(&mut *p, &mut decoded),
+        (Verdict::Keep, vec![(FILTERED, gone)])
+    );
+    assert!(!received.is_decoded());
+    assert_eq!(
+        (received.sample_count(), received.profile_count()),
+        (2_000 - gone, 1)
+    );
+    assert!(!received.is_decoded());
+    assert_eq!(received.data(), decoded.data());
+    assert_eq!(received.data().resource_profiles.len(), 1);
+    // Every resource matched: the batch goes.
+    let mut p = create(
+        "filter",
+        "profiles: {resource: ['attributes[\"service.name\"] == \"synth-app\"']}",
+    )
+    .unwrap();
+    let bytes = bytes::Bytes::from(prost::Message::encode_to_vec(&data));
+    let mut all = ProfileBatch::checked(
+        bytes.clone(),
+        profcol_model::wire_check::check(&bytes).unwrap(),
+    );
+    assert_eq!(
+        run(&mut *p, &mut all),
+        (Verdict::Drop, vec![(FILTERED, 2_000)])
+    );
+}
