@@ -190,7 +190,8 @@ const fn key(field: u32) -> u8 {
     (field << 3) as u8 | LEN
 }
 
-/// The payload of a length-delimited field, key and length included.
+/// The payload of `field`, a length-delimited field as it came (its key
+/// and length first).
 fn payload(field: &[u8]) -> Option<&[u8]> {
     let mut r = Reader::new(field);
     r.key()?;

@@ -8,12 +8,16 @@ use super::*;
 use crate::proto::{KeyValue, ProfilesData, ResourceProfiles};
 use crate::synth;
 
+fn string(s: &str) -> Option<AnyValue> {
+    Some(AnyValue {
+        value: Some(Value::StringValue(s.into())),
+    })
+}
+
 fn upsert(key: &str, value: &str) -> impl Fn(&mut Resource, &mut String) {
     let kv = KeyValue {
         key: key.into(),
-        value: Some(AnyValue {
-            value: Some(Value::StringValue(value.into())),
-        }),
+        value: string(value),
         key_strindex: 0,
     };
     move |r: &mut Resource, _: &mut String| match r.attributes.iter_mut().find(|a| a.key == kv.key)
@@ -286,11 +290,7 @@ fn dropped_resources_go_with_all_they_hold_and_are_counted() {
     // A resource without scopes.
     data.resource_profiles.push(ResourceProfiles::default());
     let bytes = data.encode_to_vec();
-    let goes = |r: &Resource| {
-        r.attributes
-            .iter()
-            .any(|a| a.value == upsert_value("instance-1"))
-    };
+    let goes = |r: &Resource| r.attributes.iter().any(|a| a.value == string("instance-1"));
     let (edited, dropped) = retain_resources(&bytes, |r, _, scopes| !goes(r) && scopes > 0);
     let Edited::Bytes(out) = edited else {
         panic!("two resources go");
@@ -312,10 +312,4 @@ fn dropped_resources_go_with_all_they_hold_and_are_counted() {
         retain_resources(&bytes, |_, _, _| true),
         (Edited::Unchanged, Dropped::default())
     );
-}
-
-fn upsert_value(s: &str) -> Option<AnyValue> {
-    Some(AnyValue {
-        value: Some(Value::StringValue(s.into())),
-    })
 }
