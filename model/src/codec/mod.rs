@@ -13,4 +13,4 @@ pub(crate) mod write;
 
 pub use decode::decode;
 pub use encode::{encode, encoded_len};
-pub use resources::{edit_resources, retain_resources, Dropped, Edited};
+pub use resources::{edit_resources, read_resources, retain_resources, Dropped, Edited};

@@ -109,34 +109,13 @@ fn resource_profiles(
     out: &mut Vec<u8>,
     dropped: &mut Dropped,
 ) -> Option<bool> {
-    let mut resource = Resource::default();
-    let mut found: Vec<&[u8]> = Vec::new();
-    // The schema URL: the last one given, as prost reads it.
-    let mut url = String::new();
-    let mut urls: Vec<&[u8]> = Vec::new();
-    // The other fields, key and value as they came, in their order.
-    let mut rest: Vec<&[u8]> = Vec::new();
-    let mut r = Reader::new(rp);
-    while !r.is_empty() {
-        let start = r.rest();
-        let (field, wire) = r.key()?;
-        let read = |r: &Reader<'_>| &start[..start.len() - r.rest().len()];
-        match (field, wire) {
-            (RESOURCE, LEN) => {
-                let payload = r.bytes()?;
-                resource.merge(payload).ok()?;
-                found.push(payload);
-            }
-            (SCHEMA_URL, LEN) => {
-                url = std::str::from_utf8(r.bytes()?).ok()?.to_owned();
-                urls.push(read(&r));
-            }
-            _ => {
-                r.skip(wire)?;
-                rest.push(read(&r));
-            }
-        }
-    }
+    let Parsed {
+        mut resource,
+        found,
+        mut url,
+        mut urls,
+        rest,
+    } = parse(rp)?;
     if resource.attributes.iter().any(refers) {
         return None;
     }
@@ -182,6 +161,63 @@ fn resource_profiles(
     }
     write::bytes(out, SCHEMA_URL, new_url);
     Some(resource_changed || url != was)
+}
+
+/// A `ResourceProfiles` read for its resource and schema URL.
+struct Parsed<'a> {
+    /// The resource, merged from its fields (`found`) as prost merges them.
+    resource: Resource,
+    found: Vec<&'a [u8]>,
+    /// The schema URL: the last one given (`urls`), as prost reads it.
+    url: String,
+    urls: Vec<&'a [u8]>,
+    /// The other fields, key and value as they came, in their order.
+    rest: Vec<&'a [u8]>,
+}
+
+fn parse(rp: &[u8]) -> Option<Parsed<'_>> {
+    let mut p = Parsed {
+        resource: Resource::default(),
+        found: Vec::new(),
+        url: String::new(),
+        urls: Vec::new(),
+        rest: Vec::new(),
+    };
+    let mut r = Reader::new(rp);
+    while !r.is_empty() {
+        let start = r.rest();
+        let (field, wire) = r.key()?;
+        let read = |r: &Reader<'_>| &start[..start.len() - r.rest().len()];
+        match (field, wire) {
+            (RESOURCE, LEN) => {
+                let payload = r.bytes()?;
+                p.resource.merge(payload).ok()?;
+                p.found.push(payload);
+            }
+            (SCHEMA_URL, LEN) => {
+                p.url = std::str::from_utf8(r.bytes()?).ok()?.to_owned();
+                p.urls.push(read(&r));
+            }
+            _ => {
+                r.skip(wire)?;
+                p.rest.push(read(&r));
+            }
+        }
+    }
+    Some(p)
+}
+
+/// The resource of every `ResourceProfiles` of `bytes`, in order, as
+/// decoding gives them (`None` where absent), without decoding anything
+/// else; `None` if the bytes must be decoded.
+pub fn read_resources(bytes: &[u8]) -> Option<Vec<Option<Resource>>> {
+    let mut out = Vec::new();
+    for_each_field(bytes, RESOURCE_PROFILES, |rp| {
+        let p = parse(rp)?;
+        out.push((!p.found.is_empty()).then_some(p.resource));
+        Some(())
+    })?;
+    Some(out)
 }
 
 /// The one-byte key of a length-delimited field (all fields here are

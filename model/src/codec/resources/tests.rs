@@ -47,9 +47,16 @@ fn oracle(bytes: &[u8], edit: &impl Fn(&mut Resource, &mut String)) -> ProfilesD
     normalized(data)
 }
 
-/// `bytes` edited in place decode as the oracle has them; returns the
-/// edited bytes.
+/// `bytes` edited in place decode as the oracle has them, and their
+/// resources read as decoded; returns the edited bytes.
 fn edits_as_decoded(bytes: &[u8], edit: impl Fn(&mut Resource, &mut String)) -> Vec<u8> {
+    let decoded = ProfilesData::decode(bytes).expect("the oracle decodes");
+    let resources: Vec<_> = decoded
+        .resource_profiles
+        .into_iter()
+        .map(|rp| rp.resource)
+        .collect();
+    assert_eq!(read_resources(bytes), Some(resources));
     let Edited::Bytes(out) = edit_resources(bytes, &edit) else {
         panic!("the edit changes the resources");
     };
