@@ -319,6 +319,22 @@ impl ProfileBatch {
         dropped
     }
 
+    /// The first `Some` that `find` gives for the batch's resources, in
+    /// order. A batch not decoded yet is not decoded for it: only its
+    /// resources are read from its bytes.
+    pub fn find_in_resources<R>(&self, find: impl FnMut(&Resource) -> Option<R>) -> Option<R> {
+        if !self.is_decoded() {
+            if let Some(rs) = self.encoded().and_then(|b| crate::codec::read_resources(b)) {
+                return rs.iter().flatten().find_map(find);
+            }
+        }
+        self.data()
+            .resource_profiles
+            .iter()
+            .filter_map(|rp| rp.resource.as_ref())
+            .find_map(find)
+    }
+
     /// For a batch not decoded yet: `bytes` replace its encoding (and its
     /// compressed form), the same samples and profiles. What decoding will
     /// take grows by what the bytes grew, and so does the reservation.

@@ -161,26 +161,27 @@ impl KafkaExporter {
     /// the client metadata `topic_from_metadata_key` names, else
     /// `topic_from_attribute`'s value on the first resource that has it,
     /// else the configured one.
-    fn topic_of<'a>(&'a self, batch: &'a ProfileBatch) -> &'a str {
+    fn topic_of(&self, batch: &ProfileBatch) -> String {
         if let Some(t) = metadata(batch, &self.topic_from_metadata_key).next() {
-            return t;
+            return t.to_owned();
         }
         if self.topic_from_attribute.is_empty() {
-            return &self.topic;
+            return self.topic.clone();
         }
         batch
-            .data()
-            .resource_profiles
-            .iter()
-            .filter_map(|rp| rp.resource.as_ref())
-            .flat_map(|r| &r.attributes)
-            .find_map(|kv| match kv.value.as_ref()?.value.as_ref()? {
-                Value::StringValue(s) if kv.key == self.topic_from_attribute && !s.is_empty() => {
-                    Some(s.as_str())
-                }
-                _ => None,
+            .find_in_resources(|r| {
+                r.attributes
+                    .iter()
+                    .find_map(|kv| match kv.value.as_ref()?.value.as_ref()? {
+                        Value::StringValue(s)
+                            if kv.key == self.topic_from_attribute && !s.is_empty() =>
+                        {
+                            Some(s.clone())
+                        }
+                        _ => None,
+                    })
             })
-            .unwrap_or(&self.topic)
+            .unwrap_or_else(|| self.topic.clone())
     }
 
     /// The message value: the received bytes when nothing changed them.
@@ -214,7 +215,7 @@ impl KafkaExporter {
                 self.max_message_bytes
             )));
         }
-        let topic = self.topic_of(&batch).to_owned();
+        let topic = self.topic_of(&batch);
         // Every value of every key listed, in order (metadata keys are
         // matched without case, and sent as configured).
         let mut headers = OwnedHeaders::new();
@@ -286,10 +287,10 @@ impl Exporter for KafkaExporter {
         Ok(())
     }
 
-    /// See [`KafkaExporter::value`]; `topic_from_attribute` reads the
-    /// resources ([`KafkaExporter::topic_of`]), which decodes the batch.
+    /// See [`KafkaExporter::value`]; `topic_from_attribute` reads only the
+    /// resources ([`KafkaExporter::topic_of`]), which needs no decoding.
     fn sends_received_bytes(&self) -> bool {
-        self.encoding == Encoding::Proto && self.topic_from_attribute.is_empty()
+        self.encoding == Encoding::Proto
     }
 
     async fn export(

@@ -181,5 +181,31 @@ fn sends_bytes_alone_unless_it_reads_the_batch() {
     };
     assert!(sends_bytes("{}"));
     assert!(!sends_bytes("{profiles: {encoding: otlp_json}}"));
-    assert!(!sends_bytes("{topic_from_attribute: service.name}"));
+    // It reads the resources only, from the bytes.
+    assert!(sends_bytes("{topic_from_attribute: service.name}"));
+}
+
+#[test]
+fn topic_from_attribute_reads_a_batch_held_as_bytes_without_decoding_it() {
+    let exporter = |yaml: &str| {
+        let (c, r) = resolve(yaml).unwrap();
+        KafkaExporter::new(&c, r, Duration::from_secs(5))
+    };
+    let data = profcol_model::synth::Config {
+        samples: 100,
+        resources: 2,
+        ..Default::default()
+    }
+    .build();
+    let bytes = Bytes::from(prost::Message::encode_to_vec(&data));
+    let clean = profcol_model::wire_check::check(&bytes).unwrap();
+    let batch = ProfileBatch::checked(bytes, clean);
+    let e = exporter("{topic_from_attribute: service.instance.id}");
+    assert_eq!(e.topic_of(&batch), "instance-0");
+    assert!(!batch.is_decoded());
+    assert_eq!(e.topic_of(&ProfileBatch::new(data.clone())), "instance-0");
+    // No resource has it: the configured topic.
+    let e = exporter("{topic_from_attribute: nope, profiles: {topic: fallback}}");
+    assert_eq!(e.topic_of(&batch), "fallback");
+    assert_eq!(e.topic_of(&ProfileBatch::new(data)), "fallback");
 }
