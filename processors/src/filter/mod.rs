@@ -92,6 +92,66 @@ fn any(
 }
 
 impl Filter {
+    /// The decoded path of [`Processor::process`]: each set of rules over
+    /// every item of its levels in turn. Returns the condition errors, the
+    /// samples dropped and why the batch must go.
+    fn decoded(&self, batch: &mut ProfileBatch) -> (u64, u64, Option<Stop>) {
+        let data = batch.data_mut();
+        resolve_references(data);
+        let mut dict = Dict::take(&mut data.dictionary);
+        // Counted as profiles go, not as a count before and after: that
+        // would walk every sample of the batch once more.
+        let (mut errors, mut dropped) = (0, 0);
+        let mut stop = None;
+        for r in &self.rules {
+            let result = self.apply(
+                r,
+                &mut data.resource_profiles,
+                &mut dict,
+                &mut errors,
+                &mut dropped,
+            );
+            if let Err(s) = result {
+                stop = Some(s);
+                break;
+            }
+        }
+        dict.restore(&mut data.dictionary);
+        (errors, dropped, stop)
+    }
+
+    /// [`Processor::process`] for conditions on resources only: each
+    /// resource through every set of rules, as a resource never sees
+    /// another item (`ProfileBatch::retain_resources`). Returns the
+    /// condition errors, the samples dropped and why the batch must go.
+    fn retain_resources(&self, batch: &mut ProfileBatch) -> (u64, u64, Option<Stop>) {
+        let id = self.id.as_str();
+        let (mut errors, mut stop) = (0, None);
+        let dropped = batch.retain_resources(|resource, url, scopes| {
+            if stop.is_some() {
+                return true;
+            }
+            let mut r = Some(std::mem::take(resource));
+            let keep = with_resource(&mut r, url, |ctx| {
+                for rules in &self.rules {
+                    match any(&rules.resource, ctx, rules.error_mode, id, &mut errors) {
+                        Ok(true) => return false,
+                        Ok(false) => {}
+                        Err(s) => {
+                            stop = Some(s);
+                            return true;
+                        }
+                    }
+                }
+                // As the Collector: a resource without scopes goes.
+                scopes > 0
+            });
+            *resource = r.unwrap_or_default();
+            keep
+        });
+        (errors, dropped, stop)
+    }
+
     fn apply(
         &self,
         r: &Rules,
@@ -211,89 +271,24 @@ impl Filter {
     }
 }
 
-impl Filter {
-    /// [`Processor::process`] for conditions on resources only: each
-    /// resource through every set of rules, as a resource never sees
-    /// another item (`ProfileBatch::retain_resources`). Returns the
-    /// condition errors, the samples dropped and why the batch must go.
-    fn retain_resources(&self, batch: &mut ProfileBatch) -> (u64, u64, Option<Stop>) {
-        let id = self.id.as_str();
-        let (mut errors, mut stop) = (0, None);
-        let dropped = batch.retain_resources(|resource, url, scopes| {
-            if stop.is_some() {
-                return true;
-            }
-            let mut r = Some(std::mem::take(resource));
-            let keep = with_resource(&mut r, url, |ctx| {
-                for rules in &self.rules {
-                    match any(&rules.resource, ctx, rules.error_mode, id, &mut errors) {
-                        Ok(true) => return false,
-                        Ok(false) => {}
-                        Err(s) => {
-                            stop = Some(s);
-                            return true;
-                        }
-                    }
-                }
-                // As the Collector: a resource without scopes goes.
-                scopes > 0
-            });
-            *resource = r.unwrap_or_default();
-            keep
-        });
-        (errors, dropped, stop)
-    }
-}
-
 impl Processor for Filter {
     fn process(&mut self, batch: &mut ProfileBatch, ctx: &mut ProcessContext) -> Verdict {
         if self.rules.is_empty() {
             return Verdict::Keep;
         }
-        if self.resources_only {
-            let (errors, dropped, stop) = self.retain_resources(batch);
-            ctx.event("condition_errors", errors);
-            if let Some(Stop(msg)) = stop {
-                profcol_model::warn_limited!(processor = %self.id, error = %msg, "failed processing profiles");
-                ctx.dropped(dropped + batch.sample_count(), CONDITION_ERROR);
-                return Verdict::Drop;
-            }
-            ctx.dropped(dropped, FILTERED);
-            return if batch.is_empty() {
-                Verdict::Drop
-            } else {
-                Verdict::Keep
-            };
-        }
-        let data = batch.data_mut();
-        resolve_references(data);
-        let mut dict = Dict::take(&mut data.dictionary);
-        // Counted as profiles go, not as a count before and after: that
-        // would walk every sample of the batch once more.
-        let (mut errors, mut dropped) = (0, 0);
-        let mut result = Ok(());
-        for r in &self.rules {
-            result = self.apply(
-                r,
-                &mut data.resource_profiles,
-                &mut dict,
-                &mut errors,
-                &mut dropped,
-            );
-            if result.is_err() {
-                break;
-            }
-        }
-        dict.restore(&mut data.dictionary);
+        let (errors, dropped, stop) = if self.resources_only {
+            self.retain_resources(batch)
+        } else {
+            self.decoded(batch)
+        };
         ctx.event("condition_errors", errors);
-        if let Err(Stop(msg)) = result {
+        if let Some(Stop(msg)) = stop {
             profcol_model::warn_limited!(processor = %self.id, error = %msg, "failed processing profiles");
             ctx.dropped(dropped + batch.sample_count(), CONDITION_ERROR);
             return Verdict::Drop;
         }
-        let left = data.resource_profiles.is_empty();
         ctx.dropped(dropped, FILTERED);
-        if left {
+        if batch.is_empty() {
             Verdict::Drop
         } else {
             Verdict::Keep
