@@ -23,9 +23,9 @@ pub struct Args {
     pub profcol: PathBuf,
     /// Comma-separated: passthrough, gzip (pass-through, gzip both ways),
     /// processors (profcol's four), processors-gzip, memory_limiter,
-    /// resource and transform (the Collector's processors, resource
-    /// attributes set by both, in profcol and the Collector alike),
-    /// resource-gzip,
+    /// resource, transform and filter (the Collector's processors: resource
+    /// attributes set by both, or a resource condition that matches
+    /// nothing, in profcol and the Collector alike), resource-gzip,
     /// kafka-export (OTLP in, the `kafka` exporter out to a local broker),
     /// kafka-receive (the `kafka` receiver reading a filled topic, OTLP
     /// out); the kafka cases are also given as ratios to passthrough.
@@ -483,13 +483,14 @@ service:
 }
 
 /// The cases the Collector can run: it has none of profcol's processors.
-const OTELCOL_CASES: [&str; 8] = [
+const OTELCOL_CASES: [&str; 9] = [
     "passthrough",
     "gzip",
     "memory_limiter",
     "resource",
     "resource-gzip",
     "transform",
+    "filter",
     "kafka-export",
     "kafka-receive",
 ];
@@ -509,6 +510,11 @@ fn collector_processor(case: &str) -> Option<(String, String)> {
         "transform" => {
             "{profile_statements: [{context: resource, statements: \
              ['set(attributes[\"deployment.environment\"], \"production\")']}]}"
+        }
+        // Resources of a service that sends nothing here: all stay.
+        "filter" => {
+            "{profile_conditions: \
+             ['resource.attributes[\"service.name\"] == \"noisy-batch-job\"']}"
         }
         _ => return None,
     };
