@@ -8,7 +8,7 @@
 
 use prost::Message;
 
-use super::read::{Reader, FIXED64, LEN, VARINT};
+use super::read::{count_fields, Reader, FIXED64, LEN, VARINT};
 use super::write;
 use crate::proto::{any_value::Value, AnyValue, KeyValue, Resource};
 
@@ -120,13 +120,9 @@ fn resource_profiles(
         return None;
     }
     let was = url.clone();
-    let scopes = rest.iter().filter(|f| f[0] == key(SCOPE_PROFILES)).count();
+    let scopes = count_fields::<3>(rp)?[SCOPE_PROFILES as usize];
     if !keep(&mut resource, &mut url, scopes) {
-        for sp in &rest {
-            if sp[0] == key(SCOPE_PROFILES) {
-                count_scope(payload(sp)?, dropped)?;
-            }
-        }
+        for_each_field(rp, SCOPE_PROFILES, |sp| count_scope(sp, dropped))?;
         return Some(true);
     }
     let edited = resource.encode_to_vec();
@@ -218,20 +214,6 @@ pub fn read_resources(bytes: &[u8]) -> Option<Vec<Option<Resource>>> {
         Some(())
     })?;
     Some(out)
-}
-
-/// The one-byte key of a length-delimited field (all fields here are
-/// numbered below 16).
-const fn key(field: u32) -> u8 {
-    (field << 3) as u8 | LEN
-}
-
-/// The payload of `field`, a length-delimited field as it came (its key
-/// and length first).
-fn payload(field: &[u8]) -> Option<&[u8]> {
-    let mut r = Reader::new(field);
-    r.key()?;
-    r.bytes()
 }
 
 /// Adds the profiles and sample observations of a `ScopeProfiles` to
