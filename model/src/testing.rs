@@ -4,6 +4,14 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// `data` as a receiver holds a request valid as it is: its protobuf
+/// bytes, checked on the wire and not decoded.
+pub fn as_received(data: &crate::proto::ProfilesData) -> crate::ProfileBatch {
+    let bytes = bytes::Bytes::from(prost::Message::encode_to_vec(data));
+    let clean = crate::wire_check::check(&bytes).expect("the request is valid as it is");
+    crate::ProfileBatch::checked(bytes, clean)
+}
+
 /// `tests/fixtures` of the workspace.
 pub fn fixtures_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")

@@ -197,9 +197,7 @@ fn topic_from_attribute_reads_a_batch_held_as_bytes_without_decoding_it() {
         ..Default::default()
     }
     .build();
-    let bytes = Bytes::from(prost::Message::encode_to_vec(&data));
-    let clean = profcol_model::wire_check::check(&bytes).unwrap();
-    let batch = ProfileBatch::checked(bytes, clean);
+    let batch = profcol_model::testing::as_received(&data);
     let e = exporter("{topic_from_attribute: service.instance.id}");
     assert_eq!(e.topic_of(&batch), "instance-0");
     assert!(!batch.is_decoded());

@@ -1,3 +1,4 @@
+use profcol_model::testing::as_received;
 use profcol_model::validate;
 use profcol_pipeline::component::Verdict;
 
@@ -104,10 +105,8 @@ fn resource_conditions_filter_a_batch_held_as_received_without_decoding_it() {
     let gone = profcol_model::profile_sample_count(
         &data.resource_profiles[0].scope_profiles[0].profiles[0],
     );
-    let bytes = bytes::Bytes::from(prost::Message::encode_to_vec(&data));
-    let clean = profcol_model::wire_check::check(&bytes).unwrap();
-    let mut received = ProfileBatch::checked(bytes.clone(), clean);
-    let mut decoded = ProfileBatch::decode(bytes).unwrap();
+    let mut received = as_received(&data);
+    let mut decoded = ProfileBatch::decode(received.plain_bytes().unwrap().clone()).unwrap();
     assert_eq!(
         run(&mut *p, &mut received),
         (Verdict::Keep, vec![(FILTERED, gone)])
@@ -130,11 +129,7 @@ fn resource_conditions_filter_a_batch_held_as_received_without_decoding_it() {
         "profiles: {resource: ['attributes[\"service.name\"] == \"synth-app\"']}",
     )
     .unwrap();
-    let bytes = bytes::Bytes::from(prost::Message::encode_to_vec(&data));
-    let mut all = ProfileBatch::checked(
-        bytes.clone(),
-        profcol_model::wire_check::check(&bytes).unwrap(),
-    );
+    let mut all = as_received(&data);
     assert_eq!(
         run(&mut *p, &mut all),
         (Verdict::Drop, vec![(FILTERED, 2_000)])

@@ -2,7 +2,8 @@ use profcol_model::proto::{
     any_value::Value as A, AnyValue, InstrumentationScope, KeyValue, KeyValueAndUnit, Profile,
     ProfilesData, ProfilesDictionary, Resource, ResourceProfiles, Sample, ScopeProfiles,
 };
-use profcol_model::{synth, validate, wire_check, BatchMeta, ProfileBatch};
+use profcol_model::testing::as_received;
+use profcol_model::{synth, validate, BatchMeta, ProfileBatch};
 use profcol_pipeline::component::{ProcessContext, Processor, Verdict};
 use profcol_pipeline::config::{ComponentConfig, Kind};
 
@@ -117,9 +118,8 @@ pub(crate) fn edited_as_bytes(p: &mut dyn Processor, meta: BatchMeta) -> Profile
         ..Default::default()
     }
     .build();
-    let bytes = bytes::Bytes::from(prost::Message::encode_to_vec(&data));
-    let clean = wire_check::check(&bytes).expect("synthetic requests are clean");
-    let mut received = ProfileBatch::checked(bytes.clone(), clean).with_meta(meta.clone());
+    let mut received = as_received(&data).with_meta(meta.clone());
+    let bytes = received.plain_bytes().unwrap().clone();
     let mut decoded = ProfileBatch::decode(bytes.clone()).unwrap().with_meta(meta);
     assert_eq!(run(p, &mut received).0, Verdict::Keep);
     assert_eq!(run(p, &mut decoded).0, Verdict::Keep);
@@ -324,9 +324,7 @@ profile_statements:
 "#,
     )
     .unwrap();
-    let bytes = bytes::Bytes::from(prost::Message::encode_to_vec(&synth::request(300, 20)));
-    let clean = wire_check::check(&bytes).unwrap();
-    let mut b = ProfileBatch::checked(bytes, clean);
+    let mut b = as_received(&synth::request(300, 20));
     assert_eq!(
         run(&mut *p, &mut b),
         (Verdict::Drop, vec![(STATEMENT_ERROR, 300)])
