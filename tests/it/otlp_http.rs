@@ -359,6 +359,93 @@ async fn bad_http_requests_get_the_collectors_status_and_a_reason() {
     assert_eq!(sink.calls(), 1);
 }
 
+/// The Profiles development version (opentelemetry-proto's specification,
+/// the Collector from v0.165.0): a request without it or with `1` is read,
+/// any other value, or two, is refused before its body is read, over gRPC
+/// and HTTP alike, with the status the Collector gives; what is sent on
+/// carries exactly one `1`, whatever the exporter's `headers` say.
+#[tokio::test]
+async fn the_profiles_development_version_is_checked_and_sent_on() {
+    const KEY: &str = "otlp-profiles-development-version";
+    let sink = Sink::start().await;
+    let yaml = gateway_config(&sink, "", "").replace(
+        "    tls: {insecure: true}",
+        "    tls: {insecure: true}\n    headers: {OTLP-Profiles-Development-Version: '7'}",
+    );
+    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
+        .await
+        .unwrap();
+    let (grpc, http) = (svc.grpc_port(), svc.http_port());
+    let url = format!("http://127.0.0.1:{http}/v1development/profiles");
+    let web = reqwest::Client::new();
+    let sent = request("otlp/minimal-request.bin");
+    let proto = sent.encode_to_vec();
+    let json = otlp_json::encode(&request_into_data(sent.clone()));
+
+    // (values, refused with a message saying)
+    let cases: [(&[&str], Option<&str>); 6] = [
+        (&[], None),
+        (&["1"], None),
+        (
+            &["2"],
+            Some("unsupported otlp-profiles-development-version \"2\""),
+        ),
+        (&["01"], Some("unsupported")),
+        (&["1, 1"], Some("unsupported")),
+        (&["1", "1"], Some("exactly once")),
+    ];
+    let mut c = client(grpc).await;
+    let mut accepted = 0;
+    for (values, refused) in cases {
+        let mut req = tonic::Request::new(sent.clone());
+        for v in values {
+            req.metadata_mut().append(KEY, v.parse().unwrap());
+        }
+        match (c.export(req).await, refused) {
+            (Ok(_), None) => accepted += 1,
+            (Err(s), Some(says)) => {
+                assert_eq!(s.code(), tonic::Code::InvalidArgument, "{values:?}");
+                assert!(s.message().contains(says), "{values:?}: {s:?}");
+            }
+            (r, _) => panic!("gRPC {values:?}: {r:?}"),
+        }
+        for (ct, body) in [
+            ("application/x-protobuf", proto.clone()),
+            ("application/json", json.clone()),
+        ] {
+            let mut req = web.post(&url).header("content-type", ct).body(body);
+            for v in values {
+                // HTTP header names are case-insensitive.
+                req = req.header("OTLP-Profiles-Development-Version", *v);
+            }
+            let resp = req.send().await.unwrap();
+            let Some(says) = refused else {
+                assert_eq!(resp.status(), 200, "HTTP {ct} {values:?}");
+                accepted += 1;
+                continue;
+            };
+            assert_eq!(resp.status(), 400, "HTTP {ct} {values:?}");
+            assert_eq!(resp.headers()["content-type"], ct);
+            let body = resp.bytes().await.unwrap();
+            let message = if ct == "application/json" {
+                let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                v["message"].as_str().unwrap().to_owned()
+            } else {
+                tonic_types::pb::Status::decode(body).unwrap().message
+            };
+            assert!(message.contains(says), "HTTP {ct} {values:?}: {message}");
+        }
+    }
+    assert_eq!(accepted, 6);
+    wait_for(&sink, accepted).await;
+    svc.shutdown().await;
+    assert_eq!(sink.calls(), accepted, "nothing refused was sent on");
+    for md in sink.metadata() {
+        let versions: Vec<_> = md.get_all(KEY).iter().collect();
+        assert_eq!(versions, ["1"], "{md:?}");
+    }
+}
+
 #[tokio::test]
 async fn tls_client_certificates_and_tokens_guard_both_protocols() {
     let pki = Pki::new();

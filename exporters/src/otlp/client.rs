@@ -10,6 +10,7 @@ use profcol_model::proto::metrics::{
     self, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
 };
 use profcol_model::proto::EXPORT_PATH;
+use profcol_otlp::development_version;
 use profcol_otlp::revisions::Revision;
 use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext, Request};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
@@ -270,6 +271,13 @@ impl OtlpExporter {
             if let (Ok(k), Ok(v)) = (key, value) {
                 req.metadata_mut().insert(k, v);
             }
+        }
+        // The form the request is written in, whatever `headers` says.
+        if let Some(v) = self.revision.development_version() {
+            req.metadata_mut().insert(
+                development_version::HEADER,
+                AsciiMetadataValue::from_static(v),
+            );
         }
         let resp = grpc
             .unary(

@@ -4,10 +4,11 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use bytes::Bytes;
 use http::header::{CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
-use http::HeaderMap;
+use http::{HeaderMap, HeaderValue};
 
 use profcol_model::proto::metrics::ExportMetricsServiceRequest;
 use profcol_model::ProfileBatch;
+use profcol_otlp::development_version;
 use profcol_otlp::json as otlp_json;
 use profcol_otlp::revisions::{self as otlp_revisions, Lost, Revision};
 use profcol_pipeline::component::{ExportError, ExportOutcome, Exporter, ExporterContext, Request};
@@ -176,7 +177,9 @@ impl OtlpHttpExporter {
     ) -> Result<ExportOutcome, ExportError> {
         let body = self.body(&batch).await?;
         drop(batch);
-        let rejected_profiles = self.post(&self.url, body).await?;
+        let rejected_profiles = self
+            .post(&self.url, body, self.revision.development_version())
+            .await?;
         Ok(ExportOutcome::rejected(crate::otlp::rejected_samples(
             &counts,
             rejected_profiles,
@@ -208,18 +211,29 @@ impl OtlpHttpExporter {
         };
         // The response's partial success has the profiles response's
         // field numbers: `rejected_data_points` reads as rejected profiles.
-        let rejected = self.post(url, body).await?;
+        let rejected = self.post(url, body, None).await?;
         Ok(ExportOutcome::rejected(
             u64::try_from(rejected).unwrap_or(0),
         ))
     }
 
-    /// POSTs `body` to `url`; what the peer rejected (partial success).
-    async fn post(&self, url: &str, body: Bytes) -> Result<i64, ExportError> {
+    /// POSTs `body` to `url`, of the Profiles development `version` if
+    /// given (whatever `headers` says); what the peer rejected (partial
+    /// success).
+    async fn post(
+        &self,
+        url: &str,
+        body: Bytes,
+        version: Option<&'static str>,
+    ) -> Result<i64, ExportError> {
+        let mut headers = self.headers.clone();
+        if let Some(v) = version {
+            headers.insert(development_version::HEADER, HeaderValue::from_static(v));
+        }
         let mut req = self
             .http
             .post(url)
-            .headers(self.headers.clone())
+            .headers(headers)
             .header(CONTENT_TYPE, self.encoding.content_type());
         if let Some(name) = encoding_name(self.compression) {
             req = req.header(CONTENT_ENCODING, name);

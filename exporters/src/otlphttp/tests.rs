@@ -427,6 +427,53 @@ async fn metrics_are_posted_to_v1_metrics() {
     assert_eq!(seen.lock().unwrap().pop().unwrap().path, "/v1/metrics");
 }
 
+/// Profiles go with exactly one `OTLP-Profiles-Development-Version: 1`, in
+/// either encoding, whatever `headers` sets under that name in any case; a
+/// peer on an older revision (older than the mechanism) gets what `headers`
+/// says, and metrics never carry it.
+#[tokio::test]
+async fn profiles_carry_their_development_version() {
+    let batch = received();
+    let (url, seen) = server(vec![ok()]).await;
+    let versions = |seen: &Seen| -> Vec<String> {
+        seen.headers
+            .get_all("otlp-profiles-development-version")
+            .iter()
+            .map(|v| v.to_str().unwrap().to_owned())
+            .collect()
+    };
+    for (extra, want) in [
+        ("", vec!["1"]),
+        ("encoding: json", vec!["1"]),
+        (
+            "headers: {OTLP-Profiles-Development-Version: '7'}",
+            vec!["1"],
+        ),
+        (
+            "headers: {otlp-profiles-development-version: ''}",
+            vec!["1"],
+        ),
+        ("proto_revision: v1.9.0", vec![]),
+        (
+            "proto_revision: v1.9.0\nheaders: {otlp-profiles-development-version: '1'}",
+            vec!["1"],
+        ),
+    ] {
+        let e = exporter(&url, extra);
+        e.export(&Request::new(batch.clone()), &ctx())
+            .await
+            .unwrap();
+        let got = seen.lock().unwrap().pop().unwrap();
+        assert_eq!(versions(&got), want, "{extra}");
+    }
+    let e = exporter(&url, "");
+    e.export_metrics(&metrics_request(), &ctx()).await.unwrap();
+    assert_eq!(
+        versions(&seen.lock().unwrap().pop().unwrap()),
+        Vec::<String>::new()
+    );
+}
+
 #[tokio::test]
 async fn a_metrics_partial_success_counts_rejected_points() {
     use profcol_model::proto::metrics::{

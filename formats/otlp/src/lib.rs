@@ -2,9 +2,11 @@
 //! protobuf: the earlier opentelemetry-proto revisions ([`revisions`],
 //! generated at build time from the descriptors in `proto/revisions/`) and
 //! OTLP/JSON ([`json`]), both translated to and from the v1.10.0 model of
-//! `profcol-model`, and the records of the `file` exporter ([`file`]).
+//! `profcol-model`, the records of the `file` exporter ([`file`]), and the
+//! development version that OTLP transports carry ([`development_version`]).
 //! Pure: no I/O.
 
+pub mod development_version;
 pub mod file;
 pub mod json;
 pub mod revisions;

@@ -196,6 +196,7 @@ async fn accept(
         r
     };
     ingest::authenticate(svc.auth.as_ref(), headers).map_err(refused)?;
+    super::check_development_version(headers).map_err(refused)?;
     let encoding = headers
         .get(http::header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok());

@@ -31,3 +31,11 @@ impl ReceiverFactory for OtlpReceiverFactory {
 pub fn factory() -> Arc<dyn ReceiverFactory> {
     Arc::new(OtlpReceiverFactory)
 }
+
+/// Refuses, before its body is read, a request in a Profiles development
+/// version profcol does not read: its form would be misread, not refused.
+fn check_development_version(headers: &::http::HeaderMap) -> Result<(), crate::ingest::Refusal> {
+    use profcol_otlp::development_version::{check, HEADER};
+    check(headers.get_all(HEADER).iter().map(|v| v.as_bytes()))
+        .map_err(|e| crate::ingest::Refusal::invalid("unsupported_version", e))
+}

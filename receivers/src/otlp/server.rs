@@ -129,7 +129,9 @@ async fn export(
         },
         resource: Vec::new(),
     };
-    if let Err(r) = ingest::authenticate(svc.auth.as_ref(), &parts.headers) {
+    if let Err(r) = ingest::authenticate(svc.auth.as_ref(), &parts.headers)
+        .and_then(|()| super::check_development_version(&parts.headers))
+    {
         return refused(&svc.ingest, &origin, r);
     }
     let budget = svc.ingest.output.budget().clone();

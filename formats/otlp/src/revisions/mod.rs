@@ -79,6 +79,14 @@ impl Revision {
         Revision::V1_7_0,
     ];
 
+    /// The Profiles development version a client sends with requests in
+    /// this form ([`crate::development_version`]): version 1 for v1.10.0;
+    /// none for the earlier revisions, which are older than the mechanism,
+    /// as are the servers that read them.
+    pub fn development_version(self) -> Option<&'static str> {
+        (self == Revision::CURRENT).then_some(crate::development_version::CURRENT)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Revision::V1_7_0 => "v1.7.0",
