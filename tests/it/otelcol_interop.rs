@@ -404,9 +404,9 @@ async fn every_payload_crosses_the_collector_and_back_unchanged() {
     }
 }
 
-/// A profcol that sends what its OTLP gRPC receiver gets to `exporter`
-/// (a YAML flow map), retrying fast; its config path. It listens on port
-/// 0 ([`Ports`]).
+/// A profcol that sends what its OTLP receiver (gRPC and HTTP) gets to
+/// `exporter` (a YAML flow map), retrying fast; its config path. It
+/// listens on port 0 ([`Ports`]).
 fn forwarder(dir: &Path, exporter: &str) -> std::path::PathBuf {
     let cfg = write(
         dir,
@@ -414,7 +414,7 @@ fn forwarder(dir: &Path, exporter: &str) -> std::path::PathBuf {
         &format!(
             r#"
 receivers:
-  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:0"}}}}}}
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:0"}}, http: {{endpoint: "127.0.0.1:0"}}}}}}
 exporters:
   {exporter}
 extensions:
@@ -432,9 +432,14 @@ service:
 }
 
 /// A Collector receiving on `ports` (gRPC, HTTP, health_check) and sending
-/// everything on to `sink`, with `processors` (YAML flow map) and
-/// `receiver` extra keys.
-fn collector_to_sink(ports: &[u16], sink: &Sink, processors: &str, extra: &str) -> String {
+/// everything on to `sink` (its address) over gRPC, with `processors` (YAML
+/// flow map) and `receiver` extra keys.
+fn collector_to_sink(
+    ports: &[u16],
+    sink: impl std::fmt::Display,
+    processors: &str,
+    extra: &str,
+) -> String {
     let list = if processors.is_empty() {
         "[]".to_owned()
     } else {
@@ -464,7 +469,7 @@ service:
   pipelines:
     profiles: {{receivers: [otlp], processors: {list}, exporters: [otlp_grpc]}}
 "#,
-        sink.addr
+        sink
     )
 }
 
@@ -487,7 +492,7 @@ async fn when_the_collector_refuses_for_memory_profcol_retries_until_it_takes_th
     let refusing = |ports: &[u16]| {
         collector_to_sink(
             ports,
-            &sink,
+            sink.addr,
             "memory_limiter: {check_interval: 100ms, limit_mib: 2, spike_limit_mib: 1}",
             "",
         )
@@ -574,7 +579,7 @@ async fn when_the_collector_refuses_for_memory_profcol_retries_until_it_takes_th
     // there), which it held until now.
     collector.signal("TERM");
     let _ = collector.wait(Duration::from_secs(20)).await;
-    let roomy = collector_to_sink(&c_ports, &sink, "", "");
+    let roomy = collector_to_sink(&c_ports, sink.addr, "", "");
     let (_collector, _d2) = otelcol::start(&bin, &roomy, c_ports[2]).await;
     let started = Instant::now();
     while sink.samples() < let_through + total && started.elapsed() < Duration::from_secs(30) {
@@ -611,7 +616,7 @@ async fn a_request_over_the_collectors_size_limit_arrives_in_parts() {
     let dir = tempfile::tempdir().unwrap();
     let sink = Sink::start().await;
     let collector = |ports: &[u16]| {
-        collector_to_sink(ports, &sink, "", ", max_recv_msg_size_mib: 1").replace(
+        collector_to_sink(ports, sink.addr, "", ", max_recv_msg_size_mib: 1").replace(
             "http: {endpoint:",
             "http: {max_request_body_size: 1048576, endpoint:",
         )
@@ -686,5 +691,131 @@ async fn a_request_over_the_collectors_size_limit_arrives_in_parts() {
         profcol.signal("TERM");
         let (_, logs) = profcol.wait(Duration::from_secs(20)).await;
         assert!(logs.contains("larger than the peer takes"), "{exporter}: {logs}");
+    }
+}
+
+/// The Profiles development version against the newest core Collector
+/// (`tests/otelcol/latest.yaml`, v0.165.0, the first to check and send it):
+/// - the same request with each value of `otlp-profiles-development-version`
+///   (none, `1`, `2`, `01`, two values), over gRPC and HTTP, is accepted or
+///   refused alike by profcol and the Collector, with the same status;
+/// - `profcol -> otelcol -> profcol -> sink` over `otlp` and `otlphttp`, with
+///   profcol's exporters told in `headers` to send version 7: the Collector
+///   takes what profcol sends (profcol writes version 1, whatever `headers`
+///   say) and profcol what the Collector sends (its own 1).
+///
+/// Every accepted request's samples reach the sink, and only those.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_newest_collector_and_profcol_agree_on_the_development_version() {
+    const KEY: &str = "otlp-profiles-development-version";
+    let Some(bin) = otelcol::latest_binary() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let sink = Sink::start().await;
+    let b = forwarder(
+        dir.path(),
+        &format!(
+            "otlp: {{endpoint: \"{}\", tls: {{insecure: true}}}}",
+            sink.addr
+        ),
+    );
+    let b = start_profcol(&b).await;
+    let (b_grpc, b_http) = (b.grpc_port(), b.http_port());
+    // The Collector sends what it takes on to the second profcol.
+    let back = |ports: &[u16]| collector_to_sink(ports, format!("127.0.0.1:{b_grpc}"), "", "");
+    let (mut c, _c_dir, c_ports) = otelcol::start_on_free_ports(&bin, 3, back).await;
+    let (c_grpc, c_http) = (c_ports[0], c_ports[1]);
+    let a = write(
+        dir.path(),
+        "a.yaml",
+        &format!(
+            r#"
+receivers:
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:0"}}}}}}
+exporters:
+  otlp: {{endpoint: "127.0.0.1:{c_grpc}", tls: {{insecure: true}}, headers: {{{KEY}: "7"}}}}
+  otlphttp: {{endpoint: "http://127.0.0.1:{c_http}", headers: {{OTLP-Profiles-Development-Version: "7"}}}}
+extensions:
+  health_check: {{endpoint: "127.0.0.1:0"}}
+service:
+  extensions: [health_check]
+  telemetry: {{metrics: {{address: "127.0.0.1:0"}}}}
+  pipelines:
+    profiles: {{receivers: [otlp], exporters: [otlp, otlphttp]}}
+"#
+        ),
+    );
+    let mut a = start_profcol(&a).await;
+
+    let request = common::request("otlp/minimal-request.bin");
+    let samples: u64 = profcol_model::profiles(&request.resource_profiles)
+        .map(profcol_model::profile_sample_count)
+        .sum();
+    let proto = request.encode_to_vec();
+    let web = reqwest::Client::new();
+    let mut deliveries = 0;
+    let cases: [&[&str]; 5] = [&[], &["1"], &["2"], &["01"], &["1", "1"]];
+    for values in cases {
+        // (gRPC code, HTTP status) from profcol, then the Collector.
+        let mut answers = Vec::new();
+        for (grpc, http) in [(b_grpc, b_http), (c_grpc, c_http)] {
+            let mut client = common::client(grpc).await;
+            let mut req = tonic::Request::new(request.clone());
+            for v in values {
+                req.metadata_mut().append(KEY, v.parse().unwrap());
+            }
+            let code = match client.export(req).await {
+                Ok(_) => tonic::Code::Ok,
+                Err(s) => s.code(),
+            };
+            let mut req = web
+                .post(format!("http://127.0.0.1:{http}/v1development/profiles"))
+                .header("content-type", "application/x-protobuf")
+                .body(proto.clone());
+            for v in values {
+                req = req.header("OTLP-Profiles-Development-Version", *v);
+            }
+            let status = req.send().await.unwrap().status().as_u16();
+            deliveries += u64::from(code == tonic::Code::Ok) + u64::from(status == 200);
+            answers.push((code, status));
+        }
+        let refused = values.len() > 1 || values.first().is_some_and(|v| *v != "1");
+        let want = if refused {
+            (tonic::Code::InvalidArgument, 400)
+        } else {
+            (tonic::Code::Ok, 200)
+        };
+        for (side, (code, status)) in ["profcol", "otelcol"].iter().zip(&answers) {
+            assert_eq!(*code, want.0, "{side} gRPC {values:?}");
+            assert_eq!(*status, want.1, "{side} HTTP {values:?}");
+        }
+    }
+    // The chain: each request once through each of profcol's exporters.
+    common::client(a.grpc_port())
+        .await
+        .export(request.clone())
+        .await
+        .unwrap();
+    deliveries += 2;
+
+    let want = deliveries * samples;
+    let started = Instant::now();
+    while sink.samples() < want && started.elapsed() < Duration::from_secs(30) {
+        assert!(
+            c.is_running() && a.is_running(),
+            "a process of the chain exited"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        sink.samples(),
+        want,
+        "every accepted request arrives once, through profcol's two exporters too"
+    );
+    for md in sink.metadata() {
+        let versions: Vec<_> = md.get_all(KEY).iter().collect();
+        assert_eq!(versions, ["1"], "{md:?}");
     }
 }

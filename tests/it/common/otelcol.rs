@@ -17,12 +17,24 @@ pub const PROFILES_GATE: &str = "--feature-gates=service.profilesSupport";
 /// fails instead, as the go tool pprof tests do.
 pub fn binary() -> Option<PathBuf> {
     static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let found = BIN.get_or_init(|| {
-        if let Some(path) = std::env::var_os("PROFCOL_OTELCOL") {
+    built(&BIN, "PROFCOL_OTELCOL", "builder-config.yaml")
+}
+
+/// The newest core Collector (`tests/otelcol/latest.yaml`):
+/// `PROFCOL_OTELCOL_LATEST` when set, else built on first use; `None` as
+/// for [`binary`].
+pub fn latest_binary() -> Option<PathBuf> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    built(&BIN, "PROFCOL_OTELCOL_LATEST", "latest.yaml")
+}
+
+fn built(cell: &OnceLock<Result<PathBuf, String>>, env: &str, config: &str) -> Option<PathBuf> {
+    let found = cell.get_or_init(|| {
+        if let Some(path) = std::env::var_os(env) {
             return Ok(PathBuf::from(path));
         }
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/otelcol/build.sh");
-        match Command::new("bash").arg(&script).output() {
+        match Command::new("bash").arg(&script).arg(config).output() {
             Ok(out) if out.status.success() => {
                 let stdout = String::from_utf8_lossy(&out.stdout);
                 let path = PathBuf::from(stdout.lines().last().unwrap_or("").trim());
@@ -32,7 +44,7 @@ pub fn binary() -> Option<PathBuf> {
                 Err(format!("{} printed no binary path", script.display()))
             }
             Ok(out) => Err(format!(
-                "{} failed: {}",
+                "{} {config} failed: {}",
                 script.display(),
                 String::from_utf8_lossy(&out.stderr)
             )),
@@ -44,11 +56,11 @@ pub fn binary() -> Option<PathBuf> {
         Err(why) => {
             assert!(
                 std::env::var_os("CI").is_none(),
-                "the OpenTelemetry Collector test peer is missing under CI: {why}"
+                "the OpenTelemetry Collector test peer ({config}) is missing under CI: {why}"
             );
             // Every caller skips, so each is counted.
             profcol_model::testing::skipped(&format!(
-                "no OpenTelemetry Collector test peer ({})",
+                "no OpenTelemetry Collector test peer {config} ({})",
                 why.lines().next().unwrap_or_default()
             ));
             None
