@@ -302,3 +302,67 @@ async fn an_exporter_that_is_down_keeps_the_accounting_exact() {
     assert_eq!(dropped + t.send_failed("otlp"), ok);
     assert_eq!(svc_held_after(&t), 0);
 }
+
+/// The Collector's batching in the exporter (`sending_queue::batch`, its
+/// docs' way): two pipelines' requests for one exporter go out merged,
+/// `min_size` samples at a time, with nothing lost or changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sending_queue_batch_merges_what_every_pipeline_sends_the_exporter() {
+    let sink = Sink::start().await;
+    let yaml = format!(
+        r#"
+receivers:
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:0"}}}}}}
+  otlp/b: {{protocols: {{grpc: {{endpoint: "127.0.0.1:0"}}}}}}
+exporters:
+  otlp:
+    endpoint: 127.0.0.1:{}
+    tls: {{insecure: true}}
+    sending_queue:
+      batch:
+        flush_timeout: 1h
+        min_size: 200
+service:
+  telemetry: {{metrics: {{level: none}}}}
+  pipelines:
+    profiles: {{receivers: [otlp], exporters: [otlp]}}
+    profiles/b: {{receivers: [otlp/b], exporters: [otlp]}}
+"#,
+        sink.addr.port()
+    );
+    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
+        .await
+        .unwrap();
+    let (a, b) = (
+        svc.grpc_port(),
+        svc.port("receivers::otlp/b::protocols::grpc"),
+    );
+    let t = svc.telemetry().clone();
+
+    let inputs = synth::service_requests(20, 4, 20);
+    let reqs: Vec<_> = inputs.iter().map(request).collect();
+    for (i, r) in reqs.iter().enumerate() {
+        client(if i % 2 == 0 { a } else { b })
+            .await
+            .export(r.clone())
+            .await
+            .unwrap();
+    }
+    until(Duration::from_secs(20), "two batches sent", || {
+        sink.calls() == 2
+    })
+    .await;
+    assert_eq!(t.sent("otlp"), 400);
+    let text = t.encode_text();
+    assert!(
+        text.contains(
+            "otelcol_processor_batch_batch_size_trigger_send_total{processor=\"batch/sending_queue_otlp\"} 2"
+        ),
+        "{text}"
+    );
+    svc.shutdown().await;
+    assert_eq!(sink.calls(), 2, "nothing was held back to send at shutdown");
+    let received: Vec<ProfilesData> = sink.received().into_iter().map(request_into_data).collect();
+    assert_eq!(received.iter().map(samples).collect::<Vec<_>>(), [200, 200]);
+    assert_eq!(view(&received), view(&inputs));
+}

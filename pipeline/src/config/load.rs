@@ -429,6 +429,7 @@ fn from_root_partial(
         &mut errs,
     );
     config.service = service;
+    super::exporter_batching::rewrite(&mut config, &mut errs);
     errs.0
         .retain(|e| !failed.iter().any(|f| e.is_at_or_under(f)));
     expand_errs.extend(errs);

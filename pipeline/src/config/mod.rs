@@ -11,6 +11,7 @@ mod duration;
 mod endpoint;
 mod error;
 mod expand;
+mod exporter_batching;
 mod id;
 mod load;
 pub mod scrape_targets;

@@ -73,20 +73,6 @@ pub struct QueueSettings {
     pub block_on_overflow: bool,
     /// A storage extension (`file_storage`) that keeps the queue on disk.
     pub storage: Option<String>,
-    /// The Collector's batching in the exporter (`sending_queue.batch`):
-    /// read so that it is refused with the way to batch in profcol.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub batch: Option<serde_json::Value>,
-}
-
-/// `Some` for a key that is present, even empty (`batch:`): the Collector
-/// reads an empty `batch` as batching with its defaults.
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::Value>, D::Error> {
-    Ok(Some(serde_json::Value::deserialize(d)?))
 }
 
 impl Default for QueueSettings {
@@ -98,7 +84,6 @@ impl Default for QueueSettings {
             sizer: Sizer::Requests,
             block_on_overflow: false,
             storage: None,
-            batch: None,
         }
     }
 }
@@ -120,12 +105,6 @@ impl QueueSettings {
         }
         if self.enabled && self.queue_size == 0 {
             errs.push(format!("{path}::queue_size"), "must be greater than 0");
-        }
-        if self.batch.is_some() {
-            errs.push(
-                format!("{path}::batch"),
-                "profcol does not batch in the exporter: remove sending_queue::batch and list the batch processor in the pipeline instead (processors: {batch: {timeout: <flush_timeout>, send_batch_size: <min_size>, send_batch_max_size: <max_size>}}; sizes in samples)",
-            );
         }
         if !self.enabled && self.storage.is_some() {
             errs.push(

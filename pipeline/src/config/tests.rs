@@ -189,7 +189,6 @@ compression: zstd
                 sizer: Default::default(),
                 block_on_overflow: true,
                 storage: None,
-                batch: None,
             },
             protocols: Protocols {
                 grpc: Some(Grpc {
@@ -1250,30 +1249,147 @@ fn collector_uris_and_set_read_as_the_collector_does() {
         .contains_key(&ComponentId::parse("otlp").unwrap()));
 }
 
-/// The Collector's docs batch in the exporter (`sending_queue: {batch:}`);
-/// profcol says where batching goes instead, for an empty `batch:` too
-/// (the Collector reads it as batching with defaults).
+/// A config with `otlp` in two profiles pipelines and a metrics one,
+/// its `sending_queue` given `extra`.
+fn batching_config(queue: &str) -> String {
+    format!(
+        r#"
+receivers: {{otlp: , otlp/b: {{protocols: {{grpc: {{endpoint: "localhost:4400"}}}}}}}}
+connectors: {{signaltometrics: {{profiles: [{{name: n, sum: {{value: "1"}}}}]}}}}
+exporters:
+  otlp: {{endpoint: "gw:4317", sending_queue: {queue}}}
+  debug:
+service:
+  pipelines:
+    profiles: {{receivers: [otlp], exporters: [otlp, debug, signaltometrics]}}
+    profiles/b: {{receivers: [otlp/b], exporters: [otlp]}}
+    metrics: {{receivers: [signaltometrics], exporters: [otlp]}}
+"#
+    )
+}
+
+/// The Collector's docs batch in the exporter (`sending_queue: {batch:}`):
+/// the profiles pipelines that list it send to a `forward` connector, and
+/// one pipeline with a `batch` processor of the section's sizes exports to
+/// it; metrics pipelines keep sending to it directly.
 #[test]
-fn exporter_side_batching_is_refused_with_the_way_to_batch() {
-    for yaml in [
-        "sending_queue: {batch: {flush_timeout: 1s}}",
-        "sending_queue:\n  batch:\n",
-    ] {
-        let cfg = ComponentConfig::from_yaml(Kind::Exporter, "otlp", yaml).unwrap();
-        let keys: ExporterSettingsKeys = cfg.decode().unwrap();
-        let mut errs = ConfigErrors::default();
-        keys.sending_queue
-            .unwrap()
-            .validate("exporters::otlp::sending_queue", &mut errs);
-        assert!(
-            errs.to_string().starts_with(
-                "exporters::otlp::sending_queue::batch: profcol does not batch in the exporter: remove sending_queue::batch and list the batch processor"
+fn exporter_side_batching_puts_a_batch_pipeline_in_front_of_the_exporter() {
+    let config = load_str(&batching_config(
+        "{queue_size: 50, batch: {flush_timeout: 1s, min_size: 100, max_size: 1000, partition: {metadata_keys: [X-Tenant], cache_size: 7}}}",
+    ))
+    .unwrap();
+    let id = |s: &str| ComponentId::parse(s).unwrap();
+    let connector = id("forward/sending_queue_batch_otlp");
+    let batcher = id("batch/sending_queue_otlp");
+    let pipelines = &config.service.pipelines;
+    assert_eq!(
+        pipelines["profiles"].exporters,
+        [id("debug"), id("signaltometrics"), connector.clone()]
+    );
+    assert_eq!(
+        pipelines["profiles/b"].exporters,
+        std::slice::from_ref(&connector)
+    );
+    assert_eq!(pipelines["metrics"].exporters, [id("otlp")]);
+    assert_eq!(
+        pipelines["profiles/sending_queue_batch_otlp"],
+        PipelineConfig {
+            signal: Signal::Profiles,
+            receivers: vec![connector.clone()],
+            processors: vec![batcher.clone()],
+            exporters: vec![id("otlp")],
+        }
+    );
+    assert_eq!(config.connectors[&connector].id.ty, "forward");
+    let batch: serde_json::Value = config.processors[&batcher].decode().unwrap();
+    assert_eq!(
+        batch,
+        serde_json::json!({"timeout": "1s", "send_batch_size": 100, "send_batch_max_size": 1000,
+            "metadata_keys": ["X-Tenant"], "metadata_cardinality_limit": 7})
+    );
+    // The exporter keeps its queue, without `batch`.
+    let (_, keys) = config.exporters[&id("otlp")].split_off(&EXPORTER_SETTINGS_KEYS);
+    let keys: ExporterSettingsKeys = keys.decode().unwrap();
+    assert_eq!(keys.sending_queue.unwrap().queue_size, 50);
+
+    // `batch:` with nothing is batching with exporterhelper's defaults.
+    let config = load_str(&batching_config("{batch: }")).unwrap();
+    let batch: serde_json::Value = config.processors[&batcher].decode().unwrap();
+    assert_eq!(
+        batch,
+        serde_json::json!({"timeout": "200ms", "send_batch_size": 8192, "send_batch_max_size": 0,
+            "metadata_keys": [], "metadata_cardinality_limit": 10000})
+    );
+    // A disabled queue does not batch (the Collector's batch is in it).
+    let config = load_str(&batching_config("{enabled: false, batch: {}}")).unwrap();
+    assert!(config.processors.is_empty());
+    assert_eq!(
+        config.service.pipelines["profiles/b"].exporters,
+        [id("otlp")]
+    );
+}
+
+/// exporterhelper's checks, each at its key under `sending_queue::batch`.
+#[test]
+fn exporter_side_batching_errors_name_their_key() {
+    let at = "exporters::otlp::sending_queue";
+    for (queue, want) in [
+        (
+            "{batch: {flush_timeout: 0s}}",
+            format!("{at}::batch::flush_timeout: must be positive"),
+        ),
+        (
+            "{batch: {min_size: -1}}",
+            format!("{at}::batch::min_size: must be non-negative"),
+        ),
+        (
+            "{batch: {min_size: 10, max_size: 5}}",
+            format!(
+                "{at}::batch::max_size: max_size (5) must be greater or equal to min_size (10)"
             ),
-            "{yaml}: {errs}"
-        );
+        ),
+        (
+            "{batch: {sizer: bytes}}",
+            format!("{at}::batch::sizer: profcol batches profiles by samples"),
+        ),
+        (
+            "{sizer: requests, batch: {}}",
+            format!(
+                "{at}::batch::sizer: batch supports only items or bytes sizer, found \"requests\""
+            ),
+        ),
+        (
+            "{batch: {partition: {metadata_keys: [a, A]}}}",
+            format!(
+                "{at}::batch::partition::metadata_keys::1: duplicate entry in metadata_keys: \"a\""
+            ),
+        ),
+        (
+            "{batch: {partition: {cache_size: 0}}}",
+            format!("{at}::batch::partition::cache_size: must be positive"),
+        ),
+        (
+            "{batch: {partition: {idle_timeout: 0s}}}",
+            format!("{at}::batch::partition::idle_timeout: must be positive"),
+        ),
+        (
+            "{batch: {flush_timout: 1s}}",
+            format!("{at}::batch: unknown field"),
+        ),
+    ] {
+        let err = load_str(&batching_config(queue)).unwrap_err().to_string();
+        assert!(err.contains(&want), "{queue}: {err}");
     }
-    let cfg = ComponentConfig::from_yaml(Kind::Exporter, "otlp", "sending_queue: {queue_size: 5}")
-        .unwrap();
-    let keys: ExporterSettingsKeys = cfg.decode().unwrap();
-    assert_eq!(keys.sending_queue.unwrap().batch, None);
+    // The ids it takes are the config's own.
+    let taken = batching_config("{batch: {}}").replace(
+        "  debug:\n",
+        "  debug:\nprocessors: {batch/sending_queue_otlp: }\n",
+    );
+    let err = load_str(&taken).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("{at}::batch: batching in front of the exporter takes the ids \"forward/sending_queue_batch_otlp\", \"batch/sending_queue_otlp\"")),
+        "{err}"
+    );
+    // With an items sizer stated, a requests queue batches.
+    load_str(&batching_config("{sizer: requests, batch: {sizer: items}}")).unwrap();
 }
