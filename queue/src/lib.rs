@@ -75,8 +75,7 @@ pub struct Progress {
 }
 
 /// What `queue_size` counts, as the Collector's `sending_queue.sizer`.
-/// The Collector's `items` is refused with a reason (see `Deserialize`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Sizer {
     /// Requests (batches).
@@ -84,20 +83,11 @@ pub enum Sizer {
     Requests,
     /// Bytes of the requests' protobuf encoding.
     Bytes,
-}
-
-impl<'de> Deserialize<'de> for Sizer {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        match String::deserialize(d)?.as_str() {
-            "requests" => Ok(Sizer::Requests),
-            "bytes" => Ok(Sizer::Bytes),
-            "items" => Err(D::Error::custom(
-                "\"items\" is not supported: profcol sizes a queue in requests or bytes (a persistent queue would have to decode every stored request at start to count its samples); use sizer: requests or sizer: bytes",
-            )),
-            other => Err(D::Error::unknown_variant(other, &["requests", "bytes"])),
-        }
-    }
+    /// The smallest parts of the signal, as in the Collector: profile
+    /// samples (observations), metric data points. In memory only: a
+    /// persistent queue would have to decode every stored request at start
+    /// to count them.
+    Items,
 }
 
 /// Why a batch could not be queued.
@@ -191,5 +181,6 @@ pub fn size_of(sizer: Sizer, batch: &ProfileBatch) -> usize {
     match sizer {
         Sizer::Requests => 1,
         Sizer::Bytes => batch.encoded_len(),
+        Sizer::Items => usize::try_from(batch.sample_count()).unwrap_or(usize::MAX),
     }
 }

@@ -226,6 +226,24 @@ mod tests {
         assert_eq!(r.progress(), Progress::default());
     }
 
+    /// `sizer: items` counts samples: two batches of 100 fill a queue of
+    /// 250, and taking one makes room for another.
+    #[tokio::test]
+    async fn an_items_queue_counts_samples() {
+        let b = ProfileBatch::new(profcol_model::synth::requests(1, 100, 20).pop().unwrap());
+        assert_eq!(b.sample_count(), 100);
+        let q = MemoryQueue::new(250, Sizer::Items);
+        for _ in 0..2 {
+            let mut slot = q.try_reserve(&b).unwrap();
+            slot.write(&Arc::new(b.clone())).await.unwrap();
+            slot.commit();
+        }
+        assert_eq!(q.size(), 2);
+        assert_eq!(q.try_reserve(&b).err(), Some(QueueError::Full));
+        q.take().await.unwrap();
+        assert!(q.try_reserve(&b).is_ok(), "taking one makes room for 100");
+    }
+
     async fn commit(mut slot: Box<dyn Slot>) {
         slot.write(&batch()).await.unwrap();
         slot.commit();

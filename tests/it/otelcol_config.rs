@@ -801,7 +801,7 @@ fn table_rows_match_errors_by_type_and_key() {
         table.iter().any(|r| r.explains(&f, by))
     };
     for line in [
-        "exporters::otlp_grpc::sending_queue::sizer: \"items\" is not supported",
+        "exporters::otlp_grpc::sending_queue::sizer: \"items\" is not supported with storage",
         "receivers::otlp::protocols::grpc::tls::cert_file: cannot read test.crt",
         "processors::probabilistic_sampler/2::mode: \"proportional\" is not supported for profiles",
         "exporters::file/3::encoding: unknown field `encoding`",

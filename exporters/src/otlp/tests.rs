@@ -234,8 +234,8 @@ fn invalid_settings_name_their_key() {
             "exporters::otlp/gw::sending_queue::queue_size: must be greater than 0",
         ),
         (
-            "endpoint: a:1\nsending_queue: {sizer: items}",
-            "exporters::otlp/gw::sending_queue::sizer: \"items\" is not supported: profcol sizes a queue in requests or bytes",
+            "endpoint: a:1\nsending_queue: {sizer: items, storage: file_storage}",
+            "exporters::otlp/gw::sending_queue::sizer: \"items\" is not supported with storage",
         ),
         (
             "endpoint: a:1\nheaders: {\"bad key\": v}",

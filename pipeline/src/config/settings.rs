@@ -106,6 +106,12 @@ impl QueueSettings {
         if self.enabled && self.queue_size == 0 {
             errs.push(format!("{path}::queue_size"), "must be greater than 0");
         }
+        if self.storage.is_some() && self.sizer == Sizer::Items {
+            errs.push(
+                format!("{path}::sizer"),
+                "\"items\" is not supported with storage: a persistent queue would have to decode every stored request at start to count its samples; use sizer: requests or sizer: bytes",
+            );
+        }
         if !self.enabled && self.storage.is_some() {
             errs.push(
                 format!("{path}::storage"),

@@ -1329,6 +1329,33 @@ fn exporter_side_batching_puts_a_batch_pipeline_in_front_of_the_exporter() {
     );
 }
 
+/// `sizer: items` (samples) sizes a queue in memory, as the Collector's
+/// docs pair it with batching; a persistent queue cannot count its items
+/// at start, and says so at the key.
+#[test]
+fn an_items_queue_is_taken_in_memory_not_with_storage() {
+    let decode = |yaml: &str| {
+        let cfg = ComponentConfig::from_yaml(Kind::Exporter, "otlp", yaml).unwrap();
+        let (_, keys) = cfg.split_off(&EXPORTER_SETTINGS_KEYS);
+        let keys: ExporterSettingsKeys = keys.decode().unwrap();
+        let q = keys.sending_queue.unwrap();
+        let mut errs = ConfigErrors::default();
+        q.validate("exporters::otlp::sending_queue", &mut errs);
+        (q.sizer, errs.to_string())
+    };
+    assert_eq!(
+        decode("sending_queue: {sizer: items}"),
+        (Sizer::Items, String::new())
+    );
+    let (_, err) = decode("sending_queue: {sizer: items, storage: file_storage}");
+    assert!(
+        err.starts_with(
+            "exporters::otlp::sending_queue::sizer: \"items\" is not supported with storage"
+        ),
+        "{err}"
+    );
+}
+
 /// exporterhelper's checks, each at its key under `sending_queue::batch`.
 #[test]
 fn exporter_side_batching_errors_name_their_key() {

@@ -89,6 +89,8 @@ impl MetricsQueue {
             Sizer::Bytes => {
                 u32::try_from(req.encoded_len().clamp(1, self.capacity)).unwrap_or(u32::MAX)
             }
+            Sizer::Items => u32::try_from((point_count(req) as usize).clamp(1, self.capacity))
+                .unwrap_or(u32::MAX),
         }
     }
 

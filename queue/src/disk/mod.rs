@@ -104,6 +104,10 @@ impl DiskQueue {
         budget: Arc<MemoryBudget>,
         on_corrupt: OnCorrupt,
     ) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            opts.sizer != Sizer::Items,
+            "a persistent queue is sized in requests or bytes, not items (it would have to decode every stored request at start to count them)"
+        );
         let (dir, fsync, segment_bytes) = (opts.directory.clone(), opts.fsync, opts.segment_bytes);
         let owner_log = owner.to_owned();
         let (store, recovered) = tokio::task::spawn_blocking(move || {
@@ -117,7 +121,7 @@ impl DiskQueue {
         let mut state = State::default();
         for (at, progress) in entries {
             let size = match opts.sizer {
-                Sizer::Requests => 1,
+                Sizer::Requests | Sizer::Items => 1,
                 Sizer::Bytes => at.payload_len() as usize,
             };
             state.used += size;

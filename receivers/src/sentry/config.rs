@@ -181,6 +181,12 @@ impl SentryReceiverConfig {
             .validate(&format!("{path}::retry_on_failure"), errs);
         f.sending_queue
             .validate(&format!("{path}::sending_queue"), errs);
+        if f.sending_queue.sizer == profcol_pipeline::config::Sizer::Items {
+            errs.push(
+                format!("{path}::sending_queue::sizer"),
+                "\"items\" is not supported: envelopes are forwarded whole; use sizer: requests or sizer: bytes",
+            );
+        }
         if f.sending_queue.block_on_overflow {
             errs.push(
                 format!("{path}::sending_queue::block_on_overflow"),

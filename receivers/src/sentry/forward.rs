@@ -94,6 +94,16 @@ pub(super) struct Outgoing {
     queued_len: usize,
 }
 
+/// How much of the queue's capacity `out` takes. `items` is refused for
+/// this queue by the config (an envelope is forwarded whole), so it counts
+/// as a request.
+fn queued_size(sizer: Sizer, out: &Outgoing) -> usize {
+    match sizer {
+        Sizer::Requests | Sizer::Items => 1,
+        Sizer::Bytes => out.queued_len,
+    }
+}
+
 impl Outgoing {
     /// What a persistent queue stores beside the body.
     fn meta(&self) -> Vec<u8> {
@@ -240,10 +250,7 @@ impl Forwarder {
                 let memory = budget.try_admit(b.body.len()).ok();
                 match Outgoing::stored(&b.meta, b.body, b.at, memory) {
                     Some(out) => {
-                        state.used += match f.sending_queue.sizer {
-                            Sizer::Requests => 1,
-                            Sizer::Bytes => out.queued_len,
-                        };
+                        state.used += queued_size(f.sending_queue.sizer, &out);
                         state.pending.push_back(out);
                     }
                     None => {
@@ -587,10 +594,7 @@ impl Forwarder {
                 detail: format!("the upstream is unreachable: {detail}"),
             };
         }
-        let size = match q.sizer {
-            Sizer::Requests => 1,
-            Sizer::Bytes => out.queued_len,
-        };
+        let size = queued_size(q.sizer, &out);
         {
             let mut s = self.state.lock().unwrap();
             // One envelope larger than the whole queue goes in alone.
@@ -749,10 +753,7 @@ impl Forwarder {
         }
         let mut s = self.state.lock().unwrap();
         s.in_flight.remove(&id);
-        s.used -= match self.settings.sending_queue.sizer {
-            Sizer::Requests => 1,
-            Sizer::Bytes => out.queued_len,
-        };
+        s.used -= queued_size(self.settings.sending_queue.sizer, out);
         drop(s);
         self.settled.notify_waiters();
     }

@@ -1218,6 +1218,7 @@ fn forwarding_config_errors_name_their_key() {
         ("{forward_to: 'https://s.io', forward_to_key: 'a b'}", "receivers::sentry::forward_to_key"),
         ("{forward_to: 'https://s.io', forwarding: {timeout: 0s}}", "receivers::sentry::forwarding::timeout: must be greater than 0"),
         ("{forward_to: 'https://s.io', forwarding: {sending_queue: {enabled: false, storage: file_storage}}}", "receivers::sentry::forwarding::sending_queue::storage"),
+        ("{forward_to: 'https://s.io', forwarding: {sending_queue: {sizer: items}}}", "receivers::sentry::forwarding::sending_queue::sizer: \"items\" is not supported: envelopes are forwarded whole"),
         ("{forward_to: 'https://s.io', forwarding: {tls: {ca_file: /nonexistent.pem}}}", "receivers::sentry::forwarding::tls::ca_file: cannot read /nonexistent.pem"),
         ("{forward_to: 'https://s.io', forwarding: {retries: 3}}", "receivers::sentry::forwarding: unknown field"),
     ] {
