@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 
-use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
 
 use crate::http_common::error_chain;
 
@@ -65,6 +65,51 @@ impl HttpTls {
             }
         }
         builder
+    }
+}
+
+/// confighttp's client `keepalive`: which idle connections the client
+/// keeps, with Go's transport's defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClientKeepalive {
+    /// `false`: no connection is kept between requests.
+    pub enabled: bool,
+    /// An idle connection is closed after this; 0 keeps it.
+    pub idle_conn_timeout: Duration,
+    /// Idle connections kept in all; 0 is no limit.
+    pub max_idle_conns: usize,
+    /// Idle connections kept per host; 0 is Go's default, 2.
+    pub max_idle_conns_per_host: usize,
+}
+
+impl Default for ClientKeepalive {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            idle_conn_timeout: Duration::from_secs(90),
+            max_idle_conns: 100,
+            max_idle_conns_per_host: 0,
+        }
+    }
+}
+
+impl ClientKeepalive {
+    /// The pool settings on `b`. reqwest bounds idle connections per host
+    /// only; the client talks to one host, so the total bounds that too.
+    pub fn apply(&self, b: reqwest::ClientBuilder) -> reqwest::ClientBuilder {
+        if !self.enabled {
+            return b.pool_max_idle_per_host(0);
+        }
+        let mut per_host = match self.max_idle_conns_per_host {
+            0 => 2,
+            n => n,
+        };
+        if self.max_idle_conns > 0 {
+            per_host = per_host.min(self.max_idle_conns);
+        }
+        b.pool_max_idle_per_host(per_host)
+            .pool_idle_timeout(self.idle_conn_timeout.nonzero())
     }
 }
 

@@ -859,3 +859,42 @@ async fn older_revisions_are_accepted_over_http_in_protobuf_and_json() {
         "profcol_receiver_accepted_requests_total{receiver=\"otlp\",transport=\"http\",otlp_proto_revision=\"v1.8.0\"} 1"
     ));
 }
+
+/// confighttp's server `keepalive: {enabled: false}`: each answer closes
+/// its HTTP/1 connection; by default the connection stays open.
+#[tokio::test]
+async fn keepalive_enabled_false_closes_each_connection() {
+    let sink = Sink::start().await;
+    let proto = request("otlp/minimal-request.bin").encode_to_vec();
+    for (extra, closes) in [("", false), ("        keepalive: {enabled: false}", true)] {
+        let yaml = gateway_config(&sink, extra, "");
+        let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
+            .await
+            .unwrap();
+        let url = format!(
+            "http://127.0.0.1:{}/v1development/profiles",
+            svc.http_port()
+        );
+        let resp = post(
+            &reqwest::Client::new(),
+            &url,
+            "application/x-protobuf",
+            None,
+            proto.clone(),
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(resp.status(), 200);
+        let connection = resp
+            .headers()
+            .get("connection")
+            .map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(
+            connection.as_deref() == Some("close"),
+            closes,
+            "{extra:?}: {connection:?}"
+        );
+        svc.shutdown().await;
+    }
+}

@@ -36,6 +36,8 @@ pub struct OtlpHttpExporter {
     revision: Revision,
     /// What the peer takes, once it refused a request as too large.
     limit: PeerLimit,
+    /// `max_conns_per_host`: a request waits for one of these.
+    conns: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl OtlpHttpExporter {
@@ -54,6 +56,10 @@ impl OtlpHttpExporter {
             // A redirected POST would turn into a GET: report it instead.
             .redirect(reqwest::redirect::Policy::none())
             .tcp_nodelay(true);
+        let builder = match &cfg.keepalive {
+            Some(k) => k.apply(builder),
+            None => builder,
+        };
         let http = cfg
             .tls
             .configure(builder, &section.key_path("tls"), &mut errs)
@@ -72,6 +78,8 @@ impl OtlpHttpExporter {
                 auth: ClientAuth::new(cfg.auth.clone()),
                 revision: cfg.proto_revision,
                 limit: PeerLimit::default(),
+                conns: (cfg.max_conns_per_host > 0)
+                    .then(|| Arc::new(tokio::sync::Semaphore::new(cfg.max_conns_per_host))),
             }),
             _ => Err(errs),
         }
@@ -226,6 +234,12 @@ impl OtlpHttpExporter {
         body: Bytes,
         version: Option<&'static str>,
     ) -> Result<i64, ExportError> {
+        // Go's transport dials no more than this per host; one request per
+        // HTTP/1 connection makes that the requests at once.
+        let _conn = match &self.conns {
+            Some(c) => Some(c.acquire().await.expect("the semaphore stays open")),
+            None => None,
+        };
         let mut headers = self.headers.clone();
         if let Some(v) = version {
             headers.insert(development_version::HEADER, HeaderValue::from_static(v));

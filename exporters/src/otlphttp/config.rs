@@ -7,6 +7,7 @@ use profcol_pipeline::component::AuthConfig;
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
 use crate::http_client::validate_headers;
+use crate::http_client::ClientKeepalive;
 pub use crate::http_client::HttpTls;
 use crate::otlp::Compression;
 
@@ -38,6 +39,11 @@ pub struct OtlpHttpExporterConfig {
     /// effect (hyper sizes its own buffers).
     pub read_buffer_size: Option<u64>,
     pub write_buffer_size: Option<u64>,
+    /// The connections kept between requests; without it, reqwest's pool
+    /// (idle connections kept 90 s, any number).
+    pub keepalive: Option<ClientKeepalive>,
+    /// Requests (so HTTP/1 connections) to the peer at once; 0 is no limit.
+    pub max_conns_per_host: usize,
 }
 
 impl Default for OtlpHttpExporterConfig {
@@ -54,6 +60,8 @@ impl Default for OtlpHttpExporterConfig {
             proto_revision: Revision::CURRENT,
             read_buffer_size: None,
             write_buffer_size: None,
+            keepalive: None,
+            max_conns_per_host: 0,
         }
     }
 }

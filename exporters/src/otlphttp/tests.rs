@@ -474,6 +474,99 @@ async fn profiles_carry_their_development_version() {
     );
 }
 
+/// confighttp's `keepalive`: by default two exports share one connection;
+/// with `enabled: false` each opens its own.
+#[tokio::test]
+async fn keepalive_decides_whether_connections_are_reused() {
+    let peers = Arc::new(Mutex::new(Vec::new()));
+    let seen = peers.clone();
+    let handler = move |axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<
+        std::net::SocketAddr,
+    >| {
+        let seen = seen.clone();
+        async move {
+            seen.lock().unwrap().push(peer);
+            StatusCode::OK
+        }
+    };
+    let app = axum::Router::new().route("/v1development/profiles", axum::routing::post(handler));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .await
+        .unwrap()
+    });
+    let batch = received();
+    for (extra, reused) in [
+        ("", true),
+        (
+            "keepalive: {idle_conn_timeout: 30s, max_idle_conns: 10}",
+            true,
+        ),
+        ("keepalive: {enabled: false}", false),
+    ] {
+        let e = exporter(&url, extra);
+        for _ in 0..2 {
+            e.export(&Request::new(batch.clone()), &ctx())
+                .await
+                .unwrap();
+        }
+        let p = std::mem::take(&mut *peers.lock().unwrap());
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[0] == p[1], reused, "{extra:?}: {p:?}");
+    }
+    let cfg = section(&format!("endpoint: {url}\nkeepalive: {{max_idle_con: 1}}"));
+    let err = cfg
+        .decode::<OtlpHttpExporterConfig>()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("keepalive: unknown field \"max_idle_con\""),
+        "{err}"
+    );
+}
+
+/// `max_conns_per_host`: four exports at once reach the peer one at a
+/// time with 1, together without it.
+#[tokio::test]
+async fn max_conns_per_host_bounds_the_requests_at_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (n, m) = (now.clone(), most.clone());
+    let handler = move || {
+        let (n, m) = (n.clone(), m.clone());
+        async move {
+            m.fetch_max(n.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+            tokio::time::sleep(StdDuration::from_millis(50)).await;
+            n.fetch_sub(1, Ordering::SeqCst);
+            StatusCode::OK
+        }
+    };
+    let app = axum::Router::new().route("/v1development/profiles", axum::routing::post(handler));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let batch = received();
+    for (extra, want) in [("max_conns_per_host: 1", 1), ("", 4)] {
+        most.store(0, Ordering::SeqCst);
+        let e = Arc::new(exporter(&url, extra));
+        let sends: Vec<_> = (0..4)
+            .map(|_| {
+                let (e, b) = (e.clone(), batch.clone());
+                tokio::spawn(async move { e.export(&Request::new(b), &ctx()).await.unwrap() })
+            })
+            .collect();
+        for s in sends {
+            s.await.unwrap();
+        }
+        assert_eq!(most.load(Ordering::SeqCst), want, "{extra:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_metrics_partial_success_counts_rejected_points() {
     use profcol_model::proto::metrics::{

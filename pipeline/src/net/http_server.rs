@@ -42,6 +42,9 @@ pub struct HttpServerConfig<D: ListenerDefaults> {
     /// A body must arrive within this, and at `min_body_rate` bytes/s.
     pub body_timeout: Duration,
     pub min_body_rate: u64,
+    /// confighttp's `keepalive` section, which replaces the flat
+    /// `idle_timeout` there.
+    pub keepalive: Option<ServerKeepalive>,
     #[serde(skip)]
     defaults: PhantomData<fn() -> D>,
 }
@@ -59,7 +62,27 @@ impl<D: ListenerDefaults> Default for HttpServerConfig<D> {
             read_timeout: Duration::from_secs(0),
             body_timeout: Duration::from_secs(30),
             min_body_rate: 1024,
+            keepalive: None,
             defaults: PhantomData,
+        }
+    }
+}
+
+/// `keepalive:` of an HTTP server, as confighttp reads it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerKeepalive {
+    /// `false`: an HTTP/1 connection closes after each response.
+    pub enabled: bool,
+    /// When set, the flat `idle_timeout`'s replacement.
+    pub idle_timeout: Option<Duration>,
+}
+
+impl Default for ServerKeepalive {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            idle_timeout: None,
         }
     }
 }
@@ -78,7 +101,13 @@ impl<D: ListenerDefaults> HttpServerConfig<D> {
         ServerSettings {
             max_connections: self.max_connections,
             read_header_timeout: self.read_header_timeout.nonzero(),
-            idle_timeout: self.idle_timeout.nonzero(),
+            idle_timeout: self
+                .keepalive
+                .as_ref()
+                .and_then(|k| k.idle_timeout)
+                .unwrap_or(self.idle_timeout)
+                .nonzero(),
+            keep_alive: self.keepalive.as_ref().is_none_or(|k| k.enabled),
             body: BodyLimits {
                 timeout: self.body_timeout.nonzero(),
                 min_rate: self.min_body_rate,
@@ -202,6 +231,35 @@ mod tests {
         }
     }
 
+    /// confighttp's `keepalive` section: its `idle_timeout` replaces the
+    /// flat one, and `enabled: false` turns HTTP/1 keep-alive off.
+    #[test]
+    fn the_keepalive_section_sets_idle_timeout_and_keep_alive() {
+        let r = decode("idle_timeout: 5s").unwrap().server.server_settings();
+        assert_eq!(
+            (r.idle_timeout, r.keep_alive),
+            (Some(std::time::Duration::from_secs(5)), true)
+        );
+        let r = decode("idle_timeout: 5s\nkeepalive: {enabled: false, idle_timeout: 7s}")
+            .unwrap()
+            .server
+            .server_settings();
+        assert_eq!(
+            (r.idle_timeout, r.keep_alive),
+            (Some(std::time::Duration::from_secs(7)), false)
+        );
+        let r = decode("keepalive: {}").unwrap().server.server_settings();
+        assert_eq!(
+            (r.idle_timeout, r.keep_alive),
+            (Some(std::time::Duration::from_secs(60)), true)
+        );
+        let errs = decode("keepalive: {idle_timout: 1s}").unwrap_err();
+        assert!(
+            errs[0].starts_with("receivers::r::keepalive: unknown field \"idle_timout\""),
+            "{errs:?}"
+        );
+    }
+
     #[test]
     fn bad_keys_of_either_part_are_named_at_their_paths() {
         let errs = decode(
@@ -215,7 +273,7 @@ mod tests {
                 "receivers::r: unknown field \"endpont\", expected one of \"record_to\", \
                  \"nested\", \"endpoint\", \"max_request_body_size\", \"tls\", \"auth\", \
                  \"max_connections\", \"read_header_timeout\", \"idle_timeout\", \
-                 \"read_timeout\", \"body_timeout\", \"min_body_rate\""
+                 \"read_timeout\", \"body_timeout\", \"min_body_rate\", \"keepalive\""
                     .into(),
                 "receivers::r::max_connections: invalid type: expected usize, got string \"many\""
                     .into(),

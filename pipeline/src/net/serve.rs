@@ -29,6 +29,8 @@ pub struct ServerSettings {
     /// A connection with no request in flight for this long is closed
     /// (HTTP/1 keep-alive, gRPC's `max_connection_idle`).
     pub idle_timeout: Option<Duration>,
+    /// HTTP/1 keep-alive; off, a connection closes after each response.
+    pub keep_alive: bool,
     /// Connections older than this are closed gracefully (HTTP/2 GOAWAY),
     /// after `max_connection_age_grace` for the requests in flight.
     pub max_connection_age: Option<Duration>,
@@ -51,6 +53,7 @@ impl Default for ServerSettings {
             max_connections: 1024,
             read_header_timeout: Some(Duration::from_secs(60)),
             idle_timeout: Some(Duration::from_secs(60)),
+            keep_alive: true,
             max_connection_age: None,
             max_connection_age_grace: None,
             keepalive_time: Some(Duration::from_secs(7200)),
@@ -144,7 +147,7 @@ fn builder(s: &ServerSettings) -> auto::Builder<TokioExecutor> {
     let mut b = auto::Builder::new(TokioExecutor::new());
     b.http1()
         .timer(TokioTimer::new())
-        .keep_alive(true)
+        .keep_alive(s.keep_alive)
         .header_read_timeout(s.read_header_timeout);
     let mut h2 = b.http2();
     h2.timer(TokioTimer::new())
