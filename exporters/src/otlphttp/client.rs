@@ -60,6 +60,11 @@ impl OtlpHttpExporter {
             Some(k) => k.apply(builder),
             None => builder,
         };
+        // validate() reported a bad proxy_url at its key.
+        let builder = match cfg.proxy() {
+            Ok(Some(p)) => builder.proxy(p),
+            _ => builder,
+        };
         let http = cfg
             .tls
             .configure(builder, &section.key_path("tls"), &mut errs)

@@ -44,6 +44,10 @@ pub struct OtlpHttpExporterConfig {
     pub keepalive: Option<ClientKeepalive>,
     /// Requests (so HTTP/1 connections) to the peer at once; 0 is no limit.
     pub max_conns_per_host: usize,
+    /// An HTTP proxy every request goes through (`http://` or `https://`;
+    /// empty: none). Without it, as Go's transport, `HTTPS_PROXY`,
+    /// `HTTP_PROXY` and `NO_PROXY` decide.
+    pub proxy_url: String,
 }
 
 impl Default for OtlpHttpExporterConfig {
@@ -62,6 +66,7 @@ impl Default for OtlpHttpExporterConfig {
             write_buffer_size: None,
             keepalive: None,
             max_conns_per_host: 0,
+            proxy_url: String::new(),
         }
     }
 }
@@ -129,8 +134,31 @@ impl OtlpHttpExporterConfig {
                 ),
             }
         }
+        if !self.proxy_url.is_empty() {
+            if let Err(e) = self.proxy() {
+                errs.push(cfg.key_path("proxy_url"), e);
+            }
+        }
         self.tls.validate(&cfg.key_path("tls"), &mut errs);
         validate_headers(&self.headers, cfg, &mut errs);
         errs.into_result(())
+    }
+
+    /// `proxy_url` as the client's proxy, when set.
+    pub(super) fn proxy(&self) -> Result<Option<reqwest::Proxy>, String> {
+        if self.proxy_url.is_empty() {
+            return Ok(None);
+        }
+        let url = url::Url::parse(&self.proxy_url)
+            .map_err(|e| format!("invalid URL {:?}: {e}", self.proxy_url))?;
+        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+            return Err(format!(
+                "{:?} is not an http:// or https:// proxy (socks5 proxies are not supported)",
+                self.proxy_url
+            ));
+        }
+        reqwest::Proxy::all(url)
+            .map(Some)
+            .map_err(|e| format!("{:?}: {e}", self.proxy_url))
     }
 }

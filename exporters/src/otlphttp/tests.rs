@@ -567,6 +567,58 @@ async fn max_conns_per_host_bounds_the_requests_at_once() {
     }
 }
 
+/// `proxy_url`: the request goes to the proxy, in absolute form, for a
+/// peer whose name only the proxy could resolve; a URL that is not an
+/// HTTP proxy is refused at its key.
+#[tokio::test]
+async fn proxy_url_sends_requests_through_the_proxy() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let proxy = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let at = proxy.local_addr().unwrap();
+    let seen = tokio::spawn(async move {
+        let (mut conn, _) = proxy.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = conn.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the connection closed before the headers ended");
+            head.extend_from_slice(&buf[..n]);
+        }
+        conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+            .await
+            .unwrap();
+        String::from_utf8_lossy(&head)
+            .lines()
+            .next()
+            .unwrap()
+            .to_owned()
+    });
+    let e = exporter(
+        "http://collector.invalid:4318",
+        &format!("proxy_url: http://{at}"),
+    );
+    e.export(&Request::new(received()), &ctx()).await.unwrap();
+    assert_eq!(
+        seen.await.unwrap(),
+        "POST http://collector.invalid:4318/v1development/profiles HTTP/1.1"
+    );
+    for (bad, says) in [
+        (
+            "socks5://127.0.0.1:1080",
+            "socks5 proxies are not supported",
+        ),
+        ("not a url", "invalid URL"),
+    ] {
+        let cfg = section(&format!("endpoint: http://gw\nproxy_url: {bad:?}"));
+        let c: OtlpHttpExporterConfig = cfg.decode().unwrap();
+        let err = c.validate(&cfg).unwrap_err().to_string();
+        assert!(
+            err.contains("proxy_url: ") && err.contains(says),
+            "{bad}: {err}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_metrics_partial_success_counts_rejected_points() {
     use profcol_model::proto::metrics::{
