@@ -98,7 +98,7 @@ pub(crate) fn compress_frame(framed: Bytes, compression: Compression) -> Result<
     }
     let mut out = BytesMut::with_capacity(HEADER + message.len() / 4).writer();
     out.write_all(&[1, 0, 0, 0, 0])?;
-    let mut out = compress_into(out, message, compression)?.into_inner();
+    let mut out = compress_into(out, message, compression, 0)?.into_inner();
     let compressed_len = u32::try_from(out.len() - HEADER)?;
     out[1..HEADER].copy_from_slice(&compressed_len.to_be_bytes());
     Ok(out.freeze())
@@ -113,20 +113,33 @@ fn frame_compressed(message: &[u8]) -> Result<Bytes, BoxError> {
     Ok(out.freeze())
 }
 
-/// Appends `message` compressed at level 1 to `out` (as it is for `None`).
+/// Appends `message` compressed to `out` (as it is for `None`), at
+/// `level` (confighttp's `compression_params.level`, checked by
+/// [`check_level`]), or at level 1 for 0.
 pub(crate) fn compress_into<W: Write>(
     mut out: W,
     message: &[u8],
     compression: Compression,
+    level: i32,
 ) -> std::io::Result<W> {
     match compression {
         Compression::Gzip => {
-            let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::fast());
+            let level = match level {
+                0 => flate2::Compression::fast(),
+                -1 => flate2::Compression::default(),
+                l => flate2::Compression::new(l.clamp(1, 9) as u32),
+            };
+            let mut gz = flate2::write::GzEncoder::new(out, level);
             gz.write_all(message)?;
             gz.finish()
         }
         Compression::Zstd => {
-            let mut z = zstd::stream::write::Encoder::new(out, 1)?;
+            let range = zstd::compression_level_range();
+            let level = match level {
+                0 => 1,
+                l => l.clamp(*range.start(), *range.end()),
+            };
+            let mut z = zstd::stream::write::Encoder::new(out, level)?;
             z.write_all(message)?;
             z.finish()
         }
@@ -135,6 +148,34 @@ pub(crate) fn compress_into<W: Write>(
             Ok(out)
         }
     }
+}
+
+/// confighttp's check of `compression_params.level`: gzip takes -1 (its
+/// default, 6) and 1 to 9 (0, unset, is profcol's 1); zstd any level,
+/// taken to the nearest it has; none only 0. Huffman-only gzip (-2) is
+/// refused: the deflate backend has no such mode.
+pub(crate) fn check_level(compression: Compression, level: i32) -> Result<(), String> {
+    let ok = match compression {
+        Compression::Gzip => matches!(level, -1..=9),
+        Compression::Zstd => true,
+        Compression::None => level == 0,
+    };
+    if ok {
+        return Ok(());
+    }
+    let name = match compression {
+        Compression::Gzip => "gzip",
+        Compression::Zstd => "zstd",
+        Compression::None => "none",
+    };
+    Err(format!(
+        "unsupported level {level} for compression {name:?}{}",
+        if compression == Compression::Gzip {
+            " (-1 or 1 to 9)"
+        } else {
+            ""
+        }
+    ))
 }
 
 #[cfg(test)]

@@ -32,6 +32,8 @@ pub struct OtlpHttpExporter {
     headers: HeaderMap,
     encoding: Encoding,
     compression: Compression,
+    /// `compression_params.level` (0: profcol's level 1).
+    level: i32,
     auth: ClientAuth,
     revision: Revision,
     /// What the peer takes, once it refused a request as too large.
@@ -80,6 +82,7 @@ impl OtlpHttpExporter {
                 headers,
                 encoding: cfg.encoding,
                 compression: cfg.compression,
+                level: cfg.compression_params.level,
                 auth: ClientAuth::new(cfg.auth.clone()),
                 revision: cfg.proto_revision,
                 limit: PeerLimit::default(),
@@ -96,6 +99,7 @@ impl OtlpHttpExporter {
     /// compressed it if that is this exporter's compression.
     async fn body(&self, batch: &Arc<ProfileBatch>) -> Result<Bytes, ExportError> {
         let (encoding, compression, revision) = (self.encoding, self.compression, self.revision);
+        let level = self.level;
         let current = revision == Revision::CURRENT;
         if encoding == Encoding::Proto && current {
             if compression == Compression::None {
@@ -125,7 +129,7 @@ impl OtlpHttpExporter {
                 return Ok(plain);
             }
             let out = Vec::with_capacity(plain.len() / 4);
-            compress_into(out, &plain, compression).map(Bytes::from)
+            compress_into(out, &plain, compression, level).map(Bytes::from)
         })
         .await
         .map_err(|e| ExportError::permanent(format!("encoding the request: {e}")))
@@ -218,7 +222,7 @@ impl OtlpHttpExporter {
         };
         let body = match self.compression {
             Compression::None => plain,
-            c => compress_into(Vec::with_capacity(plain.len() / 4), &plain, c)
+            c => compress_into(Vec::with_capacity(plain.len() / 4), &plain, c, self.level)
                 .map(Bytes::from)
                 .map_err(|e| ExportError::permanent(format!("compressing the request: {e}")))?,
         };

@@ -9,6 +9,7 @@ use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 use crate::http_client::validate_headers;
 use crate::http_client::ClientKeepalive;
 pub use crate::http_client::HttpTls;
+use crate::otlp::compress::check_level;
 use crate::otlp::Compression;
 
 /// The path OTLP/HTTP appends to `endpoint` for profiles.
@@ -29,6 +30,8 @@ pub struct OtlpHttpExporterConfig {
     pub metrics_endpoint: Option<String>,
     pub encoding: Encoding,
     pub compression: Compression,
+    /// confighttp's `compression_params`: the level, 0 for profcol's 1.
+    pub compression_params: CompressionParams,
     pub headers: BTreeMap<String, String>,
     pub tls: HttpTls,
     pub auth: Option<AuthConfig>,
@@ -50,6 +53,13 @@ pub struct OtlpHttpExporterConfig {
     pub proxy_url: String,
 }
 
+/// `compression_params`, as configcompression reads it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompressionParams {
+    pub level: i32,
+}
+
 impl Default for OtlpHttpExporterConfig {
     fn default() -> Self {
         Self {
@@ -58,6 +68,7 @@ impl Default for OtlpHttpExporterConfig {
             metrics_endpoint: None,
             encoding: Encoding::Proto,
             compression: Compression::Gzip,
+            compression_params: CompressionParams::default(),
             headers: BTreeMap::new(),
             tls: HttpTls::default(),
             auth: None,
@@ -133,6 +144,9 @@ impl OtlpHttpExporterConfig {
                     format!("invalid URL {:?}: {e}", self.url()),
                 ),
             }
+        }
+        if let Err(e) = check_level(self.compression, self.compression_params.level) {
+            errs.push(cfg.key_path("compression_params::level"), e);
         }
         if !self.proxy_url.is_empty() {
             if let Err(e) = self.proxy() {

@@ -619,6 +619,63 @@ async fn proxy_url_sends_requests_through_the_proxy() {
     }
 }
 
+/// `compression_params.level`: a higher level sends fewer bytes of the
+/// same request, in gzip and zstd; levels configcompression refuses are
+/// refused at the key.
+#[tokio::test]
+async fn compression_params_level_sets_the_level() {
+    // Changed by nothing but built here: the batch has no received bytes,
+    // so the exporter compresses it itself.
+    let batch = Arc::new(ProfileBatch::new(received().data().clone()));
+    let (url, seen) = server(vec![ok()]).await;
+    for compression in ["gzip", "zstd"] {
+        let mut sizes = Vec::new();
+        for level in ["", "\ncompression_params: {level: 9}"] {
+            let e = exporter(&url, &format!("compression: {compression}{level}"));
+            e.export(&Request::new(batch.clone()), &ctx())
+                .await
+                .unwrap();
+            let got = seen.lock().unwrap().pop().unwrap();
+            assert_eq!(
+                ProfilesData::decode(plain(&got).as_slice()).unwrap(),
+                *batch.data()
+            );
+            sizes.push(got.body.len());
+        }
+        assert!(sizes[1] < sizes[0], "{compression}: {sizes:?}");
+    }
+    for (yaml, says) in [
+        (
+            "compression: gzip\ncompression_params: {level: 10}",
+            "unsupported level 10 for compression \"gzip\"",
+        ),
+        (
+            "compression: gzip\ncompression_params: {level: -2}",
+            "unsupported level -2",
+        ),
+        (
+            "compression: none\ncompression_params: {level: 3}",
+            "unsupported level 3 for compression \"none\"",
+        ),
+    ] {
+        let cfg = section(&format!("endpoint: http://gw\n{yaml}"));
+        let c: OtlpHttpExporterConfig = cfg.decode().unwrap();
+        let err = c.validate(&cfg).unwrap_err().to_string();
+        assert!(
+            err.contains("compression_params::level: ") && err.contains(says),
+            "{yaml}: {err}"
+        );
+    }
+    for ok in [
+        "compression: zstd\ncompression_params: {level: 40}",
+        "compression_params: {level: -1}",
+    ] {
+        let cfg = section(&format!("endpoint: http://gw\n{ok}"));
+        let c: OtlpHttpExporterConfig = cfg.decode().unwrap();
+        c.validate(&cfg).unwrap();
+    }
+}
+
 #[tokio::test]
 async fn a_metrics_partial_success_counts_rejected_points() {
     use profcol_model::proto::metrics::{
