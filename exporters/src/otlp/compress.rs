@@ -163,11 +163,7 @@ pub(crate) fn check_level(compression: Compression, level: i32) -> Result<(), St
     if ok {
         return Ok(());
     }
-    let name = match compression {
-        Compression::Gzip => "gzip",
-        Compression::Zstd => "zstd",
-        Compression::None => "none",
-    };
+    let name = encoding_name(compression).unwrap_or("none");
     Err(format!(
         "unsupported level {level} for compression {name:?}{}",
         if compression == Compression::Gzip {

@@ -79,13 +79,13 @@ impl Default for PartitionKeys {
     }
 }
 
-/// The parts of a `sending_queue` this module reads.
+/// The parts of a `sending_queue` this module reads (the runtime reports
+/// what is wrong with them).
 #[derive(Deserialize)]
 struct QueueKeys {
     #[serde(default = "enabled")]
     enabled: bool,
-    /// Read as text: the runtime reports a queue sizer it does not take.
-    sizer: Option<String>,
+    sizer: Option<BatchSizer>,
 }
 
 fn enabled() -> bool {
@@ -110,13 +110,7 @@ pub(super) fn rewrite(config: &mut Config, errs: &mut ConfigErrors) {
             continue;
         }
         let queue = queue.expect("a queue that decodes");
-        let queue_sizer = match queue.sizer.as_deref() {
-            Some("requests") => Some(BatchSizer::Requests),
-            Some("bytes") => Some(BatchSizer::Bytes),
-            Some("items") => Some(BatchSizer::Items),
-            _ => None,
-        };
-        let Some(processor) = batch_processor(&batch, queue_sizer, &format!("{base}::batch"), errs)
+        let Some(processor) = batch_processor(&batch, queue.sizer, &format!("{base}::batch"), errs)
         else {
             continue;
         };
