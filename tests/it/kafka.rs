@@ -971,3 +971,107 @@ service:
         vec![pair("X-Tenant", "team-b")]
     );
 }
+
+/// The Collector v0.165.1's producer keys: `record_headers` and
+/// `signal_header` on every message, `profiles.message_key_from_metadata_key`
+/// as its key, placed as the default `sticky_key` partitioner (Sarama's
+/// FNV-1a) places a key; `round_robin` gives each partition its turn and
+/// `least_backup` uses them all.
+#[tokio::test(flavor = "multi_thread")]
+async fn record_headers_keys_and_partitioners_as_the_collector_writes_them() {
+    use rdkafka::message::Headers;
+    let Some(broker) = Broker::start().await else {
+        return;
+    };
+    for topic in ["keyed", "spread-rr", "spread-lb"] {
+        broker.create_topic(topic, 3).await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker.address();
+    let cfg = write(
+        dir.path(),
+        "out.yaml",
+        &format!(
+            r#"
+receivers:
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:0", include_metadata: true}}}}}}
+exporters:
+  kafka/keyed:
+    brokers: ["{b}"]
+    record_headers: [{{name: team, value: profiling}}]
+    signal_header: true
+    profiles: {{topic: keyed, message_key_from_metadata_key: X-Tenant}}
+  kafka/rr:
+    brokers: ["{b}"]
+    record_partitioner: {{round_robin: {{}}}}
+    profiles: {{topic: spread-rr}}
+  kafka/lb:
+    brokers: ["{b}"]
+    record_partitioner: {{least_backup: {{}}}}
+    profiles: {{topic: spread-lb}}
+service:
+  telemetry: {{metrics: {{address: "127.0.0.1:0"}}}}
+  pipelines:
+    profiles: {{receivers: [otlp], exporters: [kafka/keyed, kafka/rr, kafka/lb]}}
+"#
+        ),
+    );
+    let producer = profcol(&cfg).await;
+    let mut client = common::client(producer.grpc_port()).await;
+    let req = fixtures().remove(0);
+    let tenants = ["team-a", "team-b", "team-c", "team-d", "team-e", "team-f"];
+    for tenant in tenants {
+        let mut call = tonic::Request::new(req.clone());
+        call.metadata_mut()
+            .insert("x-tenant", tenant.parse().unwrap());
+        client.export(call).await.unwrap();
+    }
+    let read = |m: &rdkafka::message::BorrowedMessage<'_>| {
+        let mut headers = Vec::new();
+        for h in m.headers().iter().flat_map(|h| h.iter()) {
+            let value = String::from_utf8_lossy(h.value.unwrap_or_default()).into_owned();
+            headers.push((h.key.to_owned(), value));
+        }
+        let key = m.key().map(|k| String::from_utf8_lossy(k).into_owned());
+        (key, m.partition(), headers)
+    };
+    // Sarama's hash partitioner, which the Collector's default keeps.
+    let sarama = |key: &str| {
+        let mut h: u32 = 0x811c_9dc5;
+        for b in key.bytes() {
+            h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+        }
+        ((h as i32) % 3).abs()
+    };
+    let keyed = read_messages(&broker, "keyed", tenants.len(), read);
+    assert_eq!(keyed.len(), tenants.len());
+    let mut keys = Vec::new();
+    for (key, partition, headers) in keyed {
+        let key = key.expect("every message has its tenant as key");
+        assert_eq!(partition, sarama(&key), "{key}");
+        let pairs = [("team", "profiling"), ("otelcol.signal", "profiles")];
+        let want: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(headers, want);
+        keys.push(key);
+    }
+    keys.sort();
+    assert_eq!(keys, tenants);
+    let per_partition = |topic: &str| {
+        let mut n = [0; 3];
+        for (key, partition, headers) in read_messages(&broker, topic, tenants.len(), read) {
+            assert_eq!((key, headers.len()), (None, 0), "{topic}");
+            n[partition as usize] += 1;
+        }
+        n
+    };
+    assert_eq!(per_partition("spread-rr"), [2, 2, 2]);
+    let lb = per_partition("spread-lb");
+    assert_eq!(lb.iter().sum::<i32>(), 6);
+    assert!(
+        lb.iter().all(|&n| n > 0),
+        "least_backup left a partition unused: {lb:?}"
+    );
+}

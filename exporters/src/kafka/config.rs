@@ -30,11 +30,66 @@ pub struct KafkaExporterConfig {
     /// Client metadata keys (what a receiver with `include_metadata`
     /// kept of the request's headers) copied to message headers.
     pub include_metadata_keys: Vec<String>,
+    /// Static headers on every message, in order (names may repeat).
+    pub record_headers: Vec<RecordHeader>,
+    /// Adds `otelcol.signal: profiles` to every message, for topics that
+    /// several signals share.
+    pub signal_header: bool,
+    /// How messages are spread over a topic's partitions.
+    pub record_partitioner: RecordPartitioner,
     /// Partitioning of other signals: accepted, no effect on profiles.
     pub partition_traces_by_id: bool,
     pub partition_metrics_by_resource_attributes: bool,
     pub partition_logs_by_resource_attributes: bool,
     pub partition_logs_by_trace_id: bool,
+}
+
+/// The header `signal_header` adds (the Collector's `SignalHeaderKey`).
+pub(super) const SIGNAL_HEADER: &str = "otelcol.signal";
+
+/// One of `record_headers`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RecordHeader {
+    pub name: String,
+    pub value: String,
+}
+
+/// `record_partitioner:`: at most one strategy; none (or `{}`) is
+/// `sticky_key` with the Sarama-compatible hasher, the Collector's default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RecordPartitioner {
+    pub sticky_key: Option<StickyKey>,
+    pub round_robin: Option<Empty>,
+    pub least_backup: Option<Empty>,
+    pub extension: Option<String>,
+}
+
+/// `sticky_key:`; its `hasher` must be given, as in the Collector.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StickyKey {
+    pub hasher: String,
+}
+
+/// A strategy that takes no settings (`round_robin: {}`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
+
+/// Where a message goes among its topic's partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Partitioner {
+    /// librdkafka's partitioner by that name: a keyed message by the hash
+    /// of its key (`fnv1a_random` is Sarama's FNV-1a, `murmur2_random`
+    /// Java's), a keyless one to a partition kept while messages share
+    /// a request, as franz-go's sticky partitioners do.
+    StickyKey(&'static str),
+    /// Each message to the next partition.
+    RoundRobin,
+    /// Each message to the partition with the fewest messages in flight.
+    LeastBackup,
 }
 
 /// `configkafka.ClientConfig`: the keys the exporter and the receiver share.
@@ -56,6 +111,11 @@ pub struct ClientConfig {
     pub rack_id: String,
     /// KIP-320 leader epochs; librdkafka always uses them. Accepted.
     pub use_leader_epoch: bool,
+    /// An idle connection is closed after this (`connections.max.idle.ms`).
+    pub conn_idle_timeout: Duration,
+    /// The wait for a connection to a broker, TLS and SASL included
+    /// (`socket.connection.setup.timeout.ms`); v0.165.1's key.
+    pub dial_timeout: Duration,
 }
 
 impl Default for ClientConfig {
@@ -70,6 +130,8 @@ impl Default for ClientConfig {
             metadata: MetadataConfig::default(),
             rack_id: String::new(),
             use_leader_epoch: true,
+            conn_idle_timeout: Duration::from_secs(9 * 60),
+            dial_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -97,8 +159,9 @@ impl Default for MetadataConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MetadataRetry {
-    /// librdkafka retries metadata until the request's deadline; accepted.
-    pub max: u32,
+    /// librdkafka retries metadata until the request's deadline; checked,
+    /// no effect.
+    pub max: i64,
     /// `retry.backoff.ms`.
     pub backoff: Duration,
 }
@@ -106,7 +169,7 @@ pub struct MetadataRetry {
 impl Default for MetadataRetry {
     fn default() -> Self {
         Self {
-            max: 3,
+            max: 20,
             backoff: Duration::from_millis(250),
         }
     }
@@ -131,6 +194,10 @@ pub struct ProducerConfig {
     /// How long a message waits for others to share its request
     /// (`linger.ms`).
     pub linger: Duration,
+    /// Produce requests in flight to a broker
+    /// (`max.in.flight.requests.per.connection`): 1 keeps messages in
+    /// order through retries.
+    pub max_inflight_requests_per_broker: i64,
 }
 
 /// franz-go's floor and default for `max_broker_write_bytes`, which the
@@ -148,6 +215,7 @@ impl Default for ProducerConfig {
             flush_max_messages: 0,
             allow_auto_topic_creation: true,
             linger: Duration::from_millis(10),
+            max_inflight_requests_per_broker: 1,
         }
     }
 }
@@ -187,6 +255,9 @@ pub struct SignalConfig {
     /// The client metadata key whose first value names the topic, before
     /// `topic_from_attribute` and `topic`.
     pub topic_from_metadata_key: String,
+    /// The client metadata key whose first non-empty value is the
+    /// message's key; else it has none.
+    pub message_key_from_metadata_key: String,
     pub encoding: String,
 }
 
@@ -242,6 +313,26 @@ impl ClientConfig {
                 "is not supported by profcol: list the brokers by the names they answer to",
             );
         }
+        for (key, d) in [
+            ("conn_idle_timeout", &self.conn_idle_timeout),
+            ("dial_timeout", &self.dial_timeout),
+        ] {
+            if d.0.is_zero() {
+                errs.push(
+                    section.key_path(key),
+                    format!("{key} ({d}) must be positive"),
+                );
+            }
+        }
+        if self.metadata.retry.max < 0 {
+            errs.push(
+                section.key_path("metadata::retry::max"),
+                format!(
+                    "metadata::retry::max ({}) must be non-negative",
+                    self.metadata.retry.max
+                ),
+            );
+        }
         security::check(&self.auth, self.tls.as_ref(), section, errs);
     }
 
@@ -258,6 +349,14 @@ impl ClientConfig {
                 "retry.backoff.ms",
                 self.metadata.retry.backoff.0.as_millis().max(1).to_string(),
             )
+            .set("connections.max.idle.ms", millis(&self.conn_idle_timeout))
+            .set(
+                "socket.connection.setup.timeout.ms",
+                // librdkafka's floor.
+                millis(&Duration(
+                    self.dial_timeout.0.max(std::time::Duration::from_secs(1)),
+                )),
+            )
             // A broker back from a restart is found within a second, not
             // librdkafka's 10 s.
             .set("reconnect.backoff.max.ms", "1000");
@@ -267,6 +366,12 @@ impl ClientConfig {
         security::apply(&self.auth, self.tls.as_ref(), &mut c);
         c
     }
+}
+
+/// A duration as librdkafka's `*.ms` settings take it: whole
+/// milliseconds, at least 1, within an `int`.
+pub fn millis(d: &Duration) -> String {
+    d.0.as_millis().clamp(1, i32::MAX as u128).to_string()
 }
 
 /// `sarama.ParseKafkaVersion`'s forms: `0.8.2.0` style or `1.0.0` and later.
@@ -289,6 +394,9 @@ pub struct Resolved {
     pub topic: String,
     pub encoding: Encoding,
     pub compression: &'static str,
+    pub partitioner: Partitioner,
+    /// `record_headers`, then `otelcol.signal` with `signal_header`.
+    pub headers: Vec<(String, String)>,
 }
 
 impl KafkaExporterConfig {
@@ -374,6 +482,72 @@ impl KafkaExporterConfig {
                 "partition_logs_by_resource_attributes and partition_logs_by_trace_id cannot both be enabled",
             );
         }
+        let mp = section.key_path("producer::max_inflight_requests_per_broker");
+        if p.max_inflight_requests_per_broker < 1 {
+            errs.push(
+                mp,
+                format!(
+                    "max_inflight_requests_per_broker ({}) must be at least 1",
+                    p.max_inflight_requests_per_broker
+                ),
+            );
+        } else if p.max_inflight_requests_per_broker > 1 && p.required_acks.0 == -1 {
+            errs.push(
+                mp,
+                format!(
+                    "max_inflight_requests_per_broker ({}) must be 1 when required_acks is 'all' (-1)",
+                    p.max_inflight_requests_per_broker
+                ),
+            );
+        } else if p.max_inflight_requests_per_broker > 1_000_000 {
+            errs.push(mp, "is over librdkafka's limit of 1000000");
+        }
+        for (signal, s, by_data) in [
+            (
+                "logs",
+                &self.logs,
+                self.partition_logs_by_resource_attributes || self.partition_logs_by_trace_id,
+            ),
+            (
+                "metrics",
+                &self.metrics,
+                self.partition_metrics_by_resource_attributes,
+            ),
+            ("traces", &self.traces, self.partition_traces_by_id),
+        ] {
+            if !s.message_key_from_metadata_key.is_empty() && by_data {
+                errs.push(
+                    section.key_path(&format!("{signal}::message_key_from_metadata_key")),
+                    format!("{signal}::message_key_from_metadata_key cannot be set together with the {signal} partition_* flags"),
+                );
+            }
+        }
+        let partitioner = self.record_partitioner.check(section, &mut errs);
+        let mut headers: Vec<(String, String)> = self
+            .record_headers
+            .iter()
+            .map(|h| (h.name.clone(), h.value.clone()))
+            .collect();
+        if self.signal_header {
+            let reserved = format!("{SIGNAL_HEADER:?} is reserved when signal_header is enabled");
+            if let Some(i) = self
+                .include_metadata_keys
+                .iter()
+                .position(|k| k == SIGNAL_HEADER)
+            {
+                errs.push(
+                    section.key_path(&format!("include_metadata_keys::{i}")),
+                    &reserved,
+                );
+            }
+            if let Some(i) = headers.iter().position(|(n, _)| n == SIGNAL_HEADER) {
+                errs.push(
+                    section.key_path(&format!("record_headers::{i}::name")),
+                    &reserved,
+                );
+            }
+            headers.push((SIGNAL_HEADER.to_owned(), "profiles".to_owned()));
+        }
         let topic = if self.profiles.topic.is_empty() {
             DEFAULT_TOPIC.to_owned()
         } else {
@@ -391,6 +565,54 @@ impl KafkaExporterConfig {
             topic,
             encoding,
             compression,
+            partitioner,
+            headers,
+        })
+    }
+}
+
+impl RecordPartitioner {
+    /// The strategy, as the Collector checks it.
+    fn check(&self, section: &ComponentConfig, errs: &mut ConfigErrors) -> Partitioner {
+        let key = section.key_path("record_partitioner");
+        let set = [
+            self.sticky_key.is_some(),
+            self.round_robin.is_some(),
+            self.least_backup.is_some(),
+            self.extension.is_some(),
+        ];
+        if set.iter().filter(|s| **s).count() > 1 {
+            errs.push(
+                key,
+                "record_partitioner: at most one record_partitioner strategy may be configured",
+            );
+        }
+        if self.extension.is_some() {
+            errs.push(
+                section.key_path("record_partitioner::extension"),
+                "profcol has no partitioner extensions: use sticky_key, round_robin or least_backup",
+            );
+        }
+        if self.round_robin.is_some() {
+            return Partitioner::RoundRobin;
+        }
+        if self.least_backup.is_some() {
+            return Partitioner::LeastBackup;
+        }
+        let hasher = self
+            .sticky_key
+            .as_ref()
+            .map_or("sarama_compat", |s| &s.hasher);
+        Partitioner::StickyKey(match hasher {
+            "sarama_compat" => "fnv1a_random",
+            "murmur2" => "murmur2_random",
+            other => {
+                errs.push(
+                    section.key_path("record_partitioner::sticky_key::hasher"),
+                    format!("record_partitioner: sticky_key: unknown hasher {other:?}, valid values are \"sarama_compat\", \"murmur2\""),
+                );
+                "fnv1a_random"
+            }
         })
     }
 }

@@ -1,8 +1,9 @@
 //! Exporter `kafka`: each request becomes one Kafka message whose value is
 //! the `ExportProfilesServiceRequest` (protobuf or OTLP/JSON), as the
-//! Collector's contrib `kafka` exporter produces it: no key, the client
-//! metadata `include_metadata_keys` names as headers, topic
-//! `otlp_profiles` unless configured. A request over
+//! Collector's contrib `kafka` exporter produces it: a key only from
+//! `profiles::message_key_from_metadata_key`, `record_headers` (and
+//! `otelcol.signal`) then the client metadata `include_metadata_keys` names
+//! as headers, topic `otlp_profiles` unless configured. A request over
 //! `producer::max_message_bytes` is cut at profile boundaries into several
 //! messages (`crate::parts`, the split the other exporters use when a peer
 //! refuses a request as too large), never dropped.
@@ -13,6 +14,7 @@
 //! gave up on the attempt.
 
 mod config;
+mod partitions;
 mod security;
 #[cfg(test)]
 mod tests;
@@ -39,7 +41,8 @@ use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
 use crate::parts::{self, PeerLimit};
 pub use config::{
-    ClientConfig, Encoding, KafkaExporterConfig, MetadataConfig, ProducerConfig, DEFAULT_TOPIC,
+    millis, ClientConfig, Encoding, KafkaExporterConfig, MetadataConfig, Partitioner,
+    ProducerConfig, DEFAULT_TOPIC,
 };
 pub use security::{AuthConfig, KafkaTls, SaslConfig};
 
@@ -75,7 +78,12 @@ pub struct KafkaExporter {
     topic_from_attribute: String,
     /// Lowercase, as receivers keep metadata keys.
     topic_from_metadata_key: String,
+    /// Lowercase too.
+    key_from_metadata_key: String,
     include_metadata_keys: Vec<String>,
+    /// `record_headers` and `otelcol.signal`, before the metadata's.
+    headers: Vec<(String, String)>,
+    partitions: partitions::Partitions,
     encoding: Encoding,
     max_message_bytes: u64,
     timeout: Duration,
@@ -130,7 +138,14 @@ impl KafkaExporter {
             )
             // Idempotence would need acks=all; the Collector's does not
             // ask for it either.
-            .set("enable.idempotence", "false");
+            .set("enable.idempotence", "false")
+            .set(
+                "max.in.flight.requests.per.connection",
+                p.max_inflight_requests_per_broker.to_string(),
+            );
+        if let Partitioner::StickyKey(name) = r.partitioner {
+            settings.set("partitioner", name);
+        }
         if let Some(level) = p.compression_params.level {
             settings.set("compression.level", level.to_string());
         }
@@ -142,7 +157,16 @@ impl KafkaExporter {
             topic: r.topic,
             topic_from_attribute: c.topic_from_attribute.clone(),
             topic_from_metadata_key: c.profiles.topic_from_metadata_key.to_ascii_lowercase(),
+            key_from_metadata_key: c
+                .profiles
+                .message_key_from_metadata_key
+                .to_ascii_lowercase(),
             include_metadata_keys: c.include_metadata_keys.clone(),
+            headers: r.headers,
+            partitions: partitions::Partitions::new(
+                r.partitioner,
+                c.client.metadata.refresh_interval.0,
+            ),
             encoding: r.encoding,
             max_message_bytes: p.max_message_bytes,
             timeout,
@@ -216,9 +240,18 @@ impl KafkaExporter {
             )));
         }
         let topic = self.topic_of(&batch);
-        // Every value of every key listed, in order (metadata keys are
-        // matched without case, and sent as configured).
+        let key = metadata(&batch, &self.key_from_metadata_key)
+            .find(|k| !k.is_empty())
+            .map(str::to_owned);
+        // The static ones, then every value of every key listed, in order
+        // (metadata keys are matched without case, and sent as configured).
         let mut headers = OwnedHeaders::new();
+        for (name, value) in &self.headers {
+            headers = headers.insert(Header {
+                key: name,
+                value: Some(value),
+            });
+        }
         for key in &self.include_metadata_keys {
             for value in metadata(&batch, &key.to_ascii_lowercase()) {
                 headers = headers.insert(Header {
@@ -228,11 +261,20 @@ impl KafkaExporter {
             }
         }
         drop(batch);
+        let pick = self.partitions.pick(producer, &topic, self.timeout).await;
         let mut record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(&topic).payload(&value[..]);
         if headers.count() > 0 {
             record = record.headers(headers);
         }
-        match producer.send(record, Timeout::After(self.timeout)).await {
+        if let Some(k) = &key {
+            record = record.key(k.as_bytes());
+        }
+        if let Some(p) = &pick {
+            record = record.partition(p.partition);
+        }
+        let sent = producer.send(record, Timeout::After(self.timeout)).await;
+        drop(pick);
+        match sent {
             Ok(_) => Ok(ExportOutcome::delivered()),
             Err((e, _)) => Err(classify(&topic, &e)),
         }

@@ -87,6 +87,18 @@ fn refusals_name_the_key() {
         ("tls: {cipher_suites: [TLS_AES_128_GCM_SHA256]}", "exporters::kafka/out::tls::cipher_suites: is not supported"),
         ("tls: {bogus: 1}", "bogus"),
         ("bogus: 1", "bogus"),
+        ("conn_idle_timeout: 0s", "exporters::kafka/out::conn_idle_timeout: conn_idle_timeout (0s) must be positive"),
+        ("dial_timeout: 0s", "exporters::kafka/out::dial_timeout: dial_timeout (0s) must be positive"),
+        ("metadata: {retry: {max: -1}}", "exporters::kafka/out::metadata::retry::max: metadata::retry::max (-1) must be non-negative"),
+        ("producer: {max_inflight_requests_per_broker: 0}", "exporters::kafka/out::producer::max_inflight_requests_per_broker: max_inflight_requests_per_broker (0) must be at least 1"),
+        ("producer: {required_acks: all, max_inflight_requests_per_broker: 5}", "exporters::kafka/out::producer::max_inflight_requests_per_broker: max_inflight_requests_per_broker (5) must be 1 when required_acks is 'all' (-1)"),
+        ("record_partitioner: {round_robin: {}, least_backup: {}}", "exporters::kafka/out::record_partitioner: record_partitioner: at most one record_partitioner strategy may be configured"),
+        ("record_partitioner: {sticky_key: {}}", "exporters::kafka/out::record_partitioner::sticky_key::hasher: record_partitioner: sticky_key: unknown hasher \"\", valid values are"),
+        ("record_partitioner: {extension: my_partitioner}", "exporters::kafka/out::record_partitioner::extension: profcol has no partitioner extensions"),
+        ("signal_header: true\nrecord_headers: [{name: otelcol.signal, value: x}]", "exporters::kafka/out::record_headers::0::name: \"otelcol.signal\" is reserved when signal_header is enabled"),
+        ("signal_header: true\ninclude_metadata_keys: [a, otelcol.signal]", "exporters::kafka/out::include_metadata_keys::1: \"otelcol.signal\" is reserved"),
+        ("partition_traces_by_id: true\ntraces: {message_key_from_metadata_key: k}", "exporters::kafka/out::traces::message_key_from_metadata_key: traces::message_key_from_metadata_key cannot be set together"),
+        ("record_headers: {a: b}", "record_headers"),
     ] {
         let err = create_errors(yaml);
         assert!(err.contains(want), "{yaml}: {err}");
@@ -114,6 +126,78 @@ fn other_signals_keys_load() {
          rack_id: r1\nuse_leader_epoch: false\nclient_id: me",
     )
     .unwrap();
+}
+
+/// The partitioning, headers and client keys of the Collector v0.165.1's
+/// testdata reach librdkafka (or the exporter's own partition choice).
+#[test]
+fn partitioners_headers_and_client_keys() {
+    let exporter = |yaml: &str| {
+        let (c, r) = resolve(yaml).unwrap_or_else(|e| panic!("{yaml}: {e}"));
+        (
+            r.partitioner,
+            KafkaExporter::new(&c, r, Duration::from_secs(5)),
+        )
+    };
+    let (p, e) = exporter("{}");
+    assert_eq!(p, Partitioner::StickyKey("fnv1a_random"));
+    assert_eq!(e.settings.get("partitioner"), Some("fnv1a_random"));
+    assert_eq!(
+        e.settings.get("max.in.flight.requests.per.connection"),
+        Some("1")
+    );
+    assert_eq!(e.settings.get("connections.max.idle.ms"), Some("540000"));
+    assert_eq!(
+        e.settings.get("socket.connection.setup.timeout.ms"),
+        Some("10000")
+    );
+    assert!(e.headers.is_empty());
+    let (p, e) = exporter("record_partitioner: {sticky_key: {hasher: murmur2}}");
+    assert_eq!(p, Partitioner::StickyKey("murmur2_random"));
+    assert_eq!(e.settings.get("partitioner"), Some("murmur2_random"));
+    for (yaml, want) in [
+        (
+            "record_partitioner: {round_robin: {}}",
+            Partitioner::RoundRobin,
+        ),
+        (
+            "record_partitioner: {least_backup: {}}",
+            Partitioner::LeastBackup,
+        ),
+    ] {
+        let (p, e) = exporter(yaml);
+        assert_eq!(p, want);
+        assert_eq!(e.settings.get("partitioner"), None, "{yaml}");
+    }
+    let (_, e) = exporter(
+        "record_headers: [{name: some-key, value: some-value}, {name: some-key, value: another-value}, {name: new-key, value: new-value}]\n\
+         signal_header: true\nconn_idle_timeout: 30s\ndial_timeout: 3s\n\
+         producer: {max_inflight_requests_per_broker: 5}\nprofiles: {message_key_from_metadata_key: Tenant}",
+    );
+    let pairs: Vec<(&str, &str)> = e
+        .headers
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            ("some-key", "some-value"),
+            ("some-key", "another-value"),
+            ("new-key", "new-value"),
+            ("otelcol.signal", "profiles")
+        ]
+    );
+    assert_eq!(e.key_from_metadata_key, "tenant");
+    assert_eq!(
+        e.settings.get("max.in.flight.requests.per.connection"),
+        Some("5")
+    );
+    assert_eq!(e.settings.get("connections.max.idle.ms"), Some("30000"));
+    assert_eq!(
+        e.settings.get("socket.connection.setup.timeout.ms"),
+        Some("3000")
+    );
 }
 
 /// What the exporter says when a message is over the limit, and what a
