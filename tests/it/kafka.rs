@@ -1075,3 +1075,118 @@ service:
         "least_backup left a partition unused: {lb:?}"
     );
 }
+
+/// profcol and the Collector as members of one consumer group: both
+/// advertise `cooperative-sticky` (the Collector's default, and
+/// profcol's), so both join and share the topic's partitions, and every
+/// message is read by one of them at least once. With librdkafka's
+/// default assignors (`range,roundrobin`) profcol could not join.
+#[tokio::test(flavor = "multi_thread")]
+async fn profcol_and_the_collector_share_a_consumer_group() {
+    let Some(bin) = otelcol::binary() else {
+        return;
+    };
+    let Some(broker) = Broker::start().await else {
+        return;
+    };
+    broker.create_topic("mixed", 4).await;
+    let group = "brokers: [\"{}\"], profiles: {topics: [mixed]}, initial_offset: earliest, group_id: mixed, session_timeout: 6s, heartbeat_interval: 1s";
+    let group = group.replace("{}", &broker.address());
+    let to_collector = Sink::start().await;
+    let to_profcol = Sink::start().await;
+    let (mut collector, _cdir, _) = otelcol::start_on_free_ports(&bin, 1, |p| {
+        format!(
+            r#"
+receivers:
+  kafka: {{{group}}}
+exporters:
+  otlp_grpc: {{endpoint: "{}", tls: {{insecure: true}}}}
+extensions:
+  health_check: {{endpoint: "127.0.0.1:{}"}}
+service:
+  extensions: [health_check]
+  telemetry: {{metrics: {{level: none}}}}
+  pipelines:
+    profiles: {{receivers: [kafka], exporters: [otlp_grpc]}}
+"#,
+            to_collector.addr, p[0]
+        )
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "member.yaml",
+        &consumer_config(&format!("  kafka: {{{group}}}"), "kafka", &to_profcol),
+    );
+    let mut member = profcol(&cfg).await;
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", broker.address())
+        .create()
+        .unwrap();
+    // Both members in the group, its assignment done, before any message.
+    let admin: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", broker.address())
+        .create()
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        // The coordinator may still be loading on a fresh broker: asked
+        // again.
+        let state = match admin.fetch_group_list(Some("mixed"), Duration::from_secs(5)) {
+            Ok(groups) => groups.groups().first().map(|g| {
+                (
+                    g.members().len(),
+                    g.state().to_owned(),
+                    g.protocol().to_owned(),
+                )
+            }),
+            Err(e) => Some((0, e.to_string(), String::new())),
+        };
+        if let Some((2, ref s, ref protocol)) = state {
+            if s == "Stable" {
+                assert_eq!(protocol, "cooperative-sticky");
+                break;
+            }
+        }
+        assert!(member.is_running() && collector.is_running());
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the group did not settle with both members (members, state, protocol): {state:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Keyed by number, so that every partition gets messages.
+    let reqs = distinct_requests(0..80, 40, 20, 30);
+    for (i, r) in reqs.iter().enumerate() {
+        let value = r.encode_to_vec();
+        let key = i.to_string();
+        producer
+            .send(BaseRecord::to("mixed").key(&key).payload(&value))
+            .map_err(|(e, _)| e)
+            .unwrap();
+    }
+    producer.flush(Duration::from_secs(10)).unwrap();
+    let mut expected = all_seen(&reqs);
+    expected.sort();
+    let started = Instant::now();
+    loop {
+        let mut got = all_seen(&to_collector.received());
+        got.extend(all_seen(&to_profcol.received()));
+        got.sort();
+        got.dedup();
+        match difference(&expected, &got) {
+            None => break,
+            Some(diff) if started.elapsed() > Duration::from_secs(60) => {
+                panic!("through a mixed group: {diff}")
+            }
+            Some(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    assert!(
+        to_collector.samples() > 0 && to_profcol.samples() > 0,
+        "both members read partitions: Collector {} samples, profcol {}",
+        to_collector.samples(),
+        to_profcol.samples()
+    );
+}

@@ -1,9 +1,10 @@
 //! `receivers: kafka:` with the Collector's keys (contrib `kafkareceiver`
-//! and `configkafka.ConsumerConfig` of v0.161.0) and defaults.
+//! and `configkafka.ConsumerConfig` of v0.161.0, and what v0.165.1 added)
+//! and defaults.
 
 use serde::{Deserialize, Serialize};
 
-use profcol_exporters::kafka::{ClientConfig, Encoding, DEFAULT_TOPIC};
+use profcol_exporters::kafka::{millis as ms, ClientConfig, Encoding, DEFAULT_TOPIC};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
 
 use crate::ingest::OnInvalid;
@@ -29,6 +30,15 @@ pub struct KafkaReceiverConfig {
     pub max_partition_fetch_size: i32,
     /// `group.instance.id` (static membership).
     pub group_instance_id: String,
+    /// The assignors advertised to the group, in order of preference
+    /// (`partition.assignment.strategy`).
+    pub group_rebalance_strategies: Vec<String>,
+    /// franz-go's bound on one decompressed record batch; checked as the
+    /// Collector checks it. librdkafka bounds what it holds by the fetch
+    /// sizes and `queued.max.messages.kbytes` instead.
+    pub max_decompress_batch_bytes: i64,
+    /// The Collector's per-partition workers; checked as it checks them.
+    pub partition_processing: PartitionProcessing,
     pub profiles: TopicEncoding,
     /// Other signals: profcol carries profiles only; accepted, no effect.
     pub logs: TopicEncoding,
@@ -60,6 +70,9 @@ impl Default for KafkaReceiverConfig {
             max_fetch_wait: Duration::from_millis(250),
             max_partition_fetch_size: 1_048_576,
             group_instance_id: String::new(),
+            group_rebalance_strategies: Vec::new(),
+            max_decompress_batch_bytes: 1 << 30,
+            partition_processing: PartitionProcessing::default(),
             profiles: TopicEncoding::default(),
             logs: TopicEncoding::default(),
             metrics: TopicEncoding::default(),
@@ -88,6 +101,49 @@ impl Default for AutoCommit {
         }
     }
 }
+
+/// `partition_processing:` (v0.161.0, with v0.165.1's `max_prefetch` and
+/// `max_in_flight`). profcol's consumer already offers several messages at
+/// once and marks them in the order read, whatever the partition.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PartitionProcessing {
+    pub independent: bool,
+    /// Deprecated in v0.164.0 for `max_prefetch::batches`.
+    pub max_buffered_batches: Option<i64>,
+    pub max_prefetch: MaxPrefetch,
+    pub max_in_flight: MaxInFlight,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MaxPrefetch {
+    /// 1 unless set (here or by `max_buffered_batches`).
+    pub batches: Option<i64>,
+    pub bytes: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MaxInFlight {
+    pub records: i64,
+    pub bytes: i64,
+    pub window: String,
+}
+
+impl Default for MaxInFlight {
+    fn default() -> Self {
+        Self {
+            records: 1,
+            bytes: 0,
+            window: "per_fetch".to_owned(),
+        }
+    }
+}
+
+/// The assignors librdkafka has, by the names the Collector uses.
+const EAGER_ASSIGNORS: [&str; 2] = ["range", "roundrobin"];
+const COOPERATIVE_ASSIGNOR: &str = "cooperative-sticky";
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -176,7 +232,27 @@ impl KafkaReceiverConfig {
         }
         if self.max_fetch_size < 0 {
             errs.push(section.key_path("max_fetch_size"), "must not be negative");
+        } else if self.max_fetch_size > 0 && self.max_fetch_size < self.min_fetch_size {
+            errs.push(
+                section.key_path("max_fetch_size"),
+                format!(
+                    "max_fetch_size ({}) cannot be less than min_fetch_size ({})",
+                    self.max_fetch_size, self.min_fetch_size
+                ),
+            );
         }
+        if !(1..=i64::from(i32::MAX)).contains(&self.max_decompress_batch_bytes) {
+            errs.push(
+                section.key_path("max_decompress_batch_bytes"),
+                format!(
+                    "max_decompress_batch_bytes ({}) must be between 1 and {}",
+                    self.max_decompress_batch_bytes,
+                    i32::MAX
+                ),
+            );
+        }
+        self.check_strategies(section, &mut errs);
+        self.check_partition_processing(section, &mut errs);
         let p = &self.profiles;
         let topics: Vec<String> = if p.topics.is_empty() {
             vec![DEFAULT_TOPIC.to_owned()]
@@ -226,14 +302,92 @@ impl KafkaReceiverConfig {
         })
     }
 
+    /// `group_rebalance_strategies`: the built-in assignors librdkafka
+    /// has. It cannot advertise eager and cooperative ones together, nor
+    /// the eager `sticky`; custom balancers are extensions profcol lacks.
+    fn check_strategies(&self, section: &ComponentConfig, errs: &mut ConfigErrors) {
+        let mut protocols = Vec::new();
+        for (i, s) in self.group_rebalance_strategies.iter().enumerate() {
+            let key = section.key_path(&format!("group_rebalance_strategies::{i}"));
+            match s.as_str() {
+                s if s.trim().is_empty() => {
+                    errs.push(key, "group_rebalance_strategies entries cannot be empty")
+                }
+                s if EAGER_ASSIGNORS.contains(&s) => protocols.push("eager"),
+                COOPERATIVE_ASSIGNOR => protocols.push("cooperative"),
+                "sticky" => errs.push(
+                    key,
+                    "the eager sticky assignor is not in librdkafka: use cooperative-sticky (the Collector's default), range or roundrobin",
+                ),
+                other => errs.push(
+                    key,
+                    format!("{other:?} is not a built-in strategy (range, roundrobin, cooperative-sticky), and profcol has no balancer extensions"),
+                ),
+            }
+        }
+        protocols.dedup();
+        if protocols.len() > 1 {
+            errs.push(
+                section.key_path("group_rebalance_strategies"),
+                "librdkafka cannot advertise cooperative-sticky beside range or roundrobin: list one kind",
+            );
+        }
+    }
+
+    /// `partition_processing`, as the Collector v0.165.1 checks it.
+    fn check_partition_processing(&self, section: &ComponentConfig, errs: &mut ConfigErrors) {
+        let p = &self.partition_processing;
+        let key = |k: &str| section.key_path(&format!("partition_processing::{k}"));
+        if p.max_buffered_batches.is_some() && p.max_prefetch.batches.is_some() {
+            errs.push(
+                key("max_buffered_batches"),
+                "partition_processing.max_buffered_batches and partition_processing.max_prefetch.batches are mutually exclusive",
+            );
+        }
+        if !p.independent {
+            return;
+        }
+        let batches = p
+            .max_prefetch
+            .batches
+            .or(p.max_buffered_batches)
+            .unwrap_or(1);
+        let m = &p.max_in_flight;
+        for (k, bad, msg) in [
+            ("max_prefetch::batches", batches <= 0, "partition_processing.max_prefetch.batches must be greater than zero"),
+            ("max_prefetch::bytes", p.max_prefetch.bytes < 0, "partition_processing.max_prefetch.bytes must not be negative"),
+            ("max_in_flight::records", m.records <= 0, "partition_processing.max_in_flight.records must be greater than zero"),
+            ("max_in_flight::bytes", m.bytes < 0, "partition_processing.max_in_flight.bytes must not be negative"),
+            ("max_in_flight::window", !matches!(m.window.as_str(), "per_fetch" | "cross_fetch"), "partition_processing.max_in_flight.window must be \"per_fetch\" or \"cross_fetch\""),
+            ("max_in_flight::window", m.window == "cross_fetch" && (m.records <= 1 || m.bytes <= 0), "partition_processing.max_in_flight.window cross_fetch requires records above 1 and bytes above 0"),
+            ("independent", !self.autocommit.enable, "partition_processing.independent requires autocommit.enable"),
+        ] {
+            if bad {
+                errs.push(key(k), msg);
+            }
+        }
+    }
+
+    /// The assignors to advertise: the Collector's (franz-go's) default,
+    /// `cooperative-sticky`, unless configured, so that profcol and the
+    /// Collector can share a consumer group (members must have one in
+    /// common).
+    fn assignors(&self) -> String {
+        if self.group_rebalance_strategies.is_empty() {
+            COOPERATIVE_ASSIGNOR.to_owned()
+        } else {
+            self.group_rebalance_strategies.join(",")
+        }
+    }
+
     /// The consumer's librdkafka settings.
     pub fn rdkafka(&self) -> rdkafka::ClientConfig {
         let mut c = self.client.rdkafka();
-        let ms = |d: &Duration| d.0.as_millis().clamp(1, i32::MAX as u128).to_string();
         c.set("group.id", &self.group_id)
             .set("auto.offset.reset", &self.initial_offset)
             .set("session.timeout.ms", ms(&self.session_timeout))
             .set("heartbeat.interval.ms", ms(&self.heartbeat_interval))
+            .set("partition.assignment.strategy", self.assignors())
             // Offsets are stored only once the pipeline took the message:
             // what librdkafka commits (every `autocommit::interval`, or
             // after each message without autocommit) was processed.

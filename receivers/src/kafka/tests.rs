@@ -51,6 +51,7 @@ fn topics_and_the_removed_forms() {
         "profiles: {topic: a}",
         "profiles: {exclude_topic: a}",
         "default_fetch_size: 5",
+        // Gone from v0.161.0's configkafka, as in the Collector.
         "group_rebalance_strategy: sticky",
     ] {
         let err = create_errors(yaml);
@@ -84,6 +85,23 @@ fn refusals_name_the_key() {
         ("group_id: ''", "receivers::kafka/in::group_id: must not be empty"),
         ("brokers: []", "receivers::kafka/in::brokers: brokers must be specified"),
         ("nonsense: 1", "nonsense"),
+        ("min_fetch_size: 10\nmax_fetch_size: 5", "receivers::kafka/in::max_fetch_size: max_fetch_size (5) cannot be less than min_fetch_size (10)"),
+        ("max_decompress_batch_bytes: 0", "receivers::kafka/in::max_decompress_batch_bytes: max_decompress_batch_bytes (0) must be between 1 and 2147483647"),
+        ("dial_timeout: 0s", "receivers::kafka/in::dial_timeout: dial_timeout (0s) must be positive"),
+        ("group_rebalance_strategies: ['']", "receivers::kafka/in::group_rebalance_strategies::0: group_rebalance_strategies entries cannot be empty"),
+        ("group_rebalance_strategies: [range, sticky]", "receivers::kafka/in::group_rebalance_strategies::1: the eager sticky assignor is not in librdkafka"),
+        ("group_rebalance_strategies: [my_balancer]", "receivers::kafka/in::group_rebalance_strategies::0: \"my_balancer\" is not a built-in strategy"),
+        ("group_rebalance_strategies: [cooperative-sticky, range]", "receivers::kafka/in::group_rebalance_strategies: librdkafka cannot advertise cooperative-sticky beside range or roundrobin"),
+        // The Collector v0.165.1's testdata, with its messages.
+        ("partition_processing: {independent: true, max_buffered_batches: 0}", "receivers::kafka/in::partition_processing::max_prefetch::batches: partition_processing.max_prefetch.batches must be greater than zero"),
+        ("partition_processing: {independent: true, max_prefetch: {batches: 0}}", "partition_processing.max_prefetch.batches must be greater than zero"),
+        ("partition_processing: {independent: true, max_prefetch: {bytes: -1}}", "receivers::kafka/in::partition_processing::max_prefetch::bytes: partition_processing.max_prefetch.bytes must not be negative"),
+        ("partition_processing: {independent: true, max_buffered_batches: 2, max_prefetch: {batches: 2}}", "receivers::kafka/in::partition_processing::max_buffered_batches: partition_processing.max_buffered_batches and partition_processing.max_prefetch.batches are mutually exclusive"),
+        ("partition_processing: {independent: true}\nautocommit: {enable: false}", "receivers::kafka/in::partition_processing::independent: partition_processing.independent requires autocommit.enable"),
+        ("partition_processing: {independent: true, max_in_flight: {records: 0}}", "receivers::kafka/in::partition_processing::max_in_flight::records: partition_processing.max_in_flight.records must be greater than zero"),
+        ("partition_processing: {independent: true, max_in_flight: {bytes: -1}}", "partition_processing.max_in_flight.bytes must not be negative"),
+        ("partition_processing: {independent: true, max_in_flight: {records: 4, window: cross_fetch}}", "receivers::kafka/in::partition_processing::max_in_flight::window: partition_processing.max_in_flight.window cross_fetch requires records above 1 and bytes above 0"),
+        ("partition_processing: {independent: true, max_in_flight: {window: sliding}}", "partition_processing.max_in_flight.window must be \"per_fetch\" or \"cross_fetch\""),
     ] {
         let err = create_errors(yaml);
         assert!(err.contains(want), "{yaml}: {err}");
@@ -107,4 +125,32 @@ fn librdkafka_settings() {
     assert_eq!(r.get("auto.offset.reset"), Some("earliest"));
     assert_eq!(r.get("fetch.max.bytes"), Some("5000000"));
     assert_eq!(r.get("client.id"), Some("otel-collector"));
+    // The Collector's (franz-go's) assignor unless configured, so that
+    // both can be members of one group.
+    assert_eq!(
+        r.get("partition.assignment.strategy"),
+        Some("cooperative-sticky")
+    );
+    let (c, _) =
+        resolve("group_rebalance_strategies: [roundrobin, range]\nconn_idle_timeout: 1m").unwrap();
+    let r = c.rdkafka();
+    assert_eq!(
+        r.get("partition.assignment.strategy"),
+        Some("roundrobin,range")
+    );
+    assert_eq!(r.get("connections.max.idle.ms"), Some("60000"));
+}
+
+/// The Collector v0.165.1's valid `partition_processing` testdata loads.
+#[test]
+fn partition_processing_as_the_collector_writes_it() {
+    for yaml in [
+        "partition_processing: {independent: true, max_buffered_batches: 4}",
+        "partition_processing: {independent: true, max_prefetch: {batches: 2, bytes: 33554432}}",
+        "partition_processing: {max_buffered_batches: 0}",
+        "partition_processing: {independent: true, max_prefetch: {batches: 1}, max_in_flight: {records: 4, bytes: 33554432, window: cross_fetch}}",
+        "max_decompress_batch_bytes: 2147483647\ndial_timeout: 30s",
+    ] {
+        resolve(yaml).unwrap_or_else(|e| panic!("{yaml}: {e}"));
+    }
 }
