@@ -62,6 +62,7 @@ impl OtlpHttpExporter {
             Some(k) => k.apply(builder),
             None => builder,
         };
+        let builder = cfg.http_settings(builder);
         // validate() reported a bad proxy_url at its key.
         let builder = match cfg.proxy() {
             Ok(Some(p)) => builder.proxy(p),

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use profcol_otlp::revisions::Revision;
 use profcol_pipeline::component::AuthConfig;
-use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
 
 use crate::http_client::validate_headers;
 use crate::http_client::ClientKeepalive;
@@ -51,6 +51,24 @@ pub struct OtlpHttpExporterConfig {
     /// empty: none). Without it, as Go's transport, `HTTPS_PROXY`,
     /// `HTTP_PROXY` and `NO_PROXY` decide.
     pub proxy_url: String,
+    /// Present (and not `enabled: false`): the cookies the peer sets are
+    /// kept and sent back, as Go's cookie jar does.
+    pub cookies: Option<Cookies>,
+    /// `false`: HTTP/1.1 only, also over TLS (Go's transport with its own
+    /// TLS config, as confighttp builds it, attempts HTTP/2 only with it).
+    pub force_attempt_http2: bool,
+    /// Over HTTP/2, a ping after this long without a frame; 0: none.
+    pub http2_read_idle_timeout: Duration,
+    /// How long a ping's answer is awaited before the connection is
+    /// dropped; 0 is Go's 15 s.
+    pub http2_ping_timeout: Duration,
+}
+
+/// confighttp's `cookies` section (a `configoptional` of no keys).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Cookies {
+    pub enabled: Option<bool>,
 }
 
 /// `compression_params`, as configcompression reads it.
@@ -78,6 +96,10 @@ impl Default for OtlpHttpExporterConfig {
             keepalive: None,
             max_conns_per_host: 0,
             proxy_url: String::new(),
+            cookies: None,
+            force_attempt_http2: true,
+            http2_read_idle_timeout: Duration::default(),
+            http2_ping_timeout: Duration::default(),
         }
     }
 }
@@ -99,6 +121,32 @@ impl Encoding {
 }
 
 impl OtlpHttpExporterConfig {
+    /// reqwest's settings for `cookies`, `force_attempt_http2` and the
+    /// HTTP/2 pings.
+    pub(super) fn http_settings(&self, mut b: reqwest::ClientBuilder) -> reqwest::ClientBuilder {
+        if self
+            .cookies
+            .as_ref()
+            .is_some_and(|c| c.enabled != Some(false))
+        {
+            b = b.cookie_store(true);
+        }
+        if !self.force_attempt_http2 {
+            b = b.http1_only();
+        }
+        if let Some(idle) = self.http2_read_idle_timeout.nonzero() {
+            let ping = self
+                .http2_ping_timeout
+                .nonzero()
+                .unwrap_or(std::time::Duration::from_secs(15));
+            b = b
+                .http2_keep_alive_interval(idle)
+                .http2_keep_alive_timeout(ping)
+                .http2_keep_alive_while_idle(true);
+        }
+        b
+    }
+
     /// Where profiles are posted.
     pub fn url(&self) -> String {
         match &self.profiles_endpoint {

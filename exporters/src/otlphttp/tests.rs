@@ -85,6 +85,7 @@ fn invalid_settings_name_their_key() {
         ("endpoint: http://gw\ncompression_params: {level: 10}", "exporters::otlphttp/gw::compression_params::level: unsupported level 10 for compression \"gzip\" (-1 or 1 to 9)"),
         ("endpoint: http://gw\ncompression_params: {level: -2}", "exporters::otlphttp/gw::compression_params::level: unsupported level -2 for compression \"gzip\""),
         ("endpoint: http://gw\ncompression: none\ncompression_params: {level: 3}", "exporters::otlphttp/gw::compression_params::level: unsupported level 3 for compression \"none\""),
+        ("endpoint: http://gw\ncookies: {enabled: maybe}", "exporters::otlphttp/gw::cookies::enabled"),
     ] {
         let err = create_errors(yaml);
         assert!(err.contains(want), "{yaml}\n  got: {err}\n want: {want}");
@@ -607,6 +608,34 @@ async fn proxy_url_sends_requests_through_the_proxy() {
         seen.await.unwrap(),
         "POST http://collector.invalid:4318/v1development/profiles HTTP/1.1"
     );
+}
+
+/// `cookies`, as confighttp's README example writes it: a cookie the peer
+/// sets comes back on the next request; without the section, or with
+/// `enabled: false`, it does not. The HTTP/2 keys load.
+#[tokio::test]
+async fn cookies_the_peer_sets_are_sent_back() {
+    let mut set = HeaderMap::new();
+    set.insert("set-cookie", "session=abc123; Path=/".parse().unwrap());
+    for (extra, kept) in [
+        ("cookies: {enabled: true}", true),
+        ("cookies: {}", true),
+        ("cookies: {enabled: false}", false),
+        (
+            "force_attempt_http2: false\nhttp2_read_idle_timeout: 10s\nhttp2_ping_timeout: 5s",
+            false,
+        ),
+    ] {
+        let (url, seen) = server(vec![(StatusCode::OK, set.clone(), Vec::new()), ok()]).await;
+        let e = exporter(&url, extra);
+        for _ in 0..2 {
+            e.export(&Request::new(received()), &ctx()).await.unwrap();
+        }
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen[0].headers.get("cookie"), None, "{extra}");
+        let cookie = seen[1].headers.get("cookie").map(|v| v.to_str().unwrap());
+        assert_eq!(cookie, kept.then_some("session=abc123"), "{extra}");
+    }
 }
 
 /// `compression_params.level`: a higher level sends fewer bytes of the
