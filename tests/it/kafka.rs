@@ -1190,3 +1190,60 @@ service:
         to_profcol.samples()
     );
 }
+
+/// Batching in the exporter (`sending_queue::batch`) keeps only the client
+/// metadata keys it partitions by: as the Collector, `validate` refuses a
+/// kafka exporter that would read other keys from its batches, at each
+/// key that names one.
+#[test]
+fn batching_in_the_exporter_must_keep_the_metadata_kafka_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = |partition: &str| {
+        write(
+            dir.path(),
+            "batched.yaml",
+            &format!(
+                r#"
+receivers:
+  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:0", include_metadata: true}}}}}}
+exporters:
+  kafka:
+    include_metadata_keys: [X-Tenant]
+    profiles: {{topic_from_metadata_key: X-Topic, message_key_from_metadata_key: X-Key}}
+    sending_queue: {{batch: {{sizer: items{partition}}}}}
+service:
+  pipelines:
+    profiles: {{receivers: [otlp], exporters: [kafka]}}
+"#
+            ),
+        )
+    };
+    let out = common::profcol()
+        .arg("validate")
+        .arg("--config")
+        .arg(config(", partition: {metadata_keys: [x-tenant]}"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    for at in [
+        "exporters::kafka::profiles::topic_from_metadata_key: \"X-Topic\" must be present in sending_queue::batch::partition::metadata_keys",
+        "exporters::kafka::profiles::message_key_from_metadata_key: \"X-Key\" must be present",
+    ] {
+        assert!(err.contains(at), "{at}\n{err}");
+    }
+    assert!(!err.contains("include_metadata_keys"), "{err}");
+    let out = common::profcol()
+        .arg("validate")
+        .arg("--config")
+        .arg(config(
+            ", partition: {metadata_keys: [X-Tenant, X-Topic, X-Key]}",
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -571,6 +571,33 @@ impl KafkaExporterConfig {
     }
 }
 
+impl KafkaExporterConfig {
+    /// The client metadata keys it reads, with their key paths.
+    pub(super) fn metadata_keys(&self) -> Vec<(String, String)> {
+        let mut keys: Vec<(String, String)> = self
+            .include_metadata_keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (format!("include_metadata_keys::{i}"), k.clone()))
+            .collect();
+        for (path, key) in [
+            (
+                "profiles::topic_from_metadata_key",
+                &self.profiles.topic_from_metadata_key,
+            ),
+            (
+                "profiles::message_key_from_metadata_key",
+                &self.profiles.message_key_from_metadata_key,
+            ),
+        ] {
+            if !key.is_empty() {
+                keys.push((path.to_owned(), key.clone()));
+            }
+        }
+        keys
+    }
+}
+
 impl RecordPartitioner {
     /// The strategy, as the Collector checks it.
     fn check(&self, section: &ComponentConfig, errs: &mut ConfigErrors) -> Partitioner {

@@ -83,6 +83,8 @@ pub struct KafkaExporter {
     include_metadata_keys: Vec<String>,
     /// `record_headers` and `otelcol.signal`, before the metadata's.
     headers: Vec<(String, String)>,
+    /// The metadata keys configured, with their key paths.
+    metadata_keys: Vec<(String, String)>,
     partitions: partitions::Partitions,
     encoding: Encoding,
     max_message_bytes: u64,
@@ -163,6 +165,7 @@ impl KafkaExporter {
                 .to_ascii_lowercase(),
             include_metadata_keys: c.include_metadata_keys.clone(),
             headers: r.headers,
+            metadata_keys: c.metadata_keys(),
             partitions: partitions::Partitions::new(
                 r.partitioner,
                 c.client.metadata.refresh_interval.0,
@@ -327,6 +330,10 @@ impl Exporter for KafkaExporter {
             .map_err(|e| anyhow::anyhow!("creating the Kafka producer: {e}"))?;
         let _ = self.producer.set(producer);
         Ok(())
+    }
+
+    fn metadata_keys(&self) -> Vec<(String, String)> {
+        self.metadata_keys.clone()
     }
 
     /// See [`KafkaExporter::value`]; `topic_from_attribute` reads only the

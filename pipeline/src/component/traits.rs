@@ -366,6 +366,15 @@ pub trait Exporter: Send + Sync {
         ))
     }
 
+    /// The client metadata keys it reads from a batch, each with the key
+    /// path (under its section) that names it. Behind
+    /// `sending_queue::batch` they must be among the batch's
+    /// `partition::metadata_keys`, as the Collector checks: batching keeps
+    /// only those.
+    fn metadata_keys(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
     /// Whether it sends a batch that still holds the bytes it was received
     /// as without decoding it. While such a batch waits in its queue, the
     /// memory budget holds only its bytes, not what decoding would take.

@@ -110,7 +110,8 @@ pub(super) fn rewrite(config: &mut Config, errs: &mut ConfigErrors) {
             continue;
         }
         let queue = queue.expect("a queue that decodes");
-        let Some(processor) = batch_processor(&batch, queue.sizer, &format!("{base}::batch"), errs)
+        let Some((processor, metadata_keys)) =
+            batch_processor(&batch, queue.sizer, &format!("{base}::batch"), errs)
         else {
             continue;
         };
@@ -164,6 +165,7 @@ pub(super) fn rewrite(config: &mut Config, errs: &mut ConfigErrors) {
                 exporters: vec![id.clone()],
             },
         );
+        config.batched_exporters.insert(id.clone(), metadata_keys);
     }
 }
 
@@ -188,13 +190,14 @@ fn take_batch(cfg: &mut ComponentConfig) -> Option<(Value, Value)> {
 }
 
 /// The `batch` processor's section for exporterhelper's `batch` at `path`,
-/// or `None` after reporting why it cannot be.
+/// with the metadata keys it partitions by, or `None` after reporting why
+/// it cannot be.
 fn batch_processor(
     batch: &Value,
     queue_sizer: Option<BatchSizer>,
     path: &str,
     errs: &mut ConfigErrors,
-) -> Option<Dict> {
+) -> Option<(Dict, Vec<String>)> {
     let (keys, decode_errs) = decode_partial::<BatchKeys>(batch, &Originals::new(), path);
     let failed = !decode_errs.is_empty();
     errs.extend(decode_errs);
@@ -274,7 +277,8 @@ fn batch_processor(
         Value::from(
             k.partition
                 .metadata_keys
-                .into_iter()
+                .iter()
+                .cloned()
                 .map(Value::from)
                 .collect::<Vec<_>>(),
         ),
@@ -283,7 +287,7 @@ fn batch_processor(
         "metadata_cardinality_limit".into(),
         size(k.partition.cache_size),
     );
-    (!failed && errs.0.len() == before).then_some(out)
+    (!failed && errs.0.len() == before).then_some((out, k.partition.metadata_keys))
 }
 
 fn hidden(ty: &str, name: &str) -> ComponentId {

@@ -141,6 +141,10 @@ pub struct Config {
     pub extensions: BTreeMap<ComponentId, ComponentConfig>,
     pub connectors: BTreeMap<ComponentId, ComponentConfig>,
     pub service: ServiceConfig,
+    /// The exporters `sending_queue::batch` puts a batching pipeline in
+    /// front of, with the client metadata keys that batching keeps
+    /// (`partition::metadata_keys`).
+    pub batched_exporters: BTreeMap<ComponentId, Vec<String>>,
 }
 
 impl Config {

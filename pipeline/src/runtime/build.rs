@@ -62,6 +62,24 @@ pub struct ExporterNode {
     pub metrics: bool,
 }
 
+/// An exporter behind `sending_queue::batch` reads only the metadata keys
+/// the batching keeps (`kept`); the others would be gone from every batch.
+fn check_batched_metadata(
+    id: &ComponentId,
+    exporter: &dyn Exporter,
+    kept: &[String],
+    errs: &mut ConfigErrors,
+) {
+    for (path, key) in exporter.metadata_keys() {
+        if !kept.iter().any(|k| k.eq_ignore_ascii_case(&key)) {
+            errs.push(
+                format!("exporters::{id}::{path}"),
+                format!("{key:?} must be present in sending_queue::batch::partition::metadata_keys if batching is enabled (batches keep only the metadata keys they are partitioned by; found {kept:?})"),
+            );
+        }
+    }
+}
+
 /// Decodes every component section with its factory and wires the graph.
 /// All errors are collected; unused components are checked but not kept.
 pub fn build(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors> {
@@ -115,6 +133,9 @@ pub fn build(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors
         };
         match create_exporter(&**f, cfg) {
             Ok((exporter, settings)) if used_exporters.contains(id) => {
+                if let Some(kept) = config.batched_exporters.get(id) {
+                    check_batched_metadata(id, &*exporter, kept, &mut errs);
+                }
                 let mut metrics = false;
                 for (pid, p) in &config.service.pipelines {
                     if !p.exporters.contains(id) {
