@@ -141,6 +141,32 @@ impl Default for MaxInFlight {
     }
 }
 
+impl TopicEncoding {
+    /// `exclude_topics`, as the Collector checks it: only beside a topic
+    /// pattern (`^...`), no empty entry, each a valid regular expression.
+    fn check_exclude(&self, signal: &str, section: &ComponentConfig, errs: &mut ConfigErrors) {
+        if self.exclude_topics.is_empty() {
+            return;
+        }
+        let key = section.key_path(&format!("{signal}::exclude_topics"));
+        if !self.topics.iter().any(|t| t.starts_with('^')) {
+            errs.push(key, format!("{signal}.exclude_topics is configured but none of the configured {signal}.topics use regex pattern (must start with '^')"));
+            return;
+        }
+        for (i, t) in self.exclude_topics.iter().enumerate() {
+            let at = format!("{key}::{i}");
+            if t.is_empty() {
+                errs.push(at, format!("{signal}.exclude_topics contains empty string, which would match all topics"));
+            } else if let Err(e) = regex::Regex::new(t) {
+                errs.push(
+                    at,
+                    format!("{signal}.exclude_topic contains invalid regex pattern: {e}"),
+                );
+            }
+        }
+    }
+}
+
 /// The assignors librdkafka has, by the names the Collector uses.
 const EAGER_ASSIGNORS: [&str; 2] = ["range", "roundrobin"];
 const COOPERATIVE_ASSIGNOR: &str = "cooperative-sticky";
@@ -267,13 +293,20 @@ impl KafkaReceiverConfig {
                 );
             }
         }
-        if !p.exclude_topics.is_empty() {
-            let msg = if topics.iter().any(|t| t.starts_with('^')) {
-                "is not supported by profcol yet: list the topics instead of a pattern that excludes some"
-            } else {
-                "profiles.exclude_topics is configured but none of the configured profiles.topics use regex pattern (must start with '^')"
-            };
-            errs.push(section.key_path("profiles::exclude_topics"), msg);
+        for (signal, t) in [
+            ("logs", &self.logs),
+            ("metrics", &self.metrics),
+            ("traces", &self.traces),
+            ("profiles", p),
+        ] {
+            t.check_exclude(signal, section, &mut errs);
+        }
+        let excluded = section.key_path("profiles::exclude_topics");
+        if !p.exclude_topics.is_empty() && !errs.0.iter().any(|e| e.is_at_or_under(&excluded)) {
+            errs.push(
+                excluded,
+                "is not supported by profcol yet: list the topics instead of a pattern that excludes some",
+            );
         }
         let encoding = if p.encoding.is_empty() {
             "otlp_proto"

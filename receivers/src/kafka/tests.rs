@@ -79,6 +79,12 @@ fn refusals_name_the_key() {
         ("initial_offset: middle", "receivers::kafka/in::initial_offset: initial_offset should be one of 'latest' or 'earliest'"),
         ("profiles: {encoding: zipkin_proto}", "receivers::kafka/in::profiles::encoding:"),
         ("profiles: {topics: [a], exclude_topics: [b]}", "receivers::kafka/in::profiles::exclude_topics: profiles.exclude_topics is configured but"),
+        ("profiles: {topics: ['^p-.*'], exclude_topics: ['^p-x$']}", "receivers::kafka/in::profiles::exclude_topics: is not supported by profcol yet"),
+        // Other signals' as the Collector v0.161.0's testdata has them.
+        ("logs: {topics: [a], exclude_topics: [b]}", "receivers::kafka/in::logs::exclude_topics: logs.exclude_topics is configured but none of the configured logs.topics use regex pattern (must start with '^')"),
+        ("logs: {topics: ['^logs-.*'], exclude_topics: ['^logs-[invalid(regex']}", "receivers::kafka/in::logs::exclude_topics::0: logs.exclude_topic contains invalid regex pattern"),
+        ("metrics: {topics: ['^m-.*'], exclude_topics: ['']}", "receivers::kafka/in::metrics::exclude_topics::0: metrics.exclude_topics contains empty string, which would match all topics"),
+        ("profiles: {topics: ['^p-.*'], exclude_topics: ['']}", "receivers::kafka/in::profiles::exclude_topics::0: profiles.exclude_topics contains empty string"),
         ("auth: {sasl: {mechanism: PLAIN}}", "receivers::kafka/in::auth::sasl::username: username is required"),
         ("tls: {key_pem: x}", "receivers::kafka/in::tls::cert_file: for auth via TLS"),
         ("min_fetch_size: 0", "receivers::kafka/in::min_fetch_size: must be positive"),
