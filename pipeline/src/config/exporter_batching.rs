@@ -240,7 +240,7 @@ fn batch_processor(
         ),
         BatchSizer::Bytes => errs.push(
             format!("{path}::sizer"),
-            "profcol batches profiles by samples: set sizer: items (min_size and max_size then count samples)",
+            "\"bytes\" is not supported: profcol batches profiles by samples: set sizer: items (min_size and max_size then count samples)",
         ),
     }
     let mut seen = BTreeSet::new();

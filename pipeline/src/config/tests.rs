@@ -1377,7 +1377,7 @@ fn exporter_side_batching_errors_name_their_key() {
         ),
         (
             "{batch: {sizer: bytes}}",
-            format!("{at}::batch::sizer: profcol batches profiles by samples"),
+            format!("{at}::batch::sizer: \"bytes\" is not supported: profcol batches profiles by samples"),
         ),
         (
             "{sizer: requests, batch: {}}",
