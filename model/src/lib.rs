@@ -20,6 +20,7 @@ pub mod memory;
 pub mod proto;
 pub mod repair;
 pub mod resolved;
+pub mod snappy;
 #[cfg(any(test, feature = "testing"))]
 pub mod synth;
 #[doc(hidden)]

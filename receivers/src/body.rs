@@ -7,13 +7,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_compression::tokio::bufread::{BrotliDecoder, GzipDecoder, ZlibDecoder, ZstdDecoder};
+use async_compression::tokio::bufread::{
+    BrotliDecoder, GzipDecoder, Lz4Decoder, ZlibDecoder, ZstdDecoder,
+};
 use axum::body::Body;
 use futures::TryStreamExt;
-use tokio::io::{AsyncRead, AsyncReadExt, BufReader};
+use tokio::io::{AsyncReadExt, BufReader};
 use tokio_util::io::StreamReader;
 
 use profcol_model::memory::{Exhausted, MemoryBudget, Reservation, Wire};
+use profcol_model::snappy;
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum BodyError {
@@ -32,7 +35,7 @@ pub enum BodyError {
 }
 
 /// An HTTP body as bytes as they arrive.
-pub type RawReader = Box<dyn AsyncRead + Send + Unpin>;
+pub type RawReader = profcol_model::snappy::RawReader;
 
 /// The body's bytes as they arrive, before any decoding.
 pub fn raw(body: Body) -> RawReader {
@@ -70,7 +73,7 @@ impl BodyReader {
         limit: u64,
         budget: &Arc<MemoryBudget>,
     ) -> Result<Self, BodyError> {
-        let reader = decoders(raw, encodings)?;
+        let reader = decoders(raw, encodings, limit)?;
         let memory = budget.try_admit(0).map_err(|_| BodyError::MemoryLimit)?;
         Ok(Self::with_memory(reader, limit, memory))
     }
@@ -87,7 +90,7 @@ impl BodyReader {
         budget: &Arc<MemoryBudget>,
         wire: Option<usize>,
     ) -> Result<Self, BodyError> {
-        let reader = decoders(raw, encodings)?;
+        let reader = decoders(raw, encodings, limit)?;
         let plain = encodings
             .unwrap_or("")
             .split(',')
@@ -151,8 +154,15 @@ pub(crate) fn over_budget(e: Exhausted) -> BodyError {
     }
 }
 
-/// `raw` with every encoding listed undone, in reverse order of application.
-pub(crate) fn decoders(raw: RawReader, encodings: Option<&str>) -> Result<RawReader, BodyError> {
+/// `raw` with every encoding listed undone, in reverse order of
+/// application: the encodings the Collector's clients send (configgrpc's
+/// and confighttp's), and `br`. `limit` bounds what a snappy block, read
+/// whole, may decode to.
+pub(crate) fn decoders(
+    raw: RawReader,
+    encodings: Option<&str>,
+    limit: u64,
+) -> Result<RawReader, BodyError> {
     {
         let mut reader = raw;
         let encodings: Vec<String> = encodings
@@ -177,9 +187,13 @@ pub(crate) fn decoders(raw: RawReader, encodings: Option<&str>) -> Result<RawRea
             let buf = BufReader::new(reader);
             reader = match enc.as_str() {
                 "gzip" | "x-gzip" => to_the_end!(GzipDecoder::new(buf)),
-                "deflate" => to_the_end!(ZlibDecoder::new(buf)),
+                // zlib's format under both names, as confighttp reads them.
+                "deflate" | "zlib" => to_the_end!(ZlibDecoder::new(buf)),
                 "br" => to_the_end!(BrotliDecoder::new(buf)),
                 "zstd" => to_the_end!(ZstdDecoder::new(buf)),
+                "lz4" => to_the_end!(Lz4Decoder::new(buf)),
+                "snappy" => snappy::decoder(Box::new(buf), snappy::Format::Detect, limit),
+                "x-snappy-framed" => snappy::decoder(Box::new(buf), snappy::Format::Framed, limit),
                 other => return Err(BodyError::UnsupportedEncoding(other.to_owned())),
             };
         }
@@ -223,6 +237,13 @@ impl BodyReader {
     /// room; 0 at the end. A full buffer grows only once more data came (a
     /// body of known length fits its buffer exactly).
     async fn fill(&mut self, max: usize) -> Result<usize, BodyError> {
+        let limit = self.limit;
+        // A decoder that can tell before decoding (a snappy block's
+        // header) says the body is over the limit as this kind of error.
+        let read_error = |e: std::io::Error| match e.kind() {
+            std::io::ErrorKind::FileTooLarge => BodyError::TooLarge { limit },
+            _ => read_error(e),
+        };
         let spare = self.read.capacity() - self.read.len();
         let n = if spare > 0 {
             (&mut self.reader)
@@ -346,6 +367,52 @@ pub(crate) mod tests {
         );
     }
 
+    /// What the Collector's confighttp and configgrpc clients also send:
+    /// `zlib`, `lz4` (the LZ4 frame format), `snappy` (a raw block, or the
+    /// framing format older Collectors and gRPC send) and
+    /// `x-snappy-framed`. A snappy block over the limit is refused as too
+    /// large before it is decoded.
+    #[tokio::test]
+    async fn decodes_the_collectors_other_encodings() {
+        use async_compression::tokio::bufread::Lz4Encoder;
+        let data = b"hello profiles\n".repeat(1000);
+        let zlib = {
+            let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(&data).unwrap();
+            e.finish().unwrap()
+        };
+        let mut lz4 = Vec::new();
+        Lz4Encoder::new(&data[..])
+            .read_to_end(&mut lz4)
+            .await
+            .unwrap();
+        let block = snap::raw::Encoder::new().compress_vec(&data).unwrap();
+        let framed = {
+            let mut w = snap::write::FrameEncoder::new(Vec::new());
+            w.write_all(&data).unwrap();
+            w.into_inner().unwrap()
+        };
+        for (body, encoding) in [
+            (zlib, "zlib"),
+            (lz4, "lz4"),
+            (block.clone(), "snappy"),
+            (framed.clone(), "snappy"),
+            (framed, "x-snappy-framed"),
+        ] {
+            assert_eq!(
+                read(Body::from(body), Some(encoding), 1 << 20)
+                    .await
+                    .unwrap(),
+                data,
+                "{encoding}"
+            );
+        }
+        assert_eq!(
+            read(Body::from(block), Some("snappy"), 1000).await,
+            Err(BodyError::TooLarge { limit: 1000 })
+        );
+    }
+
     #[tokio::test]
     async fn what_is_read_is_charged_to_the_memory_budget() {
         let data = vec![7u8; 4 << 20];
@@ -402,8 +469,8 @@ pub(crate) mod tests {
             Err(BodyError::Corrupt(_))
         ));
         assert_eq!(
-            read(Body::from("x"), Some("lz4"), 1 << 20).await,
-            Err(BodyError::UnsupportedEncoding("lz4".into()))
+            read(Body::from("x"), Some("compress"), 1 << 20).await,
+            Err(BodyError::UnsupportedEncoding("compress".into()))
         );
     }
 }

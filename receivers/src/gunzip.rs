@@ -56,7 +56,11 @@ pub(crate) async fn read(
         }
     }
     let gz = Bytes::from(gz);
-    let streamed = body::decoders(Box::new(std::io::Cursor::new(gz.clone())), Some("gzip"))?;
+    let streamed = body::decoders(
+        Box::new(std::io::Cursor::new(gz.clone())),
+        Some("gzip"),
+        limit,
+    )?;
     let (plain, mut memory) = BodyReader::with_memory(streamed, limit, memory)
         .finish()
         .await?;

@@ -708,7 +708,7 @@ mod tests {
             StatusCode::UNAUTHORIZED
         );
         assert_eq!(
-            Refusal::from(BodyError::UnsupportedEncoding("lz4".into())).http_status(),
+            Refusal::from(BodyError::UnsupportedEncoding("compress".into())).http_status(),
             StatusCode::UNSUPPORTED_MEDIA_TYPE
         );
     }

@@ -132,8 +132,11 @@ struct Route {
     back: (&'static str, &'static str),
 }
 
-/// Every transport, encoding and compression both speak, each way.
-const PATHS: [Route; 6] = [
+/// Every transport, encoding and compression both speak, each way; and
+/// the Collector's other compressions (configgrpc's `snappy`, confighttp's
+/// `snappy`, `x-snappy-framed`, `zlib`, `deflate` and `lz4`), which
+/// profcol reads and does not send.
+const PATHS: [Route; 12] = [
     Route {
         out: ("otlp", "compression: gzip"),
         back: ("otlp_grpc", "compression: zstd"),
@@ -157,6 +160,30 @@ const PATHS: [Route; 6] = [
     Route {
         out: ("otlphttp", "encoding: json, compression: none"),
         back: ("otlp_http", "encoding: json, compression: none"),
+    },
+    Route {
+        out: ("otlp", "compression: gzip"),
+        back: ("otlp_grpc", "compression: snappy"),
+    },
+    Route {
+        out: ("otlphttp", "compression: zstd"),
+        back: ("otlp_http", "compression: snappy"),
+    },
+    Route {
+        out: ("otlphttp", "compression: gzip"),
+        back: ("otlp_http", "compression: x-snappy-framed"),
+    },
+    Route {
+        out: ("otlp", "compression: zstd"),
+        back: ("otlp_http", "compression: zlib"),
+    },
+    Route {
+        out: ("otlphttp", "compression: none"),
+        back: ("otlp_http", "compression: deflate"),
+    },
+    Route {
+        out: ("otlp", "compression: gzip"),
+        back: ("otlp_http", "compression: lz4"),
     },
 ];
 

@@ -582,7 +582,7 @@ async fn refusals_are_logged_with_reason_and_client() {
         ),
         (
             auth("publickey"),
-            Some("lz4"),
+            Some("compress"),
             b"{}\n".to_vec(),
             415,
             "unsupported content encoding",

@@ -418,7 +418,7 @@ async fn bad_input_gets_its_status_and_reason_and_the_next_envelope_is_accepted(
             "unknown encoding",
             post(
                 "/api/1/envelope/",
-                &[AUTH, ("content-encoding", "lz4")],
+                &[AUTH, ("content-encoding", "compress")],
                 envelope.clone(),
             ),
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
