@@ -898,3 +898,83 @@ async fn keepalive_enabled_false_closes_each_connection() {
         svc.shutdown().await;
     }
 }
+
+/// confighttp's server keys as its testdata writes them:
+/// `response_headers` on every answer, `compression_algorithms` refusing
+/// the others with 400 (as confighttp's decompressor answers), and
+/// `write_timeout` cutting off a request whose body still trickles in
+/// past it, where the same request is answered without one.
+#[tokio::test]
+async fn response_headers_compression_algorithms_and_write_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sink = Sink::start().await;
+    let proto = request("otlp/minimal-request.bin").encode_to_vec();
+    let yaml = gateway_config(
+        &sink,
+        "        response_headers: {Server: OpenTelemetry-Collector, X-Flavor: apple}\n        compression_algorithms: [\"\", gzip]",
+        "",
+    );
+    let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
+        .await
+        .unwrap();
+    let url = format!(
+        "http://127.0.0.1:{}/v1development/profiles",
+        svc.http_port()
+    );
+    let c = reqwest::Client::new();
+    for (encoding, body, status) in [
+        (None, proto.clone(), 200),
+        (Some("gzip"), gzip(&proto), 200),
+        (Some("zstd"), zstd::encode_all(&proto[..], 1).unwrap(), 400),
+    ] {
+        let resp = post(&c, &url, "application/x-protobuf", encoding, body, None)
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), status, "{encoding:?}");
+        assert_eq!(resp.headers()["server"], "OpenTelemetry-Collector");
+        assert_eq!(resp.headers()["x-flavor"], "apple");
+        if status == 400 {
+            assert_eq!(
+                resp.text().await.unwrap(),
+                "unsupported Content-Encoding: zstd\n"
+            );
+        }
+    }
+    svc.shutdown().await;
+
+    // The body in three pieces 400 ms apart.
+    for (timeout, answered) in [("0s", true), ("500ms", false)] {
+        let yaml = gateway_config(
+            &sink,
+            &format!("        write_timeout: {timeout}\n        min_body_rate: 0"),
+            "",
+        );
+        let svc = profcol::app::start_str(&yaml, RuntimeOptions::default())
+            .await
+            .unwrap();
+        let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", svc.http_port()))
+            .await
+            .unwrap();
+        let head = format!(
+            "POST /v1development/profiles HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/x-protobuf\r\ncontent-length: {}\r\n\r\n",
+            proto.len()
+        );
+        conn.write_all(head.as_bytes()).await.unwrap();
+        let third = proto.len().div_ceil(3);
+        for piece in proto.chunks(third) {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            if conn.write_all(piece).await.is_err() {
+                break;
+            }
+        }
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut answer)).await;
+        let answer = String::from_utf8_lossy(&answer);
+        assert_eq!(
+            answer.starts_with("HTTP/1.1 200"),
+            answered,
+            "write_timeout {timeout}: {answer:?}"
+        );
+        svc.shutdown().await;
+    }
+}

@@ -2,6 +2,7 @@
 //! `confighttp.ServerConfig`, squashed into the receiver's section), and
 //! the one way every listener starts: bind, load TLS, then serve.
 
+use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
 use serde::{Deserialize, Serialize};
@@ -45,6 +46,14 @@ pub struct HttpServerConfig<D: ListenerDefaults> {
     /// confighttp's `keepalive` section, which replaces the flat
     /// `idle_timeout` there.
     pub keepalive: Option<ServerKeepalive>,
+    /// A request whose answer is not written within this of its headers
+    /// being read is cut off (as Go's `WriteTimeout`); 0 is no limit.
+    pub write_timeout: Duration,
+    /// Headers on every answer, unless the answer sets them itself.
+    pub response_headers: BTreeMap<String, String>,
+    /// The `Content-Encoding`s accepted (`""` is none); unset, all that
+    /// profcol reads. Others are refused with 400, as confighttp does.
+    pub compression_algorithms: Option<Vec<String>>,
     #[serde(skip)]
     defaults: PhantomData<fn() -> D>,
 }
@@ -63,6 +72,9 @@ impl<D: ListenerDefaults> Default for HttpServerConfig<D> {
             body_timeout: Duration::from_secs(30),
             min_body_rate: 1024,
             keepalive: None,
+            write_timeout: Duration::from_secs(30),
+            response_headers: BTreeMap::new(),
+            compression_algorithms: None,
             defaults: PhantomData,
         }
     }
@@ -108,6 +120,16 @@ impl<D: ListenerDefaults> HttpServerConfig<D> {
                 .unwrap_or(self.idle_timeout)
                 .nonzero(),
             keep_alive: self.keepalive.as_ref().is_none_or(|k| k.enabled),
+            write_timeout: self.write_timeout.nonzero(),
+            response_headers: self
+                .response_headers
+                .iter()
+                .filter_map(|(k, v)| Some((k.parse().ok()?, v.parse().ok()?)))
+                .collect(),
+            compression_algorithms: self
+                .compression_algorithms
+                .clone()
+                .map(|list| list.iter().map(|a| a.trim().to_ascii_lowercase()).collect()),
             body: BodyLimits {
                 timeout: self.body_timeout.nonzero(),
                 min_rate: self.min_body_rate,
@@ -130,6 +152,30 @@ impl<D: ListenerDefaults> HttpServerConfig<D> {
         }
         if let Some(t) = &self.tls {
             t.validate(&key("tls"), errs);
+        }
+        for (k, v) in &self.response_headers {
+            if http::HeaderName::from_bytes(k.as_bytes()).is_err() {
+                errs.push(
+                    key(&format!("response_headers::{k}")),
+                    "invalid header name",
+                );
+            } else if http::HeaderValue::from_str(v).is_err() {
+                errs.push(
+                    key(&format!("response_headers::{k}")),
+                    "invalid header value",
+                );
+            }
+        }
+        for (i, a) in self.compression_algorithms.iter().flatten().enumerate() {
+            if !super::CONTENT_ENCODINGS.contains(&a.trim().to_ascii_lowercase().as_str()) {
+                errs.push(
+                    key(&format!("compression_algorithms::{i}")),
+                    format!(
+                        "{a:?} is not a compression profcol reads ({})",
+                        super::CONTENT_ENCODINGS.join(", ")
+                    ),
+                );
+            }
         }
     }
 
@@ -273,7 +319,8 @@ mod tests {
                 "receivers::r: unknown field \"endpont\", expected one of \"record_to\", \
                  \"nested\", \"endpoint\", \"max_request_body_size\", \"tls\", \"auth\", \
                  \"max_connections\", \"read_header_timeout\", \"idle_timeout\", \
-                 \"read_timeout\", \"body_timeout\", \"min_body_rate\", \"keepalive\""
+                 \"read_timeout\", \"body_timeout\", \"min_body_rate\", \"keepalive\", \
+                 \"write_timeout\", \"response_headers\", \"compression_algorithms\""
                     .into(),
                 "receivers::r::max_connections: invalid type: expected usize, got string \"many\""
                     .into(),

@@ -25,7 +25,7 @@ pub mod tls;
 pub use body::{is_body_timeout, BodyLimits, BodyTimeout};
 pub use http_server::{open, HttpServerConfig, ListenerDefaults, Opened};
 pub use listeners::{Bound, Listeners};
-pub use serve::{spawn, ServerSettings};
+pub use serve::{spawn, ServerSettings, CONTENT_ENCODINGS};
 
 /// An error with its causes: HTTP clients hide the one that matters
 /// (connection refused, DNS, a certificate) in `source()`.

@@ -2,7 +2,6 @@
 //! HTTP/2 (gRPC included) through hyper, with the limits of
 //! [`ServerSettings`] held against clients that connect and stall.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,6 +41,15 @@ pub struct ServerSettings {
     /// HTTP/2 streams per connection.
     pub max_concurrent_streams: Option<u32>,
     pub body: BodyLimits,
+    /// An answer not written within this of the request's headers cuts
+    /// the request off: HTTP/1 closes the connection, HTTP/2 resets the
+    /// stream (Go's `WriteTimeout`).
+    pub write_timeout: Option<Duration>,
+    /// Headers every answer gets, unless it sets them itself.
+    pub response_headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    /// The `Content-Encoding`s accepted (lowercase, `""` for none); `None`:
+    /// every one the receivers read.
+    pub compression_algorithms: Option<Vec<String>>,
     /// TLS (see `net::tls::server_config`); the handshake must finish
     /// within `read_header_timeout` (10 s without one).
     pub tls: Option<Arc<rustls::ServerConfig>>,
@@ -60,10 +68,29 @@ impl Default for ServerSettings {
             keepalive_timeout: Duration::from_secs(20),
             max_concurrent_streams: None,
             body: BodyLimits::default(),
+            write_timeout: None,
+            response_headers: Vec::new(),
+            compression_algorithms: None,
             tls: None,
         }
     }
 }
+
+/// The `Content-Encoding`s the receivers read (`receivers::body`), by the
+/// names `compression_algorithms` takes them.
+pub const CONTENT_ENCODINGS: [&str; 11] = [
+    "",
+    "identity",
+    "gzip",
+    "x-gzip",
+    "zstd",
+    "zlib",
+    "deflate",
+    "br",
+    "lz4",
+    "snappy",
+    "x-snappy-framed",
+];
 
 impl ServerSettings {
     /// For the collector's own small endpoints (health, metrics): few
@@ -205,6 +232,55 @@ async fn serve_connection(
     }
 }
 
+/// A request cut off without an answer (`write_timeout`): hyper closes
+/// its HTTP/1 connection or resets its HTTP/2 stream.
+#[derive(Debug)]
+struct CutOff(String);
+
+impl std::fmt::Display for CutOff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CutOff {}
+
+/// The answer to a request whose `Content-Encoding` the listener does not
+/// accept (`compression_algorithms`): 400, as confighttp answers.
+fn unaccepted_encoding<B>(
+    req: &http::Request<B>,
+    settings: &ServerSettings,
+) -> Option<http::Response<axum::body::Body>> {
+    let accepted = settings.compression_algorithms.as_ref()?;
+    let encoding = req
+        .headers()
+        .get(http::header::CONTENT_ENCODING)
+        .map(|v| v.to_str().unwrap_or("?").trim().to_ascii_lowercase())
+        .unwrap_or_default();
+    let known = encoding == "identity" && accepted.iter().any(|a| a.is_empty());
+    if known || accepted.contains(&encoding) {
+        return None;
+    }
+    let mut resp = http::Response::new(axum::body::Body::from(format!(
+        "unsupported Content-Encoding: {encoding}\n"
+    )));
+    *resp.status_mut() = http::StatusCode::BAD_REQUEST;
+    Some(resp)
+}
+
+/// `resp` with each of `headers` it does not set itself.
+fn with_headers(
+    mut resp: http::Response<axum::body::Body>,
+    headers: &[(http::HeaderName, http::HeaderValue)],
+) -> http::Response<axum::body::Body> {
+    for (k, v) in headers {
+        if !resp.headers().contains_key(k) {
+            resp.headers_mut().insert(k.clone(), v.clone());
+        }
+    }
+    resp
+}
+
 async fn serve_io<I>(
     io: I,
     conn: conns::ConnGuard,
@@ -222,20 +298,40 @@ async fn serve_io<I>(
         remote_addr: Some(conn.remote),
     };
     let body_limits = settings.body;
+    let answers = settings.clone();
     let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
         let request = state.begin_request();
+        let refused = unaccepted_encoding(&req, &answers);
         let mut req = req.map(|b| axum::body::Body::new(TimedBody::new(b, body_limits)));
         req.extensions_mut().insert(info.clone());
         req.extensions_mut()
             .insert(axum::extract::ConnectInfo(state.remote));
         let call = router.clone().oneshot(req);
+        let answers = answers.clone();
         async move {
-            let resp = call.await;
-            drop(request);
-            Ok::<_, Infallible>(match resp {
-                Ok(r) => r,
-                Err(e) => match e {},
-            })
+            let resp = match (refused, answers.write_timeout) {
+                (Some(r), _) => r,
+                (None, None) => call.await.unwrap_or_else(|e| match e {}),
+                // As Go's server: the handler runs on to its end (what it
+                // accepted stays accepted); only its answer is lost.
+                (None, Some(limit)) => {
+                    let mut handler = tokio::spawn(async move {
+                        let resp = call.await.unwrap_or_else(|e| match e {});
+                        drop(request);
+                        resp
+                    });
+                    match tokio::time::timeout(limit, &mut handler).await {
+                        Ok(Ok(resp)) => resp,
+                        Ok(Err(e)) => return Err(CutOff(format!("the handler failed: {e}"))),
+                        Err(_) => {
+                            return Err(CutOff(format!(
+                                "no answer within write_timeout ({limit:?})"
+                            )))
+                        }
+                    }
+                }
+            };
+            Ok(with_headers(resp, &answers.response_headers))
         }
     });
     let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
