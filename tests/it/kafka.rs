@@ -151,6 +151,24 @@ async fn wait_samples(sink: &Sink, want: u64, procs: &mut [&mut Running]) {
     }
 }
 
+/// `reqs` as messages on `topic`, keyed by their place (so that every
+/// partition gets some), flushed.
+fn produce_keyed(
+    producer: &ThreadedProducer<DefaultProducerContext>,
+    topic: &str,
+    reqs: &[ExportProfilesServiceRequest],
+) {
+    for (i, r) in reqs.iter().enumerate() {
+        let value = r.encode_to_vec();
+        let key = i.to_string();
+        producer
+            .send(BaseRecord::to(topic).key(&key).payload(&value))
+            .map_err(|(e, _)| e)
+            .unwrap();
+    }
+    producer.flush(Duration::from_secs(10)).unwrap();
+}
+
 async fn send_all(port: u16, reqs: &[ExportProfilesServiceRequest]) {
     let mut client = common::client(port).await;
     for r in reqs {
@@ -519,17 +537,7 @@ async fn a_consumer_group_survives_a_member_killed_mid_stream() {
         .unwrap();
     // A distinct small request per message.
     let reqs = distinct_requests(0..60, 40, 20, 30);
-    let produce = |reqs: &[ExportProfilesServiceRequest]| {
-        for (i, r) in reqs.iter().enumerate() {
-            let value = r.encode_to_vec();
-            let key = i.to_string();
-            producer
-                .send(BaseRecord::to("shared").key(&key).payload(&value))
-                .map_err(|(e, _)| e)
-                .unwrap();
-        }
-        producer.flush(Duration::from_secs(10)).unwrap();
-    };
+    let produce = |reqs: &[ExportProfilesServiceRequest]| produce_keyed(&producer, "shared", reqs);
     let sink = Sink::start().await;
     let dir = tempfile::tempdir().unwrap();
     // Commits every 5 s: a member killed between commits leaves work that
@@ -1156,17 +1164,8 @@ service:
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    // Keyed by number, so that every partition gets messages.
     let reqs = distinct_requests(0..80, 40, 20, 30);
-    for (i, r) in reqs.iter().enumerate() {
-        let value = r.encode_to_vec();
-        let key = i.to_string();
-        producer
-            .send(BaseRecord::to("mixed").key(&key).payload(&value))
-            .map_err(|(e, _)| e)
-            .unwrap();
-    }
-    producer.flush(Duration::from_secs(10)).unwrap();
+    produce_keyed(&producer, "mixed", &reqs);
     let mut expected = all_seen(&reqs);
     expected.sort();
     let started = Instant::now();
