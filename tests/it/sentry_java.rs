@@ -34,7 +34,9 @@ fn profiles(sink: &Sink) -> Vec<ResolvedProfile> {
         .collect()
 }
 
-async fn wait_for_profile(sink: &Sink) -> Vec<ResolvedProfile> {
+/// The profiles `sink` got, once some did; `log` is what the program
+/// said, for the failure message.
+async fn wait_for_profile(sink: &Sink, log: &str) -> Vec<ResolvedProfile> {
     let started = std::time::Instant::now();
     loop {
         let all = profiles(sink);
@@ -43,7 +45,7 @@ async fn wait_for_profile(sink: &Sink) -> Vec<ResolvedProfile> {
         }
         assert!(
             started.elapsed() < Duration::from_secs(60),
-            "no profile arrived"
+            "no profile arrived; the program said:\n{log}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -118,7 +120,7 @@ async fn a_recorded_sentry_java_chunk_becomes_a_profile() {
         .await
         .unwrap();
     replay_fixture(svc.port("receivers::sentry"), RECORDING, None).await;
-    let all = wait_for_profile(&sink).await;
+    let all = wait_for_profile(&sink, "(a recording, replayed)").await;
     svc.shutdown().await;
     assert_sdk_profile(&all);
     // Every real thread of the recording is sampled 9900 us apart (median).
@@ -164,7 +166,7 @@ async fn sentry_java_continuous_profiling_live() {
     let log =
         String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{log}");
-    let all = wait_for_profile(&sink).await;
+    let all = wait_for_profile(&sink, &log).await;
     svc.shutdown().await;
     assert!(!log.contains("ERROR"), "{log}");
     assert_sdk_profile(&all);

@@ -38,6 +38,9 @@ public class App {
           // Only the SDK's own complaints, for the test's failure message.
           o.setDebug(true);
           o.setDiagnosticLevel(SentryLevel.WARNING);
+          // Closing waits this long for the chunk to be converted and
+          // sent: the default 2 s was too short on a loaded CI machine.
+          o.setShutdownTimeoutMillis(30_000);
         });
     Sentry.startProfiler();
     Thread burner =
