@@ -306,6 +306,43 @@ mod tests {
         );
     }
 
+    /// confighttp's server keys as its testdata writes them, and what
+    /// `validate` refuses of them, at their paths.
+    #[test]
+    fn write_timeout_response_headers_and_compression_algorithms() {
+        let r = decode("{}").unwrap().server.server_settings();
+        assert_eq!(r.write_timeout, Some(std::time::Duration::from_secs(30)));
+        assert_eq!(r.compression_algorithms, None);
+        let c = decode(
+            "write_timeout: 0s\nresponse_headers: {Server: OpenTelemetry-Collector, X-Flavor: apple}\n\
+             compression_algorithms: ['', gzip, zstd, zlib, snappy, deflate]",
+        )
+        .unwrap()
+        .server;
+        let r = c.server_settings();
+        assert_eq!(r.write_timeout, None);
+        assert_eq!(r.response_headers.len(), 2);
+        assert_eq!(
+            r.compression_algorithms.unwrap(),
+            ["", "gzip", "zstd", "zlib", "snappy", "deflate"]
+        );
+        let mut errs = ConfigErrors::default();
+        c.validate(|k| format!("r::{k}"), &mut errs);
+        assert!(errs.is_empty(), "{errs:?}");
+        let c =
+            decode("response_headers: {'bad name': x}\ncompression_algorithms: [gzip, compress]")
+                .unwrap()
+                .server;
+        let mut errs = ConfigErrors::default();
+        c.validate(|k| format!("r::{k}"), &mut errs);
+        let errs: Vec<String> = errs.0.iter().map(ToString::to_string).collect();
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        assert!(errs[0].starts_with("r::response_headers::bad name: invalid header name"));
+        assert!(errs[1].starts_with(
+            "r::compression_algorithms::1: \"compress\" is not a compression profcol reads"
+        ));
+    }
+
     #[test]
     fn bad_keys_of_either_part_are_named_at_their_paths() {
         let errs = decode(
