@@ -184,6 +184,19 @@ fn read_topic(broker: &Broker, topic: &str, want: usize) -> Vec<Vec<u8>> {
     })
 }
 
+/// A message's headers, name and value (as text), in order.
+fn headers_of(m: &rdkafka::message::BorrowedMessage<'_>) -> Vec<(String, String)> {
+    use rdkafka::message::Headers;
+    m.headers()
+        .iter()
+        .flat_map(|h| h.iter())
+        .map(|h| {
+            let value = String::from_utf8_lossy(h.value.unwrap_or_default()).into_owned();
+            (h.key.to_owned(), value)
+        })
+        .collect()
+}
+
 /// [`read_topic`], each message read with `read`.
 fn read_messages<T>(
     broker: &Broker,
@@ -918,7 +931,6 @@ async fn a_three_node_cluster_loses_its_leader_mid_stream() {
 /// the `include_metadata_keys` becomes a message header.
 #[tokio::test(flavor = "multi_thread")]
 async fn client_metadata_names_the_topic_and_becomes_headers() {
-    use rdkafka::message::Headers;
     let Some(broker) = Broker::start().await else {
         return;
     };
@@ -958,13 +970,7 @@ service:
         client.export(call).await.unwrap();
     }
     let headers = |m: &rdkafka::message::BorrowedMessage<'_>| {
-        let mut out = Vec::new();
-        if let Some(h) = m.headers() {
-            for h in h.iter() {
-                let value = String::from_utf8_lossy(h.value.unwrap_or_default()).into_owned();
-                out.push((h.key.to_owned(), value));
-            }
-        }
+        let out = headers_of(m);
         ExportProfilesServiceRequest::decode(m.payload().unwrap_or_default())
             .expect("the message is the request");
         out
@@ -987,7 +993,6 @@ service:
 /// `least_backup` uses them all.
 #[tokio::test(flavor = "multi_thread")]
 async fn record_headers_keys_and_partitioners_as_the_collector_writes_them() {
-    use rdkafka::message::Headers;
     let Some(broker) = Broker::start().await else {
         return;
     };
@@ -1035,11 +1040,7 @@ service:
         client.export(call).await.unwrap();
     }
     let read = |m: &rdkafka::message::BorrowedMessage<'_>| {
-        let mut headers = Vec::new();
-        for h in m.headers().iter().flat_map(|h| h.iter()) {
-            let value = String::from_utf8_lossy(h.value.unwrap_or_default()).into_owned();
-            headers.push((h.key.to_owned(), value));
-        }
+        let headers = headers_of(m);
         let key = m.key().map(|k| String::from_utf8_lossy(k).into_owned());
         (key, m.partition(), headers)
     };
