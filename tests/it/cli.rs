@@ -469,7 +469,7 @@ fn component_errors_have_exact_paths() {
                 "receivers::otlp::protocols::grpc::endpoint: invalid endpoint \"4317\": expected host:port",
                 "receivers::otlp::protocols::grpc::max_recv_msg_size_mib: must be between 1 and 4095, got 0",
                 r#"exporters::debug::verbosity: unknown value "loud", expected one of "basic", "normal", "detailed""#,
-                r#"exporters::otlp/gw::compression: unknown value "lz4", expected one of "gzip", "zstd", "", "none""#,
+                r#"exporters::otlp/gw::compression: unsupported compression type "lz4": gRPC sends gzip, zstd, snappy or none"#,
                 r#"exporters::otlp/gw::timeout: invalid duration "5 sec""#,
             ],
         ),

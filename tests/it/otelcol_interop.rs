@@ -132,10 +132,10 @@ struct Route {
     back: (&'static str, &'static str),
 }
 
-/// Every transport, encoding and compression both speak, each way; and
-/// the Collector's other compressions (configgrpc's `snappy`, confighttp's
-/// `snappy`, `x-snappy-framed`, `zlib`, `deflate` and `lz4`), which
-/// profcol reads and does not send.
+/// Every transport, encoding and compression both speak, each way:
+/// configgrpc's `gzip`, `zstd` and `snappy` (framed), confighttp's
+/// `gzip`, `zstd`, `snappy` (a raw block), `x-snappy-framed`, `zlib`,
+/// `deflate` and `lz4`.
 const PATHS: [Route; 12] = [
     Route {
         out: ("otlp", "compression: gzip"),
@@ -162,27 +162,27 @@ const PATHS: [Route; 12] = [
         back: ("otlp_http", "encoding: json, compression: none"),
     },
     Route {
-        out: ("otlp", "compression: gzip"),
+        out: ("otlp", "compression: snappy"),
         back: ("otlp_grpc", "compression: snappy"),
     },
     Route {
-        out: ("otlphttp", "compression: zstd"),
+        out: ("otlphttp", "compression: snappy"),
         back: ("otlp_http", "compression: snappy"),
     },
     Route {
-        out: ("otlphttp", "compression: gzip"),
+        out: ("otlphttp", "compression: x-snappy-framed"),
         back: ("otlp_http", "compression: x-snappy-framed"),
     },
     Route {
-        out: ("otlp", "compression: zstd"),
+        out: ("otlphttp", "compression: zlib"),
         back: ("otlp_http", "compression: zlib"),
     },
     Route {
-        out: ("otlphttp", "compression: none"),
+        out: ("otlphttp", "encoding: json, compression: deflate"),
         back: ("otlp_http", "compression: deflate"),
     },
     Route {
-        out: ("otlp", "compression: gzip"),
+        out: ("otlphttp", "compression: lz4"),
         back: ("otlp_http", "compression: lz4"),
     },
 ];

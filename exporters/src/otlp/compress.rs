@@ -6,9 +6,13 @@
 //! `grpc-encoding`, off the async runtime. A message already compressed
 //! as the exporter would compress it (the request as its client sent it)
 //! is framed as it is.
+//!
+//! configgrpc's `snappy` is the framing format; grpc-go answers in the
+//! encoding of the request, and tonic reads no snappy, so this layer also
+//! inflates a snappy answer.
 
 use std::future::Future;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -54,9 +58,13 @@ impl tower::Service<http::Request<Body>> for Compressing {
         // The clone is not ready; the instance `poll_ready` readied is.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let compression = self.compression;
+        let compression = match self.compression {
+            Compression::Snappy => Compression::SnappyFramed,
+            c => c,
+        };
+        let name = encoding_name(self.compression);
         Box::pin(async move {
-            let Some(name) = encoding_name(compression) else {
+            let Some(name) = name else {
                 return inner.call(req).await.map_err(Into::into);
             };
             let (mut parts, body) = req.into_parts();
@@ -71,18 +79,72 @@ impl tower::Service<http::Request<Body>> for Compressing {
                 .headers
                 .insert("grpc-encoding", http::HeaderValue::from_static(name));
             let req = http::Request::from_parts(parts, Body::new(Full::new(framed)));
-            inner.call(req).await.map_err(Into::into)
+            let res = inner.call(req).await?;
+            if compression == Compression::SnappyFramed {
+                return inflate_snappy_answer(res).await;
+            }
+            Ok(res)
         })
     }
 }
 
 pub(crate) fn encoding_name(c: Compression) -> Option<&'static str> {
-    match c {
-        Compression::Gzip => Some("gzip"),
-        Compression::Zstd => Some("zstd"),
-        Compression::None => None,
-    }
+    (c != Compression::None).then(|| c.name())
 }
+
+/// A gRPC answer in `snappy` as one tonic reads: its messages inflated and
+/// flagged uncompressed, its trailers kept. Answers are a few bytes (an
+/// export response), so it is read whole.
+async fn inflate_snappy_answer(
+    res: http::Response<Body>,
+) -> Result<http::Response<Body>, BoxError> {
+    let snappy = res
+        .headers()
+        .get("grpc-encoding")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"snappy"));
+    if !snappy {
+        return Ok(res);
+    }
+    let (mut parts, body) = res.into_parts();
+    parts.headers.remove("grpc-encoding");
+    let collected = body.collect().await?;
+    let trailers = collected.trailers().cloned();
+    let mut data = collected.to_bytes();
+    let mut out = BytesMut::with_capacity(data.len());
+    while !data.is_empty() {
+        if data.len() < HEADER {
+            return Err("gRPC answer cut inside a frame header".into());
+        }
+        let len = u32::from_be_bytes([data[1], data[2], data[3], data[4]]) as usize;
+        let flag = data[0];
+        if data.len() < HEADER + len {
+            return Err("gRPC answer cut inside a message".into());
+        }
+        let message = data.slice(HEADER..HEADER + len);
+        data = data.slice(HEADER + len..);
+        let message = if flag == 1 {
+            let mut plain = Vec::new();
+            snap::read::FrameDecoder::new(&message[..])
+                .take(MAX_ANSWER)
+                .read_to_end(&mut plain)?;
+            Bytes::from(plain)
+        } else {
+            message
+        };
+        out.put_u8(0);
+        out.put_u32(u32::try_from(message.len())?);
+        out.put_slice(&message);
+    }
+    let mut frames: Vec<Result<_, tonic::Status>> = vec![Ok(http_body::Frame::data(out.freeze()))];
+    if let Some(t) = trailers {
+        frames.push(Ok(http_body::Frame::trailers(t)));
+    }
+    let body = http_body_util::StreamBody::new(futures::stream::iter(frames));
+    Ok(http::Response::from_parts(parts, Body::new(body)))
+}
+
+/// The most an inflated answer may hold: an export response is a few bytes.
+const MAX_ANSWER: u64 = 1 << 20;
 
 /// Rewrites one uncompressed gRPC frame as a compressed one.
 pub(crate) fn compress_frame(framed: Bytes, compression: Compression) -> Result<Bytes, BoxError> {
@@ -124,12 +186,7 @@ pub(crate) fn compress_into<W: Write>(
 ) -> std::io::Result<W> {
     match compression {
         Compression::Gzip => {
-            let level = match level {
-                0 => flate2::Compression::fast(),
-                -1 => flate2::Compression::default(),
-                l => flate2::Compression::new(l.clamp(1, 9) as u32),
-            };
-            let mut gz = flate2::write::GzEncoder::new(out, level);
+            let mut gz = flate2::write::GzEncoder::new(out, flate_level(level));
             gz.write_all(message)?;
             gz.finish()
         }
@@ -143,6 +200,29 @@ pub(crate) fn compress_into<W: Write>(
             z.write_all(message)?;
             z.finish()
         }
+        Compression::Zlib | Compression::Deflate => {
+            let mut z = flate2::write::ZlibEncoder::new(out, flate_level(level));
+            z.write_all(message)?;
+            z.finish()
+        }
+        Compression::Snappy => {
+            let block = snap::raw::Encoder::new()
+                .compress_vec(message)
+                .map_err(std::io::Error::other)?;
+            out.write_all(&block)?;
+            Ok(out)
+        }
+        Compression::SnappyFramed => {
+            let mut w = snap::write::FrameEncoder::new(out);
+            w.write_all(message)?;
+            w.into_inner().map_err(|e| e.into_error())
+        }
+        Compression::Lz4 => {
+            let mut w = lz4::EncoderBuilder::new().build(out)?;
+            w.write_all(message)?;
+            let (out, done) = w.finish();
+            done.map(|()| out)
+        }
         Compression::None => {
             out.write_all(message)?;
             Ok(out)
@@ -150,27 +230,36 @@ pub(crate) fn compress_into<W: Write>(
     }
 }
 
-/// confighttp's check of `compression_params.level`: gzip takes -1 (its
-/// default, 6) and 1 to 9 (0, unset, is profcol's 1); zstd any level,
-/// taken to the nearest it has; none only 0. Huffman-only gzip (-2) is
-/// refused: the deflate backend has no such mode.
+/// A deflate level of `compression_params` (0: profcol's 1; -1: 6).
+fn flate_level(level: i32) -> flate2::Compression {
+    match level {
+        0 => flate2::Compression::fast(),
+        -1 => flate2::Compression::default(),
+        l => flate2::Compression::new(l.clamp(1, 9) as u32),
+    }
+}
+
+/// confighttp's check of `compression_params.level`: gzip, zlib and
+/// deflate take -1 (their default, 6) and 1 to 9 (0, unset, is profcol's
+/// 1); zstd any level, taken to the nearest it has; the others only 0.
+/// Huffman-only (-2) is refused: the deflate backend has no such mode.
 pub(crate) fn check_level(compression: Compression, level: i32) -> Result<(), String> {
+    let flate = matches!(
+        compression,
+        Compression::Gzip | Compression::Zlib | Compression::Deflate
+    );
     let ok = match compression {
-        Compression::Gzip => matches!(level, -1..=9),
+        _ if flate => matches!(level, -1..=9),
         Compression::Zstd => true,
-        Compression::None => level == 0,
+        _ => level == 0,
     };
     if ok {
         return Ok(());
     }
-    let name = encoding_name(compression).unwrap_or("none");
     Err(format!(
-        "unsupported level {level} for compression {name:?}{}",
-        if compression == Compression::Gzip {
-            " (-1 or 1 to 9)"
-        } else {
-            ""
-        }
+        "unsupported level {level} for compression {:?}{}",
+        compression.name(),
+        if flate { " (-1 or 1 to 9)" } else { "" }
     ))
 }
 
@@ -192,28 +281,113 @@ mod tests {
         let msg: Vec<u8> = (0..100_000u32)
             .flat_map(|i| (i % 251).to_le_bytes())
             .collect();
-        for c in [Compression::Gzip, Compression::Zstd] {
+        for c in [
+            Compression::Gzip,
+            Compression::Zstd,
+            Compression::Zlib,
+            Compression::Snappy,
+            Compression::SnappyFramed,
+            Compression::Lz4,
+        ] {
             let out = compress_frame(frame(&msg), c).unwrap();
             assert_eq!(out[0], 1);
             let len = u32::from_be_bytes(out[1..5].try_into().unwrap()) as usize;
             assert_eq!(len, out.len() - 5);
             assert!(len < msg.len() / 4, "{c:?}: {len}");
-            let mut back = Vec::new();
-            match c {
-                Compression::Gzip => {
-                    flate2::read::GzDecoder::new(&out[5..])
-                        .read_to_end(&mut back)
-                        .unwrap();
-                }
-                _ => back = zstd::decode_all(&out[5..]).unwrap(),
-            }
-            assert_eq!(back, msg);
+            assert_eq!(inflate(&out[5..], c), msg, "{c:?}");
         }
         let plain = frame(b"abc");
         assert_eq!(
             compress_frame(plain.clone(), Compression::None).unwrap(),
             plain
         );
+    }
+
+    /// Each format read back by its reference reader.
+    fn inflate(data: &[u8], c: Compression) -> Vec<u8> {
+        let mut back = Vec::new();
+        match c {
+            Compression::Gzip => {
+                flate2::read::GzDecoder::new(data)
+                    .read_to_end(&mut back)
+                    .unwrap();
+            }
+            Compression::Zlib | Compression::Deflate => {
+                flate2::read::ZlibDecoder::new(data)
+                    .read_to_end(&mut back)
+                    .unwrap();
+            }
+            Compression::Zstd => back = zstd::decode_all(data).unwrap(),
+            Compression::Snappy => back = snap::raw::Decoder::new().decompress_vec(data).unwrap(),
+            Compression::SnappyFramed => {
+                snap::read::FrameDecoder::new(data)
+                    .read_to_end(&mut back)
+                    .unwrap();
+            }
+            Compression::Lz4 => {
+                lz4::Decoder::new(data)
+                    .unwrap()
+                    .read_to_end(&mut back)
+                    .unwrap();
+            }
+            Compression::None => back = data.to_vec(),
+        }
+        back
+    }
+
+    /// grpc-go answers a `snappy` call in `snappy`: the answer reaches tonic
+    /// inflated, unflagged, without the header, with its trailers.
+    #[tokio::test]
+    async fn a_snappy_answer_is_inflated_for_tonic() {
+        let answer = b"\x0a\x03abc".to_vec();
+        let compressed = compress_frame(frame(&answer), Compression::SnappyFramed).unwrap();
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+        let body = http_body_util::StreamBody::new(futures::stream::iter([
+            Ok::<_, tonic::Status>(http_body::Frame::data(compressed)),
+            Ok(http_body::Frame::trailers(trailers.clone())),
+        ]));
+        let res = http::Response::builder()
+            .header("grpc-encoding", "snappy")
+            .header("content-type", "application/grpc")
+            .body(Body::new(body))
+            .unwrap();
+        let res = inflate_snappy_answer(res).await.unwrap();
+        assert!(res.headers().get("grpc-encoding").is_none());
+        assert_eq!(res.headers()["content-type"], "application/grpc");
+        let got = res.into_body().collect().await.unwrap();
+        assert_eq!(got.trailers(), Some(&trailers));
+        assert_eq!(got.to_bytes(), frame(&answer));
+
+        // Cut short: an error, not a message.
+        let cut = http::Response::builder()
+            .header("grpc-encoding", "snappy")
+            .body(Body::new(Full::new(Bytes::from_static(
+                b"\x01\0\0\0\x09abc",
+            ))))
+            .unwrap();
+        assert!(inflate_snappy_answer(cut).await.is_err());
+    }
+
+    #[test]
+    fn levels_are_checked_as_configcompression_checks_them() {
+        for (c, ok, bad) in [
+            (Compression::Gzip, &[-1, 0, 1, 9][..], &[-2, 10][..]),
+            (Compression::Zlib, &[-1, 0, 9], &[10]),
+            (Compression::Deflate, &[-1, 0, 9], &[-3]),
+            (Compression::Zstd, &[-7, 0, 22, 40], &[]),
+            (Compression::Snappy, &[0], &[1, -1]),
+            (Compression::SnappyFramed, &[0], &[1]),
+            (Compression::Lz4, &[0], &[1]),
+            (Compression::None, &[0], &[1]),
+        ] {
+            for &l in ok {
+                assert!(check_level(c, l).is_ok(), "{c:?} {l}");
+            }
+            for &l in bad {
+                assert!(check_level(c, l).is_err(), "{c:?} {l}");
+            }
+        }
     }
 
     #[test]

@@ -83,24 +83,51 @@ impl Default for OtlpExporterConfig {
     }
 }
 
+/// configcompression's types. `otlp` (gRPC) sends `gzip`, `zstd` and
+/// `snappy` (the framing format, as configgrpc's codec); `otlphttp` all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
     Gzip,
     Zstd,
+    /// The zlib format, as confighttp writes it for `zlib` and `deflate`.
+    Zlib,
+    Deflate,
+    /// A raw snappy block (confighttp); the framing format over gRPC.
+    Snappy,
+    /// The snappy framing format.
+    #[serde(rename = "x-snappy-framed")]
+    SnappyFramed,
+    /// The LZ4 frame format.
+    Lz4,
     /// `none` or an empty string, as in the Collector.
     #[serde(alias = "")]
     None,
 }
 
 impl Compression {
-    /// The encoding it sends, in the model's terms.
+    /// The encoding it sends, in the model's terms, when the model keeps
+    /// received bytes in it (so that they can be sent as they came).
     pub fn encoding(self) -> Option<profcol_model::compressed::Encoding> {
         use profcol_model::compressed::Encoding;
         match self {
             Self::Gzip => Some(Encoding::Gzip),
             Self::Zstd => Some(Encoding::Zstd),
-            Self::None => None,
+            _ => None,
+        }
+    }
+
+    /// Its name in the config, `Content-Encoding` and `grpc-encoding`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Gzip => "gzip",
+            Self::Zstd => "zstd",
+            Self::Zlib => "zlib",
+            Self::Deflate => "deflate",
+            Self::Snappy => "snappy",
+            Self::SnappyFramed => "x-snappy-framed",
+            Self::Lz4 => "lz4",
+            Self::None => "none",
         }
     }
 }
@@ -150,6 +177,19 @@ impl OtlpExporterConfig {
                 cfg.key_path("balancer_name"),
                 format!("invalid balancer_name {other:?} (pick_first is the one supported)"),
             ),
+        }
+        if !matches!(
+            self.compression,
+            Compression::Gzip | Compression::Zstd | Compression::Snappy | Compression::None
+        ) {
+            // configgrpc takes these at validate and fails at start.
+            errs.push(
+                cfg.key_path("compression"),
+                format!(
+                    "unsupported compression type {:?}: gRPC sends gzip, zstd, snappy or none",
+                    self.compression.name()
+                ),
+            );
         }
         if self.cert_pair_incomplete() {
             errs.push(

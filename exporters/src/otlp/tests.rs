@@ -223,6 +223,14 @@ fn invalid_settings_name_their_key() {
         ),
         (
             "endpoint: a:1\ncompression: lz4",
+            "exporters::otlp/gw::compression: unsupported compression type \"lz4\": gRPC sends gzip, zstd, snappy or none",
+        ),
+        (
+            "endpoint: a:1\ncompression: x-snappy-framed",
+            "exporters::otlp/gw::compression: unsupported compression type \"x-snappy-framed\"",
+        ),
+        (
+            "endpoint: a:1\ncompression: br",
             "exporters::otlp/gw::compression",
         ),
         (
@@ -289,7 +297,7 @@ fn every_problem_is_reported_at_once() {
     assert_eq!(
         errs,
         [
-            r#"exporters::otlp/gw::compression: unknown value "lz4", expected one of "gzip", "zstd", "", "none""#.to_owned(),
+            r#"exporters::otlp/gw::compression: unsupported compression type "lz4": gRPC sends gzip, zstd, snappy or none"#.to_owned(),
             format!("exporters::otlp/gw::tls::ca_file: cannot read {}: No such file or directory (os error 2)", missing("ca.pem")),
             format!("exporters::otlp/gw::tls::cert_file: cannot read {}: No such file or directory (os error 2)", missing("cert.pem")),
             format!("exporters::otlp/gw::tls::key_file: cannot read {}: No such file or directory (os error 2)", missing("key.pem")),

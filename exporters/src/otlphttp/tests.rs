@@ -75,7 +75,9 @@ fn invalid_settings_name_their_key() {
     for (yaml, want) in [
         ("endpoint: gw:4318", "exporters::otlphttp/gw::endpoint: \"gw:4318/v1development/profiles\" is not an http:// or https:// URL"),
         ("endpoint: http://gw\nencoding: protobuf", "exporters::otlphttp/gw::encoding"),
-        ("endpoint: http://gw\ncompression: lz4", "exporters::otlphttp/gw::compression"),
+        ("endpoint: http://gw\ncompression: br", "exporters::otlphttp/gw::compression"),
+        ("endpoint: http://gw\ncompression: snappy\ncompression_params: {level: 1}", "exporters::otlphttp/gw::compression_params::level: unsupported level 1 for compression \"snappy\""),
+        ("endpoint: http://gw\ncompression: zlib\ncompression_params: {level: 10}", "exporters::otlphttp/gw::compression_params::level: unsupported level 10 for compression \"zlib\" (-1 or 1 to 9)"),
         ("endpoint: http://gw\ntimeout: 0s", "exporters::otlphttp/gw::timeout: must be greater than 0"),
         ("endpoint: http://gw\ntls: {cert_file: a.pem}", "exporters::otlphttp/gw::tls: cert_file and key_file must be set together"),
         ("endpoint: http://gw\nheaders: {\"bad name\": x}", "exporters::otlphttp/gw::headers::bad name: invalid header name"),
@@ -189,6 +191,27 @@ fn plain(seen: &Seen) -> Vec<u8> {
                 .unwrap();
         }
         Some("zstd") => out = zstd::decode_all(seen.body.as_slice()).unwrap(),
+        Some("zlib" | "deflate") => {
+            flate2::read::ZlibDecoder::new(seen.body.as_slice())
+                .read_to_end(&mut out)
+                .unwrap();
+        }
+        Some("snappy") => {
+            out = snap::raw::Decoder::new()
+                .decompress_vec(&seen.body)
+                .unwrap()
+        }
+        Some("x-snappy-framed") => {
+            snap::read::FrameDecoder::new(seen.body.as_slice())
+                .read_to_end(&mut out)
+                .unwrap();
+        }
+        Some("lz4") => {
+            lz4::Decoder::new(seen.body.as_slice())
+                .unwrap()
+                .read_to_end(&mut out)
+                .unwrap();
+        }
         Some(other) => panic!("unexpected content-encoding {other}"),
     }
     out
@@ -202,7 +225,29 @@ async fn every_encoding_and_compression_carries_the_same_profiles() {
         ("", "application/x-protobuf", Some("gzip")),
         ("compression: none", "application/x-protobuf", None),
         ("compression: zstd", "application/x-protobuf", Some("zstd")),
+        ("compression: zlib", "application/x-protobuf", Some("zlib")),
+        (
+            "compression: deflate\ncompression_params: {level: 9}",
+            "application/x-protobuf",
+            Some("deflate"),
+        ),
+        (
+            "compression: snappy",
+            "application/x-protobuf",
+            Some("snappy"),
+        ),
+        (
+            "compression: x-snappy-framed",
+            "application/x-protobuf",
+            Some("x-snappy-framed"),
+        ),
+        ("compression: lz4", "application/x-protobuf", Some("lz4")),
         ("encoding: json", "application/json", Some("gzip")),
+        (
+            "encoding: json\ncompression: snappy",
+            "application/json",
+            Some("snappy"),
+        ),
         (
             "encoding: json\ncompression: none",
             "application/json",
@@ -639,7 +684,7 @@ async fn cookies_the_peer_sets_are_sent_back() {
 }
 
 /// `compression_params.level`: a higher level sends fewer bytes of the
-/// same request, in gzip and zstd; any zstd level and gzip's -1 load
+/// same request, in gzip, zstd, zlib and deflate; any zstd level and gzip's -1 load
 /// (the levels refused: `invalid_settings_name_their_key`).
 #[tokio::test]
 async fn compression_params_level_sets_the_level() {
@@ -647,7 +692,7 @@ async fn compression_params_level_sets_the_level() {
     // so the exporter compresses it itself.
     let batch = Arc::new(ProfileBatch::new(received().data().clone()));
     let (url, seen) = server(vec![ok()]).await;
-    for compression in ["gzip", "zstd"] {
+    for compression in ["gzip", "zstd", "zlib", "deflate"] {
         let mut sizes = Vec::new();
         for level in ["", "\ncompression_params: {level: 9}"] {
             let e = exporter(&url, &format!("compression: {compression}{level}"));
