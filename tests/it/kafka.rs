@@ -1194,7 +1194,7 @@ service:
 /// Batching in the exporter (`sending_queue::batch`) keeps only the client
 /// metadata keys it partitions by: as the Collector, `validate` refuses a
 /// kafka exporter that would read other keys from its batches, at each
-/// key that names one.
+/// key that names one (another signal's too).
 #[test]
 fn batching_in_the_exporter_must_keep_the_metadata_kafka_reads() {
     let dir = tempfile::tempdir().unwrap();
@@ -1210,6 +1210,7 @@ exporters:
   kafka:
     include_metadata_keys: [X-Tenant]
     profiles: {{topic_from_metadata_key: X-Topic, message_key_from_metadata_key: X-Key}}
+    logs: {{topic_from_metadata_key: X-Logs}}
     sending_queue: {{batch: {{sizer: items{partition}}}}}
 service:
   pipelines:
@@ -1229,6 +1230,8 @@ service:
     for at in [
         "exporters::kafka::profiles::topic_from_metadata_key: \"X-Topic\" must be present in sending_queue::batch::partition::metadata_keys",
         "exporters::kafka::profiles::message_key_from_metadata_key: \"X-Key\" must be present",
+        // Not read for profiles, and checked as the Collector checks it.
+        "exporters::kafka::logs::topic_from_metadata_key: \"X-Logs\" must be present",
     ] {
         assert!(err.contains(at), "{at}\n{err}");
     }
@@ -1237,7 +1240,7 @@ service:
         .arg("validate")
         .arg("--config")
         .arg(config(
-            ", partition: {metadata_keys: [X-Tenant, X-Topic, X-Key]}",
+            ", partition: {metadata_keys: [X-Tenant, X-Topic, X-Key, X-Logs]}",
         ))
         .output()
         .unwrap();

@@ -572,7 +572,9 @@ impl KafkaExporterConfig {
 }
 
 impl KafkaExporterConfig {
-    /// The client metadata keys it reads, with their key paths.
+    /// The client metadata keys it reads, with their key paths; and the
+    /// other signals' (which it does not read), as the Collector checks
+    /// every signal's against the batch's partition keys.
     pub(super) fn metadata_keys(&self) -> Vec<(String, String)> {
         let mut keys: Vec<(String, String)> = self
             .include_metadata_keys
@@ -580,18 +582,22 @@ impl KafkaExporterConfig {
             .enumerate()
             .map(|(i, k)| (format!("include_metadata_keys::{i}"), k.clone()))
             .collect();
-        for (path, key) in [
-            (
-                "profiles::topic_from_metadata_key",
-                &self.profiles.topic_from_metadata_key,
-            ),
-            (
-                "profiles::message_key_from_metadata_key",
-                &self.profiles.message_key_from_metadata_key,
-            ),
+        for (signal, s) in [
+            ("profiles", &self.profiles),
+            ("logs", &self.logs),
+            ("metrics", &self.metrics),
+            ("traces", &self.traces),
         ] {
-            if !key.is_empty() {
-                keys.push((path.to_owned(), key.clone()));
+            for (key, value) in [
+                ("topic_from_metadata_key", &s.topic_from_metadata_key),
+                (
+                    "message_key_from_metadata_key",
+                    &s.message_key_from_metadata_key,
+                ),
+            ] {
+                if !value.is_empty() {
+                    keys.push((format!("{signal}::{key}"), value.clone()));
+                }
             }
         }
         keys
