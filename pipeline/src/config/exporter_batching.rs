@@ -11,8 +11,8 @@
 //! output does.
 //!
 //! The keys and checks are exporterhelper's (`flush_timeout`, `min_size`,
-//! `max_size`, `sizer`, `partition`). Sizes are in samples: the `items` of
-//! profiles. `bytes` is refused with the way to batch by samples. A disabled
+//! `max_size`, `sizer`, `partition`). Sizes are in samples, the `items` of
+//! profiles, or in bytes of the encoded requests (`sizer: bytes`). A disabled
 //! queue does not batch (the Collector's `batch` lives in its queue), and
 //! metrics pipelines send unbatched: profcol's `batch` holds profiles.
 
@@ -232,17 +232,17 @@ fn batch_processor(
     }
     // As exporterhelper: unset, the queue's sizer; the queue's unset too,
     // items.
-    match k.sizer.or(queue_sizer).unwrap_or(BatchSizer::Items) {
-        BatchSizer::Items => {}
-        BatchSizer::Requests => errs.push(
-            format!("{path}::sizer"),
-            "batch supports only items or bytes sizer, found \"requests\" (the queue's sizer, when batch has none): set sizer: items",
-        ),
-        BatchSizer::Bytes => errs.push(
-            format!("{path}::sizer"),
-            "\"bytes\" is not supported: profcol batches profiles by samples: set sizer: items (min_size and max_size then count samples)",
-        ),
-    }
+    let sizer = match k.sizer.or(queue_sizer).unwrap_or(BatchSizer::Items) {
+        BatchSizer::Items => "items",
+        BatchSizer::Bytes => "bytes",
+        BatchSizer::Requests => {
+            errs.push(
+                format!("{path}::sizer"),
+                "batch supports only items or bytes sizer, found \"requests\" (the queue's sizer, when batch has none): set sizer: items",
+            );
+            "items"
+        }
+    };
     let mut seen = BTreeSet::new();
     for (i, key) in k.partition.metadata_keys.iter().enumerate() {
         if !seen.insert(key.to_ascii_lowercase()) {
@@ -270,6 +270,7 @@ fn batch_processor(
     let size = |n: i64| Value::from(u32::try_from(n).unwrap_or(u32::MAX));
     let mut out = Dict::new();
     out.insert("timeout".into(), Value::from(k.flush_timeout.to_string()));
+    out.insert("sizer".into(), Value::from(sizer));
     out.insert("send_batch_size".into(), size(k.min_size));
     out.insert("send_batch_max_size".into(), size(k.max_size));
     out.insert(

@@ -1304,7 +1304,7 @@ fn exporter_side_batching_puts_a_batch_pipeline_in_front_of_the_exporter() {
     let batch: serde_json::Value = config.processors[&batcher].decode().unwrap();
     assert_eq!(
         batch,
-        serde_json::json!({"timeout": "1s", "send_batch_size": 100, "send_batch_max_size": 1000,
+        serde_json::json!({"timeout": "1s", "sizer": "items", "send_batch_size": 100, "send_batch_max_size": 1000,
             "metadata_keys": ["X-Tenant"], "metadata_cardinality_limit": 7})
     );
     // The exporter keeps its queue, without `batch`.
@@ -1317,7 +1317,7 @@ fn exporter_side_batching_puts_a_batch_pipeline_in_front_of_the_exporter() {
     let batch: serde_json::Value = config.processors[&batcher].decode().unwrap();
     assert_eq!(
         batch,
-        serde_json::json!({"timeout": "200ms", "send_batch_size": 8192, "send_batch_max_size": 0,
+        serde_json::json!({"timeout": "200ms", "sizer": "items", "send_batch_size": 8192, "send_batch_max_size": 0,
             "metadata_keys": [], "metadata_cardinality_limit": 10000})
     );
     // A disabled queue does not batch (the Collector's batch is in it).
@@ -1376,10 +1376,6 @@ fn exporter_side_batching_errors_name_their_key() {
             ),
         ),
         (
-            "{batch: {sizer: bytes}}",
-            format!("{at}::batch::sizer: \"bytes\" is not supported: profcol batches profiles by samples"),
-        ),
-        (
             "{sizer: requests, batch: {}}",
             format!(
                 "{at}::batch::sizer: batch supports only items or bytes sizer, found \"requests\""
@@ -1419,4 +1415,16 @@ fn exporter_side_batching_errors_name_their_key() {
     );
     // With an items sizer stated, a requests queue batches.
     load_str(&batching_config("{sizer: requests, batch: {sizer: items}}")).unwrap();
+    // The batch counts bytes when it says so, or when the queue does and
+    // it says nothing.
+    for (queue, want) in [
+        ("{batch: {sizer: bytes}}", "bytes"),
+        ("{sizer: bytes, batch: {}}", "bytes"),
+        ("{sizer: bytes, batch: {sizer: items}}", "items"),
+    ] {
+        let config = load_str(&batching_config(queue)).unwrap();
+        let batcher = ComponentId::parse("batch/sending_queue_otlp").unwrap();
+        let batch: serde_json::Value = config.processors[&batcher].decode().unwrap();
+        assert_eq!(batch["sizer"], want, "{queue}");
+    }
 }

@@ -22,7 +22,27 @@ pub struct BatchConfig {
     pub metadata_keys: Vec<String>,
     /// The most distinct combinations of those values held at once.
     pub metadata_cardinality_limit: u32,
+    /// What the sizes count. Not a key of the Collector's `batch`: only the
+    /// batch an exporter's `sending_queue.batch` becomes takes it, from
+    /// that section's `sizer`. Unset, items.
+    pub sizer: Option<Sizer>,
 }
+
+/// exporterhelper's batch sizers for profiles.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sizer {
+    /// Samples.
+    #[default]
+    Items,
+    /// Bytes of the encoded request; a batch is the sum of its inputs, as
+    /// exporterhelper adds them up.
+    Bytes,
+}
+
+/// The name prefix of the `batch` an exporter's `sending_queue.batch`
+/// becomes (`batch/sending_queue_<exporter>`).
+const SENDING_QUEUE: &str = "sending_queue_";
 
 impl Default for BatchConfig {
     fn default() -> Self {
@@ -32,6 +52,7 @@ impl Default for BatchConfig {
             send_batch_max_size: 0,
             metadata_keys: Vec::new(),
             metadata_cardinality_limit: 1000,
+            sizer: None,
         }
     }
 }
@@ -40,6 +61,17 @@ impl BatchConfig {
     /// The Collector's checks, each at its key.
     pub(crate) fn validate(&self, cfg: &ComponentConfig) -> Result<(), ConfigErrors> {
         let mut errs = ConfigErrors::default();
+        let queue_batch = cfg
+            .id
+            .name
+            .as_deref()
+            .is_some_and(|n| n.starts_with(SENDING_QUEUE));
+        if self.sizer.is_some() && !queue_batch {
+            errs.push(
+                cfg.key_path("sizer"),
+                "unknown field: the batch processor counts samples; sizer is a key of an exporter's sending_queue.batch",
+            );
+        }
         if self.send_batch_max_size > 0 && self.send_batch_max_size < self.send_batch_size {
             errs.push(
                 cfg.key_path("send_batch_max_size"),

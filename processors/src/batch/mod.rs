@@ -45,7 +45,7 @@ use profcol_pipeline::component::{
 };
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
-pub use config::BatchConfig;
+pub use config::{BatchConfig, Sizer};
 
 use pending::{split_at_profiles, Key, Pending};
 
@@ -88,6 +88,7 @@ impl Trigger {
 }
 
 pub struct Batch {
+    sizer: Sizer,
     timeout: Duration,
     send_batch_size: u64,
     send_batch_max_size: u64,
@@ -105,6 +106,7 @@ pub struct Batch {
 impl Batch {
     pub fn new(c: &BatchConfig) -> Self {
         Self {
+            sizer: c.sizer.unwrap_or_default(),
             timeout: c.timeout.get(),
             send_batch_size: u64::from(c.send_batch_size),
             send_batch_max_size: u64::from(c.send_batch_max_size),
@@ -181,6 +183,14 @@ impl Batch {
         self.pending.get_mut(key).expect("inserted above")
     }
 
+    /// A batch's size in the sizer's unit.
+    fn size_of(&self, batch: &ProfileBatch) -> u64 {
+        match self.sizer {
+            Sizer::Items => batch.sample_count(),
+            Sizer::Bytes => batch.encoded_len() as u64,
+        }
+    }
+
     fn add(
         &mut self,
         key: &Key,
@@ -189,16 +199,16 @@ impl Batch {
         out: &mut Vec<ProfileBatch>,
         ctx: &StageContext<'_>,
     ) {
-        let n = part.sample_count();
+        let n = self.size_of(&part);
         let max = self.send_batch_max_size;
-        let held = self.pending.get(key).map_or(0, |p| p.samples);
+        let held = self.pending.get(key).map_or(0, |p| p.size);
         if max > 0 && held > 0 && held + n > max {
             self.send(key, Trigger::Size, out, ctx);
         }
         let size = self.send_batch_size;
         let p = self.batch_for(key, now, out, ctx);
-        p.push(part);
-        let full = size > 0 && p.samples >= size;
+        p.push(part, n);
+        let full = size > 0 && p.size >= size;
         if full || self.timeout.is_zero() {
             self.send(key, Trigger::Size, out, ctx);
         }
@@ -226,8 +236,8 @@ impl Stateful for Batch {
     ) {
         let key = Key::of(&batch.meta, &self.metadata_keys);
         let max = self.send_batch_max_size;
-        if max > 0 && batch.sample_count() > max {
-            for part in split_at_profiles(batch, max) {
+        if max > 0 && self.size_of(&batch) > max {
+            for part in split_at_profiles(batch, max, self.sizer) {
                 self.add(&key, part, now, out, ctx);
             }
         } else {

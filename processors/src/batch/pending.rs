@@ -8,6 +8,8 @@ use profcol_model::memory::Held;
 use profcol_model::proto::{ResourceProfiles, ScopeProfiles};
 use profcol_model::{profile_sample_count, BatchMeta, Origin, ProfileBatch};
 
+use super::Sizer;
+
 /// What keeps batches apart: the client's values of each metadata key
 /// (unset and empty are different, as in the Collector) and the origin.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -54,7 +56,8 @@ impl Key {
 /// other joins it), then a merger of all of them.
 pub(crate) struct Pending {
     pub generation: u64,
-    pub samples: u64,
+    /// In the sizer's unit: the sum of the inputs' sizes.
+    pub size: u64,
     first: Option<ProfileBatch>,
     merger: Option<Merger>,
     meta: BatchMeta,
@@ -67,7 +70,7 @@ impl Pending {
     pub(super) fn new(generation: u64) -> Self {
         Self {
             generation,
-            samples: 0,
+            size: 0,
             first: None,
             merger: None,
             meta: BatchMeta::default(),
@@ -75,8 +78,9 @@ impl Pending {
         }
     }
 
-    pub(super) fn push(&mut self, mut batch: ProfileBatch) {
-        self.samples += batch.sample_count();
+    /// Adds `batch`, of `size` in the sizer's unit.
+    pub(super) fn push(&mut self, mut batch: ProfileBatch, size: u64) {
+        self.size += size;
         if self.first.is_none() && self.merger.is_none() {
             self.first = Some(batch);
             return;
@@ -117,10 +121,11 @@ impl Pending {
     }
 }
 
-/// Splits `batch` into self-contained parts of at most `max` samples,
-/// between profiles (each part's dictionary holds only what it uses). A
-/// profile larger than `max` makes a part of its own.
-pub(crate) fn split_at_profiles(batch: ProfileBatch, max: u64) -> Vec<ProfileBatch> {
+/// Splits `batch` into self-contained parts of at most `max` samples (or
+/// bytes of their profiles, the dictionary not counted, as exporterhelper
+/// counts them), between profiles (each part's dictionary holds only what
+/// it uses). A profile larger than `max` makes a part of its own.
+pub(crate) fn split_at_profiles(batch: ProfileBatch, max: u64, sizer: Sizer) -> Vec<ProfileBatch> {
     let meta = batch.meta.clone();
     let data = batch.into_data();
     let dict = data.dictionary.unwrap_or_default();
@@ -132,7 +137,10 @@ pub(crate) fn split_at_profiles(batch: ProfileBatch, max: u64) -> Vec<ProfileBat
         for mut sp in scopes {
             let profiles = std::mem::take(&mut sp.profiles);
             for p in profiles {
-                let n = profile_sample_count(&p);
+                let n = match sizer {
+                    Sizer::Items => profile_sample_count(&p),
+                    Sizer::Bytes => prost::Message::encoded_len(&p) as u64,
+                };
                 if in_current > 0 && in_current + n > max {
                     parts.push(std::mem::take(&mut current));
                     in_current = 0;

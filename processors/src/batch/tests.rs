@@ -208,18 +208,22 @@ fn timeout_sends_what_waited_and_size_sends_at_once() {
     assert_eq!(run.deadline(), None);
 }
 
-#[test]
-fn max_size_splits_between_profiles_never_inside_one() {
-    let mut run = Run::new("send_batch_size: 30\nsend_batch_max_size: 50\ntimeout: 1s");
-    // One input of 8 resources with a profile of 20 samples each.
-    let data = synth::Config {
+/// One request of 8 resources with a profile of 20 samples each.
+fn eight_profiles() -> profcol_model::proto::ProfilesData {
+    synth::Config {
         samples: 160,
         stacks: 100,
         functions: 100,
         resources: 8,
         ..synth::Config::default()
     }
-    .build();
+    .build()
+}
+
+#[test]
+fn max_size_splits_between_profiles_never_inside_one() {
+    let mut run = Run::new("send_batch_size: 30\nsend_batch_max_size: 50\ntimeout: 1s");
+    let data = eight_profiles();
     let input = ProfileBatch::new(data);
     let want = view(std::slice::from_ref(&input));
     let mut out = run.accept(input, Instant::now());
@@ -238,6 +242,69 @@ fn max_size_splits_between_profiles_never_inside_one() {
         out.iter().map(|b| b.sample_count()).collect::<Vec<_>>(),
         vec![120]
     );
+}
+
+/// An exporter's `sending_queue.batch` with `sizer: bytes`: sizes count
+/// the inputs' encoded bytes, added up as exporterhelper adds them, and a
+/// larger input is split by its profiles' bytes.
+#[test]
+fn the_bytes_sizer_counts_encoded_bytes() {
+    let refused = batch_processor("sizer: bytes").err().unwrap();
+    assert!(
+        refused.contains("processors::batch::sizer: unknown field"),
+        "{refused}"
+    );
+    let queue_batch = |yaml: &str| Run {
+        p: factory()
+            .create(
+                &ComponentConfig::from_yaml(Kind::Processor, "batch/sending_queue_otlp", yaml)
+                    .unwrap(),
+            )
+            .unwrap(),
+        telemetry: Telemetry::new(),
+    };
+    let three: usize = requests(10, 2, 20)[..3]
+        .iter()
+        .map(|b| b.encoded_len())
+        .sum();
+    // Out at the third input's bytes; with items (samples) not before the
+    // tenth.
+    let now = Instant::now();
+    for (sizer, sent_at) in [("bytes", 3), ("items", 10)] {
+        let size = if sizer == "bytes" { three } else { 200 };
+        let mut run = queue_batch(&format!(
+            "sizer: {sizer}\nsend_batch_size: {size}\ntimeout: 10s"
+        ));
+        let mut first = None;
+        for (i, b) in requests(10, 2, 20).into_iter().enumerate() {
+            if !run.accept(b, now).is_empty() && first.is_none() {
+                first = Some(i + 1);
+            }
+        }
+        assert_eq!(first, Some(sent_at), "{sizer}");
+    }
+    // One input of 8 profiles split at 3 profiles' bytes, never inside one.
+    let data = eight_profiles();
+    let profile = Message::encoded_len(&data.resource_profiles[0].scope_profiles[0].profiles[0]);
+    let max = 3 * profile as u64 + 10;
+    let input = ProfileBatch::new(data);
+    let want = view(std::slice::from_ref(&input));
+    let mut run = queue_batch(&format!(
+        "sizer: bytes\nsend_batch_size: {max}\nsend_batch_max_size: {max}\ntimeout: 10s"
+    ));
+    let mut out = run.accept(input, now);
+    out.extend(run.flush());
+    assert!(out.len() >= 3, "{} parts", out.len());
+    for b in &out {
+        let bytes: u64 = b.data().resource_profiles[..]
+            .iter()
+            .flat_map(|r| &r.scope_profiles)
+            .flat_map(|s| &s.profiles)
+            .map(|p| Message::encoded_len(p) as u64)
+            .sum();
+        assert!(bytes <= max, "{bytes} > {max}");
+    }
+    assert_eq!(view(&out), want);
 }
 
 #[test]
