@@ -856,6 +856,61 @@ async fn header_extraction_puts_headers_on_every_resource() {
     }
 }
 
+/// `exclude_topics` beside a topic pattern, as the Collector's README
+/// configures them: the topics the pattern matches are read, the excluded
+/// one is not, and a matching topic created later is found at the next
+/// `metadata.refresh_interval`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_pattern_leaves_out_the_excluded_topics() {
+    let Some(broker) = Broker::start().await else {
+        return;
+    };
+    for t in ["prof-a", "prof-b", "prof-test", "other"] {
+        broker.create_topic(t, 2).await;
+    }
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", broker.address())
+        .create()
+        .unwrap();
+    let reqs = |seed: u64| distinct_requests(seed..seed + 3, 20, 10, 10);
+    for (topic, seed) in [
+        ("prof-a", 0),
+        ("prof-b", 10),
+        ("prof-test", 20),
+        ("other", 30),
+    ] {
+        produce_keyed(&producer, topic, &reqs(seed));
+    }
+    let sink = Sink::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "in.yaml",
+        &consumer_config(
+            &format!(
+                "  kafka: {{brokers: [\"{}\"], metadata: {{refresh_interval: 1s}}, initial_offset: earliest, \
+                 profiles: {{topics: ['^prof-.*'], exclude_topics: ['^prof-test$']}}}}",
+                broker.address()
+            ),
+            "kafka",
+            &sink,
+        ),
+    );
+    let mut consumer = profcol(&cfg).await;
+    let mut want = reqs(0);
+    want.extend(reqs(10));
+    wait_samples(&sink, samples(&want), &mut [&mut consumer]).await;
+    // Created after the start, found at the next read of the topics.
+    broker.create_topic("prof-c", 1).await;
+    produce_keyed(&producer, "prof-c", &reqs(40));
+    want.extend(reqs(40));
+    wait_samples(&sink, samples(&want), &mut [&mut consumer]).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    if let Some(diff) = difference(&all_seen(&want), &all_seen(&sink.received())) {
+        panic!("only prof-a, prof-b and prof-c were to be read: {diff}");
+    }
+}
+
 /// Three brokers, topics replicated on each: the node leading the topic is
 /// killed (SIGKILL) mid-stream. The exporter (`required_acks: all`) and
 /// the receiver move to the new leader; every request profcol accepted

@@ -9,6 +9,8 @@ use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
 
 use crate::ingest::OnInvalid;
 
+use super::topics::TopicFilter;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct KafkaReceiverConfig {
@@ -223,6 +225,9 @@ impl Default for ErrorBackoff {
 #[derive(Debug, Clone)]
 pub struct Resolved {
     pub topics: Vec<String>,
+    /// With `exclude_topics`: the topics are found and subscribed to by
+    /// profcol ([`TopicFilter`]), not by librdkafka.
+    pub(super) filter: Option<TopicFilter>,
     pub encoding: Encoding,
     /// A permanently refused message is marked (skipped); else it is
     /// offered again, blocking its partition, as the Collector does.
@@ -302,12 +307,19 @@ impl KafkaReceiverConfig {
             t.check_exclude(signal, section, &mut errs);
         }
         let excluded = section.key_path("profiles::exclude_topics");
-        if !p.exclude_topics.is_empty() && !errs.0.iter().any(|e| e.is_at_or_under(&excluded)) {
-            errs.push(
-                excluded,
-                "is not supported by profcol yet: list the topics instead of a pattern that excludes some",
-            );
-        }
+        let unchecked = errs.0.iter().any(|e| e.is_at_or_under(&excluded));
+        let filter = if p.exclude_topics.is_empty() || unchecked {
+            None
+        } else {
+            TopicFilter::new(&topics, &p.exclude_topics)
+                .map_err(|e| {
+                    errs.push(
+                        section.key_path("profiles::topics"),
+                        format!("invalid regex pattern: {e}"),
+                    )
+                })
+                .ok()
+        };
         let encoding = if p.encoding.is_empty() {
             "otlp_proto"
         } else {
@@ -329,6 +341,7 @@ impl KafkaReceiverConfig {
         };
         errs.into_result(Resolved {
             topics,
+            filter,
             encoding,
             skip_poisoned: !m.after || on_permanent,
             headers,

@@ -29,6 +29,7 @@ mod config;
 mod telemetry;
 #[cfg(test)]
 mod tests;
+mod topics;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -88,10 +89,12 @@ impl Receiver for KafkaReceiver {
             .set("statistics.interval.ms", STATS_INTERVAL_MS)
             .create_with_context(metrics)
             .map_err(|e| anyhow::anyhow!("receivers::{}: creating the consumer: {e}", ctx.id))?;
-        let topics: Vec<&str> = self.resolved.topics.iter().map(String::as_str).collect();
-        consumer.subscribe(&topics).map_err(|e| {
-            anyhow::anyhow!("receivers::{}: subscribing to {topics:?}: {e}", ctx.id)
-        })?;
+        if self.resolved.filter.is_none() {
+            let topics: Vec<&str> = self.resolved.topics.iter().map(String::as_str).collect();
+            consumer.subscribe(&topics).map_err(|e| {
+                anyhow::anyhow!("receivers::{}: subscribing to {topics:?}: {e}", ctx.id)
+            })?;
+        }
         tracing::info!(receiver = %ctx.id, brokers = ?self.cfg.client.brokers, topics = ?self.resolved.topics, group_id = %self.cfg.group_id, "Kafka receiver consuming");
         // librdkafka's read-ahead, held in the budget while it may be full,
         // and the messages taken out of it that are still being offered
@@ -119,9 +122,31 @@ impl Receiver for KafkaReceiver {
             ),
             shutdown: ctx.shutdown.clone(),
         };
+        // Its own task, so that a slow read of the brokers' topics never
+        // holds the messages being offered.
+        let watcher = self.resolved.filter.map(|filter| {
+            let watch = Filtered {
+                filter,
+                // At least a second: a read is a request to a broker.
+                refresh: self
+                    .cfg
+                    .client
+                    .metadata
+                    .refresh_interval
+                    .0
+                    .max(Duration::from_secs(1)),
+                consumer: run.consumer.clone(),
+                id: ctx.id.to_string(),
+            };
+            tokio::spawn(watch.run(ctx.shutdown.clone()))
+        });
         Ok(tokio::spawn(async move {
             let consumer = run.consumer.clone();
             run.run().await;
+            if let Some(w) = watcher {
+                w.abort();
+                let _ = w.await;
+            }
             // Closing commits what was stored and leaves the group; it
             // blocks, so off the async threads, and for at most 10 s (with
             // the brokers away it would wait longer: what it could not
@@ -144,6 +169,79 @@ struct Consume {
     /// First and longest wait before a refused message is offered again.
     backoff: (Duration, Duration),
     shutdown: tokio_util::sync::CancellationToken,
+}
+
+/// With `exclude_topics`: subscribes the consumer by name to the topics
+/// the filter passes, again every `refresh`.
+struct Filtered {
+    filter: topics::TopicFilter,
+    /// How often the brokers' topics are read again.
+    refresh: Duration,
+    consumer: Arc<StreamConsumer<Metrics>>,
+    /// The receiver's id, for the log.
+    id: String,
+}
+
+impl Filtered {
+    async fn run(self, shutdown: tokio_util::sync::CancellationToken) {
+        let mut subscribed = None;
+        loop {
+            let wait = self.resubscribe(&mut subscribed).await;
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// Reads the brokers' topics and subscribes to those the filter passes,
+    /// when they are not `subscribed`; the wait until the next read
+    /// (sooner after a failed one).
+    async fn resubscribe(&self, subscribed: &mut Option<Vec<String>>) -> Duration {
+        let retry = self.refresh.min(Duration::from_secs(5));
+        let consumer = self.consumer.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            consumer
+                .fetch_metadata(None, Duration::from_secs(10))
+                .map(|m| {
+                    m.topics()
+                        .iter()
+                        .filter(|t| t.error().is_none())
+                        .map(|t| t.name().to_owned())
+                        .collect::<Vec<_>>()
+                })
+        })
+        .await;
+        let names = match read {
+            Ok(Ok(names)) => names,
+            Ok(Err(e)) => {
+                profcol_model::warn_limited!(receiver = %self.id, error = %e, "reading the brokers' topics");
+                return retry;
+            }
+            Err(_) => return retry,
+        };
+        let topics = self.filter.matching(names.iter().map(String::as_str));
+        if subscribed.as_ref() != Some(&topics) {
+            let result = if topics.is_empty() {
+                self.consumer.unsubscribe();
+                Ok(())
+            } else {
+                let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+                self.consumer.subscribe(&names)
+            };
+            match result {
+                Ok(()) => {
+                    tracing::info!(receiver = %self.id, ?topics, "Kafka receiver subscribed to the topics its patterns match");
+                    *subscribed = Some(topics);
+                }
+                Err(e) => {
+                    profcol_model::warn_limited!(receiver = %self.id, error = %e, "subscribing");
+                    return retry;
+                }
+            }
+        }
+        self.refresh
+    }
 }
 
 /// Messages offered to the pipelines at once: the ingest of one (decode

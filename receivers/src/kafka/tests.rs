@@ -79,7 +79,7 @@ fn refusals_name_the_key() {
         ("initial_offset: middle", "receivers::kafka/in::initial_offset: initial_offset should be one of 'latest' or 'earliest'"),
         ("profiles: {encoding: zipkin_proto}", "receivers::kafka/in::profiles::encoding:"),
         ("profiles: {topics: [a], exclude_topics: [b]}", "receivers::kafka/in::profiles::exclude_topics: profiles.exclude_topics is configured but"),
-        ("profiles: {topics: ['^p-.*'], exclude_topics: ['^p-x$']}", "receivers::kafka/in::profiles::exclude_topics: is not supported by profcol yet"),
+        ("profiles: {topics: ['^p-(.*'], exclude_topics: ['^p-x$']}", "receivers::kafka/in::profiles::topics: invalid regex pattern"),
         // Other signals' as the Collector v0.161.0's testdata has them.
         ("logs: {topics: [a], exclude_topics: [b]}", "receivers::kafka/in::logs::exclude_topics: logs.exclude_topics is configured but none of the configured logs.topics use regex pattern (must start with '^')"),
         ("logs: {topics: ['^logs-.*'], exclude_topics: ['^logs-[invalid(regex']}", "receivers::kafka/in::logs::exclude_topics::0: logs.exclude_topic contains invalid regex pattern"),
