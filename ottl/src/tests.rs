@@ -227,6 +227,50 @@ fn values_math_and_converters() {
     assert_eq!(get(1, "n").as_deref(), Some("(empty)"));
 }
 
+/// Known answers of the converters added after the corpus was first
+/// checked against the Collector (tests/it/ottl_differential.rs compares
+/// them with it).
+#[test]
+fn string_hash_and_duration_converters() {
+    let mut d = batch();
+    let errs = run(
+        &mut d,
+        &[
+            r#"set(profile.attributes["t1"], Trim("xxhixyx", "xy"))"#,
+            r#"set(profile.attributes["t2"], TrimPrefix("some-name", "some"))"#,
+            r#"set(profile.attributes["t3"], HasSuffix("file.gz", ".gz"))"#,
+            r#"set(profile.attributes["t4"], SHA1("hello"))"#,
+            r#"set(profile.attributes["t5"], MD5("hello"))"#,
+            r#"set(profile.attributes["t6"], Base64Encode("hi?>", "base64-raw-url"))"#,
+            r#"set(profile.attributes["t7"], Hours(Duration("90m")))"#,
+            r#"set(profile.attributes["t8"], Milliseconds(Duration("-1500us")))"#,
+            r#"set(profile.attributes["t9"], UnixSeconds(Unix(1700000000, 2000000000)))"#,
+            r#"set(profile.attributes["t10"], Base64Encode("x", "base32"))"#,
+        ],
+    );
+    assert_eq!(
+        errs,
+        vec!["unsupported base64 variant: base32".to_string(); 2]
+    );
+    let a = attrs(&d);
+    let get = |k: &str| a[0].iter().find(|(x, _)| x == k).map(|(_, v)| v.clone());
+    assert_eq!(get("t1").as_deref(), Some("hi"));
+    assert_eq!(get("t2").as_deref(), Some("-name"));
+    assert_eq!(get("t3").as_deref(), Some("true"));
+    assert_eq!(
+        get("t4").as_deref(),
+        Some("aaf4c61ddcc5e8a2dabede0f3b482cd9aea9434d")
+    );
+    assert_eq!(
+        get("t5").as_deref(),
+        Some("5d41402abc4b2a76b9719d911017c592")
+    );
+    assert_eq!(get("t6").as_deref(), Some("aGk_Pg"));
+    assert_eq!(get("t7").as_deref(), Some("1.5(f)"));
+    assert_eq!(get("t8").as_deref(), Some("-1"));
+    assert_eq!(get("t9").as_deref(), Some("1700000002"));
+}
+
 #[test]
 fn replace_and_map_editors() {
     let mut d = batch();

@@ -53,6 +53,36 @@ pub enum Converter {
     UnixSeconds(Expr),
     TruncateTime(Expr, Expr),
     Duration(Expr),
+    /// `strings.Trim` with a cutset (a space unless given).
+    Trim(Expr, String),
+    TrimPrefix(Expr, Expr),
+    TrimSuffix(Expr, Expr),
+    HasPrefix(Expr, Expr),
+    HasSuffix(Expr, Expr),
+    Keys(Expr),
+    Values(Expr),
+    Base64Encode(Expr, Option<Expr>),
+    Digest(Expr, Digest),
+    /// A duration in `Unit`s, as Go's `Duration` methods give it.
+    DurationIn(Expr, Unit),
+    Unix(Expr, Option<Expr>),
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum Digest {
+    Md5,
+    Sha1,
+    Sha512,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum Unit {
+    Hours,
+    Minutes,
+    Seconds,
+    Milliseconds,
+    Microseconds,
+    Nanoseconds,
 }
 
 /// Converters the Collector has that profcol does not implement yet.
@@ -66,56 +96,38 @@ const NOT_YET: &[&str] = &[
     "InsertXML",
     "IsRootSpan",
     "IsValidLuhn",
-    "Keys",
     "Log",
-    "MD5",
-    "Minutes",
     "Month",
     "Murmur3Hash",
     "Murmur3Hash128",
-    "Nanoseconds",
     "ParseCSV",
     "ParseKeyValue",
     "ParseSimplifiedXML",
     "ParseXML",
     "ProfileID",
     "RemoveXML",
-    "SHA1",
-    "SHA512",
     "SliceToMap",
     "Sort",
     "SpanID",
     "Time",
     "TraceID",
-    "TrimPrefix",
-    "TrimSuffix",
-    "Trim",
     "URL",
     "UserAgent",
     "UUID",
     "UUIDv7",
-    "Values",
     "Weekday",
     "XXH3",
     "XXH128",
     "Year",
     "Day",
     "Hour",
-    "Hours",
-    "Seconds",
-    "Milliseconds",
-    "Microseconds",
-    "Unix",
     "IsValidLuhn",
     "ConvertAttributesToElementsXML",
     "ConvertTextToElementsXML",
     "CommunityID",
     "ContainsValue",
     "Index",
-    "ToCamelCase",
-    "ToSnakeCase",
     "ToKeyValueString",
-    "Base64Encode",
     "ElementsXML",
     "CIDR",
     "MapToSlice",
@@ -213,6 +225,54 @@ pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError
         }
         "Duration" => one(Str, Converter::Duration)?,
         "IsBool" => one(Any, Converter::IsBool)?,
+        "ToSnakeCase" => one(Str, |e| Converter::ConvertCase(e, Case::Snake))?,
+        "ToCamelCase" => one(Str, |e| Converter::ConvertCase(e, Case::Camel))?,
+        "Trim" => {
+            let mut a = bind(
+                c,
+                call,
+                &[req("target", g(Str)), opt("replacement", P::LitStr)],
+            )?;
+            Converter::Trim(a.expr(0), a.str(1).unwrap_or_else(|| " ".into()))
+        }
+        "TrimPrefix" | "TrimSuffix" | "HasPrefix" | "HasSuffix" => {
+            let second = if call.name.ends_with("Prefix") {
+                "prefix"
+            } else {
+                "suffix"
+            };
+            let mut a = bind(c, call, &[req("target", g(Str)), req(second, g(Str))])?;
+            let (t, x) = (a.expr(0), a.expr(1));
+            match call.name.as_str() {
+                "TrimPrefix" => Converter::TrimPrefix(t, x),
+                "TrimSuffix" => Converter::TrimSuffix(t, x),
+                "HasPrefix" => Converter::HasPrefix(t, x),
+                _ => Converter::HasSuffix(t, x),
+            }
+        }
+        "Keys" => one(Map, Converter::Keys)?,
+        "Values" => one(Map, Converter::Values)?,
+        "Base64Encode" => {
+            let mut a = bind(c, call, &[req("target", g(Str)), opt("variant", g(Str))])?;
+            Converter::Base64Encode(a.expr(0), a.opt_expr(1))
+        }
+        "MD5" => one(Str, |e| Converter::Digest(e, Digest::Md5))?,
+        "SHA1" => one(Str, |e| Converter::Digest(e, Digest::Sha1))?,
+        "SHA512" => one(Str, |e| Converter::Digest(e, Digest::Sha512))?,
+        "Hours" => one(Duration, |e| Converter::DurationIn(e, Unit::Hours))?,
+        "Minutes" => one(Duration, |e| Converter::DurationIn(e, Unit::Minutes))?,
+        "Seconds" => one(Duration, |e| Converter::DurationIn(e, Unit::Seconds))?,
+        "Milliseconds" => one(Duration, |e| Converter::DurationIn(e, Unit::Milliseconds))?,
+        "Microseconds" => one(Duration, |e| Converter::DurationIn(e, Unit::Microseconds))?,
+        "Nanoseconds" => one(Duration, |e| Converter::DurationIn(e, Unit::Nanoseconds))?,
+        "Unix" => {
+            let mut a = bind(
+                c,
+                call,
+                &[req("seconds", g(Int)), opt("nanoseconds", g(Int))],
+            )?;
+            Converter::Unix(a.expr(0), a.opt_expr(1))
+        }
         n if NOT_YET.contains(&n) => {
             return Err(ParseError::new(
                 call.col,
@@ -363,7 +423,109 @@ impl Converter {
                 }
             }
             C::Duration(t) => Val::Duration(parse_duration(&args::get_str(t.eval(ctx)?)?)?),
+            C::Trim(t, cutset) => {
+                let s = args::get_str(t.eval(ctx)?)?;
+                Val::Str(Cow::Owned(
+                    s.trim_matches(|c| cutset.contains(c)).to_owned(),
+                ))
+            }
+            C::TrimPrefix(t, x) | C::TrimSuffix(t, x) => {
+                let s = args::get_str(t.eval(ctx)?)?;
+                let x = args::get_str(x.eval(ctx)?)?;
+                let out = match self {
+                    C::TrimPrefix(..) => s.strip_prefix(x.as_ref()),
+                    _ => s.strip_suffix(x.as_ref()),
+                };
+                Val::Str(Cow::Owned(out.unwrap_or(&s).to_owned()))
+            }
+            C::HasPrefix(t, x) | C::HasSuffix(t, x) => {
+                let s = args::get_str(t.eval(ctx)?)?;
+                let x = args::get_str(x.eval(ctx)?)?;
+                Val::Bool(match self {
+                    C::HasPrefix(..) => s.starts_with(x.as_ref()),
+                    _ => s.ends_with(x.as_ref()),
+                })
+            }
+            // Every entry, in order, as pcommon.Map's iteration gives them.
+            C::Keys(t) => Val::Slice(Cow::Owned(
+                args::get_map(t.eval(ctx)?)?
+                    .iter()
+                    .map(|kv| AnyValue {
+                        value: Some(A::StringValue(kv.key.clone())),
+                    })
+                    .collect(),
+            )),
+            C::Values(t) => Val::Slice(Cow::Owned(
+                args::get_map(t.eval(ctx)?)?
+                    .iter()
+                    .map(|kv| kv.value.clone().unwrap_or_default())
+                    .collect(),
+            )),
+            C::Base64Encode(t, variant) => {
+                use base64::engine::general_purpose as b64;
+                use base64::Engine as _;
+                let s = args::get_str(t.eval(ctx)?)?;
+                let variant = match variant {
+                    Some(v) => args::get_str(v.eval(ctx)?)?.into_owned(),
+                    None => "base64".into(),
+                };
+                let engine = match variant.as_str() {
+                    "base64" => b64::STANDARD,
+                    "base64-raw" => b64::STANDARD_NO_PAD,
+                    "base64-url" => b64::URL_SAFE,
+                    "base64-raw-url" => b64::URL_SAFE_NO_PAD,
+                    other => fail!("unsupported base64 variant: {other}"),
+                };
+                Val::Str(Cow::Owned(engine.encode(s.as_bytes())))
+            }
+            C::Digest(t, d) => {
+                let s = args::get_str(t.eval(ctx)?)?;
+                Val::Str(Cow::Owned(digest_hex(*d, s.as_bytes())))
+            }
+            C::DurationIn(t, unit) => {
+                let d = match t.eval(ctx)? {
+                    Val::Duration(d) => d,
+                    other => fail!("expected duration but got {}", other.type_name()),
+                };
+                duration_in(d, *unit)
+            }
+            C::Unix(s, ns) => {
+                let s = args::get_int(&s.eval(ctx)?)?;
+                let ns = match ns {
+                    Some(ns) => args::get_int(&ns.eval(ctx)?)?,
+                    None => 0,
+                };
+                match s.checked_mul(1_000_000_000).and_then(|t| t.checked_add(ns)) {
+                    Some(t) => Val::Time(t),
+                    None => fail!("Unix({s}, {ns}) is out of the range profcol keeps times in (years 1678 to 2262)"),
+                }
+            }
         })
+    }
+}
+
+/// A hash as lowercase hex, as `MD5`, `SHA1` and `SHA512` give it.
+fn digest_hex(d: Digest, b: &[u8]) -> String {
+    use sha2::Digest as _;
+    match d {
+        Digest::Md5 => hex::encode(md5::Md5::digest(b)),
+        Digest::Sha1 => hex::encode(sha1::Sha1::digest(b)),
+        Digest::Sha512 => hex::encode(sha2::Sha512::digest(b)),
+    }
+}
+
+/// Go's `Duration.Hours()` (and the other units): the whole units plus
+/// the rest as a fraction for the float ones, truncated toward zero for
+/// the integer ones.
+fn duration_in(d: i64, unit: Unit) -> Val<'static> {
+    let float = |per: i64| Val::Double((d / per) as f64 + (d % per) as f64 / per as f64);
+    match unit {
+        Unit::Hours => float(3_600_000_000_000),
+        Unit::Minutes => float(60_000_000_000),
+        Unit::Seconds => float(1_000_000_000),
+        Unit::Milliseconds => Val::Int(d / 1_000_000),
+        Unit::Microseconds => Val::Int(d / 1_000),
+        Unit::Nanoseconds => Val::Int(d),
     }
 }
 
