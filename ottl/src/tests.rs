@@ -246,6 +246,9 @@ fn string_hash_and_duration_converters() {
             r#"set(profile.attributes["t8"], Milliseconds(Duration("-1500us")))"#,
             r#"set(profile.attributes["t9"], UnixSeconds(Unix(1700000000, 2000000000)))"#,
             r#"set(profile.attributes["t10"], Base64Encode("x", "base32"))"#,
+            r#"merge_maps(profile.attributes, ExtractPatterns("a=1 b", "(?P<k>[a-z]+)=(?P<v>[0-9]+)"), "upsert")"#,
+            r#"set(profile.attributes["t11"], Index(["a", 1, 2.5], 2.5))"#,
+            r#"set(profile.attributes["t12"], IsEmpty(0))"#,
         ],
     );
     assert_eq!(
@@ -269,6 +272,10 @@ fn string_hash_and_duration_converters() {
     assert_eq!(get("t7").as_deref(), Some("1.5(f)"));
     assert_eq!(get("t8").as_deref(), Some("-1"));
     assert_eq!(get("t9").as_deref(), Some("1700000002"));
+    assert_eq!(get("k").as_deref(), Some("a"));
+    assert_eq!(get("v").as_deref(), Some("1"));
+    assert_eq!(get("t11").as_deref(), Some("2"));
+    assert_eq!(get("t12").as_deref(), Some("true"));
 }
 
 #[test]

@@ -66,6 +66,10 @@ pub enum Converter {
     /// A duration in `Unit`s, as Go's `Duration` methods give it.
     DurationIn(Expr, Unit),
     Unix(Expr, Option<Expr>),
+    ExtractPatterns(Expr, Pattern),
+    IsEmpty(Expr),
+    ContainsValue(Expr, Expr),
+    Index(Expr, Expr),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -89,7 +93,6 @@ pub enum Unit {
 const NOT_YET: &[&str] = &[
     "Base64Decode",
     "Decode",
-    "ExtractPatterns",
     "ExtractGrokPatterns",
     "FNV",
     "GetXML",
@@ -125,8 +128,6 @@ const NOT_YET: &[&str] = &[
     "ConvertAttributesToElementsXML",
     "ConvertTextToElementsXML",
     "CommunityID",
-    "ContainsValue",
-    "Index",
     "ToKeyValueString",
     "ElementsXML",
     "CIDR",
@@ -265,6 +266,20 @@ pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError
         "Milliseconds" => one(Duration, |e| Converter::DurationIn(e, Unit::Milliseconds))?,
         "Microseconds" => one(Duration, |e| Converter::DurationIn(e, Unit::Microseconds))?,
         "Nanoseconds" => one(Duration, |e| Converter::DurationIn(e, Unit::Nanoseconds))?,
+        "ExtractPatterns" => {
+            let mut a = bind(c, call, &[req("target", g(Str)), req("pattern", P::Regex)])?;
+            Converter::ExtractPatterns(a.expr(0), a.pattern(1))
+        }
+        "IsEmpty" => one(Any, Converter::IsEmpty)?,
+        "ContainsValue" | "Index" => {
+            let mut a = bind(c, call, &[req("target", g(Any)), req("value", g(Any))])?;
+            let (t, v) = (a.expr(0), a.expr(1));
+            if call.name == "Index" {
+                Converter::Index(t, v)
+            } else {
+                Converter::ContainsValue(t, v)
+            }
+        }
         "Unix" => {
             let mut a = bind(
                 c,
@@ -489,6 +504,59 @@ impl Converter {
                 };
                 duration_in(d, *unit)
             }
+            C::ExtractPatterns(t, p) => p.with(ctx, |r| {
+                if r.capture_names().flatten().next().is_none() {
+                    fail!("at least 1 named capture group must be supplied in the given regex");
+                }
+                let s = args::get_str(t.eval(ctx)?)?;
+                let mut out = Vec::new();
+                if let Some(caps) = r.captures(&s) {
+                    for (i, name) in r.capture_names().enumerate().skip(1) {
+                        if let Some(name) = name {
+                            let v = caps.get(i).map_or("", |m| m.as_str());
+                            crate::value::map_put(
+                                &mut out,
+                                name,
+                                AnyValue {
+                                    value: Some(A::StringValue(v.to_owned())),
+                                },
+                            );
+                        }
+                    }
+                }
+                Ok(Val::Map(Cow::Owned(out)))
+            })?,
+            // Go's reflection: nil, an empty container, a zero scalar
+            // (-0.0 too, since Go 1.22).
+            C::IsEmpty(t) => Val::Bool(match t.eval(ctx)? {
+                Val::Nil => true,
+                Val::Bool(b) => !b,
+                Val::Int(i) | Val::Duration(i) => i == 0,
+                Val::Double(d) => d == 0.0,
+                Val::Str(s) => s.is_empty(),
+                Val::Bytes(b) => b.is_empty(),
+                Val::Map(m) => m.is_empty(),
+                Val::Slice(s) => s.is_empty(),
+                Val::List(l) => l.is_empty(),
+                Val::Ints(v) => v.is_empty(),
+                Val::ProfileId(id) => id == [0; 16],
+                Val::Time(_) | Val::ValueType(..) => false,
+            }),
+            C::ContainsValue(t, v) => {
+                let item = v.eval(ctx)?;
+                let t = t.eval(ctx)?;
+                Val::Bool(position(&t, &item)?.is_some())
+            }
+            C::Index(t, v) => {
+                let value = v.eval(ctx)?;
+                Val::Int(match t.eval(ctx)? {
+                    Val::Str(s) => match value {
+                        Val::Str(v) => s.find(v.as_ref()).map_or(-1, |i| i as i64),
+                        _ => fail!("invalid value type for Index function, value must be a string"),
+                    },
+                    t => position(&t, &value)?.map_or(-1, |i| i as i64),
+                })
+            }
             C::Unix(s, ns) => {
                 let s = args::get_int(&s.eval(ctx)?)?;
                 let ns = match ns {
@@ -502,6 +570,25 @@ impl Converter {
             }
         })
     }
+}
+
+/// The first element of a slice equal to `item`, as ottl's value
+/// comparator finds it on each element's `AsRaw()`: scalars compare as
+/// `==` does; a map or slice element is a raw Go map or slice there, equal
+/// to no getter's value.
+fn position(slice: &Val, item: &Val) -> EvalResult<Option<usize>> {
+    use crate::lexer::CmpOp;
+    let eq = |v: Val| compare_raw(&v, item, CmpOp::Eq);
+    Ok(match slice {
+        Val::Slice(s) => s.iter().position(|a| eq(Val::from_any(a))),
+        Val::List(l) => l.iter().position(|v| eq(v.clone())),
+        Val::Ints(v) => v.iter().position(|i| eq(Val::Int(*i))),
+        other => fail!("expected pcommon.Slice but got {}", other.type_name()),
+    })
+}
+
+fn compare_raw(v: &Val, item: &Val, op: crate::lexer::CmpOp) -> bool {
+    !matches!(v, Val::Map(_) | Val::Slice(_) | Val::List(_)) && crate::value::compare(v, item, op)
 }
 
 /// A hash as lowercase hex, as `MD5`, `SHA1` and `SHA512` give it.
