@@ -45,14 +45,11 @@ pub enum Editor {
     TruncateAll(PathExpr, i64, bool, String),
     Append(PathExpr, Option<Expr>, Option<Vec<Expr>>),
     Flatten(PathExpr, String, i64, bool),
+    /// `delete_index(target, start, end)`: `end` is `start + 1` unless given.
+    DeleteIndex(PathExpr, Expr, Option<Expr>),
 }
 
-const NOT_YET: &[&str] = &[
-    "clear",
-    "stringify_all",
-    "delete_index",
-    "set_semconv_span_name",
-];
+const NOT_YET: &[&str] = &["clear", "stringify_all", "set_semconv_span_name"];
 
 pub fn editor(c: &Compiler, call: &ast::Call) -> Result<Editor, ParseError> {
     let err = |m: String| ParseError::new(call.col, m);
@@ -256,6 +253,18 @@ pub fn editor(c: &Compiler, call: &ast::Call) -> Result<Editor, ParseError> {
                 ));
             }
             Editor::Append(a.path(0), v, vs)
+        }
+        "delete_index" => {
+            let mut a = bind(
+                c,
+                call,
+                &[
+                    req("target", P::Path),
+                    req("startIndex", P::Get(Kind::Int)),
+                    opt("endIndex", P::Get(Kind::Int)),
+                ],
+            )?;
+            Editor::DeleteIndex(a.path(0), a.expr(1), a.opt_expr(2))
         }
         "flatten" => {
             let mut a = bind(
@@ -549,6 +558,36 @@ impl Editor {
                 for v in vs.iter().flatten() {
                     add(v.eval(ctx)?)?;
                 }
+                t.set(ctx, Val::Slice(Cow::Owned(items)))
+            }
+            Editor::DeleteIndex(t, start, end) => {
+                let mut items: Vec<AnyValue> = match t.get(ctx)? {
+                    Val::Slice(s) => s.into_owned(),
+                    Val::List(l) => l
+                        .into_iter()
+                        .map(|v| v.into_owned().into_any())
+                        .collect::<EvalResult<_>>()?,
+                    other => fail!("expected pcommon.Slice but got {}", other.type_name()),
+                };
+                let start = args::get_int(&start.eval(ctx)?)?;
+                let end = match end {
+                    Some(e) => args::get_int(&e.eval(ctx)?)?,
+                    None => start.wrapping_add(1),
+                };
+                let len = items.len() as i64;
+                // As func_delete_index.go: the whole slice needs no check.
+                if !(start == 0 && end == len) {
+                    if start < 0 || start >= len {
+                        fail!("startIndex {start} out of bounds for slice of length {len}");
+                    }
+                    if end < start {
+                        fail!("endIndex {end} cannot be less than startIndex {start}");
+                    }
+                    if end > len {
+                        fail!("deletion range [{start}:{end}] out of bounds for slice of length {len}");
+                    }
+                }
+                items.drain(start as usize..end as usize);
                 t.set(ctx, Val::Slice(Cow::Owned(items)))
             }
             Editor::Flatten(t, prefix, depth, rc) => {
