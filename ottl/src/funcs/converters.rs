@@ -66,6 +66,8 @@ pub enum Converter {
     /// A duration in `Unit`s, as Go's `Duration` methods give it.
     DurationIn(Expr, Unit),
     Unix(Expr, Option<Expr>),
+    /// A part of a time, in UTC.
+    TimePart(Expr, Part),
     ExtractPatterns(Expr, Pattern),
     IsEmpty(Expr),
     ContainsValue(Expr, Expr),
@@ -77,6 +79,19 @@ pub enum Digest {
     Md5,
     Sha1,
     Sha512,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum Part {
+    Year,
+    Month,
+    Day,
+    Hour,
+    Minute,
+    Second,
+    Nanosecond,
+    /// Sunday is 0.
+    Weekday,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -100,7 +115,6 @@ const NOT_YET: &[&str] = &[
     "IsRootSpan",
     "IsValidLuhn",
     "Log",
-    "Month",
     "Murmur3Hash",
     "Murmur3Hash128",
     "ParseCSV",
@@ -118,12 +132,8 @@ const NOT_YET: &[&str] = &[
     "UserAgent",
     "UUID",
     "UUIDv7",
-    "Weekday",
     "XXH3",
     "XXH128",
-    "Year",
-    "Day",
-    "Hour",
     "IsValidLuhn",
     "ConvertAttributesToElementsXML",
     "ConvertTextToElementsXML",
@@ -266,6 +276,14 @@ pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError
         "Milliseconds" => one(Duration, |e| Converter::DurationIn(e, Unit::Milliseconds))?,
         "Microseconds" => one(Duration, |e| Converter::DurationIn(e, Unit::Microseconds))?,
         "Nanoseconds" => one(Duration, |e| Converter::DurationIn(e, Unit::Nanoseconds))?,
+        "Year" => one(Time, |e| Converter::TimePart(e, Part::Year))?,
+        "Month" => one(Time, |e| Converter::TimePart(e, Part::Month))?,
+        "Day" => one(Time, |e| Converter::TimePart(e, Part::Day))?,
+        "Hour" => one(Time, |e| Converter::TimePart(e, Part::Hour))?,
+        "Minute" => one(Time, |e| Converter::TimePart(e, Part::Minute))?,
+        "Second" => one(Time, |e| Converter::TimePart(e, Part::Second))?,
+        "Nanosecond" => one(Time, |e| Converter::TimePart(e, Part::Nanosecond))?,
+        "Weekday" => one(Time, |e| Converter::TimePart(e, Part::Weekday))?,
         "ExtractPatterns" => {
             let mut a = bind(c, call, &[req("target", g(Str)), req("pattern", P::Regex)])?;
             Converter::ExtractPatterns(a.expr(0), a.pattern(1))
@@ -503,6 +521,20 @@ impl Converter {
                     other => fail!("expected duration but got {}", other.type_name()),
                 };
                 duration_in(d, *unit)
+            }
+            C::TimePart(t, part) => {
+                use chrono::{Datelike as _, Timelike as _};
+                let t = chrono::DateTime::from_timestamp_nanos(time(&t.eval(ctx)?)?);
+                Val::Int(i64::from(match part {
+                    Part::Year => t.year(),
+                    Part::Month => t.month() as i32,
+                    Part::Day => t.day() as i32,
+                    Part::Hour => t.hour() as i32,
+                    Part::Minute => t.minute() as i32,
+                    Part::Second => t.second() as i32,
+                    Part::Nanosecond => t.nanosecond() as i32,
+                    Part::Weekday => t.weekday().num_days_from_sunday() as i32,
+                }))
             }
             C::ExtractPatterns(t, p) => p.with(ctx, |r| {
                 if r.capture_names().flatten().next().is_none() {
