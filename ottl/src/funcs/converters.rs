@@ -10,7 +10,7 @@ use super::strings::{parse_duration, sha256_hex, sprintf, to_camel, to_snake};
 use super::Pattern;
 use crate::ast;
 use crate::compile::{Compiler, Expr};
-use crate::context::Ctx;
+use crate::context::{any_type, Ctx};
 use crate::error::{EvalResult, ParseError};
 use crate::fail;
 use crate::value::Val;
@@ -69,6 +69,10 @@ pub enum Converter {
     /// A part of a time, in UTC.
     TimePart(Expr, Part),
     ExtractPatterns(Expr, Pattern),
+    /// `ParseKeyValue(target, delimiter, pair_delimiter)`.
+    ParseKeyValue(Expr, String, String),
+    /// `SliceToMap(target, key_path, value_path)`.
+    SliceToMap(Expr, Option<Vec<String>>, Option<Vec<String>>),
     IsEmpty(Expr),
     ContainsValue(Expr, Expr),
     Index(Expr, Expr),
@@ -118,12 +122,10 @@ const NOT_YET: &[&str] = &[
     "Murmur3Hash",
     "Murmur3Hash128",
     "ParseCSV",
-    "ParseKeyValue",
     "ParseSimplifiedXML",
     "ParseXML",
     "ProfileID",
     "RemoveXML",
-    "SliceToMap",
     "Sort",
     "SpanID",
     "Time",
@@ -284,6 +286,64 @@ pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError
         "Second" => one(Time, |e| Converter::TimePart(e, Part::Second))?,
         "Nanosecond" => one(Time, |e| Converter::TimePart(e, Part::Nanosecond))?,
         "Weekday" => one(Time, |e| Converter::TimePart(e, Part::Weekday))?,
+        "ParseKeyValue" => {
+            let mut a = bind(
+                c,
+                call,
+                &[
+                    req("target", g(Str)),
+                    opt("delimiter", P::LitStr),
+                    opt("pair_delimiter", P::LitStr),
+                ],
+            )?;
+            let e = |m: String| ParseError::new(call.col, m);
+            let d = a.str(1);
+            let p = a.str(2);
+            if d.as_deref() == Some("") {
+                return Err(e("delimiter cannot be set to an empty string".into()));
+            }
+            if p.as_deref() == Some("") {
+                return Err(e("pair delimiter cannot be set to an empty string".into()));
+            }
+            let (d, p) = (
+                d.unwrap_or_else(|| "=".into()),
+                p.unwrap_or_else(|| " ".into()),
+            );
+            if d == p {
+                return Err(e(format!(
+                    "pair delimiter {p:?} cannot be equal to delimiter {d:?}"
+                )));
+            }
+            Converter::ParseKeyValue(a.expr(0), d, p)
+        }
+        "SliceToMap" => {
+            let mut a = bind(
+                c,
+                call,
+                &[
+                    req("target", g(Any)),
+                    opt("key_path", P::List),
+                    opt("value_path", P::List),
+                ],
+            )?;
+            let strings = |l: Option<Vec<Expr>>| -> Result<Option<Vec<String>>, ParseError> {
+                l.map(|l| {
+                    l.iter()
+                        .map(|e| match e.literal() {
+                            Some(Val::Str(s)) => Ok(s.to_string()),
+                            _ => Err(ParseError::new(
+                                call.col,
+                                "key_path and value_path are lists of strings",
+                            )),
+                        })
+                        .collect()
+                })
+                .transpose()
+            };
+            let target = a.expr(0);
+            literal_slice(call, &target)?;
+            Converter::SliceToMap(target, strings(a.list(1))?, strings(a.list(2))?)
+        }
         "ExtractPatterns" => {
             let mut a = bind(c, call, &[req("target", g(Str)), req("pattern", P::Regex)])?;
             Converter::ExtractPatterns(a.expr(0), a.pattern(1))
@@ -295,6 +355,7 @@ pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError
             if call.name == "Index" {
                 Converter::Index(t, v)
             } else {
+                literal_slice(call, &t)?;
                 Converter::ContainsValue(t, v)
             }
         }
@@ -536,6 +597,74 @@ impl Converter {
                     Part::Weekday => t.weekday().num_days_from_sunday() as i32,
                 }))
             }
+            C::ParseKeyValue(t, d, p) => {
+                let s = args::get_str(t.eval(ctx)?)?;
+                if s.is_empty() {
+                    fail!("cannot parse from empty target");
+                }
+                let mut out = Vec::new();
+                let mut bad = Vec::new();
+                for pair in split_quoted(&s, p)? {
+                    match pair.split_once(d.as_str()) {
+                        Some((k, v)) => crate::value::map_put(
+                            &mut out,
+                            k.trim(),
+                            AnyValue {
+                                value: Some(A::StringValue(v.trim().to_owned())),
+                            },
+                        ),
+                        None => {
+                            bad.push(format!("cannot split {pair:?} into 2 items, got 1 item(s)"))
+                        }
+                    }
+                }
+                if !bad.is_empty() {
+                    fail!("failed to split pairs into key-values: {}", bad.join("; "));
+                }
+                Val::Map(Cow::Owned(out))
+            }
+            C::SliceToMap(t, key_path, value_path) => {
+                let items: Vec<AnyValue> = match t.eval(ctx)? {
+                    Val::Slice(s) => s.into_owned(),
+                    Val::List(l) => l
+                        .into_iter()
+                        .map(|v| match v {
+                            // `pcommon.Slice.FromRaw` takes no pcommon.Map.
+                            Val::Map(_) => fail!("<Invalid value type pcommon.Map>"),
+                            v => v.into_owned().into_any(),
+                        })
+                        .collect::<EvalResult<_>>()?,
+                    other => fail!("expected pcommon.Slice but got {}", other.type_name()),
+                };
+                let mut out = Vec::with_capacity(items.len());
+                for (i, elem) in items.into_iter().enumerate() {
+                    let fields = match &elem.value {
+                        Some(A::KvlistValue(m)) => Some(&m.values),
+                        _ => None,
+                    };
+                    let fields = match (fields, key_path.is_some() || value_path.is_some()) {
+                        (None, true) => fail!("slice elements must be maps when using `key_path` or `value_path`, but could not cast element of type `{}` to a map", any_type(&elem)),
+                        (f, _) => f,
+                    };
+                    let key = match (key_path, fields) {
+                        (Some(path), Some(f)) => match path_value(f, path) {
+                            Some(AnyValue { value: Some(A::StringValue(s)) }) => s.clone(),
+                            Some(other) => fail!("element {i}: extracted key attribute is not of type string, got {:?}", any_type(other)),
+                            None => fail!("could not extract key from element {i}: provided object does not contain the path {path:?}"),
+                        },
+                        _ => i.to_string(),
+                    };
+                    let value = match (value_path, fields) {
+                        (Some(path), Some(f)) => match path_value(f, path) {
+                            Some(v) => v.clone(),
+                            None => fail!("could not extract value from element {i}: provided object does not contain the path {path:?}"),
+                        },
+                        _ => elem.clone(),
+                    };
+                    crate::value::map_put(&mut out, &key, value);
+                }
+                Val::Map(Cow::Owned(out))
+            }
             C::ExtractPatterns(t, p) => p.with(ctx, |r| {
                 if r.capture_names().flatten().next().is_none() {
                     fail!("at least 1 named capture group must be supplied in the given regex");
@@ -621,6 +750,84 @@ fn position(slice: &Val, item: &Val) -> EvalResult<Option<usize>> {
 
 fn compare_raw(v: &Val, item: &Val, op: crate::lexer::CmpOp) -> bool {
     !matches!(v, Val::Map(_) | Val::Slice(_) | Val::List(_)) && crate::value::compare(v, item, op)
+}
+
+/// A slice parameter given a list literal with a map literal in it: the
+/// Collector makes the slice when it parses the statement, and
+/// `pcommon.Slice.FromRaw` takes no `pcommon.Map`.
+fn literal_slice(call: &ast::Call, target: &Expr) -> Result<(), ParseError> {
+    match target {
+        Expr::List(items)
+            if items.iter().any(|e| matches!(e, Expr::Map(_)))
+                && items
+                    .iter()
+                    .all(|e| matches!(e, Expr::Map(_) | Expr::Lit(_))) =>
+        {
+            Err(ParseError::new(
+                call.col,
+                "invalid argument at position 0: <Invalid value type pcommon.Map>",
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `parseutils.SplitString`: `s` split at `delim` outside single or double
+/// quotes (which are dropped; a backslash keeps the next quote), empty
+/// parts left out.
+fn split_quoted(s: &str, delim: &str) -> EvalResult<Vec<String>> {
+    let (b, d) = (s.as_bytes(), delim.as_bytes());
+    let mut out = Vec::new();
+    let mut cur: Vec<u8> = Vec::new();
+    let mut quote = 0u8;
+    let mut escaped = false;
+    let mut i = 0;
+    while i < b.len() {
+        if quote == 0 && b[i..].starts_with(d) {
+            if !cur.is_empty() {
+                out.push(String::from_utf8_lossy(&cur).into_owned());
+                cur.clear();
+            }
+            i += d.len();
+            continue;
+        }
+        let c = b[i];
+        i += 1;
+        if !escaped {
+            if quote == 0 && (c == b'"' || c == b'\'') {
+                quote = c;
+                continue;
+            }
+            if c == quote {
+                quote = 0;
+                continue;
+            }
+            escaped = c == b'\\';
+        } else {
+            escaped = false;
+        }
+        cur.push(c);
+    }
+    if quote != 0 {
+        fail!("splitting source {s:?} into pairs failed: never reached the end of a quoted value");
+    }
+    if !cur.is_empty() {
+        out.push(String::from_utf8_lossy(&cur).into_owned());
+    }
+    Ok(out)
+}
+
+/// The value at `path` through nested maps, as `SliceToMap` finds it.
+fn path_value<'a>(m: &'a [KeyValue], path: &[String]) -> Option<&'a AnyValue> {
+    let (first, rest) = path.split_first()?;
+    let v = crate::value::map_get(m, first)?;
+    if rest.is_empty() {
+        return Some(v);
+    }
+    match &v.value {
+        Some(A::KvlistValue(inner)) => path_value(&inner.values, rest),
+        _ => None,
+    }
 }
 
 /// A hash as lowercase hex, as `MD5`, `SHA1` and `SHA512` give it.
