@@ -71,6 +71,8 @@ pub enum Converter {
     ExtractPatterns(Expr, Pattern),
     /// `ParseKeyValue(target, delimiter, pair_delimiter)`.
     ParseKeyValue(Expr, String, String),
+    /// `ToKeyValueString(target, delimiter, pair_delimiter, sort_output)`.
+    ToKeyValueString(Expr, String, String, bool),
     /// `SliceToMap(target, key_path, value_path)`.
     SliceToMap(Expr, Option<Vec<String>>, Option<Vec<String>>),
     IsEmpty(Expr),
@@ -140,7 +142,6 @@ const NOT_YET: &[&str] = &[
     "ConvertAttributesToElementsXML",
     "ConvertTextToElementsXML",
     "CommunityID",
-    "ToKeyValueString",
     "ElementsXML",
     "CIDR",
     "MapToSlice",
@@ -286,15 +287,17 @@ pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError
         "Second" => one(Time, |e| Converter::TimePart(e, Part::Second))?,
         "Nanosecond" => one(Time, |e| Converter::TimePart(e, Part::Nanosecond))?,
         "Weekday" => one(Time, |e| Converter::TimePart(e, Part::Weekday))?,
-        "ParseKeyValue" => {
+        "ParseKeyValue" | "ToKeyValueString" => {
+            let parse = call.name == "ParseKeyValue";
             let mut a = bind(
                 c,
                 call,
                 &[
-                    req("target", g(Str)),
+                    req("target", g(if parse { Str } else { Map })),
                     opt("delimiter", P::LitStr),
                     opt("pair_delimiter", P::LitStr),
-                ],
+                    opt("sort_output", P::LitBool),
+                ][..if parse { 3 } else { 4 }],
             )?;
             let e = |m: String| ParseError::new(call.col, m);
             let d = a.str(1);
@@ -314,7 +317,12 @@ pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError
                     "pair delimiter {p:?} cannot be equal to delimiter {d:?}"
                 )));
             }
-            Converter::ParseKeyValue(a.expr(0), d, p)
+            if parse {
+                Converter::ParseKeyValue(a.expr(0), d, p)
+            } else {
+                let sort = a.bool(3).unwrap_or(false);
+                Converter::ToKeyValueString(a.expr(0), d, p, sort)
+            }
         }
         "SliceToMap" => {
             let mut a = bind(
@@ -622,6 +630,33 @@ impl Converter {
                     fail!("failed to split pairs into key-values: {}", bad.join("; "));
                 }
                 Val::Map(Cow::Owned(out))
+            }
+            C::ToKeyValueString(t, d, p, sort) => {
+                let m = args::get_map(t.eval(ctx)?)?;
+                let mut pairs: Vec<&KeyValue> = m.iter().collect();
+                if *sort {
+                    pairs.sort_by(|a, b| a.key.cmp(&b.key));
+                }
+                let quote = |s: &str| {
+                    let s = s.replace('"', "\\\"");
+                    if s.contains(p.as_str()) || s.contains(d.as_str()) {
+                        format!("\"{s}\"")
+                    } else {
+                        s
+                    }
+                };
+                let text: Vec<String> = pairs
+                    .iter()
+                    .map(|kv| {
+                        let v = kv
+                            .value
+                            .as_ref()
+                            .map(crate::value::any_as_string)
+                            .unwrap_or_default();
+                        format!("{}{d}{}", quote(&kv.key), quote(&v))
+                    })
+                    .collect();
+                Val::Str(Cow::Owned(text.join(p)))
             }
             C::SliceToMap(t, key_path, value_path) => {
                 let items: Vec<AnyValue> = match t.eval(ctx)? {
