@@ -69,6 +69,8 @@ pub enum Converter {
     /// A part of a time, in UTC.
     TimePart(Expr, Part),
     ExtractPatterns(Expr, Pattern),
+    /// `ProfileID(target)`, folded at load for a literal.
+    ProfileId(Expr),
     /// `ParseKeyValue(target, delimiter, pair_delimiter)`.
     ParseKeyValue(Expr, String, String),
     /// `ToKeyValueString(target, delimiter, pair_delimiter, sort_output)`.
@@ -126,7 +128,6 @@ const NOT_YET: &[&str] = &[
     "ParseCSV",
     "ParseSimplifiedXML",
     "ParseXML",
-    "ProfileID",
     "RemoveXML",
     "Sort",
     "SpanID",
@@ -287,6 +288,18 @@ pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError
         "Second" => one(Time, |e| Converter::TimePart(e, Part::Second))?,
         "Nanosecond" => one(Time, |e| Converter::TimePart(e, Part::Nanosecond))?,
         "Weekday" => one(Time, |e| Converter::TimePart(e, Part::Weekday))?,
+        "ProfileID" => {
+            let mut a = bind(c, call, &[req("target", g(BytesLike))])?;
+            let target = a.expr(0);
+            match target.literal() {
+                // As the Collector: a literal is read when the statement is.
+                Some(v) => {
+                    let id = profile_id(v).map_err(|e| ParseError::new(call.col, e.to_string()))?;
+                    Converter::ProfileId(Expr::Lit(id))
+                }
+                None => Converter::ProfileId(target),
+            }
+        }
         "ParseKeyValue" | "ToKeyValueString" => {
             let parse = call.name == "ParseKeyValue";
             let mut a = bind(
@@ -631,6 +644,10 @@ impl Converter {
                 }
                 Val::Map(Cow::Owned(out))
             }
+            C::ProfileId(t) => match t.eval(ctx)? {
+                id @ Val::ProfileId(_) => id,
+                v => profile_id(&v)?,
+            },
             C::ToKeyValueString(t, d, p, sort) => {
                 let m = args::get_map(t.eval(ctx)?)?;
                 let mut pairs: Vec<&KeyValue> = m.iter().collect();
@@ -805,6 +822,22 @@ fn literal_slice(call: &ast::Call, target: &Expr) -> Result<(), ParseError> {
         }
         _ => Ok(()),
     }
+}
+
+/// `ProfileID`'s bytes: 16 raw, or 32 hex digits.
+fn profile_id(v: &Val) -> EvalResult<Val<'static>> {
+    let b = args::bytes_like(v)?.unwrap_or_default();
+    let mut id = [0u8; 16];
+    match b.len() {
+        16 => id.copy_from_slice(&b),
+        32 => {
+            if let Err(e) = hex::decode_to_slice(&b[..], &mut id) {
+                fail!("ProfileID: invalid hex ID: {e}");
+            }
+        }
+        n => fail!("ProfileID: invalid ID length: expected 16 or 32 bytes, got {n}"),
+    }
+    Ok(Val::ProfileId(id))
 }
 
 /// `parseutils.SplitString`: `s` split at `delim` outside single or double
