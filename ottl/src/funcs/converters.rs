@@ -69,6 +69,8 @@ pub enum Converter {
     /// A part of a time, in UTC.
     TimePart(Expr, Part),
     ExtractPatterns(Expr, Pattern),
+    /// `Sort(target, order)`: descending when `true`.
+    Sort(Expr, bool),
     /// `ProfileID(target)`, folded at load for a literal.
     ProfileId(Expr),
     /// `ParseKeyValue(target, delimiter, pair_delimiter)`.
@@ -129,7 +131,6 @@ const NOT_YET: &[&str] = &[
     "ParseSimplifiedXML",
     "ParseXML",
     "RemoveXML",
-    "Sort",
     "SpanID",
     "Time",
     "TraceID",
@@ -288,6 +289,22 @@ pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError
         "Second" => one(Time, |e| Converter::TimePart(e, Part::Second))?,
         "Nanosecond" => one(Time, |e| Converter::TimePart(e, Part::Nanosecond))?,
         "Weekday" => one(Time, |e| Converter::TimePart(e, Part::Weekday))?,
+        "Sort" => {
+            let mut a = bind(c, call, &[req("target", g(Any)), opt("order", P::LitStr)])?;
+            let desc = match a.str(1).as_deref() {
+                None | Some("asc") => false,
+                Some("desc") => true,
+                Some(o) => {
+                    return Err(ParseError::new(
+                        call.col,
+                        format!(
+                            "invalid arguments: {o}. Order should be either \"asc\" or \"desc\""
+                        ),
+                    ))
+                }
+            };
+            Converter::Sort(a.expr(0), desc)
+        }
         "ProfileID" => {
             let mut a = bind(c, call, &[req("target", g(BytesLike))])?;
             let target = a.expr(0);
@@ -644,6 +661,31 @@ impl Converter {
                 }
                 Val::Map(Cow::Owned(out))
             }
+            C::Sort(t, desc) => match t.eval(ctx)? {
+                Val::Slice(s) => sort_values(s.into_owned(), *desc),
+                Val::List(l) => {
+                    let items = l
+                        .into_iter()
+                        .map(|v| match v {
+                            // `pcommon.Slice.FromRaw` takes no pcommon.Map.
+                            Val::Map(_) => fail!("sort with unsupported type: '[]interface {{}}'. Target is not a list of primitive types"),
+                            v => v.into_owned().into_any(),
+                        })
+                        .collect::<EvalResult<Vec<_>>>()?;
+                    sort_values(items, *desc)
+                }
+                Val::Ints(mut v) => {
+                    v.sort_unstable();
+                    if *desc {
+                        v.reverse();
+                    }
+                    Val::Ints(v)
+                }
+                other => fail!(
+                    "sort with unsupported type: '{}'. Target is not a list",
+                    other.type_name()
+                ),
+            },
             C::ProfileId(t) => match t.eval(ctx)? {
                 id @ Val::ProfileId(_) => id,
                 v => profile_id(&v)?,
@@ -822,6 +864,87 @@ fn literal_slice(call: &ast::Call, target: &Expr) -> Result<(), ParseError> {
         }
         _ => Ok(()),
     }
+}
+
+/// `sortSlice`: ints as ints, ints with doubles as doubles, anything with
+/// a string, bool or empty value by `AsString`; a slice holding a map,
+/// slice or bytes comes back as it is. The values keep their own types.
+fn sort_values(items: Vec<AnyValue>, desc: bool) -> Val<'static> {
+    use std::cmp::Ordering;
+    enum Common {
+        Int,
+        Double,
+        Str,
+    }
+    let mut common = match items.first().map(|v| &v.value) {
+        Some(Some(A::DoubleValue(_))) => Common::Double,
+        _ => Common::Int,
+    };
+    let (mut strings, mut doubles) = (false, false);
+    for v in &items {
+        match &v.value {
+            Some(A::IntValue(_)) => doubles |= matches!(common, Common::Double),
+            Some(A::DoubleValue(_)) => doubles |= matches!(common, Common::Int),
+            Some(A::StringValue(_) | A::BoolValue(_)) | None => strings = true,
+            _ => return Val::Slice(Cow::Owned(items)),
+        }
+    }
+    if strings {
+        common = Common::Str;
+    } else if doubles {
+        common = Common::Double;
+    }
+    // Go's cmp.Compare: NaN before every number.
+    let float = |v: &AnyValue| match v.value {
+        Some(A::IntValue(i)) => i as f64,
+        Some(A::DoubleValue(d)) => d,
+        _ => 0.0,
+    };
+    let go_cmp = |a: f64, b: f64| match (a.is_nan(), b.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Less,
+        (false, true) => Ordering::Greater,
+        _ => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+    };
+    let mut keyed: Vec<(Key, AnyValue)> = items
+        .into_iter()
+        .map(|v| {
+            let k = match common {
+                Common::Int => Key::I(match v.value {
+                    Some(A::IntValue(i)) => i,
+                    _ => 0,
+                }),
+                Common::Double => Key::F(float(&v)),
+                Common::Str => Key::S(crate::value::any_as_string(&v)),
+            };
+            (k, v)
+        })
+        .collect();
+    keyed.sort_by(|(a, _), (b, _)| {
+        let o = match (a, b) {
+            (Key::I(x), Key::I(y)) => x.cmp(y),
+            (Key::F(x), Key::F(y)) => go_cmp(*x, *y),
+            (Key::S(x), Key::S(y)) => x.cmp(y),
+            _ => Ordering::Equal,
+        };
+        if desc {
+            o.reverse()
+        } else {
+            o
+        }
+    });
+    Val::List(
+        keyed
+            .into_iter()
+            .map(|(_, v)| Val::from_any(&v).into_owned())
+            .collect(),
+    )
+}
+
+enum Key {
+    I(i64),
+    F(f64),
+    S(String),
 }
 
 /// `ProfileID`'s bytes: 16 raw, or 32 hex digits.
