@@ -143,6 +143,9 @@ impl Receiver for KafkaReceiver {
         Ok(tokio::spawn(async move {
             let consumer = run.consumer.clone();
             run.run().await;
+            // The last other holders of the consumer go first, so that
+            // closing it happens below, off the async threads.
+            drop(run);
             if let Some(w) = watcher {
                 w.abort();
                 let _ = w.await;
