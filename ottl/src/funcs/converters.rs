@@ -80,6 +80,10 @@ pub enum Converter {
     /// `SliceToMap(target, key_path, value_path)`.
     SliceToMap(Expr, Option<Vec<String>>, Option<Vec<String>>),
     IsEmpty(Expr),
+    /// A random (version 4) UUID, or a time-ordered (version 7) one.
+    Uuid {
+        v7: bool,
+    },
     ContainsValue(Expr, Expr),
     Index(Expr, Expr),
 }
@@ -136,8 +140,6 @@ const NOT_YET: &[&str] = &[
     "TraceID",
     "URL",
     "UserAgent",
-    "UUID",
-    "UUIDv7",
     "XXH3",
     "XXH128",
     "IsValidLuhn",
@@ -387,6 +389,12 @@ pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError
             Converter::ExtractPatterns(a.expr(0), a.pattern(1))
         }
         "IsEmpty" => one(Any, Converter::IsEmpty)?,
+        "UUID" | "UUIDv7" => {
+            bind(c, call, &[])?;
+            Converter::Uuid {
+                v7: call.name == "UUIDv7",
+            }
+        }
         "ContainsValue" | "Index" => {
             let mut a = bind(c, call, &[req("target", g(Any)), req("value", g(Any))])?;
             let (t, v) = (a.expr(0), a.expr(1));
@@ -797,6 +805,14 @@ impl Converter {
                 Val::ProfileId(id) => id == [0; 16],
                 Val::Time(_) | Val::ValueType(..) => false,
             }),
+            C::Uuid { v7 } => Val::Str(Cow::Owned(
+                if *v7 {
+                    uuid::Uuid::now_v7()
+                } else {
+                    uuid::Uuid::new_v4()
+                }
+                .to_string(),
+            )),
             C::ContainsValue(t, v) => {
                 let item = v.eval(ctx)?;
                 let t = t.eval(ctx)?;
