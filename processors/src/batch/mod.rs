@@ -191,15 +191,16 @@ impl Batch {
         }
     }
 
+    /// Adds `part`, of `n` in the sizer's unit.
     fn add(
         &mut self,
         key: &Key,
         part: ProfileBatch,
+        n: u64,
         now: Instant,
         out: &mut Vec<ProfileBatch>,
         ctx: &StageContext<'_>,
     ) {
-        let n = self.size_of(&part);
         let max = self.send_batch_max_size;
         let held = self.pending.get(key).map_or(0, |p| p.size);
         if max > 0 && held > 0 && held + n > max {
@@ -236,12 +237,15 @@ impl Stateful for Batch {
     ) {
         let key = Key::of(&batch.meta, &self.metadata_keys);
         let max = self.send_batch_max_size;
-        if max > 0 && self.size_of(&batch) > max {
+        // Measured once: for bytes, a changed batch's size is a walk.
+        let n = self.size_of(&batch);
+        if max > 0 && n > max {
             for part in split_at_profiles(batch, max, self.sizer) {
-                self.add(&key, part, now, out, ctx);
+                let n = self.size_of(&part);
+                self.add(&key, part, n, now, out, ctx);
             }
         } else {
-            self.add(&key, batch, now, out, ctx);
+            self.add(&key, batch, n, now, out, ctx);
         }
         ctx.telemetry
             .batch_cardinality(ctx.processor, self.pending.len());
