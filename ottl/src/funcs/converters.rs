@@ -671,17 +671,7 @@ impl Converter {
             }
             C::Sort(t, desc) => match t.eval(ctx)? {
                 Val::Slice(s) => sort_values(s.into_owned(), *desc),
-                Val::List(l) => {
-                    let items = l
-                        .into_iter()
-                        .map(|v| match v {
-                            // `pcommon.Slice.FromRaw` takes no pcommon.Map.
-                            Val::Map(_) => fail!("sort with unsupported type: '[]interface {{}}'. Target is not a list of primitive types"),
-                            v => v.into_owned().into_any(),
-                        })
-                        .collect::<EvalResult<Vec<_>>>()?;
-                    sort_values(items, *desc)
-                }
+                Val::List(l) => sort_values(from_raw(l)?, *desc),
                 Val::Ints(mut v) => {
                     v.sort_unstable();
                     if *desc {
@@ -728,14 +718,7 @@ impl Converter {
             C::SliceToMap(t, key_path, value_path) => {
                 let items: Vec<AnyValue> = match t.eval(ctx)? {
                     Val::Slice(s) => s.into_owned(),
-                    Val::List(l) => l
-                        .into_iter()
-                        .map(|v| match v {
-                            // `pcommon.Slice.FromRaw` takes no pcommon.Map.
-                            Val::Map(_) => fail!("<Invalid value type pcommon.Map>"),
-                            v => v.into_owned().into_any(),
-                        })
-                        .collect::<EvalResult<_>>()?,
+                    Val::List(l) => from_raw(l)?,
                     other => fail!("expected pcommon.Slice but got {}", other.type_name()),
                 };
                 let mut out = Vec::with_capacity(items.len());
@@ -860,6 +843,17 @@ fn position(slice: &Val, item: &Val) -> EvalResult<Option<usize>> {
 
 fn compare_raw(v: &Val, item: &Val, op: crate::lexer::CmpOp) -> bool {
     !matches!(v, Val::Map(_) | Val::Slice(_) | Val::List(_)) && crate::value::compare(v, item, op)
+}
+
+/// A Go slice as `pcommon.Slice.FromRaw` makes it, which takes no
+/// `pcommon.Map` (a map literal's value).
+fn from_raw(l: Vec<Val>) -> EvalResult<Vec<AnyValue>> {
+    l.into_iter()
+        .map(|v| match v {
+            Val::Map(_) => fail!("<Invalid value type pcommon.Map>"),
+            v => v.into_owned().into_any(),
+        })
+        .collect()
 }
 
 /// A slice parameter given a list literal with a map literal in it: the
