@@ -7,9 +7,13 @@
 //! more after a burst than two).
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
+
+/// Jobs given to the pool and not finished (queued or running).
+static PENDING: AtomicUsize = AtomicUsize::new(0);
 
 fn pool() -> &'static rayon::ThreadPool {
     POOL.get_or_init(|| {
@@ -34,8 +38,11 @@ pub const INLINE: usize = 256 * 1024;
 /// it.
 pub async fn run<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
     let (tx, rx) = tokio::sync::oneshot::channel();
+    PENDING.fetch_add(1, Ordering::Relaxed);
     pool().spawn(move || {
-        let _ = tx.send(catch_unwind(AssertUnwindSafe(f)));
+        let r = catch_unwind(AssertUnwindSafe(f));
+        PENDING.fetch_sub(1, Ordering::Relaxed);
+        let _ = tx.send(r);
     });
     match rx.await.expect("the CPU pool runs every job") {
         Ok(r) => r,
@@ -43,8 +50,41 @@ pub async fn run<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R
     }
 }
 
+/// How many of the pool's threads no job is waiting for now.
+pub fn spare_threads() -> usize {
+    pool()
+        .current_num_threads()
+        .saturating_sub(PENDING.load(Ordering::Relaxed))
+}
+
 /// Runs `f` once on every thread of the pool (to have each thread's
 /// allocator heap give back what it keeps).
 pub fn on_every_thread(f: fn()) {
     pool().broadcast(|_| f());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_job_takes_a_spare_thread_until_it_ends() {
+        let threads = pool().current_num_threads();
+        let (started, is_started) = tokio::sync::oneshot::channel();
+        let (end, ended) = std::sync::mpsc::channel::<()>();
+        let job = tokio::spawn(run(move || {
+            let _ = started.send(());
+            let _ = ended.recv();
+        }));
+        is_started.await.unwrap();
+        // Other tests' jobs only take more.
+        assert!(spare_threads() < threads);
+        end.send(()).unwrap();
+        job.await.unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while spare_threads() < threads {
+            assert!(std::time::Instant::now() < deadline, "a thread stays taken");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
 }

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::sync::{mpsc, Mutex, Semaphore};
+use tokio::sync::{mpsc, Mutex, OwnedMutexGuard, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::component::{
@@ -396,21 +396,12 @@ impl Pipeline {
                 // On a task of its own: a client that gives up must not take
                 // the chain down with its request.
                 tokio::spawn(async move {
-                    // A large batch checked on the wire is decoded here,
-                    // before the chain's lock: processors take one batch
-                    // at a time, decoding need not wait for them. A small
-                    // one decodes under the lock, saving the hops.
                     let inline = batch.plain_bytes().is_some_and(|b| b.len() <= INLINE);
-                    let batch = if inline || batch.is_decoded() || !decodes {
-                        batch
+                    let (batch, mut chain) = if inline || batch.is_decoded() || !decodes {
+                        (batch, chain.lock_owned().await)
                     } else {
-                        profcol_model::cpu::run(move || {
-                            batch.data();
-                            batch
-                        })
-                        .await
+                        decode_for(batch, chain).await
                     };
-                    let mut chain = chain.lock_owned().await;
                     let work = budget.for_work(held(&batch)).await;
                     let run = move || {
                         let r = chain.process(batch);
@@ -618,6 +609,35 @@ struct Chain {
 /// connector, no exporter that decodes.
 fn sends_bytes_only(connectors: &[Connection], exporters: &[ExporterQueue]) -> bool {
     connectors.is_empty() && exporters.iter().all(|e| !e.decodes)
+}
+
+/// A batch checked on the wire, decoded for the chain, and the chain.
+///
+/// As a rule the batch decodes in the chain's own run, on the thread that
+/// processes it and frees what the processors drop. Decoded on another
+/// pool thread, every sample a merge or the final drop frees is a
+/// cross-thread free for the allocator, and the decoded batch waits,
+/// growing cold, for the chain: the four-processor chain then cost 1.5x
+/// the CPU per medium request (profcol-bench). Only when the chain is busy
+/// and the pool has a thread to spare beside the one decoding is the batch
+/// decoded ahead, in parallel, as a many-core gateway needs: processors take
+/// one batch at a time.
+async fn decode_for(
+    batch: Arc<ProfileBatch>,
+    chain: Arc<Mutex<Chain>>,
+) -> (Arc<ProfileBatch>, OwnedMutexGuard<Chain>) {
+    if let Ok(free) = chain.clone().try_lock_owned() {
+        return (batch, free);
+    }
+    if profcol_model::cpu::spare_threads() < 2 {
+        return (batch, chain.lock_owned().await);
+    }
+    let batch = profcol_model::cpu::run(move || {
+        batch.data();
+        batch
+    })
+    .await;
+    (batch, chain.lock_owned().await)
 }
 
 /// The batch itself, copied only if another pipeline still shares it (the
@@ -957,6 +977,8 @@ mod tests {
         Stage,
         /// Adds a resource attribute ([`ProfileBatch::edit_resources`]).
         EditsResources,
+        /// Reads a batch it asserts is not decoded yet.
+        FindsUndecoded,
     }
 
     /// What [`Probe::EditsResources`] does.
@@ -977,9 +999,16 @@ mod tests {
     impl Processor for Probe {
         fn process(&mut self, batch: &mut ProfileBatch, _: &mut ProcessContext) -> Verdict {
             match self {
+                Probe::FindsUndecoded => {
+                    assert!(!batch.is_decoded(), "decoded before the chain");
+                    batch.data();
+                }
+                Probe::Reads => {
+                    batch.data();
+                }
                 Probe::Changes => change(batch.data_mut()),
                 Probe::EditsResources => batch.edit_resources(edit),
-                _ => {}
+                Probe::Guards | Probe::Stage => {}
             }
             Verdict::Keep
         }
@@ -1073,6 +1102,15 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_free_chain_decodes_a_large_batch_in_its_own_run() {
+        // `FindsUndecoded` fails the run if the pipeline decoded the batch
+        // ahead of the chain, on another thread.
+        let (out, received) = through(vec![Probe::FindsUndecoded], true).await;
+        assert!(out.is_decoded());
+        assert_eq!(out.data(), &ProfilesData::decode(received).unwrap());
+    }
+
+    #[tokio::test]
     async fn a_chain_that_edits_resources_only_never_decodes_the_batch() {
         use Probe::*;
         // To an exporter that decodes: nothing settles the batch to bytes
@@ -1088,8 +1126,8 @@ mod tests {
             );
         }
         assert_eq!(ProfilesData::decode(sent).unwrap(), want);
-        // Beside a processor that reads the batch, it is decoded ahead of
-        // the chain and edited as messages.
+        // Before a processor that reads the batch, it is edited as bytes
+        // and then decoded.
         let (out, _) = through(vec![EditsResources, Reads], true).await;
         assert!(out.is_decoded());
         assert_eq!(out.data(), &want);
