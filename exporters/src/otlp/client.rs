@@ -17,7 +17,7 @@ use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
 use super::classify::classify;
 use super::codec::{BatchCodec, Body};
-use super::compress::{Compressing, Precompressed};
+use super::compress::{Compressing, Prebuilt};
 use super::config::{dial_target, metadata_entry, Compression, OtlpExporterConfig};
 use crate::client_auth::ClientAuth;
 use crate::http_client::read_tls_file;
@@ -249,16 +249,19 @@ impl OtlpExporter {
             .await
             .map_err(|e| ExportError::retryable(format!("connecting to {}: {e}", self.endpoint)))?;
         // A batch received compressed as this exporter compresses, and
-        // changed by nothing, goes as it came.
-        let precompressed = match &body {
+        // changed by nothing, goes as it came; bytes the batch or the
+        // caller hold go without a copy into tonic's buffer.
+        let prebuilt = match &body {
             Body::Batch(b) if self.sends_encoded() => b
                 .compressed_as(self.compression.encoding())
-                .map(|bytes| Precompressed(bytes.clone())),
+                .map(|bytes| Prebuilt::Compressed(bytes.clone()))
+                .or_else(|| b.encoded().map(|bytes| Prebuilt::Plain(bytes.clone()))),
+            Body::Encoded(bytes) if self.sends_encoded() => Some(Prebuilt::Plain(bytes.clone())),
             _ => None,
         };
-        let mut req = match precompressed {
+        let mut req = match prebuilt {
             Some(p) => {
-                let mut req = tonic::Request::new(Body::Precompressed);
+                let mut req = tonic::Request::new(Body::Prebuilt);
                 req.extensions_mut().insert(p);
                 req
             }

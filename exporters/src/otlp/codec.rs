@@ -21,9 +21,9 @@ pub enum Body {
     Batch(Arc<ProfileBatch>),
     /// An `ExportProfilesServiceRequest` encoded in the current revision.
     Encoded(bytes::Bytes),
-    /// Nothing: the request carries a [`super::compress::Precompressed`]
+    /// Nothing: the request carries a [`super::compress::Prebuilt`]
     /// message, which the compression layer frames instead.
-    Precompressed,
+    Prebuilt,
 }
 
 impl Codec for BatchCodec {
@@ -51,7 +51,7 @@ impl Encoder for BatchEncoder {
         let revision = self.0;
         let item = match item {
             Body::Batch(batch) => batch,
-            Body::Precompressed => return Ok(()),
+            Body::Prebuilt => return Ok(()),
             Body::Encoded(bytes) if revision == Revision::CURRENT => {
                 buf.put_slice(&bytes);
                 return Ok(());

@@ -3,9 +3,11 @@
 //! zstd at level 1 cost a fraction of that for a little less compression.
 //! So tonic sends the request plain and this layer compresses the one
 //! message of the unary call, sets the frame's compressed flag and
-//! `grpc-encoding`, off the async runtime. A message already compressed
-//! as the exporter would compress it (the request as its client sent it)
-//! is framed as it is.
+//! `grpc-encoding`, off the async runtime. A message the exporter already
+//! holds as bytes ([`Prebuilt`]: compressed as the exporter would compress
+//! it, the request as its client sent it; or plain, a batch's received or
+//! settled bytes) is framed as it is, without the copy into tonic's
+//! buffer: the frame's header and the message go as two chunks.
 //!
 //! configgrpc's `snappy` is the framing format; grpc-go answers in the
 //! encoding of the request, and tonic reads no snappy, so this layer also
@@ -17,7 +19,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use tonic::body::Body;
 use tonic::transport::Channel;
 
@@ -28,10 +30,15 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// A gRPC frame's header: the compressed flag and the message length.
 const HEADER: usize = 5;
 
-/// A request extension: the message, compressed with the layer's
-/// compression, to send in place of the (empty) one the codec wrote.
+/// A request extension: the message to send in place of the (empty) one
+/// the codec wrote.
 #[derive(Clone)]
-pub(crate) struct Precompressed(pub Bytes);
+pub(crate) enum Prebuilt {
+    /// Compressed with the layer's compression.
+    Compressed(Bytes),
+    /// To compress with it, or to send as it is without one.
+    Plain(Bytes),
+}
 
 #[derive(Clone)]
 pub(crate) struct Compressing {
@@ -64,21 +71,34 @@ impl tower::Service<http::Request<Body>> for Compressing {
         };
         let name = encoding_name(self.compression);
         Box::pin(async move {
-            let Some(name) = name else {
-                return inner.call(req).await.map_err(Into::into);
-            };
             let (mut parts, body) = req.into_parts();
-            let framed = body.collect().await?.to_bytes();
-            let framed = match parts.extensions.remove::<Precompressed>() {
-                Some(Precompressed(message)) => frame_compressed(&message)?,
-                None => {
-                    profcol_model::cpu::run(move || compress_frame(framed, compression)).await?
+            let compressed = match (parts.extensions.remove::<Prebuilt>(), name) {
+                (None, None) => {
+                    let req = http::Request::from_parts(parts, body);
+                    return inner.call(req).await.map_err(Into::into);
+                }
+                (Some(Prebuilt::Plain(message)), None) => {
+                    let req = http::Request::from_parts(parts, framed(0, message)?);
+                    return inner.call(req).await.map_err(Into::into);
+                }
+                (Some(Prebuilt::Compressed(_)), None) => {
+                    return Err("a compressed message for a call without compression".into())
+                }
+                (Some(Prebuilt::Compressed(message)), Some(_)) => message,
+                (Some(Prebuilt::Plain(message)), Some(_)) => {
+                    profcol_model::cpu::run(move || compress_message(&message, compression)).await?
+                }
+                (None, Some(_)) => {
+                    let message = message_of(body.collect().await?.to_bytes())?;
+                    profcol_model::cpu::run(move || compress_message(&message, compression)).await?
                 }
             };
-            parts
-                .headers
-                .insert("grpc-encoding", http::HeaderValue::from_static(name));
-            let req = http::Request::from_parts(parts, Body::new(Full::new(framed)));
+            if let Some(name) = name {
+                parts
+                    .headers
+                    .insert("grpc-encoding", http::HeaderValue::from_static(name));
+            }
+            let req = http::Request::from_parts(parts, framed(1, compressed)?);
             let res = inner.call(req).await?;
             if compression == Compression::SnappyFramed {
                 return inflate_snappy_answer(res).await;
@@ -146,33 +166,39 @@ async fn inflate_snappy_answer(
 /// The most an inflated answer may hold: an export response is a few bytes.
 const MAX_ANSWER: u64 = 1 << 20;
 
-/// Rewrites one uncompressed gRPC frame as a compressed one.
-pub(crate) fn compress_frame(framed: Bytes, compression: Compression) -> Result<Bytes, BoxError> {
-    let Some((header, message)) = framed.split_at_checked(HEADER) else {
+/// The message of one uncompressed gRPC frame, as tonic writes a unary
+/// call's.
+fn message_of(framed: Bytes) -> Result<Bytes, BoxError> {
+    let Some(header) = framed.get(..HEADER) else {
         return Err("gRPC frame shorter than its header".into());
     };
     let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
-    if header[0] != 0 || len != message.len() {
+    if header[0] != 0 || len != framed.len() - HEADER {
         return Err("expected one uncompressed gRPC message".into());
     }
-    if compression == Compression::None {
-        return Ok(framed);
-    }
-    let mut out = BytesMut::with_capacity(HEADER + message.len() / 4).writer();
-    out.write_all(&[1, 0, 0, 0, 0])?;
-    let mut out = compress_into(out, message, compression, 0)?.into_inner();
-    let compressed_len = u32::try_from(out.len() - HEADER)?;
-    out[1..HEADER].copy_from_slice(&compressed_len.to_be_bytes());
-    Ok(out.freeze())
+    Ok(framed.slice(HEADER..))
 }
 
-/// A gRPC frame of one compressed message.
-fn frame_compressed(message: &[u8]) -> Result<Bytes, BoxError> {
-    let mut out = BytesMut::with_capacity(HEADER + message.len());
-    out.put_u8(1);
-    out.put_u32(u32::try_from(message.len())?);
-    out.put_slice(message);
-    Ok(out.freeze())
+/// `message` compressed at profcol's level.
+pub(crate) fn compress_message(
+    message: &[u8],
+    compression: Compression,
+) -> Result<Bytes, BoxError> {
+    let out = Vec::with_capacity(message.len() / 4);
+    Ok(compress_into(out, message, compression, 0)?.into())
+}
+
+/// A request body of one gRPC frame: its header, then `message` as it is
+/// (h2 sends it without copying it).
+fn framed(flag: u8, message: Bytes) -> Result<Body, BoxError> {
+    let mut header = BytesMut::with_capacity(HEADER);
+    header.put_u8(flag);
+    header.put_u32(u32::try_from(message.len())?);
+    let chunks =
+        [header.freeze(), message].map(|b| Ok::<_, tonic::Status>(http_body::Frame::data(b)));
+    Ok(Body::new(http_body_util::StreamBody::new(
+        futures::stream::iter(chunks),
+    )))
 }
 
 /// Appends `message` compressed to `out` (as it is for `None`), at
@@ -266,6 +292,7 @@ pub(crate) fn check_level(compression: Compression, level: i32) -> Result<(), St
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http_body_util::Full;
     use std::io::Read;
 
     fn frame(msg: &[u8]) -> Bytes {
@@ -289,18 +316,27 @@ mod tests {
             Compression::SnappyFramed,
             Compression::Lz4,
         ] {
-            let out = compress_frame(frame(&msg), c).unwrap();
-            assert_eq!(out[0], 1);
-            let len = u32::from_be_bytes(out[1..5].try_into().unwrap()) as usize;
-            assert_eq!(len, out.len() - 5);
-            assert!(len < msg.len() / 4, "{c:?}: {len}");
-            assert_eq!(inflate(&out[5..], c), msg, "{c:?}");
+            let message = message_of(frame(&msg)).unwrap();
+            let out = compress_message(&message, c).unwrap();
+            assert!(out.len() < msg.len() / 4, "{c:?}: {}", out.len());
+            assert_eq!(inflate(&out, c), msg, "{c:?}");
         }
-        let plain = frame(b"abc");
-        assert_eq!(
-            compress_frame(plain.clone(), Compression::None).unwrap(),
-            plain
-        );
+        let out = compress_message(b"abc", Compression::None).unwrap();
+        assert_eq!(&out[..], b"abc");
+    }
+
+    /// The body a prebuilt message goes in: one frame, flagged, with its
+    /// length, holding the message.
+    #[tokio::test]
+    async fn a_prebuilt_message_goes_as_one_frame() {
+        let message = Bytes::from_static(b"\x0a\x03abc");
+        for flag in [0, 1] {
+            let body = framed(flag, message.clone()).unwrap();
+            let got = body.collect().await.unwrap().to_bytes();
+            let mut want = frame(&message).to_vec();
+            want[0] = flag;
+            assert_eq!(got, want);
+        }
     }
 
     /// Each format read back by its reference reader.
@@ -340,11 +376,13 @@ mod tests {
     #[tokio::test]
     async fn a_snappy_answer_is_inflated_for_tonic() {
         let answer = b"\x0a\x03abc".to_vec();
-        let compressed = compress_frame(frame(&answer), Compression::SnappyFramed).unwrap();
+        let mut compressed =
+            frame(&compress_message(&answer, Compression::SnappyFramed).unwrap()).to_vec();
+        compressed[0] = 1;
         let mut trailers = http::HeaderMap::new();
         trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
         let body = http_body_util::StreamBody::new(futures::stream::iter([
-            Ok::<_, tonic::Status>(http_body::Frame::data(compressed)),
+            Ok::<_, tonic::Status>(http_body::Frame::data(Bytes::from(compressed))),
             Ok(http_body::Frame::trailers(trailers.clone())),
         ]));
         let res = http::Response::builder()
@@ -401,7 +439,7 @@ mod tests {
             Bytes::from(two),
             Bytes::from(flagged),
         ] {
-            assert!(compress_frame(bad, Compression::Gzip).is_err());
+            assert!(message_of(bad).is_err());
         }
     }
 }
