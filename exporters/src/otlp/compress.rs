@@ -201,7 +201,8 @@ fn framed(flag: u8, message: Bytes) -> Result<Body, BoxError> {
     )))
 }
 
-/// Appends `message` compressed to `out` (as it is for `None`), at
+/// Appends `message` compressed to `out` (as it is for `None`; gzip in one
+/// libdeflate call where it can), at
 /// `level` (confighttp's `compression_params.level`, checked by
 /// [`check_level`]), or at level 1 for 0.
 pub(crate) fn compress_into<W: Write>(
@@ -212,6 +213,12 @@ pub(crate) fn compress_into<W: Write>(
 ) -> std::io::Result<W> {
     match compression {
         Compression::Gzip => {
+            if let Some(gz) =
+                profcol_model::compressed::gzip(message, flate_level(level).level() as i32)
+            {
+                out.write_all(&gz)?;
+                return Ok(out);
+            }
             let mut gz = flate2::write::GzEncoder::new(out, flate_level(level));
             gz.write_all(message)?;
             gz.finish()
