@@ -25,7 +25,8 @@ pub struct Args {
     /// processors (profcol's four), processors-gzip, memory_limiter,
     /// resource, transform and filter (the Collector's processors: resource
     /// attributes set by both, or a resource condition that matches
-    /// nothing, in profcol and the Collector alike), resource-gzip,
+    /// nothing, in profcol and the Collector alike), resource-gzip, batch
+    /// (the Collector's, with its defaults; not in the Collector side),
     /// kafka-export (OTLP in, the `kafka` exporter out to a local broker),
     /// kafka-receive (the `kafka` receiver reading a filled topic, OTLP
     /// out); the kafka cases are also given as ratios to passthrough.
@@ -511,6 +512,8 @@ fn collector_processor(case: &str) -> Option<(String, String)> {
             "{profile_statements: [{context: resource, statements: \
              ['set(attributes[\"deployment.environment\"], \"production\")']}]}"
         }
+        // The Collector's defaults: every request is read and merged.
+        "batch" => "{}",
         // Resources of a service that sends nothing here: all stay.
         "filter" => {
             "{profile_conditions: \
