@@ -444,9 +444,14 @@ impl Pipeline {
             return Ok(prepared);
         };
         if let Some(stage) = &self.stage {
-            // The stage reads every batch: decoded here, on the CPU pool
-            // and beside other requests, not by the stage's one task.
-            if !batch.is_decoded() {
+            // The stage reads what it merges. A small batch is decoded here, on
+            // the CPU pool and beside other requests. So is a large one if
+            // a thread is spare beside the one decoding; else the stage
+            // decodes it, on the thread that merges and frees it, and only
+            // if it merges it (one over `send_batch_size` goes on as it
+            // came), as `decode_for` has the chain do.
+            let small = batch.plain_bytes().is_some_and(|b| b.len() <= INLINE);
+            if !batch.is_decoded() && (small || profcol_model::cpu::spare_threads() >= 2) {
                 let b = batch.clone();
                 profcol_model::cpu::run(move || {
                     b.data();
