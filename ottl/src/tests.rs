@@ -278,6 +278,102 @@ fn string_hash_and_duration_converters() {
     assert_eq!(get("t12").as_deref(), Some("true"));
 }
 
+/// The known answers of the Collector's own tests (pkg/ottl/ottlfuncs at
+/// v0.161.0) for the hashes, `Log` and `IsValidLuhn`; the OTTL
+/// differential test compares them with the Collector too.
+#[test]
+fn hash_log_and_luhn_converters() {
+    let mut d = batch();
+    let errs = run(
+        &mut d,
+        &[
+            r#"set(profile.attributes["fnv"], FNV("hello world"))"#,
+            r#"set(profile.attributes["fnv0"], FNV(""))"#,
+            r#"set(profile.attributes["m32"], Murmur3Hash("Hello World"))"#,
+            r#"set(profile.attributes["m32e"], Murmur3Hash(""))"#,
+            r#"set(profile.attributes["m128"], Murmur3Hash128("Hello World"))"#,
+            r#"set(profile.attributes["x3"], XXH3("hello world"))"#,
+            r#"set(profile.attributes["x3e"], XXH3(""))"#,
+            r#"set(profile.attributes["x128"], XXH128("hello world"))"#,
+            r#"set(profile.attributes["x128e"], XXH128(""))"#,
+            r#"set(profile.attributes["ln"], true) where Log("50") == Log(50.0)"#,
+            r#"set(profile.attributes["ln2"], Log(2.7))"#,
+            r#"set(profile.attributes["ln1"], Log(true))"#,
+            r#"set(profile.attributes["luhn"], IsValidLuhn("1789 3729 974"))"#,
+            r#"set(profile.attributes["luhn_int"], IsValidLuhn(17893729974))"#,
+            r#"set(profile.attributes["luhn_bad"], IsValidLuhn("17893729975"))"#,
+            r#"set(profile.attributes["luhn_empty"], IsValidLuhn(""))"#,
+            r#"set(profile.attributes["luhn0"], IsValidLuhn("0"))"#,
+            r#"set(profile.attributes["e1"], Log(-30.3))"#,
+            r#"set(profile.attributes["e2"], IsValidLuhn("test"))"#,
+            r#"set(profile.attributes["n"], 10)"#,
+            r#"set(profile.attributes["e3"], XXH3(profile.attributes["n"]))"#,
+        ],
+    );
+    let per_profile = [
+        "invalid input: expected number greater than zero but got -30.3",
+        "strconv.Atoi: parsing \"t\": invalid syntax",
+        "expected string but got int",
+    ];
+    assert_eq!(errs.len(), 2 * per_profile.len(), "{errs:?}");
+    for want in per_profile {
+        assert!(errs.iter().any(|e| e.contains(want)), "{want}: {errs:?}");
+    }
+    let a = attrs(&d);
+    let get = |k: &str| a[0].iter().find(|(x, _)| x == k).map(|(_, v)| v.clone());
+    assert_eq!(get("fnv").as_deref(), Some("8618312879776256743"));
+    assert_eq!(get("fnv0").as_deref(), Some("-3750763034362895579"));
+    assert_eq!(get("m32").as_deref(), Some("ce837619"));
+    assert_eq!(get("m32e").as_deref(), Some("00000000"));
+    assert_eq!(
+        get("m128").as_deref(),
+        Some("dbc2a0c1ab26631a27b4c09fcf1fe683")
+    );
+    assert_eq!(get("x3").as_deref(), Some("d447b1ea40e6988b"));
+    assert_eq!(get("x3e").as_deref(), Some("2d06800538d394c2"));
+    assert_eq!(
+        get("x128").as_deref(),
+        Some("df8d09e93f874900a99b8775cc15b6c7")
+    );
+    assert_eq!(
+        get("x128e").as_deref(),
+        Some("99aa06d3014798d86001c324468d497f")
+    );
+    assert_eq!(get("ln").as_deref(), Some("true"));
+    assert_eq!(get("ln1").as_deref(), Some("0(f)"));
+    assert_eq!(get("ln2").as_deref(), Some("0.9932517730102834(f)"));
+    assert_eq!(get("luhn").as_deref(), Some("true"));
+    assert_eq!(get("luhn_int").as_deref(), Some("true"));
+    assert_eq!(get("luhn_bad").as_deref(), Some("false"));
+    assert_eq!(get("luhn_empty").as_deref(), Some("false"));
+    assert_eq!(get("luhn0").as_deref(), Some("true"));
+    // The Collector's converters profcol lacks are named as such, not as
+    // undefined (a typo).
+    for (stmt, name) in [
+        (
+            r#"set(profile.attributes["t"], FormatTime(profile.time, "%Y"))"#,
+            "FormatTime",
+        ),
+        (
+            r#"set(profile.attributes["n"], ParseInt("12", 10))"#,
+            "ParseInt",
+        ),
+    ] {
+        let e = Statement::parse(
+            stmt,
+            Options {
+                level: Level::Profile,
+                ..flat()
+            },
+        )
+        .unwrap_err();
+        assert!(
+            e.msg == format!("converter {name} is not supported by profcol yet"),
+            "{e:?}"
+        );
+    }
+}
+
 #[test]
 fn replace_and_map_editors() {
     let mut d = batch();

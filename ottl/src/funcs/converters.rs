@@ -86,6 +86,9 @@ pub enum Converter {
     },
     ContainsValue(Expr, Expr),
     Index(Expr, Expr),
+    Fnv(Expr),
+    Log(Expr),
+    IsValidLuhn(Expr),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -93,6 +96,10 @@ pub enum Digest {
     Md5,
     Sha1,
     Sha512,
+    Murmur3,
+    Murmur3x128,
+    Xxh3,
+    Xxh128,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -123,14 +130,9 @@ const NOT_YET: &[&str] = &[
     "Base64Decode",
     "Decode",
     "ExtractGrokPatterns",
-    "FNV",
     "GetXML",
     "InsertXML",
     "IsRootSpan",
-    "IsValidLuhn",
-    "Log",
-    "Murmur3Hash",
-    "Murmur3Hash128",
     "ParseCSV",
     "ParseSimplifiedXML",
     "ParseXML",
@@ -140,15 +142,29 @@ const NOT_YET: &[&str] = &[
     "TraceID",
     "URL",
     "UserAgent",
-    "XXH3",
-    "XXH128",
-    "IsValidLuhn",
     "ConvertAttributesToElementsXML",
     "ConvertTextToElementsXML",
     "CommunityID",
     "ElementsXML",
     "CIDR",
     "MapToSlice",
+    // Converters of the Collector (v0.161.0) profcol has none of yet; the
+    // lambda ones (All, Any, Filter, Find, MapEach, Reduce, When) take
+    // arguments profcol's parser does not read.
+    "All",
+    "Any",
+    "Bool",
+    "Coalesce",
+    "Filter",
+    "Find",
+    "FormatTime",
+    "IsInCIDR",
+    "MapEach",
+    "MapKeys",
+    "ParseInt",
+    "ParseSeverity",
+    "Reduce",
+    "When",
 ];
 
 pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError> {
@@ -277,6 +293,13 @@ pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError
         "MD5" => one(Str, |e| Converter::Digest(e, Digest::Md5))?,
         "SHA1" => one(Str, |e| Converter::Digest(e, Digest::Sha1))?,
         "SHA512" => one(Str, |e| Converter::Digest(e, Digest::Sha512))?,
+        "Murmur3Hash" => one(Str, |e| Converter::Digest(e, Digest::Murmur3))?,
+        "Murmur3Hash128" => one(Str, |e| Converter::Digest(e, Digest::Murmur3x128))?,
+        "XXH3" => one(Str, |e| Converter::Digest(e, Digest::Xxh3))?,
+        "XXH128" => one(Str, |e| Converter::Digest(e, Digest::Xxh128))?,
+        "FNV" => one(Str, Converter::Fnv)?,
+        "Log" => one(FloatLike, Converter::Log)?,
+        "IsValidLuhn" => one(StrLike, Converter::IsValidLuhn)?,
         "Hours" => one(Duration, |e| Converter::DurationIn(e, Unit::Hours))?,
         "Minutes" => one(Duration, |e| Converter::DurationIn(e, Unit::Minutes))?,
         "Seconds" => one(Duration, |e| Converter::DurationIn(e, Unit::Seconds))?,
@@ -622,6 +645,24 @@ impl Converter {
                 let s = args::get_str(t.eval(ctx)?)?;
                 Val::Str(Cow::Owned(digest_hex(*d, s.as_bytes())))
             }
+            C::Fnv(t) => {
+                // Go's `fnv.New64a`, its sum read as an int64.
+                let mut h = fnv::FnvHasher::default();
+                std::hash::Hasher::write(&mut h, args::get_str(t.eval(ctx)?)?.as_bytes());
+                Val::Int(std::hash::Hasher::finish(&h) as i64)
+            }
+            C::Log(t) => match args::float_like(&t.eval(ctx)?)? {
+                None => fail!("invalid input: <nil>"),
+                Some(v) if v <= 0.0 => fail!(
+                    "invalid input: expected number greater than zero but got {}",
+                    crate::value::go_float(v)
+                ),
+                Some(v) => Val::Double(v.ln()),
+            },
+            C::IsValidLuhn(t) => match args::str_like(&t.eval(ctx)?)? {
+                None => fail!("invalid input: <nil>"),
+                Some(s) => Val::Bool(luhn(&s.replace(' ', ""))?),
+            },
             C::DurationIn(t, unit) => {
                 let d = match t.eval(ctx)? {
                     Val::Duration(d) => d,
@@ -1031,14 +1072,54 @@ fn path_value<'a>(m: &'a [KeyValue], path: &[String]) -> Option<&'a AnyValue> {
     }
 }
 
-/// A hash as lowercase hex, as `MD5`, `SHA1` and `SHA512` give it.
+/// A hash as lowercase hex, as the Collector's converters give it: the
+/// digests as they are; Murmur3's words little-endian (`h1` first, for
+/// 128 bits), as `binary.LittleEndian` writes them; XXH3's big-endian, as
+/// `zeebo/xxh3` sums them.
 fn digest_hex(d: Digest, b: &[u8]) -> String {
     use sha2::Digest as _;
+    let mut reader = b;
     match d {
         Digest::Md5 => hex::encode(md5::Md5::digest(b)),
         Digest::Sha1 => hex::encode(sha1::Sha1::digest(b)),
         Digest::Sha512 => hex::encode(sha2::Sha512::digest(b)),
+        // Reading a slice cannot fail.
+        Digest::Murmur3 => hex::encode(
+            murmur3::murmur3_32(&mut reader, 0)
+                .unwrap_or_default()
+                .to_le_bytes(),
+        ),
+        Digest::Murmur3x128 => hex::encode(
+            murmur3::murmur3_x64_128(&mut reader, 0)
+                .unwrap_or_default()
+                .to_le_bytes(),
+        ),
+        Digest::Xxh3 => hex::encode(twox_hash::XxHash3_64::oneshot(b).to_be_bytes()),
+        Digest::Xxh128 => hex::encode(twox_hash::XxHash3_128::oneshot(b).to_be_bytes()),
     }
+}
+
+/// The Luhn check of `digits` (spaces taken out), as the Collector's
+/// `IsValidLuhn`: false when empty, an error on anything but a digit.
+fn luhn(digits: &str) -> EvalResult<bool> {
+    if digits.is_empty() {
+        return Ok(false);
+    }
+    let mut sum = 0;
+    for (k, c) in digits.chars().rev().enumerate() {
+        let Some(mut n) = c.to_digit(10) else {
+            fail!("strconv.Atoi: parsing {:?}: invalid syntax", c.to_string());
+        };
+        // Every second digit from the check digit is doubled.
+        if k % 2 == 1 {
+            n *= 2;
+            if n > 9 {
+                n -= 9;
+            }
+        }
+        sum += n;
+    }
+    Ok(sum % 10 == 0)
 }
 
 /// Go's `Duration.Hours()` (and the other units): the whole units plus
