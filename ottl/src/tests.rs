@@ -355,8 +355,8 @@ fn hash_log_and_luhn_converters() {
             "FormatTime",
         ),
         (
-            r#"set(profile.attributes["n"], ParseInt("12", 10))"#,
-            "ParseInt",
+            r#"set(profile.attributes["n"], MapKeys(profile.attributes))"#,
+            "MapKeys",
         ),
     ] {
         let e = Statement::parse(
@@ -372,6 +372,72 @@ fn hash_log_and_luhn_converters() {
             "{e:?}"
         );
     }
+}
+
+/// `Bool`, `ParseInt` and `Coalesce` as the Collector's (Go's
+/// `strconv.ParseBool` and `strconv.ParseInt`, their errors included).
+#[test]
+fn bool_parse_int_and_coalesce_converters() {
+    let mut d = batch();
+    let errs = run(
+        &mut d,
+        &[
+            r#"set(profile.attributes["b1"], Bool("T"))"#,
+            r#"set(profile.attributes["b2"], Bool(0.0))"#,
+            r#"set(profile.attributes["b3"], Bool(-2))"#,
+            r#"set(profile.attributes["b4"], Bool(profile.attributes["nope"]))"#,
+            r#"set(profile.attributes["p1"], ParseInt("-0x1F", 0))"#,
+            r#"set(profile.attributes["p2"], ParseInt("1_000", 0))"#,
+            r#"set(profile.attributes["p3"], ParseInt("0755", 0))"#,
+            r#"set(profile.attributes["p4"], ParseInt("zz", 36))"#,
+            r#"set(profile.attributes["p5"], ParseInt("-9223372036854775808", 10))"#,
+            r#"set(profile.attributes["c1"], Coalesce([profile.attributes["nope"], "x", 1]))"#,
+            r#"set(profile.attributes["c2"], Coalesce([profile.attributes["nope"]]))"#,
+            r#"set(profile.attributes["yes"], "yes")"#,
+            r#"set(profile.attributes["e1"], Bool(profile.attributes["yes"]))"#,
+            r#"set(profile.attributes["e2"], ParseInt("9223372036854775808", 10))"#,
+            r#"set(profile.attributes["e3"], ParseInt("12", 1))"#,
+            r#"set(profile.attributes["e4"], ParseInt("1__0", 0))"#,
+            r#"set(profile.attributes["e5"], ParseInt("", 10))"#,
+            r#"set(profile.attributes["e6"], ParseInt("12", -1))"#,
+            r#"set(profile.attributes["e7"], ParseInt("12a", 10))"#,
+        ],
+    );
+    let per_profile = [
+        r#"strconv.ParseBool: parsing "yes": invalid syntax"#,
+        r#"strconv.ParseInt: parsing "9223372036854775808": value out of range"#,
+        r#"strconv.ParseInt: parsing "12": invalid base 1"#,
+        r#"strconv.ParseInt: parsing "1__0": invalid syntax"#,
+        "invalid target value for ParseInt function, target cannot be empty",
+        "invalid base value: -1 for ParseInt function, base cannot be negative",
+        r#"strconv.ParseInt: parsing "12a": invalid syntax"#,
+    ];
+    assert_eq!(errs.len(), 2 * per_profile.len(), "{errs:?}");
+    for want in per_profile {
+        assert!(errs.iter().any(|e| e.contains(want)), "{want}: {errs:?}");
+    }
+    let a = attrs(&d);
+    let get = |k: &str| a[0].iter().find(|(x, _)| x == k).map(|(_, v)| v.clone());
+    assert_eq!(get("b1").as_deref(), Some("true"));
+    assert_eq!(get("b2").as_deref(), Some("false"));
+    assert_eq!(get("b3").as_deref(), Some("true"));
+    assert_eq!(get("b4").as_deref(), Some("(empty)"), "nil");
+    assert_eq!(get("p1").as_deref(), Some("-31"));
+    assert_eq!(get("p2").as_deref(), Some("1000"));
+    assert_eq!(get("p3").as_deref(), Some("493"));
+    assert_eq!(get("p4").as_deref(), Some("1295"));
+    assert_eq!(get("p5").as_deref(), Some("-9223372036854775808"));
+    assert_eq!(get("c1").as_deref(), Some("x"));
+    assert_eq!(get("c2").as_deref(), Some("(empty)"));
+    let e = Statement::parse(
+        r#"set(profile.attributes["c"], Coalesce([]))"#,
+        Options {
+            level: Level::Profile,
+            ..flat()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(e.msg, "Coalesce requires at least one argument");
 }
 
 #[test]

@@ -43,6 +43,7 @@ pub(super) enum Kind {
     StrLike,
     IntLike,
     FloatLike,
+    BoolLike,
     BytesLike,
     Map,
     Time,
@@ -295,6 +296,7 @@ fn check_literal(kind: Kind, v: &Val) -> EvalResult<()> {
         Kind::StrLike => drop(str_like(v)?),
         Kind::IntLike => drop(int_like(v)?),
         Kind::FloatLike => drop(float_like(v)?),
+        Kind::BoolLike => drop(bool_like(v)?),
         Kind::BytesLike => drop(bytes_like(v)?),
         Kind::Map => drop(get_map(v.clone())?),
         Kind::Time => fail!("expected time but got {}", v.type_name()),
@@ -376,6 +378,23 @@ pub(super) fn float_like(v: &Val) -> EvalResult<Option<f64>> {
         Val::Str(s) => match s.parse::<f64>() {
             Ok(f) => f,
             Err(_) => fail!("strconv.ParseFloat: parsing {s:?}: invalid syntax"),
+        },
+        other => fail!("unsupported type: {}", other.type_name()),
+    }))
+}
+
+/// A value as the Collector's `BoolLikeGetter` reads it: numbers are true
+/// unless zero, strings as Go's `strconv.ParseBool` reads them.
+pub(super) fn bool_like(v: &Val) -> EvalResult<Option<bool>> {
+    Ok(Some(match v {
+        Val::Nil => return Ok(None),
+        Val::Bool(b) => *b,
+        Val::Int(i) => *i != 0,
+        Val::Double(d) => *d != 0.0,
+        Val::Str(s) => match &**s {
+            "1" | "t" | "T" | "TRUE" | "true" | "True" => true,
+            "0" | "f" | "F" | "FALSE" | "false" | "False" => false,
+            _ => fail!("strconv.ParseBool: parsing {s:?}: invalid syntax"),
         },
         other => fail!("unsupported type: {}", other.type_name()),
     }))

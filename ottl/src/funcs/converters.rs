@@ -87,6 +87,9 @@ pub enum Converter {
     ContainsValue(Expr, Expr),
     Index(Expr, Expr),
     Fnv(Expr),
+    Bool(Expr),
+    ParseInt(Expr, Expr),
+    Coalesce(Vec<Expr>),
     Log(Expr),
     IsValidLuhn(Expr),
 }
@@ -153,15 +156,12 @@ const NOT_YET: &[&str] = &[
     // arguments profcol's parser does not read.
     "All",
     "Any",
-    "Bool",
-    "Coalesce",
     "Filter",
     "Find",
     "FormatTime",
     "IsInCIDR",
     "MapEach",
     "MapKeys",
-    "ParseInt",
     "ParseSeverity",
     "Reduce",
     "When",
@@ -298,6 +298,22 @@ pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError
         "XXH3" => one(Str, |e| Converter::Digest(e, Digest::Xxh3))?,
         "XXH128" => one(Str, |e| Converter::Digest(e, Digest::Xxh128))?,
         "FNV" => one(Str, Converter::Fnv)?,
+        "Bool" => one(BoolLike, Converter::Bool)?,
+        "ParseInt" => {
+            let mut a = bind(c, call, &[req("target", g(Str)), req("base", g(Int))])?;
+            Converter::ParseInt(a.expr(0), a.expr(1))
+        }
+        "Coalesce" => {
+            let mut a = bind(c, call, &[req("values", P::List)])?;
+            let values = a.list(0).unwrap_or_default();
+            if values.is_empty() {
+                return Err(ParseError::new(
+                    call.col,
+                    "Coalesce requires at least one argument",
+                ));
+            }
+            Converter::Coalesce(values)
+        }
         "Log" => one(FloatLike, Converter::Log)?,
         "IsValidLuhn" => one(StrLike, Converter::IsValidLuhn)?,
         "Hours" => one(Duration, |e| Converter::DurationIn(e, Unit::Hours))?,
@@ -650,6 +666,29 @@ impl Converter {
                 let mut h = fnv::FnvHasher::default();
                 std::hash::Hasher::write(&mut h, args::get_str(t.eval(ctx)?)?.as_bytes());
                 Val::Int(std::hash::Hasher::finish(&h) as i64)
+            }
+            C::Bool(t) => args::bool_like(&t.eval(ctx)?)?.map_or(Val::Nil, Val::Bool),
+            C::ParseInt(t, base) => {
+                let s = args::get_str(t.eval(ctx)?)?;
+                if s.is_empty() {
+                    fail!("invalid target value for ParseInt function, target cannot be empty");
+                }
+                let base = args::get_int(&base.eval(ctx)?)?;
+                if base < 0 {
+                    fail!(
+                        "invalid base value: {base} for ParseInt function, base cannot be negative"
+                    );
+                }
+                Val::Int(parse_int(&s, base)?)
+            }
+            C::Coalesce(values) => {
+                for v in values {
+                    let v = v.eval(ctx)?;
+                    if !matches!(v, Val::Nil) {
+                        return Ok(v);
+                    }
+                }
+                Val::Nil
             }
             C::Log(t) => match args::float_like(&t.eval(ctx)?)? {
                 None => fail!("invalid input: <nil>"),
@@ -1097,6 +1136,69 @@ fn digest_hex(d: Digest, b: &[u8]) -> String {
         Digest::Xxh3 => hex::encode(twox_hash::XxHash3_64::oneshot(b).to_be_bytes()),
         Digest::Xxh128 => hex::encode(twox_hash::XxHash3_128::oneshot(b).to_be_bytes()),
     }
+}
+
+/// Go's `strconv.ParseInt(s, base, 64)`, with its errors: base 0 reads
+/// the prefix (`0x`, `0o`, `0b`, or `0` for octal) and takes underscores
+/// between digits.
+fn parse_int(s: &str, base: i64) -> EvalResult<i64> {
+    let err = |why: &str| -> EvalResult<i64> { fail!("strconv.ParseInt: parsing {s:?}: {why}") };
+    if base == 1 || base > 36 {
+        return err(&format!("invalid base {base}"));
+    }
+    let (neg, body) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let (radix, digits, prefixed) = if base == 0 {
+        let lower = body.to_ascii_lowercase();
+        match lower.get(..2) {
+            Some("0x") => (16, &body[2..], true),
+            Some("0o") => (8, &body[2..], true),
+            Some("0b") => (2, &body[2..], true),
+            _ if body.len() > 1 && body.starts_with('0') => (8, &body[1..], true),
+            _ => (10, body, false),
+        }
+    } else {
+        (base as u32, body, false)
+    };
+    let digits = if base == 0 && digits.contains('_') {
+        // As Go's underscoreOK: each underscore between two digits (or
+        // after the prefix).
+        let b = digits.as_bytes();
+        let ok = b.iter().enumerate().all(|(i, &c)| {
+            c != b'_'
+                || ((i > 0 && b[i - 1] != b'_' || i == 0 && prefixed)
+                    && b.get(i + 1).is_some_and(|&n| n != b'_'))
+        });
+        if !ok {
+            return err("invalid syntax");
+        }
+        std::borrow::Cow::Owned(digits.replace('_', ""))
+    } else {
+        std::borrow::Cow::Borrowed(digits)
+    };
+    if digits.is_empty() || digits.starts_with(['+', '-']) {
+        return err("invalid syntax");
+    }
+    let Ok(magnitude) = u64::from_str_radix(&digits, radix) else {
+        // Digits that all read, too many of them: out of range.
+        return if digits.chars().all(|c| c.is_digit(radix)) {
+            err("value out of range")
+        } else {
+            err("invalid syntax")
+        };
+    };
+    let limit = if neg { 1u64 << 63 } else { (1u64 << 63) - 1 };
+    if magnitude > limit {
+        return err("value out of range");
+    }
+    Ok(if neg {
+        (magnitude as i64).wrapping_neg()
+    } else {
+        magnitude as i64
+    })
 }
 
 /// The Luhn check of `digits` (spaces taken out), as the Collector's
