@@ -88,6 +88,7 @@ pub enum Converter {
     Index(Expr, Expr),
     Fnv(Expr),
     Bool(Expr),
+    FormatTime(Expr, String),
     ParseInt(Expr, Expr),
     Coalesce(Vec<Expr>),
     Log(Expr),
@@ -158,7 +159,6 @@ const NOT_YET: &[&str] = &[
     "Any",
     "Filter",
     "Find",
-    "FormatTime",
     "IsInCIDR",
     "MapEach",
     "MapKeys",
@@ -299,6 +299,12 @@ pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError
         "XXH128" => one(Str, |e| Converter::Digest(e, Digest::Xxh128))?,
         "FNV" => one(Str, Converter::Fnv)?,
         "Bool" => one(BoolLike, Converter::Bool)?,
+        "FormatTime" => {
+            let mut a = bind(c, call, &[req("time", g(Time)), req("format", P::LitStr)])?;
+            let format = a.str(1).unwrap_or_default();
+            super::ctime::validate(&format).map_err(|e| ParseError::new(call.col, e))?;
+            Converter::FormatTime(a.expr(0), format)
+        }
         "ParseInt" => {
             let mut a = bind(c, call, &[req("target", g(Str)), req("base", g(Int))])?;
             Converter::ParseInt(a.expr(0), a.expr(1))
@@ -666,6 +672,9 @@ impl Converter {
                 let mut h = fnv::FnvHasher::default();
                 std::hash::Hasher::write(&mut h, args::get_str(t.eval(ctx)?)?.as_bytes());
                 Val::Int(std::hash::Hasher::finish(&h) as i64)
+            }
+            C::FormatTime(t, f) => {
+                Val::Str(Cow::Owned(super::ctime::format(f, time(&t.eval(ctx)?)?)?))
             }
             C::Bool(t) => args::bool_like(&t.eval(ctx)?)?.map_or(Val::Nil, Val::Bool),
             C::ParseInt(t, base) => {

@@ -5,6 +5,7 @@
 
 mod args;
 mod converters;
+mod ctime;
 mod editors;
 mod strings;
 
