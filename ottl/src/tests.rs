@@ -440,6 +440,57 @@ fn bool_parse_int_and_coalesce_converters() {
     assert_eq!(e.msg, "Coalesce requires at least one argument");
 }
 
+/// `IsInCIDR` as the Collector's (`net.ParseCIDR`, `IPNet.Contains`).
+#[test]
+fn is_in_cidr() {
+    let mut d = batch();
+    let errs = run(
+        &mut d,
+        &[
+            r#"set(profile.attributes["ip"], "192.168.1.7")"#,
+            r#"set(profile.attributes["net"], "192.168.0.0/16")"#,
+            r#"set(profile.attributes["a"], IsInCIDR(profile.attributes["ip"], ["10.0.0.0/8", "192.168.1.0/24"]))"#,
+            r#"set(profile.attributes["b"], IsInCIDR("192.169.0.1", ["192.168.0.0/16"]))"#,
+            r#"set(profile.attributes["c"], IsInCIDR("::ffff:10.1.2.3", ["10.0.0.0/8"]))"#,
+            r#"set(profile.attributes["d"], IsInCIDR("10.1.2.3", ["::ffff:10.0.0.0/104"]))"#,
+            r#"set(profile.attributes["e"], IsInCIDR("2001:db8::1", ["2001:db8::/32", "0.0.0.0/0"]))"#,
+            r#"set(profile.attributes["f"], IsInCIDR("not an ip", ["0.0.0.0/0"]))"#,
+            r#"set(profile.attributes["g"], IsInCIDR(profile.attributes["ip"], [profile.attributes["net"]]))"#,
+            r#"set(profile.attributes["bad"], "192.0.2/24")"#,
+            r#"set(profile.attributes["h"], IsInCIDR("1.2.3.4", [profile.attributes["bad"]]))"#,
+        ],
+    );
+    assert_eq!(
+        errs,
+        vec!["invalid CIDR address: 192.0.2/24".to_string(); 2]
+    );
+    let a = attrs(&d);
+    let get = |k: &str| a[0].iter().find(|(x, _)| x == k).map(|(_, v)| v.clone());
+    for (k, want) in [
+        ("a", "true"),
+        ("b", "false"),
+        ("c", "true"),
+        ("d", "true"),
+        ("e", "true"),
+        ("f", "false"),
+        ("g", "true"),
+    ] {
+        assert_eq!(get(k).as_deref(), Some(want), "{k}");
+    }
+    for bad in ["10.0.0.0/33", "10.0.0.0", "010.0.0.0/8", "fe80::1%eth0/64"] {
+        let stmt = format!(r#"set(profile.attributes["x"], IsInCIDR("1.2.3.4", ["{bad}"]))"#);
+        let e = Statement::parse(
+            &stmt,
+            Options {
+                level: Level::Profile,
+                ..flat()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e.msg, format!("invalid CIDR address: {bad}"));
+    }
+}
+
 #[test]
 fn replace_and_map_editors() {
     let mut d = batch();

@@ -88,6 +88,7 @@ pub enum Converter {
     Index(Expr, Expr),
     Fnv(Expr),
     Bool(Expr),
+    IsInCidr(Expr, Vec<Expr>),
     FormatTime(Expr, String),
     ParseInt(Expr, Expr),
     Coalesce(Vec<Expr>),
@@ -159,7 +160,6 @@ const NOT_YET: &[&str] = &[
     "Any",
     "Filter",
     "Find",
-    "IsInCIDR",
     "MapEach",
     "MapKeys",
     "ParseSeverity",
@@ -299,6 +299,26 @@ pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError
         "XXH128" => one(Str, |e| Converter::Digest(e, Digest::Xxh128))?,
         "FNV" => one(Str, Converter::Fnv)?,
         "Bool" => one(BoolLike, Converter::Bool)?,
+        "IsInCIDR" => {
+            let mut a = bind(c, call, &[req("target", g(Str)), req("networks", P::List)])?;
+            let networks = a.list(1).unwrap_or_default();
+            // Literal networks are read once, and a bad one refused at load.
+            for n in &networks {
+                match n.literal() {
+                    Some(Val::Str(s)) => {
+                        cidr(s).map_err(|e| ParseError::new(call.col, e.0))?;
+                    }
+                    Some(other) => {
+                        return Err(ParseError::new(
+                            call.col,
+                            format!("expected string but got {}", other.type_name()),
+                        ))
+                    }
+                    None => {}
+                }
+            }
+            Converter::IsInCidr(a.expr(0), networks)
+        }
         "FormatTime" => {
             let mut a = bind(c, call, &[req("time", g(Time)), req("format", P::LitStr)])?;
             let format = a.str(1).unwrap_or_default();
@@ -675,6 +695,19 @@ impl Converter {
             }
             C::FormatTime(t, f) => {
                 Val::Str(Cow::Owned(super::ctime::format(f, time(&t.eval(ctx)?)?)?))
+            }
+            C::IsInCidr(t, networks) => {
+                let s = args::get_str(t.eval(ctx)?)?;
+                // Not an address: in no network (as net.ParseIP's nil).
+                let Ok(ip) = s.parse::<std::net::IpAddr>() else {
+                    return Ok(Val::Bool(false));
+                };
+                for n in networks {
+                    if cidr(&args::get_str(n.eval(ctx)?)?)?.contains(ip) {
+                        return Ok(Val::Bool(true));
+                    }
+                }
+                Val::Bool(false)
             }
             C::Bool(t) => args::bool_like(&t.eval(ctx)?)?.map_or(Val::Nil, Val::Bool),
             C::ParseInt(t, base) => {
@@ -1207,6 +1240,69 @@ fn parse_int(s: &str, base: i64) -> EvalResult<i64> {
         (magnitude as i64).wrapping_neg()
     } else {
         magnitude as i64
+    })
+}
+
+/// A network as Go's `net.ParseCIDR` reads it: its address masked to
+/// the prefix.
+struct Cidr {
+    net: std::net::IpAddr,
+    bits: u8,
+}
+
+impl Cidr {
+    /// Go's `IPNet.Contains`: an IPv4 network holds IPv4 addresses, also
+    /// written IPv4-mapped (`::ffff:a.b.c.d`); an IPv6 one, IPv6 ones.
+    fn contains(&self, ip: std::net::IpAddr) -> bool {
+        use std::net::IpAddr as A;
+        let ip = match ip {
+            A::V6(v6) => v6.to_ipv4_mapped().map_or(ip, A::V4),
+            v4 => v4,
+        };
+        match (self.net, ip) {
+            (A::V4(n), A::V4(a)) => {
+                masked(u32::from(a) as u128, 32, self.bits) == u32::from(n) as u128
+            }
+            (A::V6(n), A::V6(a)) => masked(u128::from(a), 128, self.bits) == u128::from(n),
+            _ => false,
+        }
+    }
+}
+
+/// The first `bits` of a `width`-bit address.
+fn masked(addr: u128, width: u32, bits: u8) -> u128 {
+    match u32::from(bits) {
+        0 => 0,
+        b => addr & (u128::MAX << (width - b)) & (u128::MAX >> (128 - width)),
+    }
+}
+
+fn cidr(s: &str) -> EvalResult<Cidr> {
+    use std::net::IpAddr as A;
+    let bad = || crate::error::EvalError(format!("invalid CIDR address: {s}"));
+    let (addr, len) = s.split_once('/').ok_or_else(bad)?;
+    let ip: A = addr.parse().map_err(|_| bad())?;
+    let width = if ip.is_ipv4() { 32 } else { 128 };
+    let bits = match len.parse::<u32>() {
+        Ok(b) if b <= width && !len.starts_with('+') => b as u8,
+        _ => return Err(bad()),
+    };
+    Ok(match ip {
+        A::V4(v4) => Cidr {
+            net: A::V4((masked(u32::from(v4) as u128, 32, bits) as u32).into()),
+            bits,
+        },
+        // Go takes an IPv4-mapped network as the IPv4 one it maps.
+        A::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) if bits >= 96 => Cidr {
+                net: A::V4((masked(u32::from(v4) as u128, 32, bits - 96) as u32).into()),
+                bits: bits - 96,
+            },
+            _ => Cidr {
+                net: A::V6(masked(u128::from(v6), 128, bits).into()),
+                bits,
+            },
+        },
     })
 }
 
