@@ -491,6 +491,39 @@ fn is_in_cidr() {
     }
 }
 
+/// `stringify_all` renders each value as `pcommon.Value.AsString`;
+/// `clear` sets the zero value of the target's type.
+#[test]
+fn stringify_all_and_clear_editors() {
+    let mut d = batch();
+    let errs = run(
+        &mut d,
+        &[
+            r#"set(profile.attributes["i"], 7)"#,
+            r#"set(profile.attributes["d"], 2.5)"#,
+            r#"set(profile.attributes["l"], [1, "a"])"#,
+            r#"set(profile.attributes["c"], "kept")"#,
+            r#"set(profile.attributes["z"], 3)"#,
+            r#"stringify_all(profile.attributes)"#,
+            r#"clear(profile.attributes["c"])"#,
+            r#"set(profile.attributes["n"], 9)"#,
+            r#"clear(profile.attributes["n"])"#,
+            r#"clear(profile.attributes["nope"])"#,
+        ],
+    );
+    assert!(errs.is_empty(), "{errs:?}");
+    let a = attrs(&d);
+    let get = |k: &str| a[0].iter().find(|(x, _)| x == k).map(|(_, v)| v.clone());
+    assert_eq!(get("i").as_deref(), Some("7"));
+    assert_eq!(get("d").as_deref(), Some("2.5"));
+    assert_eq!(get("l").as_deref(), Some(r#"[1,"a"]"#));
+    assert_eq!(get("c").as_deref(), Some(""));
+    assert_eq!(get("n").as_deref(), Some("0"));
+    assert_eq!(get("nope").as_deref(), Some("(empty)"));
+    run(&mut d, &["clear(profile.attributes)"]);
+    assert!(attrs(&d)[0].is_empty());
+}
+
 #[test]
 fn replace_and_map_editors() {
     let mut d = batch();

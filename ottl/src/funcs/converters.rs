@@ -154,8 +154,8 @@ const NOT_YET: &[&str] = &[
     "CIDR",
     "MapToSlice",
     // Converters of the Collector (v0.161.0) profcol has none of yet; the
-    // lambda ones (All, Any, Filter, Find, MapEach, Reduce, When) take
-    // arguments profcol's parser does not read.
+    // lambda ones (All, Any, Filter, Find, MapEach, MapKeys, Reduce, When)
+    // take arguments profcol's parser does not read.
     "All",
     "Any",
     "Filter",

@@ -47,9 +47,11 @@ pub enum Editor {
     Flatten(PathExpr, String, i64, bool),
     /// `delete_index(target, start, end)`: `end` is `start + 1` unless given.
     DeleteIndex(PathExpr, Expr, Option<Expr>),
+    StringifyAll(PathExpr),
+    Clear(PathExpr),
 }
 
-const NOT_YET: &[&str] = &["clear", "stringify_all", "set_semconv_span_name"];
+const NOT_YET: &[&str] = &["set_semconv_span_name"];
 
 pub fn editor(c: &Compiler, call: &ast::Call) -> Result<Editor, ParseError> {
     let err = |m: String| ParseError::new(call.col, m);
@@ -67,6 +69,14 @@ pub fn editor(c: &Compiler, call: &ast::Call) -> Result<Editor, ParseError> {
                 &[req("target", P::Path), req("value", P::Get(Kind::Any))],
             )?;
             Editor::Set(a.path(0), a.expr(1))
+        }
+        "stringify_all" => {
+            let mut a = bind(c, call, &[req("target", P::Path)])?;
+            Editor::StringifyAll(map_path(a.path(0), call)?)
+        }
+        "clear" => {
+            let mut a = bind(c, call, &[req("target", P::Path)])?;
+            Editor::Clear(a.path(0))
         }
         "delete_key" => {
             let mut a = bind(c, call, &[req("target", P::Path), req("key", s)])?;
@@ -386,6 +396,39 @@ impl Editor {
             Editor::Set(t, v) => {
                 let v = v.eval(ctx)?.into_owned();
                 t.set(ctx, v)
+            }
+            Editor::StringifyAll(t) => {
+                let mut m = get_map(t, ctx)?;
+                for v in m.iter_mut().filter_map(|kv| kv.value.as_mut()) {
+                    if !matches!(v.value, Some(A::StringValue(_))) {
+                        v.value = Some(A::StringValue(crate::value::any_as_string(v)));
+                    }
+                }
+                set_map(t, ctx, m)
+            }
+            Editor::Clear(t) => {
+                // The zero value of what the target holds, as Go's
+                // `reflect.Zero` gives it; nil stays nil.
+                let zero = match t.get(ctx)? {
+                    Val::Nil => Val::Nil,
+                    Val::Bool(_) => Val::Bool(false),
+                    Val::Int(_) => Val::Int(0),
+                    Val::Double(_) => Val::Double(0.0),
+                    Val::Str(_) => Val::Str(Cow::Borrowed("")),
+                    Val::Bytes(_) => Val::Bytes(Cow::Borrowed(&[])),
+                    Val::Map(_) => Val::Map(Cow::Borrowed(&[])),
+                    Val::Slice(_) | Val::List(_) => Val::Slice(Cow::Borrowed(&[])),
+                    Val::Duration(_) => Val::Duration(0),
+                    Val::ProfileId(_) => Val::ProfileId([0; 16]),
+                    // `time.Time{}` (year 1) in int64 nanoseconds, which
+                    // wrap as Go's `UnixNano` does.
+                    Val::Time(_) => Val::Time((-62_135_596_800i64).wrapping_mul(1_000_000_000)),
+                    other => fail!(
+                        "cannot infer zero value for type {} in clear",
+                        other.type_name()
+                    ),
+                };
+                t.set(ctx, zero)
             }
             Editor::DeleteKey(t, k) => {
                 let k = args::get_str(k.eval(ctx)?)?.into_owned();
