@@ -949,22 +949,18 @@ impl Converter {
 }
 
 /// The first element of a slice equal to `item`, as ottl's value
-/// comparator finds it on each element's `AsRaw()`: scalars compare as
-/// `==` does; a map or slice element is a raw Go map or slice there, equal
-/// to no getter's value.
+/// comparator finds it on each element's `AsRaw()`: as `==` compares, so
+/// a map or slice element equals a map or slice with the same contents
+/// (`reflect.DeepEqual` with the other's `AsRaw()` there).
 fn position(slice: &Val, item: &Val) -> EvalResult<Option<usize>> {
     use crate::lexer::CmpOp;
-    let eq = |v: Val| compare_raw(&v, item, CmpOp::Eq);
+    let eq = |v: Val| crate::value::compare(&v, item, CmpOp::Eq);
     Ok(match slice {
         Val::Slice(s) => s.iter().position(|a| eq(Val::from_any(a))),
         Val::List(l) => l.iter().position(|v| eq(v.clone())),
         Val::Ints(v) => v.iter().position(|i| eq(Val::Int(*i))),
         other => fail!("expected pcommon.Slice but got {}", other.type_name()),
     })
-}
-
-fn compare_raw(v: &Val, item: &Val, op: crate::lexer::CmpOp) -> bool {
-    !matches!(v, Val::Map(_) | Val::Slice(_) | Val::List(_)) && crate::value::compare(v, item, op)
 }
 
 /// A Go slice as `pcommon.Slice.FromRaw` makes it, which takes no
