@@ -132,7 +132,6 @@ pub enum Unit {
 
 /// Converters the Collector has that profcol does not implement yet.
 const NOT_YET: &[&str] = &[
-    "Base64Decode",
     "Decode",
     "ExtractGrokPatterns",
     "GetXML",
@@ -150,9 +149,6 @@ const NOT_YET: &[&str] = &[
     "ConvertAttributesToElementsXML",
     "ConvertTextToElementsXML",
     "CommunityID",
-    "ElementsXML",
-    "CIDR",
-    "MapToSlice",
     // Converters of the Collector (v0.161.0) profcol has none of yet; the
     // lambda ones (All, Any, Filter, Find, MapEach, MapKeys, Reduce, When)
     // take arguments profcol's parser does not read.

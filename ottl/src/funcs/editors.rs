@@ -51,8 +51,6 @@ pub enum Editor {
     Clear(PathExpr),
 }
 
-const NOT_YET: &[&str] = &["set_semconv_span_name"];
-
 pub fn editor(c: &Compiler, call: &ast::Call) -> Result<Editor, ParseError> {
     let err = |m: String| ParseError::new(call.col, m);
     let repl = |a: &mut args::Args, i: usize| Replacement {
@@ -295,9 +293,6 @@ pub fn editor(c: &Compiler, call: &ast::Call) -> Result<Editor, ParseError> {
             }
             let (prefix, rc) = (a.str(1).unwrap_or_default(), a.bool(3).unwrap_or(false));
             Editor::Flatten(map_path(a.path(0), call)?, prefix, depth, rc)
-        }
-        n if NOT_YET.contains(&n) => {
-            return Err(err(format!("editor {n} is not supported by profcol yet")))
         }
         n if n.starts_with(|c: char| c.is_ascii_uppercase()) => {
             return Err(err(format!(
