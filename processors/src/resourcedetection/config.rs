@@ -1,6 +1,6 @@
 //! The `resourcedetection` section, with the Collector's keys
 //! (`processor/resourcedetectionprocessor` v0.161.0). profcol has the
-//! `env`, `system`, `docker` and `k8snode` detectors; every other detector
+//! `env`, `system`, `docker`, `k8snode` and `ec2` detectors; every other detector
 //! is refused by name where `detectors` lists it, and its settings section
 //! is accepted unused when it does not (the Collector's default config
 //! carries them all).
@@ -53,7 +53,7 @@ pub struct ResourceDetectionConfig {
     pub digitalocean: Option<Any>,
     pub docker: DockerConfig,
     pub dynatrace: Option<Any>,
-    pub ec2: Option<Any>,
+    pub ec2: Ec2Config,
     pub ecs: Option<Any>,
     pub eks: Option<Any>,
     pub elasticbeanstalk: Option<Any>,
@@ -94,7 +94,7 @@ impl Default for ResourceDetectionConfig {
             digitalocean: None,
             docker: DockerConfig::default(),
             dynatrace: None,
-            ec2: None,
+            ec2: Ec2Config::default(),
             ecs: None,
             eks: None,
             elasticbeanstalk: None,
@@ -168,6 +168,43 @@ impl Default for K8sNodeConfig {
     }
 }
 
+/// The `ec2` detector's section.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Ec2Config {
+    /// Regular expressions over tag keys: the tags to add, `ec2.tag.<key>`.
+    pub tags: Vec<String>,
+    pub resource_attributes: BTreeMap<String, AttributeToggle>,
+    pub max_attempts: u32,
+    pub max_backoff: Duration,
+    pub fail_on_missing_metadata: bool,
+    pub tags_from_imds: bool,
+}
+
+impl Default for Ec2Config {
+    fn default() -> Self {
+        Self {
+            tags: Vec::new(),
+            resource_attributes: BTreeMap::new(),
+            // The AWS SDK's standard retryer's.
+            max_attempts: 3,
+            max_backoff: Duration::from_secs(20),
+            fail_on_missing_metadata: false,
+            tags_from_imds: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Ec2Plan {
+    /// `ec2::ATTRIBUTES` enabled.
+    pub attributes: [bool; 9],
+    pub tags: Vec<regex::Regex>,
+    pub max_attempts: u32,
+    pub max_backoff: std::time::Duration,
+    pub fail_on_missing_metadata: bool,
+}
+
 /// The detectors of the Collector v0.161.0 profcol does not have.
 const OTHER_DETECTORS: &[&str] = &[
     "alibaba_ecs",
@@ -178,7 +215,6 @@ const OTHER_DETECTORS: &[&str] = &[
     "consul",
     "digitalocean",
     "dynatrace",
-    "ec2",
     "ecs",
     "eks",
     "elasticbeanstalk",
@@ -229,6 +265,7 @@ pub enum Detector {
     System,
     Docker,
     K8sNode,
+    Ec2,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -251,6 +288,7 @@ pub struct Plan {
     /// `host.name` and `os.type` enabled.
     pub docker: [bool; 2],
     pub k8snode: K8sNodePlan,
+    pub ec2: Ec2Plan,
 }
 
 #[derive(Debug, Clone)]
@@ -272,6 +310,7 @@ impl ResourceDetectionConfig {
                 "system" => detectors.push(Detector::System),
                 "docker" => detectors.push(Detector::Docker),
                 "k8snode" => detectors.push(Detector::K8sNode),
+                "ec2" => detectors.push(Detector::Ec2),
                 other if OTHER_DETECTORS.contains(&other) => errs.push(
                     at,
                     format!("profcol has no {other} detector: it queries a cloud or orchestrator API profcol does not call; \
@@ -357,6 +396,16 @@ impl ResourceDetectionConfig {
                 &mut errs,
             ),
         };
+        // As the Collector: a section is read when its detector is made.
+        let mut unused = ConfigErrors::default();
+        let ec2_errs = if detectors.contains(&Detector::Ec2) {
+            &mut errs
+        } else {
+            &mut unused
+        };
+        let ec2 = self
+            .ec2
+            .compile(cfg, self.fail_on_missing_metadata, ec2_errs);
         errs.into_result(Plan {
             detectors,
             hostname_sources,
@@ -366,6 +415,50 @@ impl ResourceDetectionConfig {
             fail_on_missing_metadata: self.fail_on_missing_metadata,
             docker,
             k8snode,
+            ec2,
         })
+    }
+}
+
+impl Ec2Config {
+    fn compile(&self, cfg: &ComponentConfig, fail: bool, errs: &mut ConfigErrors) -> Ec2Plan {
+        use super::ec2::ATTRIBUTES;
+        for name in self.resource_attributes.keys() {
+            if !ATTRIBUTES.contains(&name.as_str()) {
+                errs.push(
+                    cfg.key_path(&format!("ec2::resource_attributes::{name}")),
+                    format!("unknown attribute {name:?} of the ec2 detector"),
+                );
+            }
+        }
+        let mut tags = Vec::new();
+        for (i, t) in self.tags.iter().enumerate() {
+            match regex::Regex::new(t) {
+                Ok(r) => tags.push(r),
+                Err(e) => errs.push(cfg.key_path(&format!("ec2::tags::{i}")), e.to_string()),
+            }
+        }
+        if !self.tags.is_empty() && !self.tags_from_imds {
+            errs.push(
+                cfg.key_path("ec2::tags"),
+                "profcol reads instance tags from the instance metadata only: set \
+                 ec2::tags_from_imds: true (and allow tags in the instance's metadata options); \
+                 it does not call the EC2 DescribeTags API",
+            );
+        }
+        if self.fail_on_missing_metadata {
+            tracing::warn!("per-detector fail_on_missing_metadata fields are deprecated; use the top-level fail_on_missing_metadata instead");
+        }
+        if self.max_attempts == 0 {
+            errs.push(cfg.key_path("ec2::max_attempts"), "must be at least 1");
+        }
+        Ec2Plan {
+            attributes: ATTRIBUTES
+                .map(|n| self.resource_attributes.get(n).is_none_or(|t| t.enabled)),
+            tags,
+            max_attempts: self.max_attempts.max(1),
+            max_backoff: self.max_backoff.get(),
+            fail_on_missing_metadata: fail || self.fail_on_missing_metadata,
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! The detectors, run once when the processor is made: `env`
 //! (`OTEL_RESOURCE_ATTRIBUTES`), `system` (host and OS), and over the
-//! network `docker` and `k8snode`. Each reads the machine through
+//! network `docker`, `k8snode` and `ec2`. Each reads the machine through
 //! [`Host`], so tests give their own environment and files.
 
 use profcol_model::proto::{any_value::Value as A, AnyValue, KeyValue};
@@ -9,7 +9,7 @@ use profcol_ottl::value::{map_get, map_put};
 use std::time::{Duration, Instant};
 
 use super::config::{Detector, HostnameSource, Plan};
-use super::{docker, k8snode};
+use super::{docker, ec2, k8snode};
 
 /// What the detectors read of the machine.
 pub(super) trait Host {
@@ -52,6 +52,7 @@ enum Job {
     Done(Result<Vec<KeyValue>, String>),
     Docker(docker::Endpoint),
     K8sNode(String),
+    Ec2(Option<String>),
 }
 
 /// Every detector; the attributes merged in the detectors' order, an
@@ -69,6 +70,7 @@ pub(super) fn detect(plan: &Plan, host: &dyn Host) -> (Vec<KeyValue>, Vec<Failur
             Detector::System => Ok(Job::Done(system(plan, host))),
             Detector::Docker => docker::endpoint(host).map(Job::Docker),
             Detector::K8sNode => k8snode::node_name(&plan.k8snode, host).map(Job::K8sNode),
+            Detector::Ec2 => ec2::endpoint(host).map(Job::Ec2),
         };
         match setup {
             Ok(job) => jobs.push((i, job)),
@@ -137,6 +139,10 @@ fn run_remote(plan: &Plan, jobs: Vec<(usize, Job)>) -> Vec<(usize, Result<Vec<Ke
                             }
                             Job::K8sNode(name) => {
                                 retrying(plan, deadline, || k8snode::detect(&plan.k8snode, &name))
+                                    .await
+                            }
+                            Job::Ec2(at) => {
+                                retrying(plan, deadline, || ec2::detect(&plan.ec2, at.as_deref()))
                                     .await
                             }
                         };

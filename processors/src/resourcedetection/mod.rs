@@ -1,6 +1,6 @@
 //! Processor `resourcedetection`: the Collector's processor of that name
 //! (`processor/resourcedetectionprocessor`) with its `env`, `system`,
-//! `docker` and `k8snode` detectors. Detection runs once, when the processor is made (as the
+//! `docker`, `k8snode` and `ec2` detectors. Detection runs once, when the processor is made (as the
 //! Collector runs it at start); each batch then only merges the detected
 //! attributes into every resource, replacing a resource's own values
 //! unless `override: false`.
@@ -8,6 +8,7 @@
 mod config;
 mod detect;
 mod docker;
+mod ec2;
 mod k8snode;
 
 #[cfg(test)]
@@ -51,7 +52,10 @@ fn create_with(cfg: &ComponentConfig, host: &dyn Host) -> Result<Box<dyn Process
         let at = cfg.key_path(&format!("detectors::{}", f.at));
         if f.setup {
             errs.push(at, format!("failed creating detector: {}", f.error));
-        } else if plan.fail_on_missing_metadata {
+        } else if plan.fail_on_missing_metadata
+            // `ec2`'s own (deprecated) flag, as the Collector ORs it in.
+            || (plan.detectors[f.at] == config::Detector::Ec2 && plan.ec2.fail_on_missing_metadata)
+        {
             errs.push(at, format!("failed to detect: {}", f.error));
         } else {
             tracing::warn!(detector = %at, error = %f.error, "failed to detect resource; going on without it");

@@ -158,7 +158,10 @@ fn env_format_errors() {
 fn config_errors_at_their_key() {
     let h = host();
     for (yaml, want) in [
-        ("detectors: [env, ec2]", "processors::resourcedetection::detectors::1: profcol has no ec2 detector"),
+        ("detectors: [env, eks]", "processors::resourcedetection::detectors::1: profcol has no eks detector"),
+        ("detectors: [ec2]\nec2: {tags: ['^team$']}", "processors::resourcedetection::ec2::tags: profcol reads instance tags from the instance metadata only"),
+        ("detectors: [ec2]\nec2: {tags: ['(' ], tags_from_imds: true}", "processors::resourcedetection::ec2::tags::0: regex parse error"),
+        ("detectors: [ec2]\nec2: {resource_attributes: {host.arch: {enabled: true}}}", "ec2::resource_attributes::host.arch: unknown attribute"),
         ("detectors: [k8s_api]", "processors::resourcedetection::detectors::0: profcol has no k8s_api detector"),
         ("detectors: [k8snode]\nk8snode: {auth_type: tls}", "processors::resourcedetection::k8snode::auth_type: \"tls\" is not supported"),
         ("detectors: [k8snode]\nk8snode: {resource_attributes: {k8s.node.ip: {enabled: true}}}", "k8snode::resource_attributes::k8s.node.ip: unknown attribute"),
@@ -339,4 +342,174 @@ fn a_batch_held_as_received_is_edited_without_decoding_its_samples() {
     for attrs in resource_attrs(&edited_as_bytes(&mut *p, Default::default())) {
         assert!(attrs.contains(&"team=a,b c".to_string()), "{attrs:?}");
     }
+}
+
+/// A fake instance metadata service on a TCP port: answers every request
+/// with `answer(method, path, token header)`; the requests it saw are
+/// sent back through the returned channel.
+fn fake_imds(
+    answer: fn(&str, &str, Option<&str>) -> (u16, String),
+) -> (String, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                continue;
+            }
+            let mut token = None;
+            let mut ttl = false;
+            loop {
+                let mut l = String::new();
+                if reader.read_line(&mut l).unwrap_or(0) == 0 || l == "\r\n" {
+                    break;
+                }
+                let lower = l.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("x-aws-ec2-metadata-token:") {
+                    token = Some(v.trim().to_string());
+                }
+                ttl |= lower.starts_with("x-aws-ec2-metadata-token-ttl-seconds: 21600");
+            }
+            let mut parts = line.split_whitespace();
+            let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            let (status, body) = answer(method, path, token.as_deref());
+            let _ = tx.send(format!(
+                "{method} {path}{}",
+                if ttl { " (ttl)" } else { "" }
+            ));
+            let resp = format!(
+                "HTTP/1.1 {status} X\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = conn.write_all(resp.as_bytes());
+        }
+    });
+    (at, rx)
+}
+
+const IDENTITY: &str = r#"{"accountId":"123456789012","architecture":"x86_64","availabilityZone":"eu-west-1b","imageId":"ami-0abc","instanceId":"i-0123","instanceType":"m7g.large","privateIp":"10.0.0.5","region":"eu-west-1"}"#;
+
+/// The metadata of one instance, its three tags included.
+fn instance(path: &str) -> (u16, String) {
+    match path {
+        "/latest/meta-data/instance-id" => (200, "i-0123".into()),
+        "/latest/dynamic/instance-identity/document" => (200, IDENTITY.into()),
+        "/latest/meta-data/hostname" => (200, "ip-10-0-0-5.eu-west-1.compute.internal".into()),
+        "/latest/meta-data/tags/instance" => (200, "team\nName\ncost center".into()),
+        "/latest/meta-data/tags/instance/team" => (200, "profiling".into()),
+        "/latest/meta-data/tags/instance/cost%20center" => (200, "42".into()),
+        _ => (404, String::new()),
+    }
+}
+
+fn imds_host(at: &str) -> FakeHost {
+    let mut h = host();
+    h.env.clear();
+    h.env.insert(
+        "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+        Box::leak(at.to_string().into_boxed_str()),
+    );
+    h
+}
+
+#[test]
+fn ec2_reads_the_instance_metadata_with_a_session_token() {
+    // IMDSv2 only: every read needs the token the PUT gave.
+    let (at, seen) = fake_imds(|method, path, token| match (method, path, token) {
+        ("PUT", "/latest/api/token", None) => (200, "tok-1".into()),
+        ("GET", _, Some("tok-1")) => instance(path),
+        _ => (401, String::new()),
+    });
+    let h = imds_host(&at);
+    let r = resources("detectors: [ec2]", &h);
+    assert_eq!(
+        r[0][2..],
+        [
+            "cloud.provider=aws",
+            "cloud.platform=aws_ec2",
+            "cloud.region=eu-west-1",
+            "cloud.account.id=123456789012",
+            "cloud.availability_zone=eu-west-1b",
+            "host.id=i-0123",
+            "host.image.id=ami-0abc",
+            "host.type=m7g.large",
+            "host.name=ip-10-0-0-5.eu-west-1.compute.internal",
+        ],
+        "{r:?}"
+    );
+    let asked: Vec<String> = seen.try_iter().collect();
+    assert_eq!(asked[0], "PUT /latest/api/token (ttl)");
+    assert_eq!(asked.len(), 4, "{asked:?}");
+    // Tags matched by the regular expressions, a key with a space escaped;
+    // an attribute turned off.
+    let r = resources(
+        "detectors: [ec2]\nec2: {tags_from_imds: true, tags: ['^team$', '^cost'], \
+         resource_attributes: {host.name: {enabled: false}, cloud.platform: {enabled: false}}}",
+        &h,
+    );
+    let attrs = &r[0][2..];
+    assert!(
+        attrs.contains(&"ec2.tag.team=profiling".to_string()),
+        "{attrs:?}"
+    );
+    assert!(
+        attrs.contains(&"ec2.tag.cost center=42".to_string()),
+        "{attrs:?}"
+    );
+    assert!(!attrs.iter().any(|a| a.starts_with("ec2.tag.Name")
+        || a.starts_with("host.name")
+        || a.starts_with("cloud.platform")));
+    assert_eq!(attrs.len(), 9, "{attrs:?}");
+}
+
+#[test]
+fn ec2_falls_back_to_imdsv1_where_there_is_no_token_api() {
+    let (at, seen) = fake_imds(|method, path, token| match (method, token) {
+        ("PUT", _) => (405, String::new()),
+        ("GET", None) => instance(path),
+        _ => (400, String::new()),
+    });
+    let r = resources("detectors: [ec2]", &imds_host(&at));
+    assert!(r[0].contains(&"host.id=i-0123".to_string()), "{r:?}");
+    assert_eq!(seen.try_iter().count(), 4);
+}
+
+#[test]
+fn ec2_off_ec2_finds_nothing_unless_metadata_must_be_there() {
+    // A port nobody listens on: no instance id, no attributes, no failure.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = format!("http://{}", free.local_addr().unwrap());
+    drop(free);
+    let mut h = imds_host(&at);
+    h.env.insert("OTEL_RESOURCE_ATTRIBUTES", "team=a");
+    let r = resources("detectors: [ec2, env]\nec2: {max_attempts: 1}", &h);
+    assert_eq!(r[0][2..], ["team=a"], "{r:?}");
+    let e = make(
+        "detectors: [ec2, env]\nec2: {max_attempts: 2, fail_on_missing_metadata: true}",
+        &h,
+    )
+    .err()
+    .unwrap();
+    assert!(
+        e.contains("processors::resourcedetection::detectors::0: failed to detect: EC2 metadata unavailable"),
+        "{e}"
+    );
+    // Turned off by the SDK's variable: not even asked.
+    h.env.insert("AWS_EC2_METADATA_DISABLED", "true");
+    let r = resources("detectors: [ec2, env]", &h);
+    assert_eq!(r[0][2..], ["team=a"]);
+    // The endpoint must be plain http.
+    h.env.insert("AWS_EC2_METADATA_DISABLED", "false");
+    h.env
+        .insert("AWS_EC2_METADATA_SERVICE_ENDPOINT", "https://imds");
+    let e = make("detectors: [ec2]", &h).err().unwrap();
+    assert!(
+        e.contains("failed creating detector: AWS_EC2_METADATA_SERVICE_ENDPOINT"),
+        "{e}"
+    );
 }
