@@ -1,6 +1,6 @@
 //! The `resourcedetection` section, with the Collector's keys
 //! (`processor/resourcedetectionprocessor` v0.161.0). profcol has the
-//! `env`, `system`, `docker`, `k8snode` and `ec2` detectors; every other detector
+//! `env`, `system`, `docker`, `k8snode`, `ec2` and `azure` detectors; every other detector
 //! is refused by name where `detectors` lists it, and its settings section
 //! is accepted unused when it does not (the Collector's default config
 //! carries them all).
@@ -47,7 +47,7 @@ pub struct ResourceDetectionConfig {
     pub alibaba_ecs: Option<Any>,
     pub akamai: Option<Any>,
     pub aks: Option<Any>,
-    pub azure: Option<Any>,
+    pub azure: AzureConfig,
     pub azurecontainerapps: Option<Any>,
     pub consul: Option<Any>,
     pub digitalocean: Option<Any>,
@@ -88,7 +88,7 @@ impl Default for ResourceDetectionConfig {
             alibaba_ecs: None,
             akamai: None,
             aks: None,
-            azure: None,
+            azure: AzureConfig::default(),
             azurecontainerapps: None,
             consul: None,
             digitalocean: None,
@@ -205,12 +205,28 @@ pub struct Ec2Plan {
     pub fail_on_missing_metadata: bool,
 }
 
+/// The `azure` detector's section.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AzureConfig {
+    /// Regular expressions over the VM's tag names: `azure.tag.<name>`.
+    pub tags: Vec<String>,
+    pub resource_attributes: BTreeMap<String, AttributeToggle>,
+}
+
+#[derive(Debug, Clone)]
+pub struct AzurePlan {
+    /// `azure::ATTRIBUTES` enabled.
+    pub attributes: [bool; 11],
+    pub tags: Vec<regex::Regex>,
+    pub fail_on_missing_metadata: bool,
+}
+
 /// The detectors of the Collector v0.161.0 profcol does not have.
 const OTHER_DETECTORS: &[&str] = &[
     "alibaba_ecs",
     "akamai",
     "aks",
-    "azure",
     "azurecontainerapps",
     "consul",
     "digitalocean",
@@ -266,6 +282,7 @@ pub enum Detector {
     Docker,
     K8sNode,
     Ec2,
+    Azure,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -289,6 +306,7 @@ pub struct Plan {
     pub docker: [bool; 2],
     pub k8snode: K8sNodePlan,
     pub ec2: Ec2Plan,
+    pub azure: AzurePlan,
 }
 
 #[derive(Debug, Clone)]
@@ -311,6 +329,7 @@ impl ResourceDetectionConfig {
                 "docker" => detectors.push(Detector::Docker),
                 "k8snode" => detectors.push(Detector::K8sNode),
                 "ec2" => detectors.push(Detector::Ec2),
+                "azure" => detectors.push(Detector::Azure),
                 other if OTHER_DETECTORS.contains(&other) => errs.push(
                     at,
                     format!("profcol has no {other} detector: it queries a cloud or orchestrator API profcol does not call; \
@@ -397,15 +416,27 @@ impl ResourceDetectionConfig {
             ),
         };
         // As the Collector: a section is read when its detector is made.
+        let fail = self.fail_on_missing_metadata;
         let mut unused = ConfigErrors::default();
-        let ec2_errs = if detectors.contains(&Detector::Ec2) {
-            &mut errs
-        } else {
-            &mut unused
-        };
-        let ec2 = self
-            .ec2
-            .compile(cfg, self.fail_on_missing_metadata, ec2_errs);
+        let on = |d: Detector| detectors.contains(&d);
+        let ec2 = self.ec2.compile(
+            cfg,
+            fail,
+            if on(Detector::Ec2) {
+                &mut errs
+            } else {
+                &mut unused
+            },
+        );
+        let azure = self.azure.compile(
+            cfg,
+            fail,
+            if on(Detector::Azure) {
+                &mut errs
+            } else {
+                &mut unused
+            },
+        );
         errs.into_result(Plan {
             detectors,
             hostname_sources,
@@ -416,6 +447,7 @@ impl ResourceDetectionConfig {
             docker,
             k8snode,
             ec2,
+            azure,
         })
     }
 }
@@ -423,21 +455,8 @@ impl ResourceDetectionConfig {
 impl Ec2Config {
     fn compile(&self, cfg: &ComponentConfig, fail: bool, errs: &mut ConfigErrors) -> Ec2Plan {
         use super::ec2::ATTRIBUTES;
-        for name in self.resource_attributes.keys() {
-            if !ATTRIBUTES.contains(&name.as_str()) {
-                errs.push(
-                    cfg.key_path(&format!("ec2::resource_attributes::{name}")),
-                    format!("unknown attribute {name:?} of the ec2 detector"),
-                );
-            }
-        }
-        let mut tags = Vec::new();
-        for (i, t) in self.tags.iter().enumerate() {
-            match regex::Regex::new(t) {
-                Ok(r) => tags.push(r),
-                Err(e) => errs.push(cfg.key_path(&format!("ec2::tags::{i}")), e.to_string()),
-            }
-        }
+        unknown_attributes(cfg, "ec2", &self.resource_attributes, &ATTRIBUTES, errs);
+        let tags = tag_regexes(cfg, "ec2", &self.tags, errs);
         if !self.tags.is_empty() && !self.tags_from_imds {
             errs.push(
                 cfg.key_path("ec2::tags"),
@@ -459,6 +478,57 @@ impl Ec2Config {
             max_attempts: self.max_attempts.max(1),
             max_backoff: self.max_backoff.get(),
             fail_on_missing_metadata: fail || self.fail_on_missing_metadata,
+        }
+    }
+}
+
+/// A detector's `tags`: regular expressions, each an error at its key.
+fn tag_regexes(
+    cfg: &ComponentConfig,
+    detector: &str,
+    tags: &[String],
+    errs: &mut ConfigErrors,
+) -> Vec<regex::Regex> {
+    let mut out = Vec::new();
+    for (i, t) in tags.iter().enumerate() {
+        match regex::Regex::new(t) {
+            Ok(r) => out.push(r),
+            Err(e) => errs.push(
+                cfg.key_path(&format!("{detector}::tags::{i}")),
+                e.to_string(),
+            ),
+        }
+    }
+    out
+}
+
+/// A detector's `resource_attributes` over `names`: another name is an
+/// error at its key.
+fn unknown_attributes(
+    cfg: &ComponentConfig,
+    detector: &str,
+    set: &BTreeMap<String, AttributeToggle>,
+    names: &[&str],
+    errs: &mut ConfigErrors,
+) {
+    for name in set.keys().filter(|n| !names.contains(&n.as_str())) {
+        errs.push(
+            cfg.key_path(&format!("{detector}::resource_attributes::{name}")),
+            format!("unknown attribute {name:?} of the {detector} detector"),
+        );
+    }
+}
+
+impl AzureConfig {
+    fn compile(&self, cfg: &ComponentConfig, fail: bool, errs: &mut ConfigErrors) -> AzurePlan {
+        use super::azure::ATTRIBUTES;
+        let names = ATTRIBUTES.map(|(n, _)| n);
+        unknown_attributes(cfg, "azure", &self.resource_attributes, &names, errs);
+        AzurePlan {
+            attributes: ATTRIBUTES
+                .map(|(n, on)| self.resource_attributes.get(n).map_or(on, |t| t.enabled)),
+            tags: tag_regexes(cfg, "azure", &self.tags, errs),
+            fail_on_missing_metadata: fail,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The detectors, run once when the processor is made: `env`
 //! (`OTEL_RESOURCE_ATTRIBUTES`), `system` (host and OS), and over the
-//! network `docker`, `k8snode` and `ec2`. Each reads the machine through
+//! network `docker`, `k8snode`, `ec2` and `azure`. Each reads the machine through
 //! [`Host`], so tests give their own environment and files.
 
 use profcol_model::proto::{any_value::Value as A, AnyValue, KeyValue};
@@ -9,12 +9,16 @@ use profcol_ottl::value::{map_get, map_put};
 use std::time::{Duration, Instant};
 
 use super::config::{Detector, HostnameSource, Plan};
-use super::{docker, ec2, k8snode};
+use super::{azure, docker, ec2, k8snode};
 
 /// What the detectors read of the machine.
 pub(super) trait Host {
     fn env(&self, name: &str) -> Option<String>;
     fn file(&self, path: &str) -> Option<String>;
+    /// Where a cloud's instance metadata service listens (`host:port`).
+    fn link_local(&self) -> String {
+        "169.254.169.254:80".into()
+    }
 }
 
 /// The machine profcol runs on.
@@ -53,6 +57,7 @@ enum Job {
     Docker(docker::Endpoint),
     K8sNode(String),
     Ec2(Option<String>),
+    Azure(String),
 }
 
 /// Every detector; the attributes merged in the detectors' order, an
@@ -71,6 +76,7 @@ pub(super) fn detect(plan: &Plan, host: &dyn Host) -> (Vec<KeyValue>, Vec<Failur
             Detector::Docker => docker::endpoint(host).map(Job::Docker),
             Detector::K8sNode => k8snode::node_name(&plan.k8snode, host).map(Job::K8sNode),
             Detector::Ec2 => ec2::endpoint(host).map(Job::Ec2),
+            Detector::Azure => Ok(Job::Azure(host.link_local())),
         };
         match setup {
             Ok(job) => jobs.push((i, job)),
@@ -144,6 +150,9 @@ fn run_remote(plan: &Plan, jobs: Vec<(usize, Job)>) -> Vec<(usize, Result<Vec<Ke
                             Job::Ec2(at) => {
                                 retrying(plan, deadline, || ec2::detect(&plan.ec2, at.as_deref()))
                                     .await
+                            }
+                            Job::Azure(at) => {
+                                retrying(plan, deadline, || azure::detect(&plan.azure, &at)).await
                             }
                         };
                         (i, r)

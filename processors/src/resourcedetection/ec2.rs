@@ -31,7 +31,7 @@ pub(super) const ATTRIBUTES: [&str; 9] = [
 ];
 
 /// An identity document is about a kilobyte.
-const MAX_BODY: usize = 1 << 20;
+pub(super) const MAX_BODY: usize = 1 << 20;
 /// Per request: the service is on the instance's own link.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
 const TOKEN_TTL_SECONDS: &str = "21600";
@@ -225,35 +225,49 @@ impl<'a> Imds<'a> {
     }
 
     async fn once(&self, method: hyper::Method, path: &str) -> Result<(u16, Bytes), String> {
-        let stream = tokio::net::TcpStream::connect(self.at)
-            .await
-            .map_err(|e| format!("{}: {e}", self.at))?;
-        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-        let conn = tokio::spawn(conn);
-        let mut req = hyper::Request::builder()
-            .method(method)
-            .uri(path)
-            .header(hyper::header::HOST, self.at);
-        req = match &self.token {
-            Some(t) => req.header("X-aws-ec2-metadata-token", t),
+        let header = match &self.token {
+            Some(t) => Some(("X-aws-ec2-metadata-token", t.as_str())),
             None if path == "/latest/api/token" => {
-                req.header("X-aws-ec2-metadata-token-ttl-seconds", TOKEN_TTL_SECONDS)
+                Some(("X-aws-ec2-metadata-token-ttl-seconds", TOKEN_TTL_SECONDS))
             }
-            None => req,
+            None => None,
         };
-        let req = req.body(Empty::<Bytes>::new()).map_err(|e| e.to_string())?;
-        let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
-        let status = resp.status().as_u16();
-        let body = Limited::new(resp.into_body(), MAX_BODY)
-            .collect()
-            .await
-            .map_err(|e| format!("{path}: {e}"))?
-            .to_bytes();
-        conn.abort();
-        Ok((status, body))
+        request(self.at, method, path, header).await
     }
+}
+
+/// One HTTP/1.1 request to a metadata service at `at` (`host:port`), on a
+/// connection of its own: the status and the body (at most a megabyte).
+pub(super) async fn request(
+    at: &str,
+    method: hyper::Method,
+    path: &str,
+    header: Option<(&str, &str)>,
+) -> Result<(u16, Bytes), String> {
+    let stream = tokio::net::TcpStream::connect(at)
+        .await
+        .map_err(|e| format!("{at}: {e}"))?;
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    let conn = tokio::spawn(conn);
+    let mut req = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(hyper::header::HOST, at);
+    if let Some((name, value)) = header {
+        req = req.header(name, value);
+    }
+    let req = req.body(Empty::<Bytes>::new()).map_err(|e| e.to_string())?;
+    let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
+    let status = resp.status().as_u16();
+    let body = Limited::new(resp.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map_err(|e| format!("{path}: {e}"))?
+        .to_bytes();
+    conn.abort();
+    Ok((status, body))
 }
 
 /// A tag key as one path segment.

@@ -1,10 +1,11 @@
 //! Processor `resourcedetection`: the Collector's processor of that name
 //! (`processor/resourcedetectionprocessor`) with its `env`, `system`,
-//! `docker`, `k8snode` and `ec2` detectors. Detection runs once, when the processor is made (as the
+//! `docker`, `k8snode`, `ec2` and `azure` detectors. Detection runs once, when the processor is made (as the
 //! Collector runs it at start); each batch then only merges the detected
 //! attributes into every resource, replacing a resource's own values
 //! unless `override: false`.
 
+mod azure;
 mod config;
 mod detect;
 mod docker;

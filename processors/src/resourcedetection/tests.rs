@@ -21,6 +21,13 @@ impl Host for FakeHost {
     fn file(&self, path: &str) -> Option<String> {
         self.files.get(path).map(|s| s.to_string())
     }
+    fn link_local(&self) -> String {
+        // Port 9 (discard) refuses on a test machine.
+        self.env
+            .get("TEST_LINK_LOCAL")
+            .unwrap_or(&"127.0.0.1:9")
+            .to_string()
+    }
 }
 
 fn host() -> FakeHost {
@@ -363,7 +370,7 @@ fn fake_imds(
                 continue;
             }
             let mut token = None;
-            let mut ttl = false;
+            let (mut ttl, mut meta) = (false, false);
             loop {
                 let mut l = String::new();
                 if reader.read_line(&mut l).unwrap_or(0) == 0 || l == "\r\n" {
@@ -374,14 +381,17 @@ fn fake_imds(
                     token = Some(v.trim().to_string());
                 }
                 ttl |= lower.starts_with("x-aws-ec2-metadata-token-ttl-seconds: 21600");
+                meta |= lower.starts_with("metadata: true");
             }
             let mut parts = line.split_whitespace();
             let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
             let (status, body) = answer(method, path, token.as_deref());
-            let _ = tx.send(format!(
-                "{method} {path}{}",
-                if ttl { " (ttl)" } else { "" }
-            ));
+            let note = match (ttl, meta) {
+                (true, _) => " (ttl)",
+                (_, true) => " (metadata)",
+                _ => "",
+            };
+            let _ = tx.send(format!("{method} {path}{note}"));
             let resp = format!(
                 "HTTP/1.1 {status} X\r\nContent-Length: {}\r\n\r\n{body}",
                 body.len()
@@ -510,6 +520,91 @@ fn ec2_off_ec2_finds_nothing_unless_metadata_must_be_there() {
     let e = make("detectors: [ec2]", &h).err().unwrap();
     assert!(
         e.contains("failed creating detector: AWS_EC2_METADATA_SERVICE_ENDPOINT"),
+        "{e}"
+    );
+}
+
+const COMPUTE: &str = r#"{"location":"westeurope","name":"vm-1","vmId":"02aab8a4-74ef-476e-8182-f6d2ba4166a6","vmSize":"Standard_D2s_v3","subscriptionId":"8d10da13-8125-4ba9-a717-bf7490507b3d","resourceGroupName":"rg-1","vmScaleSetName":"","zone":"2","osProfile":{"computerName":"vm-1-host","adminUsername":"x"},"tagsList":[{"name":"team","value":"prof"},{"name":"env","value":"prod"}]}"#;
+
+#[test]
+fn azure_reads_the_vm_metadata() {
+    let (at, seen) = fake_imds(|method, path, _| match (method, path) {
+        ("GET", "/metadata/instance/compute?api-version=2020-09-01&format=json") => {
+            (200, COMPUTE.into())
+        }
+        _ => (404, String::new()),
+    });
+    let mut h = host();
+    h.env.clear();
+    h.env.insert(
+        "TEST_LINK_LOCAL",
+        Box::leak(
+            at.trim_start_matches("http://")
+                .to_string()
+                .into_boxed_str(),
+        ),
+    );
+    let r = resources("detectors: [azure]", &h);
+    assert_eq!(
+        r[0][2..],
+        [
+            "cloud.provider=azure",
+            "cloud.platform=azure_vm",
+            "host.name=vm-1-host",
+            "cloud.region=westeurope",
+            "host.id=02aab8a4-74ef-476e-8182-f6d2ba4166a6",
+            "cloud.account.id=8d10da13-8125-4ba9-a717-bf7490507b3d",
+            "azure.vm.name=vm-1",
+            "azure.vm.size=Standard_D2s_v3",
+            "azure.resourcegroup.name=rg-1",
+        ],
+        "{r:?}"
+    );
+    assert_eq!(
+        seen.try_iter().collect::<Vec<_>>(),
+        ["GET /metadata/instance/compute?api-version=2020-09-01&format=json (metadata)"]
+    );
+    // The zone when enabled, tags by name, an attribute turned off.
+    let r = resources(
+        "detectors: [azure]\nazure: {tags: ['^team$'], resource_attributes: \
+         {cloud.availability_zone: {enabled: true}, azure.vm.size: {enabled: false}}}",
+        &h,
+    );
+    let attrs = &r[0][2..];
+    assert!(
+        attrs.contains(&"cloud.availability_zone=2".to_string()),
+        "{attrs:?}"
+    );
+    assert!(
+        attrs.contains(&"azure.tag.team=prof".to_string()),
+        "{attrs:?}"
+    );
+    assert!(!attrs
+        .iter()
+        .any(|a| a.starts_with("azure.tag.env") || a.starts_with("azure.vm.size")));
+}
+
+#[test]
+fn azure_off_azure_finds_nothing_unless_metadata_must_be_there() {
+    let mut h = host();
+    h.env.insert("OTEL_RESOURCE_ATTRIBUTES", "team=a");
+    let r = resources("detectors: [azure, env]", &h);
+    assert_eq!(r[0][2..], ["team=a"], "{r:?}");
+    let e = make(
+        "detectors: [env, azure]\ntimeout: 1s\nfail_on_missing_metadata: true",
+        &h,
+    )
+    .err()
+    .unwrap();
+    assert!(
+        e.contains("processors::resourcedetection::detectors::1: failed to detect: azure metadata unavailable: failed to query Azure IMDS"),
+        "{e}"
+    );
+    let e = make("detectors: [azure]\nazure: {tags: ['(']}", &h)
+        .err()
+        .unwrap();
+    assert!(
+        e.contains("processors::resourcedetection::azure::tags::0"),
         "{e}"
     );
 }
