@@ -9,7 +9,7 @@ use profcol_model::proto::KeyValue;
 
 use super::config::AzurePlan;
 use super::detect::string_kv;
-use super::ec2::request;
+use super::http::request;
 
 /// The attributes, in the order the Collector sets them, and whether each
 /// is on by default.
@@ -105,7 +105,20 @@ pub(super) async fn detect(plan: &AzurePlan, at: &str) -> Result<Vec<KeyValue>, 
 }
 
 async fn compute(at: &str) -> Result<Compute, String> {
-    let (status, body) = request(at, hyper::Method::GET, PATH, Some(("Metadata", "true")))
+    let query = async {
+        let stream = tokio::net::TcpStream::connect(at)
+            .await
+            .map_err(|e| format!("{at}: {e}"))?;
+        request(
+            stream,
+            at,
+            hyper::Method::GET,
+            PATH,
+            Some(("Metadata", "true")),
+        )
+        .await
+    };
+    let (status, body) = query
         .await
         .map_err(|e| format!("failed to query Azure IMDS: {e}"))?;
     if status != 200 {

@@ -3,18 +3,15 @@
 //! /info`, over `DOCKER_HOST` (`unix://` or `tcp://`) or
 //! `/var/run/docker.sock`.
 
-use http_body_util::{BodyExt, Empty, Limited};
 use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
 use serde::Deserialize;
 
 use profcol_model::proto::KeyValue;
 
 use super::detect::{string_kv, Host};
+use super::http::request;
 
 const DEFAULT_SOCKET: &str = "/var/run/docker.sock";
-/// `/info` is a few kilobytes; a daemon sending more is not one.
-const MAX_BODY: usize = 1 << 20;
 
 #[derive(Deserialize)]
 struct Info {
@@ -83,23 +80,8 @@ async fn get_info<S>(stream: S) -> Result<Bytes, String>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    let conn = tokio::spawn(conn);
-    let req = hyper::Request::get("/info")
-        .header(hyper::header::HOST, "docker")
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| e.to_string())?;
-    let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
-    let status = resp.status();
-    let body = Limited::new(resp.into_body(), MAX_BODY)
-        .collect()
-        .await
-        .map_err(|e| format!("/info: {e}"))?
-        .to_bytes();
-    conn.abort();
-    if !status.is_success() {
+    let (status, body) = request(stream, "docker", hyper::Method::GET, "/info", None).await?;
+    if !(200..300).contains(&status) {
         let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
         return Err(format!("/info: {status}: {text}"));
     }

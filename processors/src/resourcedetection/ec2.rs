@@ -7,15 +7,14 @@
 
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Empty, Limited};
 use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
 use serde::Deserialize;
 
 use profcol_model::proto::KeyValue;
 
 use super::config::Ec2Plan;
 use super::detect::{string_kv, Host};
+use super::http::request;
 
 /// The attributes, in the order the Collector sets them.
 pub(super) const ATTRIBUTES: [&str; 9] = [
@@ -30,8 +29,6 @@ pub(super) const ATTRIBUTES: [&str; 9] = [
     "host.name",
 ];
 
-/// An identity document is about a kilobyte.
-pub(super) const MAX_BODY: usize = 1 << 20;
 /// Per request: the service is on the instance's own link.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
 const TOKEN_TTL_SECONDS: &str = "21600";
@@ -232,42 +229,11 @@ impl<'a> Imds<'a> {
             }
             None => None,
         };
-        request(self.at, method, path, header).await
+        let stream = tokio::net::TcpStream::connect(self.at)
+            .await
+            .map_err(|e| format!("{}: {e}", self.at))?;
+        request(stream, self.at, method, path, header).await
     }
-}
-
-/// One HTTP/1.1 request to a metadata service at `at` (`host:port`), on a
-/// connection of its own: the status and the body (at most a megabyte).
-pub(super) async fn request(
-    at: &str,
-    method: hyper::Method,
-    path: &str,
-    header: Option<(&str, &str)>,
-) -> Result<(u16, Bytes), String> {
-    let stream = tokio::net::TcpStream::connect(at)
-        .await
-        .map_err(|e| format!("{at}: {e}"))?;
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    let conn = tokio::spawn(conn);
-    let mut req = hyper::Request::builder()
-        .method(method)
-        .uri(path)
-        .header(hyper::header::HOST, at);
-    if let Some((name, value)) = header {
-        req = req.header(name, value);
-    }
-    let req = req.body(Empty::<Bytes>::new()).map_err(|e| e.to_string())?;
-    let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
-    let status = resp.status().as_u16();
-    let body = Limited::new(resp.into_body(), MAX_BODY)
-        .collect()
-        .await
-        .map_err(|e| format!("{path}: {e}"))?
-        .to_bytes();
-    conn.abort();
-    Ok((status, body))
 }
 
 /// A tag key as one path segment.

@@ -10,6 +10,7 @@ mod config;
 mod detect;
 mod docker;
 mod ec2;
+mod http;
 mod k8snode;
 
 #[cfg(test)]

@@ -1,0 +1,45 @@
+//! One HTTP/1.1 request on a connection of its own: what the network
+//! detectors ask a local service (the Docker daemon, an instance metadata
+//! service).
+
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+
+/// Their answers are a few kilobytes; a service sending more is not one.
+const MAX_BODY: usize = 1 << 20;
+
+/// `method path` on `stream` to `host`, with one extra header: the status
+/// and the body.
+pub(super) async fn request<S>(
+    stream: S,
+    host: &str,
+    method: hyper::Method,
+    path: &str,
+    header: Option<(&str, &str)>,
+) -> Result<(u16, Bytes), String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    let conn = tokio::spawn(conn);
+    let mut req = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(hyper::header::HOST, host);
+    if let Some((name, value)) = header {
+        req = req.header(name, value);
+    }
+    let req = req.body(Empty::<Bytes>::new()).map_err(|e| e.to_string())?;
+    let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
+    let status = resp.status().as_u16();
+    let body = Limited::new(resp.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map_err(|e| format!("{path}: {e}"))?
+        .to_bytes();
+    conn.abort();
+    Ok((status, body))
+}
