@@ -241,3 +241,72 @@ async fn k8snode_missing_or_forbidden_node() {
         "{err}"
     );
 }
+
+/// A fake EC2 instance metadata service (IMDSv2: reads need the token a
+/// PUT gave) on a port of its own, for the process's
+/// `AWS_EC2_METADATA_SERVICE_ENDPOINT`.
+fn fake_ec2_metadata() -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut head = Vec::new();
+            loop {
+                let mut l = String::new();
+                if reader.read_line(&mut l).unwrap_or(0) == 0 || l == "\r\n" {
+                    break;
+                }
+                head.push(l.to_ascii_lowercase());
+            }
+            let token = head
+                .iter()
+                .any(|l| l.starts_with("x-aws-ec2-metadata-token: tok"));
+            let first = head.first().cloned().unwrap_or_default();
+            let body = match (first.split_whitespace().nth(1), token) {
+                (Some("/latest/api/token"), false) => Some("tok"),
+                (Some("/latest/meta-data/instance-id"), true) => Some("i-0abc"),
+                (Some("/latest/meta-data/hostname"), true) => Some("ip-10-1-2-3.ec2.internal"),
+                (Some("/latest/dynamic/instance-identity/document"), true) => Some(
+                    r#"{"accountId":"210987654321","availabilityZone":"us-east-1a","imageId":"ami-1","instanceId":"i-0abc","instanceType":"c7i.xlarge","region":"us-east-1"}"#,
+                ),
+                _ => None,
+            };
+            let resp = match body {
+                Some(b) => format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{b}", b.len()),
+                None => "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n".into(),
+            };
+            let _ = conn.write_all(resp.as_bytes());
+        }
+    });
+    at
+}
+
+/// `ec2` asks the instance metadata service the process's variables name,
+/// and every resource gets the instance's attributes.
+#[tokio::test]
+async fn ec2_adds_the_instances_attributes() {
+    let at = fake_ec2_metadata();
+    let env = [("AWS_EC2_METADATA_SERVICE_ENDPOINT", at.as_ref())];
+    let got = through_with("    detectors: [ec2]", &env).await;
+    assert_eq!(got.len(), 2, "{got:?}");
+    for attrs in &got {
+        for want in [
+            "cloud.provider=aws",
+            "cloud.platform=aws_ec2",
+            "cloud.region=us-east-1",
+            "cloud.account.id=210987654321",
+            "cloud.availability_zone=us-east-1a",
+            "host.id=i-0abc",
+            "host.image.id=ami-1",
+            "host.type=c7i.xlarge",
+            "host.name=ip-10-1-2-3.ec2.internal",
+        ] {
+            assert!(
+                attrs.contains(&want.to_string()),
+                "{want} missing: {attrs:?}"
+            );
+        }
+    }
+}
