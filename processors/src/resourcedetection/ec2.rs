@@ -67,20 +67,15 @@ pub(super) fn endpoint(host: &dyn Host) -> Result<Option<String>, String> {
     }))
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// The instance identity document's fields the detector reads.
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
 struct Identity {
-    #[serde(default)]
     account_id: String,
-    #[serde(default)]
     availability_zone: String,
-    #[serde(default)]
     image_id: String,
-    #[serde(default)]
     instance_id: String,
-    #[serde(default)]
     instance_type: String,
-    #[serde(default)]
     region: String,
 }
 
