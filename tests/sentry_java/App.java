@@ -35,9 +35,11 @@ public class App {
           o.setProfileSessionSampleRate(1.0);
           o.setProfileLifecycle(ProfileLifecycle.MANUAL);
           o.setProfilingTracesDirPath(dir);
-          // Only the SDK's own complaints, for the test's failure message.
+          // Its whole account (profiler start, chunk captured, envelope
+          // sent), for the test's failure message: a run once sent
+          // nothing, and said nothing at WARNING.
           o.setDebug(true);
-          o.setDiagnosticLevel(SentryLevel.WARNING);
+          o.setDiagnosticLevel(SentryLevel.DEBUG);
           // Closing waits this long for the chunk to be converted and
           // sent: the default 2 s was too short on a loaded CI machine.
           o.setShutdownTimeoutMillis(30_000);
