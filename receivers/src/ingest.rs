@@ -347,15 +347,34 @@ impl Ingest {
     ) -> Result<Accepted, Refusal> {
         let mode = self.on_invalid;
         // A small request is checked on the task that read it; one that
-        // must be decoded goes to the CPU pool all the same.
-        let early = (bytes.len() <= profcol_model::cpu::INLINE).then(|| wire_check::check(&bytes));
+        // must be decoded goes to the CPU pool all the same. Where the one
+        // pipeline's processors decode it anyway, this task first holds
+        // their chain, then decodes the request for it, checking it as
+        // decoded: it waits for the chain as bytes, and runs through it
+        // on the thread that decoded it.
+        let small = bytes.len() <= profcol_model::cpu::INLINE;
+        let claim = if small {
+            self.output.claim_chain().await
+        } else {
+            None
+        };
+        let decodes = claim.is_some();
+        let early = small.then(|| {
+            if decodes {
+                wire_check::decode_clean(&bytes).map(|(b, c)| (Some(b), c))
+            } else {
+                wire_check::check(&bytes).map(|c| (None, c))
+            }
+        });
         let inline = matches!(early, Some(Some(_)));
         let work = move || {
             // A request valid as it is stays bytes, decoded only if a stage
             // reads it; the walk that finds it clean also measures what
             // decoding would take.
-            let clean = early.unwrap_or_else(|| wire_check::check(&bytes));
-            let heap = clean.map_or_else(|| estimate_decoded(&bytes), |c| c.heap);
+            let clean = early.unwrap_or_else(|| wire_check::check(&bytes).map(|c| (None, c)));
+            let heap = clean
+                .as_ref()
+                .map_or_else(|| estimate_decoded(&bytes), |(_, c)| c.heap);
             // What decoding will take, reserved before it is taken (what
             // was reserved up front beyond it goes back).
             let needed = bytes.len() + heap;
@@ -374,8 +393,10 @@ impl Ingest {
                 return (Err((0, Refusal::from(ConsumeError::memory(e)))), memory);
             }
             let checked = match clean {
-                Some(clean) => Ok(Checked {
-                    batch: ProfileBatch::checked(bytes, clean).with_compressed(compressed),
+                Some((decoded, clean)) => Ok(Checked {
+                    batch: decoded
+                        .unwrap_or_else(|| ProfileBatch::checked(bytes, clean))
+                        .with_compressed(compressed),
                     partial: None,
                     removed: Vec::new(),
                     revision: Some(Revision::CURRENT),
@@ -395,7 +416,12 @@ impl Ingest {
         } else {
             profcol_model::cpu::run(work).await
         };
-        self.hand_off(checked, memory, origin).await
+        profcol_pipeline::runtime::CHAIN_CLAIM
+            .scope(
+                std::cell::RefCell::new(claim),
+                self.hand_off(checked, memory, origin),
+            )
+            .await
     }
 
     /// An OTLP/JSON `ExportProfilesServiceRequest` of any revision profcol

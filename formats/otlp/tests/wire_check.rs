@@ -15,7 +15,7 @@ use prost::Message;
 use generate::{data, for_each_site, Sizes};
 use profcol_model::footprint::heap_bytes;
 use profcol_model::proto::ProfilesData;
-use profcol_model::wire_check::{check, Clean};
+use profcol_model::wire_check::{check, decode_clean, Clean};
 use profcol_model::{findings, ProfileBatch};
 use profcol_otlp::revisions::{self as otlp_revisions, Revision};
 
@@ -38,10 +38,26 @@ fn decoding_path(bytes: &[u8]) -> Option<Clean> {
     })
 }
 
-/// Sound: clean means clean, with the same counts.
+/// Sound: clean means clean, with the same counts; decoded clean, the
+/// same data too, and the heap it holds.
 fn agrees(bytes: &[u8]) -> Result<(), TestCaseError> {
     if let Some(c) = check(bytes) {
         prop_assert_eq!(Some(c), decoding_path(bytes), "clean on the wire only");
+    }
+    if let Some((batch, c)) = decode_clean(&Bytes::copy_from_slice(bytes)) {
+        let want = decoding_path(bytes);
+        prop_assert!(want.is_some(), "decoded clean only");
+        prop_assert_eq!(
+            (c.samples, c.profiles),
+            want.map(|w| (w.samples, w.profiles)).unwrap()
+        );
+        prop_assert_eq!(batch.data(), &ProfilesData::decode(bytes).unwrap());
+        prop_assert_eq!(c.heap, heap_bytes(batch.data()));
+        prop_assert_eq!(
+            batch.encoded().map(|b| &b[..]),
+            Some(bytes),
+            "it keeps its bytes"
+        );
     }
     Ok(())
 }
@@ -78,6 +94,8 @@ proptest! {
         let want = decoding_path(&bytes);
         prop_assert!(want.is_some());
         prop_assert_eq!(check(&bytes), want);
+        prop_assert!(decode_clean(&Bytes::from(bytes.clone())).is_some(), "what prost writes");
+        agrees(&bytes)?;
     }
 
     #[test]
@@ -109,6 +127,7 @@ proptest! {
         });
         let bytes = d.encode_to_vec();
         prop_assert_eq!(check(&bytes), None);
+        prop_assert!(decode_clean(&Bytes::from(bytes.clone())).is_none());
         prop_assert_eq!(decoding_path(&bytes), None);
     }
 }
@@ -132,6 +151,7 @@ proptest! {
         prop_assume!(real.is_some());
         let bytes = d.encode_to_vec();
         prop_assert_eq!(check(&bytes), None);
+        prop_assert!(decode_clean(&Bytes::from(bytes.clone())).is_none());
         prop_assert_eq!(decoding_path(&bytes), None);
     }
 }
@@ -175,6 +195,15 @@ fn recorded_current_requests_are_clean_and_older_ones_are_not() {
         let got = check(&bytes);
         let want = decoding_path(&bytes);
         assert!(got.is_none() || got == want, "{}", f.display());
+        agrees(&bytes).unwrap();
+        let decoded =
+            decode_clean(&Bytes::from(bytes.clone())).map(|(_, c)| (c.samples, c.profiles));
+        assert_eq!(
+            decoded,
+            want.map(|w| (w.samples, w.profiles)),
+            "{}",
+            f.display()
+        );
         if want.is_some() {
             assert_eq!(
                 got,

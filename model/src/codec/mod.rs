@@ -12,5 +12,6 @@ mod tests;
 pub(crate) mod write;
 
 pub use decode::decode;
+pub(crate) use decode::exact;
 pub use encode::{encode, encoded_len};
 pub use resources::{edit_resources, read_resources, retain_resources, Dropped, Edited};

@@ -140,6 +140,16 @@ impl Output {
         self.route.clone()
     }
 
+    /// The chain of the one pipeline this output feeds, when it decodes
+    /// what it is handed.
+    pub async fn claim_chain(&self) -> Option<crate::runtime::Claim> {
+        let pipelines = self.route.get();
+        match &pipelines[..] {
+            [p] => p.claim().await,
+            _ => None,
+        }
+    }
+
     pub fn receiver_id(&self) -> &str {
         &self.receiver
     }

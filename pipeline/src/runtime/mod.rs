@@ -19,7 +19,7 @@ pub use build::{build, create_exporter, ConnectorNode, Graph, PipelineNode};
 pub use exporter_helper::Backoff;
 pub use health::{ExtensionContext, Health};
 pub use metrics::{MetricsOut, MetricsPipeline, MetricsQueue};
-pub use pipeline::{Connection, Downstream, ExporterQueue, Pipeline, Prepared};
+pub use pipeline::{Claim, Connection, Downstream, ExporterQueue, Pipeline, Prepared, CHAIN_CLAIM};
 pub use registry::Registry;
 pub use reload::{Changes, ReloadSummary};
 pub use service::{RunningService, RuntimeOptions};

@@ -294,6 +294,17 @@ impl Pipeline {
         }
     }
 
+    /// Its chain, when its processors decode what they are handed, held
+    /// for a batch about to be decoded for it on this task (see
+    /// [`CHAIN_CLAIM`]).
+    pub async fn claim(&self) -> Option<Claim> {
+        let chain = self.chain.as_ref().filter(|_| self.chain_decodes)?;
+        Some(Claim {
+            key: Arc::as_ptr(chain) as usize,
+            guard: chain.clone().lock_owned().await,
+        })
+    }
+
     /// Pipelines a connector feeds have higher ranks than those feeding it.
     pub fn rank(&self) -> usize {
         self.rank
@@ -393,29 +404,54 @@ impl Pipeline {
             Some(chain) => {
                 let (chain, budget) = (chain.clone(), self.budget.clone());
                 let decodes = self.chain_decodes;
-                // On a task of its own: a client that gives up must not take
-                // the chain down with its request.
-                tokio::spawn(async move {
-                    let inline = batch.plain_bytes().is_some_and(|b| b.len() <= INLINE);
-                    let (batch, mut chain) = if inline || batch.is_decoded() || !decodes {
-                        (batch, chain.lock_owned().await)
-                    } else {
-                        decode_for(batch, chain).await
-                    };
+                // A batch decoded for a chain its receiving task holds goes
+                // through it here, on the thread that decoded it, so that
+                // its messages are freed where they were made.
+                let key = Arc::as_ptr(&chain) as usize;
+                let claimed = CHAIN_CLAIM
+                    .try_with(|c| {
+                        let mut c = c.borrow_mut();
+                        if c.as_ref().is_some_and(|cl| cl.key == key) {
+                            c.take()
+                        } else {
+                            None
+                        }
+                    })
+                    .ok()
+                    .flatten();
+                if let Some(Claim {
+                    guard: mut chain, ..
+                }) = claimed
+                {
                     let work = budget.for_work(held(&batch)).await;
-                    let run = move || {
-                        let r = chain.process(batch);
-                        drop(work);
-                        r
-                    };
-                    if inline {
-                        run()
-                    } else {
-                        profcol_model::cpu::run(run).await
-                    }
-                })
-                .await
-                .expect("a processor panicked")
+                    let r = chain.process(batch);
+                    drop(work);
+                    r
+                } else {
+                    // On a task of its own: a client that gives up must not take
+                    // the chain down with its request.
+                    tokio::spawn(async move {
+                        let inline = batch.plain_bytes().is_some_and(|b| b.len() <= INLINE);
+                        let (batch, mut chain) = if inline || batch.is_decoded() || !decodes {
+                            (batch, chain.lock_owned().await)
+                        } else {
+                            decode_for(batch, chain).await
+                        };
+                        let work = budget.for_work(held(&batch)).await;
+                        let run = move || {
+                            let r = chain.process(batch);
+                            drop(work);
+                            r
+                        };
+                        if inline {
+                            run()
+                        } else {
+                            profcol_model::cpu::run(run).await
+                        }
+                    })
+                    .await
+                    .expect("a processor panicked")
+                }
             }
         };
         // Nothing here will decode a batch still undecoded: while it waits
@@ -643,6 +679,17 @@ async fn decode_for(
     })
     .await;
     (batch, chain.lock_owned().await)
+}
+
+/// A pipeline's chain, held by the task that will hand it a batch.
+pub struct Claim {
+    key: usize,
+    guard: OwnedMutexGuard<Chain>,
+}
+
+tokio::task_local! {
+    /// The chain a receiving task holds for the batch it hands on.
+    pub static CHAIN_CLAIM: std::cell::RefCell<Option<Claim>>;
 }
 
 /// The batch itself, copied only if another pipeline still shares it (the
@@ -1095,6 +1142,67 @@ mod tests {
         let batch = Arc::new(batch);
         p.prepare(batch).await.unwrap().commit();
         (queue.take().await.unwrap().0.batch, bytes)
+    }
+
+    /// A receiving task that holds the chain (the batch decoded for it
+    /// there) has its batch run through the chain on that task, with the
+    /// lock it holds; another task's batch waits for the lock.
+    #[tokio::test]
+    async fn a_claimed_chain_runs_the_claiming_tasks_batch() {
+        let telemetry = Arc::new(Telemetry::new());
+        let queue = Arc::new(MemoryQueue::new(8, crate::config::Sizer::Requests));
+        let exporter = ExporterQueue {
+            id: "e".into(),
+            queue: queue.clone(),
+            block: false,
+            gauges: false,
+            telemetry: telemetry.clone(),
+            decodes: true,
+            sends_compressed: None,
+        };
+        let id = ComponentId::parse("probe").unwrap();
+        let budget = MemoryBudget::new(1 << 30);
+        let p = Arc::new(Pipeline::new(
+            "profiles",
+            8,
+            std::time::Duration::ZERO,
+            vec![(id, Box::new(Probe::Changes) as Box<dyn Processor>)],
+            vec![exporter],
+            budget.clone(),
+            telemetry,
+        ));
+        let decoded = || {
+            let d = profcol_model::synth::request(100, 20);
+            let mut b = ProfileBatch::new(d);
+            b.meta.memory = Some(Held::new(budget.force(b.held_bytes())));
+            Arc::new(b)
+        };
+        let claim = p.claim().await.expect("a chain that decodes");
+        // Held: a batch handed on without the claim waits for the lock...
+        let other = tokio::spawn({
+            let (p, b) = (p.clone(), decoded());
+            async move { p.prepare(b).await.map(Prepared::commit) }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(!other.is_finished(), "ran while the chain was held");
+        // ...while the claiming task's own goes through with it.
+        let ran = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            CHAIN_CLAIM.scope(std::cell::RefCell::new(Some(claim)), async {
+                let r = p.prepare(decoded()).await.map(Prepared::commit);
+                // Taken by the chain, and released once it ran.
+                assert!(CHAIN_CLAIM.with(|c| c.borrow().is_none()));
+                r
+            }),
+        )
+        .await
+        .expect("the claimed chain was locked again");
+        ran.unwrap();
+        other.await.unwrap().unwrap();
+        for _ in 0..2 {
+            let (got, _) = queue.take().await.unwrap();
+            assert!(got.batch.encoded().is_none(), "each went through the chain");
+        }
     }
 
     #[tokio::test]
