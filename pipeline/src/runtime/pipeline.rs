@@ -1100,10 +1100,12 @@ mod tests {
         fn flush(&mut self, _: &mut Vec<ProfileBatch>, _: &StageContext<'_>) {}
     }
 
-    /// What comes out of a pipeline of `processors`, to an exporter that
-    /// `decodes` or not, for a request checked on the wire; and the
-    /// request.
-    async fn through(processors: Vec<Probe>, decodes: bool) -> (Arc<ProfileBatch>, Bytes) {
+    /// A pipeline of `processors` to one exporter that `decodes` or not:
+    /// the pipeline, the exporter's queue and the memory budget.
+    fn probed(
+        processors: Vec<Probe>,
+        decodes: bool,
+    ) -> (Arc<Pipeline>, Arc<MemoryQueue>, Arc<MemoryBudget>) {
         let telemetry = Arc::new(Telemetry::new());
         let queue = Arc::new(MemoryQueue::new(8, crate::config::Sizer::Requests));
         let exporter = ExporterQueue {
@@ -1133,6 +1135,14 @@ mod tests {
             budget.clone(),
             telemetry,
         ));
+        (p, queue, budget)
+    }
+
+    /// What comes out of a pipeline of `processors`, to an exporter that
+    /// `decodes` or not, for a request checked on the wire; and the
+    /// request.
+    async fn through(processors: Vec<Probe>, decodes: bool) -> (Arc<ProfileBatch>, Bytes) {
+        let (p, queue, budget) = probed(processors, decodes);
         // Over INLINE, so an active chain decodes it on the CPU pool.
         let bytes = Bytes::from(profcol_model::synth::request(20_000, 2_000).encode_to_vec());
         assert!(bytes.len() > INLINE);
@@ -1149,28 +1159,7 @@ mod tests {
     /// lock it holds; another task's batch waits for the lock.
     #[tokio::test]
     async fn a_claimed_chain_runs_the_claiming_tasks_batch() {
-        let telemetry = Arc::new(Telemetry::new());
-        let queue = Arc::new(MemoryQueue::new(8, crate::config::Sizer::Requests));
-        let exporter = ExporterQueue {
-            id: "e".into(),
-            queue: queue.clone(),
-            block: false,
-            gauges: false,
-            telemetry: telemetry.clone(),
-            decodes: true,
-            sends_compressed: None,
-        };
-        let id = ComponentId::parse("probe").unwrap();
-        let budget = MemoryBudget::new(1 << 30);
-        let p = Arc::new(Pipeline::new(
-            "profiles",
-            8,
-            std::time::Duration::ZERO,
-            vec![(id, Box::new(Probe::Changes) as Box<dyn Processor>)],
-            vec![exporter],
-            budget.clone(),
-            telemetry,
-        ));
+        let (p, queue, budget) = probed(vec![Probe::Changes], true);
         let decoded = || {
             let d = profcol_model::synth::request(100, 20);
             let mut b = ProfileBatch::new(d);
