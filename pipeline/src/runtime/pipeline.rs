@@ -299,10 +299,7 @@ impl Pipeline {
     /// [`CHAIN_CLAIM`]).
     pub async fn claim(&self) -> Option<Claim> {
         let chain = self.chain.as_ref().filter(|_| self.chain_decodes)?;
-        Some(Claim {
-            key: Arc::as_ptr(chain) as usize,
-            guard: chain.clone().lock_owned().await,
-        })
+        Some(Claim(chain.clone().lock_owned().await))
     }
 
     /// Pipelines a connector feeds have higher ranks than those feeding it.
@@ -407,11 +404,13 @@ impl Pipeline {
                 // A batch decoded for a chain its receiving task holds goes
                 // through it here, on the thread that decoded it, so that
                 // its messages are freed where they were made.
-                let key = Arc::as_ptr(&chain) as usize;
                 let claimed = CHAIN_CLAIM
                     .try_with(|c| {
                         let mut c = c.borrow_mut();
-                        if c.as_ref().is_some_and(|cl| cl.key == key) {
+                        let ours = c.as_ref().is_some_and(|Claim(held)| {
+                            Arc::ptr_eq(OwnedMutexGuard::mutex(held), &chain)
+                        });
+                        if ours {
                             c.take()
                         } else {
                             None
@@ -419,10 +418,7 @@ impl Pipeline {
                     })
                     .ok()
                     .flatten();
-                if let Some(Claim {
-                    guard: mut chain, ..
-                }) = claimed
-                {
+                if let Some(Claim(mut chain)) = claimed {
                     let work = budget.for_work(held(&batch)).await;
                     let r = chain.process(batch);
                     drop(work);
@@ -682,10 +678,7 @@ async fn decode_for(
 }
 
 /// A pipeline's chain, held by the task that will hand it a batch.
-pub struct Claim {
-    key: usize,
-    guard: OwnedMutexGuard<Chain>,
-}
+pub struct Claim(OwnedMutexGuard<Chain>);
 
 tokio::task_local! {
     /// The chain a receiving task holds for the batch it hands on.
