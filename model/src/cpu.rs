@@ -50,6 +50,16 @@ pub async fn run<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R
     }
 }
 
+/// Runs `f` on the task that calls it when its input is `len` bytes of
+/// up to [`INLINE`] (the hop to the pool and back costs more than the
+/// work), else on the pool as [`run`] does.
+pub async fn run_sized<R: Send + 'static>(len: usize, f: impl FnOnce() -> R + Send + 'static) -> R {
+    if len <= INLINE {
+        return f();
+    }
+    run(f).await
+}
+
 /// How many of the pool's threads no job is waiting for now.
 pub fn spare_threads() -> usize {
     pool()
@@ -66,6 +76,15 @@ pub fn on_every_thread(f: fn()) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn small_work_runs_in_place_and_large_work_on_the_pool() {
+        let name = || std::thread::current().name().map(str::to_owned);
+        let here = name();
+        assert_eq!(run_sized(INLINE, name).await, here);
+        let there = run_sized(INLINE + 1, name).await.unwrap();
+        assert!(there.starts_with("profcol-cpu-"), "{there}");
+    }
 
     #[tokio::test]
     async fn a_job_takes_a_spare_thread_until_it_ends() {

@@ -3,11 +3,12 @@
 //! zstd at level 1 cost a fraction of that for a little less compression.
 //! So tonic sends the request plain and this layer compresses the one
 //! message of the unary call, sets the frame's compressed flag and
-//! `grpc-encoding`, off the async runtime. A message the exporter already
-//! holds as bytes ([`Prebuilt`]: compressed as the exporter would compress
-//! it, the request as its client sent it; or plain, a batch's received or
-//! settled bytes) is framed as it is, without the copy into tonic's
-//! buffer: the frame's header and the message go as two chunks.
+//! `grpc-encoding`, off the async runtime (a small one in place). A
+//! message the exporter already holds as bytes ([`Prebuilt`]: compressed
+//! as the exporter would compress it, the request as its client sent it;
+//! or plain, a batch's received or settled bytes) is framed as it is,
+//! without the copy into tonic's buffer: the frame's header and the
+//! message go as two chunks.
 //!
 //! configgrpc's `snappy` is the framing format; grpc-go answers in the
 //! encoding of the request, and tonic reads no snappy, so this layer also
@@ -86,11 +87,11 @@ impl tower::Service<http::Request<Body>> for Compressing {
                 }
                 (Some(Prebuilt::Compressed(message)), Some(_)) => message,
                 (Some(Prebuilt::Plain(message)), Some(_)) => {
-                    profcol_model::cpu::run(move || compress_message(&message, compression)).await?
+                    compress_off(message, compression).await?
                 }
                 (None, Some(_)) => {
                     let message = message_of(body.collect().await?.to_bytes())?;
-                    profcol_model::cpu::run(move || compress_message(&message, compression)).await?
+                    compress_off(message, compression).await?
                 }
             };
             if let Some(name) = name {
@@ -177,6 +178,14 @@ fn message_of(framed: Bytes) -> Result<Bytes, BoxError> {
         return Err("expected one uncompressed gRPC message".into());
     }
     Ok(framed.slice(HEADER..))
+}
+
+/// `message` compressed off the async runtime, or here when it is small.
+async fn compress_off(message: Bytes, compression: Compression) -> Result<Bytes, BoxError> {
+    profcol_model::cpu::run_sized(message.len(), move || {
+        compress_message(&message, compression)
+    })
+    .await
 }
 
 /// `message` compressed at profcol's level.

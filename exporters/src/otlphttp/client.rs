@@ -110,8 +110,11 @@ impl OtlpHttpExporter {
                 return Ok(bytes.clone());
             }
         }
+        // A settled batch's size is known; a small one is encoded and
+        // compressed here.
+        let size = batch.encoded().map_or(usize::MAX, |b| b.len());
         let batch = Arc::clone(batch);
-        profcol_model::cpu::run(move || {
+        profcol_model::cpu::run_sized(size, move || {
             let (plain, lost) = match encoding {
                 Encoding::Proto if current => (batch.encode_to_bytes(), Lost::default()),
                 Encoding::Proto => {
