@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -105,6 +106,28 @@ impl Secured {
     }
 }
 
+/// A port free now and below the system's ephemeral range: a broker is
+/// killed and started again on its ports, and while it is down no
+/// `bind(:0)` of another test and no outgoing connection's local port
+/// (librdkafka reconnecting to that very port included) can take one.
+fn free() -> u16 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768)
+        .clamp(2048, 65535);
+    let span = low / 2;
+    let start = std::process::id() % span;
+    for _ in 0..span {
+        let port = (low - span + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port below {low}");
+}
+
 /// Any 16 bytes in base64 (URL-safe, unpadded), as `kafka-storage format -t` wants.
 const CLUSTER_ID: &str = "cHJvZmNvbC10ZXN0LWthZg";
 
@@ -129,13 +152,6 @@ impl Broker {
         let jars = jars()?;
         let mut last = String::new();
         for _ in 0..5 {
-            let free = || {
-                std::net::TcpListener::bind("127.0.0.1:0")
-                    .unwrap()
-                    .local_addr()
-                    .unwrap()
-                    .port()
-            };
             let ports = (free(), free());
             let mut broker = Broker {
                 jars: jars.clone(),
@@ -410,13 +426,6 @@ impl Cluster {
         let jars = jars()?;
         let mut last = String::new();
         for _ in 0..5 {
-            let free = || {
-                std::net::TcpListener::bind("127.0.0.1:0")
-                    .unwrap()
-                    .local_addr()
-                    .unwrap()
-                    .port()
-            };
             let ports: Vec<(u16, u16)> = (0..n).map(|_| (free(), free())).collect();
             let voters: Vec<String> = ports
                 .iter()
