@@ -336,11 +336,16 @@ async fn a_garbage_message_is_counted_and_skipped() {
         &mut [&mut consumer],
     )
     .await;
-    let refused = common::metric(
-        consumer.metrics_port(),
-        "profcol_receiver_items_total{receiver=\"kafka\",type=\"request\",outcome=\"malformed\"}",
-    )
-    .await;
+    // The two messages are offered at once: the garbage may be counted
+    // only after the good one arrived.
+    let malformed =
+        "profcol_receiver_items_total{receiver=\"kafka\",type=\"request\",outcome=\"malformed\"}";
+    let started = Instant::now();
+    let mut refused = 0;
+    while refused == 0 && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        refused = common::metric(consumer.metrics_port(), malformed).await;
+    }
     assert_eq!(refused, 1, "the garbage message counted once");
     if let Some(diff) = difference(&all_seen(&[good]), &all_seen(&sink.received())) {
         panic!("{diff}");
