@@ -31,6 +31,10 @@ pub struct ProfileBatch {
     /// batch (receiver, pipeline, queue, exporter), and a count is a walk of
     /// every sample. Forgotten with any mutable access.
     samples: OnceLock<u64>,
+    /// The decoded messages' heap, once measured (a walk of every
+    /// message): the receiver, the pipeline and the settling each ask.
+    /// Forgotten with any mutable access.
+    heap: OnceLock<usize>,
     pub meta: BatchMeta,
 }
 
@@ -136,6 +140,15 @@ impl ProfileBatch {
         }
     }
 
+    /// [`ProfileBatch::from_encoded`], whose messages were measured to
+    /// hold `heap` bytes.
+    pub(crate) fn measured(data: ProfilesData, bytes: Bytes, heap: usize) -> Self {
+        Self {
+            heap: OnceLock::from(heap),
+            ..Self::from_encoded(data, bytes)
+        }
+    }
+
     /// A batch of `bytes` that [`super::wire_check::check`] found clean,
     /// not decoded until a stage reads it: forwarded unchanged, it never
     /// is. What decoding will take is reserved from the start.
@@ -213,7 +226,7 @@ impl ProfileBatch {
         let data = self.data.get().expect("decoded");
         let changed = self.encoded.get().is_none() && self.compressed.is_none();
         if changed || self.pending_heap == 0 {
-            self.pending_heap = super::footprint::heap_bytes(data);
+            self.pending_heap = *self.heap.get_or_init(|| super::footprint::heap_bytes(data));
         }
         if changed {
             let _ = self.encoded.set(Bytes::from(crate::codec::encode(data)));
@@ -221,6 +234,7 @@ impl ProfileBatch {
         self.pending_profiles = profiles;
         self.samples = OnceLock::from(samples);
         self.data = OnceLock::new();
+        self.heap = OnceLock::new();
         if let Some(m) = &self.meta.memory {
             m.set(self.bytes_held());
         }
@@ -260,6 +274,7 @@ impl ProfileBatch {
         self.encoded = OnceLock::new();
         self.compressed = None;
         self.samples = Default::default();
+        self.heap = Default::default();
         self.data.get_mut().expect("decoded above")
     }
 
@@ -409,7 +424,7 @@ impl ProfileBatch {
     /// kept for pass-through.
     pub fn held_bytes(&self) -> usize {
         let heap = match self.data.get() {
-            Some(d) => super::footprint::heap_bytes(d),
+            Some(d) => *self.heap.get_or_init(|| super::footprint::heap_bytes(d)),
             None => self.pending_heap,
         };
         heap + self.bytes_held()

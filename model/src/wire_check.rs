@@ -85,7 +85,7 @@ pub fn decode_clean(bytes: &Bytes) -> Option<(ProfileBatch, Clean)> {
         return None;
     }
     let heap = heap_bytes(&data);
-    let batch = ProfileBatch::from_encoded(data, bytes.clone());
+    let batch = ProfileBatch::measured(data, bytes.clone(), heap);
     let clean = Clean {
         samples: batch.sample_count(),
         profiles: batch.profile_count(),

@@ -58,6 +58,12 @@ fn agrees(bytes: &[u8]) -> Result<(), TestCaseError> {
             Some(bytes),
             "it keeps its bytes"
         );
+        prop_assert_eq!(batch.held_bytes(), bytes.len() + c.heap);
+        // Changed, it is measured again.
+        let mut changed = batch;
+        let dict = changed.data_mut().dictionary.get_or_insert_default();
+        dict.string_table.push("x".repeat(100));
+        prop_assert_eq!(changed.held_bytes(), heap_bytes(changed.data()));
     }
     Ok(())
 }
