@@ -758,3 +758,48 @@ fn value_expressions_parse_and_evaluate_alone() {
     assert!(ValueExpr::parse("1 +", opts).is_err());
     assert!(ValueExpr::parse("1 2", opts).is_err());
 }
+
+#[test]
+fn parse_csv_maps_headers_to_fields() {
+    let mut d = batch();
+    let errs = run(
+        &mut d,
+        &[
+            r#"set(profile.attributes["c1"], ParseCSV("val1,\"v,2\"", "a,b"))"#,
+            r#"set(profile.attributes["c2"], ParseCSV("x|y\nz", "p q", "|", " "))"#,
+            r#"set(profile.attributes["c3"], ParseCSV("1,2,3", "a,b"))"#,
+            r#"set(profile.attributes["c4"], ParseCSV("1", ""))"#,
+            r#"set(profile.attributes["c5"], ParseCSV(profile.period, "a"))"#,
+        ],
+    );
+    let a = attrs(&d);
+    let get = |k: &str| a[0].iter().find(|(x, _)| x == k).map(|(_, v)| v.clone());
+    assert_eq!(get("c1").as_deref(), Some(r#"{"a":"val1","b":"v,2"}"#));
+    assert_eq!(get("c2").as_deref(), Some(r#"{"p":"x","q":"y\nz"}"#));
+    assert_eq!(get("c3"), None);
+    // Each statement fails on both profiles, in order.
+    let want = [
+        "map csv headers: wrong number of fields: expected 2, found 3",
+        "headers must not be an empty string",
+        "error getting value for target in ParseCSV: expected string but got int64",
+    ];
+    let firsts: Vec<&str> = errs.iter().step_by(2).map(String::as_str).collect();
+    assert_eq!(firsts, want);
+    for (s, e) in [
+        (
+            r#"set(profile.attributes["t"], ParseCSV("a", "b", "ab"))"#,
+            "delimiter must be a single character",
+        ),
+        (
+            r#"set(profile.attributes["t"], ParseCSV("a", "b", ",", ""))"#,
+            "header_delimiter must be a single character",
+        ),
+        (
+            r#"set(profile.attributes["t"], ParseCSV("a", "b", ",", ",", "loose"))"#,
+            "unknown mode: loose",
+        ),
+    ] {
+        let err = Statement::parse(s, flat()).unwrap_err().to_string();
+        assert!(err.contains(e), "{s}: {err}");
+    }
+}

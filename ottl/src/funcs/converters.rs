@@ -75,6 +75,8 @@ pub enum Converter {
     ProfileId(Expr),
     /// `ParseKeyValue(target, delimiter, pair_delimiter)`.
     ParseKeyValue(Expr, String, String),
+    /// `ParseCSV(target, header, delimiter, header_delimiter, mode)`.
+    ParseCsv(Expr, Expr, char, String, super::csv::Mode),
     /// `ToKeyValueString(target, delimiter, pair_delimiter, sort_output)`.
     ToKeyValueString(Expr, String, String, bool),
     /// `SliceToMap(target, key_path, value_path)`.
@@ -136,8 +138,6 @@ const NOT_YET: &[&str] = &[
     "ExtractGrokPatterns",
     "GetXML",
     "InsertXML",
-    "IsRootSpan",
-    "ParseCSV",
     "ParseSimplifiedXML",
     "ParseXML",
     "RemoveXML",
@@ -379,6 +379,43 @@ pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError
                 }
                 None => Converter::ProfileId(target),
             }
+        }
+        "ParseCSV" => {
+            let mut a = bind(
+                c,
+                call,
+                &[
+                    req("target", g(Str)),
+                    req("header", g(Str)),
+                    opt("delimiter", P::LitStr),
+                    opt("header_delimiter", P::LitStr),
+                    opt("mode", P::LitStr),
+                ],
+            )?;
+            let e = |m: String| ParseError::new(call.col, m);
+            let one = |s: &Option<String>, what: &str| match s {
+                Some(s) if s.chars().count() != 1 => Err(e(format!(
+                    "invalid arguments: {what} must be a single character"
+                ))),
+                _ => Ok(()),
+            };
+            let (d, hd, mode) = (a.str(2), a.str(3), a.str(4));
+            one(&d, "delimiter")?;
+            one(&hd, "header_delimiter")?;
+            let d = d.and_then(|d| d.chars().next()).unwrap_or(',');
+            let mode = match mode {
+                None => super::csv::Mode::Strict,
+                Some(m) => {
+                    super::csv::Mode::parse(&m).ok_or_else(|| e(format!("unknown mode: {m}")))?
+                }
+            };
+            Converter::ParseCsv(
+                a.expr(0),
+                a.expr(1),
+                d,
+                hd.unwrap_or_else(|| d.to_string()),
+                mode,
+            )
         }
         "ParseKeyValue" | "ToKeyValueString" => {
             let parse = call.name == "ParseKeyValue";
@@ -760,6 +797,42 @@ impl Converter {
                     Part::Nanosecond => t.nanosecond() as i32,
                     Part::Weekday => t.weekday().num_days_from_sunday() as i32,
                 }))
+            }
+            C::ParseCsv(t, h, d, hd, mode) => {
+                let row = match t.eval(ctx).and_then(args::get_str) {
+                    Ok(s) => s.into_owned(),
+                    Err(e) => fail!("error getting value for target in ParseCSV: {}", e.0),
+                };
+                let header = match h.eval(ctx).and_then(args::get_str) {
+                    Ok(s) => s.into_owned(),
+                    Err(e) => fail!("error getting value for header in ParseCSV: {}", e.0),
+                };
+                if header.is_empty() {
+                    fail!("headers must not be an empty string");
+                }
+                let headers: Vec<&str> = header.split(hd.as_str()).collect();
+                let fields = match super::csv::row(&row, *d, *mode) {
+                    Ok(f) => f,
+                    Err(e) => fail!("{e}"),
+                };
+                if fields.len() != headers.len() {
+                    fail!(
+                        "map csv headers: wrong number of fields: expected {}, found {}",
+                        headers.len(),
+                        fields.len()
+                    );
+                }
+                let mut out = Vec::with_capacity(headers.len());
+                for (k, v) in headers.into_iter().zip(fields) {
+                    crate::value::map_put(
+                        &mut out,
+                        k,
+                        AnyValue {
+                            value: Some(A::StringValue(v)),
+                        },
+                    );
+                }
+                Val::Map(Cow::Owned(out))
             }
             C::ParseKeyValue(t, d, p) => {
                 let s = args::get_str(t.eval(ctx)?)?;

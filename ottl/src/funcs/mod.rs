@@ -5,6 +5,7 @@
 
 mod args;
 mod converters;
+mod csv;
 mod ctime;
 mod editors;
 mod strings;
