@@ -1,7 +1,7 @@
 //! The `resourcedetection` section, with the Collector's keys
 //! (`processor/resourcedetectionprocessor` v0.161.0). profcol has the
-//! `env`, `system`, `docker`, `k8snode`, `ec2` and `azure` detectors; every other detector
-//! is refused by name where `detectors` lists it, and its settings section
+//! `env`, `system`, `docker`, `k8snode`, `ec2`, `azure`, `lambda` and
+//! `heroku` detectors; every other detector is refused by name where `detectors` lists it, and its settings section
 //! is accepted unused when it does not (the Collector's default config
 //! carries them all).
 
@@ -58,14 +58,14 @@ pub struct ResourceDetectionConfig {
     pub eks: Option<Any>,
     pub elasticbeanstalk: Option<Any>,
     pub gcp: Option<Any>,
-    pub heroku: Option<Any>,
+    pub heroku: AttributesConfig,
     pub hetzner: Option<Any>,
     pub ibmcloud_classic: Option<Any>,
     pub ibmcloud_vpc: Option<Any>,
     pub k8s_api: Option<Any>,
     pub k8snode: K8sNodeConfig,
     pub kubeadm: Option<Any>,
-    pub lambda: Option<Any>,
+    pub lambda: AttributesConfig,
     pub nova: Option<Any>,
     pub openshift: Option<Any>,
     pub oraclecloud: Option<Any>,
@@ -99,14 +99,14 @@ impl Default for ResourceDetectionConfig {
             eks: None,
             elasticbeanstalk: None,
             gcp: None,
-            heroku: None,
+            heroku: AttributesConfig::default(),
             hetzner: None,
             ibmcloud_classic: None,
             ibmcloud_vpc: None,
             k8s_api: None,
             k8snode: K8sNodeConfig::default(),
             kubeadm: None,
-            lambda: None,
+            lambda: AttributesConfig::default(),
             nova: None,
             openshift: None,
             oraclecloud: None,
@@ -130,6 +130,30 @@ pub struct SystemConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct AttributeToggle {
     pub enabled: bool,
+}
+
+/// The section of a detector that has only its attributes' toggles
+/// (`lambda`, `heroku`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AttributesConfig {
+    pub resource_attributes: BTreeMap<String, AttributeToggle>,
+}
+
+impl AttributesConfig {
+    /// `names` (with their defaults) enabled; another name is an error at
+    /// its key.
+    fn compile<const N: usize>(
+        &self,
+        cfg: &ComponentConfig,
+        detector: &str,
+        names: &[(&str, bool); N],
+        errs: &mut ConfigErrors,
+    ) -> [bool; N] {
+        let keys = names.map(|(n, _)| n);
+        unknown_attributes(cfg, detector, &self.resource_attributes, &keys, errs);
+        names.map(|(n, on)| self.resource_attributes.get(n).map_or(on, |t| t.enabled))
+    }
 }
 
 /// The `docker` detector's section: `host.name` and `os.type` of the
@@ -235,13 +259,11 @@ const OTHER_DETECTORS: &[&str] = &[
     "eks",
     "elasticbeanstalk",
     "gcp",
-    "heroku",
     "hetzner",
     "ibmcloud_classic",
     "ibmcloud_vpc",
     "k8s_api",
     "kubeadm",
-    "lambda",
     "nova",
     "openshift",
     "oraclecloud",
@@ -283,6 +305,8 @@ pub enum Detector {
     K8sNode,
     Ec2,
     Azure,
+    Lambda,
+    Heroku,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -307,6 +331,10 @@ pub struct Plan {
     pub k8snode: K8sNodePlan,
     pub ec2: Ec2Plan,
     pub azure: AzurePlan,
+    /// `lambda::ATTRIBUTES` enabled.
+    pub lambda: [bool; 9],
+    /// `heroku::ATTRIBUTES` enabled.
+    pub heroku: [bool; 8],
 }
 
 #[derive(Debug, Clone)]
@@ -330,6 +358,8 @@ impl ResourceDetectionConfig {
                 "k8snode" => detectors.push(Detector::K8sNode),
                 "ec2" => detectors.push(Detector::Ec2),
                 "azure" => detectors.push(Detector::Azure),
+                "lambda" => detectors.push(Detector::Lambda),
+                "heroku" => detectors.push(Detector::Heroku),
                 other if OTHER_DETECTORS.contains(&other) => errs.push(
                     at,
                     format!("profcol has no {other} detector: it queries a cloud or orchestrator API profcol does not call; \
@@ -422,20 +452,24 @@ impl ResourceDetectionConfig {
         let ec2 = self.ec2.compile(
             cfg,
             fail,
-            if on(Detector::Ec2) {
-                &mut errs
-            } else {
-                &mut unused
-            },
+            section(on(Detector::Ec2), &mut errs, &mut unused),
         );
         let azure = self.azure.compile(
             cfg,
             fail,
-            if on(Detector::Azure) {
-                &mut errs
-            } else {
-                &mut unused
-            },
+            section(on(Detector::Azure), &mut errs, &mut unused),
+        );
+        let lambda = self.lambda.compile(
+            cfg,
+            "lambda",
+            &super::lambda::ATTRIBUTES,
+            section(on(Detector::Lambda), &mut errs, &mut unused),
+        );
+        let heroku = self.heroku.compile(
+            cfg,
+            "heroku",
+            &super::heroku::ATTRIBUTES,
+            section(on(Detector::Heroku), &mut errs, &mut unused),
         );
         errs.into_result(Plan {
             detectors,
@@ -448,6 +482,8 @@ impl ResourceDetectionConfig {
             k8snode,
             ec2,
             azure,
+            lambda,
+            heroku,
         })
     }
 }
@@ -479,6 +515,20 @@ impl Ec2Config {
             max_backoff: self.max_backoff.get(),
             fail_on_missing_metadata: fail || self.fail_on_missing_metadata,
         }
+    }
+}
+
+/// Where a detector section's errors go: nowhere unless the detector is
+/// listed (the Collector reads a section when it makes its detector).
+fn section<'a>(
+    listed: bool,
+    errs: &'a mut ConfigErrors,
+    unused: &'a mut ConfigErrors,
+) -> &'a mut ConfigErrors {
+    if listed {
+        errs
+    } else {
+        unused
     }
 }
 

@@ -1,6 +1,7 @@
 //! The detectors, run once when the processor is made: `env`
 //! (`OTEL_RESOURCE_ATTRIBUTES`), `system` (host and OS), and over the
-//! network `docker`, `k8snode`, `ec2` and `azure`. Each reads the machine through
+//! network `docker`, `k8snode`, `ec2` and `azure`; `lambda` and `heroku`
+//! read the environment. Each reads the machine through
 //! [`Host`], so tests give their own environment and files.
 
 use profcol_model::proto::{any_value::Value as A, AnyValue, KeyValue};
@@ -9,7 +10,7 @@ use profcol_ottl::value::{map_get, map_put};
 use std::time::{Duration, Instant};
 
 use super::config::{Detector, HostnameSource, Plan};
-use super::{azure, docker, ec2, k8snode};
+use super::{azure, docker, ec2, heroku, k8snode, lambda};
 
 /// What the detectors read of the machine.
 pub(super) trait Host {
@@ -69,6 +70,7 @@ enum Job {
 pub(super) fn detect(plan: &Plan, host: &dyn Host) -> (Vec<KeyValue>, Vec<Failure>) {
     let mut failures = Vec::new();
     let mut jobs: Vec<(usize, Job)> = Vec::new();
+    let fail = plan.fail_on_missing_metadata;
     for (i, d) in plan.detectors.iter().enumerate() {
         let setup = match d {
             Detector::Env => Ok(Job::Done(env(host))),
@@ -77,6 +79,8 @@ pub(super) fn detect(plan: &Plan, host: &dyn Host) -> (Vec<KeyValue>, Vec<Failur
             Detector::K8sNode => k8snode::node_name(&plan.k8snode, host).map(Job::K8sNode),
             Detector::Ec2 => ec2::endpoint(host).map(Job::Ec2),
             Detector::Azure => Ok(Job::Azure(host.link_local())),
+            Detector::Lambda => Ok(Job::Done(lambda::detect(host, &plan.lambda, fail))),
+            Detector::Heroku => Ok(Job::Done(heroku::detect(host, &plan.heroku, fail))),
         };
         match setup {
             Ok(job) => jobs.push((i, job)),

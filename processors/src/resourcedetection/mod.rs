@@ -1,7 +1,8 @@
 //! Processor `resourcedetection`: the Collector's processor of that name
 //! (`processor/resourcedetectionprocessor`) with its `env`, `system`,
-//! `docker`, `k8snode`, `ec2` and `azure` detectors. Detection runs once, when the processor is made (as the
-//! Collector runs it at start); each batch then only merges the detected
+//! `docker`, `k8snode`, `ec2`, `azure`, `lambda` and `heroku` detectors.
+//! Detection runs once, when the processor is made (as the Collector runs
+//! it at start); each batch then only merges the detected
 //! attributes into every resource, replacing a resource's own values
 //! unless `override: false`.
 
@@ -10,8 +11,10 @@ mod config;
 mod detect;
 mod docker;
 mod ec2;
+mod heroku;
 mod http;
 mod k8snode;
+mod lambda;
 
 #[cfg(test)]
 mod tests;

@@ -608,3 +608,129 @@ fn azure_off_azure_finds_nothing_unless_metadata_must_be_there() {
         "{e}"
     );
 }
+
+#[test]
+fn lambda_reads_the_runtimes_variables() {
+    let mut h = host();
+    h.env.extend([
+        ("AWS_LAMBDA_FUNCTION_NAME", "fn"),
+        ("AWS_REGION", "eu-west-1"),
+        ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST"),
+        ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128"),
+        ("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/fn"),
+        ("AWS_LAMBDA_LOG_STREAM_NAME", "2026/11/30/[$LATEST]abc"),
+    ]);
+    let r = resources("detectors: [lambda]", &h);
+    assert_eq!(
+        r[0][2..9],
+        [
+            "cloud.provider=aws",
+            "cloud.platform=aws_lambda",
+            "cloud.region=eu-west-1",
+            "faas.name=fn",
+            "faas.version=$LATEST",
+            "faas.instance=2026/11/30/[$LATEST]abc",
+            "faas.max_memory=128",
+        ],
+        "{r:?}"
+    );
+    // The log names are lists of one string.
+    for (at, key, value) in [
+        (9, "aws.log.group.names", "/aws/lambda/fn"),
+        (10, "aws.log.stream.names", "2026/11/30/[$LATEST]abc"),
+    ] {
+        let (k, v) = r[0][at].split_once('=').unwrap();
+        assert_eq!(k, key);
+        assert!(
+            v.starts_with(
+                "Some(ArrayValue(ArrayValue { values: [AnyValue { value: Some(StringValue("
+            ) && v.contains(&format!("{value:?}"))
+                && v.matches("StringValue").count() == 1,
+            "{v}"
+        );
+    }
+    let r = resources(
+        "detectors: [lambda]\nlambda: {resource_attributes: {faas.max_memory: {enabled: false}, aws.log.group.names: {enabled: false}}}",
+        &h,
+    );
+    assert_eq!(r[0].len(), 2 + 7, "{r:?}");
+    assert!(!r[0].iter().any(|a| a.starts_with("faas.max_memory")));
+    // Only the name is needed; without it, nothing (or a failure).
+    h.env.retain(|k, _| !k.starts_with("AWS_"));
+    h.env.insert("AWS_LAMBDA_FUNCTION_NAME", "fn");
+    let r = resources("detectors: [lambda]", &h);
+    assert_eq!(
+        r[0][2..],
+        [
+            "cloud.provider=aws",
+            "cloud.platform=aws_lambda",
+            "faas.name=fn"
+        ]
+    );
+    h.env.remove("AWS_LAMBDA_FUNCTION_NAME");
+    assert_eq!(resources("detectors: [lambda]", &h)[0].len(), 2);
+    let e = make("detectors: [lambda]\nfail_on_missing_metadata: true", &h)
+        .err()
+        .unwrap();
+    assert!(
+        e.contains("detectors::0: failed to detect: lambda metadata unavailable: AWS_LAMBDA_FUNCTION_NAME env var not set"),
+        "{e}"
+    );
+    let e = make(
+        "detectors: [lambda]\nlambda: {resource_attributes: {faas.id: {enabled: true}}}",
+        &h,
+    )
+    .err()
+    .unwrap();
+    assert!(
+        e.contains("lambda::resource_attributes::faas.id: unknown attribute"),
+        "{e}"
+    );
+}
+
+#[test]
+fn heroku_reads_the_dyno_metadata() {
+    let mut h = host();
+    h.env.extend([
+        ("HEROKU_DYNO_ID", "dyno-1"),
+        ("HEROKU_APP_ID", "app-1"),
+        ("HEROKU_APP_NAME", "shop"),
+        ("HEROKU_RELEASE_CREATED_AT", "2026-11-30T10:00:00Z"),
+        ("HEROKU_RELEASE_VERSION", "v42"),
+        ("HEROKU_SLUG_COMMIT", "abc123"),
+    ]);
+    let r = resources("detectors: [heroku]", &h);
+    assert_eq!(
+        r[0][1..],
+        [
+            "service.name=shop",
+            "service.instance.id=dyno-1",
+            "heroku.app.id=app-1",
+            "cloud.provider=heroku",
+            "heroku.release.creation_timestamp=2026-11-30T10:00:00Z",
+            "service.version=v42",
+            "heroku.release.commit=abc123",
+        ],
+        "{r:?}"
+    );
+    // Without the app id, no provider; without both ids, what is there
+    // (as the Collector), or a failure.
+    h.env.remove("HEROKU_APP_ID");
+    let r = resources("detectors: [heroku]", &h);
+    assert!(
+        !r[0].iter().any(|a| a.starts_with("cloud.provider")),
+        "{r:?}"
+    );
+    h.env.remove("HEROKU_DYNO_ID");
+    let r = resources("detectors: [heroku]", &h);
+    assert!(r[0].contains(&"service.version=v42".to_string()), "{r:?}");
+    let e = make("detectors: [heroku]\nfail_on_missing_metadata: true", &h)
+        .err()
+        .unwrap();
+    assert!(
+        e.contains(
+            "heroku metadata unavailable: HEROKU_DYNO_ID and HEROKU_APP_ID env vars not set"
+        ),
+        "{e}"
+    );
+}
