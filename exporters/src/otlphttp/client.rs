@@ -110,9 +110,13 @@ impl OtlpHttpExporter {
                 return Ok(bytes.clone());
             }
         }
-        // A settled batch's size is known; a small one is encoded and
-        // compressed here.
-        let size = batch.encoded().map_or(usize::MAX, |b| b.len());
+        // The size of a batch held as bytes is known without inflating or
+        // measuring it; a small one is encoded and compressed here.
+        let size = match (batch.plain_bytes(), batch.compressed()) {
+            (Some(b), _) => b.len(),
+            (None, Some(c)) => c.plain_len,
+            (None, None) => usize::MAX,
+        };
         let batch = Arc::clone(batch);
         profcol_model::cpu::run_sized(size, move || {
             let (plain, lost) = match encoding {
