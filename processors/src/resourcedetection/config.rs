@@ -1,6 +1,6 @@
 //! The `resourcedetection` section, with the Collector's keys
 //! (`processor/resourcedetectionprocessor` v0.161.0). profcol has the
-//! `env`, `system`, `docker`, `k8snode`, `ec2` and `azure` detectors; every other detector
+//! `env`, `system`, `docker`, `k8snode`, `ec2`, `azure` and `gcp` detectors; every other detector
 //! is refused by name where `detectors` lists it, and its settings section
 //! is accepted unused when it does not (the Collector's default config
 //! carries them all).
@@ -57,7 +57,7 @@ pub struct ResourceDetectionConfig {
     pub ecs: Option<Any>,
     pub eks: Option<Any>,
     pub elasticbeanstalk: Option<Any>,
-    pub gcp: Option<Any>,
+    pub gcp: GcpConfig,
     pub heroku: Option<Any>,
     pub hetzner: Option<Any>,
     pub ibmcloud_classic: Option<Any>,
@@ -98,7 +98,7 @@ impl Default for ResourceDetectionConfig {
             ecs: None,
             eks: None,
             elasticbeanstalk: None,
-            gcp: None,
+            gcp: GcpConfig::default(),
             heroku: None,
             hetzner: None,
             ibmcloud_classic: None,
@@ -222,6 +222,23 @@ pub struct AzurePlan {
     pub fail_on_missing_metadata: bool,
 }
 
+/// The `gcp` detector's section.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GcpConfig {
+    /// Regular expressions over the GCE instance's label keys: refused,
+    /// they take a Compute API call.
+    pub labels: Vec<String>,
+    pub resource_attributes: BTreeMap<String, AttributeToggle>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GcpPlan {
+    /// `gcp::ATTRIBUTES` enabled.
+    pub attributes: [bool; 19],
+    pub fail_on_missing_metadata: bool,
+}
+
 /// The detectors of the Collector v0.161.0 profcol does not have.
 const OTHER_DETECTORS: &[&str] = &[
     "alibaba_ecs",
@@ -234,7 +251,6 @@ const OTHER_DETECTORS: &[&str] = &[
     "ecs",
     "eks",
     "elasticbeanstalk",
-    "gcp",
     "heroku",
     "hetzner",
     "ibmcloud_classic",
@@ -283,6 +299,7 @@ pub enum Detector {
     K8sNode,
     Ec2,
     Azure,
+    Gcp,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -307,6 +324,7 @@ pub struct Plan {
     pub k8snode: K8sNodePlan,
     pub ec2: Ec2Plan,
     pub azure: AzurePlan,
+    pub gcp: GcpPlan,
 }
 
 #[derive(Debug, Clone)]
@@ -330,6 +348,7 @@ impl ResourceDetectionConfig {
                 "k8snode" => detectors.push(Detector::K8sNode),
                 "ec2" => detectors.push(Detector::Ec2),
                 "azure" => detectors.push(Detector::Azure),
+                "gcp" => detectors.push(Detector::Gcp),
                 other if OTHER_DETECTORS.contains(&other) => errs.push(
                     at,
                     format!("profcol has no {other} detector: it queries a cloud or orchestrator API profcol does not call; \
@@ -437,6 +456,15 @@ impl ResourceDetectionConfig {
                 &mut unused
             },
         );
+        let gcp = self.gcp.compile(
+            cfg,
+            fail,
+            if on(Detector::Gcp) {
+                &mut errs
+            } else {
+                &mut unused
+            },
+        );
         errs.into_result(Plan {
             detectors,
             hostname_sources,
@@ -448,6 +476,7 @@ impl ResourceDetectionConfig {
             k8snode,
             ec2,
             azure,
+            gcp,
         })
     }
 }
@@ -528,6 +557,28 @@ impl AzureConfig {
             attributes: ATTRIBUTES
                 .map(|(n, on)| self.resource_attributes.get(n).map_or(on, |t| t.enabled)),
             tags: tag_regexes(cfg, "azure", &self.tags, errs),
+            fail_on_missing_metadata: fail,
+        }
+    }
+}
+
+impl GcpConfig {
+    fn compile(&self, cfg: &ComponentConfig, fail: bool, errs: &mut ConfigErrors) -> GcpPlan {
+        use super::gcp::ATTRIBUTES;
+        let names = ATTRIBUTES.map(|(n, _)| n);
+        unknown_attributes(cfg, "gcp", &self.resource_attributes, &names, errs);
+        if !self.labels.is_empty() {
+            errs.push(
+                cfg.key_path("gcp::labels"),
+                "profcol does not read GCE instance labels: they come from the Compute Engine \
+                 API (instances.get, with the instance's credentials), which profcol does not call; \
+                 the metadata server has no labels. Set them through OTEL_RESOURCE_ATTRIBUTES \
+                 (detector env) or the resource processor",
+            );
+        }
+        GcpPlan {
+            attributes: ATTRIBUTES
+                .map(|(n, on)| self.resource_attributes.get(n).map_or(on, |t| t.enabled)),
             fail_on_missing_metadata: fail,
         }
     }

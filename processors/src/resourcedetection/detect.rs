@@ -1,6 +1,6 @@
 //! The detectors, run once when the processor is made: `env`
 //! (`OTEL_RESOURCE_ATTRIBUTES`), `system` (host and OS), and over the
-//! network `docker`, `k8snode`, `ec2` and `azure`. Each reads the machine through
+//! network `docker`, `k8snode`, `ec2`, `azure` and `gcp`. Each reads the machine through
 //! [`Host`], so tests give their own environment and files.
 
 use profcol_model::proto::{any_value::Value as A, AnyValue, KeyValue};
@@ -9,7 +9,7 @@ use profcol_ottl::value::{map_get, map_put};
 use std::time::{Duration, Instant};
 
 use super::config::{Detector, HostnameSource, Plan};
-use super::{azure, docker, ec2, k8snode};
+use super::{azure, docker, ec2, gcp, k8snode};
 
 /// What the detectors read of the machine.
 pub(super) trait Host {
@@ -18,6 +18,11 @@ pub(super) trait Host {
     /// Where a cloud's instance metadata service listens (`host:port`).
     fn link_local(&self) -> String {
         "169.254.169.254:80".into()
+    }
+    /// The name the `gcp` detector's second probe resolves, looking for
+    /// the metadata server's address; `None`: no such probe.
+    fn metadata_dns_name(&self) -> Option<String> {
+        Some("metadata.google.internal.:80".into())
     }
 }
 
@@ -58,6 +63,7 @@ enum Job {
     K8sNode(String),
     Ec2(Option<String>),
     Azure(String),
+    Gcp(gcp::Target),
 }
 
 /// Every detector; the attributes merged in the detectors' order, an
@@ -77,6 +83,7 @@ pub(super) fn detect(plan: &Plan, host: &dyn Host) -> (Vec<KeyValue>, Vec<Failur
             Detector::K8sNode => k8snode::node_name(&plan.k8snode, host).map(Job::K8sNode),
             Detector::Ec2 => ec2::endpoint(host).map(Job::Ec2),
             Detector::Azure => Ok(Job::Azure(host.link_local())),
+            Detector::Gcp => Ok(Job::Gcp(gcp::target(host))),
         };
         match setup {
             Ok(job) => jobs.push((i, job)),
@@ -136,7 +143,7 @@ fn run_remote(plan: &Plan, jobs: Vec<(usize, Job)>) -> Vec<(usize, Result<Vec<Ke
                         return jobs.into_iter().map(|(i, _)| (i, Err(e.clone()))).collect();
                     }
                 };
-                rt.block_on(futures::future::join_all(jobs.into_iter().map(
+                let found = rt.block_on(futures::future::join_all(jobs.into_iter().map(
                     |(i, job)| async move {
                         let r = match job {
                             Job::Done(r) => r,
@@ -154,10 +161,17 @@ fn run_remote(plan: &Plan, jobs: Vec<(usize, Job)>) -> Vec<(usize, Result<Vec<Ke
                             Job::Azure(at) => {
                                 retrying(plan, deadline, || azure::detect(&plan.azure, &at)).await
                             }
+                            Job::Gcp(t) => {
+                                retrying(plan, deadline, || gcp::detect(&plan.gcp, &t)).await
+                            }
                         };
                         (i, r)
                     },
-                )))
+                )));
+                // A DNS probe given up on (`gcp`) may still block a
+                // thread in the resolver: not waited for.
+                rt.shutdown_background();
+                found
             })
             .join()
             .unwrap_or_default()

@@ -1,6 +1,6 @@
 //! Processor `resourcedetection`: the Collector's processor of that name
 //! (`processor/resourcedetectionprocessor`) with its `env`, `system`,
-//! `docker`, `k8snode`, `ec2` and `azure` detectors. Detection runs once, when the processor is made (as the
+//! `docker`, `k8snode`, `ec2`, `azure` and `gcp` detectors. Detection runs once, when the processor is made (as the
 //! Collector runs it at start); each batch then only merges the detected
 //! attributes into every resource, replacing a resource's own values
 //! unless `override: false`.
@@ -10,9 +10,12 @@ mod config;
 mod detect;
 mod docker;
 mod ec2;
+mod gcp;
 mod http;
 mod k8snode;
 
+#[cfg(test)]
+mod gcp_tests;
 #[cfg(test)]
 mod tests;
 
