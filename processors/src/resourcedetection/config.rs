@@ -1,9 +1,9 @@
 //! The `resourcedetection` section, with the Collector's keys
 //! (`processor/resourcedetectionprocessor` v0.161.0). profcol has the
-//! `env`, `system`, `docker`, `k8snode`, `ec2`, `azure`, `lambda` and
-//! `heroku` detectors; every other detector is refused by name where `detectors` lists it, and its settings section
-//! is accepted unused when it does not (the Collector's default config
-//! carries them all).
+//! `env`, `system`, `docker`, `k8snode`, `ec2`, `azure`, `gcp`, `lambda`
+//! and `heroku` detectors; every other detector is refused by name where
+//! `detectors` lists it, and its settings section is accepted unused when
+//! it does not (the Collector's default config carries them all).
 
 use std::collections::BTreeMap;
 
@@ -57,7 +57,7 @@ pub struct ResourceDetectionConfig {
     pub ecs: Option<Any>,
     pub eks: Option<Any>,
     pub elasticbeanstalk: Option<Any>,
-    pub gcp: Option<Any>,
+    pub gcp: GcpConfig,
     pub heroku: AttributesConfig,
     pub hetzner: Option<Any>,
     pub ibmcloud_classic: Option<Any>,
@@ -98,7 +98,7 @@ impl Default for ResourceDetectionConfig {
             ecs: None,
             eks: None,
             elasticbeanstalk: None,
-            gcp: None,
+            gcp: GcpConfig::default(),
             heroku: AttributesConfig::default(),
             hetzner: None,
             ibmcloud_classic: None,
@@ -246,6 +246,23 @@ pub struct AzurePlan {
     pub fail_on_missing_metadata: bool,
 }
 
+/// The `gcp` detector's section.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GcpConfig {
+    /// Regular expressions over the GCE instance's label keys: refused,
+    /// they take a Compute API call.
+    pub labels: Vec<String>,
+    pub resource_attributes: BTreeMap<String, AttributeToggle>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GcpPlan {
+    /// `gcp::ATTRIBUTES` enabled.
+    pub attributes: [bool; 19],
+    pub fail_on_missing_metadata: bool,
+}
+
 /// The detectors of the Collector v0.161.0 profcol does not have.
 const OTHER_DETECTORS: &[&str] = &[
     "alibaba_ecs",
@@ -258,7 +275,6 @@ const OTHER_DETECTORS: &[&str] = &[
     "ecs",
     "eks",
     "elasticbeanstalk",
-    "gcp",
     "hetzner",
     "ibmcloud_classic",
     "ibmcloud_vpc",
@@ -305,6 +321,7 @@ pub enum Detector {
     K8sNode,
     Ec2,
     Azure,
+    Gcp,
     Lambda,
     Heroku,
 }
@@ -331,6 +348,7 @@ pub struct Plan {
     pub k8snode: K8sNodePlan,
     pub ec2: Ec2Plan,
     pub azure: AzurePlan,
+    pub gcp: GcpPlan,
     /// `lambda::ATTRIBUTES` enabled.
     pub lambda: [bool; 9],
     /// `heroku::ATTRIBUTES` enabled.
@@ -358,6 +376,7 @@ impl ResourceDetectionConfig {
                 "k8snode" => detectors.push(Detector::K8sNode),
                 "ec2" => detectors.push(Detector::Ec2),
                 "azure" => detectors.push(Detector::Azure),
+                "gcp" => detectors.push(Detector::Gcp),
                 "lambda" => detectors.push(Detector::Lambda),
                 "heroku" => detectors.push(Detector::Heroku),
                 other if OTHER_DETECTORS.contains(&other) => errs.push(
@@ -471,6 +490,11 @@ impl ResourceDetectionConfig {
             &super::heroku::ATTRIBUTES,
             section(on(Detector::Heroku), &mut errs, &mut unused),
         );
+        let gcp = self.gcp.compile(
+            cfg,
+            fail,
+            section(on(Detector::Gcp), &mut errs, &mut unused),
+        );
         errs.into_result(Plan {
             detectors,
             hostname_sources,
@@ -482,6 +506,7 @@ impl ResourceDetectionConfig {
             k8snode,
             ec2,
             azure,
+            gcp,
             lambda,
             heroku,
         })
@@ -578,6 +603,28 @@ impl AzureConfig {
             attributes: ATTRIBUTES
                 .map(|(n, on)| self.resource_attributes.get(n).map_or(on, |t| t.enabled)),
             tags: tag_regexes(cfg, "azure", &self.tags, errs),
+            fail_on_missing_metadata: fail,
+        }
+    }
+}
+
+impl GcpConfig {
+    fn compile(&self, cfg: &ComponentConfig, fail: bool, errs: &mut ConfigErrors) -> GcpPlan {
+        use super::gcp::ATTRIBUTES;
+        let names = ATTRIBUTES.map(|(n, _)| n);
+        unknown_attributes(cfg, "gcp", &self.resource_attributes, &names, errs);
+        if !self.labels.is_empty() {
+            errs.push(
+                cfg.key_path("gcp::labels"),
+                "profcol does not read GCE instance labels: they come from the Compute Engine \
+                 API (instances.get, with the instance's credentials), which profcol does not call; \
+                 the metadata server has no labels. Set them through OTEL_RESOURCE_ATTRIBUTES \
+                 (detector env) or the resource processor",
+            );
+        }
+        GcpPlan {
+            attributes: ATTRIBUTES
+                .map(|(n, on)| self.resource_attributes.get(n).map_or(on, |t| t.enabled)),
             fail_on_missing_metadata: fail,
         }
     }

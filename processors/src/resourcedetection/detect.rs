@@ -1,7 +1,7 @@
 //! The detectors, run once when the processor is made: `env`
 //! (`OTEL_RESOURCE_ATTRIBUTES`), `system` (host and OS), and over the
-//! network `docker`, `k8snode`, `ec2` and `azure`; `lambda` and `heroku`
-//! read the environment. Each reads the machine through
+//! network `docker`, `k8snode`, `ec2`, `azure` and `gcp`; `lambda` and
+//! `heroku` read the environment. Each reads the machine through
 //! [`Host`], so tests give their own environment and files.
 
 use profcol_model::proto::{any_value::Value as A, AnyValue, KeyValue};
@@ -10,7 +10,7 @@ use profcol_ottl::value::{map_get, map_put};
 use std::time::{Duration, Instant};
 
 use super::config::{Detector, HostnameSource, Plan};
-use super::{azure, docker, ec2, heroku, k8snode, lambda};
+use super::{azure, docker, ec2, gcp, heroku, k8snode, lambda};
 
 /// What the detectors read of the machine.
 pub(super) trait Host {
@@ -19,6 +19,11 @@ pub(super) trait Host {
     /// Where a cloud's instance metadata service listens (`host:port`).
     fn link_local(&self) -> String {
         "169.254.169.254:80".into()
+    }
+    /// The name the `gcp` detector's second probe resolves, looking for
+    /// the metadata server's address; `None`: no such probe.
+    fn metadata_dns_name(&self) -> Option<String> {
+        Some("metadata.google.internal.:80".into())
     }
 }
 
@@ -59,6 +64,7 @@ enum Job {
     K8sNode(String),
     Ec2(Option<String>),
     Azure(String),
+    Gcp(gcp::Target),
 }
 
 /// Every detector; the attributes merged in the detectors' order, an
@@ -79,6 +85,7 @@ pub(super) fn detect(plan: &Plan, host: &dyn Host) -> (Vec<KeyValue>, Vec<Failur
             Detector::K8sNode => k8snode::node_name(&plan.k8snode, host).map(Job::K8sNode),
             Detector::Ec2 => ec2::endpoint(host).map(Job::Ec2),
             Detector::Azure => Ok(Job::Azure(host.link_local())),
+            Detector::Gcp => Ok(Job::Gcp(gcp::target(host))),
             Detector::Lambda => Ok(Job::Done(lambda::detect(host, &plan.lambda, fail))),
             Detector::Heroku => Ok(Job::Done(heroku::detect(host, &plan.heroku, fail))),
         };
@@ -140,7 +147,7 @@ fn run_remote(plan: &Plan, jobs: Vec<(usize, Job)>) -> Vec<(usize, Result<Vec<Ke
                         return jobs.into_iter().map(|(i, _)| (i, Err(e.clone()))).collect();
                     }
                 };
-                rt.block_on(futures::future::join_all(jobs.into_iter().map(
+                let found = rt.block_on(futures::future::join_all(jobs.into_iter().map(
                     |(i, job)| async move {
                         let r = match job {
                             Job::Done(r) => r,
@@ -158,10 +165,17 @@ fn run_remote(plan: &Plan, jobs: Vec<(usize, Job)>) -> Vec<(usize, Result<Vec<Ke
                             Job::Azure(at) => {
                                 retrying(plan, deadline, || azure::detect(&plan.azure, &at)).await
                             }
+                            Job::Gcp(t) => {
+                                retrying(plan, deadline, || gcp::detect(&plan.gcp, &t)).await
+                            }
                         };
                         (i, r)
                     },
-                )))
+                )));
+                // A DNS probe given up on (`gcp`) may still block a
+                // thread in the resolver: not waited for.
+                rt.shutdown_background();
+                found
             })
             .join()
             .unwrap_or_default()

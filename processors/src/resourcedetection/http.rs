@@ -21,6 +21,21 @@ pub(super) async fn request<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
+    let (status, _, body) = request_with_headers(stream, host, method, path, header).await?;
+    Ok((status, body))
+}
+
+/// [`request`], the answer's headers too.
+pub(super) async fn request_with_headers<S>(
+    stream: S,
+    host: &str,
+    method: hyper::Method,
+    path: &str,
+    header: Option<(&str, &str)>,
+) -> Result<(u16, hyper::HeaderMap, Bytes), String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
     let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| e.to_string())?;
@@ -35,11 +50,12 @@ where
     let req = req.body(Empty::<Bytes>::new()).map_err(|e| e.to_string())?;
     let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
     let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
     let body = Limited::new(resp.into_body(), MAX_BODY)
         .collect()
         .await
         .map_err(|e| format!("{path}: {e}"))?
         .to_bytes();
     conn.abort();
-    Ok((status, body))
+    Ok((status, headers, body))
 }

@@ -9,9 +9,9 @@ use super::*;
 use crate::transform::tests::{batch, edited_as_bytes, resource_attrs, run};
 
 #[derive(Default, Clone)]
-struct FakeHost {
-    env: HashMap<&'static str, &'static str>,
-    files: HashMap<&'static str, &'static str>,
+pub(super) struct FakeHost {
+    pub(super) env: HashMap<&'static str, &'static str>,
+    pub(super) files: HashMap<&'static str, &'static str>,
 }
 
 impl Host for FakeHost {
@@ -28,9 +28,12 @@ impl Host for FakeHost {
             .unwrap_or(&"127.0.0.1:9")
             .to_string()
     }
+    fn metadata_dns_name(&self) -> Option<String> {
+        None
+    }
 }
 
-fn host() -> FakeHost {
+pub(super) fn host() -> FakeHost {
     FakeHost {
         env: HashMap::from([(
             "OTEL_RESOURCE_ATTRIBUTES",
@@ -47,13 +50,13 @@ fn host() -> FakeHost {
     }
 }
 
-fn make(yaml: &str, h: &FakeHost) -> Result<Box<dyn Processor>, String> {
+pub(super) fn make(yaml: &str, h: &FakeHost) -> Result<Box<dyn Processor>, String> {
     let cfg = ComponentConfig::from_yaml(Kind::Processor, "resourcedetection", yaml)
         .map_err(|e| e.to_string())?;
     create_with(&cfg, h).map_err(|e| e.to_string())
 }
 
-fn resources(yaml: &str, h: &FakeHost) -> Vec<Vec<String>> {
+pub(super) fn resources(yaml: &str, h: &FakeHost) -> Vec<Vec<String>> {
     let mut p = make(yaml, h).unwrap();
     let mut b = batch();
     assert_eq!(run(&mut *p, &mut b).0, Verdict::Keep);
