@@ -245,7 +245,35 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        /// Any fields, each quoted (`"` doubled) and joined by the
+        /// delimiter, read back as they were; any text reads without a
+        /// panic in every mode, and `ignoreQuotes` is a split.
+        #[test]
+        fn quoted_fields_read_back(
+            fields in prop::collection::vec("[a,\"\n€;]{0,6}", 1..6),
+            text in "[a,\"\n\r€;]{0,24}",
+        ) {
+            let quoted: Vec<String> = fields
+                .iter()
+                .map(|f| format!("\"{}\"", f.replace('"', "\"\"")))
+                .collect();
+            for d in [',', ';', '€'] {
+                let row_text = quoted.join(&d.to_string());
+                prop_assert_eq!(row(&row_text, d, Mode::Strict).unwrap(), fields.clone());
+                prop_assert_eq!(row(&row_text, d, Mode::LazyQuotes).unwrap(), fields.clone());
+                for mode in [Mode::Strict, Mode::LazyQuotes] {
+                    let _ = row(&text, d, mode);
+                }
+                let split: Vec<String> = text.split(d).map(str::to_owned).collect();
+                prop_assert_eq!(row(&text, d, Mode::IgnoreQuotes).unwrap(), split);
+            }
+        }
+    }
 
     fn strict(s: &str) -> Result<Vec<String>, String> {
         row(s, ',', Mode::Strict)
