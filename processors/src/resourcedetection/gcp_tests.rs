@@ -2,7 +2,7 @@
 
 use std::sync::mpsc::Receiver;
 
-use super::tests::{host, make, resources, FakeHost};
+use super::tests::{fake_http, host, make, resources, FakeHost};
 
 /// A fake GCE metadata server on a TCP port: `GET /computeMetadata/v1/<key>`
 /// answers the value `answers` gives `<key>` (404 if none), and only to a
@@ -10,49 +10,25 @@ use super::tests::{host, make, resources, FakeHost};
 /// answers as the real one, with `Metadata-Flavor: Google`. The requests
 /// it saw come back through the channel, `(flavor)` marking the header.
 fn fake_metadata(answers: Vec<(&'static str, &'static str)>) -> (String, Receiver<String>) {
-    use std::io::{BufRead, BufReader, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let at = listener.local_addr().unwrap().to_string();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
-            let mut reader = BufReader::new(conn.try_clone().unwrap());
-            let mut line = String::new();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                continue;
-            }
-            let mut flavor = false;
-            loop {
-                let mut l = String::new();
-                if reader.read_line(&mut l).unwrap_or(0) == 0 || l == "\r\n" {
-                    break;
-                }
-                flavor |= l.to_ascii_lowercase().trim_end() == "metadata-flavor: google";
-            }
-            let mut parts = line.split_whitespace();
-            let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-            let (status, body) = match path.strip_prefix("/computeMetadata/v1/") {
-                _ if path == "/" => (200, ""),
-                Some(_) if !flavor => (403, "Missing Metadata-Flavor:Google header."),
-                Some(key) => answers
-                    .iter()
-                    .find(|(k, _)| *k == key)
-                    .map_or((404, "Not Found"), |(_, v)| (200, *v)),
-                None => (404, "Not Found"),
-            };
-            let _ = tx.send(format!(
-                "{method} {path}{}",
-                if flavor { " (flavor)" } else { "" }
-            ));
-            let resp = format!(
-                "HTTP/1.1 {status} X\r\nMetadata-Flavor: Google\r\nContent-Type: application/text\r\nContent-Length: {}\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = conn.write_all(resp.as_bytes());
-        }
-    });
-    (at, rx)
+    fake_http(move |method, path, headers| {
+        let flavor = headers.iter().any(|h| h == "metadata-flavor: google");
+        let (status, body) = match path.strip_prefix("/computeMetadata/v1/") {
+            _ if path == "/" => (200, ""),
+            Some(_) if !flavor => (403, "Missing Metadata-Flavor:Google header."),
+            Some(key) => answers
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map_or((404, "Not Found"), |(_, v)| (200, *v)),
+            None => (404, "Not Found"),
+        };
+        let seen = format!("{method} {path}{}", if flavor { " (flavor)" } else { "" });
+        (
+            status,
+            "Metadata-Flavor: Google\r\nContent-Type: application/text\r\n",
+            body.to_string(),
+            seen,
+        )
+    })
 }
 
 /// A host whose only variables are `vars` and `GCE_METADATA_HOST` at `at`.

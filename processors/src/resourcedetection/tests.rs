@@ -354,15 +354,17 @@ fn a_batch_held_as_received_is_edited_without_decoding_its_samples() {
     }
 }
 
-/// A fake instance metadata service on a TCP port: answers every request
-/// with `answer(method, path, token header)`; the requests it saw are
-/// sent back through the returned channel.
-fn fake_imds(
-    answer: fn(&str, &str, Option<&str>) -> (u16, String),
-) -> (String, std::sync::mpsc::Receiver<String>) {
+/// A fake HTTP/1.1 service on a TCP port (`host:port`): each request's
+/// method, path and header lines (lowercase) go to `answer`, which gives
+/// the status, extra header lines (each ending in `\r\n`), the body, and
+/// the line sent back through the returned channel for the request.
+pub(super) fn fake_http<F>(answer: F) -> (String, std::sync::mpsc::Receiver<String>)
+where
+    F: Fn(&str, &str, &[String]) -> (u16, &'static str, String, String) + Send + 'static,
+{
     use std::io::{BufRead, BufReader, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let at = format!("http://{}", listener.local_addr().unwrap());
+    let at = listener.local_addr().unwrap().to_string();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
@@ -372,37 +374,52 @@ fn fake_imds(
             if reader.read_line(&mut line).unwrap_or(0) == 0 {
                 continue;
             }
-            let mut token = None;
-            let (mut ttl, mut meta) = (false, false);
+            let mut headers = Vec::new();
             loop {
                 let mut l = String::new();
                 if reader.read_line(&mut l).unwrap_or(0) == 0 || l == "\r\n" {
                     break;
                 }
-                let lower = l.to_ascii_lowercase();
-                if let Some(v) = lower.strip_prefix("x-aws-ec2-metadata-token:") {
-                    token = Some(v.trim().to_string());
-                }
-                ttl |= lower.starts_with("x-aws-ec2-metadata-token-ttl-seconds: 21600");
-                meta |= lower.starts_with("metadata: true");
+                headers.push(l.to_ascii_lowercase().trim_end().to_string());
             }
             let mut parts = line.split_whitespace();
             let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-            let (status, body) = answer(method, path, token.as_deref());
-            let note = match (ttl, meta) {
-                (true, _) => " (ttl)",
-                (_, true) => " (metadata)",
-                _ => "",
-            };
-            let _ = tx.send(format!("{method} {path}{note}"));
+            let (status, extra, body, seen) = answer(method, path, &headers);
+            let _ = tx.send(seen);
             let resp = format!(
-                "HTTP/1.1 {status} X\r\nContent-Length: {}\r\n\r\n{body}",
+                "HTTP/1.1 {status} X\r\n{extra}Content-Length: {}\r\n\r\n{body}",
                 body.len()
             );
             let _ = conn.write_all(resp.as_bytes());
         }
     });
     (at, rx)
+}
+
+/// A fake instance metadata service: answers every request with
+/// `answer(method, path, token header)`; the requests it saw are sent
+/// back through the returned channel.
+fn fake_imds(
+    answer: fn(&str, &str, Option<&str>) -> (u16, String),
+) -> (String, std::sync::mpsc::Receiver<String>) {
+    let (at, rx) = fake_http(move |method, path, headers| {
+        let token = headers.iter().find_map(|h| {
+            h.strip_prefix("x-aws-ec2-metadata-token:")
+                .map(|v| v.trim().to_string())
+        });
+        let ttl = headers
+            .iter()
+            .any(|h| h.starts_with("x-aws-ec2-metadata-token-ttl-seconds: 21600"));
+        let meta = headers.iter().any(|h| h.starts_with("metadata: true"));
+        let (status, body) = answer(method, path, token.as_deref());
+        let note = match (ttl, meta) {
+            (true, _) => " (ttl)",
+            (_, true) => " (metadata)",
+            _ => "",
+        };
+        (status, "", body, format!("{method} {path}{note}"))
+    });
+    (format!("http://{at}"), rx)
 }
 
 const IDENTITY: &str = r#"{"accountId":"123456789012","architecture":"x86_64","availabilityZone":"eu-west-1b","imageId":"ami-0abc","instanceId":"i-0123","instanceType":"m7g.large","privateIp":"10.0.0.5","region":"eu-west-1"}"#;
