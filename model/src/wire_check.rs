@@ -8,8 +8,8 @@
 //! detection reads them as the current revision (a differential property
 //! test holds it to that). Anything it does not follow exactly (a field it
 //! does not know, another wire type, a dictionary or another singular
-//! message sent twice, an entry at index 0 that has any bytes, a oneof set
-//! twice, deep nesting) answers
+//! message, string or bytes field sent twice, an entry at index 0 that has
+//! any bytes, a oneof set twice, deep nesting) answers
 //! `None`, and the request takes the decoding path, which says what is
 //! wrong or repairs it.
 //!
@@ -169,6 +169,14 @@ fn first(seen: &mut bool) -> Option<()> {
     (!std::mem::replace(seen, true)).then_some(())
 }
 
+/// A singular string or bytes field (`field` under 32), `None` the second
+/// time: prost keeps the last value in the first one's buffer, grown for
+/// it, a capacity the heap count does not follow and no encoder writes.
+fn first_of(seen: &mut u32, field: u32) -> Option<()> {
+    let bit = 1 << field;
+    (*seen & bit == 0).then(|| *seen |= bit)
+}
+
 /// Heap of the `Vec<i32>` a repeated index field decodes to.
 fn index_vec(n: usize) -> usize {
     pushed(n, size_of::<i32>())
@@ -290,9 +298,13 @@ impl Walk {
     }
 
     fn link(&mut self, r: &mut Reader) -> Option<()> {
+        let mut seen = 0;
         while let Some((field, wire)) = r.next_key()? {
             match (field, wire) {
-                (1 | 2, LEN) => self.out.heap += r.blob()?,
+                (1 | 2, LEN) => {
+                    first_of(&mut seen, field)?;
+                    self.out.heap += r.blob()?;
+                }
                 _ => return None,
             }
         }
@@ -332,10 +344,13 @@ impl Walk {
             return None;
         }
         let mut kv = Reader::new(r.bytes()?);
-        let mut value = false;
+        let (mut value, mut key) = (false, false);
         while let Some((field, wire)) = kv.next_key()? {
             match (field, wire) {
-                (1, LEN) => self.out.heap += kv.text()?,
+                (1, LEN) => {
+                    first(&mut key)?;
+                    self.out.heap += kv.text()?;
+                }
                 (2, LEN) => {
                     first(&mut value)?;
                     self.any_value(&mut Reader::new(kv.bytes()?), depth + 1)?;
@@ -397,7 +412,7 @@ impl Walk {
 
     fn resource_profiles(&mut self, b: &[u8]) -> Option<()> {
         let mut r = Reader::new(b);
-        let (mut resource, mut scopes) = (false, 0);
+        let (mut resource, mut scopes, mut url) = (false, 0, false);
         while let Some((field, wire)) = r.next_key()? {
             match (field, wire) {
                 (1, LEN) => {
@@ -408,7 +423,10 @@ impl Walk {
                     self.scope_profiles(&mut Reader::new(r.bytes()?))?;
                     scopes += 1;
                 }
-                (3, LEN) => self.out.heap += r.text()?,
+                (3, LEN) => {
+                    first(&mut url)?;
+                    self.out.heap += r.text()?;
+                }
                 _ => return None,
             }
         }
@@ -427,10 +445,14 @@ impl Walk {
                 2 => r.scalar(wire, VARINT)?,
                 3 if wire == LEN => {
                     let mut e = Reader::new(r.bytes()?);
-                    let (mut ids, mut descriptions) = (0, 0);
+                    let (mut ids, mut descriptions, mut seen) = (0, 0, 0);
                     while let Some((field, wire)) = e.next_key()? {
                         match (field, wire) {
-                            (1..=4, LEN) => self.out.heap += e.text()?,
+                            (1 | 2, LEN) => {
+                                first_of(&mut seen, field)?;
+                                self.out.heap += e.text()?;
+                            }
+                            (3 | 4, LEN) => self.out.heap += e.text()?,
                             _ => return None,
                         }
                         ids += usize::from(field == 3);
@@ -449,16 +471,19 @@ impl Walk {
     }
 
     fn scope_profiles(&mut self, r: &mut Reader) -> Option<()> {
-        let (mut scope, mut profiles) = (false, 0);
+        let (mut scope, mut profiles, mut url) = (false, 0, false);
         while let Some((field, wire)) = r.next_key()? {
             match (field, wire) {
                 (1, LEN) => {
                     first(&mut scope)?;
                     let mut s = Reader::new(r.bytes()?);
-                    let mut attrs = 0;
+                    let (mut attrs, mut seen) = (0, 0);
                     while let Some((field, wire)) = s.next_key()? {
                         match (field, wire) {
-                            (1 | 2, LEN) => self.out.heap += s.text()?,
+                            (1 | 2, LEN) => {
+                                first_of(&mut seen, field)?;
+                                self.out.heap += s.text()?;
+                            }
                             (3, _) => {
                                 self.key_value(&mut s, wire, 0)?;
                                 attrs += 1;
@@ -473,7 +498,10 @@ impl Walk {
                     self.profile(&mut Reader::new(r.bytes()?))?;
                     profiles += 1;
                 }
-                (3, LEN) => self.out.heap += r.text()?,
+                (3, LEN) => {
+                    first(&mut url)?;
+                    self.out.heap += r.text()?;
+                }
                 _ => return None,
             }
         }
@@ -495,7 +523,7 @@ impl Walk {
     fn profile(&mut self, r: &mut Reader) -> Option<()> {
         // prost keeps the last of a repeated singular scalar.
         let (mut time, mut duration) = (0u64, 0u64);
-        let (mut samples, mut observations, mut attrs) = (0, 0, 0);
+        let (mut samples, mut observations, mut attrs, mut seen) = (0, 0, 0, 0);
         while let Some((field, wire)) = r.next_key()? {
             match (field, wire) {
                 (1 | 5, LEN) => self.value_type(&mut Reader::new(r.bytes()?))?,
@@ -506,8 +534,14 @@ impl Walk {
                 (3, FIXED64) => time = r.fixed64()?,
                 (4, VARINT) => duration = r.varint()?,
                 (6 | 8, _) => r.scalar(wire, VARINT)?,
-                (7 | 10, LEN) => self.out.heap += r.blob()?,
-                (9, LEN) => self.out.heap += r.text()?,
+                (7 | 10, LEN) => {
+                    first_of(&mut seen, field)?;
+                    self.out.heap += r.blob()?;
+                }
+                (9, LEN) => {
+                    first_of(&mut seen, field)?;
+                    self.out.heap += r.text()?;
+                }
                 (11, _) => attrs += indices(r, wire, self.n.attribute)?,
                 _ => return None,
             }
