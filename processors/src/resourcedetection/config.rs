@@ -14,22 +14,23 @@ use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
 use crate::k8sattributes::client::{parse_auth, Auth};
 use crate::transform::config_any::Any;
 
-/// A detector's `resource_attributes` toggles over its two attributes,
-/// both on by default; another name is an error at its key.
-fn toggles(
+/// A detector's `resource_attributes` toggles over its attributes (each
+/// with its default): which are enabled; another name is an error at its
+/// key.
+fn toggles<const N: usize>(
     cfg: &ComponentConfig,
     detector: &str,
     set: &BTreeMap<String, AttributeToggle>,
-    names: [&str; 2],
+    names: &[(&str, bool); N],
     errs: &mut ConfigErrors,
-) -> [bool; 2] {
-    for name in set.keys().filter(|n| !names.contains(&n.as_str())) {
+) -> [bool; N] {
+    for name in set.keys().filter(|n| !names.iter().any(|(k, _)| k == n)) {
         errs.push(
             cfg.key_path(&format!("{detector}::resource_attributes::{name}")),
             format!("unknown attribute {name:?} of the {detector} detector"),
         );
     }
-    names.map(|n| set.get(n).is_none_or(|t| t.enabled))
+    names.map(|(n, on)| set.get(n).map_or(on, |t| t.enabled))
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -51,7 +52,7 @@ pub struct ResourceDetectionConfig {
     pub azurecontainerapps: Option<Any>,
     pub consul: Option<Any>,
     pub digitalocean: Option<Any>,
-    pub docker: DockerConfig,
+    pub docker: AttributesConfig,
     pub dynatrace: Option<Any>,
     pub ec2: Ec2Config,
     pub ecs: Option<Any>,
@@ -92,7 +93,7 @@ impl Default for ResourceDetectionConfig {
             azurecontainerapps: None,
             consul: None,
             digitalocean: None,
-            docker: DockerConfig::default(),
+            docker: AttributesConfig::default(),
             dynatrace: None,
             ec2: Ec2Config::default(),
             ecs: None,
@@ -133,34 +134,10 @@ pub struct AttributeToggle {
 }
 
 /// The section of a detector that has only its attributes' toggles
-/// (`lambda`, `heroku`).
+/// (`docker`, `lambda`, `heroku`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AttributesConfig {
-    pub resource_attributes: BTreeMap<String, AttributeToggle>,
-}
-
-impl AttributesConfig {
-    /// `names` (with their defaults) enabled; another name is an error at
-    /// its key.
-    fn compile<const N: usize>(
-        &self,
-        cfg: &ComponentConfig,
-        detector: &str,
-        names: &[(&str, bool); N],
-        errs: &mut ConfigErrors,
-    ) -> [bool; N] {
-        let keys = names.map(|(n, _)| n);
-        unknown_attributes(cfg, detector, &self.resource_attributes, &keys, errs);
-        names.map(|(n, on)| self.resource_attributes.get(n).map_or(on, |t| t.enabled))
-    }
-}
-
-/// The `docker` detector's section: `host.name` and `os.type` of the
-/// Docker daemon's host.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct DockerConfig {
     pub resource_attributes: BTreeMap<String, AttributeToggle>,
 }
 
@@ -445,7 +422,7 @@ impl ResourceDetectionConfig {
             cfg,
             "docker",
             &self.docker.resource_attributes,
-            ["host.name", "os.type"],
+            &[("host.name", true), ("os.type", true)],
             &mut errs,
         );
         let k = &self.k8snode;
@@ -460,7 +437,7 @@ impl ResourceDetectionConfig {
                 cfg,
                 "k8snode",
                 &k.resource_attributes,
-                ["k8s.node.name", "k8s.node.uid"],
+                &[("k8s.node.name", true), ("k8s.node.uid", true)],
                 &mut errs,
             ),
         };
@@ -478,15 +455,17 @@ impl ResourceDetectionConfig {
             fail,
             section(on(Detector::Azure), &mut errs, &mut unused),
         );
-        let lambda = self.lambda.compile(
+        let lambda = toggles(
             cfg,
             "lambda",
+            &self.lambda.resource_attributes,
             &super::lambda::ATTRIBUTES,
             section(on(Detector::Lambda), &mut errs, &mut unused),
         );
-        let heroku = self.heroku.compile(
+        let heroku = toggles(
             cfg,
             "heroku",
+            &self.heroku.resource_attributes,
             &super::heroku::ATTRIBUTES,
             section(on(Detector::Heroku), &mut errs, &mut unused),
         );
@@ -515,8 +494,9 @@ impl ResourceDetectionConfig {
 
 impl Ec2Config {
     fn compile(&self, cfg: &ComponentConfig, fail: bool, errs: &mut ConfigErrors) -> Ec2Plan {
-        use super::ec2::ATTRIBUTES;
-        unknown_attributes(cfg, "ec2", &self.resource_attributes, &ATTRIBUTES, errs);
+        // All on by default.
+        let names = super::ec2::ATTRIBUTES.map(|n| (n, true));
+        let attributes = toggles(cfg, "ec2", &self.resource_attributes, &names, errs);
         let tags = tag_regexes(cfg, "ec2", &self.tags, errs);
         if !self.tags.is_empty() && !self.tags_from_imds {
             errs.push(
@@ -533,8 +513,7 @@ impl Ec2Config {
             errs.push(cfg.key_path("ec2::max_attempts"), "must be at least 1");
         }
         Ec2Plan {
-            attributes: ATTRIBUTES
-                .map(|n| self.resource_attributes.get(n).is_none_or(|t| t.enabled)),
+            attributes,
             tags,
             max_attempts: self.max_attempts.max(1),
             max_backoff: self.max_backoff.get(),
@@ -577,31 +556,11 @@ fn tag_regexes(
     out
 }
 
-/// A detector's `resource_attributes` over `names`: another name is an
-/// error at its key.
-fn unknown_attributes(
-    cfg: &ComponentConfig,
-    detector: &str,
-    set: &BTreeMap<String, AttributeToggle>,
-    names: &[&str],
-    errs: &mut ConfigErrors,
-) {
-    for name in set.keys().filter(|n| !names.contains(&n.as_str())) {
-        errs.push(
-            cfg.key_path(&format!("{detector}::resource_attributes::{name}")),
-            format!("unknown attribute {name:?} of the {detector} detector"),
-        );
-    }
-}
-
 impl AzureConfig {
     fn compile(&self, cfg: &ComponentConfig, fail: bool, errs: &mut ConfigErrors) -> AzurePlan {
-        use super::azure::ATTRIBUTES;
-        let names = ATTRIBUTES.map(|(n, _)| n);
-        unknown_attributes(cfg, "azure", &self.resource_attributes, &names, errs);
+        let set = &self.resource_attributes;
         AzurePlan {
-            attributes: ATTRIBUTES
-                .map(|(n, on)| self.resource_attributes.get(n).map_or(on, |t| t.enabled)),
+            attributes: toggles(cfg, "azure", set, &super::azure::ATTRIBUTES, errs),
             tags: tag_regexes(cfg, "azure", &self.tags, errs),
             fail_on_missing_metadata: fail,
         }
@@ -610,9 +569,8 @@ impl AzureConfig {
 
 impl GcpConfig {
     fn compile(&self, cfg: &ComponentConfig, fail: bool, errs: &mut ConfigErrors) -> GcpPlan {
-        use super::gcp::ATTRIBUTES;
-        let names = ATTRIBUTES.map(|(n, _)| n);
-        unknown_attributes(cfg, "gcp", &self.resource_attributes, &names, errs);
+        let set = &self.resource_attributes;
+        let attributes = toggles(cfg, "gcp", set, &super::gcp::ATTRIBUTES, errs);
         if !self.labels.is_empty() {
             errs.push(
                 cfg.key_path("gcp::labels"),
@@ -623,8 +581,7 @@ impl GcpConfig {
             );
         }
         GcpPlan {
-            attributes: ATTRIBUTES
-                .map(|(n, on)| self.resource_attributes.get(n).map_or(on, |t| t.enabled)),
+            attributes,
             fail_on_missing_metadata: fail,
         }
     }
