@@ -269,8 +269,13 @@ pub(super) async fn detect(plan: &GcpPlan, t: &Target) -> Result<Vec<KeyValue>, 
             }
             // host.type would take a Compute API call: profcol makes none.
         }
-        Platform::CloudRun | Platform::CloudRunWorkerPool => {
-            b.set("cloud.platform", "gcp_cloud_run");
+        p @ (Platform::CloudRun | Platform::CloudRunWorkerPool | Platform::CloudFunctions) => {
+            let platform = if p == Platform::CloudFunctions {
+                "gcp_cloud_functions"
+            } else {
+                "gcp_cloud_run"
+            };
+            b.set("cloud.platform", platform);
             b.set_from("faas.name", faas_name(t));
             b.set_from("faas.version", faas_version(t));
             b.set_from("faas.instance", md.trimmed("instance/id").await);
@@ -286,13 +291,6 @@ pub(super) async fn detect(plan: &GcpPlan, t: &Target) -> Result<Vec<KeyValue>, 
                 "gcp.cloud_run.job.task_index",
                 t.var("CLOUD_RUN_TASK_INDEX"),
             );
-        }
-        Platform::CloudFunctions => {
-            b.set("cloud.platform", "gcp_cloud_functions");
-            b.set_from("faas.name", faas_name(t));
-            b.set_from("faas.version", faas_version(t));
-            b.set_from("faas.instance", md.trimmed("instance/id").await);
-            b.set_from("cloud.region", faas_region(&md).await);
         }
         Platform::AppEngineFlex => {
             b.set("cloud.platform", "gcp_app_engine");
