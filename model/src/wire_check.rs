@@ -162,16 +162,11 @@ fn indices(r: &mut Reader, wire: u8, len: usize) -> Option<usize> {
     }
 }
 
-/// A singular message field, `None` the second time: prost merges the two
-/// (appending to their repeated fields), which the heap count does not
-/// follow and no encoder writes.
-fn first(seen: &mut bool) -> Option<()> {
-    (!std::mem::replace(seen, true)).then_some(())
-}
-
-/// A singular string or bytes field (`field` under 32), `None` the second
-/// time: prost keeps the last value in the first one's buffer, grown for
-/// it, a capacity the heap count does not follow and no encoder writes.
+/// A singular message, string or bytes field of a message (`field` under
+/// 32, marked in `seen`), `None` the second time: prost merges two
+/// messages (appending to their repeated fields) and keeps a string's last
+/// value in the first one's buffer, grown for it; the heap count follows
+/// neither, and no encoder writes either.
 fn first_of(seen: &mut u32, field: u32) -> Option<()> {
     let bit = 1 << field;
     (*seen & bit == 0).then(|| *seen |= bit)
@@ -312,12 +307,12 @@ impl Walk {
     }
 
     fn key_value_and_unit(&mut self, r: &mut Reader) -> Option<()> {
-        let mut value = false;
+        let mut seen = 0;
         while let Some((field, wire)) = r.next_key()? {
             match (field, wire) {
                 (1 | 3, _) => index(r, wire, self.n.string)?,
                 (2, LEN) => {
-                    first(&mut value)?;
+                    first_of(&mut seen, field)?;
                     self.any_value(&mut Reader::new(r.bytes()?), 0)?;
                 }
                 _ => return None,
@@ -344,15 +339,15 @@ impl Walk {
             return None;
         }
         let mut kv = Reader::new(r.bytes()?);
-        let (mut value, mut key) = (false, false);
+        let mut seen = 0;
         while let Some((field, wire)) = kv.next_key()? {
             match (field, wire) {
                 (1, LEN) => {
-                    first(&mut key)?;
+                    first_of(&mut seen, field)?;
                     self.out.heap += kv.text()?;
                 }
                 (2, LEN) => {
-                    first(&mut value)?;
+                    first_of(&mut seen, field)?;
                     self.any_value(&mut Reader::new(kv.bytes()?), depth + 1)?;
                 }
                 (3, _) => index(&mut kv, wire, self.n.string)?,
@@ -412,11 +407,11 @@ impl Walk {
 
     fn resource_profiles(&mut self, b: &[u8]) -> Option<()> {
         let mut r = Reader::new(b);
-        let (mut resource, mut scopes, mut url) = (false, 0, false);
+        let (mut scopes, mut seen) = (0, 0);
         while let Some((field, wire)) = r.next_key()? {
             match (field, wire) {
                 (1, LEN) => {
-                    first(&mut resource)?;
+                    first_of(&mut seen, field)?;
                     self.resource(&mut Reader::new(r.bytes()?))?;
                 }
                 (2, LEN) => {
@@ -424,7 +419,7 @@ impl Walk {
                     scopes += 1;
                 }
                 (3, LEN) => {
-                    first(&mut url)?;
+                    first_of(&mut seen, field)?;
                     self.out.heap += r.text()?;
                 }
                 _ => return None,
@@ -471,17 +466,17 @@ impl Walk {
     }
 
     fn scope_profiles(&mut self, r: &mut Reader) -> Option<()> {
-        let (mut scope, mut profiles, mut url) = (false, 0, false);
+        let (mut profiles, mut seen) = (0, 0);
         while let Some((field, wire)) = r.next_key()? {
             match (field, wire) {
                 (1, LEN) => {
-                    first(&mut scope)?;
+                    first_of(&mut seen, field)?;
                     let mut s = Reader::new(r.bytes()?);
-                    let (mut attrs, mut seen) = (0, 0);
+                    let (mut attrs, mut scope_seen) = (0, 0);
                     while let Some((field, wire)) = s.next_key()? {
                         match (field, wire) {
                             (1 | 2, LEN) => {
-                                first_of(&mut seen, field)?;
+                                first_of(&mut scope_seen, field)?;
                                 self.out.heap += s.text()?;
                             }
                             (3, _) => {
@@ -499,7 +494,7 @@ impl Walk {
                     profiles += 1;
                 }
                 (3, LEN) => {
-                    first(&mut url)?;
+                    first_of(&mut seen, field)?;
                     self.out.heap += r.text()?;
                 }
                 _ => return None,
