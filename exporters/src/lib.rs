@@ -10,6 +10,7 @@ pub mod http_client;
 mod http_common;
 pub mod kafka;
 pub mod loadbalancing;
+pub mod lookup;
 pub mod otlp;
 pub mod otlphttp;
 mod parts;

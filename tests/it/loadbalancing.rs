@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{client, Ports, Sink};
-use profcol_exporters::loadbalancing::resolver::ScriptedLookup;
 use profcol_exporters::loadbalancing::ring::{hash_bytes, HashRing};
+use profcol_exporters::lookup::ScriptedLookup;
 use profcol_model::proto::{
     any_value::Value, data_into_request, AnyValue, ExportProfilesServiceRequest, KeyValue,
 };

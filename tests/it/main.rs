@@ -40,6 +40,7 @@ mod pyroscope_go;
 mod pyroscope_jfr;
 mod reload;
 mod resourcedetection;
+mod round_robin;
 mod sentry_android;
 mod sentry_forward;
 mod sentry_java;

@@ -390,7 +390,13 @@ fn decode_protocol(
         };
         ConfigErrors::both(
             probe.validate(&rest),
-            crate::otlp::OtlpExporter::new(&probe, &rest, StdDuration::from_secs(1)).map(|_| ()),
+            crate::otlp::OtlpExporter::new(
+                &probe,
+                &rest,
+                StdDuration::from_secs(1),
+                std::sync::Arc::new(crate::lookup::SystemLookup),
+            )
+            .map(|_| ()),
         )
         .map(|_| ())
     });

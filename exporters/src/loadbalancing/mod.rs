@@ -37,9 +37,9 @@ use profcol_pipeline::component::{
 };
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
+use crate::lookup::{Lookup, SystemLookup};
 use crate::settled::Settled;
 pub use config::{normalise_endpoint, Decoded, Resolver, RoutingKey, DEFAULT_PORT};
-use resolver::{Lookup, SystemLookup};
 use ring::HashRing;
 
 /// Its key in a request's `resume`.
@@ -186,8 +186,13 @@ impl Inner {
             endpoint: endpoint.to_owned(),
             ..self.otlp.clone()
         };
-        let exporter = OtlpExporter::new(&cfg, &self.section, self.backend_timeout)
-            .map_err(|e| format!("backend {endpoint}: {e}"))?;
+        let exporter = OtlpExporter::new(
+            &cfg,
+            &self.section,
+            self.backend_timeout,
+            self.lookup.clone(),
+        )
+        .map_err(|e| format!("backend {endpoint}: {e}"))?;
         if let Some(ctx) = self.ctx.get() {
             exporter
                 .start(ctx)

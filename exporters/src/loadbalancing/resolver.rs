@@ -1,64 +1,11 @@
 //! Where the backends come from: a fixed list, or a host name resolved
-//! again every `interval`. The name lookup is a trait so that a test can
-//! change the answer and watch keys move.
+//! again every `interval`. The name lookup ([`crate::lookup`]) is a trait
+//! so that a test can change the answer and watch keys move.
 
 use std::net::SocketAddr;
-use std::sync::Mutex;
 use std::time::Duration;
 
-use async_trait::async_trait;
-
-/// Resolves a host name to the addresses of its backends.
-#[async_trait]
-pub trait Lookup: Send + Sync + 'static {
-    /// Every address of `hostname`, with `port`.
-    async fn lookup(&self, hostname: &str, port: u16) -> std::io::Result<Vec<SocketAddr>>;
-}
-
-/// The system resolver (getaddrinfo, through Tokio's blocking pool).
-pub struct SystemLookup;
-
-#[async_trait]
-impl Lookup for SystemLookup {
-    async fn lookup(&self, hostname: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
-        Ok(tokio::net::lookup_host((hostname, port)).await?.collect())
-    }
-}
-
-/// An answer set by hand, for tests: every lookup returns it, whatever
-/// the name, until it is changed.
-pub struct ScriptedLookup {
-    answer: Mutex<Result<Vec<SocketAddr>, String>>,
-}
-
-impl ScriptedLookup {
-    pub fn new(addrs: Vec<SocketAddr>) -> Self {
-        Self {
-            answer: Mutex::new(Ok(addrs)),
-        }
-    }
-
-    /// From now on, lookups return `addrs`.
-    pub fn set(&self, addrs: Vec<SocketAddr>) {
-        *self.answer.lock().unwrap_or_else(|e| e.into_inner()) = Ok(addrs);
-    }
-
-    /// From now on, lookups fail with `message`.
-    pub fn fail(&self, message: &str) {
-        *self.answer.lock().unwrap_or_else(|e| e.into_inner()) = Err(message.to_owned());
-    }
-}
-
-#[async_trait]
-impl Lookup for ScriptedLookup {
-    async fn lookup(&self, _: &str, _: u16) -> std::io::Result<Vec<SocketAddr>> {
-        self.answer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .map_err(std::io::Error::other)
-    }
-}
+use crate::lookup::Lookup;
 
 /// One resolution: the backends as `ip:port`, sorted and without
 /// duplicates (so that an answer in another order is no change), or why

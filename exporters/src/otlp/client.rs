@@ -1,4 +1,4 @@
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use http::uri::PathAndQuery;
@@ -19,15 +19,14 @@ use super::classify::classify;
 use super::codec::{BatchCodec, Body};
 use super::compress::{Compressing, Prebuilt};
 use super::config::{dial_target, metadata_entry, Compression, OtlpExporterConfig};
+use super::spread::{self, Spread};
 use crate::client_auth::ClientAuth;
 use crate::http_client::read_tls_file;
+use crate::lookup::Lookup;
 use crate::parts::{self, PeerLimit};
 
 pub(crate) struct OtlpExporter {
-    endpoint_cfg: Endpoint,
-    // Made on first use: tonic needs a running Tokio reactor for it, and
-    // `profcol validate` builds exporters without one.
-    channel: OnceLock<Channel>,
+    target: Target,
     metadata: MetadataMap,
     compression: Compression,
     endpoint: String,
@@ -35,6 +34,49 @@ pub(crate) struct OtlpExporter {
     revision: Revision,
     /// What the peer takes, once it refused a request as too large.
     limit: PeerLimit,
+}
+
+/// Where calls go.
+enum Target {
+    /// One connection: `pick_first`, an address, or `passthrough`. Made
+    /// on first use: tonic needs a running Tokio reactor for it, and
+    /// `profcol validate` builds exporters without one.
+    One {
+        endpoint: Box<Endpoint>,
+        channel: OnceLock<Channel>,
+    },
+    /// `round_robin` over the addresses of a host name.
+    Spread(Arc<Spread>),
+}
+
+/// The connection settings every endpoint of the exporter gets.
+struct Settings {
+    connect_timeout: std::time::Duration,
+    keepalive: super::ClientKeepalive,
+}
+
+impl Settings {
+    fn endpoint(&self, uri: &str) -> Result<Endpoint, tonic::transport::Error> {
+        let ep = Endpoint::from_shared(uri.to_owned())?
+            .tcp_nodelay(true)
+            .connect_timeout(self.connect_timeout)
+            .keep_alive_timeout(self.keepalive.timeout.get())
+            .keep_alive_while_idle(self.keepalive.permit_without_stream);
+        Ok(match self.keepalive.interval() {
+            Some(t) => ep.http2_keep_alive_interval(t),
+            None => ep,
+        })
+    }
+}
+
+/// The host and port of a `host:port` or `[v6]:port` dial target.
+fn host_and_port(target: &str) -> Option<(&str, u16)> {
+    let (host, port) = target.rsplit_once(':')?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    Some((host, port.parse().ok()?))
 }
 
 impl OtlpExporter {
@@ -48,40 +90,29 @@ impl OtlpExporter {
         cfg: &OtlpExporterConfig,
         section: &ComponentConfig,
         connect_timeout: std::time::Duration,
+        lookup: Arc<dyn Lookup>,
     ) -> Result<Self, ConfigErrors> {
         let mut errs = ConfigErrors::default();
         let plaintext = cfg.plaintext();
+        let scheme = if plaintext { "http" } else { "https" };
         // An endpoint that is missing or not host:port is reported by
         // `OtlpExporterConfig::validate`.
         let target = dial_target(&cfg.endpoint).ok();
-        let uri = format!(
-            "{}://{}",
-            if plaintext { "http" } else { "https" },
-            target.unwrap_or_default()
-        );
-        let ep = match target {
-            None => None,
-            Some(_) => match Endpoint::from_shared(uri.clone()) {
-                Ok(ep) => {
-                    let ep = ep
-                        .tcp_nodelay(true)
-                        .connect_timeout(connect_timeout)
-                        .keep_alive_timeout(cfg.keepalive.timeout.get())
-                        .keep_alive_while_idle(cfg.keepalive.permit_without_stream);
-                    Some(match cfg.keepalive.interval() {
-                        Some(t) => ep.http2_keep_alive_interval(t),
-                        None => ep,
-                    })
-                }
-                Err(e) => {
-                    errs.push(
-                        section.key_path("endpoint"),
-                        format!("invalid endpoint {:?}: {e}", cfg.endpoint),
-                    );
-                    None
-                }
-            },
+        let uri = format!("{scheme}://{}", target.unwrap_or_default());
+        let settings = Settings {
+            connect_timeout,
+            keepalive: cfg.keepalive.clone(),
         };
+        let ep = target.and_then(|_| match settings.endpoint(&uri) {
+            Ok(ep) => Some(ep),
+            Err(e) => {
+                errs.push(
+                    section.key_path("endpoint"),
+                    format!("invalid endpoint {:?}: {e}", cfg.endpoint),
+                );
+                None
+            }
+        });
         let mut tls = None;
         if !plaintext {
             let path = section.key_path("tls");
@@ -100,8 +131,8 @@ impl OtlpExporter {
             }
             tls = Some(t);
         }
-        let ep = match (ep, tls) {
-            (Some(ep), Some(tls)) => match ep.tls_config(tls) {
+        let ep = match (ep, &tls) {
+            (Some(ep), Some(tls)) => match ep.tls_config(tls.clone()) {
                 Ok(ep) => Some(ep),
                 Err(e) => {
                     errs.push(section.key_path("tls"), e.to_string());
@@ -116,10 +147,48 @@ impl OtlpExporter {
                 metadata.insert(key, value);
             }
         }
-        match ep {
-            Some(ep) if errs.is_empty() => Ok(Self {
-                endpoint_cfg: ep,
+        // round_robin over the addresses of a host name; one connection for
+        // pick_first, an address, or gRPC's `passthrough` (no resolver).
+        let spread = target.and_then(host_and_port).filter(|(host, _)| {
+            cfg.round_robin()
+                && host.parse::<std::net::IpAddr>().is_err()
+                && !cfg.endpoint.starts_with("passthrough:")
+        });
+        let target = match (ep, spread) {
+            (Some(_), Some((host, port))) => {
+                // Each address is dialled with the host name as what TLS
+                // verifies (unless overridden) and as the calls' :authority.
+                let name = host.to_owned();
+                let tls = tls.map(|t| match cfg.tls.server_name_override {
+                    Some(_) => t,
+                    None => t.domain_name(name.clone()),
+                });
+                let origin = format!("{scheme}://{name}:{port}");
+                let make = move |addr: std::net::SocketAddr| {
+                    let mut ep = settings
+                        .endpoint(&format!("{scheme}://{addr}"))
+                        .map_err(|e| e.to_string())?;
+                    if let Some(tls) = &tls {
+                        ep = ep.tls_config(tls.clone()).map_err(|e| e.to_string())?;
+                    }
+                    Ok(ep.origin(origin.parse().map_err(|e| format!("{origin}: {e}"))?))
+                };
+                Some(Target::Spread(Arc::new(Spread::new(
+                    host,
+                    port,
+                    lookup,
+                    Box::new(make),
+                ))))
+            }
+            (Some(ep), None) => Some(Target::One {
+                endpoint: Box::new(ep),
                 channel: OnceLock::new(),
+            }),
+            (None, _) => None,
+        };
+        match target {
+            Some(target) if errs.is_empty() => Ok(Self {
+                target,
                 metadata,
                 compression: cfg.compression,
                 endpoint: uri,
@@ -178,33 +247,20 @@ impl Exporter for OtlpExporter {
         req: &ExportMetricsServiceRequest,
         _ctx: &ExporterContext,
     ) -> Result<ExportOutcome, ExportError> {
-        let channel = self
-            .channel
-            .get_or_init(|| self.endpoint_cfg.connect_lazy());
-        let mut grpc =
-            tonic::client::Grpc::new(Compressing::new(channel.clone(), self.compression))
-                .accept_compressed(CompressionEncoding::Gzip)
-                .accept_compressed(CompressionEncoding::Zstd);
-        grpc.ready()
-            .await
-            .map_err(|e| ExportError::retryable(format!("connecting to {}: {e}", self.endpoint)))?;
-        let mut call = tonic::Request::new(req.clone());
-        *call.metadata_mut() = self.metadata.clone();
-        for (k, v) in self.auth.headers()? {
-            let key = AsciiMetadataKey::from_bytes(k.as_str().as_bytes());
-            let value = AsciiMetadataValue::try_from(v.as_bytes());
-            if let (Ok(k), Ok(v)) = (key, value) {
-                call.metadata_mut().insert(k, v);
-            }
-        }
-        let codec: tonic_prost::ProstCodec<
-            ExportMetricsServiceRequest,
-            ExportMetricsServiceResponse,
-        > = tonic_prost::ProstCodec::default();
-        let resp = grpc
-            .unary(call, PathAndQuery::from_static(metrics::EXPORT_PATH), codec)
-            .await
-            .map_err(|s| classify(&s))?;
+        let resp = self
+            .call(|channel| async move {
+                let mut grpc = self.grpc(channel).await?;
+                let mut call = tonic::Request::new(req.clone());
+                self.add_headers(call.metadata_mut())?;
+                let codec: tonic_prost::ProstCodec<
+                    ExportMetricsServiceRequest,
+                    ExportMetricsServiceResponse,
+                > = tonic_prost::ProstCodec::default();
+                grpc.unary(call, PathAndQuery::from_static(metrics::EXPORT_PATH), codec)
+                    .await
+                    .map_err(Failed::Status)
+            })
+            .await?;
         let Some(p) = resp.into_inner().partial_success else {
             return Ok(ExportOutcome::delivered());
         };
@@ -222,7 +278,97 @@ impl Exporter for OtlpExporter {
     }
 }
 
+/// A call that failed: its connection not ready, or with a status.
+enum Failed {
+    Ready(tower::BoxError),
+    Status(tonic::Status),
+    Auth(ExportError),
+}
+
+impl From<ExportError> for Failed {
+    fn from(e: ExportError) -> Self {
+        Failed::Auth(e)
+    }
+}
+
+impl Failed {
+    fn not_connected(&self) -> bool {
+        match self {
+            Failed::Ready(e) => spread::not_connected(&**e),
+            Failed::Status(s) => spread::not_connected(s),
+            Failed::Auth(_) => false,
+        }
+    }
+
+    fn into_export_error(self, endpoint: &dyn std::fmt::Display) -> ExportError {
+        match self {
+            Failed::Ready(e) => ExportError::retryable(format!("connecting to {endpoint}: {e}")),
+            Failed::Status(s) => classify(&s),
+            Failed::Auth(e) => e,
+        }
+    }
+}
+
 impl OtlpExporter {
+    /// Runs `call` on the connection: with `round_robin`, on the next
+    /// address in turn, and on the ones after it while a call could not
+    /// connect (it never left).
+    async fn call<T, F, Fut>(&self, call: F) -> Result<T, ExportError>
+    where
+        F: Fn(Channel) -> Fut,
+        Fut: std::future::Future<Output = Result<T, Failed>>,
+    {
+        let spread = match &self.target {
+            Target::One { endpoint, channel } => {
+                let channel = channel.get_or_init(|| endpoint.connect_lazy()).clone();
+                return call(channel)
+                    .await
+                    .map_err(|e| e.into_export_error(&self.endpoint));
+            }
+            Target::Spread(s) => s,
+        };
+        let mut last = None;
+        for (addr, channel) in spread.candidates().await.map_err(ExportError::retryable)? {
+            match call(channel).await {
+                Ok(r) => {
+                    spread.answered(addr);
+                    return Ok(r);
+                }
+                Err(e) if e.not_connected() => {
+                    spread.failed(addr);
+                    last = Some((addr, e));
+                }
+                Err(e) => return Err(e.into_export_error(&addr)),
+            }
+        }
+        let (addr, e) = last.expect("candidates are never empty");
+        Err(e.into_export_error(&addr))
+    }
+
+    /// A gRPC client on `channel`, ready. gRPC-Go servers (the
+    /// Collector's) answer in the encoding the request came in: a response
+    /// that could not be read would fail a call the peer had accepted.
+    async fn grpc(&self, channel: Channel) -> Result<tonic::client::Grpc<Compressing>, Failed> {
+        let mut grpc = tonic::client::Grpc::new(Compressing::new(channel, self.compression))
+            .accept_compressed(CompressionEncoding::Gzip)
+            .accept_compressed(CompressionEncoding::Zstd);
+        grpc.ready().await.map_err(Failed::Ready)?;
+        Ok(grpc)
+    }
+
+    /// The configured headers and the authenticator's.
+    fn add_headers(&self, metadata: &mut MetadataMap) -> Result<(), ExportError> {
+        *metadata = self.metadata.clone();
+        for (k, v) in self.auth.headers()? {
+            let key = AsciiMetadataKey::from_bytes(k.as_str().as_bytes());
+            let value = AsciiMetadataValue::try_from(v.as_bytes());
+            if let (Ok(k), Ok(v)) = (key, value) {
+                metadata.insert(k, v);
+            }
+        }
+        Ok(())
+    }
+
     /// Whether [`OtlpExporter::send`] takes [`Body::Encoded`]: the peer
     /// reads the current revision.
     pub(crate) fn sends_encoded(&self) -> bool {
@@ -235,19 +381,6 @@ impl OtlpExporter {
         body: Body,
         counts: (u64, u64),
     ) -> Result<ExportOutcome, ExportError> {
-        let channel = self
-            .channel
-            .get_or_init(|| self.endpoint_cfg.connect_lazy());
-        // gRPC-Go servers (the Collector's) answer in the encoding the
-        // request came in: a response that could not be read would fail a
-        // call the peer had accepted.
-        let mut grpc =
-            tonic::client::Grpc::new(Compressing::new(channel.clone(), self.compression))
-                .accept_compressed(CompressionEncoding::Gzip)
-                .accept_compressed(CompressionEncoding::Zstd);
-        grpc.ready()
-            .await
-            .map_err(|e| ExportError::retryable(format!("connecting to {}: {e}", self.endpoint)))?;
         // A batch received compressed as this exporter compresses, and
         // changed by nothing, goes as it came; bytes the batch or the
         // caller hold go without a copy into tonic's buffer.
@@ -259,37 +392,37 @@ impl OtlpExporter {
             Body::Encoded(bytes) if self.sends_encoded() => Some(Prebuilt::Plain(bytes.clone())),
             _ => None,
         };
-        let mut req = match prebuilt {
-            Some(p) => {
-                let mut req = tonic::Request::new(Body::Prebuilt);
-                req.extensions_mut().insert(p);
-                req
-            }
-            None => tonic::Request::new(body),
-        };
-        *req.metadata_mut() = self.metadata.clone();
-        for (k, v) in self.auth.headers()? {
-            let key = AsciiMetadataKey::from_bytes(k.as_str().as_bytes());
-            let value = AsciiMetadataValue::try_from(v.as_bytes());
-            if let (Ok(k), Ok(v)) = (key, value) {
-                req.metadata_mut().insert(k, v);
-            }
-        }
-        // The form the request is written in, whatever `headers` says.
-        if let Some(v) = self.revision.development_version() {
-            req.metadata_mut().insert(
-                development_version::HEADER,
-                AsciiMetadataValue::from_static(v),
-            );
-        }
-        let resp = grpc
-            .unary(
-                req,
-                PathAndQuery::from_static(EXPORT_PATH),
-                BatchCodec(self.revision),
-            )
-            .await
-            .map_err(|s| classify(&s))?;
+        let resp = self
+            .call(|channel| {
+                let (body, prebuilt) = (body.clone(), prebuilt.clone());
+                async move {
+                    let mut grpc = self.grpc(channel).await?;
+                    let mut req = match prebuilt {
+                        Some(p) => {
+                            let mut req = tonic::Request::new(Body::Prebuilt);
+                            req.extensions_mut().insert(p);
+                            req
+                        }
+                        None => tonic::Request::new(body),
+                    };
+                    self.add_headers(req.metadata_mut())?;
+                    // The form the request is written in, whatever `headers` says.
+                    if let Some(v) = self.revision.development_version() {
+                        req.metadata_mut().insert(
+                            development_version::HEADER,
+                            AsciiMetadataValue::from_static(v),
+                        );
+                    }
+                    grpc.unary(
+                        req,
+                        PathAndQuery::from_static(EXPORT_PATH),
+                        BatchCodec(self.revision),
+                    )
+                    .await
+                    .map_err(Failed::Status)
+                }
+            })
+            .await?;
         let Some(p) = resp.into_inner().partial_success else {
             return Ok(ExportOutcome::delivered());
         };

@@ -24,10 +24,10 @@ pub struct OtlpExporterConfig {
     pub proto_revision: Revision,
     /// HTTP/2 pings that find a dead connection, as `configgrpc` has them.
     pub keepalive: ClientKeepalive,
-    /// gRPC's load-balancing policy. Only `pick_first` (what this exporter
-    /// does: one connection, to the first address that answers) is
-    /// accepted when set; `round_robin` is refused with the way to spread
-    /// profiles over several backends.
+    /// gRPC's load-balancing policy: `round_robin` (unset: the
+    /// Collector's default) spreads calls over every address the host
+    /// name resolves to; `pick_first` (or `""`, gRPC's own default) keeps
+    /// one connection, to the first address that answers.
     pub balancer_name: Option<String>,
     /// The Collector's socket buffer sizes for gRPC-Go; accepted, no effect
     /// (hyper sizes its own buffers).
@@ -157,6 +157,13 @@ impl OtlpExporterConfig {
         }
     }
 
+    /// Whether calls are spread over the addresses of the endpoint's host
+    /// name (`round_robin`, also when unset, as in the Collector, whose
+    /// default it is); an explicit `""` is gRPC's own default, `pick_first`.
+    pub fn round_robin(&self) -> bool {
+        matches!(self.balancer_name.as_deref(), None | Some("round_robin"))
+    }
+
     pub fn validate(&self, cfg: &ComponentConfig) -> Result<(), ConfigErrors> {
         let mut errs = ConfigErrors::default();
         if self.endpoint.is_empty() {
@@ -168,14 +175,10 @@ impl OtlpExporterConfig {
             );
         }
         match self.balancer_name.as_deref() {
-            None | Some("" | "pick_first") => {}
-            Some("round_robin") => errs.push(
-                cfg.key_path("balancer_name"),
-                "round_robin is not supported: this exporter keeps one connection, to the first address the endpoint resolves to that answers (pick_first); to spread profiles over several backends, use the loadbalancing exporter with resolver: dns",
-            ),
+            None | Some("" | "pick_first" | "round_robin") => {}
             Some(other) => errs.push(
                 cfg.key_path("balancer_name"),
-                format!("invalid balancer_name {other:?} (pick_first is the one supported)"),
+                format!("invalid balancer_name {other:?} (round_robin or pick_first)"),
             ),
         }
         if !matches!(

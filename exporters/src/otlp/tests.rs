@@ -170,9 +170,9 @@ fn endpoints_are_checked_as_the_collector_checks_them() {
 }
 
 /// `keepalive`, `balancer_name` and the buffer sizes, as `configgrpc`
-/// names them: keepalive with its meaning and defaults, `pick_first` (what
-/// the exporter does), the buffer sizes with no effect; `round_robin` is
-/// refused with the way to spread profiles.
+/// names them: keepalive with its meaning and defaults, `round_robin` (the
+/// default) and `pick_first` (also `""`, gRPC's own default), the buffer
+/// sizes with no effect; another balancer is refused.
 #[test]
 fn the_collectors_grpc_client_keys() {
     let cfg = ComponentConfig::from_yaml(
@@ -204,12 +204,16 @@ fn the_collectors_grpc_client_keys() {
         ..k
     };
     assert_eq!(off.interval(), None);
-    let errs = create_errors("endpoint: a:1\nbalancer_name: round_robin").join("\n");
-    assert!(
-        errs.starts_with("exporters::otlp/gw::balancer_name: round_robin is not supported: this exporter keeps one connection"),
-        "{errs}"
-    );
-    assert!(errs.contains("use the loadbalancing exporter"), "{errs}");
+    let balancer = |b: &str| {
+        let yaml = format!("endpoint: a:1\nbalancer_name: {b}");
+        let cfg = ComponentConfig::from_yaml(Kind::Exporter, "otlp", &yaml).unwrap();
+        let (rest, _) = cfg.split_off(&profcol_pipeline::config::EXPORTER_SETTINGS_KEYS);
+        let c: OtlpExporterConfig = rest.decode().unwrap();
+        assert!(create_exporter(&*factory(), &cfg).is_ok(), "{b}");
+        c.round_robin()
+    };
+    assert!(balancer("round_robin") && OtlpExporterConfig::default().round_robin());
+    assert!(!balancer("pick_first") && !balancer("''"));
     let errs = create_errors("endpoint: a:1\nbalancer_name: nope").join("\n");
     assert!(errs.contains("invalid balancer_name \"nope\""), "{errs}");
 }
