@@ -174,3 +174,56 @@ async fn a_name_that_does_not_resolve_yet_is_retried() {
     svc.shutdown().await;
     assert_eq!(telemetry.send_failed("otlp"), 0);
 }
+
+/// Each address is dialled with TLS verifying the host name (the
+/// certificate is for `localhost`, the connection to an address of it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_verifies_the_host_name_on_every_address() {
+    let pki = crate::otlp_http::Pki::new();
+    let (cert, key) = pki.issue("gateway");
+    let sink = Sink::start().await;
+    let gateway = format!(
+        r#"
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:0
+        tls: {{cert_file: {cert}, key_file: {key}}}
+exporters:
+  otlp:
+    endpoint: 127.0.0.1:{sink}
+    tls: {{insecure: true}}
+service:
+  telemetry: {{metrics: {{level: none}}}}
+  pipelines:
+    profiles: {{receivers: [otlp], exporters: [otlp]}}
+"#,
+        sink = sink.addr.port()
+    );
+    let gw = profcol::app::start_str(&gateway, RuntimeOptions::default())
+        .await
+        .unwrap();
+    let lookup = Arc::new(ScriptedLookup::new(vec![std::net::SocketAddr::from((
+        [127, 0, 0, 1],
+        gw.grpc_port(),
+    ))]));
+    let sidecar = config(&format!(
+        "    balancer_name: round_robin\n    tls: {{ca_file: {}}}",
+        pki.path("ca.pem")
+    ))
+    .replace("    tls: {insecure: true}\n", "")
+    .replace(
+        "gateway.test:4317",
+        &format!("localhost:{}", gw.grpc_port()),
+    );
+    let svc = start(&sidecar, lookup).await;
+    let sent = requests(4);
+    send(&svc, &sent).await;
+    until("the gateway passed every sample on", || {
+        sink.samples() == samples(&sent)
+    })
+    .await;
+    svc.shutdown().await;
+    gw.shutdown().await;
+}
