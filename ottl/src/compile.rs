@@ -243,12 +243,13 @@ impl Compiler {
         let names = level.context_names();
         let (ctx, fields) = match p.context() {
             Some(c) if names.contains(&c) => (c, &p.fields[1..]),
-            Some("otelcol") => {
+            Some("otelcol") if p.fields.get(1).is_some_and(|f| f.name == "grpc") => {
                 return Err(ParseError::new(
                     p.col,
-                    "otelcol.* paths (client address, metadata) are not supported by profcol yet",
+                    "otelcol.grpc.* paths are not supported by profcol: the request's headers are otelcol.client.metadata (with the receiver's include_metadata)",
                 ))
             }
+            Some("otelcol") => ("otelcol", &p.fields[1..]),
             c => match self.opts.prefixes {
                 Prefixes::Default => (level.name(), &p.fields[..]),
                 Prefixes::Required => {

@@ -8,8 +8,8 @@ use std::borrow::Cow;
 
 use profcol_model::dictionary::Interner;
 use profcol_model::proto::{
-    AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueAndUnit, KeyValueList, Profile,
-    ProfilesDictionary, Resource, ValueType,
+    any_value, AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueAndUnit, KeyValueList,
+    Profile, ProfilesDictionary, Resource, ValueType,
 };
 
 use crate::error::EvalResult;
@@ -81,6 +81,15 @@ pub enum Field {
     OriginalPayloadFormat,
     OriginalPayload,
     Cache,
+    /// `otelcol.client.addr`: the client's address, as the receiver saw it.
+    ClientAddr,
+    /// `otelcol.client.metadata`: its request headers (`include_metadata`),
+    /// each a list of strings.
+    ClientMetadata,
+    /// `otelcol.client.auth.attributes`: what an authenticator learned of
+    /// the client. Always empty: `bearertokenauth`, the one profcol has,
+    /// sets none (neither does the Collector's).
+    ClientAuthAttrs,
 }
 
 impl Field {
@@ -88,14 +97,30 @@ impl Field {
     pub fn is_map(self) -> bool {
         matches!(
             self,
-            Field::ResourceAttrs | Field::ScopeAttrs | Field::ProfileAttrs | Field::Cache
+            Field::ResourceAttrs
+                | Field::ScopeAttrs
+                | Field::ProfileAttrs
+                | Field::Cache
+                | Field::ClientMetadata
+                | Field::ClientAuthAttrs
         )
+    }
+
+    /// The `otelcol` paths: the request's, read at every level, never set.
+    fn client_path(self) -> Option<&'static str> {
+        match self {
+            Field::ClientAddr => Some("otelcol.client.addr"),
+            Field::ClientMetadata => Some("otelcol.client.metadata"),
+            Field::ClientAuthAttrs => Some("otelcol.client.auth.attributes"),
+            _ => None,
+        }
     }
 
     pub fn level(self) -> Level {
         use Field::*;
         match self {
             ResourceAttrs | ResourceDropped | ResourceSchemaUrl => Level::Resource,
+            ClientAddr | ClientMetadata | ClientAuthAttrs => Level::Resource,
             ScopeName | ScopeVersion | ScopeAttrs | ScopeDropped | ScopeSchemaUrl => Level::Scope,
             _ => Level::Profile,
         }
@@ -133,6 +158,9 @@ pub fn resolve_field(ctx: &str, level: Level, segs: &[&str]) -> Result<Field, us
         ("profile", ["original_payload_format"]) => OriginalPayloadFormat,
         ("profile", ["original_payload"]) => OriginalPayload,
         (c, ["cache"]) if Level::parse(c) == Some(level) => Cache,
+        ("otelcol", ["client", "addr"]) => ClientAddr,
+        ("otelcol", ["client", "metadata"]) => ClientMetadata,
+        ("otelcol", ["client", "auth", "attributes"]) => ClientAuthAttrs,
         _ => {
             // The first segment that no path of the context continues.
             let known: &[&[&str]] = &[
@@ -147,6 +175,9 @@ pub fn resolve_field(ctx: &str, level: Level, segs: &[&str]) -> Result<Field, us
                 &["period_type", "unit"],
                 &["profile_id", "string"],
                 &["cache"],
+                &["client", "addr"],
+                &["client", "metadata"],
+                &["client", "auth", "attributes"],
             ];
             let mut at = 0;
             for k in known {
@@ -267,7 +298,51 @@ impl Dict {
 
 /// What statements see of one item: its resource, scope and profile (as
 /// the level has them), the dictionary and the item's cache.
+/// What the `otelcol.client.*` paths read: the client of the request the
+/// batch came in (`BatchMeta`), as the Collector's `client.Info`.
+#[derive(Debug, Clone, Default)]
+pub struct Client {
+    addr: Option<String>,
+    /// Header name (lower case) to its values, in the order they came.
+    metadata: Vec<KeyValue>,
+}
+
+impl Client {
+    pub fn of(meta: &profcol_model::BatchMeta) -> Self {
+        let mut metadata: Vec<KeyValue> = Vec::new();
+        for (k, v) in &meta.metadata {
+            let value = AnyValue {
+                value: Some(any_value::Value::StringValue(v.clone())),
+            };
+            match metadata.iter_mut().find(|kv| kv.key == *k) {
+                Some(kv) => {
+                    if let Some(AnyValue {
+                        value: Some(any_value::Value::ArrayValue(a)),
+                    }) = &mut kv.value
+                    {
+                        a.values.push(value);
+                    }
+                }
+                None => metadata.push(KeyValue {
+                    key: k.clone(),
+                    value: Some(AnyValue {
+                        value: Some(any_value::Value::ArrayValue(ArrayValue {
+                            values: vec![value],
+                        })),
+                    }),
+                    ..Default::default()
+                }),
+            }
+        }
+        Client {
+            addr: meta.client_addr.map(|a| a.to_string()),
+            metadata,
+        }
+    }
+}
+
 pub struct Ctx<'a> {
+    pub client: &'a Client,
     pub resource: &'a mut Option<Resource>,
     pub resource_schema_url: &'a mut String,
     pub scope: Option<&'a mut Option<InstrumentationScope>>,
@@ -364,6 +439,11 @@ impl<'a> Ctx<'a> {
             };
             let v = match f {
                 Field::ProfileAttrs => self.profile_attr(first)?,
+                // Header names are case-insensitive (`client.Metadata.Get`).
+                Field::ClientMetadata => {
+                    map_get(&self.client.metadata, &first.to_ascii_lowercase())
+                }
+                Field::ClientAuthAttrs => None,
                 _ => map_get(self.plain_map(f), first),
             };
             return match v {
@@ -386,6 +466,13 @@ impl<'a> Ctx<'a> {
             Field::ResourceAttrs | Field::ScopeAttrs | Field::Cache => {
                 Val::Map(Cow::Borrowed(self.plain_map(f)))
             }
+            Field::ClientAddr => self
+                .client
+                .addr
+                .as_deref()
+                .map_or(Val::Nil, |a| Val::Str(Cow::Borrowed(a))),
+            Field::ClientMetadata => Val::Map(Cow::Borrowed(&self.client.metadata)),
+            Field::ClientAuthAttrs => Val::Map(Cow::Borrowed(&NO_ATTRS)),
             Field::ProfileAttrs => Val::Map(Cow::Owned(self.profile_attrs()?)),
             Field::ResourceDropped => Val::Int(
                 self.resource
@@ -431,6 +518,9 @@ impl<'a> Ctx<'a> {
     }
 
     pub fn set(&mut self, f: Field, keys: &[Key], v: Owned) -> EvalResult<()> {
+        if let Some(path) = f.client_path() {
+            fail!("{path:?} is read-only and cannot be modified");
+        }
         if f.is_map() && !keys.is_empty() {
             let first = match &keys[0] {
                 Key::Str(s) => s.as_ref(),
@@ -614,6 +704,8 @@ impl<'a> Ctx<'a> {
                 Val::Nil => fail!("setting a value to nil is not supported"),
                 other => fail!("expects []uint8 but got {}", other.type_name()),
             },
+            // Refused above.
+            Field::ClientAddr | Field::ClientMetadata | Field::ClientAuthAttrs => {}
         }
         Ok(())
     }

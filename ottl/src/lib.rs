@@ -18,7 +18,7 @@ pub mod parser;
 pub mod value;
 
 pub use compile::{Options, Prefixes};
-pub use context::{Ctx, Dict, Level};
+pub use context::{Client, Ctx, Dict, Level};
 pub use error::{EvalError, EvalResult, ParseError};
 
 use compile::{Compiler, Cond};
@@ -172,6 +172,7 @@ pub fn infer(statements: &[&str], conditions: &[&str]) -> Result<Level, (usize, 
 pub fn for_each<E>(
     data: &mut ProfilesData,
     level: Level,
+    client: &Client,
     mut f: impl FnMut(&mut Ctx) -> Result<(), E>,
 ) -> Result<(), E> {
     let ProfilesData {
@@ -190,6 +191,7 @@ pub fn for_each<E>(
         if level == Level::Resource {
             cache.clear();
             let mut ctx = Ctx {
+                client,
                 resource,
                 resource_schema_url: schema_url,
                 scope: None,
@@ -213,6 +215,7 @@ pub fn for_each<E>(
             if level == Level::Scope {
                 cache.clear();
                 let mut ctx = Ctx {
+                    client,
                     resource,
                     resource_schema_url: schema_url,
                     scope: Some(scope),
@@ -230,6 +233,7 @@ pub fn for_each<E>(
             for p in profiles.iter_mut() {
                 cache.clear();
                 let mut ctx = Ctx {
+                    client,
                     resource,
                     resource_schema_url: schema_url,
                     scope: Some(scope),
@@ -256,9 +260,11 @@ pub fn for_each<E>(
 pub fn with_resource<R>(
     resource: &mut Option<Resource>,
     schema_url: &mut String,
+    client: &Client,
     f: impl FnOnce(&mut Ctx) -> R,
 ) -> R {
     f(&mut Ctx {
+        client,
         resource,
         resource_schema_url: schema_url,
         scope: None,

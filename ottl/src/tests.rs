@@ -108,7 +108,7 @@ fn run(data: &mut ProfilesData, stmts: &[&str]) -> Vec<String> {
         .collect();
     let mut errors = Vec::new();
     for st in &compiled {
-        for_each(data, level, |ctx| {
+        for_each(data, level, &crate::Client::default(), |ctx| {
             if let Err(e) = st.run(ctx) {
                 errors.push(e.0);
             }
@@ -647,7 +647,7 @@ fn conditions_borrow_and_short_circuit() {
     )
     .unwrap();
     let mut out = Vec::new();
-    for_each(&mut d, Level::Profile, |ctx| {
+    for_each(&mut d, Level::Profile, &crate::Client::default(), |ctx| {
         out.push(c.eval(ctx).map_err(|e| e.0));
         Ok::<_, ()>(())
     })
@@ -748,10 +748,15 @@ fn value_expressions_parse_and_evaluate_alone() {
             .profiles
             .push(Default::default());
         let mut got = None;
-        crate::for_each(&mut data, Level::Profile, |ctx| {
-            got = Some(format!("{:?}", e.eval(ctx)?));
-            Ok::<_, crate::EvalError>(())
-        })
+        crate::for_each(
+            &mut data,
+            Level::Profile,
+            &crate::Client::default(),
+            |ctx| {
+                got = Some(format!("{:?}", e.eval(ctx)?));
+                Ok::<_, crate::EvalError>(())
+            },
+        )
         .unwrap();
         assert_eq!(got.unwrap(), format!("{want:?}"), "{text}");
     }
@@ -802,4 +807,91 @@ fn parse_csv_maps_headers_to_fields() {
         let err = Statement::parse(s, flat()).unwrap_err().to_string();
         assert!(err.contains(e), "{s}: {err}");
     }
+}
+
+/// `otelcol.client.*` over a batch's client: headers by any case, each a
+/// list; the address or nil; no auth attributes; none of them settable.
+#[test]
+fn otelcol_client_paths_read_the_batchs_client() {
+    use crate::{Client, Statement, ValueExpr};
+    let opts = Options {
+        level: Level::Resource,
+        prefixes: Prefixes::Required,
+    };
+    let meta = profcol_model::BatchMeta {
+        client_addr: Some("10.1.2.3:4567".parse().unwrap()),
+        metadata: vec![
+            ("x-tenant".into(), "a".into()),
+            ("x-multi".into(), "1".into()),
+            ("x-multi".into(), "2".into()),
+        ],
+        ..Default::default()
+    };
+    let eval = |client: &Client, text: &str| {
+        let e = ValueExpr::parse(text, opts).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let mut data = ProfilesData::default();
+        data.resource_profiles.push(Default::default());
+        let mut got = String::new();
+        for_each(&mut data, Level::Resource, client, |ctx| {
+            got = format!("{:?}", e.eval(ctx).map_err(|e| e.0));
+            Ok::<_, ()>(())
+        })
+        .unwrap();
+        got
+    };
+    let client = Client::of(&meta);
+    assert_eq!(
+        eval(&client, "otelcol.client.addr"),
+        r#"Ok(Str("10.1.2.3:4567"))"#
+    );
+    assert_eq!(eval(&Client::default(), "otelcol.client.addr"), "Ok(Nil)");
+    assert_eq!(
+        eval(&client, r#"otelcol.client.metadata["X-TENANT"][0]"#),
+        r#"Ok(Str("a"))"#
+    );
+    assert_eq!(
+        eval(&client, r#"otelcol.client.metadata["x-multi"][1]"#),
+        r#"Ok(Str("2"))"#
+    );
+    assert_eq!(
+        eval(&client, r#"Len(otelcol.client.metadata["x-multi"])"#),
+        "Ok(Int(2))"
+    );
+    assert_eq!(
+        eval(&client, r#"otelcol.client.metadata["nope"]"#),
+        "Ok(Nil)"
+    );
+    assert_eq!(eval(&client, "Len(otelcol.client.metadata)"), "Ok(Int(2))");
+    assert_eq!(
+        eval(&client, r#"otelcol.client.auth.attributes["sub"]"#),
+        "Ok(Nil)"
+    );
+    for (path, text) in [
+        ("otelcol.client.addr", r#"set(otelcol.client.addr, "x")"#),
+        (
+            "otelcol.client.metadata",
+            r#"set(otelcol.client.metadata["k"], "x")"#,
+        ),
+    ] {
+        let s = Statement::parse(text, opts).unwrap();
+        let mut data = ProfilesData::default();
+        data.resource_profiles.push(Default::default());
+        let mut err = None;
+        for_each(&mut data, Level::Resource, &client, |ctx| {
+            err = s.run(ctx).err().map(|e| e.0);
+            Ok::<_, ()>(())
+        })
+        .unwrap();
+        assert_eq!(
+            err.unwrap(),
+            format!("{path:?} is read-only and cannot be modified")
+        );
+    }
+    let e = Statement::parse(
+        r#"set(resource.attributes["t"], otelcol.grpc.metadata["k"])"#,
+        opts,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("otelcol.grpc.* paths are not supported"), "{e}");
 }

@@ -152,7 +152,7 @@ fn collector_config(cases: &[Indexed], dir: &Path, ports: &[u16]) -> String {
         cases,
         dir,
         json!({
-            "receivers": {"otlp": {"protocols": {"grpc": {"endpoint": format!("127.0.0.1:{}", ports[0])}}}},
+            "receivers": {"otlp": {"protocols": {"grpc": {"endpoint": format!("127.0.0.1:{}", ports[0]), "include_metadata": true}}}},
             "processors": {}, "exporters": {},
             "extensions": {"health_check": {"endpoint": format!("127.0.0.1:{}", ports[1])}},
             "service": {
@@ -169,7 +169,7 @@ fn profcol_config(cases: &[Indexed], dir: &Path) -> String {
         cases,
         dir,
         json!({
-            "receivers": {"otlp": {"protocols": {"grpc": {"endpoint": "127.0.0.1:0"}}}},
+            "receivers": {"otlp": {"protocols": {"grpc": {"endpoint": "127.0.0.1:0", "include_metadata": true}}}},
             "processors": {}, "exporters": {},
             "service": {
                 "telemetry": {"metrics": {"address": "127.0.0.1:0"}},
@@ -203,12 +203,18 @@ fn outputs(dir: &Path, cases: &[Indexed]) -> Vec<Vec<Seen>> {
         .collect()
 }
 
-/// Sends every request; an answer that is an error (a processor with
+/// Sends every request, with headers the `otelcol.client.metadata` cases
+/// read (`x-multi` twice); an answer that is an error (a processor with
 /// `error_mode: propagate` failed it) is expected of some cases.
 async fn send(port: u16, requests: &[ExportProfilesServiceRequest]) {
     let mut client = common::client(port).await;
     for r in requests {
-        let _ = client.export(r.clone()).await;
+        let mut req = tonic::Request::new(r.clone());
+        let md = req.metadata_mut();
+        md.insert("x-tenant", "team-a".parse().unwrap());
+        md.append("x-multi", "one".parse().unwrap());
+        md.append("x-multi", "two".parse().unwrap());
+        let _ = client.export(req).await;
     }
 }
 

@@ -1129,6 +1129,7 @@ impl ProfilesToMetrics for SignalToMetrics {
         // a copy without samples (no OTTL path reads them): `context:
         // sample` reads them from the batch, in the order the contexts come.
         let mut data = without_samples(batch.data());
+        let client = profcol_ottl::Client::of(&batch.meta);
         let originals: Vec<&[Sample]> = batch
             .data()
             .resource_profiles
@@ -1143,7 +1144,7 @@ impl ProfilesToMetrics for SignalToMetrics {
             regular: vec![0; self.defs.len()],
             ..Aggregate::default()
         };
-        let result = profcol_ottl::for_each(&mut data, Level::Profile, |ctx| {
+        let result = profcol_ottl::for_each(&mut data, Level::Profile, &client, |ctx| {
             let samples = originals.get(next).copied().unwrap_or_default();
             next += 1;
             for d in 0..self.defs.len() {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use profcol_model::dictionary::resolve_references;
 use profcol_model::ProfileBatch;
-use profcol_ottl::{for_each, Level};
+use profcol_ottl::{for_each, Client, Level};
 use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, Verdict};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
@@ -62,24 +62,29 @@ impl Processor for AttributesProcessor {
         let data = batch.data_mut();
         resolve_references(data);
         let mut failed = None;
-        let _ = for_each(data, Level::Profile, |item| -> Result<(), Infallible> {
-            // Include is checked before exclude, as `NewSkipExpr` does.
-            let skip = self.include.as_ref().is_some_and(|m| !m.matches(item))
-                || self.exclude.as_ref().is_some_and(|m| m.matches(item));
-            if skip {
-                return Ok(());
-            }
-            let r = item.profile_attrs().and_then(|mut attrs| {
-                attraction::apply_all(&self.actions, &mut attrs, &meta);
-                item.replace_profile_attrs(&attrs)
-            });
-            // A validated batch has every index in range; a profile whose
-            // attributes cannot be read passes on as it is.
-            if let Err(e) = r {
-                failed.get_or_insert(e);
-            }
-            Ok(())
-        });
+        let _ = for_each(
+            data,
+            Level::Profile,
+            &Client::default(),
+            |item| -> Result<(), Infallible> {
+                // Include is checked before exclude, as `NewSkipExpr` does.
+                let skip = self.include.as_ref().is_some_and(|m| !m.matches(item))
+                    || self.exclude.as_ref().is_some_and(|m| m.matches(item));
+                if skip {
+                    return Ok(());
+                }
+                let r = item.profile_attrs().and_then(|mut attrs| {
+                    attraction::apply_all(&self.actions, &mut attrs, &meta);
+                    item.replace_profile_attrs(&attrs)
+                });
+                // A validated batch has every index in range; a profile whose
+                // attributes cannot be read passes on as it is.
+                if let Err(e) = r {
+                    failed.get_or_insert(e);
+                }
+                Ok(())
+            },
+        );
         if let Some(e) = failed {
             profcol_model::warn_limited!(processor = %self.id, error = %e.0, "profile attributes left as they are");
         }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use profcol_model::dictionary::resolve_references;
 use profcol_model::proto::{KeyValue, ResourceProfiles, ScopeProfiles};
 use profcol_model::{profile_sample_count, ProfileBatch};
-use profcol_ottl::{with_resource, Condition, Ctx, Dict};
+use profcol_ottl::{with_resource, Client, Condition, Ctx, Dict};
 use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, Verdict};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
@@ -96,6 +96,7 @@ impl Filter {
     /// every item of its levels in turn. Returns the condition errors, the
     /// samples dropped and why the batch must go.
     fn decoded(&self, batch: &mut ProfileBatch) -> (u64, u64, Option<Stop>) {
+        let client = Client::of(&batch.meta);
         let data = batch.data_mut();
         resolve_references(data);
         let mut dict = Dict::take(&mut data.dictionary);
@@ -106,6 +107,7 @@ impl Filter {
         for r in &self.rules {
             let result = self.apply(
                 r,
+                &client,
                 &mut data.resource_profiles,
                 &mut dict,
                 &mut errors,
@@ -127,12 +129,13 @@ impl Filter {
     fn retain_resources(&self, batch: &mut ProfileBatch) -> (u64, u64, Option<Stop>) {
         let id = self.id.as_str();
         let (mut errors, mut stop) = (0, None);
+        let client = Client::of(&batch.meta);
         let dropped = batch.retain_resources(|resource, url, scopes| {
             if stop.is_some() {
                 return true;
             }
             let mut r = Some(std::mem::take(resource));
-            let keep = with_resource(&mut r, url, |ctx| {
+            let keep = with_resource(&mut r, url, &client, |ctx| {
                 for rules in &self.rules {
                     match any(&rules.resource, ctx, rules.error_mode, id, &mut errors) {
                         Ok(true) => return false,
@@ -155,6 +158,7 @@ impl Filter {
     fn apply(
         &self,
         r: &Rules,
+        client: &Client,
         rps: &mut Vec<ResourceProfiles>,
         dict: &mut Dict,
         errors: &mut u64,
@@ -176,6 +180,7 @@ impl Filter {
             if !r.resource.is_empty() {
                 cache.clear();
                 let ctx = Ctx {
+                    client,
                     resource: &mut *resource,
                     resource_schema_url: &mut *schema_url,
                     scope: None,
@@ -215,6 +220,7 @@ impl Filter {
                 if !r.scope.is_empty() {
                     cache.clear();
                     let ctx = Ctx {
+                        client,
                         resource: &mut *resource,
                         resource_schema_url: &mut *schema_url,
                         scope: Some(&mut *scope),
@@ -242,6 +248,7 @@ impl Filter {
                         }
                         cache.clear();
                         let ctx = Ctx {
+                            client,
                             resource: &mut *resource,
                             resource_schema_url: &mut *schema_url,
                             scope: Some(&mut *scope),

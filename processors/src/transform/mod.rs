@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use profcol_model::dictionary::resolve_references;
 use profcol_model::ProfileBatch;
-use profcol_ottl::{for_each, with_resource, Ctx, Level};
+use profcol_ottl::{for_each, with_resource, Client, Ctx, Level};
 use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, Verdict};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
@@ -68,6 +68,7 @@ impl Processor for Transform {
         let samples = batch.sample_count();
         let (groups, id) = (&self.groups, &self.id);
         let mut errors = 0u64;
+        let client = Client::of(&batch.meta);
         let result = if self.resources_only {
             // Each resource through every group; the groups of a level
             // never see another item, so the order is the Collector's.
@@ -75,7 +76,7 @@ impl Processor for Transform {
             batch.edit_resources(|resource, url| {
                 if result.is_ok() {
                     let mut r = Some(std::mem::take(resource));
-                    result = with_resource(&mut r, url, |item| {
+                    result = with_resource(&mut r, url, &client, |item| {
                         groups
                             .iter()
                             .try_for_each(|g| run(g, id, item, &mut errors))
@@ -89,9 +90,9 @@ impl Processor for Transform {
             // Paths read plain keys and strings, as the Collector's
             // receiver resolves references before a processor sees them.
             resolve_references(data);
-            groups
-                .iter()
-                .try_for_each(|g| for_each(data, g.level, |item| run(g, id, item, &mut errors)))
+            groups.iter().try_for_each(|g| {
+                for_each(data, g.level, &client, |item| run(g, id, item, &mut errors))
+            })
         };
         ctx.event("statement_errors", errors);
         if let Err(Stop(msg)) = result {
