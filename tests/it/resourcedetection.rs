@@ -310,3 +310,75 @@ async fn ec2_adds_the_instances_attributes() {
         }
     }
 }
+
+/// A fake ECS task metadata endpoint (v4) on a port of its own: the
+/// task's metadata at `<uri>/task`, this container's at `<uri>`.
+fn fake_ecs_metadata() -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let uri = format!("http://{}/v4/4f0c9ab2", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut head = Vec::new();
+            loop {
+                let mut l = String::new();
+                if reader.read_line(&mut l).unwrap_or(0) == 0 || l == "\r\n" {
+                    break;
+                }
+                head.push(l);
+            }
+            let first = head.first().cloned().unwrap_or_default();
+            let body = match first.split_whitespace().nth(1) {
+                Some("/v4/4f0c9ab2/task") => Some(
+                    r#"{"Cluster":"prod","TaskARN":"arn:aws:ecs:eu-west-1:210987654321:task/prod/4f0c9ab2","Family":"shop","Revision":"12","AvailabilityZone":"eu-west-1b","LaunchType":"FARGATE","Containers":[{"DockerId":"4f0c9ab2-1","Type":"NORMAL","KnownStatus":"RUNNING","LogDriver":"awslogs","LogOptions":{"awslogs-group":"/ecs/shop","awslogs-region":"eu-west-1","awslogs-stream":"ecs/app/4f0c9ab2"}},{"DockerId":"4f0c9ab2-2","Type":"NORMAL","KnownStatus":"RUNNING"}]}"#,
+                ),
+                Some("/v4/4f0c9ab2") => Some(r#"{"DockerId":"4f0c9ab2-2","Type":"NORMAL"}"#),
+                _ => None,
+            };
+            let resp = match body {
+                Some(b) => format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{b}", b.len()),
+                None => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".into(),
+            };
+            let _ = conn.write_all(resp.as_bytes());
+        }
+    });
+    uri
+}
+
+/// `ecs` asks the task metadata endpoint the ECS agent names in the
+/// process's `ECS_CONTAINER_METADATA_URI_V4`, and every resource gets the
+/// task's attributes.
+#[tokio::test]
+async fn ecs_adds_the_tasks_attributes() {
+    let uri = fake_ecs_metadata();
+    let env = [("ECS_CONTAINER_METADATA_URI_V4", uri.as_ref())];
+    let got = through_with("    detectors: [ecs]", &env).await;
+    assert_eq!(got.len(), 2, "{got:?}");
+    for attrs in &got {
+        for want in [
+            "cloud.provider=aws",
+            "cloud.platform=aws_ecs",
+            "cloud.region=eu-west-1",
+            "cloud.account.id=210987654321",
+            "cloud.availability_zone=eu-west-1b",
+            "aws.ecs.task.arn=arn:aws:ecs:eu-west-1:210987654321:task/prod/4f0c9ab2",
+            "aws.ecs.task.id=4f0c9ab2",
+            "aws.ecs.task.family=shop",
+            "aws.ecs.task.revision=12",
+            "aws.ecs.cluster.arn=arn:aws:ecs:eu-west-1:210987654321:cluster/prod",
+            "aws.ecs.launchtype=fargate",
+        ] {
+            assert!(
+                attrs.contains(&want.to_string()),
+                "{want} missing: {attrs:?}"
+            );
+        }
+        assert!(
+            attrs
+                .iter()
+                .any(|a| a.starts_with("aws.log.group.names=") && a.contains("\"/ecs/shop\"")),
+            "{attrs:?}"
+        );
+    }
+}

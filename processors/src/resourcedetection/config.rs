@@ -1,9 +1,10 @@
 //! The `resourcedetection` section, with the Collector's keys
 //! (`processor/resourcedetectionprocessor` v0.161.0). profcol has the
-//! `env`, `system`, `docker`, `k8snode`, `ec2`, `azure`, `gcp`, `lambda`
-//! and `heroku` detectors; every other detector is refused by name where
-//! `detectors` lists it, and its settings section is accepted unused when
-//! it does not (the Collector's default config carries them all).
+//! `env`, `system`, `docker`, `k8snode`, `ec2`, `ecs`, `azure`, `gcp`,
+//! `lambda` and `heroku` detectors; every other detector is refused by
+//! name where `detectors` lists it, and its settings section is accepted
+//! unused when it does not (the Collector's default config carries them
+//! all).
 
 use std::collections::BTreeMap;
 
@@ -55,7 +56,7 @@ pub struct ResourceDetectionConfig {
     pub docker: AttributesConfig,
     pub dynatrace: Option<Any>,
     pub ec2: Ec2Config,
-    pub ecs: Option<Any>,
+    pub ecs: AttributesConfig,
     pub eks: Option<Any>,
     pub elasticbeanstalk: Option<Any>,
     pub gcp: GcpConfig,
@@ -96,7 +97,7 @@ impl Default for ResourceDetectionConfig {
             docker: AttributesConfig::default(),
             dynatrace: None,
             ec2: Ec2Config::default(),
-            ecs: None,
+            ecs: AttributesConfig::default(),
             eks: None,
             elasticbeanstalk: None,
             gcp: GcpConfig::default(),
@@ -134,7 +135,7 @@ pub struct AttributeToggle {
 }
 
 /// The section of a detector that has only its attributes' toggles
-/// (`docker`, `lambda`, `heroku`).
+/// (`docker`, `ecs`, `lambda`, `heroku`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AttributesConfig {
@@ -249,7 +250,6 @@ const OTHER_DETECTORS: &[&str] = &[
     "consul",
     "digitalocean",
     "dynatrace",
-    "ecs",
     "eks",
     "elasticbeanstalk",
     "hetzner",
@@ -297,6 +297,7 @@ pub enum Detector {
     Docker,
     K8sNode,
     Ec2,
+    Ecs,
     Azure,
     Gcp,
     Lambda,
@@ -324,6 +325,8 @@ pub struct Plan {
     pub docker: [bool; 2],
     pub k8snode: K8sNodePlan,
     pub ec2: Ec2Plan,
+    /// `ecs::ATTRIBUTES` enabled.
+    pub ecs: [bool; 15],
     pub azure: AzurePlan,
     pub gcp: GcpPlan,
     /// `lambda::ATTRIBUTES` enabled.
@@ -352,6 +355,7 @@ impl ResourceDetectionConfig {
                 "docker" => detectors.push(Detector::Docker),
                 "k8snode" => detectors.push(Detector::K8sNode),
                 "ec2" => detectors.push(Detector::Ec2),
+                "ecs" => detectors.push(Detector::Ecs),
                 "azure" => detectors.push(Detector::Azure),
                 "gcp" => detectors.push(Detector::Gcp),
                 "lambda" => detectors.push(Detector::Lambda),
@@ -450,6 +454,13 @@ impl ResourceDetectionConfig {
             fail,
             section(on(Detector::Ec2), &mut errs, &mut unused),
         );
+        let ecs = toggles(
+            cfg,
+            "ecs",
+            &self.ecs.resource_attributes,
+            &super::ecs::ATTRIBUTES,
+            section(on(Detector::Ecs), &mut errs, &mut unused),
+        );
         let azure = self.azure.compile(
             cfg,
             fail,
@@ -484,6 +495,7 @@ impl ResourceDetectionConfig {
             docker,
             k8snode,
             ec2,
+            ecs,
             azure,
             gcp,
             lambda,

@@ -1,7 +1,7 @@
 //! The detectors, run once when the processor is made: `env`
 //! (`OTEL_RESOURCE_ATTRIBUTES`), `system` (host and OS), and over the
-//! network `docker`, `k8snode`, `ec2`, `azure` and `gcp`; `lambda` and
-//! `heroku` read the environment. Each reads the machine through
+//! network `docker`, `k8snode`, `ec2`, `ecs`, `azure` and `gcp`; `lambda`
+//! and `heroku` read the environment. Each reads the machine through
 //! [`Host`], so tests give their own environment and files.
 
 use profcol_model::proto::{any_value::Value as A, AnyValue, KeyValue};
@@ -10,7 +10,7 @@ use profcol_ottl::value::{map_get, map_put};
 use std::time::{Duration, Instant};
 
 use super::config::{Detector, HostnameSource, Plan};
-use super::{azure, docker, ec2, gcp, heroku, k8snode, lambda};
+use super::{azure, docker, ec2, ecs, gcp, heroku, k8snode, lambda};
 
 /// What the detectors read of the machine.
 pub(super) trait Host {
@@ -63,6 +63,7 @@ enum Job {
     Docker(docker::Endpoint),
     K8sNode(String),
     Ec2(Option<String>),
+    Ecs(ecs::Endpoint),
     Azure(String),
     Gcp(gcp::Target),
 }
@@ -84,6 +85,10 @@ pub(super) fn detect(plan: &Plan, host: &dyn Host) -> (Vec<KeyValue>, Vec<Failur
             Detector::Docker => docker::endpoint(host).map(Job::Docker),
             Detector::K8sNode => k8snode::node_name(&plan.k8snode, host).map(Job::K8sNode),
             Detector::Ec2 => ec2::endpoint(host).map(Job::Ec2),
+            Detector::Ecs => ecs::endpoint(host).map(|at| match at {
+                Some(at) => Job::Ecs(at),
+                None => Job::Done(ecs::unavailable(fail)),
+            }),
             Detector::Azure => Ok(Job::Azure(host.link_local())),
             Detector::Gcp => Ok(Job::Gcp(gcp::target(host))),
             Detector::Lambda => Ok(Job::Done(lambda::detect(host, &plan.lambda, fail))),
@@ -161,6 +166,12 @@ fn run_remote(plan: &Plan, jobs: Vec<(usize, Job)>) -> Vec<(usize, Result<Vec<Ke
                             Job::Ec2(at) => {
                                 retrying(plan, deadline, || ec2::detect(&plan.ec2, at.as_deref()))
                                     .await
+                            }
+                            Job::Ecs(at) => {
+                                retrying(plan, deadline, || {
+                                    ecs::detect(&plan.ecs, plan.fail_on_missing_metadata, &at)
+                                })
+                                .await
                             }
                             Job::Azure(at) => {
                                 retrying(plan, deadline, || azure::detect(&plan.azure, &at)).await

@@ -1,7 +1,7 @@
 //! Processor `resourcedetection`: the Collector's processor of that name
 //! (`processor/resourcedetectionprocessor`) with its `env`, `system`,
-//! `docker`, `k8snode`, `ec2`, `azure`, `gcp`, `lambda` and `heroku`
-//! detectors. Detection runs once, when the processor is made (as the
+//! `docker`, `k8snode`, `ec2`, `ecs`, `azure`, `gcp`, `lambda` and
+//! `heroku` detectors. Detection runs once, when the processor is made (as the
 //! Collector runs it at start); each batch then only merges the detected
 //! attributes into every resource, replacing a resource's own values
 //! unless `override: false`.
@@ -11,12 +11,15 @@ mod config;
 mod detect;
 mod docker;
 mod ec2;
+mod ecs;
 mod gcp;
 mod heroku;
 mod http;
 mod k8snode;
 mod lambda;
 
+#[cfg(test)]
+mod ecs_tests;
 #[cfg(test)]
 mod gcp_tests;
 #[cfg(test)]
