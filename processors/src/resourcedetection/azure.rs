@@ -29,9 +29,11 @@ pub(super) const ATTRIBUTES: [(&str, bool); 11] = [
 
 const PATH: &str = "/metadata/instance/compute?api-version=2020-09-01&format=json";
 
+/// The compute document's fields the Collector's provider reads
+/// (`internal/metadataproviders/azure`'s `ComputeMetadata`).
 #[derive(Deserialize, Default)]
 #[serde(default, rename_all = "camelCase")]
-struct Compute {
+pub(super) struct Compute {
     location: String,
     name: String,
     // Go reads JSON keys without regard to case: the provider's tags.
@@ -40,7 +42,7 @@ struct Compute {
     vm_size: String,
     #[serde(alias = "subscriptionID")]
     subscription_id: String,
-    resource_group_name: String,
+    pub(super) resource_group_name: String,
     vm_scale_set_name: String,
     zone: String,
     os_profile: OsProfile,
@@ -61,7 +63,7 @@ struct Tag {
 }
 
 pub(super) async fn detect(plan: &AzurePlan, at: &str) -> Result<Vec<KeyValue>, String> {
-    let c = match compute(at).await {
+    let c = match metadata(at).await {
         Ok(c) => c,
         Err(e) if plan.fail_on_missing_metadata => {
             return Err(format!("azure metadata unavailable: {e}"))
@@ -104,7 +106,10 @@ pub(super) async fn detect(plan: &AzurePlan, at: &str) -> Result<Vec<KeyValue>, 
     Ok(out)
 }
 
-async fn compute(at: &str) -> Result<Compute, String> {
+/// The VM's compute document from the instance metadata service at `at`
+/// (`host:port`), as the Collector's provider (`Metadata`) asks it: for
+/// the `azure` and `aks` detectors.
+pub(super) async fn metadata(at: &str) -> Result<Compute, String> {
     let query = async {
         let stream = tokio::net::TcpStream::connect(at)
             .await
