@@ -1,10 +1,10 @@
 //! The `resourcedetection` section, with the Collector's keys
 //! (`processor/resourcedetectionprocessor` v0.161.0). profcol has the
-//! `env`, `system`, `docker`, `k8snode`, `ec2`, `ecs`, `azure`, `gcp`,
-//! `lambda` and `heroku` detectors; every other detector is refused by
-//! name where `detectors` lists it, and its settings section is accepted
-//! unused when it does not (the Collector's default config carries them
-//! all).
+//! `env`, `system`, `docker`, `k8snode`, `ec2`, `ecs`, `azure`, `aks`,
+//! `gcp`, `lambda` and `heroku` detectors; every other detector is
+//! refused by name where `detectors` lists it, and its settings section is
+//! accepted unused when it does not (the Collector's default config
+//! carries them all).
 
 use std::collections::BTreeMap;
 
@@ -48,7 +48,7 @@ pub struct ResourceDetectionConfig {
     // The sections of detectors profcol lacks.
     pub alibaba_ecs: Option<Any>,
     pub akamai: Option<Any>,
-    pub aks: Option<Any>,
+    pub aks: AttributesConfig,
     pub azure: AzureConfig,
     pub azurecontainerapps: Option<Any>,
     pub consul: Option<Any>,
@@ -89,7 +89,7 @@ impl Default for ResourceDetectionConfig {
             system: SystemConfig::default(),
             alibaba_ecs: None,
             akamai: None,
-            aks: None,
+            aks: AttributesConfig::default(),
             azure: AzureConfig::default(),
             azurecontainerapps: None,
             consul: None,
@@ -135,7 +135,7 @@ pub struct AttributeToggle {
 }
 
 /// The section of a detector that has only its attributes' toggles
-/// (`docker`, `ecs`, `lambda`, `heroku`).
+/// (`docker`, `ecs`, `aks`, `lambda`, `heroku`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AttributesConfig {
@@ -245,7 +245,6 @@ pub struct GcpPlan {
 const OTHER_DETECTORS: &[&str] = &[
     "alibaba_ecs",
     "akamai",
-    "aks",
     "azurecontainerapps",
     "consul",
     "digitalocean",
@@ -299,6 +298,7 @@ pub enum Detector {
     Ec2,
     Ecs,
     Azure,
+    Aks,
     Gcp,
     Lambda,
     Heroku,
@@ -328,6 +328,8 @@ pub struct Plan {
     /// `ecs::ATTRIBUTES` enabled.
     pub ecs: [bool; 15],
     pub azure: AzurePlan,
+    /// `aks::ATTRIBUTES` enabled.
+    pub aks: [bool; 3],
     pub gcp: GcpPlan,
     /// `lambda::ATTRIBUTES` enabled.
     pub lambda: [bool; 9],
@@ -357,6 +359,7 @@ impl ResourceDetectionConfig {
                 "ec2" => detectors.push(Detector::Ec2),
                 "ecs" => detectors.push(Detector::Ecs),
                 "azure" => detectors.push(Detector::Azure),
+                "aks" => detectors.push(Detector::Aks),
                 "gcp" => detectors.push(Detector::Gcp),
                 "lambda" => detectors.push(Detector::Lambda),
                 "heroku" => detectors.push(Detector::Heroku),
@@ -466,6 +469,13 @@ impl ResourceDetectionConfig {
             fail,
             section(on(Detector::Azure), &mut errs, &mut unused),
         );
+        let aks = toggles(
+            cfg,
+            "aks",
+            &self.aks.resource_attributes,
+            &super::aks::ATTRIBUTES,
+            section(on(Detector::Aks), &mut errs, &mut unused),
+        );
         let lambda = toggles(
             cfg,
             "lambda",
@@ -497,6 +507,7 @@ impl ResourceDetectionConfig {
             ec2,
             ecs,
             azure,
+            aks,
             gcp,
             lambda,
             heroku,

@@ -1,7 +1,7 @@
 //! The detectors, run once when the processor is made: `env`
 //! (`OTEL_RESOURCE_ATTRIBUTES`), `system` (host and OS), and over the
-//! network `docker`, `k8snode`, `ec2`, `ecs`, `azure` and `gcp`; `lambda`
-//! and `heroku` read the environment. Each reads the machine through
+//! network `docker`, `k8snode`, `ec2`, `ecs`, `azure`, `aks` and `gcp`;
+//! `lambda` and `heroku` read the environment. Each reads the machine through
 //! [`Host`], so tests give their own environment and files.
 
 use profcol_model::proto::{any_value::Value as A, AnyValue, KeyValue};
@@ -10,7 +10,7 @@ use profcol_ottl::value::{map_get, map_put};
 use std::time::{Duration, Instant};
 
 use super::config::{Detector, HostnameSource, Plan};
-use super::{azure, docker, ec2, ecs, gcp, heroku, k8snode, lambda};
+use super::{aks, azure, docker, ec2, ecs, gcp, heroku, k8snode, lambda};
 
 /// What the detectors read of the machine.
 pub(super) trait Host {
@@ -65,6 +65,7 @@ enum Job {
     Ec2(Option<String>),
     Ecs(ecs::Endpoint),
     Azure(String),
+    Aks(String),
     Gcp(gcp::Target),
 }
 
@@ -90,6 +91,9 @@ pub(super) fn detect(plan: &Plan, host: &dyn Host) -> (Vec<KeyValue>, Vec<Failur
                 None => Job::Done(ecs::unavailable(fail)),
             }),
             Detector::Azure => Ok(Job::Azure(host.link_local())),
+            // Off Kubernetes the Collector's asks nothing.
+            Detector::Aks if aks::on_k8s(host) => Ok(Job::Aks(host.link_local())),
+            Detector::Aks => Ok(Job::Done(Ok(Vec::new()))),
             Detector::Gcp => Ok(Job::Gcp(gcp::target(host))),
             Detector::Lambda => Ok(Job::Done(lambda::detect(host, &plan.lambda, fail))),
             Detector::Heroku => Ok(Job::Done(heroku::detect(host, &plan.heroku, fail))),
@@ -175,6 +179,12 @@ fn run_remote(plan: &Plan, jobs: Vec<(usize, Job)>) -> Vec<(usize, Result<Vec<Ke
                             }
                             Job::Azure(at) => {
                                 retrying(plan, deadline, || azure::detect(&plan.azure, &at)).await
+                            }
+                            Job::Aks(at) => {
+                                retrying(plan, deadline, || {
+                                    aks::detect(&plan.aks, plan.fail_on_missing_metadata, &at)
+                                })
+                                .await
                             }
                             Job::Gcp(t) => {
                                 retrying(plan, deadline, || gcp::detect(&plan.gcp, &t)).await

@@ -1,11 +1,12 @@
 //! Processor `resourcedetection`: the Collector's processor of that name
 //! (`processor/resourcedetectionprocessor`) with its `env`, `system`,
-//! `docker`, `k8snode`, `ec2`, `ecs`, `azure`, `gcp`, `lambda` and
-//! `heroku` detectors. Detection runs once, when the processor is made (as the
+//! `docker`, `k8snode`, `ec2`, `ecs`, `azure`, `aks`, `gcp`, `lambda`
+//! and `heroku` detectors. Detection runs once, when the processor is made (as the
 //! Collector runs it at start); each batch then only merges the detected
 //! attributes into every resource, replacing a resource's own values
 //! unless `override: false`.
 
+mod aks;
 mod azure;
 mod config;
 mod detect;

@@ -173,6 +173,7 @@ fn config_errors_at_their_key() {
         ("detectors: [ec2]\nec2: {tags: ['(' ], tags_from_imds: true}", "processors::resourcedetection::ec2::tags::0: regex parse error"),
         ("detectors: [ec2]\nec2: {resource_attributes: {host.arch: {enabled: true}}}", "ec2::resource_attributes::host.arch: unknown attribute"),
         ("detectors: [k8s_api]", "processors::resourcedetection::detectors::0: profcol has no k8s_api detector"),
+        ("detectors: [elasticbeanstalk]", "processors::resourcedetection::detectors::0: profcol has no elasticbeanstalk detector"),
         ("detectors: [k8snode]\nk8snode: {auth_type: tls}", "processors::resourcedetection::k8snode::auth_type: \"tls\" is not supported"),
         ("detectors: [k8snode]\nk8snode: {resource_attributes: {k8s.node.ip: {enabled: true}}}", "k8snode::resource_attributes::k8s.node.ip: unknown attribute"),
         ("detectors: [docker]\ndocker: {resource_attributes: {host.ip: {enabled: true}}}", "docker::resource_attributes::host.ip: unknown attribute"),
@@ -187,6 +188,14 @@ fn config_errors_at_their_key() {
         let e = make(yaml, &h).err().unwrap_or_else(|| panic!("{yaml} loaded"));
         assert!(e.contains(want), "{yaml}\nwant {want}\ngot {e}");
     }
+    // ecs and aks are detectors; the others are still refused.
+    let e = make("detectors: [ecs, aks, eks]", &h).err().unwrap();
+    assert!(
+        e.contains("detectors::2: profcol has no eks detector")
+            && !e.contains("detectors::0")
+            && !e.contains("detectors::1"),
+        "{e}"
+    );
     // Sections of detectors not listed load unused; timeout is a duration.
     make("detectors: [env]\ntimeout: 2s\nec2: {tags: ['^tag$']}\nsystem: {resource_attributes: {host.ip: {enabled: false}}}", &h).unwrap();
 }
@@ -627,6 +636,160 @@ fn azure_off_azure_finds_nothing_unless_metadata_must_be_there() {
         e.contains("processors::resourcedetection::azure::tags::0"),
         "{e}"
     );
+}
+
+/// A fake Azure IMDS whose compute document names `resource_group`, and a
+/// pod's host (`KUBERNETES_SERVICE_HOST` set) that asks it.
+fn aks_host(resource_group: &'static str) -> (FakeHost, std::sync::mpsc::Receiver<String>) {
+    let (at, seen) = fake_http(move |method, path, headers| {
+        let meta = headers.iter().any(|h| h == "metadata: true");
+        let body = COMPUTE.replace("\"rg-1\"", &format!("{resource_group:?}"));
+        let (status, body) = match path {
+            "/metadata/instance/compute?api-version=2020-09-01&format=json" if meta => (200, body),
+            _ => (400, String::new()),
+        };
+        let note = if meta { " (metadata)" } else { "" };
+        (status, "", body, format!("{method} {path}{note}"))
+    });
+    let mut h = host();
+    h.env.clear();
+    h.env.insert("KUBERNETES_SERVICE_HOST", "10.0.0.1");
+    h.env
+        .insert("TEST_LINK_LOCAL", Box::leak(at.into_boxed_str()));
+    (h, seen)
+}
+
+#[test]
+fn aks_reads_the_vm_metadata_on_kubernetes() {
+    let (h, seen) = aks_host("MC_rg-shop_shop-prod_westeurope");
+    // k8s.cluster.name is off by default, as in the Collector.
+    let r = resources("detectors: [aks]", &h);
+    assert_eq!(
+        r[0][2..],
+        ["cloud.provider=azure", "cloud.platform=azure.aks"],
+        "{r:?}"
+    );
+    assert_eq!(
+        seen.try_iter().collect::<Vec<_>>(),
+        ["GET /metadata/instance/compute?api-version=2020-09-01&format=json (metadata)"]
+    );
+    let r = resources(
+        "detectors: [aks]\naks: {resource_attributes: {k8s.cluster.name: {enabled: true}}}",
+        &h,
+    );
+    assert_eq!(
+        r[0][2..],
+        [
+            "cloud.provider=azure",
+            "cloud.platform=azure.aks",
+            "k8s.cluster.name=shop-prod"
+        ],
+        "{r:?}"
+    );
+    let r = resources(
+        "detectors: [aks]\naks: {resource_attributes: {k8s.cluster.name: {enabled: true}, \
+         cloud.platform: {enabled: false}}}",
+        &h,
+    );
+    assert_eq!(
+        r[0][2..],
+        ["cloud.provider=azure", "k8s.cluster.name=shop-prod"],
+        "{r:?}"
+    );
+    // A custom infrastructure resource group: its name as the cluster's.
+    let (h, _) = aks_host("shop_infra");
+    let r = resources(
+        "detectors: [aks]\naks: {resource_attributes: {k8s.cluster.name: {enabled: true}}}",
+        &h,
+    );
+    assert_eq!(r[0][4], "k8s.cluster.name=shop_infra", "{r:?}");
+    let e = make(
+        "detectors: [aks]\naks: {resource_attributes: {k8s.cluster.uid: {enabled: true}}}",
+        &h,
+    )
+    .err()
+    .unwrap();
+    assert!(
+        e.contains("processors::resourcedetection::aks::resource_attributes::k8s.cluster.uid: unknown attribute \"k8s.cluster.uid\" of the aks detector"),
+        "{e}"
+    );
+}
+
+#[test]
+fn aks_off_kubernetes_asks_nothing() {
+    let (mut h, seen) = aks_host("MC_rg_cluster_westeurope");
+    h.env.insert("OTEL_RESOURCE_ATTRIBUTES", "team=a");
+    for k8s in [None, Some("")] {
+        match k8s {
+            Some(v) => h.env.insert("KUBERNETES_SERVICE_HOST", v),
+            None => h.env.remove("KUBERNETES_SERVICE_HOST"),
+        };
+        // Even with fail_on_missing_metadata, as the Collector's.
+        let r = resources("detectors: [aks, env]\nfail_on_missing_metadata: true", &h);
+        assert_eq!(r[0][2..], ["team=a"], "{r:?}");
+    }
+    assert_eq!(seen.try_iter().count(), 0);
+}
+
+#[test]
+fn aks_off_azure_finds_nothing_unless_metadata_must_be_there() {
+    let mut h = host();
+    h.env.insert("KUBERNETES_SERVICE_HOST", "10.0.0.1");
+    h.env.insert("OTEL_RESOURCE_ATTRIBUTES", "team=a");
+    // Nothing listening at the metadata address (port 9).
+    let r = resources("detectors: [aks, env]", &h);
+    assert_eq!(r[0][2..], ["team=a"], "{r:?}");
+    let e = make(
+        "detectors: [env, aks]\ntimeout: 1s\nfail_on_missing_metadata: true",
+        &h,
+    )
+    .err()
+    .unwrap();
+    assert!(
+        e.contains("processors::resourcedetection::detectors::1: failed to detect: aks metadata unavailable: failed to query Azure IMDS"),
+        "{e}"
+    );
+    // Another cloud's metadata service (EKS, GKE) refusing the request.
+    let (at, _) = fake_http(|_, _, _| (404, "", "Not Found".into(), String::new()));
+    h.env
+        .insert("TEST_LINK_LOCAL", Box::leak(at.into_boxed_str()));
+    let r = resources("detectors: [aks]", &h);
+    assert_eq!(r[0].len(), 2, "{r:?}");
+    let e = make(
+        "detectors: [aks]\ntimeout: 1s\nfail_on_missing_metadata: true",
+        &h,
+    )
+    .err()
+    .unwrap();
+    assert!(
+        e.contains("aks metadata unavailable: Azure IMDS replied with status code: 404"),
+        "{e}"
+    );
+}
+
+/// The Collector's `TestParseClusterName`.
+#[test]
+fn aks_cluster_name_from_the_resource_group() {
+    for (group, want) in [
+        ("MC_myResourceGroup_AKSCluster_eastus", "AKSCluster"),
+        (
+            "MC_Resource_Group_AKSCluster_eastus",
+            "MC_Resource_Group_AKSCluster_eastus",
+        ),
+        (
+            "MC_myResourceGroup_AKS_Cluster_eastus",
+            "MC_myResourceGroup_AKS_Cluster_eastus",
+        ),
+        ("infra-group_name", "infra-group_name"),
+        ("dev_infra_group_name", "dev_infra_group_name"),
+        ("MC_group_name_location", "name"),
+        // `mc` in any case.
+        ("mc_rg_cluster_westeurope", "cluster"),
+        ("Mc_rg_cluster_westeurope", "cluster"),
+        ("", ""),
+    ] {
+        assert_eq!(super::aks::cluster_name(group), want, "{group}");
+    }
 }
 
 #[test]
