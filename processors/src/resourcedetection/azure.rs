@@ -81,7 +81,8 @@ pub(super) async fn detect(plan: &AzurePlan, at: &str) -> Result<Vec<KeyValue>, 
     // The optional ones are set only when the service gives them.
     let values = [
         Some("azure".to_string()),
-        Some("azure_vm".to_string()),
+        // semconv v1.40.0's value, the Collector v0.161.0's (`azure_vm` before).
+        Some("azure.vm".to_string()),
         Some(host_name).filter(|v| !v.is_empty()),
         Some(c.location),
         Some(c.vm_id),

@@ -578,7 +578,7 @@ fn azure_reads_the_vm_metadata() {
         r[0][2..],
         [
             "cloud.provider=azure",
-            "cloud.platform=azure_vm",
+            "cloud.platform=azure.vm",
             "host.name=vm-1-host",
             "cloud.region=westeurope",
             "host.id=02aab8a4-74ef-476e-8182-f6d2ba4166a6",
