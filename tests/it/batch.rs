@@ -4,11 +4,11 @@
 
 use crate::common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tonic::Code;
 
-use common::{client, Answer, Ports, Sink};
+use common::{client, until, Answer, Ports, Sink};
 use profcol_model::proto::{request_into_data, ExportProfilesServiceRequest, ProfilesData};
 use profcol_model::resolved::{resolve, Detail};
 use profcol_model::{synth, ProfileBatch};
@@ -117,14 +117,6 @@ async fn send(recv: u16, reqs: &[ExportProfilesServiceRequest], clients: usize) 
         codes.extend(t.await.unwrap());
     }
     codes
-}
-
-async fn until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !f() {
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Ordinary load through `batch` with its defaults but `send_batch_size`

@@ -5,11 +5,11 @@
 //! Collector's words. The same graph of `forward` connectors writes the same
 //! profiles in the Collector v0.161.0 as in profcol.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tonic::Code;
 
-use crate::common::{self, client, Ports, Sink};
+use crate::common::{self, client, until, Ports, Sink};
 use profcol_model::proto::{request_into_data, ExportProfilesServiceRequest, ProfilesData};
 use profcol_model::{synth, ProfileBatch};
 use profcol_pipeline::runtime::RuntimeOptions;
@@ -35,14 +35,6 @@ fn received(sink: &Sink) -> u64 {
 
 fn exporter(name: &str, port: u16, extra: &str) -> String {
     format!("  otlp/{name}: {{endpoint: \"127.0.0.1:{port}\", tls: {{insecure: true}}{extra}}}\n")
-}
-
-async fn until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// One pipeline exports to an exporter and to `forward`; `forward` feeds

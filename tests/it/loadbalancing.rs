@@ -6,9 +6,9 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{client, Ports, Sink};
+use common::{send, until, Ports, Sink};
 use profcol_exporters::loadbalancing::ring::{hash_bytes, HashRing};
 use profcol_exporters::lookup::ScriptedLookup;
 use profcol_model::proto::{
@@ -120,22 +120,6 @@ async fn start(yaml: &str, lookup: Arc<ScriptedLookup>) -> RunningService {
         .unwrap()
 }
 
-async fn send(recv: u16, reqs: &[ExportProfilesServiceRequest]) {
-    let mut c = client(recv).await;
-    for r in reqs {
-        c.export(r.clone()).await.unwrap();
-    }
-}
-
-/// Waits (bounded) for `what` to hold; for events no drain can wait for.
-async fn until(what: &str, mut f: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !f() {
-        assert!(started.elapsed() < Duration::from_secs(20), "{what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 /// Every service reached exactly one sink, with all its samples.
 fn assert_each_service_once(
     sinks: &[&Sink],
@@ -235,21 +219,27 @@ async fn a_dead_backends_data_goes_to_its_new_owner_once_dns_drops_it() {
         .map(|i| want[&service(i)])
         .sum();
     let total: u64 = want.values().sum();
-    until("the live backends got their share", || {
-        alive.iter().map(|s| s.samples()).sum::<u64>() == total - dead_share
-    })
+    until(
+        Duration::from_secs(20),
+        "the live backends got their share",
+        || alive.iter().map(|s| s.samples()).sum::<u64>() == total - dead_share,
+    )
     .await;
-    until("the dead backend was retried", || {
-        telemetry.lb_backend_calls("loadbalancing", dead_addr, false) >= 2 * sent.len() as u64
-    })
+    until(
+        Duration::from_secs(20),
+        "the dead backend was retried",
+        || telemetry.lb_backend_calls("loadbalancing", dead_addr, false) >= 2 * sent.len() as u64,
+    )
     .await;
 
     // DNS stops answering the dead backend: its queued data is re-routed.
     let updates = telemetry.lb_backend_updates("loadbalancing");
     lookup.set(alive.iter().map(|s| s.addr).collect());
-    until("the resolver saw the change", || {
-        telemetry.lb_backend_updates("loadbalancing") > updates
-    })
+    until(
+        Duration::from_secs(20),
+        "the resolver saw the change",
+        || telemetry.lb_backend_updates("loadbalancing") > updates,
+    )
     .await;
     svc.shutdown().await;
 
@@ -275,7 +265,7 @@ async fn a_failing_lookup_keeps_the_last_backends() {
     let recv = svc.grpc_port();
     let telemetry = svc.telemetry().clone();
     lookup.fail("no such host");
-    until("a failed resolution", || {
+    until(Duration::from_secs(20), "a failed resolution", || {
         telemetry.lb_resolutions("loadbalancing", false) >= 2
     })
     .await;

@@ -6,9 +6,9 @@
 use crate::common;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{client, Ports, Sink};
+use common::{send, until, Ports, Sink};
 use profcol_exporters::lookup::ScriptedLookup;
 use profcol_model::proto::{data_into_request, ExportProfilesServiceRequest};
 use profcol_model::{profile_sample_count, profiles, synth};
@@ -80,22 +80,6 @@ fn samples(reqs: &[ExportProfilesServiceRequest]) -> u64 {
         .sum()
 }
 
-/// Sends `reqs` one by one, each accepted.
-async fn send(svc: &RunningService, reqs: &[ExportProfilesServiceRequest]) {
-    let mut c = client(svc.grpc_port()).await;
-    for r in reqs {
-        c.export(r.clone()).await.unwrap();
-    }
-}
-
-async fn until(what: &str, mut f: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !f() {
-        assert!(started.elapsed() < Duration::from_secs(20), "{what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_go_to_every_address_in_turn() {
     let sinks = [
@@ -110,7 +94,7 @@ async fn calls_go_to_every_address_in_turn() {
         let svc = start(&config(extra), lookup.clone()).await;
         let telemetry = svc.telemetry().clone();
         let sent = requests(30);
-        send(&svc, &sent).await;
+        send(svc.grpc_port(), &sent).await;
         svc.shutdown().await;
         let got: u64 = sinks.iter().map(Sink::samples).sum();
         assert_eq!(got, samples(&sent) * if extra.is_empty() { 1 } else { 2 });
@@ -136,10 +120,12 @@ async fn an_address_that_does_not_answer_is_skipped_and_nothing_is_lost() {
     let svc = start(&config(""), lookup).await;
     let telemetry = svc.telemetry().clone();
     let sent = requests(30);
-    send(&svc, &sent).await;
-    until("every sample reached the live addresses", || {
-        sinks[0].samples() + sinks[2].samples() == samples(&sent)
-    })
+    send(svc.grpc_port(), &sent).await;
+    until(
+        Duration::from_secs(20),
+        "every sample reached the live addresses",
+        || sinks[0].samples() + sinks[2].samples() == samples(&sent),
+    )
     .await;
     svc.shutdown().await;
     assert_eq!(sinks[1].calls(), 0);
@@ -163,13 +149,15 @@ async fn a_name_that_does_not_resolve_yet_is_retried() {
     let svc = start(&config(""), lookup.clone()).await;
     let telemetry = svc.telemetry().clone();
     let sent = requests(3);
-    send(&svc, &sent).await;
+    send(svc.grpc_port(), &sent).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(sink.samples(), 0);
     lookup.set(vec![sink.addr]);
-    until("the retries found the address", || {
-        sink.samples() == samples(&sent)
-    })
+    until(
+        Duration::from_secs(20),
+        "the retries found the address",
+        || sink.samples() == samples(&sent),
+    )
     .await;
     svc.shutdown().await;
     assert_eq!(telemetry.send_failed("otlp"), 0);
@@ -219,10 +207,12 @@ service:
     );
     let svc = start(&sidecar, lookup).await;
     let sent = requests(4);
-    send(&svc, &sent).await;
-    until("the gateway passed every sample on", || {
-        sink.samples() == samples(&sent)
-    })
+    send(svc.grpc_port(), &sent).await;
+    until(
+        Duration::from_secs(20),
+        "the gateway passed every sample on",
+        || sink.samples() == samples(&sent),
+    )
     .await;
     svc.shutdown().await;
     gw.shutdown().await;

@@ -634,3 +634,25 @@ pub async fn metric(port: u16, prefix: &str) -> u64 {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64
 }
+
+/// Waits until `f` holds, checking every 10 ms, failing with `what` after
+/// `limit`: for events no drain can wait for.
+pub async fn until(limit: std::time::Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !f() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within {limit:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// Sends `reqs` one by one to the OTLP gRPC receiver on `port`, each
+/// accepted.
+pub async fn send(port: u16, reqs: &[ExportProfilesServiceRequest]) {
+    let mut c = client(port).await;
+    for r in reqs {
+        c.export(r.clone()).await.unwrap();
+    }
+}
