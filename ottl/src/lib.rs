@@ -18,7 +18,7 @@ pub mod parser;
 pub mod value;
 
 pub use compile::{Options, Prefixes};
-pub use context::{Client, Ctx, Dict, Level};
+pub use context::{any_type, Client, Ctx, Dict, Level};
 pub use error::{EvalError, EvalResult, ParseError};
 
 use compile::{Compiler, Cond};

@@ -50,6 +50,19 @@ const DEFINITIONS: &str = r#"
       - name: profiles.skipped
         conditions: ['resource.attributes["never"] != nil']
         sum: {value: "1"}
+      - name: profiles.resource.include.absent
+        include_resource_attributes: [{key: absent.key}, {key: service.name}]
+        sum: {value: "1"}
+      - name: profiles.keys.expression
+        include_resource_attributes: [{keys_expression: 'Split("service.name,absent.key", ",")'}]
+        attributes:
+          - {key: thread.name, default_value: none}
+          - {keys_expression: 'Split("thread.name,absent.key", ",")', optional: true}
+          - {keys_expression: 'otelcol.client.metadata["x-dims"]', default_value: unset}
+        sum: {value: "1"}
+      - name: profiles.keys.nil
+        attributes: [{keys_expression: 'otelcol.client.metadata["x-absent"]'}]
+        sum: {value: "1"}
 "#;
 
 /// Each data point as text: metric, type, resource attributes (without
@@ -173,7 +186,13 @@ async fn the_same_points_as_the_collectors_signal_to_metrics() {
         async move {
             let mut c = client(port).await;
             for r in requests {
-                c.export(r).await.unwrap();
+                // What the keys_expression over the metadata reads.
+                let mut req = tonic::Request::new(r);
+                req.metadata_mut()
+                    .append("x-dims", "thread.name".parse().unwrap());
+                req.metadata_mut()
+                    .append("x-dims", "process.pid".parse().unwrap());
+                c.export(req).await.unwrap();
             }
         }
     };
@@ -183,7 +202,7 @@ async fn the_same_points_as_the_collectors_signal_to_metrics() {
     }
     let (collector, _cfg_dir, ports) = otelcol::start_on_free_ports(&bin, 2, |p| {
         format!(
-            "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:{}\"}}}}}}\n{}extensions:\n  health_check: {{endpoint: \"127.0.0.1:{}\"}}\nservice:\n  extensions: [health_check]\n  telemetry: {{metrics: {{level: none}}}}\n{pipelines}",
+            "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:{}\", include_metadata: true}}}}}}\n{}extensions:\n  health_check: {{endpoint: \"127.0.0.1:{}\"}}\nservice:\n  extensions: [health_check]\n  telemetry: {{metrics: {{level: none}}}}\n{pipelines}",
             p[0],
             graph(&c_dir),
             p[1]
@@ -199,7 +218,7 @@ async fn the_same_points_as_the_collectors_signal_to_metrics() {
     std::fs::write(
         &cfg,
         format!(
-            "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:0\"}}}}}}\n{}service:\n  telemetry: {{metrics: {{level: none}}}}\n{pipelines}",
+            "receivers:\n  otlp: {{protocols: {{grpc: {{endpoint: \"127.0.0.1:0\", include_metadata: true}}}}}}\n{}service:\n  telemetry: {{metrics: {{level: none}}}}\n{pipelines}",
             graph(&p_dir)
         ),
     )
@@ -231,6 +250,25 @@ async fn the_same_points_as_the_collectors_signal_to_metrics() {
     );
     assert!(
         !c.iter().any(|l| l.starts_with("profiles.skipped")),
+        "{c:#?}"
+    );
+    // An include list: a missing resource attribute is left out, the
+    // point made all the same.
+    assert!(
+        c.iter()
+            .any(|l| l.starts_with("profiles.resource.include.absent ")),
+        "{c:#?}"
+    );
+    // keys_expression: the metadata's keys (a default for the absent
+    // one), the last entry of a key winning; nil gives no key.
+    assert!(
+        c.iter().any(|l| l.starts_with("profiles.keys.expression ")
+            && l.contains("process.pid=")
+            && l.contains("unset")),
+        "{c:#?}"
+    );
+    assert!(
+        c.iter().any(|l| l.starts_with("profiles.keys.nil ")),
         "{c:#?}"
     );
     if p != c {

@@ -65,6 +65,10 @@ pub struct MetricInfo {
 pub struct Attribute {
     #[serde(default)]
     pub key: String,
+    /// An OTTL value expression giving a list of keys, each looked up as
+    /// `key` is (exactly one of the two is set).
+    #[serde(default)]
+    pub keys_expression: String,
     #[serde(default)]
     pub optional: bool,
     pub default_value: Option<DefaultValue>,

@@ -68,9 +68,12 @@ impl ConnectorFactory for Factory {
 /// An attribute of the output: from the profile (or resource), else its
 /// default, else left out when optional; required otherwise.
 struct Attr {
+    /// Empty for a `keys_expression`.
     key: String,
     default: Option<AnyValue>,
     optional: bool,
+    /// `keys_expression`: the keys, each then as `key`.
+    keys: Option<ValueExpr>,
 }
 
 enum Kind {
@@ -270,8 +273,11 @@ impl SignalToMetrics {
                 let mut out: Vec<Attr> = Vec::new();
                 for (j, a) in list.iter().enumerate() {
                     let path = at(&format!("{key}::{j}"));
-                    if a.key.is_empty() {
-                        errs.push(format!("{path}::key"), "attribute key missing");
+                    if a.key.is_empty() == a.keys_expression.is_empty() {
+                        errs.push(
+                            &path,
+                            format!("exactly one of key or keys_expression must be set for {key}"),
+                        );
                     }
                     if a.optional && a.default_value.is_some() {
                         errs.push(
@@ -281,13 +287,24 @@ impl SignalToMetrics {
                             ),
                         );
                     }
-                    if out.iter().any(|o| o.key == a.key) {
+                    if !a.key.is_empty() && out.iter().any(|o| o.key == a.key) {
                         errs.push(&path, format!("duplicate key found in {key}: {}", a.key));
                     }
+                    let keys = (!a.keys_expression.is_empty())
+                        .then(|| ValueExpr::parse(&a.keys_expression, opts))
+                        .transpose()
+                        .unwrap_or_else(|e| {
+                            errs.push(
+                                format!("{path}::keys_expression"),
+                                format!("failed to parse keys_expression for {key}: {e}"),
+                            );
+                            None
+                        });
                     out.push(Attr {
                         key: a.key.clone(),
                         default: a.default_value.as_ref().map(any),
                         optional: a.optional,
+                        keys,
                     });
                 }
                 out
@@ -298,7 +315,11 @@ impl SignalToMetrics {
                 &mut errs,
             );
             let mut profile_attrs = attrs(&m.attributes, "attributes", &mut errs);
-            profile_attrs.sort_by(|a, b| a.key.cmp(&b.key));
+            // With keys_expression the order decides which of two entries
+            // of a key wins; the keys are sorted once resolved.
+            if profile_attrs.iter().all(|a| a.keys.is_none()) {
+                profile_attrs.sort_by(|a, b| a.key.cmp(&b.key));
+            }
             let mut conditions = Vec::new();
             for (j, text) in m.conditions.iter().enumerate() {
                 match Condition::parse(text, opts) {
@@ -336,6 +357,12 @@ impl SignalToMetrics {
             let limit = m.cardinality_limit.unwrap_or(DEFAULT_CARDINALITY_LIMIT);
             if limit == 0 {
                 errs.push(at("cardinality_limit"), "must be at least 1");
+            }
+            if sample.is_some() && profile_attrs.iter().any(|a| a.keys.is_some()) {
+                errs.push(
+                    at("attributes"),
+                    "keys_expression is not supported with context: sample",
+                );
             }
             if let Some(n) = m.top_functions {
                 if n == 0 {
@@ -542,26 +569,103 @@ fn number(v: Val<'_>, what: &str) -> Result<Val<'static>, EvalError> {
     }
 }
 
-/// The output attributes of `defs` for one item, or `None` when a
-/// required one is missing.
-fn resolve(defs: &[Attr], get: impl Fn(&str) -> Option<AnyValue>) -> Option<Vec<KeyValue>> {
-    let mut out = Vec::with_capacity(defs.len());
-    for a in defs {
-        let value = match get(&a.key) {
-            Some(v) => v,
-            None => match (&a.default, a.optional) {
-                (Some(d), _) => d.clone(),
-                (None, true) => continue,
-                (None, false) => return None,
-            },
-        };
-        out.push(KeyValue {
-            key: a.key.clone(),
-            value: Some(value),
-            ..Default::default()
-        });
+/// The output attributes of `defs` for one item: each present one, else
+/// its default, else left out; `None` when a profile attribute without
+/// either and not optional is missing (the Collector's `MatchAttributes`;
+/// resource attributes are an include list, never required). With
+/// `keys_expression` entries, as its `resolveEntries`: each expression's
+/// keys join the others, the last entry of a key wins, and the keys are
+/// sorted.
+fn resolve(
+    defs: &[Attr],
+    ctx: &Ctx,
+    required: bool,
+    get: impl Fn(&str) -> Option<AnyValue>,
+) -> Result<Option<Vec<KeyValue>>, EvalError> {
+    let kv = |key: String, value: AnyValue| KeyValue {
+        key,
+        value: Some(value),
+        ..Default::default()
+    };
+    if defs.iter().all(|a| a.keys.is_none()) {
+        let mut out = Vec::with_capacity(defs.len());
+        for a in defs {
+            match (get(&a.key), &a.default) {
+                (Some(v), _) => out.push(kv(a.key.clone(), v)),
+                (None, Some(d)) => out.push(kv(a.key.clone(), d.clone())),
+                (None, None) if required && !a.optional => return Ok(None),
+                (None, None) => {}
+            }
+        }
+        return Ok(Some(out));
     }
-    Some(out)
+    let needed = |a: &&Attr| a.keys.is_none() && a.default.is_none() && !a.optional;
+    if required && defs.iter().filter(needed).any(|a| get(&a.key).is_none()) {
+        return Ok(None);
+    }
+    let mut keys: Vec<(String, &Attr)> = Vec::with_capacity(defs.len());
+    for a in defs.iter().rev() {
+        let named =
+            match &a.keys {
+                None => vec![a.key.clone()],
+                Some(e) => expression_keys(e.eval(ctx).map_err(|e| {
+                    EvalError(format!("failed to evaluate keys_expression: {}", e.0))
+                })?)?,
+            };
+        for k in named.into_iter().rev() {
+            if !keys.iter().any(|(seen, _)| *seen == k) {
+                keys.push((k, a));
+            }
+        }
+    }
+    keys.sort_by(|x, y| x.0.cmp(&y.0));
+    Ok(Some(
+        keys.into_iter()
+            .filter_map(|(k, a)| {
+                let v = get(&k).or_else(|| a.default.clone())?;
+                Some(kv(k, v))
+            })
+            .collect(),
+    ))
+}
+
+/// What a `keys_expression` gave, as the Collector takes it: nil is no
+/// key, else a list of strings.
+fn expression_keys(v: Val<'_>) -> Result<Vec<String>, EvalError> {
+    let bad = |why: String| {
+        EvalError(format!(
+            "keys_expression must return a list of strings: {why}"
+        ))
+    };
+    match v {
+        Val::Nil => Ok(Vec::new()),
+        Val::Slice(values) => values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match &v.value {
+                Some(any_value::Value::StringValue(s)) => Ok(s.clone()),
+                _ => Err(bad(format!(
+                    "expected string element at index {i}, got {}",
+                    profcol_ottl::any_type(v)
+                ))),
+            })
+            .collect(),
+        Val::List(values) => values
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                Val::Str(s) => Ok(s.into_owned()),
+                other => Err(bad(format!(
+                    "expected string element at index {i}, got {}",
+                    other.type_name()
+                ))),
+            })
+            .collect(),
+        other => Err(bad(format!(
+            "unsupported type {}, expected pcommon.Slice or []string",
+            other.type_name()
+        ))),
+    }
 }
 
 impl SignalToMetrics {
@@ -578,7 +682,9 @@ impl SignalToMetrics {
         let attrs = if md.sample.is_some() {
             Vec::new()
         } else {
-            match resolve(&md.attrs, |k| ctx.profile_attr(k).ok().flatten().cloned()) {
+            match resolve(&md.attrs, ctx, true, |k| {
+                ctx.profile_attr(k).ok().flatten().cloned()
+            })? {
                 Some(a) => a,
                 None => return Ok(()),
             }
@@ -605,10 +711,7 @@ impl SignalToMetrics {
                     .find(|kv| kv.key == k)
                     .and_then(|kv| kv.value.clone())
             };
-            match resolve(&md.resource_attrs, get) {
-                Some(r) => r,
-                None => return Ok(()),
-            }
+            resolve(&md.resource_attrs, ctx, false, get)?.unwrap_or_default()
         };
         res.push(KeyValue {
             key: INSTANCE_ID_KEY.into(),

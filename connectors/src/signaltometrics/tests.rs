@@ -169,10 +169,15 @@ profiles:
             (db.to_vec(), "AsInt(1)".to_string())
         ]
     );
-    // Only resource.foo kept: the db resource has none, so it is skipped.
+    // Only resource.foo kept: an include list, so the db resource, which
+    // has none, counts with no resource attribute (as the Collector's
+    // `FilterResourceAttributes`).
     assert_eq!(
         points(&req, "total.profiles.resource.foo.sum"),
-        vec![(vec![kv("resource.foo", "x")], "AsInt(3)".to_string())]
+        vec![
+            (vec![kv("resource.foo", "x")], "AsInt(3)".to_string()),
+            (vec![], "AsInt(1)".to_string())
+        ]
     );
     let foo = points(&req, "profiles.foo.sum");
     assert_eq!(foo.len(), 2, "{foo:?}");
@@ -272,6 +277,61 @@ fn errors_name_their_key_paths() {
         err.contains("profiles::0::conditions::0: failed to parse OTTL condition"),
         "{err}"
     );
+}
+
+/// `keys_expression` is checked as the Collector's `validateAttributeConfigs`
+/// checks it, and a result that is no list of strings is an evaluation
+/// error (a missing key list, nil, is none).
+#[test]
+fn keys_expression_is_checked_and_evaluated() {
+    for (attrs, want) in [
+        (
+            "[{key: a, keys_expression: 'Split(\"a\", \",\")'}]",
+            "attributes::0: exactly one of key or keys_expression must be set for attributes",
+        ),
+        (
+            "[{optional: true}]",
+            "attributes::0: exactly one of key or keys_expression must be set for attributes",
+        ),
+        (
+            "[{keys_expression: 'Split('}]",
+            "attributes::0::keys_expression: failed to parse keys_expression for attributes",
+        ),
+    ] {
+        let err = create(&format!(
+            "profiles: [{{name: a, sum: {{value: '1'}}, attributes: {attrs}}}]"
+        ))
+        .err()
+        .unwrap();
+        assert!(err.contains(want), "{attrs}: {err}");
+    }
+    let err = create("profiles: [{name: a, context: sample, sum: {value: sample.value}, attributes: [{keys_expression: 'Split(\"a\", \",\")'}]}]").err().unwrap();
+    assert!(
+        err.contains("keys_expression is not supported with context: sample"),
+        "{err}"
+    );
+    let yaml = |expr: &str| {
+        format!("error_mode: ignore\nprofiles:\n  - name: m\n    attributes: [{{keys_expression: '{expr}', default_value: none}}]\n    sum: {{value: '1'}}\n")
+    };
+    // Nil: no key, one point per resource.
+    let req = create(&yaml("resource.attributes[\"nope\"]"))
+        .unwrap()
+        .convert(&batch())
+        .unwrap();
+    assert_eq!(points(&req, "m").len(), 2);
+    // A key the profile lacks takes the default.
+    let req = create(&yaml("Split(\"profile.foo,other\", \",\")"))
+        .unwrap()
+        .convert(&batch())
+        .unwrap();
+    assert!(points(&req, "m")
+        .iter()
+        .all(|(a, _)| a.contains(&kv("other", "none"))));
+    // Not a list of strings: an error, so no point under ignore.
+    let req = create(&yaml("resource.attributes[\"service.name\"]"))
+        .unwrap()
+        .convert(&batch());
+    assert!(req.is_none_or(|r| points(&r, "m").is_empty()));
 }
 
 #[test]
