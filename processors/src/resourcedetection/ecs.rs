@@ -4,8 +4,13 @@
 //! agent sets in `ECS_CONTAINER_METADATA_URI_V4` (v4), else
 //! `ECS_CONTAINER_METADATA_URI` (v3): the task's metadata at
 //! `${uri}/task`, then this container's at `${uri}`. Outside ECS (neither
-//! variable a valid URI) it finds nothing, unless
-//! `fail_on_missing_metadata`.
+//! variable a URI) it finds nothing, unless `fail_on_missing_metadata`.
+//!
+//! The URI is parsed by the `url` crate (the WHATWG URL standard) where
+//! ecsutil uses Go's `url.ParseRequestURI`; they differ only on odd
+//! values (one without a scheme, `/v4/x`, counts as unset here; a tab is
+//! dropped, a bad `%` escape kept). The answers are decoded with serde,
+//! only the fields the detector reads.
 //!
 //! ecsutil's client is Go's `http.Client` with confighttp's defaults: no
 //! timeout of its own (30s to connect), no retry; the processor retries the
@@ -17,7 +22,9 @@
 //! `http://169.254.170.2/v4/<id>`.
 
 use hyper::body::Bytes;
-use serde_json::{Map, Value};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use url::Url;
 
 use profcol_model::proto::{any_value::Value as A, AnyValue, ArrayValue, KeyValue};
 
@@ -47,29 +54,25 @@ pub(super) const ATTRIBUTES: [(&str, bool); 15] = [
 const V4: &str = "ECS_CONTAINER_METADATA_URI_V4";
 const V3: &str = "ECS_CONTAINER_METADATA_URI";
 
-/// A task metadata endpoint: its URI as the variable gives it (trimmed),
-/// and its scheme, lowercase.
-#[derive(Debug)]
-pub(super) struct Endpoint {
-    uri: String,
-    scheme: String,
-}
+/// A task metadata endpoint: the URI a variable gives.
+pub(super) type Endpoint = Url;
 
 /// The endpoint as ecsutil's `GetTMEFromEnv` finds it: the v4 variable's
-/// URI, else the v3 one's; `None` when neither is a valid URI (not on ECS:
-/// the Collector's detector then detects nothing). An `https://` one is a
+/// URI, else the v3 one's; `None` when neither is a URI (not on ECS: the
+/// Collector's detector then detects nothing). An `https://` one is a
 /// setup error: profcol cannot reach it.
 pub(super) fn endpoint(host: &dyn Host) -> Result<Option<Endpoint>, String> {
     let mut why = Vec::new();
     for var in [V4, V3] {
-        match validate(host.env(var).unwrap_or_default().trim()) {
-            Ok(e) if e.scheme == "https" => {
+        let uri = host.env(var).unwrap_or_default();
+        match Url::parse(uri.trim()) {
+            Ok(url) if url.scheme() == "https" => {
                 return Err(format!(
                     "{var} {:?}: profcol reaches the task metadata endpoint over http:// only",
-                    e.uri
+                    uri.trim()
                 ))
             }
-            Ok(e) => return Ok(Some(e)),
+            Ok(url) => return Ok(Some(url)),
             Err(e) => why.push(format!(
                 "no valid endpoint for environment variable {var}: {e}"
             )),
@@ -88,153 +91,41 @@ pub(super) fn unavailable(fail: bool) -> Result<Vec<KeyValue>, String> {
     Ok(Vec::new())
 }
 
-/// ecsutil's `validateEndpoint`: not empty, and a URI Go's
-/// `url.ParseRequestURI` takes.
-fn validate(candidate: &str) -> Result<Endpoint, String> {
-    if candidate.is_empty() {
-        return Err("endpoint is empty".into());
-    }
-    parse_request_uri(candidate).map_err(|e| format!("parse {candidate:?}: {e}"))
-}
-
-/// What Go's `url.ParseRequestURI` refuses, in what matters here: control
-/// characters, a scheme that is empty (`:x`), no scheme and no absolute
-/// path, a port that is not digits, an unclosed `[`, a host character or
-/// an escape (`%zz`) it does not allow. The URI itself is kept as given.
-fn parse_request_uri(s: &str) -> Result<Endpoint, String> {
-    if s.bytes().any(|b| b < 0x20 || b == 0x7f) {
-        return Err("net/url: invalid control character in URL".into());
-    }
-    let (scheme, rest) = split_scheme(s)?;
-    let endpoint = Endpoint {
-        uri: s.to_string(),
-        scheme: scheme.to_ascii_lowercase(),
-    };
-    if s == "*" {
-        return Ok(endpoint);
-    }
-    let rest = rest.split_once('?').map_or(rest, |(r, _)| r);
-    if !rest.starts_with('/') {
-        // A rootless path after a scheme is opaque (`http:x`): valid.
-        return if scheme.is_empty() {
-            Err("invalid URI for request".into())
-        } else {
-            Ok(endpoint)
-        };
-    }
-    let path = match rest.strip_prefix("//").filter(|_| !scheme.is_empty()) {
-        Some(after) => {
-            let end = after.find('/').unwrap_or(after.len());
-            check_authority(&after[..end])?;
-            &after[end..]
-        }
-        None => rest,
-    };
-    check_escapes(path)?;
-    Ok(endpoint)
-}
-
-/// Go's `getScheme`: letters, then letters, digits, `+`, `-`, `.`, up to a
-/// colon; anything else first means no scheme.
-fn split_scheme(s: &str) -> Result<(&str, &str), String> {
-    for (i, c) in s.bytes().enumerate() {
-        match c {
-            b'a'..=b'z' | b'A'..=b'Z' => {}
-            b'0'..=b'9' | b'+' | b'-' | b'.' if i > 0 => {}
-            b':' if i == 0 => return Err("missing protocol scheme".into()),
-            b':' => return Ok((&s[..i], &s[i + 1..])),
-            _ => return Ok(("", s)),
+/// ecsutil's `Get`: `GET ${uri}/${segment}` (`${uri}` when `segment` is
+/// empty) with `Content-Type: application/json`; the body of a 200, else
+/// its error.
+async fn get(at: &Endpoint, segment: &str) -> Result<Bytes, String> {
+    let mut url = at.clone();
+    if !segment.is_empty() {
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty().push(segment);
         }
     }
-    Ok(("", s))
-}
-
-fn check_authority(authority: &str) -> Result<(), String> {
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let port = if host.starts_with('[') {
-        let Some(i) = host.rfind(']') else {
-            return Err("missing ']' in host".into());
-        };
-        &host[i + 1..]
-    } else {
-        host.rfind(':').map_or("", |i| &host[i..])
-    };
-    let valid_port = port.is_empty()
-        || port
-            .strip_prefix(':')
-            .is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()));
-    if !valid_port {
-        return Err(format!("invalid port {port:?} after host"));
-    }
-    if let Some(c) = host.chars().find(|c| {
-        c.is_ascii() && !c.is_ascii_alphanumeric() && !"-._~!$&'()*+,;=:[]<>\"%".contains(*c)
-    }) {
-        return Err(format!(
-            "invalid character {:?} in host name",
-            c.to_string()
-        ));
-    }
-    check_escapes(host)
-}
-
-/// Every `%` starts two hex digits.
-fn check_escapes(s: &str) -> Result<(), String> {
-    let b = s.as_bytes();
-    for (i, _) in s.match_indices('%') {
-        let ok = b.len() > i + 2 && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit();
-        if !ok {
-            let end = (i + 3).min(s.len());
-            let bad = s.get(i..end).unwrap_or(&s[i..]);
-            return Err(format!("invalid URL escape {bad:?}"));
-        }
-    }
-    Ok(())
-}
-
-/// ecsutil's `Get`: `GET ${uri}${suffix}` with `Content-Type:
-/// application/json`; the body of a 200, else its error.
-async fn get(at: &Endpoint, suffix: &str) -> Result<Bytes, String> {
-    let url = format!("{}{suffix}", at.uri);
-    let failed = |why: String| format!("Get {url:?}: {why}");
-    if at.scheme != "http" {
+    let failed = |why: String| format!("Get {:?}: {why}", url.as_str());
+    if url.scheme() != "http" {
         return Err(failed(format!(
             "unsupported protocol scheme {:?}",
-            at.scheme
+            url.scheme()
         )));
     }
-    let Some(rest) = url[at.scheme.len() + 1..].strip_prefix("//") else {
-        return Err(failed("http: no Host in request URL".into()));
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    // User information (which Go would send as basic authentication) is
-    // not sent: the agent's endpoint has none.
-    let authority = &rest[..end];
-    let host = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, h)| h)
-        .trim_end_matches(':');
-    if host.is_empty() {
-        return Err(failed("http: no Host in request URL".into()));
-    }
-    let mut target = rest[end..].split('#').next().unwrap_or("").to_string();
-    if !target.starts_with('/') {
-        target.insert(0, '/');
-    }
-    let has_port = match host.rsplit_once(':') {
-        Some((h, _)) => !host.starts_with('[') || h.ends_with(']'),
-        None => false,
-    };
-    let addr = if has_port {
-        host.to_string()
-    } else {
-        format!("{host}:80")
-    };
+    // An http URL has a host. User information (which Go would send as
+    // basic authentication) is not sent: the agent's endpoint has none.
+    let host = url.host_str().unwrap_or_default();
+    let addr = format!("{host}:{}", url.port().unwrap_or(80));
     let stream = tokio::net::TcpStream::connect(&addr)
         .await
         .map_err(|e| failed(format!("dial tcp {addr}: {e}")))?;
+    let authority = match url.port() {
+        Some(_) => addr.as_str(),
+        None => host,
+    };
+    let target = match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_string(),
+    };
     let (status, body) = request(
         stream,
-        host,
+        authority,
         hyper::Method::GET,
         &target,
         Some(("Content-Type", "application/json")),
@@ -254,183 +145,52 @@ async fn get(at: &Endpoint, suffix: &str) -> Result<Bytes, String> {
     Ok(body)
 }
 
-/// A field of the Go structs the answers decode into (ecsutil's
-/// `TaskMetadata` and `ContainerMetadata`), for the decoding's type checks.
-#[derive(Clone, Copy)]
-enum Ty {
-    Str,
-    I64,
-    U64,
-    F64,
-    Strs,
-    StrMap,
-    Struct(&'static Struct),
-    List(&'static Struct),
+// The fields the detector reads of ecsutil's `TaskMetadata` and
+// `ContainerMetadata`. As with Go's decoder, a missing or `null` field is
+// empty, other keys are ignored and a value of the wrong type is an error.
+// Keys are matched exactly, not also in another case as Go's: AWS writes
+// these names. (No `#[serde(default)]`: with it `[]` would decode as an
+// empty struct.)
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "PascalCase")]
+struct Task {
+    #[serde(rename = "TaskARN")]
+    task_arn: Option<String>,
+    family: Option<String>,
+    revision: Option<String>,
+    cluster: Option<String>,
+    availability_zone: Option<String>,
+    launch_type: Option<String>,
+    containers: Option<Vec<Option<Container>>>,
 }
 
-struct Struct {
-    name: &'static str,
-    fields: &'static [(&'static str, Ty)],
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "PascalCase")]
+struct Container {
+    docker_id: Option<String>,
+    r#type: Option<String>,
+    known_status: Option<String>,
+    log_driver: Option<String>,
+    log_options: Option<LogOptions>,
 }
 
-static LIMITS: Struct = Struct {
-    name: "Limits",
-    fields: &[("CPU", Ty::F64), ("Memory", Ty::U64)],
-};
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+struct LogOptions {
+    awslogs_group: Option<String>,
+    awslogs_region: Option<String>,
+    awslogs_stream: Option<String>,
+}
 
-static LOG_OPTIONS: Struct = Struct {
-    name: "LogOptions",
-    fields: &[
-        ("awslogs-group", Ty::Str),
-        ("awslogs-region", Ty::Str),
-        ("awslogs-stream", Ty::Str),
-    ],
-};
-
-static NETWORK: Struct = Struct {
-    name: "Network",
-    fields: &[("IPv4Addresses", Ty::Strs), ("NetworkMode", Ty::Str)],
-};
-
-static CONTAINER: Struct = Struct {
-    name: "ContainerMetadata",
-    fields: &[
-        ("ContainerARN", Ty::Str),
-        ("Name", Ty::Str),
-        ("CreatedAt", Ty::Str),
-        ("DockerId", Ty::Str),
-        ("DockerName", Ty::Str),
-        ("ExitCode", Ty::I64),
-        ("FinishedAt", Ty::Str),
-        ("Image", Ty::Str),
-        ("ImageID", Ty::Str),
-        ("KnownStatus", Ty::Str),
-        ("Labels", Ty::StrMap),
-        ("Limits", Ty::Struct(&LIMITS)),
-        ("LogDriver", Ty::Str),
-        ("LogOptions", Ty::Struct(&LOG_OPTIONS)),
-        ("Networks", Ty::List(&NETWORK)),
-        ("StartedAt", Ty::Str),
-        ("Type", Ty::Str),
-    ],
-};
-
-static EPHEMERAL_STORAGE: Struct = Struct {
-    name: "EphemeralStorageMetrics",
-    fields: &[("Utilized", Ty::I64), ("Reserved", Ty::I64)],
-};
-
-static TASK: Struct = Struct {
-    name: "TaskMetadata",
-    fields: &[
-        ("AvailabilityZone", Ty::Str),
-        ("Cluster", Ty::Str),
-        ("Containers", Ty::List(&CONTAINER)),
-        ("EphemeralStorageMetrics", Ty::Struct(&EPHEMERAL_STORAGE)),
-        ("Family", Ty::Str),
-        ("KnownStatus", Ty::Str),
-        ("LaunchType", Ty::Str),
-        ("Limits", Ty::Struct(&LIMITS)),
-        ("PullStartedAt", Ty::Str),
-        ("PullStoppedAt", Ty::Str),
-        ("Revision", Ty::Str),
-        ("ServiceName", Ty::Str),
-        ("TaskARN", Ty::Str),
-    ],
-};
-
-/// An answer decoded as Go's `json.Decoder` decodes it into `s`: the first
-/// JSON value (what follows is not read), `null` an empty struct, keys
-/// matched to fields exactly or else without regard to ASCII case, other
-/// keys ignored, a value of the wrong type an error.
-fn decode(body: &[u8], s: &'static Struct) -> Result<Map<String, Value>, String> {
+/// An answer as Go's `json.Decoder` reads it: the first JSON value (what
+/// follows is not read), `null` the empty struct.
+fn decode<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, String> {
     let first = serde_json::Deserializer::from_slice(body)
-        .into_iter::<Value>()
+        .into_iter::<Option<T>>()
         .next()
-        .ok_or("EOF")?
-        .map_err(|e| e.to_string())?;
-    match first {
-        Value::Null => Ok(Map::new()),
-        Value::Object(m) => {
-            check_fields(&m, s, s.name)?;
-            Ok(m)
-        }
-        other => Err(format!(
-            "json: cannot unmarshal {} into Go value of type ecsutil.{}",
-            kind(&other),
-            s.name
-        )),
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
-/// The struct field `name` is decoded from: the key spelled so, else the
-/// first spelled so in another case.
-fn field<'a>(m: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
-    m.get(name).or_else(|| {
-        m.iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v)
-    })
-}
-
-fn check_fields(m: &Map<String, Value>, s: &Struct, at: &str) -> Result<(), String> {
-    for (name, ty) in s.fields {
-        if let Some(v) = field(m, name) {
-            check(v, *ty, &format!("{at}.{name}"))?;
-        }
-    }
-    Ok(())
-}
-
-/// `null` leaves a field as it is, in any type.
-fn check(v: &Value, ty: Ty, at: &str) -> Result<(), String> {
-    let wrong = |go: &str| {
-        Err(format!(
-            "json: cannot unmarshal {} into Go struct field {at} of type {go}",
-            kind(v)
-        ))
-    };
-    match (ty, v) {
-        (_, Value::Null) | (Ty::Str, Value::String(_)) | (Ty::F64, Value::Number(_)) => Ok(()),
-        (Ty::I64, Value::Number(n)) if n.is_i64() => Ok(()),
-        (Ty::U64, Value::Number(n)) if n.is_u64() => Ok(()),
-        (Ty::Strs, Value::Array(a)) => a.iter().try_for_each(|e| check(e, Ty::Str, at)),
-        (Ty::StrMap, Value::Object(m)) => m.values().try_for_each(|e| check(e, Ty::Str, at)),
-        (Ty::Struct(s), Value::Object(m)) => check_fields(m, s, at),
-        (Ty::List(s), Value::Array(a)) => a.iter().try_for_each(|e| check(e, Ty::Struct(s), at)),
-        (Ty::Str, _) => wrong("string"),
-        (Ty::I64, _) => wrong("int64"),
-        (Ty::U64, _) => wrong("uint64"),
-        (Ty::F64, _) => wrong("float64"),
-        (Ty::Strs, _) => wrong("[]string"),
-        (Ty::StrMap, _) => wrong("map[string]string"),
-        (Ty::Struct(s), _) => wrong(&format!("ecsutil.{}", s.name)),
-        (Ty::List(s), _) => wrong(&format!("[]ecsutil.{}", s.name)),
-    }
-}
-
-/// A string field of a decoded struct (`""` when missing or `null`).
-fn text(m: &Map<String, Value>, name: &str) -> String {
-    field(m, name)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
-}
-
-/// A struct field of a decoded struct (empty when missing or `null`).
-fn object<'a>(m: &'a Map<String, Value>, name: &str) -> Option<&'a Map<String, Value>> {
-    field(m, name).and_then(Value::as_object)
+        .ok_or("EOF")?;
+    Ok(first.map_err(|e| e.to_string())?.unwrap_or_default())
 }
 
 fn string(v: impl Into<String>) -> AnyValue {
@@ -452,19 +212,27 @@ pub(super) async fn detect(
     fail: bool,
     at: &Endpoint,
 ) -> Result<Vec<KeyValue>, String> {
-    let task = get(at, "/task")
+    let Task {
+        task_arn,
+        family,
+        revision,
+        cluster,
+        availability_zone,
+        launch_type,
+        containers,
+    } = get(at, "task")
         .await
         .and_then(|body| {
-            decode(&body, &TASK).map_err(|e| {
+            decode(&body).map_err(|e| {
                 format!("encountered unexpected error reading response from ECS Task Metadata Endpoint: {e}")
             })
         })
         .map_err(|e| format!("unable to fetch task metadata: {e}"))?;
-    let arn = text(&task, "TaskARN");
+    let arn = task_arn.unwrap_or_default();
     let (region, account, task_id) = parse_task_arn(&arn);
     let present = |v: &str| (!v.is_empty()).then(|| string(v));
     // Only TMDE v4 gives the launch type.
-    let launch_type = match text(&task, "LaunchType").to_lowercase().as_str() {
+    let launch_type = match launch_type.unwrap_or_default().to_lowercase().as_str() {
         "ec2" => Some(string("ec2")),
         "fargate" => Some(string("fargate")),
         _ => None,
@@ -473,18 +241,18 @@ pub(super) async fn detect(
         Some(string("aws")),
         Some(string("aws_ecs")),
         Some(string(arn.as_str())),
-        Some(string(text(&task, "Family"))),
-        Some(string(text(&task, "Revision"))),
+        Some(string(family.unwrap_or_default())),
+        Some(string(revision.unwrap_or_default())),
         present(&account),
         present(&region),
         present(&task_id),
         // The endpoint gives the cluster's short name or its ARN.
         Some(string(cluster_arn(
-            &text(&task, "Cluster"),
+            &cluster.unwrap_or_default(),
             &region,
             &account,
         ))),
-        present(&text(&task, "AvailabilityZone")),
+        present(&availability_zone.unwrap_or_default()),
         launch_type,
         None,
         None,
@@ -492,13 +260,13 @@ pub(super) async fn detect(
         None,
     ];
     let me = get(at, "").await.and_then(|body| {
-        decode(&body, &CONTAINER).map_err(|e| {
+        decode::<Container>(&body).map_err(|e| {
             format!("encountered unexpected error reading response from ECS Container Metadata Endpoint: {e}")
         })
     });
     match me {
         Ok(me) => {
-            if let Some(logs) = log_data(&task, &me, &account) {
+            if let Some(logs) = log_data(containers, &me, &account) {
                 for (slot, list) in values[11..].iter_mut().zip(logs) {
                     *slot = Some(strings(list));
                 }
@@ -553,28 +321,22 @@ pub(super) fn parse_task_arn(arn: &str) -> (String, String, String) {
 /// `None` when no container qualifies. The collector's own container is
 /// left out (it is taken to run as a sidecar).
 fn log_data(
-    task: &Map<String, Value>,
-    me: &Map<String, Value>,
+    containers: Option<Vec<Option<Container>>>,
+    me: &Container,
     account: &str,
 ) -> Option<[Vec<String>; 4]> {
-    let my_id = text(me, "DockerId");
     let mut out: [Vec<String>; 4] = Default::default();
-    let none = Vec::new();
-    let containers = field(task, "Containers")
-        .and_then(Value::as_array)
-        .unwrap_or(&none);
-    for c in containers.iter().filter_map(Value::as_object) {
-        let empty = Map::new();
-        let opts = object(c, "LogOptions").unwrap_or(&empty);
+    for c in containers.into_iter().flatten().flatten() {
+        let opts = c.log_options.unwrap_or_default();
         let (group, region, stream) = (
-            text(opts, "awslogs-group"),
-            text(opts, "awslogs-region"),
-            text(opts, "awslogs-stream"),
+            opts.awslogs_group.unwrap_or_default(),
+            opts.awslogs_region.unwrap_or_default(),
+            opts.awslogs_stream.unwrap_or_default(),
         );
-        let qualifies = text(c, "Type") == "NORMAL"
-            && text(c, "KnownStatus") == "RUNNING"
-            && text(c, "LogDriver") == "awslogs"
-            && text(c, "DockerId") != my_id
+        let qualifies = c.r#type.as_deref() == Some("NORMAL")
+            && c.known_status.as_deref() == Some("RUNNING")
+            && c.log_driver.as_deref() == Some("awslogs")
+            && c.docker_id.unwrap_or_default() != me.docker_id.as_deref().unwrap_or_default()
             && !(group.is_empty() && region.is_empty() && stream.is_empty());
         if !qualifies {
             continue;

@@ -412,15 +412,16 @@ fn outside_ecs_nothing_unless_metadata_must_be_there() {
         e.contains("processors::resourcedetection::detectors::1: failed to detect: ecs metadata unavailable: no task metadata endpoint detected"),
         "{e}"
     );
-    // Not URIs ecsutil takes: as if unset.
+    // Not URIs: as if unset.
     for bad in [
+        "",
         "endpoint",
         "   ",
         ":80/v4",
+        "/v4/x",
+        "http://",
         "http://169.254.170.2:x/v4",
         "http://[fd00:ec2::254/v4",
-        "http://169.254.170.2/v4/%zz",
-        "http://169.254.170.2/v4/a\tb",
     ] {
         h.env.insert("ECS_CONTAINER_METADATA_URI_V4", bad);
         h.env.insert("ECS_CONTAINER_METADATA_URI", bad);
@@ -434,6 +435,26 @@ fn outside_ecs_nothing_unless_metadata_must_be_there() {
     let e = make("detectors: [ecs]", &h).err().unwrap();
     assert!(
         e.contains("processors::resourcedetection::detectors::0: failed creating detector: ECS_CONTAINER_METADATA_URI_V4 \"https://169.254.170.2/v4/x\": profcol reaches the task metadata endpoint over http:// only"),
+        "{e}"
+    );
+    // Another scheme: a URI, which no request reaches.
+    h.env
+        .insert("ECS_CONTAINER_METADATA_URI_V4", "ftp://169.254.170.2/v4/x");
+    assert_eq!(
+        detected("detectors: [ecs, env]\ntimeout: 1s", &h),
+        ["team=a"]
+    );
+    let e = make(
+        "detectors: [ecs]\ntimeout: 1s\nfail_on_missing_metadata: true",
+        &h,
+    )
+    .err()
+    .unwrap();
+    assert!(
+        e.contains(
+            "detectors::0: failed to detect: unable to fetch task metadata: \
+                    Get \"ftp://169.254.170.2/v4/x/task\": unsupported protocol scheme \"ftp\""
+        ),
         "{e}"
     );
 }
@@ -490,8 +511,8 @@ fn a_task_endpoint_that_fails_is_a_failure() {
     .err()
     .unwrap();
     assert!(
-        e.contains("unable to fetch task metadata: encountered unexpected error reading response from ECS Task Metadata Endpoint: \
-                    json: cannot unmarshal number into Go struct field TaskMetadata.Revision of type string"),
+        e.contains("detectors::0: failed to detect: unable to fetch task metadata: \
+                    encountered unexpected error reading response from ECS Task Metadata Endpoint: "),
         "{e}"
     );
 }
@@ -520,14 +541,17 @@ fn a_container_endpoint_that_fails_leaves_the_tasks_attributes() {
 }
 
 #[test]
-fn answers_are_decoded_as_go_decodes_them() {
-    // Keys in another case, unknown keys, null fields and containers, and
-    // text after the document: as Go's json.Decoder takes them.
-    let task = r#"{"taskarn": "arn:aws:ecs:eu-central-1:210987654321:task/prod/abc",
-        "CLUSTER": "prod", "Family": null, "revision": "7", "launchType": "fargate",
-        "Extra": [1, 2], "containers": [null, {"dockerid": "app", "type": "NORMAL",
-        "knownstatus": "RUNNING", "logdriver": "awslogs",
-        "logoptions": {"AWSLOGS-GROUP": "g", "awslogs-region": "eu-central-1", "awslogs-stream": "s"}}]}
+fn answers_are_read_as_the_collector_reads_them() {
+    // Unknown keys, fields the detector does not read, null fields and
+    // containers, and text after the document: as Go's json.Decoder takes
+    // them. A container without log options logs nowhere.
+    let task = r#"{"TaskARN": "arn:aws:ecs:eu-central-1:210987654321:task/prod/abc",
+        "Cluster": "prod", "Family": null, "Revision": "7", "LaunchType": "fargate",
+        "Extra": [1, 2], "Limits": {"Memory": -1}, "Containers": [null,
+        {"DockerId": "app", "Type": "NORMAL", "KnownStatus": "RUNNING", "LogDriver": "awslogs",
+         "LogOptions": null},
+        {"DockerId": "web", "Type": "NORMAL", "KnownStatus": "RUNNING", "LogDriver": "awslogs",
+         "LogOptions": {"awslogs-group": "g", "awslogs-region": "eu-central-1", "awslogs-stream": "s"}}]}
         trailing"#;
     let (at, _) = fake_tmde((200, task), (200, "null"));
     assert_eq!(
@@ -549,35 +573,51 @@ fn answers_are_decoded_as_go_decodes_them() {
             "aws.log.stream.arns=[arn:aws:logs:eu-central-1:210987654321:log-group:g:log-stream:s]",
         ]
     );
-    // A field of a type Go's struct does not have, even one the detector
-    // does not read, fails the decoding; an empty answer too.
-    for (task, want) in [
+    // A field the detector reads of the wrong type fails the decoding, in
+    // either answer; an empty answer too.
+    let task_error = "unable to fetch task metadata: \
+                      encountered unexpected error reading response from ECS Task Metadata Endpoint: ";
+    let me_error = "ecs container metadata unavailable: \
+                    encountered unexpected error reading response from ECS Container Metadata Endpoint: ";
+    for (task, me, want) in [
+        (r#"{"Containers": {}}"#, "{}", task_error),
         (
-            r#"{"TaskARN": "x", "Containers": [{"Limits": {"Memory": -1}}]}"#,
-            "Go struct field TaskMetadata.Containers.Limits.Memory of type uint64",
+            r#"{"Containers": [{"LogOptions": {"awslogs-group": 1}}]}"#,
+            "{}",
+            task_error,
         ),
-        (
-            r#"{"Containers": {}}"#,
-            "cannot unmarshal object into Go struct field TaskMetadata.Containers of type []ecsutil.ContainerMetadata",
-        ),
-        (
-            "[]",
-            "cannot unmarshal array into Go value of type ecsutil.TaskMetadata",
-        ),
-        (
-            "",
-            "reading response from ECS Task Metadata Endpoint: EOF",
-        ),
+        ("[]", "{}", task_error),
+        ("", "{}", task_error),
+        (FARGATE_TASK, r#"{"DockerId": 5}"#, me_error),
+        (FARGATE_TASK, "", me_error),
     ] {
-        let (at, _) = fake_tmde((200, task), (200, "{}"));
+        let (at, _) = fake_tmde((200, task), (200, me));
         let e = make(
             "detectors: [ecs]\ntimeout: 1s\nfail_on_missing_metadata: true",
             &v4(&at),
         )
         .err()
-        .unwrap();
-        assert!(e.contains(want), "{task}\nwant {want}\ngot {e}");
+        .unwrap_or_else(|| panic!("{task} {me} decoded"));
+        assert!(
+            e.contains(&format!("detectors::0: failed to detect: {want}")),
+            "{task} {me}\nwant {want}\ngot {e}"
+        );
     }
+}
+
+#[test]
+fn the_requests_go_to_the_uris_path() {
+    // A trailing slash: the task's metadata is still one level down.
+    let (at, seen) = fake_tmde((200, V3_TASK), (200, V3_SELF));
+    let got = detected("detectors: [ecs]", &v4(&format!("{at}/")));
+    assert_eq!(
+        got[2],
+        "aws.ecs.task.arn=arn:aws:ecs:us-west-2:123456789123:task/my-cluster/123"
+    );
+    assert_eq!(
+        seen.try_iter().collect::<Vec<_>>(),
+        [format!("GET {ID}/task (json)"), format!("GET {ID}/ (json)")]
+    );
 }
 
 #[test]
