@@ -8,7 +8,7 @@
 use profcol_model::proto::KeyValue;
 
 use super::azure;
-use super::detect::{string_kv, Host};
+use super::detect::{enabled, text, Host};
 
 /// The attributes, in the order the Collector sets them, and whether each
 /// is on by default (its `metadata.yaml`).
@@ -40,13 +40,11 @@ pub(super) async fn detect(on: &[bool; 3], fail: bool, at: &str) -> Result<Vec<K
         "azure.aks".to_string(),
         cluster_name(&m.resource_group_name).to_string(),
     ];
-    Ok(ATTRIBUTES
-        .iter()
-        .zip(values)
-        .zip(on)
-        .filter(|(_, on)| **on)
-        .map(|(((k, _), v), _)| string_kv(k, v))
-        .collect())
+    Ok(enabled(
+        ATTRIBUTES.map(|(k, _)| k),
+        values.map(|v| Some(text(v))),
+        on,
+    ))
 }
 
 /// The cluster's name in the infrastructure resource group's that AKS

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use profcol_model::proto::KeyValue;
 
 use super::config::AzurePlan;
-use super::detect::string_kv;
+use super::detect::{enabled, string_kv, text};
 use super::http::request;
 
 /// The attributes, in the order the Collector sets them, and whether each
@@ -93,12 +93,11 @@ pub(super) async fn detect(plan: &AzurePlan, at: &str) -> Result<Vec<KeyValue>, 
         Some(c.vm_scale_set_name).filter(|v| !v.is_empty()),
         Some(c.resource_group_name),
     ];
-    let mut out: Vec<KeyValue> = ATTRIBUTES
-        .iter()
-        .zip(values)
-        .zip(plan.attributes)
-        .filter_map(|(((k, _), v), on)| Some(string_kv(k, v.filter(|_| on)?)))
-        .collect();
+    let mut out = enabled(
+        ATTRIBUTES.map(|(k, _)| k),
+        values.map(|v| v.map(text)),
+        &plan.attributes,
+    );
     for t in c.tags_list {
         if plan.tags.iter().any(|r| r.is_match(&t.name)) {
             out.push(string_kv(&format!("azure.tag.{}", t.name), t.value));

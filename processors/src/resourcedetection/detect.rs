@@ -40,7 +40,8 @@ impl Host for RealHost {
     }
 }
 
-fn s(v: impl Into<String>) -> AnyValue {
+/// A string attribute value.
+pub(super) fn text(v: impl Into<String>) -> AnyValue {
     AnyValue {
         value: Some(A::StringValue(v.into())),
     }
@@ -229,10 +230,30 @@ where
     }
 }
 
+/// A detector's attributes, in its order: each one `on` that has a value.
+pub(super) fn enabled<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+    values: impl IntoIterator<Item = Option<AnyValue>>,
+    on: &[bool],
+) -> Vec<KeyValue> {
+    names
+        .into_iter()
+        .zip(values)
+        .zip(on)
+        .filter_map(|((key, v), &on)| {
+            Some(KeyValue {
+                key: key.to_string(),
+                value: Some(v.filter(|_| on)?),
+                ..Default::default()
+            })
+        })
+        .collect()
+}
+
 pub(super) fn string_kv(key: &str, value: impl Into<String>) -> KeyValue {
     KeyValue {
         key: key.to_string(),
-        value: Some(s(value)),
+        value: Some(text(value)),
         ..Default::default()
     }
 }
@@ -253,9 +274,9 @@ pub(super) fn env(host: &dyn Host) -> Result<Vec<KeyValue>, String> {
     parse_env(&text).map_err(|e| format!("{var}: {e}"))
 }
 
-pub(super) fn parse_env(text: &str) -> Result<Vec<KeyValue>, String> {
+pub(super) fn parse_env(var: &str) -> Result<Vec<KeyValue>, String> {
     let mut out = Vec::new();
-    for pair in text.split(',') {
+    for pair in var.split(',') {
         let Some((k, v)) = pair.split_once('=') else {
             return Err(format!("invalid resource format, invalid text: {pair:?}"));
         };
@@ -265,7 +286,7 @@ pub(super) fn parse_env(text: &str) -> Result<Vec<KeyValue>, String> {
         }
         let v = query_unescape(v)
             .ok_or_else(|| format!("invalid resource format in attribute: {pair:?}"))?;
-        map_put(&mut out, k, s(v));
+        map_put(&mut out, k, text(v));
     }
     Ok(out)
 }
@@ -313,7 +334,7 @@ pub(super) fn system(plan: &Plan, host: &dyn Host) -> Result<Vec<KeyValue>, Stri
         };
         out.push(KeyValue {
             key: name.to_string(),
-            value: Some(s(v)),
+            value: Some(text(v)),
             ..Default::default()
         });
     }

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use profcol_model::proto::KeyValue;
 
 use super::config::Ec2Plan;
-use super::detect::{string_kv, Host};
+use super::detect::{enabled, string_kv, text, Host};
 use super::http::request;
 
 /// The attributes, in the order the Collector sets them.
@@ -118,13 +118,7 @@ pub(super) async fn detect(plan: &Ec2Plan, at: Option<&str>) -> Result<Vec<KeyVa
         doc.instance_type,
         String::from_utf8_lossy(&hostname).into_owned(),
     ];
-    let mut out: Vec<KeyValue> = ATTRIBUTES
-        .iter()
-        .zip(values)
-        .zip(plan.attributes)
-        .filter(|(_, on)| *on)
-        .map(|((k, v), _)| string_kv(k, v))
-        .collect();
+    let mut out = enabled(ATTRIBUTES, values.map(|v| Some(text(v))), &plan.attributes);
     if !plan.tags.is_empty() {
         // As the Collector: tags that cannot be read are left out.
         match imds.tags().await {

@@ -28,7 +28,7 @@ use url::Url;
 
 use profcol_model::proto::{any_value::Value as A, AnyValue, ArrayValue, KeyValue};
 
-use super::detect::Host;
+use super::detect::{enabled, Host};
 use super::http::request;
 
 /// The attributes, in the order the Collector sets them, all on by
@@ -276,18 +276,7 @@ pub(super) async fn detect(
         // As the Collector: the task's attributes without the logs'.
         Err(e) => tracing::debug!(error = %e, "ECS container metadata unavailable"),
     }
-    Ok(ATTRIBUTES
-        .iter()
-        .zip(values)
-        .zip(on)
-        .filter_map(|(((k, _), v), &on)| {
-            Some(KeyValue {
-                key: (*k).to_string(),
-                value: Some(v.filter(|_| on)?),
-                ..Default::default()
-            })
-        })
-        .collect())
+    Ok(enabled(ATTRIBUTES.map(|(k, _)| k), values, on))
 }
 
 /// The Collector's `constructClusterArn`: a name with a colon is an ARN.

@@ -6,7 +6,7 @@
 
 use profcol_model::proto::KeyValue;
 
-use super::detect::{string_kv, Host};
+use super::detect::{enabled, text, Host};
 
 /// The attributes, in the order the Collector sets them, all on by
 /// default (`heroku.dyno.id` is one of its attributes it never sets).
@@ -44,10 +44,9 @@ pub(super) fn detect(host: &dyn Host, on: &[bool; 8], fail: bool) -> Result<Vec<
         env("HEROKU_SLUG_COMMIT"),
         None,
     ];
-    Ok(ATTRIBUTES
-        .iter()
-        .zip(values)
-        .zip(on)
-        .filter_map(|(((k, _), v), &on)| Some(string_kv(k, v.filter(|_| on)?)))
-        .collect())
+    Ok(enabled(
+        ATTRIBUTES.map(|(k, _)| k),
+        values.map(|v| v.map(text)),
+        on,
+    ))
 }

@@ -5,7 +5,7 @@
 
 use profcol_model::proto::{any_value::Value as A, AnyValue, ArrayValue, KeyValue};
 
-use super::detect::Host;
+use super::detect::{enabled, Host};
 
 /// The attributes, in the order the Collector sets them, all on by
 /// default.
@@ -55,16 +55,5 @@ pub(super) fn detect(host: &dyn Host, on: &[bool; 9], fail: bool) -> Result<Vec<
         env("AWS_LAMBDA_LOG_GROUP_NAME").map(names),
         env("AWS_LAMBDA_LOG_STREAM_NAME").map(names),
     ];
-    Ok(ATTRIBUTES
-        .iter()
-        .zip(values)
-        .zip(on)
-        .filter_map(|(((k, _), v), &on)| {
-            Some(KeyValue {
-                key: (*k).to_string(),
-                value: Some(v.filter(|_| on)?),
-                ..Default::default()
-            })
-        })
-        .collect())
+    Ok(enabled(ATTRIBUTES.map(|(k, _)| k), values, on))
 }
