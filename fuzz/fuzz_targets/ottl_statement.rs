@@ -9,7 +9,7 @@ use prost::Message;
 
 use profcol_model::proto::ProfilesData;
 use profcol_model::validate;
-use profcol_ottl::{for_each, Condition, Level, Options, Prefixes, Statement};
+use profcol_ottl::{for_each, Client, Condition, Level, Options, Prefixes, Statement};
 
 static REQUEST: &[u8] = include_bytes!("../../tests/fixtures/otlp/two-resources-request.bin");
 
@@ -18,19 +18,28 @@ fuzz_target!(|bytes: &[u8]| {
         return;
     };
     let _ = profcol_ottl::infer(&[text], &[]);
+    // What the otelcol.client paths read.
+    let client = Client::of(&profcol_model::BatchMeta {
+        client_addr: Some(([10, 0, 0, 1], 4317).into()),
+        metadata: vec![
+            ("x-tenant".into(), "a".into()),
+            ("x-tenant".into(), "b".into()),
+        ],
+        ..Default::default()
+    });
     for level in [Level::Resource, Level::Scope, Level::Profile] {
         for prefixes in [Prefixes::Required, Prefixes::Default] {
             let opts = Options { level, prefixes };
             let mut data = ProfilesData::decode(REQUEST).expect("the fixture decodes");
             if let Ok(s) = Statement::parse(text, opts) {
-                let _ = for_each(&mut data, level, |ctx| s.run(ctx));
+                let _ = for_each(&mut data, level, &client, |ctx| s.run(ctx));
                 assert!(
                     validate(&data).is_ok(),
                     "{text:?} left an invalid request"
                 );
             }
             if let Ok(c) = Condition::parse(text, opts) {
-                let _ = for_each(&mut data, level, |ctx| c.eval(ctx).map(|_| ()));
+                let _ = for_each(&mut data, level, &client, |ctx| c.eval(ctx).map(|_| ()));
             }
         }
     }
