@@ -242,13 +242,17 @@ async fn k8snode_missing_or_forbidden_node() {
     );
 }
 
-/// A fake EC2 instance metadata service (IMDSv2: reads need the token a
-/// PUT gave) on a port of its own, for the process's
-/// `AWS_EC2_METADATA_SERVICE_ENDPOINT`.
-fn fake_ec2_metadata() -> String {
+/// A fake metadata service on a port of its own, for the process's
+/// variables: `answer` gets a request's lines (lower case, the request
+/// line first) and gives the body of a 200, or `None` for `miss`. Its
+/// address.
+fn fake_metadata(
+    miss: &'static str,
+    answer: impl Fn(&[String]) -> Option<&'static str> + Send + 'static,
+) -> std::net::SocketAddr {
     use std::io::{BufRead, BufReader, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let at = format!("http://{}", listener.local_addr().unwrap());
+    let at = listener.local_addr().unwrap();
     std::thread::spawn(move || {
         for mut conn in listener.incoming().flatten() {
             let mut reader = BufReader::new(conn.try_clone().unwrap());
@@ -260,27 +264,39 @@ fn fake_ec2_metadata() -> String {
                 }
                 head.push(l.to_ascii_lowercase());
             }
-            let token = head
-                .iter()
-                .any(|l| l.starts_with("x-aws-ec2-metadata-token: tok"));
-            let first = head.first().cloned().unwrap_or_default();
-            let body = match (first.split_whitespace().nth(1), token) {
-                (Some("/latest/api/token"), false) => Some("tok"),
-                (Some("/latest/meta-data/instance-id"), true) => Some("i-0abc"),
-                (Some("/latest/meta-data/hostname"), true) => Some("ip-10-1-2-3.ec2.internal"),
-                (Some("/latest/dynamic/instance-identity/document"), true) => Some(
-                    r#"{"accountId":"210987654321","availabilityZone":"us-east-1a","imageId":"ami-1","instanceId":"i-0abc","instanceType":"c7i.xlarge","region":"us-east-1"}"#,
-                ),
-                _ => None,
-            };
-            let resp = match body {
+            let resp = match answer(&head) {
                 Some(b) => format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{b}", b.len()),
-                None => "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n".into(),
+                None => format!("HTTP/1.1 {miss}\r\nContent-Length: 0\r\n\r\n"),
             };
             let _ = conn.write_all(resp.as_bytes());
         }
     });
     at
+}
+
+/// The path of a request's first line.
+fn path(head: &[String]) -> Option<&str> {
+    head.first()?.split_whitespace().nth(1)
+}
+
+/// A fake EC2 instance metadata service (IMDSv2: reads need the token a
+/// PUT gave), for `AWS_EC2_METADATA_SERVICE_ENDPOINT`.
+fn fake_ec2_metadata() -> String {
+    let at = fake_metadata("401 Unauthorized", |head| {
+        let token = head
+            .iter()
+            .any(|l| l.starts_with("x-aws-ec2-metadata-token: tok"));
+        match (path(head), token) {
+            (Some("/latest/api/token"), false) => Some("tok"),
+            (Some("/latest/meta-data/instance-id"), true) => Some("i-0abc"),
+            (Some("/latest/meta-data/hostname"), true) => Some("ip-10-1-2-3.ec2.internal"),
+            (Some("/latest/dynamic/instance-identity/document"), true) => Some(
+                r#"{"accountId":"210987654321","availabilityZone":"us-east-1a","imageId":"ami-1","instanceId":"i-0abc","instanceType":"c7i.xlarge","region":"us-east-1"}"#,
+            ),
+            _ => None,
+        }
+    });
+    format!("http://{at}")
 }
 
 /// `ec2` asks the instance metadata service the process's variables name,
@@ -311,39 +327,17 @@ async fn ec2_adds_the_instances_attributes() {
     }
 }
 
-/// A fake ECS task metadata endpoint (v4) on a port of its own: the
-/// task's metadata at `<uri>/task`, this container's at `<uri>`.
+/// A fake ECS task metadata endpoint (v4): the task's metadata at
+/// `<uri>/task`, this container's at `<uri>`.
 fn fake_ecs_metadata() -> String {
-    use std::io::{BufRead, BufReader, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let uri = format!("http://{}/v4/4f0c9ab2", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for mut conn in listener.incoming().flatten() {
-            let mut reader = BufReader::new(conn.try_clone().unwrap());
-            let mut head = Vec::new();
-            loop {
-                let mut l = String::new();
-                if reader.read_line(&mut l).unwrap_or(0) == 0 || l == "\r\n" {
-                    break;
-                }
-                head.push(l);
-            }
-            let first = head.first().cloned().unwrap_or_default();
-            let body = match first.split_whitespace().nth(1) {
-                Some("/v4/4f0c9ab2/task") => Some(
-                    r#"{"Cluster":"prod","TaskARN":"arn:aws:ecs:eu-west-1:210987654321:task/prod/4f0c9ab2","Family":"shop","Revision":"12","AvailabilityZone":"eu-west-1b","LaunchType":"FARGATE","Containers":[{"DockerId":"4f0c9ab2-1","Type":"NORMAL","KnownStatus":"RUNNING","LogDriver":"awslogs","LogOptions":{"awslogs-group":"/ecs/shop","awslogs-region":"eu-west-1","awslogs-stream":"ecs/app/4f0c9ab2"}},{"DockerId":"4f0c9ab2-2","Type":"NORMAL","KnownStatus":"RUNNING"}]}"#,
-                ),
-                Some("/v4/4f0c9ab2") => Some(r#"{"DockerId":"4f0c9ab2-2","Type":"NORMAL"}"#),
-                _ => None,
-            };
-            let resp = match body {
-                Some(b) => format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{b}", b.len()),
-                None => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".into(),
-            };
-            let _ = conn.write_all(resp.as_bytes());
-        }
+    let at = fake_metadata("404 Not Found", |head| match path(head) {
+        Some("/v4/4f0c9ab2/task") => Some(
+            r#"{"Cluster":"prod","TaskARN":"arn:aws:ecs:eu-west-1:210987654321:task/prod/4f0c9ab2","Family":"shop","Revision":"12","AvailabilityZone":"eu-west-1b","LaunchType":"FARGATE","Containers":[{"DockerId":"4f0c9ab2-1","Type":"NORMAL","KnownStatus":"RUNNING","LogDriver":"awslogs","LogOptions":{"awslogs-group":"/ecs/shop","awslogs-region":"eu-west-1","awslogs-stream":"ecs/app/4f0c9ab2"}},{"DockerId":"4f0c9ab2-2","Type":"NORMAL","KnownStatus":"RUNNING"}]}"#,
+        ),
+        Some("/v4/4f0c9ab2") => Some(r#"{"DockerId":"4f0c9ab2-2","Type":"NORMAL"}"#),
+        _ => None,
     });
-    uri
+    format!("http://{at}/v4/4f0c9ab2")
 }
 
 /// `ecs` asks the task metadata endpoint the ECS agent names in the
