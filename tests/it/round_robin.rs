@@ -80,14 +80,20 @@ fn samples(reqs: &[ExportProfilesServiceRequest]) -> u64 {
         .sum()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn calls_go_to_every_address_in_turn() {
+/// Three sinks, the addresses the name resolves to.
+async fn three_sinks() -> ([Sink; 3], Arc<ScriptedLookup>) {
     let sinks = [
         Sink::start().await,
         Sink::start().await,
         Sink::start().await,
     ];
     let lookup = Arc::new(ScriptedLookup::new(sinks.iter().map(|s| s.addr).collect()));
+    (sinks, lookup)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_go_to_every_address_in_turn() {
+    let (sinks, lookup) = three_sinks().await;
     // Unset, as in the Collector's default config, and spelled out.
     for extra in ["", "    balancer_name: round_robin"] {
         let before: Vec<usize> = sinks.iter().map(Sink::calls).collect();
@@ -110,12 +116,7 @@ async fn calls_go_to_every_address_in_turn() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_address_that_does_not_answer_is_skipped_and_nothing_is_lost() {
-    let sinks = [
-        Sink::start().await,
-        Sink::start().await,
-        Sink::start().await,
-    ];
-    let lookup = Arc::new(ScriptedLookup::new(sinks.iter().map(|s| s.addr).collect()));
+    let (sinks, lookup) = three_sinks().await;
     sinks[1].stop();
     let svc = start(&config(""), lookup).await;
     let telemetry = svc.telemetry().clone();

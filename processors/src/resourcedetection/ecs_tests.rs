@@ -241,6 +241,17 @@ fn v4(uri: &str) -> FakeHost {
     ecs_host(&[("ECS_CONTAINER_METADATA_URI_V4", uri.to_string())])
 }
 
+/// Why `detectors: [ecs]` with `fail_on_missing_metadata` (and a 1 s
+/// timeout) cannot be made on `h`.
+fn failure(h: &FakeHost) -> String {
+    make(
+        "detectors: [ecs]\ntimeout: 1s\nfail_on_missing_metadata: true",
+        h,
+    )
+    .err()
+    .expect("the processor fails to start")
+}
+
 /// The detected attributes, `k=v`, lists as `k=[a, b]`: the test batch's
 /// first resource, its own two attributes left out.
 fn detected(yaml: &str, h: &FakeHost) -> Vec<String> {
@@ -444,12 +455,7 @@ fn outside_ecs_nothing_unless_metadata_must_be_there() {
         detected("detectors: [ecs, env]\ntimeout: 1s", &h),
         ["team=a"]
     );
-    let e = make(
-        "detectors: [ecs]\ntimeout: 1s\nfail_on_missing_metadata: true",
-        &h,
-    )
-    .err()
-    .unwrap();
+    let e = failure(&h);
     assert!(
         e.contains(
             "detectors::0: failed to detect: unable to fetch task metadata: \
@@ -490,12 +496,7 @@ fn a_task_endpoint_that_fails_is_a_failure() {
     let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let gone = format!("http://{}/v4/x", free.local_addr().unwrap());
     drop(free);
-    let e = make(
-        "detectors: [ecs]\ntimeout: 1s\nfail_on_missing_metadata: true",
-        &v4(&gone),
-    )
-    .err()
-    .unwrap();
+    let e = failure(&v4(&gone));
     assert!(
         e.contains(&format!(
             "failed to detect: unable to fetch task metadata: Get \"{gone}/task\": dial tcp"
@@ -504,12 +505,7 @@ fn a_task_endpoint_that_fails_is_a_failure() {
     );
     // An answer that is not the task's metadata.
     let (at, _) = fake_tmde((200, r#"{"Revision": 26}"#), (200, FARGATE_SELF));
-    let e = make(
-        "detectors: [ecs]\ntimeout: 1s\nfail_on_missing_metadata: true",
-        &v4(&at),
-    )
-    .err()
-    .unwrap();
+    let e = failure(&v4(&at));
     assert!(
         e.contains("detectors::0: failed to detect: unable to fetch task metadata: \
                     encountered unexpected error reading response from ECS Task Metadata Endpoint: "),
@@ -526,12 +522,7 @@ fn a_container_endpoint_that_fails_leaves_the_tasks_attributes() {
     assert_eq!(got[10], "aws.ecs.launchtype=fargate");
     assert!(!got.iter().any(|a| a.starts_with("aws.log.")), "{got:?}");
     assert_eq!(seen.try_iter().count(), 2);
-    let e = make(
-        "detectors: [ecs]\ntimeout: 1s\nfail_on_missing_metadata: true",
-        &h,
-    )
-    .err()
-    .unwrap();
+    let e = failure(&h);
     assert!(
         e.contains(&format!(
             "detectors::0: failed to detect: ecs container metadata unavailable: request GET {at} failed - \"404 Not Found\""
