@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -57,4 +58,22 @@ impl Lookup for ScriptedLookup {
             .clone()
             .map_err(std::io::Error::other)
     }
+}
+
+/// One lookup of `hostname` within `timeout`: its addresses, sorted and
+/// without duplicates, or why there are none.
+pub async fn resolve(
+    lookup: &dyn Lookup,
+    hostname: &str,
+    port: u16,
+    timeout: Duration,
+) -> Result<Vec<SocketAddr>, String> {
+    let mut addrs = match tokio::time::timeout(timeout, lookup.lookup(hostname, port)).await {
+        Ok(Ok(addrs)) => addrs,
+        Ok(Err(e)) => return Err(format!("resolving {hostname}: {e}")),
+        Err(_) => return Err(format!("resolving {hostname}: timed out after {timeout:?}")),
+    };
+    addrs.sort_unstable();
+    addrs.dedup();
+    Ok(addrs)
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::lookup::Lookup;
 
-/// One resolution: the backends as `ip:port`, sorted and without
+/// One resolution: the backends as `ip:port`, sorted as text and without
 /// duplicates (so that an answer in another order is no change), or why
 /// there are none this time.
 pub async fn resolve(
@@ -16,13 +16,8 @@ pub async fn resolve(
     port: u16,
     timeout: Duration,
 ) -> Result<Vec<String>, String> {
-    let addrs = match tokio::time::timeout(timeout, lookup.lookup(hostname, port)).await {
-        Ok(Ok(addrs)) => addrs,
-        Ok(Err(e)) => return Err(format!("resolving {hostname}: {e}")),
-        Err(_) => return Err(format!("resolving {hostname}: timed out after {timeout:?}")),
-    };
+    let addrs = crate::lookup::resolve(lookup, hostname, port, timeout).await?;
     let mut endpoints: Vec<String> = addrs.iter().map(SocketAddr::to_string).collect();
     endpoints.sort_unstable();
-    endpoints.dedup();
     Ok(endpoints)
 }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use tonic::transport::{Channel, Endpoint};
 
-use crate::lookup::Lookup;
+use crate::lookup::{self, Lookup};
 
 /// How often the name is resolved again.
 const REFRESH: Duration = Duration::from_secs(30);
@@ -138,26 +138,22 @@ impl Spread {
     /// one, gone ones are dropped. A failed or empty answer changes
     /// nothing (the error is returned when no address is known).
     async fn resolve(&self) -> Result<(), String> {
-        let answer =
-            tokio::time::timeout(LOOKUP_TIMEOUT, self.lookup.lookup(&self.host, self.port))
-                .await
-                .map_err(|_| format!("timed out after {LOOKUP_TIMEOUT:?}"))
-                .and_then(|r| r.map_err(|e| e.to_string()));
-        let mut addrs = match answer {
+        let answer = lookup::resolve(&*self.lookup, &self.host, self.port, LOOKUP_TIMEOUT).await;
+        let addrs = match answer {
             Ok(a) if !a.is_empty() => a,
             other => {
-                let why = other.err().unwrap_or_else(|| "no addresses".into());
+                let why = other
+                    .err()
+                    .unwrap_or_else(|| format!("resolving {}: no addresses", self.host));
                 let mut s = self.state();
                 s.resolved = Some(Instant::now());
                 if s.conns.is_empty() {
-                    return Err(format!("resolving {}: {why}", self.host));
+                    return Err(why);
                 }
-                tracing::warn!(host = %self.host, error = %why, "resolving the endpoint again failed; the addresses in use are kept");
+                tracing::warn!(error = %why, "resolving the endpoint again failed; the addresses in use are kept");
                 return Ok(());
             }
         };
-        addrs.sort_unstable();
-        addrs.dedup();
         let mut s = self.state();
         let mut old = std::mem::take(&mut s.conns);
         let mut conns = Vec::with_capacity(addrs.len());
