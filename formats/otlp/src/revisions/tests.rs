@@ -108,7 +108,7 @@ fn recorded_and_built_requests_are_read_as_the_expected_revision() {
         assert_eq!(d.revision.as_str(), expected, "{file}");
         n += 1;
     }
-    assert_eq!(n, 16);
+    assert_eq!(n, 23);
 }
 
 /// The four hand-built fixtures hold one profile, each written with the
@@ -582,4 +582,93 @@ fn revisions_parse_from_their_names() {
         assert_eq!(r.as_str()[1..].parse::<Revision>(), Ok(r));
     }
     assert!("v1.6.0".parse::<Revision>().is_err());
+}
+
+/// async-profiler's OTLP dumps (Java API `dumpOtlp()`), 4.2 writing
+/// v1.7.0 and 4.3 v1.9.0, and the files its agent writes: the recorded
+/// Java stacks, root first, with each profile's own unit; 4.3's `threads`
+/// run names a thread per sample.
+#[test]
+fn async_profiler_dumps_read_as_the_recorded_stacks() {
+    let burn = "java/lang/Thread.run<|:0|0:0>@0x0;Otlp$$Lambda$3.0x00007f";
+    for (file, revision, units) in [
+        (
+            "async-profiler-4.2/cpu.binpb",
+            Revision::V1_7_0,
+            &["itimer/count", "itimer/ns"][..],
+        ),
+        (
+            "async-profiler-4.2/wall.binpb",
+            Revision::V1_7_0,
+            &["wall/count", "wall/ns"],
+        ),
+        (
+            "async-profiler-4.3/cpu.binpb",
+            Revision::V1_9_0,
+            &["itimer/count"],
+        ),
+        (
+            "async-profiler-4.3/wall.binpb",
+            Revision::V1_9_0,
+            &["wall/count"],
+        ),
+        (
+            "async-profiler-4.3/cpu-threads.binpb",
+            Revision::V1_9_0,
+            &["itimer/count"],
+        ),
+        // Written as its agent writes `-o otlp -f FILE`: padded varints.
+        (
+            "async-profiler-4.2/cpu-file.binpb",
+            Revision::V1_7_0,
+            &["itimer/count", "itimer/ns"],
+        ),
+        (
+            "async-profiler-4.3/cpu-file.binpb",
+            Revision::V1_9_0,
+            &["itimer/count"],
+        ),
+    ] {
+        let mut d = decode(&bytes(file)).unwrap();
+        assert_eq!(d.revision, revision, "{file}");
+        repair(&mut d.data);
+        validate(&d.data).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let text = resolve(&d.data, Detail::Full).to_text();
+        for unit in units {
+            assert!(
+                text.contains(&format!("sample_type={unit} ")),
+                "{file}: {text}"
+            );
+        }
+        // Otlp.burn under its thread's run(), on both CPU workers' stacks.
+        let burning = text
+            .lines()
+            .filter(|l| l.contains(burn) && l.contains(";Otlp.burn<"))
+            .count();
+        assert!(burning >= units.len(), "{file}: {text}");
+        if file.ends_with("threads.binpb") {
+            assert!(
+                text.contains("[thread.name=[worker-1 tid="),
+                "{file}: {text}"
+            );
+            assert!(
+                text.contains("[thread.name=[allocator tid="),
+                "{file}: {text}"
+            );
+        }
+    }
+}
+
+/// async-profiler 4.2 with `threads` counts the thread's pseudo-frame in
+/// every sample's `locations_length` without writing its location: the last
+/// sample runs past the profile's indices, and the request is refused
+/// saying where, not read with the stacks shifted.
+#[test]
+fn async_profiler_4_2_threads_dump_is_refused_saying_where() {
+    let e = decode(&bytes("async-profiler-4.2/cpu-threads-invalid.binpb")).unwrap_err();
+    let why = e.to_string();
+    assert!(
+        why.contains("as v1.7.0: resource_profiles[0].scope_profiles[0].profiles[0].sample[18]: locations 115..+17 are not within the profile's 131 location_indices"),
+        "{why}"
+    );
 }
