@@ -64,9 +64,12 @@ pub(super) fn load(path: &Path, format: Option<InputFormat>) -> anyhow::Result<P
             if is_length_prefixed(&bytes) {
                 return file_output(&bytes);
             }
-            let req = ExportProfilesServiceRequest::decode(bytes.as_slice())
-                .with_context(|| format!("{}: not an OTLP protobuf request", path.display()))?;
-            Payload::Otlp(vec![req])
+            // Any revision the receiver reads (async-profiler 4.2 writes
+            // v1.7.0), translated to v1.10.0 as the receiver translates it.
+            let read = profcol_otlp::revisions::decode(&bytes.into()).map_err(|e| {
+                anyhow::anyhow!("{}: not an OTLP protobuf request: {e}", path.display())
+            })?;
+            Payload::Otlp(vec![otlp(read.data)])
         }
         InputFormat::OtlpJson => {
             let bytes = read(path)?;
@@ -410,6 +413,23 @@ mod tests {
         }
         let whole = zstd::encode_all(lines.as_slice(), 3).unwrap();
         assert_eq!(load_file("out.jsonl.zst", &whole), want);
+    }
+
+    /// A recording in an older revision (async-profiler 4.2 writes v1.7.0,
+    /// 4.3 v1.9.0) is read as the receiver reads it, not as v1.10.0 bytes.
+    #[test]
+    fn older_revisions_are_read_as_the_receiver_reads_them() {
+        let dir = tempfile::tempdir().unwrap();
+        for v in ["4.2", "4.3"] {
+            let bytes = fixture(&format!("otlp-revisions/async-profiler-{v}/cpu.binpb"));
+            let p = dir.path().join(format!("{v}.binpb"));
+            std::fs::write(&p, &bytes).unwrap();
+            let got = requests(load(&p, None).unwrap());
+            let want = profcol_otlp::revisions::decode(&bytes.into()).unwrap().data;
+            assert_eq!(got.len(), 1, "{v}");
+            assert_eq!(got[0].resource_profiles, want.resource_profiles, "{v}");
+            assert_eq!(got[0].dictionary, want.dictionary, "{v}");
+        }
     }
 
     #[test]
