@@ -1,7 +1,9 @@
 //! The `resourcedetection` section, with the Collector's keys
 //! (`processor/resourcedetectionprocessor` v0.161.0). profcol has the
-//! `env`, `system`, `docker`, `k8snode`, `ec2`, `ecs`, `azure`, `aks`,
-//! `gcp`, `lambda` and `heroku` detectors; every other detector is
+//! `env`, `system`, `docker`, `k8snode`, `ec2`, `ecs`,
+//! `elastic_beanstalk`, `azure`, `aks`, `azureappservice`,
+//! `azurecontainerapps`, `gcp`, `lambda`, `heroku` and `dynatrace`
+//! detectors; every other detector is
 //! refused by name where `detectors` lists it, and its settings section is
 //! accepted unused when it does not (the Collector's default config
 //! carries them all).
@@ -50,15 +52,15 @@ pub struct ResourceDetectionConfig {
     pub akamai: Option<Any>,
     pub aks: AttributesConfig,
     pub azure: AzureConfig,
-    pub azurecontainerapps: Option<Any>,
+    pub azureappservice: AttributesConfig,
+    pub azurecontainerapps: AttributesConfig,
     pub consul: Option<Any>,
     pub digitalocean: Option<Any>,
     pub docker: AttributesConfig,
-    pub dynatrace: Option<Any>,
     pub ec2: Ec2Config,
     pub ecs: AttributesConfig,
     pub eks: Option<Any>,
-    pub elasticbeanstalk: Option<Any>,
+    pub elasticbeanstalk: AttributesConfig,
     pub gcp: GcpConfig,
     pub heroku: AttributesConfig,
     pub hetzner: Option<Any>,
@@ -91,15 +93,15 @@ impl Default for ResourceDetectionConfig {
             akamai: None,
             aks: AttributesConfig::default(),
             azure: AzureConfig::default(),
-            azurecontainerapps: None,
+            azureappservice: AttributesConfig::default(),
+            azurecontainerapps: AttributesConfig::default(),
             consul: None,
             digitalocean: None,
             docker: AttributesConfig::default(),
-            dynatrace: None,
             ec2: Ec2Config::default(),
             ecs: AttributesConfig::default(),
             eks: None,
-            elasticbeanstalk: None,
+            elasticbeanstalk: AttributesConfig::default(),
             gcp: GcpConfig::default(),
             heroku: AttributesConfig::default(),
             hetzner: None,
@@ -245,12 +247,9 @@ pub struct GcpPlan {
 const OTHER_DETECTORS: &[&str] = &[
     "alibaba_ecs",
     "akamai",
-    "azurecontainerapps",
     "consul",
     "digitalocean",
-    "dynatrace",
     "eks",
-    "elasticbeanstalk",
     "hetzner",
     "ibmcloud_classic",
     "ibmcloud_vpc",
@@ -302,6 +301,10 @@ pub enum Detector {
     Gcp,
     Lambda,
     Heroku,
+    ElasticBeanstalk,
+    Dynatrace,
+    AppService,
+    ContainerApps,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -335,6 +338,12 @@ pub struct Plan {
     pub lambda: [bool; 9],
     /// `heroku::ATTRIBUTES` enabled.
     pub heroku: [bool; 8],
+    /// `elasticbeanstalk::ATTRIBUTES` enabled.
+    pub elasticbeanstalk: [bool; 7],
+    /// `appservice::ATTRIBUTES` enabled.
+    pub appservice: [bool; 9],
+    /// `containerapps::ATTRIBUTES` enabled.
+    pub containerapps: [bool; 4],
 }
 
 #[derive(Debug, Clone)]
@@ -363,6 +372,10 @@ impl ResourceDetectionConfig {
                 "gcp" => detectors.push(Detector::Gcp),
                 "lambda" => detectors.push(Detector::Lambda),
                 "heroku" => detectors.push(Detector::Heroku),
+                "elastic_beanstalk" => detectors.push(Detector::ElasticBeanstalk),
+                "dynatrace" => detectors.push(Detector::Dynatrace),
+                "azureappservice" => detectors.push(Detector::AppService),
+                "azurecontainerapps" => detectors.push(Detector::ContainerApps),
                 other if OTHER_DETECTORS.contains(&other) => errs.push(
                     at,
                     format!("profcol has no {other} detector: it queries a cloud or orchestrator API profcol does not call; \
@@ -452,6 +465,27 @@ impl ResourceDetectionConfig {
         let fail = self.fail_on_missing_metadata;
         let mut unused = ConfigErrors::default();
         let on = |d: Detector| detectors.contains(&d);
+        let elasticbeanstalk = toggles(
+            cfg,
+            "elasticbeanstalk",
+            &self.elasticbeanstalk.resource_attributes,
+            &super::elasticbeanstalk::ATTRIBUTES,
+            section(on(Detector::ElasticBeanstalk), &mut errs, &mut unused),
+        );
+        let appservice = toggles(
+            cfg,
+            "azureappservice",
+            &self.azureappservice.resource_attributes,
+            &super::appservice::ATTRIBUTES,
+            section(on(Detector::AppService), &mut errs, &mut unused),
+        );
+        let containerapps = toggles(
+            cfg,
+            "azurecontainerapps",
+            &self.azurecontainerapps.resource_attributes,
+            &super::containerapps::ATTRIBUTES,
+            section(on(Detector::ContainerApps), &mut errs, &mut unused),
+        );
         let ec2 = self.ec2.compile(
             cfg,
             fail,
@@ -511,6 +545,9 @@ impl ResourceDetectionConfig {
             gcp,
             lambda,
             heroku,
+            elasticbeanstalk,
+            appservice,
+            containerapps,
         })
     }
 }

@@ -1,7 +1,8 @@
 //! The detectors, run once when the processor is made: `env`
 //! (`OTEL_RESOURCE_ATTRIBUTES`), `system` (host and OS), and over the
 //! network `docker`, `k8snode`, `ec2`, `ecs`, `azure`, `aks` and `gcp`;
-//! `lambda` and `heroku` read the environment. Each reads the machine through
+//! `lambda`, `heroku`, `azureappservice` and `azurecontainerapps` read the
+//! environment, `elastic_beanstalk` and `dynatrace` a file. Each reads the machine through
 //! [`Host`], so tests give their own environment and files.
 
 use profcol_model::proto::{any_value::Value as A, AnyValue, KeyValue};
@@ -10,12 +11,20 @@ use profcol_ottl::value::{map_get, map_put};
 use std::time::{Duration, Instant};
 
 use super::config::{Detector, HostnameSource, Plan};
-use super::{aks, azure, docker, ec2, ecs, gcp, heroku, k8snode, lambda};
+use super::{
+    aks, appservice, azure, containerapps, docker, dynatrace, ec2, ecs, elasticbeanstalk, gcp,
+    heroku, k8snode, lambda,
+};
 
 /// What the detectors read of the machine.
 pub(super) trait Host {
     fn env(&self, name: &str) -> Option<String>;
     fn file(&self, path: &str) -> Option<String>;
+    /// A file that may be absent: `Ok(None)`; one that cannot be read
+    /// (or is not UTF-8) is an error.
+    fn read_file(&self, path: &str) -> Result<Option<String>, String> {
+        Ok(self.file(path))
+    }
     /// Where a cloud's instance metadata service listens (`host:port`).
     fn link_local(&self) -> String {
         "169.254.169.254:80".into()
@@ -37,6 +46,14 @@ impl Host for RealHost {
 
     fn file(&self, path: &str) -> Option<String> {
         std::fs::read_to_string(path).ok()
+    }
+
+    fn read_file(&self, path: &str) -> Result<Option<String>, String> {
+        match std::fs::read_to_string(path) {
+            Ok(s) => Ok(Some(s)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("{path}: {e}")),
+        }
     }
 }
 
@@ -98,6 +115,18 @@ pub(super) fn detect(plan: &Plan, host: &dyn Host) -> (Vec<KeyValue>, Vec<Failur
             Detector::Gcp => Ok(Job::Gcp(gcp::target(host))),
             Detector::Lambda => Ok(Job::Done(lambda::detect(host, &plan.lambda, fail))),
             Detector::Heroku => Ok(Job::Done(heroku::detect(host, &plan.heroku, fail))),
+            Detector::ElasticBeanstalk => Ok(Job::Done(elasticbeanstalk::detect(
+                host,
+                &plan.elasticbeanstalk,
+                fail,
+            ))),
+            Detector::Dynatrace => Ok(Job::Done(dynatrace::detect(host))),
+            Detector::AppService => Ok(Job::Done(appservice::detect(host, &plan.appservice, fail))),
+            Detector::ContainerApps => Ok(Job::Done(containerapps::detect(
+                host,
+                &plan.containerapps,
+                fail,
+            ))),
         };
         match setup {
             Ok(job) => jobs.push((i, job)),

@@ -1,18 +1,23 @@
 //! Processor `resourcedetection`: the Collector's processor of that name
 //! (`processor/resourcedetectionprocessor`) with its `env`, `system`,
-//! `docker`, `k8snode`, `ec2`, `ecs`, `azure`, `aks`, `gcp`, `lambda`
-//! and `heroku` detectors. Detection runs once, when the processor is made (as the
+//! `docker`, `k8snode`, `ec2`, `ecs`, `elastic_beanstalk`, `azure`,
+//! `aks`, `azureappservice`, `azurecontainerapps`, `gcp`, `lambda`,
+//! `heroku` and `dynatrace` detectors. Detection runs once, when the processor is made (as the
 //! Collector runs it at start); each batch then only merges the detected
 //! attributes into every resource, replacing a resource's own values
 //! unless `override: false`.
 
 mod aks;
+mod appservice;
 mod azure;
 mod config;
+mod containerapps;
 mod detect;
 mod docker;
+mod dynatrace;
 mod ec2;
 mod ecs;
+mod elasticbeanstalk;
 mod gcp;
 mod heroku;
 mod http;

@@ -31,7 +31,16 @@ impl Host for FakeHost {
     fn metadata_dns_name(&self) -> Option<String> {
         None
     }
+    fn read_file(&self, path: &str) -> Result<Option<String>, String> {
+        match self.files.get(path) {
+            Some(&UNREADABLE) => Err(format!("open {path}: permission denied")),
+            other => Ok(other.map(|s| s.to_string())),
+        }
+    }
 }
+
+/// A file's content that [`FakeHost`] cannot read.
+pub(super) const UNREADABLE: &str = "\0unreadable";
 
 pub(super) fn host() -> FakeHost {
     FakeHost {
@@ -173,7 +182,11 @@ fn config_errors_at_their_key() {
         ("detectors: [ec2]\nec2: {tags: ['(' ], tags_from_imds: true}", "processors::resourcedetection::ec2::tags::0: regex parse error"),
         ("detectors: [ec2]\nec2: {resource_attributes: {host.arch: {enabled: true}}}", "ec2::resource_attributes::host.arch: unknown attribute"),
         ("detectors: [k8s_api]", "processors::resourcedetection::detectors::0: profcol has no k8s_api detector"),
-        ("detectors: [elasticbeanstalk]", "processors::resourcedetection::detectors::0: profcol has no elasticbeanstalk detector"),
+        ("detectors: [elastic_beanstalk]\nelasticbeanstalk: {resource_attributes: {host.id: {enabled: true}}}", "elasticbeanstalk::resource_attributes::host.id: unknown attribute"),
+        ("detectors: [azureappservice]\nazureappservice: {resource_attributes: {host.id: {enabled: true}}}", "azureappservice::resource_attributes::host.id: unknown attribute"),
+        ("detectors: [azurecontainerapps]\nazurecontainerapps: {resource_attributes: {service.instance.id: {enabled: true}}}", "azurecontainerapps::resource_attributes::service.instance.id: unknown attribute"),
+        ("detectors: [dynatrace]\ndynatrace: {}", "unknown field \"dynatrace\""),
+        ("detectors: [elasticbeanstalk]", "processors::resourcedetection::detectors::0: invalid detector key: \"elasticbeanstalk\""),
         ("detectors: [k8snode]\nk8snode: {auth_type: tls}", "processors::resourcedetection::k8snode::auth_type: \"tls\" is not supported"),
         ("detectors: [k8snode]\nk8snode: {resource_attributes: {k8s.node.ip: {enabled: true}}}", "k8snode::resource_attributes::k8s.node.ip: unknown attribute"),
         ("detectors: [docker]\ndocker: {resource_attributes: {host.ip: {enabled: true}}}", "docker::resource_attributes::host.ip: unknown attribute"),
@@ -914,6 +927,234 @@ fn heroku_reads_the_dyno_metadata() {
         e.contains(
             "heroku metadata unavailable: HEROKU_DYNO_ID and HEROKU_APP_ID env vars not set"
         ),
+        "{e}"
+    );
+}
+
+#[test]
+fn elastic_beanstalk_reads_the_xray_configuration_file() {
+    let mut h = host();
+    h.env.clear();
+    h.files.insert(
+        super::elasticbeanstalk::PATH,
+        r#"{"deployment_id":23,"environment_name":"BETA","version_label":"env-version-1234","noise":1}"#,
+    );
+    // The Collector's attributes with its default feature gates.
+    let r = resources("detectors: [elastic_beanstalk]", &h);
+    assert_eq!(
+        r[0][2..],
+        [
+            "cloud.platform=aws_elastic_beanstalk",
+            "cloud.provider=aws",
+            "deployment.environment=BETA",
+            "service.instance.id=23",
+            "service.version=env-version-1234",
+        ],
+        "{r:?}"
+    );
+    let r = resources(
+        "detectors: [elastic_beanstalk]\nelasticbeanstalk: {resource_attributes: \
+         {deployment.environment: {enabled: false}, service.version: {enabled: false}}}",
+        &h,
+    );
+    assert_eq!(
+        r[0][2..],
+        [
+            "cloud.platform=aws_elastic_beanstalk",
+            "cloud.provider=aws",
+            "service.instance.id=23",
+        ],
+        "{r:?}"
+    );
+    // A file it cannot decode or read: an error, not a panic.
+    for bad in [r#"{"deployment_id":"23"}"#, "", "not json", UNREADABLE] {
+        h.files.insert(super::elasticbeanstalk::PATH, bad);
+        let e = make(
+            "detectors: [elastic_beanstalk]\nfail_on_missing_metadata: true",
+            &h,
+        )
+        .err()
+        .unwrap_or_else(|| panic!("{bad:?} loaded"));
+        assert!(
+            e.contains("detectors::0: failed to detect:") && e.contains("environment.conf"),
+            "{e}"
+        );
+        // Without fail_on_missing_metadata: logged, nothing found.
+        assert_eq!(resources("detectors: [elastic_beanstalk]", &h)[0].len(), 2);
+    }
+    // Off Elastic Beanstalk.
+    h.files.remove(super::elasticbeanstalk::PATH);
+    assert_eq!(resources("detectors: [elastic_beanstalk]", &h)[0].len(), 2);
+    let e = make(
+        "detectors: [elastic_beanstalk]\nfail_on_missing_metadata: true",
+        &h,
+    )
+    .err()
+    .unwrap();
+    assert!(
+        e.contains("detectors::0: failed to detect: elastic_beanstalk metadata unavailable"),
+        "{e}"
+    );
+}
+
+#[test]
+fn dynatrace_reads_the_host_metadata_properties() {
+    let mut h = host();
+    h.env.clear();
+    // The Collector's test file, and a repeated key, a value with '='
+    // and spaces, an empty value.
+    h.files.insert(
+        super::dynatrace::PATH,
+        "\ndt.entity.host=my-host-from-properties\nhost.name=my-host-from-properties\n\
+         dt.entity.host_group=my-host-group-from-properties\ndt.foo=bar\n\
+         dt.smartscape.host=my-smartscaped-host\ninvalid-entry\n\
+         dt.entity.host= HOST-1=x \r\nhost.name=\n",
+    );
+    let r = resources("detectors: [dynatrace]", &h);
+    assert_eq!(
+        r[0][2..],
+        [
+            "dt.entity.host=HOST-1=x",
+            "host.name=my-host-from-properties",
+            "dt.smartscape.host=my-smartscaped-host",
+        ],
+        "{r:?}"
+    );
+    // No file: nothing, even with fail_on_missing_metadata.
+    h.files.remove(super::dynatrace::PATH);
+    let r = resources("detectors: [dynatrace]\nfail_on_missing_metadata: true", &h);
+    assert_eq!(r[0].len(), 2, "{r:?}");
+    h.files.insert(super::dynatrace::PATH, UNREADABLE);
+    let e = make("detectors: [dynatrace]\nfail_on_missing_metadata: true", &h)
+        .err()
+        .unwrap();
+    assert!(
+        e.contains("detectors::0: failed to detect: open /var/lib/dynatrace/enrichment/dt_host_metadata.properties"),
+        "{e}"
+    );
+}
+
+fn app_service_host() -> FakeHost {
+    let mut h = host();
+    h.env.clear();
+    h.env.extend([
+        ("WEBSITE_SITE_NAME", "my-site"),
+        ("WEBSITE_RESOURCE_GROUP", "my-rg"),
+        (
+            "WEBSITE_OWNER_NAME",
+            "00000000-0000-0000-0000-000000000000+my-rg-CentralUSwebspace",
+        ),
+        ("REGION_NAME", "Central US"),
+        ("WEBSITE_SLOT_NAME", "staging"),
+        ("WEBSITE_INSTANCE_ID", "instance-1"),
+        ("FUNCTIONS_WORKER_RUNTIME", ""),
+    ]);
+    h
+}
+
+#[test]
+fn azureappservice_reads_the_app_services_variables() {
+    let mut h = app_service_host();
+    let r = resources("detectors: [azureappservice]", &h);
+    assert_eq!(
+        r[0][1..],
+        [
+            "service.name=my-site",
+            "azure.app_service.instance.id=instance-1",
+            "azure.resource_group.name=my-rg",
+            "cloud.account.id=00000000-0000-0000-0000-000000000000",
+            "cloud.platform=azure.app_service",
+            "cloud.provider=azure",
+            "cloud.region=Central US",
+            "cloud.resource_id=/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/my-rg/providers/Microsoft.Web/sites/my-site",
+            "deployment.environment.name=staging",
+        ],
+        "{r:?}"
+    );
+    let r = resources(
+        "detectors: [azureappservice]\nazureappservice: {resource_attributes: {service.name: {enabled: false}}}",
+        &h,
+    );
+    assert_eq!(r[0][1], "service.name=svc", "{r:?}");
+    assert_eq!(r[0].len(), 2 + 8, "{r:?}");
+    // No instance id: the rest.
+    h.env.insert("WEBSITE_INSTANCE_ID", "");
+    let r = resources("detectors: [azureappservice]", &h);
+    assert!(
+        !r[0]
+            .iter()
+            .any(|a| a.starts_with("azure.app_service.instance.id")),
+        "{r:?}"
+    );
+    assert_eq!(r[0].len(), 2 + 7, "{r:?}");
+    // Everything off finds nothing, without failing.
+    let all_off = "detectors: [azureappservice]\nfail_on_missing_metadata: true\nazureappservice: \
+                   {resource_attributes: {azure.app_service.instance.id: {enabled: false}, \
+                   azure.resource_group.name: {enabled: false}, cloud.account.id: {enabled: false}, \
+                   cloud.platform: {enabled: false}, cloud.provider: {enabled: false}, \
+                   cloud.region: {enabled: false}, cloud.resource_id: {enabled: false}, \
+                   deployment.environment.name: {enabled: false}, service.name: {enabled: false}}}";
+    assert_eq!(resources(all_off, &h)[0].len(), 2);
+    // An Azure Functions app, and not App Service: nothing, or a failure.
+    let mut functions = app_service_host();
+    functions
+        .env
+        .insert("FUNCTIONS_WORKER_RUNTIME", "dotnet-isolated");
+    let mut off = app_service_host();
+    off.env.insert("WEBSITE_OWNER_NAME", "");
+    for h in [functions, off] {
+        assert_eq!(resources("detectors: [azureappservice]", &h)[0].len(), 2);
+        let e = make(
+            "detectors: [azureappservice]\nfail_on_missing_metadata: true",
+            &h,
+        )
+        .err()
+        .unwrap();
+        assert!(
+            e.contains("detectors::0: failed to detect: azure app service metadata unavailable"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn azurecontainerapps_reads_the_container_apps_variables() {
+    let mut h = host();
+    h.env.clear();
+    h.env.extend([
+        ("CONTAINER_APP_NAME", "my-app"),
+        ("CONTAINER_APP_REPLICA_NAME", "my-app--abc123-7d9f8c5b6-xyz"),
+    ]);
+    let r = resources("detectors: [azurecontainerapps]", &h);
+    assert_eq!(
+        r[0][1..],
+        [
+            "service.name=my-app",
+            "azure.container_app.instance.id=my-app--abc123-7d9f8c5b6-xyz",
+            "cloud.platform=azure.container_apps",
+            "cloud.provider=azure",
+        ],
+        "{r:?}"
+    );
+    let r = resources(
+        "detectors: [azurecontainerapps]\nazurecontainerapps: {resource_attributes: {service.name: {enabled: false}}}",
+        &h,
+    );
+    assert_eq!(r[0][1], "service.name=svc", "{r:?}");
+    assert_eq!(r[0].len(), 2 + 3, "{r:?}");
+    h.env.remove("CONTAINER_APP_REPLICA_NAME");
+    let r = resources("detectors: [azurecontainerapps]", &h);
+    assert_eq!(r[0].len(), 2 + 2, "{r:?}");
+    h.env.insert("CONTAINER_APP_NAME", "");
+    assert_eq!(resources("detectors: [azurecontainerapps]", &h)[0].len(), 2);
+    let e = make(
+        "detectors: [azurecontainerapps]\nfail_on_missing_metadata: true",
+        &h,
+    )
+    .err()
+    .unwrap();
+    assert!(
+        e.contains("detectors::0: failed to detect: azure container apps metadata unavailable"),
         "{e}"
     );
 }
