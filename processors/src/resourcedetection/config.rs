@@ -1,9 +1,9 @@
 //! The `resourcedetection` section, with the Collector's keys
 //! (`processor/resourcedetectionprocessor` v0.161.0). profcol has the
-//! `env`, `system`, `docker`, `k8snode`, `ec2`, `ecs`,
-//! `elastic_beanstalk`, `azure`, `aks`, `azureappservice`,
-//! `azurecontainerapps`, `gcp`, `lambda`, `heroku` and `dynatrace`
-//! detectors; every other detector is
+//! `env`, `system`, `docker`, `k8s_api` (`k8snode`), `kubeadm`,
+//! `openshift`, `ec2`, `ecs`, `elastic_beanstalk`, `azure`,
+//! `aks`, `azureappservice`, `azurecontainerapps`, `gcp`, `lambda`,
+//! `heroku` and `dynatrace` detectors; every other detector is
 //! refused by name where `detectors` lists it, and its settings section is
 //! accepted unused when it does not (the Collector's default config
 //! carries them all).
@@ -66,12 +66,12 @@ pub struct ResourceDetectionConfig {
     pub hetzner: Option<Any>,
     pub ibmcloud_classic: Option<Any>,
     pub ibmcloud_vpc: Option<Any>,
-    pub k8s_api: Option<Any>,
+    pub k8s_api: K8sNodeConfig,
     pub k8snode: K8sNodeConfig,
-    pub kubeadm: Option<Any>,
+    pub kubeadm: KubeadmConfig,
     pub lambda: AttributesConfig,
     pub nova: Option<Any>,
-    pub openshift: Option<Any>,
+    pub openshift: OpenShiftConfig,
     pub oraclecloud: Option<Any>,
     pub scaleway: Option<Any>,
     pub tencent_cvm: Option<Any>,
@@ -107,12 +107,12 @@ impl Default for ResourceDetectionConfig {
             hetzner: None,
             ibmcloud_classic: None,
             ibmcloud_vpc: None,
-            k8s_api: None,
+            k8s_api: K8sNodeConfig::default(),
             k8snode: K8sNodeConfig::default(),
-            kubeadm: None,
+            kubeadm: KubeadmConfig::default(),
             lambda: AttributesConfig::default(),
             nova: None,
-            openshift: None,
+            openshift: OpenShiftConfig::default(),
             oraclecloud: None,
             scaleway: None,
             tencent_cvm: None,
@@ -253,10 +253,7 @@ const OTHER_DETECTORS: &[&str] = &[
     "hetzner",
     "ibmcloud_classic",
     "ibmcloud_vpc",
-    "k8s_api",
-    "kubeadm",
     "nova",
-    "openshift",
     "oraclecloud",
     "scaleway",
     "tencent_cvm",
@@ -305,6 +302,9 @@ pub enum Detector {
     Dynatrace,
     AppService,
     ContainerApps,
+    K8sApi,
+    Kubeadm,
+    OpenShift,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -344,14 +344,90 @@ pub struct Plan {
     pub appservice: [bool; 9],
     /// `containerapps::ATTRIBUTES` enabled.
     pub containerapps: [bool; 4],
+    /// The `k8s_api` section's.
+    pub k8s_api: K8sNodePlan,
+    pub kubeadm: KubeadmPlan,
+    pub openshift: OpenShiftPlan,
 }
 
 #[derive(Debug, Clone)]
 pub struct K8sNodePlan {
     pub auth: Auth,
     pub node_from_env_var: String,
-    /// `k8s.node.name` and `k8s.node.uid` enabled.
+    /// `k8sapi::ATTRIBUTES` enabled.
+    pub attributes: [bool; 3],
+    pub fail_on_missing_metadata: bool,
+}
+
+/// The `kubeadm` detector's section: the Collector's `k8sconfig.APIConfig`
+/// keys and the attributes' toggles.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KubeadmConfig {
+    pub auth_type: String,
+    pub context: String,
+    /// client-go's rate limits; two GETs need none: accepted, unused.
+    pub kube_api_qps: f32,
+    pub kube_api_burst: u32,
+    pub resource_attributes: BTreeMap<String, AttributeToggle>,
+}
+
+impl Default for KubeadmConfig {
+    fn default() -> Self {
+        Self {
+            auth_type: "serviceAccount".into(),
+            context: String::new(),
+            kube_api_qps: 0.0,
+            kube_api_burst: 0,
+            resource_attributes: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct KubeadmPlan {
+    pub auth: Auth,
+    /// `kubeadm::ATTRIBUTES` enabled.
     pub attributes: [bool; 2],
+    pub fail_on_missing_metadata: bool,
+}
+
+/// The `openshift` detector's section.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OpenShiftConfig {
+    /// Empty: `https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT`.
+    pub address: String,
+    /// Empty: the service account's token file.
+    pub token: String,
+    pub tls: TlsClientConfig,
+    pub resource_attributes: BTreeMap<String, AttributeToggle>,
+}
+
+/// The Collector's `configtls.ClientConfig` keys profcol honours; any
+/// other is refused at its key.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TlsClientConfig {
+    pub ca_file: String,
+    pub ca_pem: String,
+    pub insecure: bool,
+    pub insecure_skip_verify: bool,
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Any>,
+}
+
+#[derive(Debug, Clone)]
+pub struct OpenShiftPlan {
+    pub address: String,
+    pub token: String,
+    pub ca_file: String,
+    pub ca_pem: String,
+    pub insecure: bool,
+    pub insecure_skip_verify: bool,
+    /// `openshift::ATTRIBUTES` enabled.
+    pub attributes: [bool; 4],
+    pub fail_on_missing_metadata: bool,
 }
 
 impl ResourceDetectionConfig {
@@ -376,6 +452,9 @@ impl ResourceDetectionConfig {
                 "dynatrace" => detectors.push(Detector::Dynatrace),
                 "azureappservice" => detectors.push(Detector::AppService),
                 "azurecontainerapps" => detectors.push(Detector::ContainerApps),
+                "k8s_api" => detectors.push(Detector::K8sApi),
+                "kubeadm" => detectors.push(Detector::Kubeadm),
+                "openshift" => detectors.push(Detector::OpenShift),
                 other if OTHER_DETECTORS.contains(&other) => errs.push(
                     at,
                     format!("profcol has no {other} detector: it queries a cloud or orchestrator API profcol does not call; \
@@ -445,26 +524,32 @@ impl ResourceDetectionConfig {
             &[("host.name", true), ("os.type", true)],
             &mut errs,
         );
-        let k = &self.k8snode;
-        let k8snode = K8sNodePlan {
-            auth: parse_auth(&k.auth_type, &k.context, cfg, "k8snode::", &mut errs),
-            node_from_env_var: if k.node_from_env_var.is_empty() {
-                "K8S_NODE_NAME".into()
-            } else {
-                k.node_from_env_var.clone()
-            },
-            attributes: toggles(
-                cfg,
-                "k8snode",
-                &k.resource_attributes,
-                &[("k8s.node.name", true), ("k8s.node.uid", true)],
-                &mut errs,
-            ),
-        };
         // As the Collector: a section is read when its detector is made.
         let fail = self.fail_on_missing_metadata;
         let mut unused = ConfigErrors::default();
         let on = |d: Detector| detectors.contains(&d);
+        let k8snode = self.k8snode.compile(
+            cfg,
+            "k8snode",
+            fail,
+            section(on(Detector::K8sNode), &mut errs, &mut unused),
+        );
+        let k8s_api = self.k8s_api.compile(
+            cfg,
+            "k8s_api",
+            fail,
+            section(on(Detector::K8sApi), &mut errs, &mut unused),
+        );
+        let kubeadm = self.kubeadm.compile(
+            cfg,
+            fail,
+            section(on(Detector::Kubeadm), &mut errs, &mut unused),
+        );
+        let openshift = self.openshift.compile(
+            cfg,
+            fail,
+            section(on(Detector::OpenShift), &mut errs, &mut unused),
+        );
         let elasticbeanstalk = toggles(
             cfg,
             "elasticbeanstalk",
@@ -548,7 +633,95 @@ impl ResourceDetectionConfig {
             elasticbeanstalk,
             appservice,
             containerapps,
+            k8s_api,
+            kubeadm,
+            openshift,
         })
+    }
+}
+
+impl K8sNodeConfig {
+    /// The `k8s_api` section, or `k8snode` (its deprecated alias's).
+    fn compile(
+        &self,
+        cfg: &ComponentConfig,
+        key: &str,
+        fail: bool,
+        errs: &mut ConfigErrors,
+    ) -> K8sNodePlan {
+        K8sNodePlan {
+            auth: parse_auth(
+                &self.auth_type,
+                &self.context,
+                cfg,
+                &format!("{key}::"),
+                errs,
+            ),
+            node_from_env_var: if self.node_from_env_var.is_empty() {
+                "K8S_NODE_NAME".into()
+            } else {
+                self.node_from_env_var.clone()
+            },
+            attributes: toggles(
+                cfg,
+                key,
+                &self.resource_attributes,
+                &super::k8sapi::ATTRIBUTES,
+                errs,
+            ),
+            fail_on_missing_metadata: fail,
+        }
+    }
+}
+
+impl KubeadmConfig {
+    fn compile(&self, cfg: &ComponentConfig, fail: bool, errs: &mut ConfigErrors) -> KubeadmPlan {
+        KubeadmPlan {
+            auth: parse_auth(&self.auth_type, &self.context, cfg, "kubeadm::", errs),
+            attributes: toggles(
+                cfg,
+                "kubeadm",
+                &self.resource_attributes,
+                &super::kubeadm::ATTRIBUTES,
+                errs,
+            ),
+            fail_on_missing_metadata: fail,
+        }
+    }
+}
+
+impl OpenShiftConfig {
+    fn compile(&self, cfg: &ComponentConfig, fail: bool, errs: &mut ConfigErrors) -> OpenShiftPlan {
+        for key in self.tls.other.keys() {
+            errs.push(
+                cfg.key_path(&format!("openshift::tls::{key}")),
+                "not supported by profcol's openshift detector (it honours tls::ca_file, \
+                 tls::ca_pem, tls::insecure and tls::insecure_skip_verify)",
+            );
+        }
+        let t = &self.tls;
+        if !t.ca_file.is_empty() && !t.ca_pem.is_empty() {
+            errs.push(
+                cfg.key_path("openshift::tls"),
+                "provide either a CA file or the PEM-encoded string, but not both",
+            );
+        }
+        OpenShiftPlan {
+            address: self.address.clone(),
+            token: self.token.clone(),
+            ca_file: t.ca_file.clone(),
+            ca_pem: t.ca_pem.clone(),
+            insecure: t.insecure,
+            insecure_skip_verify: t.insecure_skip_verify,
+            attributes: toggles(
+                cfg,
+                "openshift",
+                &self.resource_attributes,
+                &super::openshift::ATTRIBUTES,
+                errs,
+            ),
+            fail_on_missing_metadata: fail,
+        }
     }
 }
 

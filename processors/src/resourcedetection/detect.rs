@@ -1,6 +1,7 @@
 //! The detectors, run once when the processor is made: `env`
 //! (`OTEL_RESOURCE_ATTRIBUTES`), `system` (host and OS), and over the
-//! network `docker`, `k8snode`, `ec2`, `ecs`, `azure`, `aks` and `gcp`;
+//! network `docker`, `k8s_api` (and its alias `k8snode`), `kubeadm`,
+//! `openshift`, `ec2`, `ecs`, `azure`, `aks` and `gcp`;
 //! `lambda`, `heroku`, `azureappservice` and `azurecontainerapps` read the
 //! environment, `elastic_beanstalk` and `dynatrace` a file. Each reads the machine through
 //! [`Host`], so tests give their own environment and files.
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 use super::config::{Detector, HostnameSource, Plan};
 use super::{
     aks, appservice, azure, containerapps, docker, dynatrace, ec2, ecs, elasticbeanstalk, gcp,
-    heroku, k8snode, lambda,
+    heroku, k8sapi, kubeadm, lambda, openshift,
 };
 
 /// What the detectors read of the machine.
@@ -24,6 +25,10 @@ pub(super) trait Host {
     /// (or is not UTF-8) is an error.
     fn read_file(&self, path: &str) -> Result<Option<String>, String> {
         Ok(self.file(path))
+    }
+    /// Where the Kubernetes API is, when not the client's own (tests).
+    fn kube_api(&self) -> Option<String> {
+        None
     }
     /// Where a cloud's instance metadata service listens (`host:port`).
     fn link_local(&self) -> String {
@@ -79,7 +84,10 @@ pub(super) struct Failure {
 enum Job {
     Done(Result<Vec<KeyValue>, String>),
     Docker(docker::Endpoint),
-    K8sNode(String),
+    K8sNode(k8sapi::Target),
+    K8sApi(k8sapi::Target),
+    Kubeadm(Option<String>),
+    OpenShift(openshift::Target),
     Ec2(Option<String>),
     Ecs(ecs::Endpoint),
     Azure(String),
@@ -102,7 +110,13 @@ pub(super) fn detect(plan: &Plan, host: &dyn Host) -> (Vec<KeyValue>, Vec<Failur
             Detector::Env => Ok(Job::Done(env(host))),
             Detector::System => Ok(Job::Done(system(plan, host))),
             Detector::Docker => docker::endpoint(host).map(Job::Docker),
-            Detector::K8sNode => k8snode::node_name(&plan.k8snode, host).map(Job::K8sNode),
+            Detector::K8sNode => {
+                tracing::warn!("the k8snode detector name is deprecated, use k8s_api instead");
+                k8sapi::target(&plan.k8snode, host).map(Job::K8sNode)
+            }
+            Detector::K8sApi => k8sapi::target(&plan.k8s_api, host).map(Job::K8sApi),
+            Detector::Kubeadm => Ok(Job::Kubeadm(host.kube_api())),
+            Detector::OpenShift => openshift::target(&plan.openshift, host).map(Job::OpenShift),
             Detector::Ec2 => ec2::endpoint(host).map(Job::Ec2),
             Detector::Ecs => ecs::endpoint(host).map(|at| match at {
                 Some(at) => Job::Ecs(at),
@@ -193,8 +207,22 @@ fn run_remote(plan: &Plan, jobs: Vec<(usize, Job)>) -> Vec<(usize, Result<Vec<Ke
                             Job::Docker(at) => {
                                 retrying(plan, deadline, || docker::detect(&at, plan.docker)).await
                             }
-                            Job::K8sNode(name) => {
-                                retrying(plan, deadline, || k8snode::detect(&plan.k8snode, &name))
+                            Job::K8sNode(at) => {
+                                retrying(plan, deadline, || k8sapi::detect(&plan.k8snode, &at))
+                                    .await
+                            }
+                            Job::K8sApi(at) => {
+                                retrying(plan, deadline, || k8sapi::detect(&plan.k8s_api, &at))
+                                    .await
+                            }
+                            Job::Kubeadm(api) => {
+                                retrying(plan, deadline, || {
+                                    kubeadm::detect(&plan.kubeadm, api.as_deref())
+                                })
+                                .await
+                            }
+                            Job::OpenShift(at) => {
+                                retrying(plan, deadline, || openshift::detect(&plan.openshift, &at))
                                     .await
                             }
                             Job::Ec2(at) => {

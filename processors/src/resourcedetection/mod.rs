@@ -1,6 +1,7 @@
 //! Processor `resourcedetection`: the Collector's processor of that name
 //! (`processor/resourcedetectionprocessor`) with its `env`, `system`,
-//! `docker`, `k8snode`, `ec2`, `ecs`, `elastic_beanstalk`, `azure`,
+//! `docker`, `k8s_api` (and its deprecated alias `k8snode`), `kubeadm`,
+//! `openshift`, `ec2`, `ecs`, `elastic_beanstalk`, `azure`,
 //! `aks`, `azureappservice`, `azurecontainerapps`, `gcp`, `lambda`,
 //! `heroku` and `dynatrace` detectors. Detection runs once, when the processor is made (as the
 //! Collector runs it at start); each batch then only merges the detected
@@ -21,13 +22,17 @@ mod elasticbeanstalk;
 mod gcp;
 mod heroku;
 mod http;
-mod k8snode;
+mod k8sapi;
+mod kubeadm;
 mod lambda;
+mod openshift;
 
 #[cfg(test)]
 mod ecs_tests;
 #[cfg(test)]
 mod gcp_tests;
+#[cfg(test)]
+mod kube_tests;
 #[cfg(test)]
 mod tests;
 

@@ -37,6 +37,9 @@ impl Host for FakeHost {
             other => Ok(other.map(|s| s.to_string())),
         }
     }
+    fn kube_api(&self) -> Option<String> {
+        self.env.get("TEST_KUBE_API").map(|s| s.to_string())
+    }
 }
 
 /// A file's content that [`FakeHost`] cannot read.
@@ -181,7 +184,9 @@ fn config_errors_at_their_key() {
         ("detectors: [ec2]\nec2: {tags: ['^team$']}", "processors::resourcedetection::ec2::tags: profcol reads instance tags from the instance metadata only"),
         ("detectors: [ec2]\nec2: {tags: ['(' ], tags_from_imds: true}", "processors::resourcedetection::ec2::tags::0: regex parse error"),
         ("detectors: [ec2]\nec2: {resource_attributes: {host.arch: {enabled: true}}}", "ec2::resource_attributes::host.arch: unknown attribute"),
-        ("detectors: [k8s_api]", "processors::resourcedetection::detectors::0: profcol has no k8s_api detector"),
+        ("detectors: [k8s_api]\nk8s_api: {auth_type: none}", "processors::resourcedetection::k8s_api::auth_type: \"none\" is not supported"),
+        ("detectors: [kubeadm]\nkubeadm: {resource_attributes: {k8s.node.name: {enabled: true}}}", "kubeadm::resource_attributes::k8s.node.name: unknown attribute"),
+        ("detectors: [openshift]\nopenshift: {tls: {cert_file: /c.pem}}", "processors::resourcedetection::openshift::tls::cert_file: not supported by profcol's openshift detector"),
         ("detectors: [elastic_beanstalk]\nelasticbeanstalk: {resource_attributes: {host.id: {enabled: true}}}", "elasticbeanstalk::resource_attributes::host.id: unknown attribute"),
         ("detectors: [azureappservice]\nazureappservice: {resource_attributes: {host.id: {enabled: true}}}", "azureappservice::resource_attributes::host.id: unknown attribute"),
         ("detectors: [azurecontainerapps]\nazurecontainerapps: {resource_attributes: {service.instance.id: {enabled: true}}}", "azurecontainerapps::resource_attributes::service.instance.id: unknown attribute"),
