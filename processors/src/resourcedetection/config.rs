@@ -1,7 +1,7 @@
 //! The `resourcedetection` section, with the Collector's keys
 //! (`processor/resourcedetectionprocessor` v0.161.0). profcol has the
 //! `env`, `system`, `docker`, `k8s_api` (`k8snode`), `kubeadm`,
-//! `openshift`, `ec2`, `ecs`, `elastic_beanstalk`, `azure`,
+//! `openshift`, `consul`, `ec2`, `ecs`, `elastic_beanstalk`, `azure`,
 //! `aks`, `azureappservice`, `azurecontainerapps`, `gcp`, `lambda`,
 //! `heroku` and `dynatrace` detectors; every other detector is
 //! refused by name where `detectors` lists it, and its settings section is
@@ -54,7 +54,7 @@ pub struct ResourceDetectionConfig {
     pub azure: AzureConfig,
     pub azureappservice: AttributesConfig,
     pub azurecontainerapps: AttributesConfig,
-    pub consul: Option<Any>,
+    pub consul: ConsulConfig,
     pub digitalocean: Option<Any>,
     pub docker: AttributesConfig,
     pub ec2: Ec2Config,
@@ -95,7 +95,7 @@ impl Default for ResourceDetectionConfig {
             azure: AzureConfig::default(),
             azureappservice: AttributesConfig::default(),
             azurecontainerapps: AttributesConfig::default(),
-            consul: None,
+            consul: ConsulConfig::default(),
             digitalocean: None,
             docker: AttributesConfig::default(),
             ec2: Ec2Config::default(),
@@ -247,7 +247,6 @@ pub struct GcpPlan {
 const OTHER_DETECTORS: &[&str] = &[
     "alibaba_ecs",
     "akamai",
-    "consul",
     "digitalocean",
     "eks",
     "hetzner",
@@ -305,6 +304,7 @@ pub enum Detector {
     K8sApi,
     Kubeadm,
     OpenShift,
+    Consul,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -348,6 +348,7 @@ pub struct Plan {
     pub k8s_api: K8sNodePlan,
     pub kubeadm: KubeadmPlan,
     pub openshift: OpenShiftPlan,
+    pub consul: ConsulPlan,
 }
 
 #[derive(Debug, Clone)]
@@ -430,6 +431,35 @@ pub struct OpenShiftPlan {
     pub fail_on_missing_metadata: bool,
 }
 
+/// The `consul` detector's section: the Consul client's settings (its
+/// `CONSUL_*` variables fill what is not set) and the node metadata keys
+/// to add.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConsulConfig {
+    pub address: String,
+    pub datacenter: String,
+    pub token: String,
+    pub token_file: String,
+    pub namespace: String,
+    /// The node metadata keys to add; the values are not read.
+    pub meta: BTreeMap<String, Any>,
+    pub resource_attributes: BTreeMap<String, AttributeToggle>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ConsulPlan {
+    pub address: String,
+    pub datacenter: String,
+    pub token: String,
+    pub token_file: String,
+    pub namespace: String,
+    pub meta: Vec<String>,
+    /// `consul::ATTRIBUTES` enabled.
+    pub attributes: [bool; 3],
+    pub fail_on_missing_metadata: bool,
+}
+
 impl ResourceDetectionConfig {
     pub fn compile(&self, cfg: &ComponentConfig) -> Result<Plan, ConfigErrors> {
         let mut errs = ConfigErrors::default();
@@ -455,6 +485,7 @@ impl ResourceDetectionConfig {
                 "k8s_api" => detectors.push(Detector::K8sApi),
                 "kubeadm" => detectors.push(Detector::Kubeadm),
                 "openshift" => detectors.push(Detector::OpenShift),
+                "consul" => detectors.push(Detector::Consul),
                 other if OTHER_DETECTORS.contains(&other) => errs.push(
                     at,
                     format!("profcol has no {other} detector: it queries a cloud or orchestrator API profcol does not call; \
@@ -550,6 +581,11 @@ impl ResourceDetectionConfig {
             fail,
             section(on(Detector::OpenShift), &mut errs, &mut unused),
         );
+        let consul = self.consul.compile(
+            cfg,
+            fail,
+            section(on(Detector::Consul), &mut errs, &mut unused),
+        );
         let elasticbeanstalk = toggles(
             cfg,
             "elasticbeanstalk",
@@ -636,6 +672,7 @@ impl ResourceDetectionConfig {
             k8s_api,
             kubeadm,
             openshift,
+            consul,
         })
     }
 }
@@ -718,6 +755,27 @@ impl OpenShiftConfig {
                 "openshift",
                 &self.resource_attributes,
                 &super::openshift::ATTRIBUTES,
+                errs,
+            ),
+            fail_on_missing_metadata: fail,
+        }
+    }
+}
+
+impl ConsulConfig {
+    fn compile(&self, cfg: &ComponentConfig, fail: bool, errs: &mut ConfigErrors) -> ConsulPlan {
+        ConsulPlan {
+            address: self.address.clone(),
+            datacenter: self.datacenter.clone(),
+            token: self.token.clone(),
+            token_file: self.token_file.clone(),
+            namespace: self.namespace.clone(),
+            meta: self.meta.keys().cloned().collect(),
+            attributes: toggles(
+                cfg,
+                "consul",
+                &self.resource_attributes,
+                &super::consul::ATTRIBUTES,
                 errs,
             ),
             fail_on_missing_metadata: fail,

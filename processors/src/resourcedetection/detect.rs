@@ -1,7 +1,7 @@
 //! The detectors, run once when the processor is made: `env`
 //! (`OTEL_RESOURCE_ATTRIBUTES`), `system` (host and OS), and over the
 //! network `docker`, `k8s_api` (and its alias `k8snode`), `kubeadm`,
-//! `openshift`, `ec2`, `ecs`, `azure`, `aks` and `gcp`;
+//! `openshift`, `consul`, `ec2`, `ecs`, `azure`, `aks` and `gcp`;
 //! `lambda`, `heroku`, `azureappservice` and `azurecontainerapps` read the
 //! environment, `elastic_beanstalk` and `dynatrace` a file. Each reads the machine through
 //! [`Host`], so tests give their own environment and files.
@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use super::config::{Detector, HostnameSource, Plan};
 use super::{
-    aks, appservice, azure, containerapps, docker, dynatrace, ec2, ecs, elasticbeanstalk, gcp,
-    heroku, k8sapi, kubeadm, lambda, openshift,
+    aks, appservice, azure, consul, containerapps, docker, dynatrace, ec2, ecs, elasticbeanstalk,
+    gcp, heroku, k8sapi, kubeadm, lambda, openshift,
 };
 
 /// What the detectors read of the machine.
@@ -88,6 +88,7 @@ enum Job {
     K8sApi(k8sapi::Target),
     Kubeadm(Option<String>),
     OpenShift(openshift::Target),
+    Consul(consul::Target),
     Ec2(Option<String>),
     Ecs(ecs::Endpoint),
     Azure(String),
@@ -117,6 +118,7 @@ pub(super) fn detect(plan: &Plan, host: &dyn Host) -> (Vec<KeyValue>, Vec<Failur
             Detector::K8sApi => k8sapi::target(&plan.k8s_api, host).map(Job::K8sApi),
             Detector::Kubeadm => Ok(Job::Kubeadm(host.kube_api())),
             Detector::OpenShift => openshift::target(&plan.openshift, host).map(Job::OpenShift),
+            Detector::Consul => consul::target(&plan.consul, host).map(Job::Consul),
             Detector::Ec2 => ec2::endpoint(host).map(Job::Ec2),
             Detector::Ecs => ecs::endpoint(host).map(|at| match at {
                 Some(at) => Job::Ecs(at),
@@ -224,6 +226,9 @@ fn run_remote(plan: &Plan, jobs: Vec<(usize, Job)>) -> Vec<(usize, Result<Vec<Ke
                             Job::OpenShift(at) => {
                                 retrying(plan, deadline, || openshift::detect(&plan.openshift, &at))
                                     .await
+                            }
+                            Job::Consul(at) => {
+                                retrying(plan, deadline, || consul::detect(&plan.consul, &at)).await
                             }
                             Job::Ec2(at) => {
                                 retrying(plan, deadline, || ec2::detect(&plan.ec2, at.as_deref()))

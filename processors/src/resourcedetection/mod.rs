@@ -1,7 +1,7 @@
 //! Processor `resourcedetection`: the Collector's processor of that name
 //! (`processor/resourcedetectionprocessor`) with its `env`, `system`,
 //! `docker`, `k8s_api` (and its deprecated alias `k8snode`), `kubeadm`,
-//! `openshift`, `ec2`, `ecs`, `elastic_beanstalk`, `azure`,
+//! `openshift`, `consul`, `ec2`, `ecs`, `elastic_beanstalk`, `azure`,
 //! `aks`, `azureappservice`, `azurecontainerapps`, `gcp`, `lambda`,
 //! `heroku` and `dynatrace` detectors. Detection runs once, when the processor is made (as the
 //! Collector runs it at start); each batch then only merges the detected
@@ -12,6 +12,7 @@ mod aks;
 mod appservice;
 mod azure;
 mod config;
+mod consul;
 mod containerapps;
 mod detect;
 mod docker;
@@ -27,6 +28,8 @@ mod kubeadm;
 mod lambda;
 mod openshift;
 
+#[cfg(test)]
+mod consul_tests;
 #[cfg(test)]
 mod ecs_tests;
 #[cfg(test)]

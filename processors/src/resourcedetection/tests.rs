@@ -187,6 +187,8 @@ fn config_errors_at_their_key() {
         ("detectors: [k8s_api]\nk8s_api: {auth_type: none}", "processors::resourcedetection::k8s_api::auth_type: \"none\" is not supported"),
         ("detectors: [kubeadm]\nkubeadm: {resource_attributes: {k8s.node.name: {enabled: true}}}", "kubeadm::resource_attributes::k8s.node.name: unknown attribute"),
         ("detectors: [openshift]\nopenshift: {tls: {cert_file: /c.pem}}", "processors::resourcedetection::openshift::tls::cert_file: not supported by profcol's openshift detector"),
+        ("detectors: [consul]\nconsul: {resource_attributes: {host.ip: {enabled: true}}}", "consul::resource_attributes::host.ip: unknown attribute"),
+        ("detectors: [consul]\nconsul: {scheme: https}", "unknown field \"scheme\""),
         ("detectors: [elastic_beanstalk]\nelasticbeanstalk: {resource_attributes: {host.id: {enabled: true}}}", "elasticbeanstalk::resource_attributes::host.id: unknown attribute"),
         ("detectors: [azureappservice]\nazureappservice: {resource_attributes: {host.id: {enabled: true}}}", "azureappservice::resource_attributes::host.id: unknown attribute"),
         ("detectors: [azurecontainerapps]\nazurecontainerapps: {resource_attributes: {service.instance.id: {enabled: true}}}", "azurecontainerapps::resource_attributes::service.instance.id: unknown attribute"),
