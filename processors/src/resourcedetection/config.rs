@@ -3,7 +3,8 @@
 //! `env`, `system`, `docker`, `k8s_api` (`k8snode`), `kubeadm`,
 //! `openshift`, `consul`, `ec2`, `ecs`, `elastic_beanstalk`, `azure`,
 //! `aks`, `azureappservice`, `azurecontainerapps`, `gcp`, `lambda`,
-//! `heroku` and `dynatrace` detectors; every other detector is
+//! `heroku`, `dynatrace`, `akamai`, `nova`, `alibaba_ecs`, `tencent_cvm`,
+//! `ibmcloud_classic` and `ibmcloud_vpc` detectors; every other detector is
 //! refused by name where `detectors` lists it, and its settings section is
 //! accepted unused when it does not (the Collector's default config
 //! carries them all).
@@ -48,8 +49,8 @@ pub struct ResourceDetectionConfig {
     pub env: Option<Any>,
     pub system: SystemConfig,
     // The sections of detectors profcol lacks.
-    pub alibaba_ecs: Option<Any>,
-    pub akamai: Option<Any>,
+    pub alibaba_ecs: FailFlagConfig,
+    pub akamai: AttributesConfig,
     pub aks: AttributesConfig,
     pub azure: AzureConfig,
     pub azureappservice: AttributesConfig,
@@ -64,17 +65,17 @@ pub struct ResourceDetectionConfig {
     pub gcp: GcpConfig,
     pub heroku: AttributesConfig,
     pub hetzner: Option<Any>,
-    pub ibmcloud_classic: Option<Any>,
-    pub ibmcloud_vpc: Option<Any>,
+    pub ibmcloud_classic: AttributesConfig,
+    pub ibmcloud_vpc: IbmCloudVpcConfig,
     pub k8s_api: K8sNodeConfig,
     pub k8snode: K8sNodeConfig,
     pub kubeadm: KubeadmConfig,
     pub lambda: AttributesConfig,
-    pub nova: Option<Any>,
+    pub nova: NovaConfig,
     pub openshift: OpenShiftConfig,
     pub oraclecloud: Option<Any>,
     pub scaleway: Option<Any>,
-    pub tencent_cvm: Option<Any>,
+    pub tencent_cvm: FailFlagConfig,
     pub upcloud: Option<Any>,
     pub vultr: Option<Any>,
 }
@@ -89,8 +90,8 @@ impl Default for ResourceDetectionConfig {
             fail_on_missing_metadata: false,
             env: None,
             system: SystemConfig::default(),
-            alibaba_ecs: None,
-            akamai: None,
+            alibaba_ecs: FailFlagConfig::default(),
+            akamai: AttributesConfig::default(),
             aks: AttributesConfig::default(),
             azure: AzureConfig::default(),
             azureappservice: AttributesConfig::default(),
@@ -105,17 +106,17 @@ impl Default for ResourceDetectionConfig {
             gcp: GcpConfig::default(),
             heroku: AttributesConfig::default(),
             hetzner: None,
-            ibmcloud_classic: None,
-            ibmcloud_vpc: None,
+            ibmcloud_classic: AttributesConfig::default(),
+            ibmcloud_vpc: IbmCloudVpcConfig::default(),
             k8s_api: K8sNodeConfig::default(),
             k8snode: K8sNodeConfig::default(),
             kubeadm: KubeadmConfig::default(),
             lambda: AttributesConfig::default(),
-            nova: None,
+            nova: NovaConfig::default(),
             openshift: OpenShiftConfig::default(),
             oraclecloud: None,
             scaleway: None,
-            tencent_cvm: None,
+            tencent_cvm: FailFlagConfig::default(),
             upcloud: None,
             vultr: None,
         }
@@ -137,11 +138,76 @@ pub struct AttributeToggle {
 }
 
 /// The section of a detector that has only its attributes' toggles
-/// (`docker`, `ecs`, `aks`, `lambda`, `heroku`).
+/// (`docker`, `ecs`, `aks`, `lambda`, `heroku`, `akamai`,
+/// `ibmcloud_classic`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AttributesConfig {
     pub resource_attributes: BTreeMap<String, AttributeToggle>,
+}
+
+/// The section of a detector with its attributes' toggles and its own,
+/// deprecated, `fail_on_missing_metadata` (`alibaba_ecs`, `tencent_cvm`),
+/// which the Collector ORs with the top-level one.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FailFlagConfig {
+    pub resource_attributes: BTreeMap<String, AttributeToggle>,
+    pub fail_on_missing_metadata: bool,
+}
+
+/// The `nova` (OpenStack) detector's section.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NovaConfig {
+    /// Regular expressions over the instance's `meta` keys:
+    /// `openstack.nova.meta.<key>`.
+    pub labels: Vec<String>,
+    pub resource_attributes: BTreeMap<String, AttributeToggle>,
+    pub fail_on_missing_metadata: bool,
+}
+
+/// The `ibmcloud_vpc` detector's section.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IbmCloudVpcConfig {
+    /// How the metadata service is reached: `http` (default) or `https`.
+    pub protocol: String,
+    pub resource_attributes: BTreeMap<String, AttributeToggle>,
+}
+
+impl Default for IbmCloudVpcConfig {
+    fn default() -> Self {
+        Self {
+            protocol: "http".into(),
+            resource_attributes: BTreeMap::new(),
+        }
+    }
+}
+
+/// A metadata-service detector's attributes enabled (its `ATTRIBUTES`)
+/// and whether missing metadata fails it.
+#[derive(Debug, Clone)]
+pub struct MetadataPlan<const N: usize> {
+    pub attributes: [bool; N],
+    pub fail_on_missing_metadata: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct NovaPlan {
+    /// `nova::ATTRIBUTES` enabled.
+    pub attributes: [bool; 7],
+    pub labels: Vec<regex::Regex>,
+    pub fail_on_missing_metadata: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct IbmCloudVpcPlan {
+    /// `ibmcloud_vpc::ATTRIBUTES` enabled.
+    pub attributes: [bool; 11],
+    /// `http` or `https`.
+    pub protocol: &'static str,
+    pub fail_on_missing_metadata: bool,
 }
 
 /// The `k8snode` detector's section: the Collector's `k8sconfig.APIConfig`
@@ -245,17 +311,11 @@ pub struct GcpPlan {
 
 /// The detectors of the Collector v0.161.0 profcol does not have.
 const OTHER_DETECTORS: &[&str] = &[
-    "alibaba_ecs",
-    "akamai",
     "digitalocean",
     "eks",
     "hetzner",
-    "ibmcloud_classic",
-    "ibmcloud_vpc",
-    "nova",
     "oraclecloud",
     "scaleway",
-    "tencent_cvm",
     "upcloud",
     "vultr",
 ];
@@ -305,6 +365,12 @@ pub enum Detector {
     Kubeadm,
     OpenShift,
     Consul,
+    Akamai,
+    Nova,
+    AlibabaEcs,
+    TencentCvm,
+    IbmCloudClassic,
+    IbmCloudVpc,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -349,6 +415,12 @@ pub struct Plan {
     pub kubeadm: KubeadmPlan,
     pub openshift: OpenShiftPlan,
     pub consul: ConsulPlan,
+    pub akamai: MetadataPlan<9>,
+    pub nova: NovaPlan,
+    pub alibaba_ecs: MetadataPlan<9>,
+    pub tencent_cvm: MetadataPlan<9>,
+    pub ibmcloud_classic: MetadataPlan<7>,
+    pub ibmcloud_vpc: IbmCloudVpcPlan,
 }
 
 #[derive(Debug, Clone)]
@@ -460,6 +532,22 @@ pub struct ConsulPlan {
     pub fail_on_missing_metadata: bool,
 }
 
+impl Plan {
+    /// Whether `detector` failing fails the start: the top-level
+    /// `fail_on_missing_metadata`, or the detector's own (deprecated) one,
+    /// as the Collector ORs them.
+    pub fn fails_on_missing_metadata(&self, detector: Detector) -> bool {
+        self.fail_on_missing_metadata
+            || match detector {
+                Detector::Ec2 => self.ec2.fail_on_missing_metadata,
+                Detector::Nova => self.nova.fail_on_missing_metadata,
+                Detector::AlibabaEcs => self.alibaba_ecs.fail_on_missing_metadata,
+                Detector::TencentCvm => self.tencent_cvm.fail_on_missing_metadata,
+                _ => false,
+            }
+    }
+}
+
 impl ResourceDetectionConfig {
     pub fn compile(&self, cfg: &ComponentConfig) -> Result<Plan, ConfigErrors> {
         let mut errs = ConfigErrors::default();
@@ -486,6 +574,12 @@ impl ResourceDetectionConfig {
                 "kubeadm" => detectors.push(Detector::Kubeadm),
                 "openshift" => detectors.push(Detector::OpenShift),
                 "consul" => detectors.push(Detector::Consul),
+                "akamai" => detectors.push(Detector::Akamai),
+                "nova" => detectors.push(Detector::Nova),
+                "alibaba_ecs" => detectors.push(Detector::AlibabaEcs),
+                "tencent_cvm" => detectors.push(Detector::TencentCvm),
+                "ibmcloud_classic" => detectors.push(Detector::IbmCloudClassic),
+                "ibmcloud_vpc" => detectors.push(Detector::IbmCloudVpc),
                 other if OTHER_DETECTORS.contains(&other) => errs.push(
                     at,
                     format!("profcol has no {other} detector: it queries a cloud or orchestrator API profcol does not call; \
@@ -650,6 +744,50 @@ impl ResourceDetectionConfig {
             fail,
             section(on(Detector::Gcp), &mut errs, &mut unused),
         );
+        let akamai = MetadataPlan {
+            attributes: toggles(
+                cfg,
+                "akamai",
+                &self.akamai.resource_attributes,
+                &super::akamai::ATTRIBUTES,
+                section(on(Detector::Akamai), &mut errs, &mut unused),
+            ),
+            fail_on_missing_metadata: fail,
+        };
+        let nova = self.nova.compile(
+            cfg,
+            fail,
+            section(on(Detector::Nova), &mut errs, &mut unused),
+        );
+        let alibaba_ecs = self.alibaba_ecs.compile(
+            cfg,
+            "alibaba_ecs",
+            &super::alibaba_ecs::ATTRIBUTES,
+            fail,
+            section(on(Detector::AlibabaEcs), &mut errs, &mut unused),
+        );
+        let tencent_cvm = self.tencent_cvm.compile(
+            cfg,
+            "tencent_cvm",
+            &super::tencent_cvm::ATTRIBUTES,
+            fail,
+            section(on(Detector::TencentCvm), &mut errs, &mut unused),
+        );
+        let ibmcloud_classic = MetadataPlan {
+            attributes: toggles(
+                cfg,
+                "ibmcloud_classic",
+                &self.ibmcloud_classic.resource_attributes,
+                &super::ibmcloud_classic::ATTRIBUTES,
+                section(on(Detector::IbmCloudClassic), &mut errs, &mut unused),
+            ),
+            fail_on_missing_metadata: fail,
+        };
+        let ibmcloud_vpc = self.ibmcloud_vpc.compile(
+            cfg,
+            fail,
+            section(on(Detector::IbmCloudVpc), &mut errs, &mut unused),
+        );
         errs.into_result(Plan {
             detectors,
             hostname_sources,
@@ -673,6 +811,12 @@ impl ResourceDetectionConfig {
             kubeadm,
             openshift,
             consul,
+            akamai,
+            nova,
+            alibaba_ecs,
+            tencent_cvm,
+            ibmcloud_classic,
+            ibmcloud_vpc,
         })
     }
 }
@@ -834,17 +978,99 @@ fn tag_regexes(
     tags: &[String],
     errs: &mut ConfigErrors,
 ) -> Vec<regex::Regex> {
+    regexes(cfg, &format!("{detector}::tags"), tags, errs)
+}
+
+/// The regular expressions of the list at `key`, each an error at its
+/// index.
+fn regexes(
+    cfg: &ComponentConfig,
+    key: &str,
+    patterns: &[String],
+    errs: &mut ConfigErrors,
+) -> Vec<regex::Regex> {
     let mut out = Vec::new();
-    for (i, t) in tags.iter().enumerate() {
+    for (i, t) in patterns.iter().enumerate() {
         match regex::Regex::new(t) {
             Ok(r) => out.push(r),
-            Err(e) => errs.push(
-                cfg.key_path(&format!("{detector}::tags::{i}")),
-                e.to_string(),
-            ),
+            Err(e) => errs.push(cfg.key_path(&format!("{key}::{i}")), e.to_string()),
         }
     }
     out
+}
+
+/// The Collector warns of a per-detector `fail_on_missing_metadata`
+/// wherever it is set.
+fn warn_deprecated_fail_flag(detector: &str, set: bool) {
+    if set {
+        tracing::warn!(
+            affected_detectors = detector,
+            "per-detector fail_on_missing_metadata fields are deprecated; use the top-level fail_on_missing_metadata instead"
+        );
+    }
+}
+
+impl FailFlagConfig {
+    fn compile<const N: usize>(
+        &self,
+        cfg: &ComponentConfig,
+        detector: &str,
+        names: &[(&str, bool); N],
+        fail: bool,
+        errs: &mut ConfigErrors,
+    ) -> MetadataPlan<N> {
+        warn_deprecated_fail_flag(detector, self.fail_on_missing_metadata);
+        MetadataPlan {
+            attributes: toggles(cfg, detector, &self.resource_attributes, names, errs),
+            fail_on_missing_metadata: fail || self.fail_on_missing_metadata,
+        }
+    }
+}
+
+impl NovaConfig {
+    fn compile(&self, cfg: &ComponentConfig, fail: bool, errs: &mut ConfigErrors) -> NovaPlan {
+        warn_deprecated_fail_flag("nova", self.fail_on_missing_metadata);
+        let set = &self.resource_attributes;
+        NovaPlan {
+            attributes: toggles(cfg, "nova", set, &super::nova::ATTRIBUTES, errs),
+            labels: regexes(cfg, "nova::labels", &self.labels, errs),
+            fail_on_missing_metadata: fail || self.fail_on_missing_metadata,
+        }
+    }
+}
+
+impl IbmCloudVpcConfig {
+    fn compile(
+        &self,
+        cfg: &ComponentConfig,
+        fail: bool,
+        errs: &mut ConfigErrors,
+    ) -> IbmCloudVpcPlan {
+        let set = &self.resource_attributes;
+        let attributes = toggles(
+            cfg,
+            "ibmcloud_vpc",
+            set,
+            &super::ibmcloud_vpc::ATTRIBUTES,
+            errs,
+        );
+        let protocol = match self.protocol.as_str() {
+            "http" => "http",
+            "https" => "https",
+            other => {
+                errs.push(
+                    cfg.key_path("ibmcloud_vpc::protocol"),
+                    format!("invalid protocol {other:?}: must be \"http\" or \"https\""),
+                );
+                "http"
+            }
+        };
+        IbmCloudVpcPlan {
+            attributes,
+            protocol,
+            fail_on_missing_metadata: fail,
+        }
+    }
 }
 
 impl AzureConfig {

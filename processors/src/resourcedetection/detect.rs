@@ -1,9 +1,11 @@
 //! The detectors, run once when the processor is made: `env`
 //! (`OTEL_RESOURCE_ATTRIBUTES`), `system` (host and OS), and over the
 //! network `docker`, `k8s_api` (and its alias `k8snode`), `kubeadm`,
-//! `openshift`, `consul`, `ec2`, `ecs`, `azure`, `aks` and `gcp`;
-//! `lambda`, `heroku`, `azureappservice` and `azurecontainerapps` read the
-//! environment, `elastic_beanstalk` and `dynatrace` a file. Each reads the machine through
+//! `openshift`, `consul`, `ec2`, `ecs`, `azure`, `aks`, `gcp`, `akamai`,
+//! `nova`, `alibaba_ecs`, `tencent_cvm`, `ibmcloud_classic` and
+//! `ibmcloud_vpc`; `lambda`, `heroku`, `azureappservice` and
+//! `azurecontainerapps` read the environment, `elastic_beanstalk` and
+//! `dynatrace` a file. Each reads the machine through
 //! [`Host`], so tests give their own environment and files.
 
 use profcol_model::proto::{any_value::Value as A, AnyValue, KeyValue};
@@ -13,8 +15,9 @@ use std::time::{Duration, Instant};
 
 use super::config::{Detector, HostnameSource, Plan};
 use super::{
-    aks, appservice, azure, consul, containerapps, docker, dynatrace, ec2, ecs, elasticbeanstalk,
-    gcp, heroku, k8sapi, kubeadm, lambda, openshift,
+    akamai, aks, alibaba_ecs, appservice, azure, consul, containerapps, docker, dynatrace, ec2,
+    ecs, elasticbeanstalk, gcp, heroku, http, ibmcloud_classic, ibmcloud_vpc, k8sapi, kubeadm,
+    lambda, nova, openshift, tencent_cvm,
 };
 
 /// What the detectors read of the machine.
@@ -38,6 +41,11 @@ pub(super) trait Host {
     /// the metadata server's address; `None`: no such probe.
     fn metadata_dns_name(&self) -> Option<String> {
         Some("metadata.google.internal.:80".into())
+    }
+    /// The base URL of a metadata service that is not at the link-local
+    /// address (`usual`, e.g. `http://100.100.100.200`): where it is.
+    fn metadata_service(&self, usual: &str) -> String {
+        usual.into()
     }
 }
 
@@ -94,6 +102,12 @@ enum Job {
     Azure(String),
     Aks(String),
     Gcp(gcp::Target),
+    Akamai(String),
+    Nova(String),
+    AlibabaEcs(String),
+    TencentCvm(String),
+    IbmCloudClassic(String),
+    IbmCloudVpc(String),
 }
 
 /// Every detector; the attributes merged in the detectors' order, an
@@ -143,6 +157,20 @@ pub(super) fn detect(plan: &Plan, host: &dyn Host) -> (Vec<KeyValue>, Vec<Failur
                 &plan.containerapps,
                 fail,
             ))),
+            Detector::Akamai => Ok(Job::Akamai(host.link_local())),
+            Detector::Nova => Ok(Job::Nova(host.link_local())),
+            Detector::AlibabaEcs => {
+                http::authority(&host.metadata_service(alibaba_ecs::SERVICE)).map(Job::AlibabaEcs)
+            }
+            Detector::TencentCvm => {
+                http::authority(&host.metadata_service(tencent_cvm::SERVICE)).map(Job::TencentCvm)
+            }
+            Detector::IbmCloudClassic => Ok(Job::IbmCloudClassic(
+                host.metadata_service(ibmcloud_classic::SERVICE),
+            )),
+            Detector::IbmCloudVpc => Ok(Job::IbmCloudVpc(
+                host.metadata_service(&ibmcloud_vpc::service(&plan.ibmcloud_vpc)),
+            )),
         };
         match setup {
             Ok(job) => jobs.push((i, job)),
@@ -154,18 +182,18 @@ pub(super) fn detect(plan: &Plan, host: &dyn Host) -> (Vec<KeyValue>, Vec<Failur
         }
     }
     let remote = jobs.iter().any(|(_, j)| !matches!(j, Job::Done(_)));
-    let results: Vec<(usize, Result<Vec<KeyValue>, String>)> = if remote {
+    let results: Vec<Found> = if remote {
         run_remote(plan, jobs)
     } else {
         jobs.into_iter()
             .map(|(i, j)| match j {
-                Job::Done(r) => (i, r),
+                Job::Done(r) => (i, r, false),
                 _ => unreachable!("no remote job"),
             })
             .collect()
     };
     let mut out: Vec<KeyValue> = Vec::new();
-    for (i, r) in results {
+    for (i, r, setup) in results {
         match r {
             Ok(found) => {
                 for kv in found {
@@ -177,7 +205,7 @@ pub(super) fn detect(plan: &Plan, host: &dyn Host) -> (Vec<KeyValue>, Vec<Failur
             Err(error) => failures.push(Failure {
                 at: i,
                 error,
-                setup: false,
+                setup,
             }),
         }
     }
@@ -185,9 +213,13 @@ pub(super) fn detect(plan: &Plan, host: &dyn Host) -> (Vec<KeyValue>, Vec<Failur
     (out, failures)
 }
 
+/// A job's index in `detectors`, what it found, and whether its error is
+/// a setup error (one the Collector's `NewDetector` would have returned).
+type Found = (usize, Result<Vec<KeyValue>, String>, bool);
+
 /// The jobs on a runtime of their own, in a thread of their own (the
 /// processor may be made inside another runtime), within `timeout`.
-fn run_remote(plan: &Plan, jobs: Vec<(usize, Job)>) -> Vec<(usize, Result<Vec<KeyValue>, String>)> {
+fn run_remote(plan: &Plan, jobs: Vec<(usize, Job)>) -> Vec<Found> {
     let deadline = Instant::now() + plan.timeout;
     std::thread::scope(|scope| {
         scope
@@ -199,7 +231,10 @@ fn run_remote(plan: &Plan, jobs: Vec<(usize, Job)>) -> Vec<(usize, Result<Vec<Ke
                     Ok(rt) => rt,
                     Err(e) => {
                         let e = format!("no runtime for detection: {e}");
-                        return jobs.into_iter().map(|(i, _)| (i, Err(e.clone()))).collect();
+                        return jobs
+                            .into_iter()
+                            .map(|(i, _)| (i, Err(e.clone()), false))
+                            .collect();
                     }
                 };
                 let found = rt.block_on(futures::future::join_all(jobs.into_iter().map(
@@ -252,8 +287,53 @@ fn run_remote(plan: &Plan, jobs: Vec<(usize, Job)>) -> Vec<(usize, Result<Vec<Ke
                             Job::Gcp(t) => {
                                 retrying(plan, deadline, || gcp::detect(&plan.gcp, &t)).await
                             }
+                            Job::Akamai(at) => {
+                                // The Collector's client takes a token when
+                                // it is made: without one the detector fails
+                                // to be made.
+                                let left = deadline.saturating_duration_since(Instant::now());
+                                let token = tokio::time::timeout(left, akamai::token(&at))
+                                    .await
+                                    .unwrap_or_else(|_| {
+                                        Err(format!(
+                                            "no answer within timeout ({:?})",
+                                            plan.timeout
+                                        ))
+                                    });
+                                if let Err(e) = token {
+                                    return (i, Err(akamai::setup_error(&e)), true);
+                                }
+                                retrying(plan, deadline, || akamai::detect(&plan.akamai, &at)).await
+                            }
+                            Job::Nova(at) => {
+                                retrying(plan, deadline, || nova::detect(&plan.nova, &at)).await
+                            }
+                            Job::AlibabaEcs(at) => {
+                                retrying(plan, deadline, || {
+                                    alibaba_ecs::detect(&plan.alibaba_ecs, &at)
+                                })
+                                .await
+                            }
+                            Job::TencentCvm(at) => {
+                                retrying(plan, deadline, || {
+                                    tencent_cvm::detect(&plan.tencent_cvm, &at)
+                                })
+                                .await
+                            }
+                            Job::IbmCloudClassic(at) => {
+                                retrying(plan, deadline, || {
+                                    ibmcloud_classic::detect(&plan.ibmcloud_classic, &at)
+                                })
+                                .await
+                            }
+                            Job::IbmCloudVpc(at) => {
+                                retrying(plan, deadline, || {
+                                    ibmcloud_vpc::detect(&plan.ibmcloud_vpc, &at)
+                                })
+                                .await
+                            }
                         };
-                        (i, r)
+                        (i, r, false)
                     },
                 )));
                 // A DNS probe given up on (`gcp`) may still block a

@@ -59,3 +59,53 @@ where
     conn.abort();
     Ok((status, headers, body))
 }
+
+/// [`request`] on a connection of its own to `at` (`host:port`, sent as
+/// the `Host`, without a port 80): a metadata service's answer.
+pub(super) async fn call(
+    at: &str,
+    method: hyper::Method,
+    path: &str,
+    header: Option<(&str, &str)>,
+) -> Result<(u16, Bytes), String> {
+    let stream = tokio::net::TcpStream::connect(at)
+        .await
+        .map_err(|e| format!("dial tcp {at}: {e}"))?;
+    request(
+        stream,
+        at.strip_suffix(":80").unwrap_or(at),
+        method,
+        path,
+        header,
+    )
+    .await
+}
+
+/// A metadata service's base URL (`http://host[:port]`) as `host:port`.
+pub(super) fn authority(base: &str) -> Result<String, String> {
+    let url = url::Url::parse(base).map_err(|e| format!("{base:?}: {e}"))?;
+    let host = url.host_str().ok_or_else(|| format!("{base:?}: no host"))?;
+    Ok(format!(
+        "{host}:{}",
+        url.port_or_known_default().unwrap_or(80)
+    ))
+}
+
+/// The client of a metadata service reached by URL (also over `https://`):
+/// the Collector's providers' `http.Client`, with their 5s timeout and the
+/// proxy the environment names.
+pub(super) fn url_client() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(5))
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// An answer's status and body (its first [`MAX_BODY`] bytes, as the
+/// providers read it).
+pub(super) async fn read(resp: reqwest::Response) -> Result<(u16, Bytes), String> {
+    let status = resp.status().as_u16();
+    let mut body = resp.bytes().await.map_err(|e| e.to_string())?;
+    body.truncate(MAX_BODY);
+    Ok((status, body))
+}

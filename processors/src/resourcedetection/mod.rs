@@ -3,12 +3,15 @@
 //! `docker`, `k8s_api` (and its deprecated alias `k8snode`), `kubeadm`,
 //! `openshift`, `consul`, `ec2`, `ecs`, `elastic_beanstalk`, `azure`,
 //! `aks`, `azureappservice`, `azurecontainerapps`, `gcp`, `lambda`,
-//! `heroku` and `dynatrace` detectors. Detection runs once, when the processor is made (as the
+//! `heroku`, `dynatrace`, `akamai`, `nova`, `alibaba_ecs`, `tencent_cvm`,
+//! `ibmcloud_classic` and `ibmcloud_vpc` detectors. Detection runs once, when the processor is made (as the
 //! Collector runs it at start); each batch then only merges the detected
 //! attributes into every resource, replacing a resource's own values
 //! unless `override: false`.
 
+mod akamai;
 mod aks;
+mod alibaba_ecs;
 mod appservice;
 mod azure;
 mod config;
@@ -23,10 +26,14 @@ mod elasticbeanstalk;
 mod gcp;
 mod heroku;
 mod http;
+mod ibmcloud_classic;
+mod ibmcloud_vpc;
 mod k8sapi;
 mod kubeadm;
 mod lambda;
+mod nova;
 mod openshift;
+mod tencent_cvm;
 
 #[cfg(test)]
 mod consul_tests;
@@ -36,6 +43,8 @@ mod ecs_tests;
 mod gcp_tests;
 #[cfg(test)]
 mod kube_tests;
+#[cfg(test)]
+mod metadata_tests;
 #[cfg(test)]
 mod tests;
 
@@ -77,10 +86,7 @@ fn create_with(cfg: &ComponentConfig, host: &dyn Host) -> Result<Box<dyn Process
         let at = cfg.key_path(&format!("detectors::{}", f.at));
         if f.setup {
             errs.push(at, format!("failed creating detector: {}", f.error));
-        } else if plan.fail_on_missing_metadata
-            // `ec2`'s own (deprecated) flag, as the Collector ORs it in.
-            || (plan.detectors[f.at] == config::Detector::Ec2 && plan.ec2.fail_on_missing_metadata)
-        {
+        } else if plan.fails_on_missing_metadata(plan.detectors[f.at]) {
             errs.push(at, format!("failed to detect: {}", f.error));
         } else {
             tracing::warn!(detector = %at, error = %f.error, "failed to detect resource; going on without it");

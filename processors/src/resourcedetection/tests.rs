@@ -40,6 +40,9 @@ impl Host for FakeHost {
     fn kube_api(&self) -> Option<String> {
         self.env.get("TEST_KUBE_API").map(|s| s.to_string())
     }
+    fn metadata_service(&self, _usual: &str) -> String {
+        format!("http://{}", self.link_local())
+    }
 }
 
 /// A file's content that [`FakeHost`] cannot read.
@@ -391,7 +394,7 @@ pub(super) fn fake_http<F>(answer: F) -> (String, std::sync::mpsc::Receiver<Stri
 where
     F: Fn(&str, &str, &[String]) -> (u16, &'static str, String, String) + Send + 'static,
 {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::{BufRead, BufReader, Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let at = listener.local_addr().unwrap().to_string();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -410,6 +413,14 @@ where
                     break;
                 }
                 headers.push(l.to_ascii_lowercase().trim_end().to_string());
+            }
+            // A request's body is read (and dropped).
+            let length = headers.iter().find_map(|h| {
+                h.strip_prefix("content-length:")
+                    .and_then(|n| n.trim().parse::<u64>().ok())
+            });
+            if let Some(n) = length {
+                let _ = std::io::copy(&mut (&mut reader).take(n), &mut std::io::sink());
             }
             let mut parts = line.split_whitespace();
             let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
