@@ -542,6 +542,31 @@ async fn each_sdks_request_maps_to_the_conventions() {
     );
     assert!(!lines.iter().any(|l| l.contains("thread_name")));
 
+    // Rust (pyroscope-rs 2.x Push): the scope and runtime labels, the
+    // tags as attributes, a thread's tag on that thread's samples only.
+    next("pyroscope/rust-pyroscope-rs-2.1.5/default/0002").await;
+    let b = h.rx.try_recv().unwrap();
+    let d = b.data();
+    assert_eq!(resource_attr(d, "service.name"), text("rust-app"));
+    assert_eq!(resource_attr(d, "telemetry.sdk.name"), text("pyroscope-rs"));
+    assert_eq!(resource_attr(d, "telemetry.sdk.version"), text("2.1.5"));
+    assert_eq!(resource_attr(d, "process.runtime.name"), text("rust"));
+    let f = folded(d);
+    assert_eq!(
+        (f[0].sample_type.as_str(), f[0].period),
+        ("cpu/nanoseconds", 10_000_000)
+    );
+    let lines: Vec<&String> = f[0].samples.keys().collect();
+    let on = |thread: &'static str| lines.iter().filter(move |l| l.contains(thread));
+    assert!(on("thread.name=tagged-worker").all(|l| l.contains("route=/checkout")));
+    assert!(on("thread.name=plain-worker").all(|l| !l.contains("route=")));
+    for thread in ["thread.name=tagged-worker", "thread.name=plain-worker"] {
+        assert!(
+            on(thread).any(|l| l.contains("pyrs::work;pyrs::burn")),
+            "{thread}: {lines:#?}"
+        );
+    }
+
     // Python 1.x with memory on: two series, one resource.
     next("pyroscope/python-pyroscope-io-1.4.0/mem-enabled/0001").await;
     let b = h.rx.try_recv().unwrap();
