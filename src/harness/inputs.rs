@@ -7,8 +7,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_client::ProfilesServiceClient;
 use profcol_model::proto::{ExportProfilesServiceRequest, ProfilesData};
-use prost::Message;
-
 use super::spec::InputFormat;
 
 /// A payload ready to send.
@@ -342,6 +340,8 @@ fn strip_param(query: &str, name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use prost::Message;
+
     use super::*;
 
     fn fixture(rel: &str) -> Vec<u8> {
