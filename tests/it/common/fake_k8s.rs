@@ -241,20 +241,25 @@ impl FakeK8s {
     }
 }
 
-/// `GET /api/v1/nodes/<name>` (the `k8snode` detector's read).
-fn get_node(inner: &Inner, name: &str) -> Response<Body> {
+/// `GET /api/v1/nodes/<name>` or `/api/v1/namespaces/<name>` (the
+/// `k8s_api` detector's reads of its node and of `kube-system`).
+fn get_named(inner: &Inner, kind: &'static str, plural: &str, name: &str) -> Response<Body> {
     let s = inner.state.lock().unwrap();
-    if s.forbidden.contains("Node") {
+    if s.forbidden.contains(kind) {
         return json_response(
             StatusCode::FORBIDDEN,
-            &status(403, "Forbidden", &format!("nodes \"{name}\" is forbidden")),
+            &status(
+                403,
+                "Forbidden",
+                &format!("{plural} \"{name}\" is forbidden"),
+            ),
         );
     }
-    match s.objects.get(&("Node", format!("/{name}"))) {
-        Some(node) => json_response(StatusCode::OK, node),
+    match s.objects.get(&(kind, format!("/{name}"))) {
+        Some(object) => json_response(StatusCode::OK, object),
         None => json_response(
             StatusCode::NOT_FOUND,
-            &status(404, "NotFound", &format!("nodes \"{name}\" not found")),
+            &status(404, "NotFound", &format!("{plural} \"{name}\" not found")),
         ),
     }
 }
@@ -302,7 +307,14 @@ async fn serve(inner: Arc<Inner>, uri: Uri, headers: HeaderMap) -> Response<Body
         })
         .unwrap_or_default();
     if let Some(name) = uri.path().strip_prefix("/api/v1/nodes/") {
-        return get_node(&inner, name);
+        return get_named(&inner, "Node", "nodes", name);
+    }
+    if let Some(name) = uri
+        .path()
+        .strip_prefix("/api/v1/namespaces/")
+        .filter(|n| !n.contains('/'))
+    {
+        return get_named(&inner, "Namespace", "namespaces", name);
     }
     let Some((namespace, kind)) = route(uri.path()) else {
         return json_response(
