@@ -377,6 +377,8 @@ pub enum Detector {
 pub enum HostnameSource {
     Dns,
     Os,
+    Cname,
+    Lookup,
 }
 
 /// A checked config: the detectors in order and what `system` reports.
@@ -605,11 +607,12 @@ impl ResourceDetectionConfig {
             match s.as_str() {
                 "dns" => hostname_sources.push(HostnameSource::Dns),
                 "os" => hostname_sources.push(HostnameSource::Os),
-                "cname" | "lookup" => errs.push(
+                "cname" => hostname_sources.push(HostnameSource::Cname),
+                "lookup" => hostname_sources.push(HostnameSource::Lookup),
+                other => errs.push(
                     at,
-                    format!("hostname source {s:?} is not supported: profcol makes no DNS queries (use dns, which reads /etc/hosts, or os)"),
+                    format!("hostname_sources contains invalid value: {other:?}"),
                 ),
-                other => errs.push(at, format!("hostname_sources contains invalid value: {other:?}")),
             }
         }
         let mut system_attributes: Vec<&'static str> = SYSTEM_DETECTED

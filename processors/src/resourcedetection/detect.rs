@@ -47,6 +47,50 @@ pub(super) trait Host {
     fn metadata_service(&self, usual: &str) -> String {
         usual.into()
     }
+    /// The system resolver (hosts file, DNS), for the `system` detector's
+    /// `cname`, `lookup` and `dns` hostname sources; none unless given.
+    fn resolver(&self) -> Option<&dyn Resolver> {
+        None
+    }
+}
+
+/// Name lookups as Go's resolver makes them through the C library.
+pub(super) trait Resolver {
+    /// `name`'s canonical name (`net.LookupCNAME`).
+    fn cname(&self, name: &str) -> Result<String, String>;
+    /// `name`'s addresses (`net.LookupHost`).
+    fn addresses(&self, name: &str) -> Result<Vec<std::net::IpAddr>, String>;
+    /// The name an address reverses to (`net.LookupAddr`'s first).
+    fn reverse(&self, ip: std::net::IpAddr) -> Result<String, String>;
+}
+
+/// The C library's resolver (`getaddrinfo`, `getnameinfo`).
+pub(super) struct SystemResolver;
+
+impl Resolver for SystemResolver {
+    fn cname(&self, name: &str) -> Result<String, String> {
+        let hints = dns_lookup::AddrInfoHints {
+            flags: libc::AI_CANONNAME,
+            ..Default::default()
+        };
+        dns_lookup::getaddrinfo(Some(name), None, Some(hints))
+            .map_err(|e| format!("lookup {name}: {e:?}"))?
+            .filter_map(Result::ok)
+            .find_map(|a| a.canonname)
+            .ok_or_else(|| format!("lookup {name}: no canonical name"))
+    }
+
+    fn addresses(&self, name: &str) -> Result<Vec<std::net::IpAddr>, String> {
+        let mut out: Vec<std::net::IpAddr> = dns_lookup::lookup_host(name)
+            .map_err(|e| format!("lookup {name}: {e}"))?
+            .collect();
+        out.dedup();
+        Ok(out)
+    }
+
+    fn reverse(&self, ip: std::net::IpAddr) -> Result<String, String> {
+        dns_lookup::lookup_addr(&ip).map_err(|e| format!("lookup {ip}: {e}"))
+    }
 }
 
 /// The machine profcol runs on.
@@ -67,6 +111,10 @@ impl Host for RealHost {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(format!("{path}: {e}")),
         }
+    }
+
+    fn resolver(&self) -> Option<&dyn Resolver> {
+        Some(&SystemResolver)
     }
 }
 
@@ -484,19 +532,39 @@ pub(super) fn system(plan: &Plan, host: &dyn Host) -> Result<Vec<KeyValue>, Stri
 }
 
 /// The first source that answers: `os` is the kernel's host name, `dns`
-/// the canonical name `/etc/hosts` gives it (profcol makes no DNS query).
+/// the canonical name `/etc/hosts` gives it, else the resolver's (CNAME,
+/// then a reverse lookup of its addresses), as go-fqdn finds it; `cname`
+/// and `lookup` those two alone.
 fn hostname(plan: &Plan, host: &dyn Host) -> Result<String, String> {
     let os = os_hostname(host);
     for src in &plan.hostname_sources {
-        let found = match src {
-            HostnameSource::Os => os.clone(),
-            HostnameSource::Dns => os.as_deref().and_then(|h| fqdn_from_hosts(host, h)),
+        let found = match (src, &os) {
+            (HostnameSource::Os, _) => os.clone(),
+            (_, None) => None,
+            (HostnameSource::Dns, Some(h)) => fqdn_from_hosts(host, h).or_else(|| {
+                let r = host.resolver()?;
+                match r.cname(h) {
+                    Ok(c) if !c.is_empty() => Some(c),
+                    _ => reverse_lookup(r, h),
+                }
+            }),
+            (HostnameSource::Cname, Some(h)) => host.resolver().and_then(|r| r.cname(h).ok()),
+            (HostnameSource::Lookup, Some(h)) => host.resolver().and_then(|r| reverse_lookup(r, h)),
         };
-        if let Some(h) = found {
+        if let Some(h) = found.map(|h| h.trim_end_matches('.').to_string()) {
             return Ok(h);
         }
     }
-    Err("system: no hostname source answered".into())
+    Err("all hostname sources failed to get hostname".into())
+}
+
+/// The name the first of `name`'s addresses that reverses gives (the
+/// Collector's `lookup` source, and the last resort of `dns`).
+fn reverse_lookup(r: &dyn Resolver, name: &str) -> Option<String> {
+    r.addresses(name)
+        .ok()?
+        .into_iter()
+        .find_map(|ip| r.reverse(ip).ok())
 }
 
 fn os_hostname(host: &dyn Host) -> Option<String> {

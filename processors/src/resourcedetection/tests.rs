@@ -12,6 +12,36 @@ use crate::transform::tests::{batch, edited_as_bytes, resource_attrs, run};
 pub(super) struct FakeHost {
     pub(super) env: HashMap<&'static str, &'static str>,
     pub(super) files: HashMap<&'static str, &'static str>,
+    pub(super) resolver: Option<FakeResolver>,
+}
+
+/// Name lookups from tables: what is not in them fails.
+#[derive(Default, Clone)]
+pub(super) struct FakeResolver {
+    cnames: HashMap<&'static str, &'static str>,
+    addresses: HashMap<&'static str, Vec<std::net::IpAddr>>,
+    reverse: HashMap<std::net::IpAddr, &'static str>,
+}
+
+impl super::detect::Resolver for FakeResolver {
+    fn cname(&self, name: &str) -> Result<String, String> {
+        self.cnames
+            .get(name)
+            .map(|c| c.to_string())
+            .ok_or_else(|| format!("lookup {name}: no such host"))
+    }
+    fn addresses(&self, name: &str) -> Result<Vec<std::net::IpAddr>, String> {
+        self.addresses
+            .get(name)
+            .cloned()
+            .ok_or_else(|| format!("lookup {name}: no such host"))
+    }
+    fn reverse(&self, ip: std::net::IpAddr) -> Result<String, String> {
+        self.reverse
+            .get(&ip)
+            .map(|n| n.to_string())
+            .ok_or_else(|| format!("lookup {ip}: no such host"))
+    }
 }
 
 impl Host for FakeHost {
@@ -43,6 +73,9 @@ impl Host for FakeHost {
     fn metadata_service(&self, _usual: &str) -> String {
         format!("http://{}", self.link_local())
     }
+    fn resolver(&self) -> Option<&dyn super::detect::Resolver> {
+        self.resolver.as_ref().map(|r| r as _)
+    }
 }
 
 /// A file's content that [`FakeHost`] cannot read.
@@ -62,6 +95,7 @@ pub(super) fn host() -> FakeHost {
             ),
             ("/var/lib/dbus/machine-id", "0123456789abcdef\n"),
         ]),
+        resolver: None,
     }
 }
 
@@ -95,6 +129,54 @@ fn env_detector_decodes_and_overrides_by_default() {
     let r = resources("detectors: [env]\noverride: false", &host());
     assert_eq!(r[0][0], "host=h1");
     assert_eq!(r[1][0], "host=h2");
+}
+
+/// `cname`, `lookup` and `dns` past the hosts file ask the system
+/// resolver, as the Collector's do: the CNAME, the first address that
+/// reverses, the trailing dot dropped; a source that fails gives way to
+/// the next.
+#[test]
+fn system_hostname_sources_ask_the_resolver() {
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    let mut h = host();
+    h.files.insert("/etc/hosts", "127.0.0.1 localhost\n");
+    h.resolver = Some(FakeResolver {
+        cnames: HashMap::from([("box", "box.corp.example.")]),
+        addresses: HashMap::from([("box", vec![ip("10.0.0.5"), ip("10.0.0.6")])]),
+        reverse: HashMap::from([(ip("10.0.0.6"), "box-6.rev.example.")]),
+    });
+    let name = |yaml: &str, h: &FakeHost| {
+        let r = resources(yaml, h);
+        r[0].iter().find(|a| a.starts_with("host.name=")).cloned()
+    };
+    let sources =
+        |list: &str| format!("detectors: [system]\nsystem: {{hostname_sources: [{list}]}}");
+    let want = |n: &str| Some(format!("host.name={n}"));
+    assert_eq!(name(&sources("cname"), &h), want("box.corp.example"));
+    assert_eq!(name(&sources("lookup"), &h), want("box-6.rev.example"));
+    // dns: not in the hosts file, so the CNAME; without one, the reverse.
+    assert_eq!(name(&sources("dns"), &h), want("box.corp.example"));
+    assert_eq!(name("detectors: [system]", &h), want("box.corp.example"));
+    let mut no_cname = h.clone();
+    no_cname.resolver.as_mut().unwrap().cnames.clear();
+    assert_eq!(name(&sources("dns"), &no_cname), want("box-6.rev.example"));
+    assert_eq!(name(&sources("cname, os"), &no_cname), want("box"));
+    // Nothing reverses: lookup fails, and with no other source, no name.
+    no_cname.resolver.as_mut().unwrap().reverse.clear();
+    assert_eq!(name(&sources("lookup, os"), &no_cname), want("box"));
+    assert_eq!(name(&sources("lookup"), &no_cname), None);
+}
+
+/// The C library's resolver finds `localhost` on any machine, at a
+/// loopback address.
+#[test]
+fn the_system_resolver_finds_localhost() {
+    use super::detect::{Resolver, SystemResolver};
+    let found = SystemResolver.addresses("localhost").unwrap();
+    assert!(
+        !found.is_empty() && found.iter().all(|ip| ip.is_loopback()),
+        "{found:?}"
+    );
 }
 
 #[test]
@@ -202,7 +284,6 @@ fn config_errors_at_their_key() {
         ("detectors: [docker]\ndocker: {resource_attributes: {host.ip: {enabled: true}}}", "docker::resource_attributes::host.ip: unknown attribute"),
         ("detectors: [docker]\ndocker: {endpoint: x}", "unknown field \"endpoint\""),
         ("detectors: [nope]", "processors::resourcedetection::detectors::0: invalid detector key"),
-        ("detectors: [system]\nsystem: {hostname_sources: [cname]}", "processors::resourcedetection::system::hostname_sources::0"),
         ("detectors: [system]\nsystem: {hostname_sources: [bogus]}", "hostname_sources contains invalid value"),
         ("detectors: [system]\nsystem: {resource_attributes: {host.ip: {enabled: true}}}", "system::resource_attributes::host.ip: profcol's system detector does not detect host.ip"),
         ("detectors: [env]\nrefresh_interval: 5m", "processors::resourcedetection::refresh_interval"),
