@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_client::ProfilesServiceClient;
 use profcol_model::proto::{ExportProfilesServiceRequest, ProfilesData};
+
 use super::spec::InputFormat;
 
 /// A payload ready to send.
