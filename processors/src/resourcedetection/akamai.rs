@@ -81,6 +81,7 @@ pub(super) async fn token(at: &str) -> Result<String, String> {
             hyper::Method::PUT,
             "/v1/token",
             Some(("Metadata-Token-Expiry-Seconds", TOKEN_EXPIRY_SECONDS)),
+            None,
         )
         .await?;
         if !(200..300).contains(&status) {
@@ -142,6 +143,7 @@ async fn instance(at: &str) -> Result<Instance, String> {
         hyper::Method::GET,
         "/v1/instance",
         Some(("Metadata-Token", &token)),
+        None,
     )
     .await
     .map_err(|e| format!("[000] {e}"))?;

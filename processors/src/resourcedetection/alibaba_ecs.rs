@@ -85,6 +85,7 @@ async fn token(at: &str) -> Result<String, String> {
         hyper::Method::PUT,
         "/latest/api/token",
         Some((TOKEN_TTL_HEADER, TOKEN_TTL_SECONDS)),
+        None,
     )
     .await
     .map_err(|e| format!("failed to get metadata token: {e}"))?;
@@ -101,6 +102,7 @@ async fn get(at: &str, key: &str, token: &str) -> Result<String, String> {
         hyper::Method::GET,
         &format!("/latest/meta-data/{key}"),
         Some((TOKEN_HEADER, token)),
+        None,
     )
     .await
     .map_err(|e| format!("failed to get metadata {key}: {e}"))?;

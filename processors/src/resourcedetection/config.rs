@@ -4,10 +4,11 @@
 //! `openshift`, `consul`, `ec2`, `ecs`, `elastic_beanstalk`, `azure`,
 //! `aks`, `azureappservice`, `azurecontainerapps`, `gcp`, `lambda`,
 //! `heroku`, `dynatrace`, `akamai`, `nova`, `alibaba_ecs`, `tencent_cvm`,
-//! `ibmcloud_classic` and `ibmcloud_vpc` detectors; every other detector is
-//! refused by name where `detectors` lists it, and its settings section is
-//! accepted unused when it does not (the Collector's default config
-//! carries them all).
+//! `ibmcloud_classic`, `ibmcloud_vpc`, `digitalocean`, `upcloud`,
+//! `hetzner`, `vultr`, `scaleway` and `oraclecloud` detectors; `eks`, the
+//! Collector's only other detector, is refused by name where `detectors`
+//! lists it, and its settings section is accepted unused when it does not
+//! (the Collector's default config carries them all).
 
 use std::collections::BTreeMap;
 
@@ -48,7 +49,7 @@ pub struct ResourceDetectionConfig {
     pub fail_on_missing_metadata: bool,
     pub env: Option<Any>,
     pub system: SystemConfig,
-    // The sections of detectors profcol lacks.
+    // The detectors' sections (`eks`'s accepted unused).
     pub alibaba_ecs: FailFlagConfig,
     pub akamai: AttributesConfig,
     pub aks: AttributesConfig,
@@ -56,7 +57,7 @@ pub struct ResourceDetectionConfig {
     pub azureappservice: AttributesConfig,
     pub azurecontainerapps: AttributesConfig,
     pub consul: ConsulConfig,
-    pub digitalocean: Option<Any>,
+    pub digitalocean: AttributesConfig,
     pub docker: AttributesConfig,
     pub ec2: Ec2Config,
     pub ecs: AttributesConfig,
@@ -64,7 +65,7 @@ pub struct ResourceDetectionConfig {
     pub elasticbeanstalk: AttributesConfig,
     pub gcp: GcpConfig,
     pub heroku: AttributesConfig,
-    pub hetzner: Option<Any>,
+    pub hetzner: AttributesConfig,
     pub ibmcloud_classic: AttributesConfig,
     pub ibmcloud_vpc: IbmCloudVpcConfig,
     pub k8s_api: K8sNodeConfig,
@@ -73,11 +74,11 @@ pub struct ResourceDetectionConfig {
     pub lambda: AttributesConfig,
     pub nova: NovaConfig,
     pub openshift: OpenShiftConfig,
-    pub oraclecloud: Option<Any>,
-    pub scaleway: Option<Any>,
+    pub oraclecloud: AttributesConfig,
+    pub scaleway: AttributesConfig,
     pub tencent_cvm: FailFlagConfig,
-    pub upcloud: Option<Any>,
-    pub vultr: Option<Any>,
+    pub upcloud: FailFlagConfig,
+    pub vultr: FailFlagConfig,
 }
 
 impl Default for ResourceDetectionConfig {
@@ -97,7 +98,7 @@ impl Default for ResourceDetectionConfig {
             azureappservice: AttributesConfig::default(),
             azurecontainerapps: AttributesConfig::default(),
             consul: ConsulConfig::default(),
-            digitalocean: None,
+            digitalocean: AttributesConfig::default(),
             docker: AttributesConfig::default(),
             ec2: Ec2Config::default(),
             ecs: AttributesConfig::default(),
@@ -105,7 +106,7 @@ impl Default for ResourceDetectionConfig {
             elasticbeanstalk: AttributesConfig::default(),
             gcp: GcpConfig::default(),
             heroku: AttributesConfig::default(),
-            hetzner: None,
+            hetzner: AttributesConfig::default(),
             ibmcloud_classic: AttributesConfig::default(),
             ibmcloud_vpc: IbmCloudVpcConfig::default(),
             k8s_api: K8sNodeConfig::default(),
@@ -114,11 +115,11 @@ impl Default for ResourceDetectionConfig {
             lambda: AttributesConfig::default(),
             nova: NovaConfig::default(),
             openshift: OpenShiftConfig::default(),
-            oraclecloud: None,
-            scaleway: None,
+            oraclecloud: AttributesConfig::default(),
+            scaleway: AttributesConfig::default(),
             tencent_cvm: FailFlagConfig::default(),
-            upcloud: None,
-            vultr: None,
+            upcloud: FailFlagConfig::default(),
+            vultr: FailFlagConfig::default(),
         }
     }
 }
@@ -139,7 +140,8 @@ pub struct AttributeToggle {
 
 /// The section of a detector that has only its attributes' toggles
 /// (`docker`, `ecs`, `aks`, `lambda`, `heroku`, `akamai`,
-/// `ibmcloud_classic`).
+/// `ibmcloud_classic`, `digitalocean`, `hetzner`, `scaleway`,
+/// `oraclecloud`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AttributesConfig {
@@ -147,8 +149,8 @@ pub struct AttributesConfig {
 }
 
 /// The section of a detector with its attributes' toggles and its own,
-/// deprecated, `fail_on_missing_metadata` (`alibaba_ecs`, `tencent_cvm`),
-/// which the Collector ORs with the top-level one.
+/// deprecated, `fail_on_missing_metadata` (`alibaba_ecs`, `tencent_cvm`,
+/// `upcloud`, `vultr`), which the Collector ORs with the top-level one.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FailFlagConfig {
@@ -310,15 +312,7 @@ pub struct GcpPlan {
 }
 
 /// The detectors of the Collector v0.161.0 profcol does not have.
-const OTHER_DETECTORS: &[&str] = &[
-    "digitalocean",
-    "eks",
-    "hetzner",
-    "oraclecloud",
-    "scaleway",
-    "upcloud",
-    "vultr",
-];
+const OTHER_DETECTORS: &[&str] = &["eks"];
 
 /// The system detector's attributes: those profcol detects, with the
 /// Collector's default, and those it does not.
@@ -371,6 +365,12 @@ pub enum Detector {
     TencentCvm,
     IbmCloudClassic,
     IbmCloudVpc,
+    DigitalOcean,
+    UpCloud,
+    Hetzner,
+    Vultr,
+    Scaleway,
+    OracleCloud,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -423,6 +423,16 @@ pub struct Plan {
     pub tencent_cvm: MetadataPlan<9>,
     pub ibmcloud_classic: MetadataPlan<7>,
     pub ibmcloud_vpc: IbmCloudVpcPlan,
+    /// `digitalocean::ATTRIBUTES` enabled.
+    pub digitalocean: [bool; 4],
+    pub upcloud: MetadataPlan<4>,
+    /// `hetzner::ATTRIBUTES` enabled.
+    pub hetzner: [bool; 6],
+    pub vultr: MetadataPlan<5>,
+    /// `scaleway::ATTRIBUTES` enabled.
+    pub scaleway: [bool; 10],
+    /// `oraclecloud::ATTRIBUTES` enabled.
+    pub oraclecloud: [bool; 10],
 }
 
 #[derive(Debug, Clone)]
@@ -545,6 +555,8 @@ impl Plan {
                 Detector::Nova => self.nova.fail_on_missing_metadata,
                 Detector::AlibabaEcs => self.alibaba_ecs.fail_on_missing_metadata,
                 Detector::TencentCvm => self.tencent_cvm.fail_on_missing_metadata,
+                Detector::UpCloud => self.upcloud.fail_on_missing_metadata,
+                Detector::Vultr => self.vultr.fail_on_missing_metadata,
                 _ => false,
             }
     }
@@ -582,6 +594,12 @@ impl ResourceDetectionConfig {
                 "tencent_cvm" => detectors.push(Detector::TencentCvm),
                 "ibmcloud_classic" => detectors.push(Detector::IbmCloudClassic),
                 "ibmcloud_vpc" => detectors.push(Detector::IbmCloudVpc),
+                "digitalocean" => detectors.push(Detector::DigitalOcean),
+                "upcloud" => detectors.push(Detector::UpCloud),
+                "hetzner" => detectors.push(Detector::Hetzner),
+                "vultr" => detectors.push(Detector::Vultr),
+                "scaleway" => detectors.push(Detector::Scaleway),
+                "oraclecloud" => detectors.push(Detector::OracleCloud),
                 other if OTHER_DETECTORS.contains(&other) => errs.push(
                     at,
                     format!("profcol has no {other} detector: it queries a cloud or orchestrator API profcol does not call; \
@@ -791,6 +809,48 @@ impl ResourceDetectionConfig {
             fail,
             section(on(Detector::IbmCloudVpc), &mut errs, &mut unused),
         );
+        let digitalocean = toggles(
+            cfg,
+            "digitalocean",
+            &self.digitalocean.resource_attributes,
+            &super::digitalocean::ATTRIBUTES,
+            section(on(Detector::DigitalOcean), &mut errs, &mut unused),
+        );
+        let upcloud = self.upcloud.compile(
+            cfg,
+            "upcloud",
+            &super::upcloud::ATTRIBUTES,
+            fail,
+            section(on(Detector::UpCloud), &mut errs, &mut unused),
+        );
+        let hetzner = toggles(
+            cfg,
+            "hetzner",
+            &self.hetzner.resource_attributes,
+            &super::hetzner::ATTRIBUTES,
+            section(on(Detector::Hetzner), &mut errs, &mut unused),
+        );
+        let vultr = self.vultr.compile(
+            cfg,
+            "vultr",
+            &super::vultr::ATTRIBUTES,
+            fail,
+            section(on(Detector::Vultr), &mut errs, &mut unused),
+        );
+        let scaleway = toggles(
+            cfg,
+            "scaleway",
+            &self.scaleway.resource_attributes,
+            &super::scaleway::ATTRIBUTES,
+            section(on(Detector::Scaleway), &mut errs, &mut unused),
+        );
+        let oraclecloud = toggles(
+            cfg,
+            "oraclecloud",
+            &self.oraclecloud.resource_attributes,
+            &super::oraclecloud::ATTRIBUTES,
+            section(on(Detector::OracleCloud), &mut errs, &mut unused),
+        );
         errs.into_result(Plan {
             detectors,
             hostname_sources,
@@ -820,6 +880,12 @@ impl ResourceDetectionConfig {
             tencent_cvm,
             ibmcloud_classic,
             ibmcloud_vpc,
+            digitalocean,
+            upcloud,
+            hetzner,
+            vultr,
+            scaleway,
+            oraclecloud,
         })
     }
 }

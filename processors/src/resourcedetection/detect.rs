@@ -2,8 +2,9 @@
 //! (`OTEL_RESOURCE_ATTRIBUTES`), `system` (host and OS), and over the
 //! network `docker`, `k8s_api` (and its alias `k8snode`), `kubeadm`,
 //! `openshift`, `consul`, `ec2`, `ecs`, `azure`, `aks`, `gcp`, `akamai`,
-//! `nova`, `alibaba_ecs`, `tencent_cvm`, `ibmcloud_classic` and
-//! `ibmcloud_vpc`; `lambda`, `heroku`, `azureappservice` and
+//! `nova`, `alibaba_ecs`, `tencent_cvm`, `ibmcloud_classic`,
+//! `ibmcloud_vpc`, `digitalocean`, `upcloud`, `hetzner`, `vultr`,
+//! `scaleway` and `oraclecloud`; `lambda`, `heroku`, `azureappservice` and
 //! `azurecontainerapps` read the environment, `elastic_beanstalk` and
 //! `dynatrace` a file. Each reads the machine through
 //! [`Host`], so tests give their own environment and files.
@@ -15,9 +16,10 @@ use std::time::{Duration, Instant};
 
 use super::config::{Detector, HostnameSource, Plan};
 use super::{
-    akamai, aks, alibaba_ecs, appservice, azure, consul, containerapps, docker, dynatrace, ec2,
-    ecs, elasticbeanstalk, gcp, heroku, http, ibmcloud_classic, ibmcloud_vpc, k8sapi, kubeadm,
-    lambda, nova, openshift, tencent_cvm,
+    akamai, aks, alibaba_ecs, appservice, azure, consul, containerapps, digitalocean, docker,
+    dynatrace, ec2, ecs, elasticbeanstalk, gcp, heroku, hetzner, http, ibmcloud_classic,
+    ibmcloud_vpc, k8sapi, kubeadm, lambda, nova, openshift, oraclecloud, scaleway, tencent_cvm,
+    upcloud, vultr,
 };
 
 /// What the detectors read of the machine.
@@ -36,6 +38,11 @@ pub(super) trait Host {
     /// Where a cloud's instance metadata service listens (`host:port`).
     fn link_local(&self) -> String {
         "169.254.169.254:80".into()
+    }
+    /// The Scaleway metadata service's IPv4 and IPv6 addresses
+    /// (`host:port`), in the order the `scaleway` detector probes them.
+    fn scaleway_metadata(&self) -> [String; 2] {
+        ["169.254.42.42:80".into(), "[fd00:42::42]:80".into()]
     }
     /// The name the `gcp` detector's second probe resolves, looking for
     /// the metadata server's address; `None`: no such probe.
@@ -156,6 +163,12 @@ enum Job {
     TencentCvm(String),
     IbmCloudClassic(String),
     IbmCloudVpc(String),
+    DigitalOcean(String),
+    UpCloud(String),
+    Hetzner(String),
+    Vultr(String),
+    Scaleway([String; 2]),
+    OracleCloud(String),
 }
 
 /// Every detector; the attributes merged in the detectors' order, an
@@ -219,6 +232,12 @@ pub(super) fn detect(plan: &Plan, host: &dyn Host) -> (Vec<KeyValue>, Vec<Failur
             Detector::IbmCloudVpc => Ok(Job::IbmCloudVpc(
                 host.metadata_service(&ibmcloud_vpc::service(&plan.ibmcloud_vpc)),
             )),
+            Detector::DigitalOcean => Ok(Job::DigitalOcean(host.link_local())),
+            Detector::UpCloud => Ok(Job::UpCloud(host.link_local())),
+            Detector::Hetzner => Ok(Job::Hetzner(host.link_local())),
+            Detector::Vultr => Ok(Job::Vultr(host.link_local())),
+            Detector::Scaleway => Ok(Job::Scaleway(host.scaleway_metadata())),
+            Detector::OracleCloud => Ok(Job::OracleCloud(host.link_local())),
         };
         match setup {
             Ok(job) => jobs.push((i, job)),
@@ -377,6 +396,53 @@ fn run_remote(plan: &Plan, jobs: Vec<(usize, Job)>) -> Vec<Found> {
                             Job::IbmCloudVpc(at) => {
                                 retrying(plan, deadline, || {
                                     ibmcloud_vpc::detect(&plan.ibmcloud_vpc, &at)
+                                })
+                                .await
+                            }
+                            Job::DigitalOcean(at) => {
+                                retrying(plan, deadline, || {
+                                    digitalocean::detect(
+                                        &plan.digitalocean,
+                                        plan.fail_on_missing_metadata,
+                                        &at,
+                                    )
+                                })
+                                .await
+                            }
+                            Job::UpCloud(at) => {
+                                retrying(plan, deadline, || upcloud::detect(&plan.upcloud, &at))
+                                    .await
+                            }
+                            Job::Hetzner(at) => {
+                                retrying(plan, deadline, || {
+                                    hetzner::detect(
+                                        &plan.hetzner,
+                                        plan.fail_on_missing_metadata,
+                                        &at,
+                                    )
+                                })
+                                .await
+                            }
+                            Job::Vultr(at) => {
+                                retrying(plan, deadline, || vultr::detect(&plan.vultr, &at)).await
+                            }
+                            Job::Scaleway(at) => {
+                                retrying(plan, deadline, || {
+                                    scaleway::detect(
+                                        &plan.scaleway,
+                                        plan.fail_on_missing_metadata,
+                                        &at,
+                                    )
+                                })
+                                .await
+                            }
+                            Job::OracleCloud(at) => {
+                                retrying(plan, deadline, || {
+                                    oraclecloud::detect(
+                                        &plan.oraclecloud,
+                                        plan.fail_on_missing_metadata,
+                                        &at,
+                                    )
                                 })
                                 .await
                             }

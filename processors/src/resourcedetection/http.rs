@@ -60,25 +60,91 @@ where
     Ok((status, headers, body))
 }
 
-/// [`request`] on a connection of its own to `at` (`host:port`, sent as
-/// the `Host`, without a port 80): a metadata service's answer.
+/// `method path` to the metadata service at `at` (`host:port`), with one
+/// extra header, on a connection of its own: the status and the body.
+/// Every detector's request to such a service. The `Host` is `at` without
+/// a port 80, as Go's client sends it. With a `timeout` (connecting
+/// included), as Go's `http.Client` with that `Timeout`; without one, the
+/// detection's `timeout` bounds it.
 pub(super) async fn call(
     at: &str,
     method: hyper::Method,
     path: &str,
     header: Option<(&str, &str)>,
-) -> Result<(u16, Bytes), String> {
-    let stream = tokio::net::TcpStream::connect(at)
-        .await
-        .map_err(|e| format!("dial tcp {at}: {e}"))?;
-    request(
-        stream,
-        at.strip_suffix(":80").unwrap_or(at),
-        method,
-        path,
-        header,
-    )
-    .await
+    timeout: Option<std::time::Duration>,
+) -> Result<(u16, Bytes), CallError> {
+    let host = at.strip_suffix(":80").unwrap_or(at);
+    let (first, rest) = method.as_str().split_at(1);
+    let url = format!(
+        "{first}{} \"http://{host}{path}\"",
+        rest.to_ascii_lowercase()
+    );
+    let query = async {
+        let stream = tokio::net::TcpStream::connect(at)
+            .await
+            .map_err(|e| format!("dial tcp {at}: {e}"))?;
+        request(stream, host, method, path, header).await
+    };
+    let answer = match timeout {
+        None => query.await,
+        Some(timeout) => tokio::time::timeout(timeout, query)
+            .await
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "no answer within {timeout:?} (Client.Timeout exceeded)"
+                ))
+            }),
+    };
+    answer.map_err(|why| CallError { url, why })
+}
+
+/// Why a [`call`] got no answer. It reads as the reason alone
+/// (`dial tcp …`); [`CallError::go`] words it as Go's client does.
+#[derive(Debug)]
+pub(super) struct CallError {
+    /// Go's method and quoted URL: `Get "http://host/path"`.
+    url: String,
+    why: String,
+}
+
+impl CallError {
+    /// As Go's `http.Client` words it: `Get "http://<host><path>": <why>`.
+    pub(super) fn go(self) -> String {
+        format!("{}: {}", self.url, self.why)
+    }
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
+impl From<CallError> for String {
+    fn from(e: CallError) -> String {
+        e.why
+    }
+}
+
+/// A status as Go's `Response.Status` reads: `404 Not Found`.
+pub(super) fn status_text(status: u16) -> String {
+    let reason = hyper::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
+    format!("{status} {reason}").trim_end().to_string()
+}
+
+/// The first JSON value of `body`, as Go's `json.NewDecoder(r).Decode`
+/// reads it (what follows is not read); an empty body is `EOF`.
+pub(super) fn decode_first<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+    match serde_json::Deserializer::from_slice(body)
+        .into_iter::<T>()
+        .next()
+    {
+        Some(v) => v.map_err(|e| e.to_string()),
+        None => Err("EOF".into()),
+    }
 }
 
 /// A metadata service's base URL (`http://host[:port]`) as `host:port`.

@@ -4,10 +4,11 @@
 //! `openshift`, `consul`, `ec2`, `ecs`, `elastic_beanstalk`, `azure`,
 //! `aks`, `azureappservice`, `azurecontainerapps`, `gcp`, `lambda`,
 //! `heroku`, `dynatrace`, `akamai`, `nova`, `alibaba_ecs`, `tencent_cvm`,
-//! `ibmcloud_classic` and `ibmcloud_vpc` detectors. Detection runs once, when the processor is made (as the
-//! Collector runs it at start); each batch then only merges the detected
-//! attributes into every resource, replacing a resource's own values
-//! unless `override: false`.
+//! `ibmcloud_classic`, `ibmcloud_vpc`, `digitalocean`, `upcloud`,
+//! `hetzner`, `vultr`, `scaleway` and `oraclecloud` detectors. Detection
+//! runs once, when the processor is made (as the Collector runs it at
+//! start); each batch then only merges the detected attributes into every
+//! resource, replacing a resource's own values unless `override: false`.
 
 mod akamai;
 mod aks;
@@ -18,6 +19,7 @@ mod config;
 mod consul;
 mod containerapps;
 mod detect;
+mod digitalocean;
 mod docker;
 mod dynatrace;
 mod ec2;
@@ -25,6 +27,7 @@ mod ecs;
 mod elasticbeanstalk;
 mod gcp;
 mod heroku;
+mod hetzner;
 mod http;
 mod ibmcloud_classic;
 mod ibmcloud_vpc;
@@ -33,20 +36,36 @@ mod kubeadm;
 mod lambda;
 mod nova;
 mod openshift;
+mod oraclecloud;
+mod scaleway;
 mod tencent_cvm;
+mod upcloud;
+mod vultr;
 
 #[cfg(test)]
 mod consul_tests;
+#[cfg(test)]
+mod digitalocean_tests;
 #[cfg(test)]
 mod ecs_tests;
 #[cfg(test)]
 mod gcp_tests;
 #[cfg(test)]
+mod hetzner_tests;
+#[cfg(test)]
 mod kube_tests;
 #[cfg(test)]
 mod metadata_tests;
 #[cfg(test)]
+mod oraclecloud_tests;
+#[cfg(test)]
+mod scaleway_tests;
+#[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod upcloud_tests;
+#[cfg(test)]
+mod vultr_tests;
 
 use std::sync::Arc;
 

@@ -101,6 +101,7 @@ async fn document(at: &str) -> Result<Document, String> {
         hyper::Method::GET,
         "/openstack/latest/meta_data.json",
         None,
+        None,
     )
     .await
     .map_err(|e| format!("failed to query nova metadata service: {e}"))?;
@@ -117,7 +118,7 @@ async fn document(at: &str) -> Result<Document, String> {
 }
 
 async fn get_text(at: &str, path: &str) -> Result<String, String> {
-    let (status, body) = call(at, hyper::Method::GET, path, None)
+    let (status, body) = call(at, hyper::Method::GET, path, None, None)
         .await
         .map_err(|e| format!("metadata GET {path}: {e}"))?;
     let body = String::from_utf8_lossy(&body).into_owned();

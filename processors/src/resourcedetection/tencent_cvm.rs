@@ -78,6 +78,7 @@ async fn get(at: &str, key: &str) -> Result<String, String> {
         hyper::Method::GET,
         &format!("/latest/meta-data/{key}"),
         None,
+        None,
     )
     .await
     .map_err(|e| format!("failed to get metadata {key}: {e}"))?;

@@ -58,6 +58,10 @@ impl Host for FakeHost {
             .unwrap_or(&"127.0.0.1:9")
             .to_string()
     }
+    fn scaleway_metadata(&self) -> [String; 2] {
+        let v6 = self.env.get("TEST_LINK_LOCAL_V6").unwrap_or(&"127.0.0.1:9");
+        [self.link_local(), v6.to_string()]
+    }
     fn metadata_dns_name(&self) -> Option<String> {
         None
     }
@@ -292,7 +296,7 @@ fn config_errors_at_their_key() {
         let e = make(yaml, &h).err().unwrap_or_else(|| panic!("{yaml} loaded"));
         assert!(e.contains(want), "{yaml}\nwant {want}\ngot {e}");
     }
-    // ecs and aks are detectors; the others are still refused.
+    // ecs and aks are detectors; eks is still refused.
     let e = make("detectors: [ecs, aks, eks]", &h).err().unwrap();
     assert!(
         e.contains("detectors::2: profcol has no eks detector")
@@ -515,6 +519,37 @@ where
         }
     });
     (at, rx)
+}
+
+/// A host whose instance metadata service (`link_local`) listens at `at`
+/// (`host:port`), and whose `OTEL_RESOURCE_ATTRIBUTES` is `team=a`.
+pub(super) fn metadata_host(at: &str) -> FakeHost {
+    let mut h = host();
+    h.env.clear();
+    h.env.insert("OTEL_RESOURCE_ATTRIBUTES", "team=a");
+    h.env.insert(
+        "TEST_LINK_LOCAL",
+        Box::leak(at.to_string().into_boxed_str()),
+    );
+    h
+}
+
+/// A metadata service answering `GET path` (any other request 404) with
+/// `status` and `body`; the requests it saw (`METHOD path`) come back
+/// through the channel.
+pub(super) fn metadata_service(
+    path: &'static str,
+    status: u16,
+    body: &'static str,
+) -> (FakeHost, std::sync::mpsc::Receiver<String>) {
+    let (at, seen) = fake_http(move |method, p, _| {
+        let (status, body) = match (method, p) {
+            ("GET", p) if p == path => (status, body),
+            _ => (404, ""),
+        };
+        (status, "", body.to_string(), format!("{method} {p}"))
+    });
+    (metadata_host(&at), seen)
 }
 
 /// A fake instance metadata service: answers every request with
