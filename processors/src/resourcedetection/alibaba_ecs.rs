@@ -11,7 +11,7 @@
 use profcol_model::proto::KeyValue;
 
 use super::config::MetadataPlan;
-use super::detect::{enabled, text};
+use super::detect::all_or_nothing;
 use super::http::call;
 
 /// The attributes, in the order the Collector sets them, all on by
@@ -49,23 +49,15 @@ const KEYS: [&str; 7] = [
 
 /// `at` is the service's `host:port`.
 pub(super) async fn detect(plan: &MetadataPlan<9>, at: &str) -> Result<Vec<KeyValue>, String> {
-    let values = match metadata(at).await {
-        Ok(v) => v,
-        Err(e) if plan.fail_on_missing_metadata => return Err(e),
-        Err(e) => {
-            tracing::debug!(error = %e, "Alibaba Cloud ECS metadata unavailable");
-            return Ok(Vec::new());
-        }
-    };
     // semconv v1.40.0's values, the Collector v0.161.0's.
-    let values = ["alibaba_cloud".to_string(), "alibaba_cloud_ecs".to_string()]
-        .into_iter()
-        .chain(values);
-    Ok(enabled(
+    all_or_nothing(
         ATTRIBUTES.map(|(k, _)| k),
-        values.map(|v| Some(text(v))),
-        &plan.attributes,
-    ))
+        plan,
+        ["alibaba_cloud", "alibaba_cloud_ecs"],
+        metadata(at).await,
+        "Alibaba Cloud ECS",
+        |e| e,
+    )
 }
 
 /// The values of `KEYS`, or the first error.

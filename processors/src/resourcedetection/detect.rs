@@ -506,6 +506,37 @@ pub(super) fn enabled<'a>(
         .collect()
 }
 
+/// A detector that reads all its values or none (`alibaba_ecs`,
+/// `tencent_cvm`, `ibmcloud_classic`): its cloud's `provider` and
+/// `platform`, then `found` in `names`' order. Values it could not read
+/// fail it with `fail_on_missing_metadata` (`error` says how), else give
+/// nothing (logged at debug, `what` naming the service).
+pub(super) fn all_or_nothing<const N: usize>(
+    names: [&str; N],
+    plan: &super::config::MetadataPlan<N>,
+    [provider, platform]: [&str; 2],
+    found: Result<Vec<String>, String>,
+    what: &str,
+    error: impl FnOnce(String) -> String,
+) -> Result<Vec<KeyValue>, String> {
+    let values = match found {
+        Ok(v) => v,
+        Err(e) if plan.fail_on_missing_metadata => return Err(error(e)),
+        Err(e) => {
+            tracing::debug!(error = %e, "{what} metadata unavailable");
+            return Ok(Vec::new());
+        }
+    };
+    let values = [provider.to_string(), platform.to_string()]
+        .into_iter()
+        .chain(values);
+    Ok(enabled(
+        names,
+        values.map(|v| Some(text(v))),
+        &plan.attributes,
+    ))
+}
+
 pub(super) fn string_kv(key: &str, value: impl Into<String>) -> KeyValue {
     KeyValue {
         key: key.to_string(),

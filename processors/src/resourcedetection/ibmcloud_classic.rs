@@ -10,7 +10,7 @@
 use profcol_model::proto::KeyValue;
 
 use super::config::MetadataPlan;
-use super::detect::{enabled, text};
+use super::detect::all_or_nothing;
 use super::http::{read, url_client};
 
 /// The attributes, in the order the Collector sets them, all on by
@@ -41,25 +41,15 @@ const METHODS: [(&str, &str); 5] = [
 
 /// `base` is the API's base URL.
 pub(super) async fn detect(plan: &MetadataPlan<7>, base: &str) -> Result<Vec<KeyValue>, String> {
-    let values = match metadata(base).await {
-        Ok(v) => v,
-        Err(e) if plan.fail_on_missing_metadata => {
-            return Err(format!("ibmcloud classic metadata unavailable: {e}"))
-        }
-        Err(e) => {
-            tracing::debug!(error = %e, "IBM Cloud Classic metadata not available");
-            return Ok(Vec::new());
-        }
-    };
     // semconv v1.40.0's provider; the Collector's own platform value.
-    let values = ["ibm_cloud".to_string(), "ibm_cloud.classic".to_string()]
-        .into_iter()
-        .chain(values);
-    Ok(enabled(
+    all_or_nothing(
         ATTRIBUTES.map(|(k, _)| k),
-        values.map(|v| Some(text(v))),
-        &plan.attributes,
-    ))
+        plan,
+        ["ibm_cloud", "ibm_cloud.classic"],
+        metadata(base).await,
+        "IBM Cloud Classic",
+        |e| format!("ibmcloud classic metadata unavailable: {e}"),
+    )
 }
 
 /// The values of `METHODS`, or the first error.
