@@ -567,6 +567,26 @@ async fn each_sdks_request_maps_to_the_conventions() {
         );
     }
 
+    // Rust 0.5 (/ingest pprof): the app from `name`, the tags on every
+    // sample, the thread's tag on its samples only.
+    next("pyroscope/rust-pyroscope-rs-0.5.8/default/0001").await;
+    let b = h.rx.try_recv().unwrap();
+    let d = b.data();
+    assert_eq!(resource_attr(d, "service.name"), text("rust-app-05"));
+    let f = folded(d);
+    let lines: Vec<&String> = f[0].samples.keys().collect();
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains("env=test") && l.contains("region=eu")),
+        "{lines:#?}"
+    );
+    let tagged = lines
+        .iter()
+        .filter(|l| l.contains("route=/checkout"))
+        .count();
+    assert!(tagged > 0 && tagged < lines.len(), "{lines:#?}");
+
     // Python 1.x with memory on: two series, one resource.
     next("pyroscope/python-pyroscope-io-1.4.0/mem-enabled/0001").await;
     let b = h.rx.try_recv().unwrap();
