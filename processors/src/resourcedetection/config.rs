@@ -14,7 +14,47 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration};
+use profcol_pipeline::config::{ComponentConfig, ConfigErrors, Duration, RetrySettings};
+
+/// The processor's `retry` (configretry's `BackOffConfig`), with its own
+/// defaults where a key is left out, not the exporters'.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetryConfig {
+    pub enabled: bool,
+    pub initial_interval: Duration,
+    pub randomization_factor: f64,
+    pub multiplier: f64,
+    pub max_interval: Duration,
+    /// The whole session's bound when set; else `timeout` is.
+    pub max_elapsed_time: Duration,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            initial_interval: Duration::from_secs(1),
+            randomization_factor: 0.5,
+            multiplier: 2.0,
+            max_interval: Duration::from_secs(30),
+            max_elapsed_time: Duration::from_secs(0),
+        }
+    }
+}
+
+impl RetryConfig {
+    fn settings(&self) -> RetrySettings {
+        RetrySettings {
+            enabled: self.enabled,
+            initial_interval: self.initial_interval,
+            randomization_factor: self.randomization_factor,
+            multiplier: self.multiplier,
+            max_interval: self.max_interval,
+            max_elapsed_time: self.max_elapsed_time,
+        }
+    }
+}
 
 use crate::k8sattributes::client::{parse_auth, Auth};
 use crate::transform::config_any::Any;
@@ -47,6 +87,8 @@ pub struct ResourceDetectionConfig {
     pub timeout: Duration,
     pub refresh_interval: Duration,
     pub fail_on_missing_metadata: bool,
+    /// Each detector's retries.
+    pub retry: RetryConfig,
     pub env: Option<Any>,
     pub system: SystemConfig,
     // The detectors' sections (`eks`'s accepted unused).
@@ -89,6 +131,7 @@ impl Default for ResourceDetectionConfig {
             timeout: Duration::from_secs(5),
             refresh_interval: Duration::from_secs(0),
             fail_on_missing_metadata: false,
+            retry: RetryConfig::default(),
             env: None,
             system: SystemConfig::default(),
             alibaba_ecs: FailFlagConfig::default(),
@@ -389,8 +432,10 @@ pub struct Plan {
     /// `SYSTEM_DETECTED` names that are enabled.
     pub system_attributes: Vec<&'static str>,
     pub override_existing: bool,
-    /// How long detection may take, retries included.
+    /// How long detection may take, retries included; with
+    /// `retry.max_elapsed_time`, how long one attempt may take.
     pub timeout: std::time::Duration,
+    pub retry: RetrySettings,
     pub fail_on_missing_metadata: bool,
     /// `host.name` and `os.type` enabled.
     pub docker: [bool; 2],
@@ -607,6 +652,17 @@ impl ResourceDetectionConfig {
                 ),
                 other => errs.push(at, format!("invalid detector key: {other:?}")),
             }
+        }
+        let retry = self.retry.settings();
+        retry.validate(&cfg.key_path("retry"), &mut errs);
+        if self.retry.enabled
+            && self.timeout.get().is_zero()
+            && self.retry.max_elapsed_time.get().is_zero()
+        {
+            errs.push(
+                cfg.key_path("retry::enabled"),
+                "retry.enabled requires either timeout > 0 or retry.max_elapsed_time > 0 to bound detection",
+            );
         }
         if self.refresh_interval.get() > std::time::Duration::ZERO {
             errs.push(
@@ -857,6 +913,7 @@ impl ResourceDetectionConfig {
             system_attributes,
             override_existing: self.r#override,
             timeout: self.timeout.get(),
+            retry,
             fail_on_missing_metadata: self.fail_on_missing_metadata,
             docker,
             k8snode,

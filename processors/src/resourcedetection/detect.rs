@@ -12,7 +12,7 @@
 use profcol_model::proto::{any_value::Value as A, AnyValue, KeyValue};
 use profcol_ottl::value::{map_get, map_put};
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::config::{Detector, HostnameSource, Plan};
 use super::{
@@ -287,7 +287,13 @@ type Found = (usize, Result<Vec<KeyValue>, String>, bool);
 /// The jobs on a runtime of their own, in a thread of their own (the
 /// processor may be made inside another runtime), within `timeout`.
 fn run_remote(plan: &Plan, jobs: Vec<(usize, Job)>) -> Vec<Found> {
-    let deadline = Instant::now() + plan.timeout;
+    // As the Collector: `retry.max_elapsed_time` bounds the whole session
+    // when set, else `timeout` does.
+    let budget = match plan.retry.max_elapsed_time.get() {
+        d if d.is_zero() => plan.timeout,
+        d => d,
+    };
+    let deadline = Instant::now() + budget;
     std::thread::scope(|scope| {
         scope
             .spawn(|| {
@@ -469,20 +475,28 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Vec<KeyValue>, String>>,
 {
-    let mut wait = Duration::from_secs(1);
+    let retry = &plan.retry;
+    let mut backoff = profcol_pipeline::runtime::Backoff::new(retry);
+    // With a retry budget of its own, `timeout` bounds each attempt.
+    let per_attempt = (!retry.max_elapsed_time.get().is_zero() && !plan.timeout.is_zero())
+        .then_some(plan.timeout);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
+        let left = per_attempt.map_or(left, |t| t.min(left));
         let error = match tokio::time::timeout(left, attempt()).await {
             Ok(Ok(found)) => return Ok(found),
             Ok(Err(e)) => e,
-            Err(_) => return Err(format!("no answer within timeout ({:?})", plan.timeout)),
+            Err(_) => format!(
+                "no answer within timeout ({:?})",
+                per_attempt.unwrap_or(plan.timeout)
+            ),
         };
-        if Instant::now() + wait >= deadline {
+        let wait = backoff.next_delay();
+        if !retry.enabled || Instant::now() + wait >= deadline {
             return Err(error);
         }
         tracing::warn!(error = %error, "failed to detect resource; retrying in {wait:?}");
         tokio::time::sleep(wait).await;
-        wait *= 2;
     }
 }
 

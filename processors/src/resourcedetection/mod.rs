@@ -85,6 +85,11 @@ impl ProcessorFactory for ResourceDetectionFactory {
         "resourcedetection"
     }
 
+    /// v0.161.0's name; `resourcedetection` is its deprecated alias there.
+    fn aliases(&self) -> &'static [&'static str] {
+        &["resource_detection"]
+    }
+
     fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Processor>, ConfigErrors> {
         create_with(cfg, &RealHost)
     }

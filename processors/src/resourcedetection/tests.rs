@@ -103,8 +103,15 @@ pub(super) fn host() -> FakeHost {
     }
 }
 
+/// The processor of `yaml` on `h`. Retries wait exactly 1s, 2s, ... (no
+/// jitter) unless `yaml` sets `retry`, so tests can count attempts.
 pub(super) fn make(yaml: &str, h: &FakeHost) -> Result<Box<dyn Processor>, String> {
-    let cfg = ComponentConfig::from_yaml(Kind::Processor, "resourcedetection", yaml)
+    let steady = "retry: {randomization_factor: 0}";
+    let yaml = match yaml.contains("retry:") || yaml.trim().starts_with('{') {
+        true => yaml.to_string(),
+        false => format!("{steady}\n{yaml}"),
+    };
+    let cfg = ComponentConfig::from_yaml(Kind::Processor, "resourcedetection", &yaml)
         .map_err(|e| e.to_string())?;
     create_with(&cfg, h).map_err(|e| e.to_string())
 }
@@ -414,6 +421,46 @@ fn docker_reads_the_daemons_info() {
     );
     assert_eq!(r[0][2..], ["host.name=docker-host-7"]);
     assert_eq!(server.join().unwrap(), ["GET /info HTTP/1.1"; 2]);
+}
+
+/// The `retry` block (the README's example loads): off, one attempt;
+/// `max_elapsed_time` retries past `timeout`; neither bound is refused.
+#[test]
+fn retry_settings_shape_the_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = docker_host(&dir);
+    let sock = dir.path().join("docker.sock");
+    // Off: the failure stands.
+    let server = fake_docker(&sock, vec![(500, r#"{"message":"busy"}"#)]);
+    let r = resources("detectors: [docker]\nretry: {enabled: false}", &h);
+    assert!(r[0].iter().all(|a| !a.starts_with("os.type")), "{r:?}");
+    assert_eq!(server.join().unwrap().len(), 1);
+    // timeout 1s alone allows no retry after a 1s wait; a 4s budget does.
+    std::fs::remove_file(&sock).unwrap();
+    let server = fake_docker(&sock, vec![(500, r#"{"message":"busy"}"#), (200, INFO)]);
+    let r = resources(
+        "detectors: [docker]\ntimeout: 1s\nretry: {randomization_factor: 0, max_elapsed_time: 4s}",
+        &h,
+    );
+    assert_eq!(r[0][2..], ["host.name=docker-host-7", "os.type=linux"]);
+    assert_eq!(server.join().unwrap().len(), 2);
+    // The Collector's README example.
+    assert!(make(
+        "detectors: [env]\ntimeout: 5s\nretry:\n  enabled: true\n  initial_interval: 1s\n  max_interval: 10s\n  max_elapsed_time: 2m",
+        &h
+    )
+    .is_ok());
+    let e = make("detectors: [env]\ntimeout: 0s\nretry: {}", &h)
+        .err()
+        .unwrap();
+    assert!(
+        e.contains("processors::resourcedetection::retry::enabled: retry.enabled requires either timeout > 0 or retry.max_elapsed_time > 0"),
+        "{e}"
+    );
+    let e = make("detectors: [env]\nretry: {multiplier: 0.5}", &h)
+        .err()
+        .unwrap();
+    assert!(e.contains("retry::multiplier"), "{e}");
 }
 
 #[test]
