@@ -52,6 +52,42 @@ pub fn dictionary_of(data: &ProfilesData) -> &ProfilesDictionary {
     data.dictionary.as_ref().unwrap_or(&EMPTY_DICTIONARY)
 }
 
+/// Whether a dictionary entry is its table's zero value, the one index 0
+/// holds. pdata (so every Go producer: the Collector, the eBPF profiler)
+/// writes the zero attribute with an empty `value` present, which means
+/// what no value means.
+pub trait ZeroEntry {
+    fn is_zero(&self) -> bool;
+}
+
+macro_rules! zero_is_default {
+    ($($t:ty),*) => {$(
+        impl ZeroEntry for $t {
+            fn is_zero(&self) -> bool {
+                *self == <$t>::default()
+            }
+        }
+    )*};
+}
+zero_is_default!(String, Mapping, Location, Function, Link, Stack);
+
+fn no_value(v: &Option<AnyValue>) -> bool {
+    v.as_ref().is_none_or(|v| v.value.is_none())
+}
+
+impl ZeroEntry for KeyValueAndUnit {
+    fn is_zero(&self) -> bool {
+        self.key_strindex == 0 && self.unit_strindex == 0 && no_value(&self.value)
+    }
+}
+
+/// v1.7.0's attribute table.
+impl ZeroEntry for KeyValue {
+    fn is_zero(&self) -> bool {
+        self.key.is_empty() && no_value(&self.value)
+    }
+}
+
 /// OTLP metrics, which profiles pipelines make through connectors
 /// (`signaltometrics`) and metrics pipelines carry.
 pub mod metrics {

@@ -10,7 +10,7 @@ use std::fmt;
 
 use crate::proto::{
     any_value::Value, AnyValue, KeyValue, Profile, ProfilesData, ProfilesDictionary,
-    ResourceProfiles, ValueType,
+    ResourceProfiles, ValueType, ZeroEntry,
 };
 
 use super::bounds::{late_time, LateTime};
@@ -195,8 +195,8 @@ fn not_zero_value(table: Table) -> ValidationError {
 
 /// The tables of `d` whose entry 0 is not the zero value, in [`Table::ALL`] order.
 pub fn tables_without_zero_value(d: &ProfilesDictionary) -> Vec<Table> {
-    fn real<T: Default + PartialEq>(t: &[T]) -> bool {
-        t.first().is_some_and(|z| *z != T::default())
+    fn real<T: ZeroEntry>(t: &[T]) -> bool {
+        t.first().is_some_and(|z| !z.is_zero())
     }
     Table::ALL
         .into_iter()

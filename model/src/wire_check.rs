@@ -8,8 +8,8 @@
 //! detection reads them as the current revision (a differential property
 //! test holds it to that). Anything it does not follow exactly (a field it
 //! does not know, another wire type, a dictionary or another singular
-//! message, string or bytes field sent twice, an entry at index 0 that has
-//! any bytes, a oneof set twice, deep nesting) answers
+//! message, string or bytes field sent twice, an entry at index 0 that is
+//! not all zeros, a oneof set twice, deep nesting) answers
 //! `None`, and the request takes the decoding path, which says what is
 //! wrong or repairs it.
 //!
@@ -177,8 +177,33 @@ fn index_vec(n: usize) -> usize {
     pushed(n, size_of::<i32>())
 }
 
+/// Whether entry 0 of the table in dictionary field `table` decodes to the
+/// zero value: zeros and empty lengths only. pdata (every Go producer)
+/// writes the zero link's ids and the zero attribute's `value` so; an
+/// empty entry of a location's `lines` is a line, not nothing.
+fn zero_entry(table: u32, entry: &[u8]) -> bool {
+    if table == 5 {
+        // A string, not a message.
+        return entry.is_empty();
+    }
+    let mut r = Reader::new(entry);
+    loop {
+        let zero = match r.next_key() {
+            Some(None) => return true,
+            Some(Some((3, LEN))) if table == 2 => false,
+            Some(Some((_, VARINT))) => r.varint() == Some(0),
+            Some(Some((_, FIXED64))) => r.fixed64() == Some(0),
+            Some(Some((_, LEN))) => r.bytes().is_some_and(<[u8]>::is_empty),
+            _ => false,
+        };
+        if !zero {
+            return false;
+        }
+    }
+}
+
 /// Counts the table entries; every entry 0 must be the zero value, which
-/// an encoder writes as no bytes.
+/// an encoder writes as no bytes, or as [`zero_entry`]'s.
 fn dictionary_lens(d: &[u8]) -> Option<Lens> {
     let mut n = Lens::default();
     let mut r = Reader::new(d);
@@ -197,7 +222,7 @@ fn dictionary_lens(d: &[u8]) -> Option<Lens> {
             7 => &mut n.stack,
             _ => return None,
         };
-        if *count == 0 && !entry.is_empty() {
+        if *count == 0 && !zero_entry(field, entry) {
             return None;
         }
         *count += 1;

@@ -14,7 +14,7 @@ use prost::Message;
 
 use generate::{data, for_each_site, Sizes};
 use profcol_model::footprint::heap_bytes;
-use profcol_model::proto::ProfilesData;
+use profcol_model::proto::{any_value, AnyValue, ProfilesData};
 use profcol_model::wire_check::{check, decode_clean, Clean};
 use profcol_model::{findings, ProfileBatch};
 use profcol_otlp::revisions::{self as otlp_revisions, Revision};
@@ -151,7 +151,9 @@ proptest! {
             2 => dict.location_table.first_mut().map(|l| l.address = 1),
             3 => dict.function_table.first_mut().map(|f| f.start_line = 1),
             4 => dict.link_table.first_mut().map(|l| l.span_id = vec![1]),
-            5 => dict.attribute_table.first_mut().map(|a| a.value = Some(Default::default())),
+            5 => dict.attribute_table.first_mut().map(|a| a.value = Some(AnyValue {
+                value: Some(any_value::Value::IntValue(1)),
+            })),
             _ => dict.stack_table.first_mut().map(|s| s.location_indices = vec![0]),
         };
         prop_assume!(real.is_some());

@@ -19,8 +19,8 @@ use prost::Message;
 
 use super::read::{count_fields, fixed64s, varints, Reader, FIXED64, LEN, VARINT};
 use crate::proto::{
-    Function, Line, Location, Profile, ProfilesData, ProfilesDictionary, ResourceProfiles, Sample,
-    ScopeProfiles, Stack,
+    Function, Line, Link, Location, Profile, ProfilesData, ProfilesDictionary, ResourceProfiles,
+    Sample, ScopeProfiles, Stack,
 };
 
 /// `ProfilesData` (or `ExportProfilesServiceRequest`, the same fields)
@@ -190,11 +190,37 @@ fn merge_dictionary<const S: bool>(d: &mut ProfilesDictionary, b: &[u8]) -> Opti
             (3, LEN) => d
                 .function_table
                 .push(element(r.bytes()?, merge_function::<S>)?),
-            (4, LEN) => d.link_table.push(element(r.bytes()?, known::<S, _>)?),
+            (4, LEN) => d.link_table.push(element(r.bytes()?, merge_link::<S>)?),
             (5, LEN) => d.string_table.push(r.string()?),
             (6, LEN) => d.attribute_table.push(element(r.bytes()?, known::<S, _>)?),
             (7, LEN) => d.stack_table.push(element(r.bytes()?, merge_stack::<S>)?),
             (1..=7, _) => return None,
+            (_, w) => skip::<S>(&mut r, w)?,
+        }
+    }
+    Some(())
+}
+
+/// By hand, not [`known`]: pdata writes the zero link's empty ids, which
+/// prost reads as written but does not write back.
+fn merge_link<const S: bool>(l: &mut Link, b: &[u8]) -> Option<()> {
+    let mut r = Reader::new(b);
+    let mut seen = [false; 2];
+    while !r.is_empty() {
+        match r.key()? {
+            (f @ (1 | 2), LEN) => {
+                // Under `S` once each: prost keeps the last.
+                if S && std::mem::replace(&mut seen[f as usize - 1], true) {
+                    return None;
+                }
+                let id = r.bytes()?.to_vec();
+                *if f == 1 {
+                    &mut l.trace_id
+                } else {
+                    &mut l.span_id
+                } = id;
+            }
+            (1 | 2, _) => return None,
             (_, w) => skip::<S>(&mut r, w)?,
         }
     }

@@ -2,7 +2,7 @@
 //! bottom up (via `model::dictionary::dedup_with`), samples merged.
 
 use profcol_model::dictionary::{dedup_with, resolve_references, PerTable};
-use profcol_model::proto::{ProfilesData, ProfilesDictionary};
+use profcol_model::proto::{ProfilesData, ProfilesDictionary, ZeroEntry};
 use profcol_model::{profiles_mut, ProfileBatch};
 
 use super::DictionaryDedupConfig;
@@ -99,8 +99,8 @@ pub(crate) fn dedup_batch_with(
 }
 
 fn zero_values_first(d: &ProfilesDictionary) -> bool {
-    fn ok<T: Default + PartialEq>(t: &[T]) -> bool {
-        t.first().is_none_or(|z| *z == T::default())
+    fn ok<T: ZeroEntry>(t: &[T]) -> bool {
+        t.first().is_none_or(ZeroEntry::is_zero)
     }
     ok(&d.string_table)
         && ok(&d.mapping_table)

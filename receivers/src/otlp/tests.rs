@@ -460,6 +460,23 @@ mod revisions {
         );
     }
 
+    /// The eBPF profiler writes, as pdata does, the zero attribute's and
+    /// link's empty fields: its requests are valid as sent, accepted under
+    /// `on_invalid: refuse`, nothing repaired, and kept as received.
+    #[tokio::test]
+    async fn the_ebpf_profiler_is_accepted_as_sent() {
+        for n in 1..=3 {
+            let bytes = revision_fixture(&format!("ebpf-profiler-v0.0.202633/000{n}.binpb"));
+            let (i, mut rx, telemetry) = ingest(OnInvalid::Refuse);
+            send(&i, bytes.clone()).await.unwrap();
+            let batch = rx.recv().await.unwrap();
+            assert_eq!(batch.encoded(), Some(&bytes), "000{n}");
+            assert!(batch.sample_count() > 0);
+            assert_eq!(telemetry.repairs("otlp", "index_0_real_entry"), 0);
+            assert_eq!(telemetry.accepted_requests("otlp", "v1.10.0"), 1);
+        }
+    }
+
     /// `meant` as a producer that does not reserve index 0 of these tables
     /// writes it: entry 0 gone, every reference one down.
     fn without_zero_entries(meant: &ProfilesData, tables: &[Table]) -> ProfilesData {

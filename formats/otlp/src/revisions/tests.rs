@@ -10,7 +10,7 @@ use profcol_model::proto::{self, ProfilesData};
 use profcol_model::repair::repair;
 use profcol_model::resolved::{resolve, Detail};
 use profcol_model::testing::fixture;
-use profcol_model::{profiles, validate};
+use profcol_model::{profiles, validate, wire_check};
 
 fn bytes(rel: &str) -> Bytes {
     Bytes::from(fixture(&format!("otlp-revisions/{rel}")))
@@ -108,7 +108,7 @@ fn recorded_and_built_requests_are_read_as_the_expected_revision() {
         assert_eq!(d.revision.as_str(), expected, "{file}");
         n += 1;
     }
-    assert_eq!(n, 23);
+    assert_eq!(n, 26);
 }
 
 /// The four hand-built fixtures hold one profile, each written with the
@@ -671,4 +671,33 @@ fn async_profiler_4_2_threads_dump_is_refused_saying_where() {
         why.contains("as v1.7.0: resource_profiles[0].scope_profiles[0].profiles[0].sample[18]: locations 115..+17 are not within the profile's 131 location_indices"),
         "{why}"
     );
+}
+
+/// The eBPF profiler writes, as pdata does, the zero attribute entry with
+/// an empty `value` present: the zero entry, not a real one. Its requests
+/// are valid as sent (nothing to repair, the wire check passes them as
+/// they are) and read as what it profiled.
+#[test]
+fn ebpf_profiler_requests_are_valid_as_sent() {
+    for n in 1..=3 {
+        let file = format!("ebpf-profiler-v0.0.202633/000{n}.binpb");
+        let b = bytes(&file);
+        let mut d = decode(&b).unwrap();
+        assert_eq!(d.revision, Revision::V1_10_0, "{file}");
+        assert!(d.findings.is_valid(), "{file}: {:?}", d.findings);
+        assert!(wire_check::check(&b).is_some(), "{file}");
+        assert!(repair(&mut d.data).is_empty(), "{file}");
+    }
+    let d = decode(&bytes("ebpf-profiler-v0.0.202633/0002.binpb")).unwrap();
+    let text = resolve(&d.data, Detail::Names).to_text();
+    for stack in [
+        // CPython frames named by the profiler, above libpython's.
+        ";<module>;outer;inner",
+        // HotSpot's.
+        ";void Busy.main(java.lang.String[]);long Busy.outer(long);long Busy.inner(long) [",
+        // burn's native frames, unnamed: _start, libc, main, middle_work, leaf_hash.
+        "  0x10f0;0x27304;0x27249;0x108d;0x1204;0x11e4 [cpu.logical_number=",
+    ] {
+        assert!(text.contains(stack), "{stack}: {text}");
+    }
 }

@@ -25,7 +25,7 @@
 use ahash::HashMap;
 
 use profcol_model::dictionary::{Interner, Table};
-use profcol_model::proto;
+use profcol_model::proto::{self, ZeroEntry};
 use profcol_model::{Problem, ValidationError};
 
 use super::Lost;
@@ -104,7 +104,7 @@ pub fn upgrade(d: wire::ProfilesData) -> Result<proto::ProfilesData, ValidationE
         locations: offset(&location_table),
         functions: offset(&function_table),
         links: offset(&link_table),
-        attributes: offset(&attribute_table),
+        attributes: i32::from(attribute_table.first().is_some_and(|e| !e.is_zero())),
     };
     let n_locations = location_table.len();
     let mut units: HashMap<String, i32> = HashMap::default();
