@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use profcol_model::dictionary::{DictionaryBuilder, Lookup};
 use profcol_model::proto::{
-    any_value::Value as A, AnyValue, Location, Mapping, Profile, ProfilesData, ResourceProfiles,
-    Sample, ScopeProfiles,
+    any_value::Value as A, AnyValue, KeyValue, Location, Mapping, Profile, ProfilesData, Resource,
+    ResourceProfiles, Sample, ScopeProfiles,
 };
 use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{ProcessContext, Processor};
@@ -186,7 +186,9 @@ fn oracle(path: &Path, addrs: &[u64]) -> Vec<Frames> {
 /// How the producer expresses addresses.
 #[derive(Clone, Copy)]
 enum Shape {
-    /// The eBPF profiler: file addresses, `profile.frame.type`.
+    /// The eBPF profiler: file addresses, `profile.frame.type`, the
+    /// mapping named by the file's base name and the process's executable
+    /// by path (a resource attribute).
     Ebpf,
     /// pprof: process addresses from a load bias, no frame type.
     Process { bias: u64 },
@@ -225,7 +227,11 @@ fn profile_of(bin: &Built, addrs: &[u64], shape: Shape, filename: &str) -> Profi
         Shape::Ebpf => (vaddr, vaddr + size),
         Shape::Process { bias } => (bias + vaddr, bias + vaddr + size),
     };
-    let filename = d.string(filename);
+    let path = filename;
+    let filename = d.string(match shape {
+        Shape::Ebpf => filename.rsplit('/').next().unwrap(),
+        Shape::Process { .. } => filename,
+    });
     let mapping = d.mapping(Mapping {
         memory_start: start,
         memory_limit: limit,
@@ -267,8 +273,22 @@ fn profile_of(bin: &Built, addrs: &[u64], shape: Shape, filename: &str) -> Profi
             ..Default::default()
         })
         .collect();
+    let resource = match shape {
+        Shape::Ebpf => Some(Resource {
+            attributes: vec![KeyValue {
+                key: "process.executable.path".into(),
+                value: Some(AnyValue {
+                    value: Some(A::StringValue(path.into())),
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        Shape::Process { .. } => None,
+    };
     ProfilesData {
         resource_profiles: vec![ResourceProfiles {
+            resource,
             scope_profiles: vec![ScopeProfiles {
                 profiles: vec![Profile {
                     samples,
@@ -1049,12 +1069,14 @@ fn hostile_mappings_are_refused() {
     // A forged build id: the file is named but is not that binary.
     let mut forged = inspect(&bin.path);
     forged.gnu_build_id = Some("ab".repeat(20));
-    // Non-ELF files, in an allowed directory and out of it.
+    // Non-ELF files, in an allowed directory and out of it; the binary
+    // outside under a name the allowed one does not have (by name, the
+    // allowed copy of the same build would be found).
     let other = tempfile::tempdir().unwrap();
-    let outside = other.path().join("prog");
+    let outside = other.path().join("prog-outside");
     std::fs::copy(&bin.path, &outside).unwrap();
     let escape = format!(
-        "{}/../{}/prog",
+        "{}/../{}/prog-outside",
         dir.path().display(),
         other.path().display()
     );
@@ -1203,4 +1225,64 @@ service:
         stacks.iter().any(|(s, v)| *v == 1 && !s.contains("ext4")),
         "{stacks:?}"
     );
+}
+
+/// What the eBPF profiler v0.0.202633 sent while profiling the fixture's
+/// `burn` (tests/fixtures/otlp-revisions/ebpf-profiler-v0.0.202633): its
+/// mappings name files by base name alone and its process's executable by
+/// a path of the recording machine. The binary is found by that name under
+/// `allow_mapping_paths`, proven by its build id, and every frame of it is
+/// named as addr2line names it; frames of other files stay as sent.
+#[test]
+fn the_ebpf_profilers_recording_is_symbolized_by_file_name() {
+    let dir = profcol_model::testing::fixtures_dir()
+        .join("otlp-revisions/ebpf-profiler-v0.0.202633")
+        .canonicalize()
+        .unwrap();
+    let bytes = std::fs::read(dir.join("0002.binpb")).unwrap();
+    let data = profcol_otlp::revisions::decode(&bytes.into()).unwrap().data;
+    let mut p = symbolizer(&format!(
+        "allow_mapping_paths: [{}]\ndebug_directories: []\ntimeout: 10s",
+        dir.display()
+    ));
+    let out = process(&mut p, data);
+    let l = Lookup::of(&out);
+    let dict = out.dictionary.as_ref().unwrap();
+    let (mut burn, mut others_named) = (Vec::new(), 0);
+    for loc in &dict.location_table[1..] {
+        let file = l.string(l.mapping(loc.mapping_index).filename_strindex);
+        let names: Vec<String> = loc
+            .lines
+            .iter()
+            .map(|line| {
+                l.string(l.function(line.function_index).name_strindex)
+                    .to_string()
+            })
+            .collect();
+        if file == "burn" {
+            burn.push((loc.address, names));
+        } else if !names.is_empty() && file.starts_with("lib") {
+            others_named += 1;
+        }
+    }
+    let addrs: Vec<u64> = burn.iter().map(|(a, _)| *a).collect();
+    assert!(
+        addrs.contains(&0x108d) && addrs.contains(&0x10f0),
+        "{addrs:x?}"
+    );
+    let want = oracle(&dir.join("burn"), &addrs);
+    for ((addr, got), want) in burn.iter().zip(&want) {
+        let want: Vec<&str> = want.iter().map(|(f, _, _)| f.as_str()).collect();
+        assert_eq!(got, &want, "{addr:#x}");
+    }
+    let named: Vec<&str> = burn
+        .iter()
+        .flat_map(|(_, n)| n)
+        .map(String::as_str)
+        .collect();
+    for f in ["leaf_hash", "middle_work", "main", "_start"] {
+        assert!(named.contains(&f), "{f}: {named:?}");
+    }
+    // libc and libpython are not under allow_mapping_paths: not read.
+    assert_eq!(others_named, 0);
 }

@@ -13,6 +13,7 @@ mod config;
 mod debuginfod;
 mod elf;
 mod kallsyms;
+mod names;
 mod resolver;
 
 #[cfg(test)]
@@ -22,8 +23,10 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 
-use profcol_model::dictionary::Interner;
-use profcol_model::proto::{any_value::Value as A, Function, Line, ProfilesDictionary};
+use profcol_model::dictionary::{Interner, Lookup};
+use profcol_model::proto::{
+    any_value::Value as A, Function, Line, ProfilesData, ProfilesDictionary,
+};
 use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{
     ProcessContext, Processor, ProcessorFactory, ProcessorStart, Verdict,
@@ -74,6 +77,7 @@ const HTLHASH: &str = "process.executable.build_id.htlhash";
 /// `htlhash`'s name in semantic conventions before 1.30.
 const HTLHASH_OLD: &str = "process.executable.build_id.profiling";
 const FRAME_TYPE: &str = "profile.frame.type";
+const EXECUTABLE_PATH: &str = "process.executable.path";
 
 impl Symbolizer {
     fn new(plan: Plan) -> Self {
@@ -115,7 +119,7 @@ impl Symbolizer {
 }
 
 /// What a batch's dictionary says about one mapping.
-fn binary_of(dict: &ProfilesDictionary, mapping: usize) -> Option<Binary> {
+fn binary_of(dict: &ProfilesDictionary, mapping: usize, exe_paths: &[Arc<str>]) -> Option<Binary> {
     let m = dict.mapping_table.get(mapping)?;
     let s = |i: i32| dict.string_table.get(i as usize).map(String::as_str);
     let (mut id, mut htl) = (None, None);
@@ -145,10 +149,17 @@ fn binary_of(dict: &ProfilesDictionary, mapping: usize) -> Option<Binary> {
         BuildId::Go(g) => format!("go:{g}").into(),
         BuildId::Htl(h) => format!("htl:{}", hex::encode(h)).into(),
     };
+    let filename: Arc<str> = s(m.filename_strindex).unwrap_or("").into();
+    let exe_paths = exe_paths
+        .iter()
+        .filter(|p| !filename.is_empty() && p.rsplit('/').next() == Some(&*filename))
+        .cloned()
+        .collect();
     Some(Binary {
         id,
         key,
-        filename: s(m.filename_strindex).unwrap_or("").into(),
+        filename,
+        exe_paths,
     })
 }
 
@@ -161,6 +172,28 @@ fn parse_hex(v: &str) -> Option<Vec<u8>> {
         .step_by(2)
         .map(|i| u8::from_str_radix(v.get(i..i + 2)?, 16).ok())
         .collect()
+}
+
+/// The batch's `process.executable.path` values: the eBPF profiler names a
+/// mapping's file by its base name, its process's executable by path.
+fn executables(data: &ProfilesData) -> Vec<Arc<str>> {
+    let lookup = Lookup::of(data);
+    let mut out: Vec<Arc<str>> = Vec::new();
+    for rp in &data.resource_profiles {
+        let Some(r) = &rp.resource else { continue };
+        let path = r
+            .attributes
+            .iter()
+            .find(|kv| lookup.key_of(kv) == EXECUTABLE_PATH)
+            .and_then(|kv| kv.value.as_ref())
+            .and_then(|v| lookup.str_value(v));
+        if let Some(p) = path.filter(|p| p.starts_with('/')) {
+            if !out.iter().any(|o| **o == *p) {
+                out.push(p.into());
+            }
+        }
+    }
+    out
 }
 
 /// The location's `profile.frame.type`, if set.
@@ -179,6 +212,7 @@ fn frame_type<'a>(dict: &'a ProfilesDictionary, attrs: &[i32]) -> Option<&'a str
 
 impl Processor for Symbolizer {
     fn process(&mut self, batch: &mut ProfileBatch, ctx: &mut ProcessContext) -> Verdict {
+        let exe_paths = executables(batch.data());
         let data = batch.data_mut();
         let Some(dict) = data.dictionary.as_mut() else {
             return Verdict::Keep;
@@ -212,7 +246,7 @@ impl Processor for Symbolizer {
             let Some(slot) = binaries.get_mut(mi) else {
                 continue;
             };
-            let Some(bin) = slot.get_or_insert_with(|| binary_of(dict, mi)) else {
+            let Some(bin) = slot.get_or_insert_with(|| binary_of(dict, mi, &exe_paths)) else {
                 continue;
             };
             let address = if typed {

@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,7 @@ use profcol_model::memory::Reservation;
 use super::config::{Plan, SourceKind};
 use super::debuginfod::{Debuginfod, Fetched, NegativeCache};
 use super::elf::{self, BuildId, Companions, DebugInfo, Frame, Identity};
+use super::names::Names;
 
 /// A binary as a mapping names it.
 #[derive(Debug, Clone)]
@@ -26,6 +27,9 @@ pub(super) struct Binary {
     /// The cache key: the build id as text.
     pub key: Arc<str>,
     pub filename: Arc<str>,
+    /// Where a mapping named by base name alone may be: the batch's
+    /// `process.executable.path` values of that name.
+    pub exe_paths: Vec<Arc<str>>,
 }
 
 /// An address as the producer sent it.
@@ -177,6 +181,9 @@ pub(super) struct Shared {
     companions: Companions,
     pub stats: Stats,
     reservation: Mutex<Option<Reservation>>,
+    /// Its own lock: a walk must not hold up the batches' cache lookups.
+    names: Mutex<Names>,
+    names_bytes: AtomicUsize,
 }
 
 /// Owns the workers; dropping it stops them.
@@ -233,6 +240,8 @@ impl Resolver {
             debuginfod,
             stats: Stats::default(),
             reservation: Mutex::new(None),
+            names: Mutex::new(Names::default()),
+            names_bytes: AtomicUsize::new(0),
         });
         let threads = (0..shared.plan.workers)
             .filter_map(|i| {
@@ -453,7 +462,10 @@ impl Shared {
     /// Sizes the reservation to what the caches hold; `false` if the
     /// budget refuses.
     fn account(&self, st: &mut State) -> bool {
-        let total = st.results.bytes() + loaded_bytes(st) + st.negative.bytes();
+        let total = st.results.bytes()
+            + loaded_bytes(st)
+            + st.negative.bytes()
+            + self.names_bytes.load(Relaxed);
         let mut r = self.reservation.lock().unwrap_or_else(|e| e.into_inner());
         match r.as_mut() {
             Some(r) if total > r.bytes() => r.try_grow_to(total).is_ok(),
@@ -553,26 +565,50 @@ impl Shared {
     }
 
     /// The file the mapping names, when inside `allow_mapping_paths` and
-    /// of the mapping's build id.
+    /// of the mapping's build id. A mapping named by base name alone (the
+    /// eBPF profiler's) is looked for as its process's executable, then
+    /// by that name under `allow_mapping_paths`.
     fn mapping_file(&self, bin: &Binary) -> Option<(PathBuf, Identity)> {
         if !self.plan.sources.contains(&SourceKind::Mapping)
             || self.plan.allow_mapping_paths.is_empty()
-            || !bin.filename.starts_with('/')
+            || bin.filename.is_empty()
         {
             return None;
         }
-        let path = std::fs::canonicalize(&*bin.filename).ok()?;
-        if !self
-            .plan
-            .allow_mapping_paths
-            .iter()
-            .any(|d| path.starts_with(d))
-        {
-            tracing::debug!(path = %path.display(), "symbolizer: mapping file outside allow_mapping_paths");
+        let allowed = |p: &Path| -> Option<(PathBuf, Identity)> {
+            let path = std::fs::canonicalize(p).ok()?;
+            if !self
+                .plan
+                .allow_mapping_paths
+                .iter()
+                .any(|d| path.starts_with(d))
+            {
+                tracing::debug!(path = %path.display(), "symbolizer: mapping file outside allow_mapping_paths");
+                return None;
+            }
+            let id = elf::identify(&path, self.plan.max_file_bytes).ok()?;
+            id.matches(&bin.id).then_some((path, id))
+        };
+        if bin.filename.starts_with('/') {
+            return allowed(Path::new(&*bin.filename));
+        }
+        if bin.filename.contains('/') {
             return None;
         }
-        let id = elf::identify(&path, self.plan.max_file_bytes).ok()?;
-        id.matches(&bin.id).then_some((path, id))
+        if let Some(found) = bin.exe_paths.iter().find_map(|p| allowed(Path::new(&**p))) {
+            return Some(found);
+        }
+        let candidates = {
+            let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+            let found = names.find(
+                &self.plan.allow_mapping_paths,
+                &bin.filename,
+                Instant::now(),
+            );
+            self.names_bytes.store(names.bytes(), Relaxed);
+            found
+        };
+        candidates.iter().find_map(|p| allowed(p))
     }
 }
 

@@ -112,3 +112,29 @@ fn a_size_zero_symbol_reaches_only_the_end_of_its_section() {
     assert!(names(0x3e08).is_empty());
     assert!(names(u64::MAX - 1).is_empty());
 }
+
+#[test]
+fn files_are_found_by_name_and_new_ones_after_a_rescan() {
+    use super::names::{Names, RESCAN};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join("a/b")).unwrap();
+    std::fs::write(root.join("a/b/libx.so.1"), b"x").unwrap();
+    std::fs::write(root.join("libx.so.1"), b"x").unwrap();
+    // A symlinked directory is not followed (it could loop or leave).
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join("liby.so"), b"y").unwrap();
+    std::os::unix::fs::symlink(other.path(), root.join("link")).unwrap();
+    let roots = [root.clone()];
+    let mut n = Names::default();
+    let t = Instant::now();
+    let mut found = n.find(&roots, "libx.so.1", t);
+    found.sort();
+    assert_eq!(found, [root.join("a/b/libx.so.1"), root.join("libx.so.1")]);
+    assert!(n.find(&roots, "liby.so", t).is_empty());
+    assert!(n.bytes() > 0);
+    // A file deployed since is found once the index is old enough.
+    std::fs::write(root.join("a/app"), b"z").unwrap();
+    assert!(n.find(&roots, "app", t + RESCAN / 2).is_empty());
+    assert_eq!(n.find(&roots, "app", t + RESCAN), [root.join("a/app")]);
+}
