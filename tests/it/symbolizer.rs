@@ -1286,3 +1286,35 @@ fn the_ebpf_profilers_recording_is_symbolized_by_file_name() {
     // libc and libpython are not under allow_mapping_paths: not read.
     assert_eq!(others_named, 0);
 }
+
+/// A release build keeps its symbol table but no DWARF: with the default
+/// sources and no debuginfod server, its frames are named by the symbols
+/// (the debuginfod source, not configured, once ended the search before
+/// the symbol table's fallback was taken).
+#[test]
+fn a_binary_with_only_a_symbol_table_is_named_by_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c(dir.path());
+    let addrs = addresses_in(&bin.path, &["work", "outer"]);
+    let bindir = dir.path().join("bin");
+    std::fs::create_dir_all(&bindir).unwrap();
+    let plain = bindir.join("prog");
+    run(Command::new("strip")
+        .arg("--strip-debug")
+        .arg("-o")
+        .arg(&plain)
+        .arg(&bin.path));
+    let mut p = symbolizer(&format!(
+        "allow_mapping_paths: [{}]\ndebug_directories: []\ntimeout: 30s",
+        bindir.canonicalize().unwrap().display()
+    ));
+    let out = process(
+        &mut p,
+        profile_of(&bin, &addrs, Shape::Ebpf, plain.to_str().unwrap()),
+    );
+    let want = oracle(&plain, &addrs);
+    for ((a, got), want) in addrs.iter().zip(symbolized(&out)).zip(want) {
+        let names: Vec<&str> = got.iter().map(|f| f.0.as_str()).collect();
+        assert_eq!(names, [want[0].0.as_str()], "{a:#x}");
+    }
+}

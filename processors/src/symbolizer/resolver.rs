@@ -539,23 +539,23 @@ impl Shared {
                         .into_iter()
                         .find_map(|c| c.is_file().then(|| take(&c, &mut fallback, true)).flatten())
                 }),
-                SourceKind::Debuginfod => {
-                    let (d, hex) = (self.debuginfod.as_ref()?, bin.id.hex());
-                    hex.and_then(|hex| {
-                        ["debuginfo", "executable"].into_iter().find_map(|kind| {
-                            self.stats.fetches.fetch_add(1, Relaxed);
-                            match d.fetch(&hex, kind) {
-                                Fetched::File(p) => take(&p, &mut fallback, false),
-                                Fetched::NotFound => None,
-                                Fetched::Failed(e) => {
-                                    self.stats.fetch_failures.fetch_add(1, Relaxed);
-                                    tracing::warn!(error = %e, "symbolizer: debuginfod fetch failed");
-                                    None
-                                }
+                // Not configured: on to the fallback (a `?` here would
+                // return from `locate` without it).
+                SourceKind::Debuginfod => match (self.debuginfod.as_ref(), bin.id.hex()) {
+                    (Some(d), Some(hex)) => ["debuginfo", "executable"].into_iter().find_map(|kind| {
+                        self.stats.fetches.fetch_add(1, Relaxed);
+                        match d.fetch(&hex, kind) {
+                            Fetched::File(p) => take(&p, &mut fallback, false),
+                            Fetched::NotFound => None,
+                            Fetched::Failed(e) => {
+                                self.stats.fetch_failures.fetch_add(1, Relaxed);
+                                tracing::warn!(error = %e, "symbolizer: debuginfod fetch failed");
+                                None
                             }
-                        })
-                    })
-                }
+                        }
+                    }),
+                    _ => None,
+                },
             };
             if found.is_some() {
                 return found;
