@@ -112,7 +112,7 @@ fn every_recorded_envelope_converts_with_all_samples_and_frames() {
             assert_eq!(ignored, BTreeMap::from([("transaction".to_owned(), 1)]));
         }
     }
-    assert_eq!(profiles, 7);
+    assert_eq!(profiles, 8);
 }
 
 #[test]
@@ -1335,4 +1335,33 @@ fn jvm_methods_are_named_with_their_class() {
         ["java.lang.Thread.run", "bar", "com.x.Foo.baz", "main"]
     );
     assert_eq!(names("python"), ["run", "bar", "com.x.Foo.baz", "main"]);
+}
+
+/// The Rust SDK's v1 profile (sentry 0.31.5, recorded): frames known by
+/// their address alone, each in the debug image holding it (the program,
+/// libc) with the image's GNU build id, what a symbolizer reads them by.
+#[test]
+fn rust_sdk_frames_keep_their_address_and_image() {
+    let bytes = fixture("sentry-rust/0.31.5/0001.envelope");
+    let env = envelope::parse(&bytes).unwrap();
+    let item = |ty: &str| env.items.iter().find(|i| i.item_type() == ty).unwrap();
+    let c = profile_v1_to_otlp(
+        item("profile").payload,
+        Some("rust"),
+        Some(item("transaction").payload),
+        &env.header,
+        &opts(),
+    )
+    .unwrap();
+    check_dictionary(&c.data);
+    assert_eq!(c.sentry_samples, 2);
+    let text =
+        profcol_model::resolved::resolve(&c.data, profcol_model::resolved::Detail::Full).to_text();
+    for want in [
+        "0x5615964251f3@0x5615964251f3 in /tmp/srs/target/release/srs[0x5615960bb000-0x561596511648+0x0]{process.executable.build_id.gnu=f40de29fe24865f7fe5ed9673833ed1c8064d990,",
+        "0x7f602c25a050@0x7f602c25a050 in /lib/x86_64-linux-gnu/libc.so.6[0x7f602c21e000-",
+        "sentry.image_type=symbolic} {profile.frame.type=rust}",
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
 }

@@ -345,6 +345,11 @@ pub(super) fn otlp_samples(d: &ProfilesData) -> Vec<SentrySample> {
                     text("sentry.in_app").map(|b| b == "true"),
                 ));
             }
+            // A frame known by its address alone (a native SDK's).
+            if loc.lines.is_empty() {
+                let in_app = text("sentry.in_app").map(|b| b == "true");
+                frames.push((None, None, None, None, None, in_app));
+            }
         }
         let thread = attrs(d, &s.attribute_indices)
             .get("thread.id")
