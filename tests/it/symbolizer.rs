@@ -388,6 +388,15 @@ fn build_c(dir: &Path) -> Built {
     build_c_as(dir, "prog", &[])
 }
 
+/// `fatal` ends in a call to a function that never returns.
+const NORETURN_SRC: &str = r#"
+#include <stdlib.h>
+__attribute__((noinline, noreturn)) void die(int c) { exit(c); }
+__attribute__((noinline)) void fatal(int c) { die(c + 1); }
+__attribute__((noinline)) int after(int x) { return x * 3 + (x >> 2); }
+int main(int argc, char **argv) { if (argc > 5) fatal(argc); return after(argc); }
+"#;
+
 /// `C_SRC` built in `dir` (its working directory: where `-gsplit-dwarf`
 /// writes the `.dwo`) as `name`, with `flags` besides `-g -O2`.
 fn build_c_as(dir: &Path, name: &str, flags: &[&str]) -> Built {
@@ -1317,4 +1326,107 @@ fn a_binary_with_only_a_symbol_table_is_named_by_it() {
         let names: Vec<&str> = got.iter().map(|f| f.0.as_str()).collect();
         assert_eq!(names, [want[0].0.as_str()], "{a:#x}");
     }
+}
+
+/// A Sentry SDK's native frames (here the Rust SDK's v1 profile, shaped as
+/// sentry 0.31.5 sends it): process addresses, one debug image per file
+/// with its load address and GNU build id. The image's file is read, each
+/// address taken relative to the image, a caller's one back to its call
+/// (as symbolicator does), and every frame named as addr2line names it.
+/// The caller here ends its function with a call that never returns: its
+/// return address is the next function's first byte.
+#[test]
+fn a_sentry_sdks_native_frames_are_named_from_its_debug_images() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("nr.c"), NORETURN_SRC).unwrap();
+    let exe = dir.path().join("nr");
+    run(Command::new("gcc")
+        .current_dir(dir.path())
+        .args(["-g", "-O2", "-falign-functions=1", "-Wl,--build-id", "-o"])
+        .arg(&exe)
+        .arg("nr.c"));
+    let bin = inspect(&exe);
+    // Inside `after`, not its first byte: that is `fatal`'s return address.
+    let leaves = &addresses_in(&bin.path, &["after"])[1..];
+    let fatal = addresses_in(&bin.path, &["fatal"]);
+    let nm = run(Command::new("nm").arg("-S").arg(&bin.path));
+    let end = nm
+        .lines()
+        .find(|l| l.ends_with(" fatal"))
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            hex(w[0]) + hex(w[1])
+        })
+        .unwrap();
+    assert!(fatal.iter().all(|&a| a < end));
+    let base = 0x5600_0000_0000u64;
+    let mut frames = Vec::new();
+    let mut stacks = Vec::new();
+    for (k, &leaf) in leaves.iter().enumerate() {
+        frames.push(serde_json::json!({"instruction_addr": format!("{:#x}", base + leaf)}));
+        frames.push(serde_json::json!({"instruction_addr": format!("{:#x}", base + end)}));
+        stacks.push(serde_json::json!([2 * k, 2 * k + 1]));
+    }
+    let samples: Vec<_> = (0..stacks.len())
+        .map(|k| serde_json::json!({"stack_id": k, "thread_id": 7, "elapsed_since_start_ns": k as u64 * 10_000_000}))
+        .collect();
+    let profile = serde_json::json!({
+        "version": "1",
+        "platform": "rust",
+        "event_id": "0743116e821148eb9afd93ab6e02e43c",
+        "timestamp": "2026-12-01T07:20:46.156809142Z",
+        "release": "srs@1.0.0",
+        "environment": "production",
+        "device": {"architecture": "x86_64"},
+        "os": {"name": "Linux", "version": "6.18.44"},
+        "runtime": {"name": "rustc", "version": "1.95.0"},
+        "debug_meta": {"images": [{
+            "type": "symbolic",
+            "name": bin.path.to_str().unwrap(),
+            "arch": null,
+            "image_addr": format!("{base:#x}"),
+            "image_size": std::fs::metadata(&bin.path).unwrap().len(),
+            "id": "9fe20df4-48e2-f765-fe5e-d9673833ed1c",
+            "code_id": bin.gnu_build_id.clone().unwrap(),
+        }]},
+        "profile": {"samples": samples, "stacks": stacks, "frames": frames,
+                    "thread_metadata": {"7": {"name": "main"}}},
+        "transaction": {"id": "070b384812ee4e2d9c1d8c3f45647c71", "name": "burn",
+                        "trace_id": "cd786d50689442e5fa955b6eb20b40e7", "active_thread_id": 7},
+    });
+    let converted = profcol_sentry::profile_v1_to_otlp(
+        &serde_json::to_vec(&profile).unwrap(),
+        Some("rust"),
+        None,
+        &serde_json::json!({}),
+        &Default::default(),
+    )
+    .unwrap();
+    let mut p = symbolizer(&format!(
+        "allow_mapping_paths: [{}]\ndebug_directories: []\ntimeout: 30s",
+        dir.path().canonicalize().unwrap().display()
+    ));
+    let out = process(&mut p, converted.data);
+    let l = Lookup::of(&out);
+    let named = |addr: u64| -> Frames {
+        let loc = out.dictionary.as_ref().unwrap().location_table[1..]
+            .iter()
+            .find(|loc| loc.address == base + addr)
+            .unwrap_or_else(|| panic!("{addr:#x}"));
+        loc.lines
+            .iter()
+            .map(|line| {
+                let f = l.function(line.function_index);
+                (
+                    l.string(f.name_strindex).to_string(),
+                    l.string(f.filename_strindex).to_string(),
+                    line.line,
+                )
+            })
+            .collect()
+    };
+    let got: Vec<Frames> = leaves.iter().map(|&a| named(a)).collect();
+    assert_matches_oracle(&bin, leaves, &got);
+    assert_eq!(named(end)[0].0, "fatal");
+    assert_matches_oracle(&bin, &[end - 1], &[named(end)]);
 }

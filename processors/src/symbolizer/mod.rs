@@ -78,6 +78,9 @@ const HTLHASH: &str = "process.executable.build_id.htlhash";
 const HTLHASH_OLD: &str = "process.executable.build_id.profiling";
 const FRAME_TYPE: &str = "profile.frame.type";
 const EXECUTABLE_PATH: &str = "process.executable.path";
+/// What the `sentry` receiver marks a Sentry debug image's mapping with.
+const SENTRY_IMAGE_TYPE: &str = "sentry.image_type";
+const SENTRY_IMAGE_VMADDR: &str = "sentry.image_vmaddr";
 
 impl Symbolizer {
     fn new(plan: Plan) -> Self {
@@ -123,11 +126,18 @@ fn binary_of(dict: &ProfilesDictionary, mapping: usize, exe_paths: &[Arc<str>]) 
     let m = dict.mapping_table.get(mapping)?;
     let s = |i: i32| dict.string_table.get(i as usize).map(String::as_str);
     let (mut id, mut htl) = (None, None);
+    let (mut sentry, mut vmaddr) = (false, 0);
     for &a in &m.attribute_indices {
         let Some(kv) = dict.attribute_table.get(a as usize) else {
             continue;
         };
-        let Some(A::StringValue(v)) = kv.value.as_ref().and_then(|v| v.value.as_ref()) else {
+        let value = kv.value.as_ref().and_then(|v| v.value.as_ref());
+        match (s(kv.key_strindex), value) {
+            (Some(SENTRY_IMAGE_TYPE), _) => sentry = true,
+            (Some(SENTRY_IMAGE_VMADDR), Some(&A::IntValue(v))) => vmaddr = v as u64,
+            _ => {}
+        }
+        let Some(A::StringValue(v)) = value else {
             continue;
         };
         match s(kv.key_strindex) {
@@ -160,6 +170,7 @@ fn binary_of(dict: &ProfilesDictionary, mapping: usize, exe_paths: &[Arc<str>]) 
         key,
         filename,
         exe_paths,
+        sentry_vmaddr: sentry.then_some(vmaddr),
     })
 }
 
@@ -196,6 +207,21 @@ fn executables(data: &ProfilesData) -> Vec<Arc<str>> {
     out
 }
 
+/// Per location, whether a stack has it innermost (first).
+fn leaf_locations(dict: &ProfilesDictionary) -> Vec<bool> {
+    let mut leaf = vec![false; dict.location_table.len()];
+    for s in &dict.stack_table {
+        if let Some(l) = s
+            .location_indices
+            .first()
+            .and_then(|&i| leaf.get_mut(i as usize))
+        {
+            *l = true;
+        }
+    }
+    leaf
+}
+
 /// The location's `profile.frame.type`, if set.
 fn frame_type<'a>(dict: &'a ProfilesDictionary, attrs: &[i32]) -> Option<&'a str> {
     attrs.iter().find_map(|&a| {
@@ -219,6 +245,8 @@ impl Processor for Symbolizer {
         };
         // Per mapping, once: its binary (None: nothing to look up by).
         let mut binaries: Vec<Option<Option<Binary>>> = vec![None; dict.mapping_table.len()];
+        // Locations some stack ends in, once a Sentry image needs them.
+        let mut leaves: Option<Vec<bool>> = None;
         let mut todo = Vec::new();
         let mut kernel: Vec<(usize, Frames)> = Vec::new();
         self.keys.clear();
@@ -234,7 +262,8 @@ impl Processor for Symbolizer {
                     }
                     continue;
                 }
-                Some("native") | Some("kernel") => true,
+                // Semantic conventions' `rust` (a Sentry Rust SDK's frames).
+                Some("native" | "kernel" | "rust") => true,
                 Some(_) => continue,
                 None if self.plan.untyped_locations => false,
                 None => continue,
@@ -249,14 +278,26 @@ impl Processor for Symbolizer {
             let Some(bin) = slot.get_or_insert_with(|| binary_of(dict, mi, &exe_paths)) else {
                 continue;
             };
-            let address = if typed {
-                Address::File(loc.address)
-            } else {
-                let m = &dict.mapping_table[mi];
-                match loc.address.checked_sub(m.memory_start) {
+            let m = &dict.mapping_table[mi];
+            let address = match (bin.sentry_vmaddr, typed) {
+                // A Sentry SDK's instruction_addr is the process's: less
+                // image_addr (the mapping's start) plus image_vmaddr, the
+                // file's address, as symbolicator takes it.
+                // A caller's address is where its call returns to: one
+                // back is the call, as symbolicator adjusts it.
+                (Some(vmaddr), _) => match loc.address.checked_sub(m.memory_start) {
+                    Some(d) => {
+                        let leaves = leaves.get_or_insert_with(|| leaf_locations(dict));
+                        let caller = !leaves.get(li).copied().unwrap_or(true);
+                        Address::File(d.saturating_add(vmaddr).saturating_sub(caller.into()))
+                    }
+                    None => continue,
+                },
+                (None, true) => Address::File(loc.address),
+                (None, false) => match loc.address.checked_sub(m.memory_start) {
                     Some(d) => Address::Offset(d.saturating_add(m.file_offset)),
                     None => continue,
-                }
+                },
             };
             todo.push((li, bin.clone()));
             self.keys.push((bin.key.clone(), address));

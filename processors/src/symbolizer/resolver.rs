@@ -30,6 +30,9 @@ pub(super) struct Binary {
     /// Where a mapping named by base name alone may be: the batch's
     /// `process.executable.path` values of that name.
     pub exe_paths: Vec<Arc<str>>,
+    /// A Sentry debug image's `image_vmaddr` (0 when not sent): its
+    /// frames' addresses are process addresses relative to the image.
+    pub sentry_vmaddr: Option<u64>,
 }
 
 /// An address as the producer sent it.
