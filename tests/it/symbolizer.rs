@@ -1120,10 +1120,12 @@ fn config_errors_name_the_key() {
     ] {
         assert!(err.contains(part), "{err}");
     }
-    let err = profcol_processors::symbolizer::from_yaml("workers: 0\nallow_mapping_paths: [/]")
-        .err()
-        .unwrap();
-    for part in ["workers", "allow_mapping_paths::0"] {
+    let err = profcol_processors::symbolizer::from_yaml(
+        "workers: 0\nallow_mapping_paths: [/]\nproc_path: host/proc",
+    )
+    .err()
+    .unwrap();
+    for part in ["workers", "allow_mapping_paths::0", "proc_path"] {
         assert!(err.contains(part), "{err}");
     }
 }
@@ -1429,4 +1431,57 @@ fn a_sentry_sdks_native_frames_are_named_from_its_debug_images() {
     assert_matches_oracle(&bin, leaves, &got);
     assert_eq!(named(end)[0].0, "fatal");
     assert_matches_oracle(&bin, &[end - 1], &[named(end)]);
+}
+
+/// With `process_files`, a mapping named by base name is found in the
+/// process its samples came from (`process.pid`): the path its
+/// `/proc/<pid>/maps` names, opened through `/proc/<pid>/root`, with no
+/// directory allowed at all. Without it, nothing is read.
+#[test]
+fn process_files_find_the_mapping_in_its_process() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("prog.c"),
+        C_SRC.replace(
+            "int main(int argc, char **argv) {",
+            "#include <unistd.h>\nint main(int argc, char **argv) { if (argc > 1) sleep(60);",
+        ),
+    )
+    .unwrap();
+    let exe = dir.path().join("prog");
+    run(Command::new("gcc")
+        .current_dir(dir.path())
+        .args(["-g", "-O2", "-Wl,--build-id", "-o"])
+        .arg(&exe)
+        .arg("prog.c"));
+    let bin = inspect(&exe);
+    let addrs = addresses_in(&bin.path, &["work", "outer"]);
+    let mut child = Command::new(&exe).arg("wait").spawn().unwrap();
+    // Until the loader has mapped it.
+    let maps = format!("/proc/{}/maps", child.id());
+    let t = Instant::now();
+    while !std::fs::read_to_string(&maps).is_ok_and(|m| m.contains(exe.to_str().unwrap())) {
+        assert!(t.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let with_pid = || {
+        let mut data = profile_of(&bin, &addrs, Shape::Ebpf, "/elsewhere/prog");
+        let r = data.resource_profiles[0].resource.as_mut().unwrap();
+        r.attributes.push(KeyValue {
+            key: "process.pid".into(),
+            value: Some(AnyValue {
+                value: Some(A::IntValue(child.id().into())),
+            }),
+            ..Default::default()
+        });
+        data
+    };
+    let mut off = symbolizer("debug_directories: []\ntimeout: 30s");
+    let unnamed = symbolized(&process(&mut off, with_pid()));
+    let mut on = symbolizer("process_files: true\ndebug_directories: []\ntimeout: 30s");
+    let named = symbolized(&process(&mut on, with_pid()));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(unnamed.iter().all(|f| f.is_empty()));
+    assert_matches_oracle(&bin, &addrs, &named);
 }

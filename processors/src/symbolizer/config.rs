@@ -42,6 +42,13 @@ pub struct SymbolizerConfig {
     /// Where the host's kallsyms is (a container mounts the host's
     /// `/proc` elsewhere).
     pub kallsyms_path: String,
+    /// Look for a mapping's file in the processes its samples came from
+    /// (`process.pid`): the path in `/proc/<pid>/maps`, opened through
+    /// `/proc/<pid>/root` (a container's own files). Needs the host's PID
+    /// namespace.
+    pub process_files: bool,
+    /// The host's `/proc` as profcol sees it.
+    pub proc_path: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,6 +99,8 @@ impl Default for SymbolizerConfig {
             untyped_locations: true,
             kernel_symbols: false,
             kallsyms_path: "/proc/kallsyms".into(),
+            process_files: false,
+            proc_path: "/proc".into(),
         }
     }
 }
@@ -131,6 +140,8 @@ pub struct Plan {
     pub untyped_locations: bool,
     /// With `kernel_symbols`.
     pub kallsyms: Option<PathBuf>,
+    /// With `process_files`: the host's `/proc`.
+    pub proc: Option<PathBuf>,
 }
 
 const MIB: u64 = 1 << 20;
@@ -202,11 +213,16 @@ impl SymbolizerConfig {
         if self.workers > 64 {
             errs.push(cfg.key_path("workers"), "must be at most 64");
         }
-        if !self.kallsyms_path.starts_with('/') {
-            errs.push(
-                cfg.key_path("kallsyms_path"),
-                format!("must be an absolute path, got {:?}", self.kallsyms_path),
-            );
+        for (key, path) in [
+            ("kallsyms_path", &self.kallsyms_path),
+            ("proc_path", &self.proc_path),
+        ] {
+            if !path.starts_with('/') {
+                errs.push(
+                    cfg.key_path(key),
+                    format!("must be an absolute path, got {path:?}"),
+                );
+            }
         }
         if self.debuginfod.timeout.0.is_zero() {
             errs.push(cfg.key_path("debuginfod::timeout"), "must be positive");
@@ -245,6 +261,7 @@ impl SymbolizerConfig {
             kallsyms: self
                 .kernel_symbols
                 .then(|| PathBuf::from(&self.kallsyms_path)),
+            proc: self.process_files.then(|| PathBuf::from(&self.proc_path)),
         })
     }
 }

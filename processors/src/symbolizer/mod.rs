@@ -14,6 +14,7 @@ mod debuginfod;
 mod elf;
 mod kallsyms;
 mod names;
+mod process;
 mod resolver;
 
 #[cfg(test)]
@@ -78,6 +79,7 @@ const HTLHASH: &str = "process.executable.build_id.htlhash";
 const HTLHASH_OLD: &str = "process.executable.build_id.profiling";
 const FRAME_TYPE: &str = "profile.frame.type";
 const EXECUTABLE_PATH: &str = "process.executable.path";
+const PID: &str = "process.pid";
 /// What the `sentry` receiver marks a Sentry debug image's mapping with.
 const SENTRY_IMAGE_TYPE: &str = "sentry.image_type";
 const SENTRY_IMAGE_VMADDR: &str = "sentry.image_vmaddr";
@@ -122,7 +124,12 @@ impl Symbolizer {
 }
 
 /// What a batch's dictionary says about one mapping.
-fn binary_of(dict: &ProfilesDictionary, mapping: usize, exe_paths: &[Arc<str>]) -> Option<Binary> {
+fn binary_of(
+    dict: &ProfilesDictionary,
+    mapping: usize,
+    exe_paths: &[Arc<str>],
+    pids: Option<&Vec<u32>>,
+) -> Option<Binary> {
     let m = dict.mapping_table.get(mapping)?;
     let s = |i: i32| dict.string_table.get(i as usize).map(String::as_str);
     let (mut id, mut htl) = (None, None);
@@ -171,6 +178,7 @@ fn binary_of(dict: &ProfilesDictionary, mapping: usize, exe_paths: &[Arc<str>]) 
         filename,
         exe_paths,
         sentry_vmaddr: sentry.then_some(vmaddr),
+        pids: pids.cloned().unwrap_or_default(),
     })
 }
 
@@ -201,6 +209,48 @@ fn executables(data: &ProfilesData) -> Vec<Arc<str>> {
         if let Some(p) = path.filter(|p| p.starts_with('/')) {
             if !out.iter().any(|o| **o == *p) {
                 out.push(p.into());
+            }
+        }
+    }
+    out
+}
+
+/// Per mapping, the `process.pid` of the resources whose samples use it
+/// (at most [`process::MAX_PIDS`]); each stack is walked once per resource.
+fn mapping_pids(data: &ProfilesData) -> Vec<Vec<u32>> {
+    let lookup = Lookup::of(data);
+    let mut out = vec![Vec::new(); lookup.dictionary().mapping_table.len()];
+    let mut seen = hashbrown::HashSet::new();
+    for rp in &data.resource_profiles {
+        let pid = rp.resource.as_ref().and_then(|r| {
+            r.attributes
+                .iter()
+                .find(|kv| lookup.key_of(kv) == PID)
+                .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
+                    A::IntValue(p) => u32::try_from(*p).ok(),
+                    _ => None,
+                })
+        });
+        let Some(pid) = pid.filter(|&p| p > 0) else {
+            continue;
+        };
+        seen.clear();
+        let samples = rp
+            .scope_profiles
+            .iter()
+            .flat_map(|sp| &sp.profiles)
+            .flat_map(|p| &p.samples);
+        for s in samples {
+            if !seen.insert(s.stack_index) {
+                continue;
+            }
+            for &li in &lookup.stack(s.stack_index).location_indices {
+                let m = lookup.location(li).mapping_index;
+                if let Some(v) = usize::try_from(m).ok().and_then(|m| out.get_mut(m)) {
+                    if v.len() < process::MAX_PIDS && !v.contains(&pid) {
+                        v.push(pid);
+                    }
+                }
             }
         }
     }
@@ -239,6 +289,10 @@ fn frame_type<'a>(dict: &'a ProfilesDictionary, attrs: &[i32]) -> Option<&'a str
 impl Processor for Symbolizer {
     fn process(&mut self, batch: &mut ProfileBatch, ctx: &mut ProcessContext) -> Verdict {
         let exe_paths = executables(batch.data());
+        let pids = match self.plan.proc {
+            Some(_) => mapping_pids(batch.data()),
+            None => Vec::new(),
+        };
         let data = batch.data_mut();
         let Some(dict) = data.dictionary.as_mut() else {
             return Verdict::Keep;
@@ -275,7 +329,9 @@ impl Processor for Symbolizer {
             let Some(slot) = binaries.get_mut(mi) else {
                 continue;
             };
-            let Some(bin) = slot.get_or_insert_with(|| binary_of(dict, mi, &exe_paths)) else {
+            let Some(bin) =
+                slot.get_or_insert_with(|| binary_of(dict, mi, &exe_paths, pids.get(mi)))
+            else {
                 continue;
             };
             let m = &dict.mapping_table[mi];

@@ -19,6 +19,7 @@ use super::config::{Plan, SourceKind};
 use super::debuginfod::{Debuginfod, Fetched, NegativeCache};
 use super::elf::{self, BuildId, Companions, DebugInfo, Frame, Identity};
 use super::names::Names;
+use super::process;
 
 /// A binary as a mapping names it.
 #[derive(Debug, Clone)]
@@ -33,6 +34,8 @@ pub(super) struct Binary {
     /// A Sentry debug image's `image_vmaddr` (0 when not sent): its
     /// frames' addresses are process addresses relative to the image.
     pub sentry_vmaddr: Option<u64>,
+    /// With `process_files`: the `process.pid` of processes using it.
+    pub pids: Vec<u32>,
 }
 
 /// An address as the producer sent it.
@@ -569,11 +572,12 @@ impl Shared {
 
     /// The file the mapping names, when inside `allow_mapping_paths` and
     /// of the mapping's build id. A mapping named by base name alone (the
-    /// eBPF profiler's) is looked for as its process's executable, then
-    /// by that name under `allow_mapping_paths`.
+    /// eBPF profiler's) is looked for as its process's executable, in its
+    /// processes (`process_files`), then by that name under
+    /// `allow_mapping_paths`.
     fn mapping_file(&self, bin: &Binary) -> Option<(PathBuf, Identity)> {
         if !self.plan.sources.contains(&SourceKind::Mapping)
-            || self.plan.allow_mapping_paths.is_empty()
+            || (self.plan.allow_mapping_paths.is_empty() && self.plan.proc.is_none())
             || bin.filename.is_empty()
         {
             return None;
@@ -600,6 +604,22 @@ impl Shared {
         }
         if let Some(found) = bin.exe_paths.iter().find_map(|p| allowed(Path::new(&**p))) {
             return Some(found);
+        }
+        // Through the process's root, not canonical: a container's path
+        // resolved on the host would be the host's file.
+        if let Some(proc) = &self.plan.proc {
+            let found = process::files_named(proc, &bin.pids, &bin.filename)
+                .into_iter()
+                .find_map(|p| {
+                    let id = elf::identify(&p, self.plan.max_file_bytes).ok()?;
+                    id.matches(&bin.id).then_some((p, id))
+                });
+            if found.is_some() {
+                return found;
+            }
+        }
+        if self.plan.allow_mapping_paths.is_empty() {
+            return None;
         }
         let candidates = {
             let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
