@@ -315,19 +315,21 @@ fn symbolized(data: &ProfilesData) -> Vec<Frames> {
     data.resource_profiles[0].scope_profiles[0].profiles[0]
         .samples
         .iter()
-        .map(|s| {
-            let loc = l.location(l.stack(s.stack_index).location_indices[0]);
-            loc.lines
-                .iter()
-                .map(|line| {
-                    let f = l.function(line.function_index);
-                    (
-                        l.string(f.name_strindex).to_string(),
-                        l.string(f.filename_strindex).to_string(),
-                        line.line,
-                    )
-                })
-                .collect()
+        .map(|s| frames_of(&l, l.location(l.stack(s.stack_index).location_indices[0])))
+        .collect()
+}
+
+/// The lines of `loc`, innermost first.
+fn frames_of(l: &Lookup<'_>, loc: &Location) -> Frames {
+    loc.lines
+        .iter()
+        .map(|line| {
+            let f = l.function(line.function_index);
+            (
+                l.string(f.name_strindex).to_string(),
+                l.string(f.filename_strindex).to_string(),
+                line.line,
+            )
         })
         .collect()
 }
@@ -1262,14 +1264,7 @@ fn the_ebpf_profilers_recording_is_symbolized_by_file_name() {
     let (mut burn, mut others_named) = (Vec::new(), 0);
     for loc in &dict.location_table[1..] {
         let file = l.string(l.mapping(loc.mapping_index).filename_strindex);
-        let names: Vec<String> = loc
-            .lines
-            .iter()
-            .map(|line| {
-                l.string(l.function(line.function_index).name_strindex)
-                    .to_string()
-            })
-            .collect();
+        let names: Vec<String> = frames_of(&l, loc).into_iter().map(|f| f.0).collect();
         if file == "burn" {
             burn.push((loc.address, names));
         } else if !names.is_empty() && file.starts_with("lib") {
@@ -1415,17 +1410,7 @@ fn a_sentry_sdks_native_frames_are_named_from_its_debug_images() {
             .iter()
             .find(|loc| loc.address == base + addr)
             .unwrap_or_else(|| panic!("{addr:#x}"));
-        loc.lines
-            .iter()
-            .map(|line| {
-                let f = l.function(line.function_index);
-                (
-                    l.string(f.name_strindex).to_string(),
-                    l.string(f.filename_strindex).to_string(),
-                    line.line,
-                )
-            })
-            .collect()
+        frames_of(&l, loc)
     };
     let got: Vec<Frames> = leaves.iter().map(|&a| named(a)).collect();
     assert_matches_oracle(&bin, leaves, &got);
