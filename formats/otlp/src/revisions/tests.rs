@@ -675,8 +675,8 @@ fn async_profiler_4_2_threads_dump_is_refused_saying_where() {
 
 /// The eBPF profiler writes, as pdata does, the zero attribute entry with
 /// an empty `value` present: the zero entry, not a real one. Its requests
-/// are valid as sent (nothing to repair, the wire check passes them as
-/// they are) and read as what it profiled.
+/// are valid as sent (nothing to repair, the wire check and its one-pass
+/// decode pass them as they are) and read as what it profiled.
 #[test]
 fn ebpf_profiler_requests_are_valid_as_sent() {
     for n in 1..=3 {
@@ -686,6 +686,7 @@ fn ebpf_profiler_requests_are_valid_as_sent() {
         assert_eq!(d.revision, Revision::V1_10_0, "{file}");
         assert!(d.findings.is_valid(), "{file}: {:?}", d.findings);
         assert!(wire_check::check(&b).is_some(), "{file}");
+        assert!(wire_check::decode_clean(&b).is_some(), "{file}");
         assert!(repair(&mut d.data).is_empty(), "{file}");
     }
     let d = decode(&bytes("ebpf-profiler-v0.0.202633/0002.binpb")).unwrap();
