@@ -1470,3 +1470,48 @@ fn process_files_find_the_mapping_in_its_process() {
     assert!(unnamed.iter().all(|f| f.is_empty()));
     assert_matches_oracle(&bin, &addrs, &named);
 }
+
+/// The eBPF profiler's native frames sent on to Sentry and read back as
+/// Sentry reads them. Its addresses are in each file's own space, where a
+/// process's files overlap; each file is placed in a region of its own, so
+/// that a frame falls in its own image's range and `instruction_addr`
+/// less `image_addr` is its address in the file. profcol's own sentry
+/// receiver and symbolizer stand in for Relay and symbolicator.
+#[test]
+fn the_ebpf_profilers_frames_are_named_after_a_trip_through_sentry() {
+    let dir = profcol_model::testing::fixtures_dir()
+        .join("otlp-revisions/ebpf-profiler-v0.0.202633")
+        .canonicalize()
+        .unwrap();
+    let bytes = std::fs::read(dir.join("0002.binpb")).unwrap();
+    let data = profcol_otlp::revisions::decode(&bytes.into()).unwrap().data;
+    let chunks = profcol_sentry::otlp_to_chunks(&data, &Default::default());
+    let burn = chunks
+        .iter()
+        .filter_map(|c| c.chunk.as_ref().map(|ch| (ch, &c.payload)))
+        .find(|(ch, _)| {
+            ch.debug_meta
+                .as_ref()
+                .is_some_and(|m| m.images.iter().any(|i| i["code_file"] == "burn"))
+        })
+        .map(|(_, payload)| payload)
+        .expect("a chunk of burn");
+    let back = profcol_sentry::chunk_to_otlp(burn, Some("native"), &Default::default())
+        .unwrap()
+        .data;
+    let mut p = symbolizer(&format!(
+        "allow_mapping_paths: [{}]\ndebug_directories: []\ntimeout: 10s",
+        dir.display()
+    ));
+    let out = process(&mut p, back);
+    let l = Lookup::of(&out);
+    let named: Vec<String> = out.dictionary.as_ref().unwrap().location_table[1..]
+        .iter()
+        .filter(|loc| l.string(l.mapping(loc.mapping_index).filename_strindex) == "burn")
+        .flat_map(|loc| frames_of(&l, loc))
+        .map(|f| f.0)
+        .collect();
+    for f in ["leaf_hash", "middle_work", "main", "_start"] {
+        assert!(named.iter().any(|n| n == f), "{f}: {named:?}");
+    }
+}

@@ -873,9 +873,10 @@ fn only_profiles_with_the_same_samples_are_duplicates() {
 
 /// What the OpenTelemetry eBPF profiler sends: one Profile of `samples/count`
 /// (timestamps, value 1) and one of off-CPU `events/nanoseconds`; stacks of
-/// Python frames over unsymbolized native frames (an address and a mapping
-/// with a build id, no Line) and kernel frames; samples of several
-/// processes named by `thread.name` (the comm) and `process.pid`.
+/// Python frames over unsymbolized native frames (an address in the file
+/// and a mapping named by base name, in the file's own address space, with
+/// a build id, no Line) and kernel frames; samples of several processes
+/// named by `thread.name` (the comm) and `process.pid`.
 fn ebpf_like() -> ProfilesData {
     let mut b = DictionaryBuilder::new();
     let text = |v: &str| AnyValue {
@@ -887,11 +888,11 @@ fn ebpf_like() -> ProfilesData {
         text("dfb85de42daffd09640c8fe377d572de3e168920"),
         "",
     );
-    let libc_file = b.string("/usr/lib/x86_64-linux-gnu/libc.so.6");
+    let libc_file = b.string("libc.so.6");
     let libc = b.mapping(profcol_model::proto::Mapping {
-        memory_start: 0x7f00_0000_0000,
-        memory_limit: 0x7f00_0020_0000,
-        file_offset: 0,
+        memory_start: 0x26000,
+        memory_limit: 0x17c000,
+        file_offset: 0x26000,
         filename_strindex: libc_file,
         attribute_indices: vec![build_id],
     });
@@ -1027,11 +1028,13 @@ fn ebpf_profiler_data_becomes_a_hybrid_chunk() {
                 Some(0xffff_ffff_8100_0000),
                 None
             ),
+            // Placed in libc's own region (mapping 1): files' own
+            // address spaces overlap.
             (
                 None,
                 Some("native"),
-                Some(0x2a3f0),
-                Some("/usr/lib/x86_64-linux-gnu/libc.so.6")
+                Some((1 << 40) + 0x2a3f0),
+                Some("libc.so.6")
             ),
             (Some("handle"), None, None, None),
             (Some("main"), None, None, None),
@@ -1039,10 +1042,11 @@ fn ebpf_profiler_data_becomes_a_hybrid_chunk() {
         "leaf first; no addresses on Python frames"
     );
     let images = &c.debug_meta.as_ref().unwrap().images;
-    assert_eq!(
-        images[0]["code_file"],
-        "/usr/lib/x86_64-linux-gnu/libc.so.6"
-    );
+    assert_eq!(images[0]["code_file"], "libc.so.6");
+    // At its load base (0) in its region, as large as the mapping reaches.
+    assert_eq!(images[0]["image_addr"], "0x10000000000");
+    assert_eq!(images[0]["image_size"], 0x17c000);
+    assert!(images[0].get("image_vmaddr").is_none());
 
     // Two processes, one comm: two threads of the same name.
     let threads: BTreeSet<&str> = c

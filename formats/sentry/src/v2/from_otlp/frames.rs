@@ -6,6 +6,7 @@ use std::borrow::Cow;
 
 use hashbrown::HashMap;
 
+use super::address;
 use super::dict::{attr_text, entry, nonempty};
 use crate::keys as k;
 use crate::v2::outgoing::ChunkFrame;
@@ -31,6 +32,9 @@ pub(super) struct Frames<'d> {
     frame_runtimes: Vec<Option<&'static str>>,
     /// Per frame id: the mappings of the locations it stands for.
     pub frame_mappings: Vec<Vec<i32>>,
+    /// Mappings whose frames were placed in a region of their own
+    /// (see [`address`]).
+    pub placed: hashbrown::HashSet<i32>,
 }
 
 impl<'d> Frames<'d> {
@@ -47,6 +51,7 @@ impl<'d> Frames<'d> {
             runtimes: Vec::new(),
             frame_runtimes: Vec::new(),
             frame_mappings: Vec::new(),
+            placed: hashbrown::HashSet::new(),
         }
     }
 
@@ -83,8 +88,12 @@ impl<'d> Frames<'d> {
             let abs_path_attr = text(k::SENTRY_ABS_PATH);
             // The eBPF profiler puts line numbers or bytecode offsets in the
             // address of interpreted frames: only machine code has addresses.
-            let addr =
+            let mut addr =
                 (loc.address != 0 && runtime.is_none_or(is_machine_code)).then_some(loc.address);
+            if addr.is_some() && address::in_file_space(d, loc, text(k::FRAME_TYPE).as_deref()) {
+                addr = address::region(loc.mapping_index).and_then(|r| r.checked_add(loc.address));
+                self.placed.insert(loc.mapping_index);
+            }
             // An unsymbolized native frame (eBPF, perf): its image names it,
             // in `package`. Relay's `Frame` has no `package` and drops it,
             // which would leave Sentry only an address: the file's name goes

@@ -3,6 +3,7 @@
 
 use hashbrown::HashMap;
 
+use super::address;
 use super::dict::{attr_text, nonempty};
 use super::frames::Frames;
 use super::meta::Meta;
@@ -47,11 +48,11 @@ impl<'d> Images<'d> {
     /// The `debug_meta` image of mapping `m`, if it has a build id or a
     /// debug id, and Relay would read it (an image with an unreadable
     /// `debug_id` would fail the whole chunk: it is left out alone).
-    fn mapping_image(&mut self, m: i32) -> Option<serde_json::Value> {
+    fn mapping_image(&mut self, m: i32, placed: bool) -> Option<serde_json::Value> {
         if let Some(img) = self.mapping_images.get(&m) {
             return img.clone();
         }
-        let d = self.dict;
+        let (d, mi) = (self.dict, m);
         // Out of range reads as the zero mapping, which names no image.
         let img = (m > 0)
             .then(|| d.mapping(m))
@@ -80,14 +81,30 @@ impl<'d> Images<'d> {
                 if let Some(a) = attr(k::SENTRY_ARCH) {
                     img.insert("arch".into(), a.into());
                 }
-                img.insert("image_addr".into(), format!("{:#x}", m.memory_start).into());
-                if m.memory_limit > m.memory_start {
-                    img.insert(
-                        "image_size".into(),
-                        (m.memory_limit - m.memory_start).into(),
-                    );
+                // A file placed in a region (its frames addressed in the
+                // file): the image starts at its load base there, and says
+                // that base as its own load address.
+                let (start, vmaddr) = match placed.then(|| address::region(mi)).flatten() {
+                    Some(r) => {
+                        let base = address::load_base(m);
+                        (r.checked_add(base)?, Some(base).filter(|&b| b > 0))
+                    }
+                    None => (
+                        m.memory_start,
+                        attr(k::SENTRY_IMAGE_VMADDR).and_then(|v| v.parse::<u64>().ok()),
+                    ),
+                };
+                let limit = match placed {
+                    true => {
+                        start.saturating_add(m.memory_limit.saturating_sub(address::load_base(m)))
+                    }
+                    false => m.memory_limit,
+                };
+                img.insert("image_addr".into(), format!("{start:#x}").into());
+                if limit > start {
+                    img.insert("image_size".into(), (limit - start).into());
                 }
-                if let Some(vm) = attr(k::SENTRY_IMAGE_VMADDR).and_then(|v| v.parse::<u64>().ok()) {
+                if let Some(vm) = vmaddr {
                     img.insert("image_vmaddr".into(), format!("{vm:#x}").into());
                 }
                 Some(serde_json::Value::Object(img))
@@ -116,7 +133,7 @@ impl<'d> Images<'d> {
         mappings.dedup();
         let images: Vec<_> = mappings
             .into_iter()
-            .filter_map(|m| self.mapping_image(m))
+            .filter_map(|m| self.mapping_image(m, frames.placed.contains(&m)))
             .collect();
         (!images.is_empty()).then_some(DebugMeta { images })
     }

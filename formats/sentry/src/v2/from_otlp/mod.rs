@@ -16,6 +16,7 @@
 //! part of `dropped`, summed over a profile's results, is exactly the
 //! profile's number of OTLP Samples.
 
+mod address;
 mod dict;
 mod emit;
 mod expand;
