@@ -26,7 +26,8 @@ use std::time::Instant;
 
 use profcol_model::dictionary::{Interner, Lookup};
 use profcol_model::proto::{
-    any_value::Value as A, Function, Line, ProfilesData, ProfilesDictionary,
+    any_value::Value as A, AnyValue, Function, Line, ProfilesData, ProfilesDictionary,
+    ResourceProfiles,
 };
 use profcol_model::ProfileBatch;
 use profcol_pipeline::component::{
@@ -199,13 +200,7 @@ fn executables(data: &ProfilesData) -> Vec<Arc<str>> {
     let lookup = Lookup::of(data);
     let mut out: Vec<Arc<str>> = Vec::new();
     for rp in &data.resource_profiles {
-        let Some(r) = &rp.resource else { continue };
-        let path = r
-            .attributes
-            .iter()
-            .find(|kv| lookup.key_of(kv) == EXECUTABLE_PATH)
-            .and_then(|kv| kv.value.as_ref())
-            .and_then(|v| lookup.str_value(v));
+        let path = resource_attr(&lookup, rp, EXECUTABLE_PATH).and_then(|v| lookup.str_value(v));
         if let Some(p) = path.filter(|p| p.starts_with('/')) {
             if !out.iter().any(|o| **o == *p) {
                 out.push(p.into());
@@ -215,6 +210,20 @@ fn executables(data: &ProfilesData) -> Vec<Arc<str>> {
     out
 }
 
+/// The value of `rp`'s resource attribute `key`.
+fn resource_attr<'a>(
+    lookup: &Lookup<'a>,
+    rp: &'a ResourceProfiles,
+    key: &str,
+) -> Option<&'a AnyValue> {
+    let attrs = &rp.resource.as_ref()?.attributes;
+    attrs
+        .iter()
+        .find(|kv| lookup.key_of(kv) == key)?
+        .value
+        .as_ref()
+}
+
 /// Per mapping, the `process.pid` of the resources whose samples use it
 /// (at most [`process::MAX_PIDS`]); each stack is walked once per resource.
 fn mapping_pids(data: &ProfilesData) -> Vec<Vec<u32>> {
@@ -222,15 +231,10 @@ fn mapping_pids(data: &ProfilesData) -> Vec<Vec<u32>> {
     let mut out = vec![Vec::new(); lookup.dictionary().mapping_table.len()];
     let mut seen = hashbrown::HashSet::new();
     for rp in &data.resource_profiles {
-        let pid = rp.resource.as_ref().and_then(|r| {
-            r.attributes
-                .iter()
-                .find(|kv| lookup.key_of(kv) == PID)
-                .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
-                    A::IntValue(p) => u32::try_from(*p).ok(),
-                    _ => None,
-                })
-        });
+        let pid = match resource_attr(&lookup, rp, PID).and_then(|v| v.value.as_ref()) {
+            Some(A::IntValue(p)) => u32::try_from(*p).ok(),
+            _ => None,
+        };
         let Some(pid) = pid.filter(|&p| p > 0) else {
             continue;
         };

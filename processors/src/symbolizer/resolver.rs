@@ -582,6 +582,10 @@ impl Shared {
         {
             return None;
         }
+        let matching = |p: PathBuf| -> Option<(PathBuf, Identity)> {
+            let id = elf::identify(&p, self.plan.max_file_bytes).ok()?;
+            id.matches(&bin.id).then_some((p, id))
+        };
         let allowed = |p: &Path| -> Option<(PathBuf, Identity)> {
             let path = std::fs::canonicalize(p).ok()?;
             if !self
@@ -593,8 +597,7 @@ impl Shared {
                 tracing::debug!(path = %path.display(), "symbolizer: mapping file outside allow_mapping_paths");
                 return None;
             }
-            let id = elf::identify(&path, self.plan.max_file_bytes).ok()?;
-            id.matches(&bin.id).then_some((path, id))
+            matching(path)
         };
         if bin.filename.starts_with('/') {
             return allowed(Path::new(&*bin.filename));
@@ -610,10 +613,7 @@ impl Shared {
         if let Some(proc) = &self.plan.proc {
             let found = process::files_named(proc, &bin.pids, &bin.filename)
                 .into_iter()
-                .find_map(|p| {
-                    let id = elf::identify(&p, self.plan.max_file_bytes).ok()?;
-                    id.matches(&bin.id).then_some((p, id))
-                });
+                .find_map(matching);
             if found.is_some() {
                 return found;
             }
