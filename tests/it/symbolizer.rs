@@ -1240,6 +1240,18 @@ service:
     );
 }
 
+/// The eBPF profiler's recorded request with the C program it profiled
+/// (`burn`), and the folder holding both.
+fn ebpf_recording() -> (PathBuf, ProfilesData) {
+    let dir = profcol_model::testing::fixtures_dir()
+        .join("otlp-revisions/ebpf-profiler-v0.0.202633")
+        .canonicalize()
+        .unwrap();
+    let bytes = std::fs::read(dir.join("0002.binpb")).unwrap();
+    let data = profcol_otlp::revisions::decode(&bytes.into()).unwrap().data;
+    (dir, data)
+}
+
 /// What the eBPF profiler v0.0.202633 sent while profiling the fixture's
 /// `burn` (tests/fixtures/otlp-revisions/ebpf-profiler-v0.0.202633): its
 /// mappings name files by base name alone and its process's executable by
@@ -1248,12 +1260,7 @@ service:
 /// named as addr2line names it; frames of other files stay as sent.
 #[test]
 fn the_ebpf_profilers_recording_is_symbolized_by_file_name() {
-    let dir = profcol_model::testing::fixtures_dir()
-        .join("otlp-revisions/ebpf-profiler-v0.0.202633")
-        .canonicalize()
-        .unwrap();
-    let bytes = std::fs::read(dir.join("0002.binpb")).unwrap();
-    let data = profcol_otlp::revisions::decode(&bytes.into()).unwrap().data;
+    let (dir, data) = ebpf_recording();
     let mut p = symbolizer(&format!(
         "allow_mapping_paths: [{}]\ndebug_directories: []\ntimeout: 10s",
         dir.display()
@@ -1479,12 +1486,7 @@ fn process_files_find_the_mapping_in_its_process() {
 /// receiver and symbolizer stand in for Relay and symbolicator.
 #[test]
 fn the_ebpf_profilers_frames_are_named_after_a_trip_through_sentry() {
-    let dir = profcol_model::testing::fixtures_dir()
-        .join("otlp-revisions/ebpf-profiler-v0.0.202633")
-        .canonicalize()
-        .unwrap();
-    let bytes = std::fs::read(dir.join("0002.binpb")).unwrap();
-    let data = profcol_otlp::revisions::decode(&bytes.into()).unwrap().data;
+    let (dir, data) = ebpf_recording();
     let chunks = profcol_sentry::otlp_to_chunks(&data, &Default::default());
     let burn = chunks
         .iter()
