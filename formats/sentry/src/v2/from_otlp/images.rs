@@ -84,21 +84,22 @@ impl<'d> Images<'d> {
                 // A file placed in a region (its frames addressed in the
                 // file): the image starts at its load base there, and says
                 // that base as its own load address.
-                let (start, vmaddr) = match placed.then(|| address::region(mi)).flatten() {
+                let (start, limit, vmaddr) = match placed.then(|| address::region(mi)).flatten() {
                     Some(r) => {
                         let base = address::load_base(m);
-                        (r.checked_add(base)?, Some(base).filter(|&b| b > 0))
+                        let start = r.checked_add(base)?;
+                        let size = m.memory_limit.saturating_sub(base);
+                        (
+                            start,
+                            start.saturating_add(size),
+                            Some(base).filter(|&b| b > 0),
+                        )
                     }
                     None => (
                         m.memory_start,
+                        m.memory_limit,
                         attr(k::SENTRY_IMAGE_VMADDR).and_then(|v| v.parse::<u64>().ok()),
                     ),
-                };
-                let limit = match placed {
-                    true => {
-                        start.saturating_add(m.memory_limit.saturating_sub(address::load_base(m)))
-                    }
-                    false => m.memory_limit,
                 };
                 img.insert("image_addr".into(), format!("{start:#x}").into());
                 if limit > start {
