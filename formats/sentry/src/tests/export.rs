@@ -666,8 +666,9 @@ fn a_chunk_relay_would_refuse_is_not_sent() {
     .is_empty());
 }
 
-#[test]
-fn mappings_with_build_ids_become_debug_images() {
+/// The debug images of a native profile whose frames all come from
+/// `mapping` (given the build id below and its file name).
+fn images_of_native(mapping: profcol_model::proto::Mapping, file_name: &str) -> serde_json::Value {
     let mut data = hand_built(
         vec![("telemetry.sdk.language", "cpp")],
         &[("main", Some(Value::IntValue(1)), 3)],
@@ -677,7 +678,7 @@ fn mappings_with_build_ids_become_debug_images() {
     dict.string_table
         .push("process.executable.build_id.gnu".into());
     let file = key + 1;
-    dict.string_table.push("/usr/bin/app".into());
+    dict.string_table.push(file_name.into());
     dict.attribute_table
         .push(profcol_model::proto::KeyValueAndUnit {
             key_strindex: key,
@@ -690,11 +691,9 @@ fn mappings_with_build_ids_become_debug_images() {
         });
     let attr = dict.attribute_table.len() as i32 - 1;
     dict.mapping_table.push(profcol_model::proto::Mapping {
-        memory_start: 0x400000,
-        memory_limit: 0x500000,
-        file_offset: 0,
         filename_strindex: file,
         attribute_indices: vec![attr],
+        ..mapping
     });
     let mapping = dict.mapping_table.len() as i32 - 1;
     for loc in dict.location_table.iter_mut().skip(1) {
@@ -709,18 +708,51 @@ fn mappings_with_build_ids_become_debug_images() {
     let results = otlp_to_chunks(&data, &ExportOptions::default());
     let c = results[0].chunk.as_ref().unwrap();
     assert_eq!(c.platform, "native");
-    let images = &c.debug_meta.as_ref().unwrap().images;
+    serde_json::Value::Array(c.debug_meta.clone().unwrap().images)
+}
+
+#[test]
+fn mappings_with_build_ids_become_debug_images() {
+    let images = images_of_native(
+        profcol_model::proto::Mapping {
+            memory_start: 0x400000,
+            memory_limit: 0x500000,
+            file_offset: 0,
+            ..Default::default()
+        },
+        "/usr/bin/app",
+    );
     assert_eq!(
         images,
-        &vec![serde_json::json!({
+        serde_json::json!([{
             "type": "symbolic",
             "debug_id": "e45db8df-af2d-09fd-640c-8fe377d572de",
             "code_id": "dfb85de42daffd09640c8fe377d572de3e168920",
             "code_file": "/usr/bin/app",
             "image_addr": "0x400000",
             "image_size": 0x100000,
-        })]
+        }])
     );
+}
+
+/// A pprof mapping of a library's text segment (process addresses, the
+/// segment at file offset 0x28000): the image starts at the library's load
+/// base, so `instruction_addr - image_addr` is the frame's address in the
+/// file, as symbolicator reads it.
+#[test]
+fn a_segment_mapped_past_offset_0_gives_the_image_at_its_load_base() {
+    let images = images_of_native(
+        profcol_model::proto::Mapping {
+            memory_start: 0x7f00_0002_8000,
+            memory_limit: 0x7f00_0017_c000,
+            file_offset: 0x28000,
+            ..Default::default()
+        },
+        "/usr/lib/x86_64-linux-gnu/libc.so.6",
+    );
+    assert_eq!(images[0]["image_addr"], "0x7f0000000000");
+    assert_eq!(images[0]["image_size"], 0x17c000);
+    assert!(images[0].get("image_vmaddr").is_none(), "{images}");
 }
 
 /// `default_platform` fills in per Profile: a batch holding a Python chunk

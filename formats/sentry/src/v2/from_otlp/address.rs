@@ -33,8 +33,9 @@ pub(super) fn region(m: i32) -> Option<u64> {
     u64::try_from(m).ok()?.checked_mul(1 << 40)
 }
 
-/// The file's load address in its own space: where its offset 0 lies, the
-/// mapping starting at its segment (text at 0x1000, offset 0x1000).
+/// Where the file's offset 0 lies in the mapping's space, the mapping
+/// starting at its segment (text at 0x1000, offset 0x1000), taking the
+/// segment's address in the file to be its offset, as pprof does.
 pub(super) fn load_base(m: &Mapping) -> u64 {
     m.memory_start
         .checked_sub(m.file_offset)

@@ -95,8 +95,13 @@ impl<'d> Images<'d> {
                             Some(base).filter(|&b| b > 0),
                         )
                     }
+                    // Addressed in the process: the image still starts at
+                    // the file's load base, where its offset 0 is mapped (a
+                    // pprof mapping of libc's text at offset 0x28000 starts
+                    // 0x28000 past it), so symbolicator's `instruction_addr
+                    // - image_addr` is the address in the file.
                     None => (
-                        m.memory_start,
+                        address::load_base(m),
                         m.memory_limit,
                         attr(k::SENTRY_IMAGE_VMADDR).and_then(|v| v.parse::<u64>().ok()),
                     ),
