@@ -130,6 +130,34 @@ async fn one_file_per_resource_and_collisions_get_a_suffix() {
     );
 }
 
+/// The eBPF profiler sends no `service.name`, a resource per process: its
+/// files are named as the semantic conventions have SDKs name such a
+/// service, `unknown_service:` and `process.executable.name`, so the
+/// processes' files tell apart.
+#[tokio::test]
+async fn a_process_without_service_name_is_named_by_its_executable() {
+    let bytes =
+        profcol_model::testing::fixture("otlp-revisions/ebpf-profiler-v0.0.202633/0002.binpb");
+    let data = profcol_otlp::revisions::decode(&bytes.into()).unwrap().data;
+    let dir = tempfile::tempdir().unwrap();
+    let e = exporter(dir.path(), |c| c.file_name = "{service.name}.pb.gz".into());
+    e.export(&Request::new(Arc::new(ProfileBatch::new(data))), &ctx())
+        .await
+        .unwrap();
+    assert_eq!(
+        names(dir.path()),
+        [
+            // Two processes of `burn` ran.
+            "unknown_service_burn-1.pb.gz",
+            "unknown_service_burn.pb.gz",
+            "unknown_service_ebpf-profiler.pb.gz",
+            "unknown_service_java.pb.gz",
+            "unknown_service_profcol.pb.gz",
+            "unknown_service_python3.11.pb.gz",
+        ]
+    );
+}
+
 /// A Node wall upload (`samples/count` and `wall/nanoseconds` over the
 /// same samples) is one file with both types by default, as pprof tools
 /// and Pyroscope expect it (`-sample_index`); `merge_sample_types: false`

@@ -39,3 +39,4 @@ pub const SPAN_ID_LABEL: &str = "span_id";
 pub const PPROF_PREFIX: &str = "pprof.";
 
 pub const SERVICE_NAME: &str = "service.name";
+pub const PROCESS_EXECUTABLE_NAME: &str = "process.executable.name";

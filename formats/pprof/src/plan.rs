@@ -38,7 +38,8 @@ pub struct PprofFile {
     /// With several lists they line up profile by profile, sample by sample.
     pub columns: Vec<Vec<ProfileRef>>,
     pub sample_types: Vec<SampleType>,
-    /// The resource's `service.name`, if it has one.
+    /// The resource's `service.name`, else `unknown_service:` and its
+    /// `process.executable.name`, if it has one.
     pub service_name: Option<String>,
     /// Earliest start time of the profiles (0 if none says).
     pub time_unix_nano: u64,
@@ -95,19 +96,30 @@ pub(super) fn kv_key<'a>(
     &kv.key
 }
 
+/// The resource's `service.name`, else what the semantic conventions have
+/// SDKs put there without one: `unknown_service:` and
+/// `process.executable.name` (the eBPF profiler sends no `service.name`,
+/// one resource per process).
 pub(super) fn service_name(
     dict: &ProfilesDictionary,
     resource: Option<&Resource>,
 ) -> Option<String> {
-    let kv = resource?
-        .attributes
-        .iter()
-        .find(|kv| kv_key(dict, kv) == keys::SERVICE_NAME)?;
-    match kv.value.as_ref()?.value.as_ref()? {
-        Value::StringValue(s) => Some(s.clone()),
-        Value::StringValueStrindex(i) => dict.string_table.get(*i as usize).cloned(),
-        _ => None,
-    }
+    let text = |key: &str| {
+        let kv = resource?
+            .attributes
+            .iter()
+            .find(|kv| kv_key(dict, kv) == key)?;
+        match kv.value.as_ref()?.value.as_ref()? {
+            Value::StringValue(s) => Some(s.clone()),
+            Value::StringValueStrindex(i) => dict.string_table.get(*i as usize).cloned(),
+            _ => None,
+        }
+    };
+    text(keys::SERVICE_NAME).or_else(|| {
+        text(keys::PROCESS_EXECUTABLE_NAME)
+            .filter(|n| !n.is_empty())
+            .map(|n| format!("unknown_service:{n}"))
+    })
 }
 
 /// Profile attributes that become labels of every sample: all but the
