@@ -895,3 +895,57 @@ fn otelcol_client_paths_read_the_batchs_client() {
     .to_string();
     assert!(e.contains("otelcol.grpc.* paths are not supported"), "{e}");
 }
+
+/// `Decode` and `ParseSeverity` give what the Collector's README and tests
+/// say (the OTTL differential test compares them with the Collector too);
+/// their errors skip the statement.
+#[test]
+fn decode_and_parse_severity() {
+    let mut d = batch();
+    let errs = run(
+        &mut d,
+        &[
+            r#"set(profile.attributes["d1"], Decode("aGVsbG8gd29ybGQ=", "base64"))"#,
+            r#"set(profile.attributes["d2"], Decode("aGk_Pz5-", "base64-raw-url"))"#,
+            r#"set(profile.attributes["d3"], Decode("aGVsbG8g\nd29ybGQ=", "base64"))"#,
+            r#"set(profile.attributes["d4"], Decode("aGVsbG8gd29ybGQ", "base64"))"#,
+            r#"set(profile.attributes["c1"], Decode(0xe9e8, "ISO-8859-1"))"#,
+            r#"set(profile.attributes["c2"], Decode(0x80, "windows-1252"))"#,
+            r#"set(profile.attributes["c3"], Decode(0x68006900, "UTF-16"))"#,
+            r#"set(profile.attributes["c4"], Decode(0x82a0, "Shift_JIS"))"#,
+            r#"set(profile.attributes["s1"], ParseSeverity(404, {"info":[{"range":"2xx"}], "error":[{"range":"4xx"}]}))"#,
+            r#"set(profile.attributes["s2"], ParseSeverity("inf", {"info":[{"equals": ["inf"]}, {"range":{"min":200, "max":299}}]}))"#,
+            r#"set(profile.attributes["s3"], ParseSeverity("x", {"info":[{"equals": ["inf"]}]}))"#,
+            r#"set(profile.attributes["s4"], ParseSeverity(1, {"info":[{"range":{"min":1}}]}))"#,
+        ],
+    );
+    let mut errs = errs;
+    errs.dedup();
+    assert_eq!(
+        errs,
+        [
+            "could not decode: Invalid padding",
+            "could not map log level: no matching log level found for value 'x'",
+            "invalid severity mapping criteria: range must have a max value",
+        ]
+    );
+    let a = attrs(&d);
+    let get = |k: &str| a[0].iter().find(|(x, _)| x == k).map(|(_, v)| v.clone());
+    assert_eq!(get("d1").as_deref(), Some("hello world"));
+    assert_eq!(get("d2").as_deref(), Some("hi??>~"));
+    assert_eq!(get("d3").as_deref(), Some("hello world"));
+    assert_eq!(get("d4"), None);
+    assert_eq!(get("c1").as_deref(), Some("éè"));
+    assert_eq!(get("c2").as_deref(), Some("€"));
+    assert_eq!(get("c3").as_deref(), Some("hi"));
+    assert_eq!(get("c4").as_deref(), Some("あ"));
+    assert_eq!(get("s1").as_deref(), Some("error"));
+    assert_eq!(get("s2").as_deref(), Some("info"));
+    assert_eq!(get("s3"), None);
+    assert_eq!(get("s4"), None);
+    let refused = |s: &str| Statement::parse(s, flat()).unwrap_err().to_string();
+    assert!(
+        refused(r#"set(profile.attributes["x"], Decode("YQ==", "no-such"))"#)
+            .contains("unsupported encoding 'no-such'")
+    );
+}

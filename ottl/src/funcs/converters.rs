@@ -7,7 +7,7 @@ use profcol_model::proto::{any_value::Value as A, AnyValue, ArrayValue, KeyValue
 
 use super::args::{self, bind, opt, req, Kind, P};
 use super::strings::{parse_duration, sha256_hex, sprintf, to_camel, to_snake};
-use super::Pattern;
+use super::{decode, Pattern};
 use crate::ast;
 use crate::compile::{Compiler, Expr};
 use crate::context::{any_type, Ctx};
@@ -71,6 +71,10 @@ pub enum Converter {
     ExtractPatterns(Expr, Pattern),
     /// `Sort(target, order)`: descending when `true`.
     Sort(Expr, bool),
+    /// `Decode(target, encoding)`, the encoding read at load when literal.
+    Decode(Expr, DecodeWith),
+    /// `ParseSeverity(target, severityMapping)`.
+    ParseSeverity(Expr, super::severity::Mapping),
     /// `ProfileID(target)`, folded at load for a literal.
     ProfileId(Expr),
     /// `ParseKeyValue(target, delimiter, pair_delimiter)`.
@@ -132,9 +136,15 @@ pub enum Unit {
     Nanoseconds,
 }
 
+/// `Decode`'s encoding.
+#[derive(Debug)]
+pub enum DecodeWith {
+    Fixed(decode::Decoder),
+    Dynamic(Expr),
+}
+
 /// Converters the Collector has that profcol does not implement yet.
 const NOT_YET: &[&str] = &[
-    "Decode",
     "ExtractGrokPatterns",
     "GetXML",
     "InsertXML",
@@ -158,7 +168,6 @@ const NOT_YET: &[&str] = &[
     "Find",
     "MapEach",
     "MapKeys",
-    "ParseSeverity",
     "Reduce",
     "When",
 ];
@@ -367,6 +376,29 @@ pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError
                 }
             };
             Converter::Sort(a.expr(0), desc)
+        }
+        "Decode" => {
+            let mut a = bind(c, call, &[req("target", g(Any)), req("encoding", g(Str))])?;
+            let (target, encoding) = (a.expr(0), a.expr(1));
+            let with = match encoding.literal() {
+                // As the Collector: a literal encoding is looked up at load.
+                Some(v) => DecodeWith::Fixed(
+                    args::get_str(v.clone())
+                        .and_then(|e| decode::decoder(&e))
+                        .map_err(|e| ParseError::new(call.col, e.to_string()))?,
+                ),
+                None => DecodeWith::Dynamic(encoding),
+            };
+            Converter::Decode(target, with)
+        }
+        "ParseSeverity" => {
+            let mut a = bind(
+                c,
+                call,
+                &[req("target", g(Any)), req("severityMapping", g(Map))],
+            )?;
+            let target = a.expr(0);
+            Converter::ParseSeverity(target, super::severity::mapping(&a.expr(1)))
         }
         "ProfileID" => {
             let mut a = bind(c, call, &[req("target", g(BytesLike))])?;
@@ -875,6 +907,14 @@ impl Converter {
                     other.type_name()
                 ),
             },
+            C::Decode(t, with) => {
+                let d = match with {
+                    DecodeWith::Fixed(d) => *d,
+                    DecodeWith::Dynamic(e) => decode::decoder(&args::get_str(e.eval(ctx)?)?)?,
+                };
+                decode::decode(d, &t.eval(ctx)?)?
+            }
+            C::ParseSeverity(t, m) => super::severity::parse(m, &t.eval(ctx)?)?,
             C::ProfileId(t) => match t.eval(ctx)? {
                 id @ Val::ProfileId(_) => id,
                 v => profile_id(&v)?,

@@ -7,7 +7,9 @@ mod args;
 mod converters;
 mod csv;
 mod ctime;
+mod decode;
 mod editors;
+mod severity;
 mod strings;
 
 pub use converters::{converter, Converter};
