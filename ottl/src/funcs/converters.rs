@@ -7,7 +7,7 @@ use profcol_model::proto::{any_value::Value as A, AnyValue, ArrayValue, KeyValue
 
 use super::args::{self, bind, opt, req, Kind, P};
 use super::strings::{parse_duration, sha256_hex, sprintf, to_camel, to_snake};
-use super::{decode, Pattern};
+use super::{decode, uri, Pattern};
 use crate::ast;
 use crate::compile::{Compiler, Expr};
 use crate::context::{any_type, Ctx};
@@ -75,6 +75,7 @@ pub enum Converter {
     Decode(Expr, DecodeWith),
     /// `ParseSeverity(target, severityMapping)`.
     ParseSeverity(Expr, super::severity::Mapping),
+    Url(Expr),
     /// `ProfileID(target)`, folded at load for a literal.
     ProfileId(Expr),
     /// `ParseKeyValue(target, delimiter, pair_delimiter)`.
@@ -154,7 +155,6 @@ const NOT_YET: &[&str] = &[
     "SpanID",
     "Time",
     "TraceID",
-    "URL",
     "UserAgent",
     "ConvertAttributesToElementsXML",
     "ConvertTextToElementsXML",
@@ -242,6 +242,10 @@ pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError
         "SHA256" => one(Str, Converter::Sha256)?,
         "Hex" => one(BytesLike, Converter::Hex)?,
         "ParseJSON" => one(Str, Converter::ParseJson)?,
+        "URL" => {
+            let mut a = bind(c, call, &[req("url_string", g(Str))])?;
+            Converter::Url(a.expr(0))
+        }
         "Format" => {
             let mut a = bind(c, call, &[req("format", P::LitStr), req("vals", P::List)])?;
             Converter::Format(a.str(0).unwrap_or_default(), a.list(1).unwrap_or_default())
@@ -915,6 +919,46 @@ impl Converter {
                 decode::decode(d, &t.eval(ctx)?)?
             }
             C::ParseSeverity(t, m) => super::severity::parse(m, &t.eval(ctx)?)?,
+            C::Url(t) => {
+                let s = args::get_str(t.eval(ctx)?)?;
+                if s.is_empty() {
+                    fail!("url cannot be empty");
+                }
+                let text = |s: String| AnyValue {
+                    value: Some(A::StringValue(s)),
+                };
+                let parts = uri::parse_uri(&s).map_err(crate::error::EvalError)?;
+                let m = parts
+                    .into_iter()
+                    .map(|(key, part)| KeyValue {
+                        key: key.into(),
+                        value: Some(match part {
+                            uri::Part::Str(s) => text(s),
+                            uri::Part::Int(i) => AnyValue {
+                                value: Some(A::IntValue(i)),
+                            },
+                            uri::Part::Query(q) => AnyValue {
+                                value: Some(A::KvlistValue(KeyValueList {
+                                    values: q
+                                        .into_iter()
+                                        .map(|(k, vs)| KeyValue {
+                                            key: k,
+                                            value: Some(AnyValue {
+                                                value: Some(A::ArrayValue(ArrayValue {
+                                                    values: vs.into_iter().map(text).collect(),
+                                                })),
+                                            }),
+                                            ..Default::default()
+                                        })
+                                        .collect(),
+                                })),
+                            },
+                        }),
+                        ..Default::default()
+                    })
+                    .collect();
+                Val::Map(Cow::Owned(m))
+            }
             C::ProfileId(t) => match t.eval(ctx)? {
                 id @ Val::ProfileId(_) => id,
                 v => profile_id(&v)?,

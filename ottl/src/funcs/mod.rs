@@ -11,6 +11,7 @@ mod decode;
 mod editors;
 mod severity;
 mod strings;
+mod uri;
 
 pub use converters::{converter, Converter};
 pub use editors::{editor, Editor};
