@@ -351,8 +351,8 @@ fn hash_log_and_luhn_converters() {
     // undefined (a typo).
     for (stmt, name) in [
         (
-            r#"set(profile.attributes["t"], Time("2023", "%Y"))"#,
-            "Time",
+            r#"set(profile.attributes["t"], UserAgent("curl/8.5.0"))"#,
+            "UserAgent",
         ),
         (
             r#"set(profile.attributes["n"], MapKeys(profile.attributes))"#,
@@ -947,5 +947,49 @@ fn decode_and_parse_severity() {
     assert!(
         refused(r#"set(profile.attributes["x"], Decode("YQ==", "no-such"))"#)
             .contains("unsupported encoding 'no-such'")
+    );
+}
+
+/// `Time` reads as the Collector (its README's examples; the OTTL
+/// differential test compares 70 statements with the Collector itself):
+/// lax numbers, zones by offset, by abbreviation and by location, and a
+/// named zone no location has is an error.
+#[test]
+fn time_converter() {
+    let mut d = batch();
+    let errs = run(
+        &mut d,
+        &[
+            r#"set(profile.attributes["t1"], UnixSeconds(Time("2023-05-26 12:34:56", "%Y-%m-%d %H:%M:%S", "America/New_York")))"#,
+            r#"set(profile.attributes["t2"], UnixSeconds(Time("2023-5-6 3:4:5", "%Y-%m-%d %H:%M:%S")))"#,
+            r#"set(profile.attributes["t3"], UnixSeconds(Time("2023-05-26 12:34:56 EST", "%Y-%m-%d %H:%M:%S %Z")))"#,
+            r#"set(profile.attributes["t4"], UnixSeconds(Time("2012-11-01T22:08:41+05:30", "%Y-%m-%dT%H:%M:%S%z")))"#,
+            r#"set(profile.attributes["t5"], UnixNano(Time("Thu Feb  1 09:08:07.25 2024", "%c")))"#,
+            r#"set(profile.attributes["t6"], UnixSeconds(Time("2023-05-26 12:34:56 PST", "%Y-%m-%d %H:%M:%S %Z")))"#,
+        ],
+    );
+    let mut errs = errs;
+    errs.dedup();
+    assert_eq!(
+        errs,
+        ["failed to load location PST: unknown time zone PST"],
+        "{errs:?}"
+    );
+    let a = attrs(&d);
+    let get = |k: &str| a[0].iter().find(|(x, _)| x == k).map(|(_, v)| v.clone());
+    assert_eq!(get("t1").as_deref(), Some("1685118896"));
+    assert_eq!(get("t2").as_deref(), Some("1683342245"));
+    assert_eq!(get("t3").as_deref(), Some("1685122496"));
+    assert_eq!(get("t4").as_deref(), Some("1351787921"));
+    assert_eq!(get("t5").as_deref(), Some("1706778487250000000"));
+    assert_eq!(get("t6"), None);
+    let refused = |s: &str| Statement::parse(s, flat()).unwrap_err().to_string();
+    assert!(
+        refused(r#"set(profile.attributes["x"], Time("1", "%Y", "Mars/Olympus"))"#)
+            .contains("failed to load location Mars/Olympus")
+    );
+    assert!(
+        refused(r#"set(profile.attributes["x"], Time("1", "%d %B", "UTC", "de"))"#)
+            .contains("unsupported locale 'de'")
     );
 }

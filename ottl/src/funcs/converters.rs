@@ -76,6 +76,8 @@ pub enum Converter {
     /// `ParseSeverity(target, severityMapping)`.
     ParseSeverity(Expr, super::severity::Mapping),
     Url(Expr),
+    /// `Time(time, format, location, locale)`.
+    Time(Expr, super::ptime::TimeParser),
     /// `ProfileID(target)`, folded at load for a literal.
     ProfileId(Expr),
     /// `ParseKeyValue(target, delimiter, pair_delimiter)`.
@@ -153,7 +155,6 @@ const NOT_YET: &[&str] = &[
     "ParseXML",
     "RemoveXML",
     "SpanID",
-    "Time",
     "TraceID",
     "UserAgent",
     "ConvertAttributesToElementsXML",
@@ -242,6 +243,25 @@ pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError
         "SHA256" => one(Str, Converter::Sha256)?,
         "Hex" => one(BytesLike, Converter::Hex)?,
         "ParseJSON" => one(Str, Converter::ParseJson)?,
+        "Time" => {
+            let mut a = bind(
+                c,
+                call,
+                &[
+                    req("time", g(Str)),
+                    req("format", P::LitStr),
+                    opt("location", P::LitStr),
+                    opt("locale", P::LitStr),
+                ],
+            )?;
+            let target = a.expr(0);
+            let format = a.str(1).unwrap_or_default();
+            let (location, locale) = (a.str(2), a.str(3));
+            let parser =
+                super::ptime::TimeParser::new(&format, location.as_deref(), locale.as_deref())
+                    .map_err(|e| ParseError::new(call.col, e))?;
+            Converter::Time(target, parser)
+        }
         "URL" => {
             let mut a = bind(c, call, &[req("url_string", g(Str))])?;
             Converter::Url(a.expr(0))
@@ -919,6 +939,10 @@ impl Converter {
                 decode::decode(d, &t.eval(ctx)?)?
             }
             C::ParseSeverity(t, m) => super::severity::parse(m, &t.eval(ctx)?)?,
+            C::Time(t, parser) => {
+                let s = args::get_str(t.eval(ctx)?)?;
+                Val::Time(parser.parse(&s).map_err(crate::error::EvalError)?)
+            }
             C::Url(t) => {
                 let s = args::get_str(t.eval(ctx)?)?;
                 if s.is_empty() {

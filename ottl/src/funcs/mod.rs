@@ -9,6 +9,7 @@ mod csv;
 mod ctime;
 mod decode;
 mod editors;
+mod ptime;
 mod severity;
 mod strings;
 mod uri;
