@@ -643,3 +643,22 @@ mod tests {
         assert!(parse_uri("mailto:a@b.c").is_ok());
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any text is read or refused, never a panic; what is read writes
+        /// back (`url.original`) to a URL that reads again the same way.
+        #[test]
+        fn any_text_is_read_or_refused(s in "[ -~]{0,40}|[a-z]{1,5}://[ -~]{0,30}") {
+            if let Ok(m) = super::parse_uri(&s) {
+                if let Some(super::Part::Str(original)) = m.get("url.original") {
+                    let again = super::parse_uri(original).expect("its own writing reads");
+                    prop_assert_eq!(again.get("url.path"), m.get("url.path"));
+                }
+            }
+        }
+    }
+}
