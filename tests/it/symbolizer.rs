@@ -1425,6 +1425,54 @@ fn a_sentry_sdks_native_frames_are_named_from_its_debug_images() {
     assert_matches_oracle(&bin, &[end - 1], &[named(end)]);
 }
 
+/// A C program that sleeps a minute when given an argument, built with
+/// debug info into `dir`, and the addresses of its `work` and `outer`.
+fn sleeping_program(dir: &Path) -> (PathBuf, Built, Vec<u64>) {
+    std::fs::write(
+        dir.join("prog.c"),
+        C_SRC.replace(
+            "int main(int argc, char **argv) {",
+            "#include <unistd.h>\nint main(int argc, char **argv) { if (argc > 1) sleep(60);",
+        ),
+    )
+    .unwrap();
+    let exe = dir.join("prog");
+    run(Command::new("gcc")
+        .current_dir(dir)
+        .args(["-g", "-O2", "-Wl,--build-id", "-o"])
+        .arg(&exe)
+        .arg("prog.c"));
+    let bin = inspect(&exe);
+    let addrs = addresses_in(&bin.path, &["work", "outer"]);
+    (exe, bin, addrs)
+}
+
+/// `exe` run until the loader has mapped it.
+fn run_mapped(exe: &Path) -> std::process::Child {
+    let child = Command::new(exe).arg("wait").spawn().unwrap();
+    let maps = format!("/proc/{}/maps", child.id());
+    let t = Instant::now();
+    while !std::fs::read_to_string(&maps).is_ok_and(|m| m.contains(exe.to_str().unwrap())) {
+        assert!(t.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
+/// The eBPF profiler's request for `addrs` of `bin`, from process `pid`.
+fn ebpf_profile_of(bin: &Built, addrs: &[u64], pid: u32) -> ProfilesData {
+    let mut data = profile_of(bin, addrs, Shape::Ebpf, "/elsewhere/prog");
+    let r = data.resource_profiles[0].resource.as_mut().unwrap();
+    r.attributes.push(KeyValue {
+        key: "process.pid".into(),
+        value: Some(AnyValue {
+            value: Some(A::IntValue(pid.into())),
+        }),
+        ..Default::default()
+    });
+    data
+}
+
 /// With `process_files`, a mapping named by base name is found in the
 /// process its samples came from (`process.pid`): the path its
 /// `/proc/<pid>/maps` names, opened through `/proc/<pid>/root`, with no
@@ -1432,49 +1480,36 @@ fn a_sentry_sdks_native_frames_are_named_from_its_debug_images() {
 #[test]
 fn process_files_find_the_mapping_in_its_process() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("prog.c"),
-        C_SRC.replace(
-            "int main(int argc, char **argv) {",
-            "#include <unistd.h>\nint main(int argc, char **argv) { if (argc > 1) sleep(60);",
-        ),
-    )
-    .unwrap();
-    let exe = dir.path().join("prog");
-    run(Command::new("gcc")
-        .current_dir(dir.path())
-        .args(["-g", "-O2", "-Wl,--build-id", "-o"])
-        .arg(&exe)
-        .arg("prog.c"));
-    let bin = inspect(&exe);
-    let addrs = addresses_in(&bin.path, &["work", "outer"]);
-    let mut child = Command::new(&exe).arg("wait").spawn().unwrap();
-    // Until the loader has mapped it.
-    let maps = format!("/proc/{}/maps", child.id());
-    let t = Instant::now();
-    while !std::fs::read_to_string(&maps).is_ok_and(|m| m.contains(exe.to_str().unwrap())) {
-        assert!(t.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let with_pid = || {
-        let mut data = profile_of(&bin, &addrs, Shape::Ebpf, "/elsewhere/prog");
-        let r = data.resource_profiles[0].resource.as_mut().unwrap();
-        r.attributes.push(KeyValue {
-            key: "process.pid".into(),
-            value: Some(AnyValue {
-                value: Some(A::IntValue(child.id().into())),
-            }),
-            ..Default::default()
-        });
-        data
-    };
+    let (exe, bin, addrs) = sleeping_program(dir.path());
+    let mut child = run_mapped(&exe);
     let mut off = symbolizer("debug_directories: []\ntimeout: 30s");
-    let unnamed = symbolized(&process(&mut off, with_pid()));
+    let unnamed = symbolized(&process(
+        &mut off,
+        ebpf_profile_of(&bin, &addrs, child.id()),
+    ));
     let mut on = symbolizer("process_files: true\ndebug_directories: []\ntimeout: 30s");
-    let named = symbolized(&process(&mut on, with_pid()));
+    let named = symbolized(&process(&mut on, ebpf_profile_of(&bin, &addrs, child.id())));
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(unnamed.iter().all(|f| f.is_empty()));
+    assert_matches_oracle(&bin, &addrs, &named);
+}
+
+/// A binary deleted under its running process (a deploy replaced it) is
+/// read as the process maps it, `/proc/<pid>/map_files`.
+#[test]
+fn process_files_read_a_binary_deleted_since_it_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let (exe, bin, addrs) = sleeping_program(dir.path());
+    let running = dir.path().join("run/prog");
+    std::fs::create_dir(running.parent().unwrap()).unwrap();
+    std::fs::copy(&exe, &running).unwrap();
+    let mut child = run_mapped(&running);
+    std::fs::remove_file(&running).unwrap();
+    let mut on = symbolizer("process_files: true\ndebug_directories: []\ntimeout: 30s");
+    let named = symbolized(&process(&mut on, ebpf_profile_of(&bin, &addrs, child.id())));
+    child.kill().unwrap();
+    child.wait().unwrap();
     assert_matches_oracle(&bin, &addrs, &named);
 }
 
