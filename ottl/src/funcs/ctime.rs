@@ -76,7 +76,9 @@ pub(super) fn format(format: &str, t: i64) -> EvalResult<String> {
     Ok(out)
 }
 
-const MONTHS: [&str; 12] = [
+/// Go's month and day names (the short ones are their first three
+/// letters).
+pub(super) const MONTHS: [&str; 12] = [
     "January",
     "February",
     "March",
@@ -90,7 +92,7 @@ const MONTHS: [&str; 12] = [
     "November",
     "December",
 ];
-const DAYS: [&str; 7] = [
+pub(super) const DAYS: [&str; 7] = [
     "Sunday",
     "Monday",
     "Tuesday",

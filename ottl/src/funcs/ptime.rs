@@ -11,6 +11,8 @@
 use chrono::{Datelike as _, NaiveDate, TimeZone as _, Timelike as _};
 use chrono_tz::{OffsetName as _, Tz};
 
+use super::ctime::{DAYS, MONTHS};
+
 /// Where a wall time is placed: Go's `*time.Location`.
 #[derive(Debug, Clone, PartialEq)]
 enum Location {
@@ -294,39 +296,15 @@ fn next_std_chunk(layout: &[u8]) -> (&[u8], Option<(Std, usize)>, &[u8]) {
     (layout, None, b"")
 }
 
-const SHORT_MONTHS: [&str; 12] = [
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
-const LONG_MONTHS: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
-const SHORT_DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
-const LONG_DAYS: [&str; 7] = [
-    "Sunday",
-    "Monday",
-    "Tuesday",
-    "Wednesday",
-    "Thursday",
-    "Friday",
-    "Saturday",
-];
-
 /// `lookup`: the index of the name `value` starts with (ASCII letters in
-/// any case), and the rest.
-fn lookup<'v>(tab: &[&str], value: &'v [u8]) -> Option<(usize, &'v [u8])> {
+/// any case; a `short` name is its first three), and the rest.
+fn lookup<'v>(tab: &[&str], short: bool, value: &'v [u8]) -> Option<(usize, &'v [u8])> {
     tab.iter().enumerate().find_map(|(i, name)| {
-        let n = name.as_bytes();
+        let n = if short {
+            &name.as_bytes()[..3]
+        } else {
+            name.as_bytes()
+        };
         (value.len() >= n.len() && value[..n.len()].eq_ignore_ascii_case(n))
             .then(|| (i, &value[n.len()..]))
     })
@@ -526,12 +504,7 @@ fn parse_in_location(layout_s: &str, value_s: &str, loc: &Location) -> Result<Pa
                     year = std::str::from_utf8(p).ok()?.parse::<i64>().ok()?;
                 }
                 Std::Month | Std::LongMonth => {
-                    let tab: &[&str] = if std == Std::Month {
-                        &SHORT_MONTHS
-                    } else {
-                        &LONG_MONTHS
-                    };
-                    let (i, rest) = lookup(tab, value)?;
+                    let (i, rest) = lookup(&MONTHS, std == Std::Month, value)?;
                     month = i as i64 + 1;
                     value = rest;
                 }
@@ -542,8 +515,8 @@ fn parse_in_location(layout_s: &str, value_s: &str, loc: &Location) -> Result<Pa
                         range_err = "month";
                     }
                 }
-                Std::WeekDay => value = lookup(&SHORT_DAYS, value)?.1,
-                Std::LongWeekDay => value = lookup(&LONG_DAYS, value)?.1,
+                Std::WeekDay => value = lookup(&DAYS, true, value)?.1,
+                Std::LongWeekDay => value = lookup(&DAYS, false, value)?.1,
                 Std::Day | Std::UnderDay | Std::ZeroDay => {
                     if std == Std::UnderDay && value.first() == Some(&b' ') {
                         value = &value[1..];

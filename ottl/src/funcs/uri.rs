@@ -16,31 +16,16 @@ enum Mode {
     Fragment,
 }
 
+/// RFC 3986's sub-delims.
+const SUB_DELIMS: &[u8] = b"!$&'()*+,;=";
+
 /// `shouldEscape` as `gen_encoding_table.go` states it.
 fn should_escape(c: u8, mode: Mode) -> bool {
     if c.is_ascii_alphanumeric() {
         return false;
     }
     if matches!(mode, Mode::Host | Mode::Zone)
-        && matches!(
-            c,
-            b'!' | b'$'
-                | b'&'
-                | b'\''
-                | b'('
-                | b')'
-                | b'*'
-                | b'+'
-                | b','
-                | b';'
-                | b'='
-                | b':'
-                | b'['
-                | b']'
-                | b'<'
-                | b'>'
-                | b'"'
-        )
+        && (SUB_DELIMS.contains(&c) || b":[]<>\"".contains(&c))
     {
         return false;
     }
@@ -145,26 +130,8 @@ fn valid_optional_port(port: &[u8]) -> bool {
 }
 
 fn valid_encoded(s: &[u8], mode: Mode) -> bool {
-    s.iter().all(|&c| {
-        matches!(
-            c,
-            b'!' | b'$'
-                | b'&'
-                | b'\''
-                | b'('
-                | b')'
-                | b'*'
-                | b'+'
-                | b','
-                | b';'
-                | b'='
-                | b':'
-                | b'@'
-                | b'['
-                | b']'
-                | b'%'
-        ) || !should_escape(c, mode)
-    })
+    s.iter()
+        .all(|&c| SUB_DELIMS.contains(&c) || b":@[]%".contains(&c) || !should_escape(c, mode))
 }
 
 fn find(s: &[u8], c: u8) -> Option<usize> {
