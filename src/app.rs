@@ -8,27 +8,38 @@ use profcol_pipeline::config::{self, Config, ConfigErrors};
 use profcol_pipeline::runtime::{self, Graph, RunningService, RuntimeOptions};
 use profcol_pipeline::telemetry::Telemetry;
 
-/// Loads the files (later wins) and builds every component without binding:
-/// what `profcol validate` checks.
+/// Loads the files (later wins) and builds every component without binding,
+/// as for a run ([`check_sources`] is what `profcol validate` checks).
 /// Every error is listed at once: the components are built even when the
 /// file's structure has errors, so a bad duration is reported together with
 /// a dangling pipeline reference.
 pub fn load(paths: &[PathBuf]) -> Result<(Config, Graph), ConfigErrors> {
-    build(config::load_partial(paths)?)
+    build(config::load_partial(paths)?, runtime::build)
 }
 
 /// [`load`] from `--config` and `--set` sources, in order (later wins).
 pub fn load_sources(sources: &[config::Source]) -> Result<(Config, Graph), ConfigErrors> {
-    build(config::load_sources_partial(sources)?)
+    build(config::load_sources_partial(sources)?, runtime::build)
+}
+
+/// What `profcol validate` checks of the sources: [`load_sources`] with
+/// no processor doing what only a running one does.
+pub fn check_sources(sources: &[config::Source]) -> Result<(Config, Graph), ConfigErrors> {
+    build(config::load_sources_partial(sources)?, runtime::check)
 }
 
 /// Same as [`load`] for a config held in memory.
 pub fn load_str(yaml: &str) -> Result<(Config, Graph), ConfigErrors> {
-    build(config::load_str_partial(yaml)?)
+    build(config::load_str_partial(yaml)?, runtime::build)
 }
 
-fn build((cfg, mut errs): (Config, ConfigErrors)) -> Result<(Config, Graph), ConfigErrors> {
-    match runtime::build(&cfg, &crate::components::registry()) {
+type Builder = fn(&Config, &runtime::Registry) -> Result<Graph, ConfigErrors>;
+
+fn build(
+    (cfg, mut errs): (Config, ConfigErrors),
+    builder: Builder,
+) -> Result<(Config, Graph), ConfigErrors> {
+    match builder(&cfg, &crate::components::registry()) {
         Ok(graph) => errs.into_result((cfg, graph)),
         Err(more) => {
             // A section the loader already faulted (an `${env:...}` that did

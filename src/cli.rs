@@ -228,7 +228,7 @@ fn sources(cli: &Cli) -> Result<Vec<Source>, ExitCode> {
 }
 
 fn validate(sources: &[Source]) -> ExitCode {
-    match load(sources) {
+    match load(sources, true) {
         Ok(_) => {
             println!("config is valid");
             ExitCode::SUCCESS
@@ -240,13 +240,21 @@ fn validate(sources: &[Source]) -> ExitCode {
 /// Loads the config and builds every component. Components warn while
 /// they are built (a sampling rate that rounds to zero, say), before the
 /// configured logger exists: those warnings go to stderr from here.
-fn load(sources: &[Source]) -> Result<(Config, Graph), ConfigErrors> {
+/// With `check`, as `validate` checks it (no processor does what only a
+/// running one does).
+fn load(sources: &[Source], check: bool) -> Result<(Config, Graph), ConfigErrors> {
     let early = tracing_subscriber::fmt()
         .with_max_level(tracing::Level::WARN)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .finish();
-    tracing::subscriber::with_default(early, || crate::app::load_sources(sources))
+    tracing::subscriber::with_default(early, || {
+        if check {
+            crate::app::check_sources(sources)
+        } else {
+            crate::app::load_sources(sources)
+        }
+    })
 }
 
 /// `profcol flamegraph FILE`: every sample of the file, all services
@@ -348,7 +356,7 @@ fn run(cli: Cli) -> ExitCode {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let (mut cfg, graph) = match load(&sources) {
+    let (mut cfg, graph) = match load(&sources, false) {
         Ok(v) => v,
         Err(errs) => return invalid(&errs),
     };

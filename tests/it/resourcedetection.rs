@@ -265,6 +265,23 @@ async fn k8snode_missing_or_forbidden_node() {
             && err.contains("forbidden"),
         "{err}"
     );
+    // `validate` checks the config, as the Collector's, without detecting
+    // (the Collector detects when it starts).
+    let asked = fake.requests().len();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_profcol"))
+        .arg("validate")
+        .arg("--config")
+        .arg(&path)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(fake.requests().len(), asked, "{:?}", fake.requests());
 }
 
 /// A fake metadata service on a port of its own, for the process's

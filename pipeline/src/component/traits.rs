@@ -53,6 +53,13 @@ pub trait ProcessorFactory: Send + Sync {
     }
     /// One processor instance per pipeline that lists the id.
     fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Processor>, ConfigErrors>;
+    /// The processor as `profcol validate` and an id no pipeline lists
+    /// make it: its config checked, nothing done that only a collector
+    /// about to run does (`resourcedetection`'s detection, which the
+    /// Collector runs when it starts).
+    fn check(&self, cfg: &ComponentConfig) -> Result<Box<dyn Processor>, ConfigErrors> {
+        self.create(cfg)
+    }
 }
 
 /// What a processor decided about a batch.

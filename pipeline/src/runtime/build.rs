@@ -83,6 +83,16 @@ fn check_batched_metadata(
 /// Decodes every component section with its factory and wires the graph.
 /// All errors are collected; unused components are checked but not kept.
 pub fn build(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors> {
+    build_as(config, registry, false)
+}
+
+/// [`build`] for `profcol validate`: every processor only checked
+/// ([`ProcessorFactory::check`]), as one that will not run.
+pub fn check(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors> {
+    build_as(config, registry, true)
+}
+
+fn build_as(config: &Config, registry: &Registry, checking: bool) -> Result<Graph, ConfigErrors> {
     let mut errs = ConfigErrors::default();
 
     let used = |kind: Kind| -> BTreeSet<&ComponentId> {
@@ -190,7 +200,12 @@ pub fn build(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors
             let Some((f, cfg)) = processor_factories.get(id) else {
                 continue;
             };
-            match f.create(cfg) {
+            let made = if checking {
+                f.check(cfg)
+            } else {
+                f.create(cfg)
+            };
+            match made {
                 Ok(proc) => processors.push((id.clone(), proc)),
                 Err(e) if failed.insert(id.clone()) => errs.extend(e),
                 Err(_) => {}
@@ -227,7 +242,7 @@ pub fn build(config: &Config, registry: &Registry) -> Result<Graph, ConfigErrors
     connect(config, registry, &mut pipelines, &mut errs);
     for (id, (f, cfg)) in &processor_factories {
         if !used(Kind::Processor).contains(id) {
-            if let Err(e) = f.create(cfg) {
+            if let Err(e) = f.check(cfg) {
                 errs.extend(e);
             }
         }

@@ -15,7 +15,7 @@ mod service;
 /// The sending queues: `profcol-queue`, under its old path.
 pub use profcol_queue as queue;
 
-pub use build::{build, create_exporter, ConnectorNode, Graph, PipelineNode};
+pub use build::{build, check, create_exporter, ConnectorNode, Graph, PipelineNode};
 pub use exporter_helper::Backoff;
 pub use health::{ExtensionContext, Health};
 pub use metrics::{MetricsOut, MetricsPipeline, MetricsQueue};

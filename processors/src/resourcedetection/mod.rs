@@ -93,6 +93,16 @@ impl ProcessorFactory for ResourceDetectionFactory {
     fn create(&self, cfg: &ComponentConfig) -> Result<Box<dyn Processor>, ConfigErrors> {
         create_with(cfg, &RealHost)
     }
+
+    /// The config only: the Collector detects when it starts, which
+    /// `validate` and an unused id never do.
+    fn check(&self, cfg: &ComponentConfig) -> Result<Box<dyn Processor>, ConfigErrors> {
+        let (_, plan) = cfg.decode_checked(|c: &ResourceDetectionConfig| c.compile(cfg))?;
+        Ok(Box::new(ResourceDetection {
+            detected: Vec::new(),
+            override_existing: plan.override_existing,
+        }))
+    }
 }
 
 pub fn factory() -> Arc<dyn ProcessorFactory> {
