@@ -77,7 +77,7 @@ pub enum Converter {
     ParseSeverity(Expr, super::severity::Mapping),
     Url(Expr),
     /// `Time(time, format, location, locale)`.
-    Time(Expr, super::ptime::TimeParser),
+    Time(Expr, super::strptime::TimeParser),
     /// `ProfileID(target)`, folded at load for a literal.
     ProfileId(Expr),
     /// `ParseKeyValue(target, delimiter, pair_delimiter)`.
@@ -258,7 +258,7 @@ pub fn converter(c: &Compiler, call: &ast::Call) -> Result<Converter, ParseError
             let format = a.str(1).unwrap_or_default();
             let (location, locale) = (a.str(2), a.str(3));
             let parser =
-                super::ptime::TimeParser::new(&format, location.as_deref(), locale.as_deref())
+                super::strptime::TimeParser::new(&format, location.as_deref(), locale.as_deref())
                     .map_err(|e| ParseError::new(call.col, e))?;
             Converter::Time(target, parser)
         }

@@ -9,9 +9,9 @@ mod csv;
 mod ctime;
 mod decode;
 mod editors;
-mod ptime;
 mod severity;
 mod strings;
+mod strptime;
 mod uri;
 
 pub use converters::{converter, Converter};

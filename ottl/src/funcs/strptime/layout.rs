@@ -1,126 +1,19 @@
-//! `Time(target, format, location, locale)`: a time read as the Collector
-//! reads it. Its `ctimefmt` turns each `%` directive into a piece of a Go
-//! layout, trying laxer pieces where one fails (`%m` as `1`, so `3` and
-//! `03` both read, leading spaces, three `%z` forms), and Go's
-//! `time.ParseInLocation` reads the value; a zone abbreviation the
-//! location does not know is then looked up as a location of that name
-//! (`EST`; `PST`, which is none, fails). Both are kept here as Go has
-//! them, layout pieces and errors included, so that what one reads the
-//! other reads.
+//! Go's `time.ParseInLocation`: a layout's chunks (`nextStdChunk`) read
+//! off the value, with Go's errors, which `ctimefmt`'s lax retries read.
 
-use chrono::{Datelike as _, NaiveDate, TimeZone as _, Timelike as _};
-use chrono_tz::{OffsetName as _, Tz};
+use chrono::NaiveDate;
 
-use super::ctime::{DAYS, MONTHS};
-
-/// Where a wall time is placed: Go's `*time.Location`.
-#[derive(Debug, Clone, PartialEq)]
-enum Location {
-    Utc,
-    Tz(Tz),
-    /// `FixedZone(name, offset)`.
-    Fixed(String, i32),
-}
-
-impl Location {
-    /// `time.LoadLocation`.
-    fn load(name: &str) -> Result<Location, String> {
-        match name {
-            "" | "UTC" => Ok(Location::Utc),
-            "Local" => Ok(local()),
-            _ => name
-                .parse::<Tz>()
-                .map(Location::Tz)
-                .map_err(|_| format!("unknown time zone {name}")),
-        }
-    }
-
-    /// The zone name and offset in effect at `unix` (seconds).
-    fn lookup(&self, unix: i64) -> (String, i32) {
-        match self {
-            Location::Utc => ("UTC".into(), 0),
-            Location::Fixed(n, o) => (n.clone(), *o),
-            Location::Tz(tz) => {
-                let Some(at) = chrono::DateTime::from_timestamp(unix, 0) else {
-                    return ("UTC".into(), 0);
-                };
-                let off = tz.offset_from_utc_datetime(&at.naive_utc());
-                let secs = chrono::Offset::fix(&off).local_minus_utc();
-                let name = off
-                    .abbreviation()
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| numeric_zone_name(secs));
-                (name, secs)
-            }
-        }
-    }
-
-    /// `Location.lookupName`: the offset of a zone of that name, the one
-    /// in effect at `unix` if it is, else any (probed a year around).
-    fn lookup_name(&self, name: &str, unix: i64) -> Option<i32> {
-        let Location::Tz(_) = self else {
-            return match self.lookup(unix) {
-                (n, o) if n == name && !matches!(self, Location::Utc) => Some(o),
-                _ => None,
-            };
-        };
-        const MONTH: i64 = 30 * 86_400;
-        let candidates: Vec<i32> = (-13..=13)
-            .map(|k| self.lookup(unix + k * MONTH))
-            .filter(|(n, _)| n == name)
-            .map(|(_, o)| o)
-            .collect();
-        candidates
-            .iter()
-            .copied()
-            .find(|&o| self.lookup(unix - i64::from(o)).0 == name)
-            .or_else(|| candidates.first().copied())
-    }
-
-    /// `time.Date` of a wall time (seconds as if UTC): its Unix seconds.
-    fn date(&self, wall: i64) -> i64 {
-        let (_, first) = self.lookup(wall);
-        if first == 0 {
-            return wall;
-        }
-        let utc = wall - i64::from(first);
-        let (_, at_utc) = self.lookup(utc);
-        wall - i64::from(at_utc)
-    }
-}
-
-/// How Go names a zone the database gives only an offset for (`+03`).
-fn numeric_zone_name(secs: i32) -> String {
-    let sign = if secs < 0 { '-' } else { '+' };
-    let (h, m) = (secs.abs() / 3600, secs.abs() / 60 % 60);
-    if m == 0 {
-        format!("{sign}{h:02}")
-    } else {
-        format!("{sign}{h:02}{m:02}")
-    }
-}
-
-/// `time.Local`: `TZ`, else the zone `/etc/localtime` links to, else UTC.
-fn local() -> Location {
-    let name = std::env::var("TZ").ok().or_else(|| {
-        let target = std::fs::read_link("/etc/localtime").ok()?;
-        let s = target.to_string_lossy().into_owned();
-        s.split_once("zoneinfo/").map(|(_, n)| n.to_owned())
-    });
-    match name.as_deref().map(|n| n.trim_start_matches(':')) {
-        None | Some("" | "UTC") => Location::Utc,
-        Some(n) => n.parse().map(Location::Tz).unwrap_or(Location::Utc),
-    }
-}
+use super::location::Location;
+use crate::funcs::ctime::{DAYS, MONTHS};
 
 /// Go's `time.ParseError`, which the lax retries read.
 #[derive(Debug)]
-struct ParseError {
-    layout: String,
-    value: String,
-    layout_elem: String,
-    value_elem: String,
-    message: String,
+pub(super) struct ParseError {
+    pub(super) layout: String,
+    pub(super) value: String,
+    pub(super) layout_elem: String,
+    pub(super) value_elem: String,
+    pub(super) message: String,
 }
 
 impl std::fmt::Display for ParseError {
@@ -138,7 +31,7 @@ impl std::fmt::Display for ParseError {
 }
 
 #[derive(Debug)]
-enum Error {
+pub(super) enum Error {
     Parse(ParseError),
     Other(String),
 }
@@ -435,7 +328,7 @@ fn days_before(month: i64) -> i64 {
 }
 
 /// Seconds since 1970 of a civil date and time read as UTC.
-fn wall_seconds(y: i64, m: i64, d: i64, hh: i64, mm: i64, ss: i64) -> Option<i64> {
+pub(super) fn wall_seconds(y: i64, m: i64, d: i64, hh: i64, mm: i64, ss: i64) -> Option<i64> {
     let date = NaiveDate::from_ymd_opt(i32::try_from(y).ok()?, m as u32, d as u32)?;
     let days = date
         .signed_duration_since(NaiveDate::from_ymd_opt(1970, 1, 1)?)
@@ -446,17 +339,21 @@ fn wall_seconds(y: i64, m: i64, d: i64, hh: i64, mm: i64, ss: i64) -> Option<i64
 /// A parsed time: Unix seconds and nanoseconds, its year and month and
 /// day as read, and the zone it is in (`Time.Zone()`) and its location.
 #[derive(Debug, Clone)]
-struct Parsed {
-    secs: i64,
-    nsec: i64,
-    zone: String,
-    offset: i32,
-    loc: Location,
+pub(super) struct Parsed {
+    pub(super) secs: i64,
+    pub(super) nsec: i64,
+    pub(super) zone: String,
+    pub(super) offset: i32,
+    pub(super) loc: Location,
 }
 
 /// `time.ParseInLocation(layout, value, loc)` (`parse` with the same
 /// default and local location).
-fn parse_in_location(layout_s: &str, value_s: &str, loc: &Location) -> Result<Parsed, Error> {
+pub(super) fn parse_in_location(
+    layout_s: &str,
+    value_s: &str,
+    loc: &Location,
+) -> Result<Parsed, Error> {
     let perr = |layout_elem: &[u8], value_elem: &[u8], message: &str| {
         Error::Parse(ParseError {
             layout: layout_s.into(),
@@ -780,291 +677,4 @@ fn parse_in_location(layout_s: &str, value_s: &str, loc: &Location) -> Result<Pa
         return Ok(at(wall, Location::Fixed(name, off)));
     }
     Ok(at(loc.date(wall), loc.clone()))
-}
-
-/// `timeutils.ParseGotime`: the parse, a zone abbreviation looked up as a
-/// location, and a time without a year put in the current one.
-fn parse_gotime(layout: &str, value: &str, loc: &Location) -> Result<Parsed, Error> {
-    let result = parse_in_location(layout, value, loc);
-    let result = match result {
-        Ok(r) if r.offset == 0 && r.zone != "UTC" && r.zone != loc.lookup(r.secs).0 => {
-            let zloc = Location::load(&r.zone)
-                .map_err(|e| Error::Other(format!("failed to load location {}: {e}", r.zone)))?;
-            parse_in_location(layout, value, &zloc).unwrap_or(r)
-        }
-        other => other?,
-    };
-    Ok(set_year(result))
-}
-
-/// `SetTimestampYear`: a time of year 0 is put in the current year, or
-/// the last one if that puts it more than a week ahead.
-fn set_year(t: Parsed) -> Parsed {
-    let wall = t.secs + i64::from(t.offset);
-    let Some(date) = chrono::DateTime::from_timestamp(wall, 0) else {
-        return t;
-    };
-    if date.year() > 0 {
-        return t;
-    }
-    let now = chrono::Utc::now();
-    let local_now = now.timestamp() + i64::from(local().lookup(now.timestamp()).1);
-    let this_year = chrono::DateTime::from_timestamp(local_now, 0).map_or(1970, |d| d.year());
-    let at_year = |y: i32| -> Option<i64> {
-        // Go's Date normalises 29 February of a common year to 1 March.
-        let (m, d) = (date.month(), date.day());
-        let day = NaiveDate::from_ymd_opt(y, m, 1)?
-            .checked_add_days(chrono::Days::new(u64::from(d - 1)))?;
-        let tod = i64::from(date.num_seconds_from_midnight());
-        let wall = wall_seconds(
-            i64::from(day.year()),
-            i64::from(day.month()),
-            i64::from(day.day()),
-            0,
-            0,
-            0,
-        )? + tod;
-        Some(t.loc.date(wall))
-    };
-    let Some(mut secs) = at_year(this_year) else {
-        return t;
-    };
-    if secs > now.timestamp() + 7 * 86_400 {
-        secs = at_year(this_year - 1).unwrap_or(secs);
-    }
-    let (zone, offset) = t.loc.lookup(secs);
-    Parsed {
-        secs,
-        zone,
-        offset,
-        ..t
-    }
-}
-
-/// `ctimefmt`'s layout piece of each directive, and the laxer ones its
-/// parse tries instead (`ctimeParseSubstitutes`), element by element.
-fn substitutes(directive: char) -> Option<&'static [&'static [&'static str]]> {
-    Some(match directive {
-        'm' | 'o' | 'q' => &[&["1"]],
-        'd' | 'e' | 'g' => &[&["2"]],
-        'I' => &[&["3"]],
-        'M' => &[&["4"]],
-        'S' => &[&["5"]],
-        'D' | 'x' => &[&["1", "/", "2", "/", "2006"], &["1", "/", "2", "/", "06"]],
-        'F' => &[&["2006", "-", "1", "-", "2"]],
-        'T' | 'X' => &[&["15", ":", "4", ":", "5"]],
-        'r' => &[&["3", ":", "4", ":", "5", " ", "pm"]],
-        'R' => &[&["15", ":", "4"]],
-        'c' => &[&[
-            "Mon", " ", "Jan", " ", "2", " ", "15", ":", "4", ":", "5", " ", "2006",
-        ]],
-        'z' => &[&["Z0700"], &["Z07:00"], &["Z07"]],
-        'Y' => &[&["2006"]],
-        'y' => &[&["06"]],
-        'b' | 'h' => &[&["Jan"]],
-        'B' => &[&["January"]],
-        'a' => &[&["Mon"]],
-        'A' => &[&["Monday"]],
-        'H' => &[&["15"]],
-        'l' => &[&["3"]],
-        'p' => &[&["PM"]],
-        'P' => &[&["pm"]],
-        'L' => &[&["999"]],
-        'f' => &[&["999999"]],
-        's' => &[&["999999999"]],
-        'Z' => &[&["MST"]],
-        'w' => &[&["-070000"]],
-        'i' => &[&["-07"]],
-        'j' => &[&["-07:00"]],
-        'k' => &[&["-07:00:00"]],
-        'n' => &[&["\n"]],
-        't' => &[&["\t"]],
-        '%' => &[&["%"]],
-        _ => return None,
-    })
-}
-
-/// Layouts tried for one value at most: each directive whose piece
-/// fails tries its laxer ones, which multiplies over the directives where
-/// a value fails late; a real format that reads needs a few.
-const MAX_ATTEMPTS: u32 = 1024;
-
-/// `Time`'s parser: the format and where a time without a zone is.
-#[derive(Debug)]
-pub struct TimeParser {
-    format: String,
-    loc: Location,
-}
-
-impl TimeParser {
-    /// What the Collector checks when the statement loads.
-    pub(super) fn new(
-        format: &str,
-        location: Option<&str>,
-        locale: Option<&str>,
-    ) -> Result<TimeParser, String> {
-        if format.is_empty() {
-            return Err("format cannot be nil".into());
-        }
-        let loc = match location.filter(|l| !l.is_empty()) {
-            Some(l) => {
-                Location::load(l).map_err(|e| format!("failed to load location {l}: {e}"))?
-            }
-            None if format.ends_with('Z') => Location::Utc,
-            None => local(),
-        };
-        if let Some(l) = locale {
-            // lunes translates other languages' names into English; only
-            // English (which needs none) is read here.
-            let lang = l.split(['-', '_']).next().unwrap_or("");
-            if !lang.eq_ignore_ascii_case("en") {
-                return Err(format!(
-                    "unsupported locale '{l}': profcol reads English month and day names only"
-                ));
-            }
-        }
-        super::ctime::validate(format)?;
-        Ok(TimeParser {
-            format: format.to_owned(),
-            loc,
-        })
-    }
-
-    /// The time `value` stands for, nanoseconds since 1970.
-    pub(super) fn parse(&self, value: &str) -> Result<i64, String> {
-        if value.is_empty() {
-            return Err("time cannot be nil".into());
-        }
-        let directives = directive_spans(&self.format);
-        let budget = std::cell::Cell::new(MAX_ATTEMPTS);
-        let (result, _) = self.iterate(String::new(), 0, &directives, value, &budget);
-        let t = result.map_err(|e| match e {
-            Error::Parse(mut p) => {
-                p.layout = self.format.clone();
-                p.to_string()
-            }
-            Error::Other(e) => e,
-        })?;
-        t.secs
-            .checked_mul(1_000_000_000)
-            .and_then(|n| n.checked_add(t.nsec))
-            .ok_or_else(|| "time out of range".to_owned())
-    }
-
-    /// `iterativeParse`: each directive's pieces in turn, a laxer one
-    /// where the value failed at this directive's piece.
-    fn iterate(
-        &self,
-        partial: String,
-        start: usize,
-        spans: &[(usize, char)],
-        value: &str,
-        budget: &std::cell::Cell<u32>,
-    ) -> (Result<Parsed, Error>, String) {
-        let Some((&(at, directive), rest)) = spans.split_first() else {
-            if budget.get() == 0 {
-                return (
-                    Err(Error::Other(format!(
-                        "the value did not match the format in {MAX_ATTEMPTS} layouts"
-                    ))),
-                    String::new(),
-                );
-            }
-            budget.set(budget.get() - 1);
-            let layout = partial + &self.format[start..];
-            return (parse_gotime(&layout, value, &self.loc), layout);
-        };
-        let partial = partial + &self.format[start..at];
-        let next = at + 1 + directive.len_utf8();
-        let mut last = (Err(Error::Other(String::new())), String::new());
-        // Where the value failed at one of `elements`: its index and the
-        // value from there.
-        let try_elements = |elements: &[String], last: &mut (Result<Parsed, Error>, String)| {
-            *last = self.iterate(
-                partial.clone() + &elements.concat(),
-                next,
-                rest,
-                value,
-                budget,
-            );
-            if let (Err(Error::Parse(e)), _) = last {
-                if !e.layout_elem.is_empty() {
-                    if let Some(i) = elements.iter().position(|x| *x == e.layout_elem) {
-                        e.layout_elem = format!("%{directive}");
-                        return Some((i, e.value_elem.clone()));
-                    }
-                }
-            }
-            None
-        };
-        let Some(substs) = substitutes(directive) else {
-            return (
-                Err(Error::Other(format!(
-                    "unsupported ctimefmt.FlexibleParse() directive: %{directive}"
-                ))),
-                String::new(),
-            );
-        };
-        for subst in substs {
-            let mut elements: Vec<String> = subst.iter().map(|s| s.to_string()).collect();
-            let failed_here = loop {
-                match try_elements(&elements, &mut last) {
-                    Some((i, remainder)) => {
-                        let first = elements[i].as_bytes()[0];
-                        let space: String = remainder
-                            .chars()
-                            .take_while(|c| matches!(c, ' ' | '\t' | '\n' | '\r' | '\x0c'))
-                            .collect();
-                        if (first.is_ascii_digit() || first == b'Z') && !space.is_empty() {
-                            elements.insert(i, space);
-                            continue;
-                        }
-                        break true;
-                    }
-                    None => break false,
-                }
-            };
-            if !failed_here {
-                break;
-            }
-        }
-        last
-    }
-}
-
-/// Each `%x` of the format (as the regexp `%.`: not a line break), by
-/// the byte it starts at.
-fn directive_spans(format: &str) -> Vec<(usize, char)> {
-    let mut out = Vec::new();
-    let mut it = format.char_indices().peekable();
-    while let Some((i, c)) = it.next() {
-        if c == '%' {
-            if let Some(&(_, d)) = it.peek() {
-                if d != '\n' {
-                    out.push((i, d));
-                    it.next();
-                }
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod properties {
-    use proptest::prelude::*;
-
-    proptest! {
-        /// Any value under any format the config accepts is read or is an
-        /// error, never a panic.
-        #[test]
-        fn any_value_is_read_or_refused(
-            format in "(%[YymoqbhBdegaAHlIpPMSZzwijkDxFTXrRntc%]|[ :/T.,-]|Jan|MST){1,6}",
-            value in "[ -~]{0,32}|[0-9 :/T.,+-]{0,32}",
-        ) {
-            if let Ok(p) = super::TimeParser::new(&format, None, None) {
-                let _ = p.parse(&value);
-            }
-        }
-    }
 }
