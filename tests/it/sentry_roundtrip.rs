@@ -158,6 +158,7 @@ async fn recorded_requests_reach_sentry_as_relay_would_keep_them() {
     for (recording, platform, lonely) in [
         ("sentry-python/manual/0001", "python", false),
         ("sentry-python/v1/0001", "python", false),
+        ("sentry-python/v1-sdk-1.45.1/0001", "python", false),
         ("sentry-python/manual/0001", "python", true),
     ] {
         let (body, input) = if lonely {
