@@ -72,13 +72,14 @@ fn recorded_profile(recording: &str) -> Json {
         .find(|(h, _)| h["type"] == "profile_chunk" || h["type"] == "profile")
         .unwrap();
     let mut p: Json = serde_json::from_slice(&payload).unwrap();
-    if p["version"] == "1" {
-        let tx = &p["transactions"][0];
-        let ns = |v: &Json| -> u64 {
-            v.as_u64()
-                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-                .unwrap()
-        };
+    fn ns(v: &Json) -> u64 {
+        v.as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            .unwrap()
+    }
+    // The window of a v1 `transactions` list's first; a `transaction`
+    // object (Node 7.x) gives none, and every sample is kept.
+    if let Some(tx) = p["transactions"][0].as_object() {
         let (start, end) = (ns(&tx["relative_start_ns"]), ns(&tx["relative_end_ns"]));
         p["profile"]["samples"]
             .as_array_mut()
@@ -159,6 +160,7 @@ async fn recorded_requests_reach_sentry_as_relay_would_keep_them() {
         ("sentry-python/manual/0001", "python", false),
         ("sentry-python/v1/0001", "python", false),
         ("sentry-python/v1-sdk-1.45.1/0001", "python", false),
+        ("sentry-node/v1-sdk-7.120.4/0001", "node", false),
         ("sentry-python/manual/0001", "python", true),
     ] {
         let (body, input) = if lonely {
