@@ -161,6 +161,8 @@ async fn recorded_requests_reach_sentry_as_relay_would_keep_them() {
         ("sentry-python/v1/0001", "python", false),
         ("sentry-python/v1-sdk-1.45.1/0001", "python", false),
         ("sentry-node/v1-sdk-7.120.4/0001", "node", false),
+        ("sentry-node/v1-sdk-8.55.2/0001", "node", false),
+        ("sentry-node/continuous-sdk-8.55.2/0001", "node", false),
         ("sentry-python/manual/0001", "python", true),
     ] {
         let (body, input) = if lonely {

@@ -111,11 +111,12 @@ fn every_recorded_envelope_converts_with_all_samples_and_frames() {
         if path.ends_with("sentry-python/v1/0001.envelope")
             || path.ends_with("sentry-python/v1-sdk-1.45.1/0001.envelope")
             || path.ends_with("sentry-node/v1-sdk-7.120.4/0001.envelope")
+            || path.ends_with("sentry-node/v1-sdk-8.55.2/0001.envelope")
         {
             assert_eq!(ignored, BTreeMap::from([("transaction".to_owned(), 1)]));
         }
     }
-    assert_eq!(profiles, 10);
+    assert_eq!(profiles, 12);
 }
 
 #[test]
