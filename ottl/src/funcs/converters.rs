@@ -948,40 +948,9 @@ impl Converter {
                 if s.is_empty() {
                     fail!("url cannot be empty");
                 }
-                let text = |s: String| AnyValue {
-                    value: Some(A::StringValue(s)),
-                };
-                let parts = uri::parse_uri(&s).map_err(crate::error::EvalError)?;
-                let m = parts
-                    .into_iter()
-                    .map(|(key, part)| KeyValue {
-                        key: key.into(),
-                        value: Some(match part {
-                            uri::Part::Str(s) => text(s),
-                            uri::Part::Int(i) => AnyValue {
-                                value: Some(A::IntValue(i)),
-                            },
-                            uri::Part::Query(q) => AnyValue {
-                                value: Some(A::KvlistValue(KeyValueList {
-                                    values: q
-                                        .into_iter()
-                                        .map(|(k, vs)| KeyValue {
-                                            key: k,
-                                            value: Some(AnyValue {
-                                                value: Some(A::ArrayValue(ArrayValue {
-                                                    values: vs.into_iter().map(text).collect(),
-                                                })),
-                                            }),
-                                            ..Default::default()
-                                        })
-                                        .collect(),
-                                })),
-                            },
-                        }),
-                        ..Default::default()
-                    })
-                    .collect();
-                Val::Map(Cow::Owned(m))
+                Val::Map(Cow::Owned(
+                    uri::attributes(&s).map_err(crate::error::EvalError)?,
+                ))
             }
             C::ProfileId(t) => match t.eval(ctx)? {
                 id @ Val::ProfileId(_) => id,

@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use profcol_model::proto::{any_value::Value as A, AnyValue, ArrayValue, KeyValue, KeyValueList};
+
 /// Go's escaping modes (`net/url`'s `encoding`).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -546,6 +548,38 @@ pub(super) fn parse_uri(s: &str) -> Result<BTreeMap<&'static str, Part>, String>
         }
     }
     Ok(m)
+}
+
+/// [`parse_uri`] as the map the Collector makes of it: `url.port` an int,
+/// `query` a map of each parameter's values.
+pub(super) fn attributes(s: &str) -> Result<Vec<KeyValue>, String> {
+    let text = |s: String| AnyValue {
+        value: Some(A::StringValue(s)),
+    };
+    let kv = |key: String, value: A| KeyValue {
+        key,
+        value: Some(AnyValue { value: Some(value) }),
+        ..Default::default()
+    };
+    Ok(parse_uri(s)?
+        .into_iter()
+        .map(|(key, part)| {
+            let value = match part {
+                Part::Str(s) => A::StringValue(s),
+                Part::Int(i) => A::IntValue(i),
+                Part::Query(q) => A::KvlistValue(KeyValueList {
+                    values: q
+                        .into_iter()
+                        .map(|(k, vs)| {
+                            let values = vs.into_iter().map(text).collect();
+                            kv(k, A::ArrayValue(ArrayValue { values }))
+                        })
+                        .collect(),
+                }),
+            };
+            kv(key.into(), value)
+        })
+        .collect())
 }
 
 #[cfg(test)]
