@@ -180,7 +180,10 @@ fn index_vec(n: usize) -> usize {
 /// Whether entry 0 of the table in dictionary field `table` decodes to the
 /// zero value: zeros and empty lengths only. pdata (every Go producer)
 /// writes the zero link's ids and the zero attribute's `value` so; an
-/// empty entry of a location's `lines` is a line, not nothing.
+/// empty entry of a location's `lines` is a line, not nothing, and a
+/// varint of a repeated field (a mapping's or location's
+/// `attribute_indices`, a stack's `location_indices`, unpacked) is an
+/// element, even 0.
 fn zero_entry(table: u32, entry: &[u8]) -> bool {
     if table == 5 {
         // A string, not a message.
@@ -191,6 +194,9 @@ fn zero_entry(table: u32, entry: &[u8]) -> bool {
         let zero = match r.next_key() {
             Some(None) => return true,
             Some(Some((3, LEN))) if table == 2 => false,
+            Some(Some((field, VARINT))) if matches!((table, field), (1, 5) | (2, 4) | (7, 1)) => {
+                false
+            }
             Some(Some((_, VARINT))) => r.varint() == Some(0),
             Some(Some((_, FIXED64))) => r.fixed64() == Some(0),
             Some(Some((_, LEN))) => r.bytes().is_some_and(<[u8]>::is_empty),
@@ -651,6 +657,25 @@ mod tests {
             .unwrap();
         wire[at..at + bytes.len()].copy_from_slice(bytes);
         wire
+    }
+
+    /// Entry 0 of a table holding an unpacked repeated index of 0 (found by
+    /// the wire_check fuzzer) has one element: not the zero entry, so not
+    /// clean, as validation says of it decoded. An empty packed list is.
+    #[test]
+    fn an_unpacked_repeated_zero_is_an_element() {
+        // ProfilesData.dictionary { table { field varint 0 } }.
+        let request = |table: u8, field: u8, wire: u8| {
+            vec![0x12, 0x04, table << 3 | 2, 0x02, field << 3 | wire, 0x00]
+        };
+        for (table, field) in [(1, 5), (2, 4), (7, 1)] {
+            let bytes = request(table, field, 0);
+            assert!(check(&bytes).is_none(), "{bytes:x?}");
+            let data = crate::proto::ProfilesData::decode(&bytes[..]).unwrap();
+            assert!(!crate::findings(&data).is_valid(), "{bytes:x?}");
+            let packed = request(table, field, 2);
+            assert!(check(&packed).is_some(), "{packed:x?}");
+        }
     }
 
     #[test]
