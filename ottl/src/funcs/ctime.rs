@@ -30,7 +30,8 @@ pub(super) fn validate(format: &str) -> Result<(), String> {
             ));
         }
     }
-    let unknown: Vec<String> = directives(format)
+    let unknown: Vec<String> = directive_spans(format)
+        .map(|(_, d)| d)
         .filter(|d| !DIRECTIVES.contains(*d))
         .map(|d| format!("unsupported ctimefmt.toNative() directive: %{d}"))
         .collect();
@@ -40,18 +41,20 @@ pub(super) fn validate(format: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The characters after each `%`, as the regexp `%.` finds them (a `%`
-/// at the very end, or before a newline, is text).
-fn directives(format: &str) -> impl Iterator<Item = char> + '_ {
-    let mut it = format.chars();
+/// Each directive of `format`: the byte its `%` is at and the character
+/// after it, as the regexp `%.` finds them (a `%` at the very end, or
+/// before a newline, is text).
+pub(super) fn directive_spans(format: &str) -> impl Iterator<Item = (usize, char)> + '_ {
+    let mut it = format.char_indices().peekable();
     std::iter::from_fn(move || loop {
-        match it.next()? {
-            '%' => match it.next() {
-                Some(c) if c != '\n' => return Some(c),
-                Some(_) => continue,
-                None => return None,
-            },
-            _ => continue,
+        let (i, c) = it.next()?;
+        if c == '%' {
+            if let Some(&(_, d)) = it.peek() {
+                if d != '\n' {
+                    it.next();
+                    return Some((i, d));
+                }
+            }
         }
     })
 }

@@ -16,6 +16,8 @@ use chrono::{Datelike as _, NaiveDate, Timelike as _};
 use layout::{parse_in_location, wall_seconds, Error, Parsed};
 use location::{local, Location};
 
+use super::ctime::directive_spans;
+
 /// `timeutils.ParseGotime`: the parse, a zone abbreviation looked up as a
 /// location, and a time without a year put in the current one.
 fn parse_gotime(layout: &str, value: &str, loc: &Location) -> Result<Parsed, Error> {
@@ -168,7 +170,7 @@ impl TimeParser {
         if value.is_empty() {
             return Err("time cannot be nil".into());
         }
-        let directives = directive_spans(&self.format);
+        let directives: Vec<_> = directive_spans(&self.format).collect();
         let budget = std::cell::Cell::new(MAX_ATTEMPTS);
         let (result, _) = self.iterate(String::new(), 0, &directives, value, &budget);
         let t = result.map_err(|e| match e {
@@ -263,24 +265,6 @@ impl TimeParser {
         }
         last
     }
-}
-
-/// Each `%x` of the format (as the regexp `%.`: not a line break), by
-/// the byte it starts at.
-fn directive_spans(format: &str) -> Vec<(usize, char)> {
-    let mut out = Vec::new();
-    let mut it = format.char_indices().peekable();
-    while let Some((i, c)) = it.next() {
-        if c == '%' {
-            if let Some(&(_, d)) = it.peek() {
-                if d != '\n' {
-                    out.push((i, d));
-                    it.next();
-                }
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]
