@@ -69,7 +69,16 @@ macro_rules! zero_is_default {
         }
     )*};
 }
-zero_is_default!(String, Mapping, Location, Function, Link, Stack);
+zero_is_default!(String, Mapping, Location, Function, Stack);
+
+/// Ids of zeros are no ids (OpenTelemetry calls an all-zero trace id
+/// invalid): pdata reads async-profiler 4.5's zero link, 16 and 8 zero
+/// bytes, as its own empty one.
+impl ZeroEntry for Link {
+    fn is_zero(&self) -> bool {
+        self.trace_id.iter().chain(&self.span_id).all(|&b| b == 0)
+    }
+}
 
 fn no_value(v: &Option<AnyValue>) -> bool {
     v.as_ref().is_none_or(|v| v.value.is_none())

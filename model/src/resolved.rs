@@ -17,7 +17,7 @@ use std::fmt::{self, Write as _};
 
 use crate::proto::{
     any_value::Value, AnyValue, KeyValue, Location, Mapping, Profile, ProfilesData, Sample,
-    ValueType,
+    ValueType, ZeroEntry,
 };
 
 use super::dictionary::{sample_total, samples_identity, Lookup, SampleIdentity};
@@ -257,7 +257,7 @@ impl Resolver<'_> {
             write!(line, " [{}]", attrs.join(", ")).unwrap();
         }
         let link = self.lookup.link(id.link_index);
-        if !link.trace_id.is_empty() || !link.span_id.is_empty() {
+        if !link.is_zero() {
             write!(
                 line,
                 " {{trace_id={} span_id={}}}",

@@ -179,7 +179,9 @@ fn index_vec(n: usize) -> usize {
 
 /// Whether entry 0 of the table in dictionary field `table` decodes to the
 /// zero value: zeros and empty lengths only. pdata (every Go producer)
-/// writes the zero link's ids and the zero attribute's `value` so; an
+/// writes the zero link's ids and the zero attribute's `value` so, and
+/// async-profiler 4.5 the link's ids as zero bytes
+/// ([`crate::proto::ZeroEntry`]); an
 /// empty entry of a location's `lines` is a line, not nothing, and a
 /// varint of a repeated field (a mapping's or location's
 /// `attribute_indices`, a stack's `location_indices`, unpacked) is an
@@ -199,6 +201,10 @@ fn zero_entry(table: u32, entry: &[u8]) -> bool {
             }
             Some(Some((_, VARINT))) => r.varint() == Some(0),
             Some(Some((_, FIXED64))) => r.fixed64() == Some(0),
+            // A link's ids of zeros are no ids (async-profiler 4.5).
+            Some(Some((_, LEN))) if table == 4 => {
+                r.bytes().is_some_and(|b| b.iter().all(|&b| b == 0))
+            }
             Some(Some((_, LEN))) => r.bytes().is_some_and(<[u8]>::is_empty),
             _ => false,
         };
@@ -676,6 +682,28 @@ mod tests {
             let packed = request(table, field, 2);
             assert!(check(&packed).is_some(), "{packed:x?}");
         }
+    }
+
+    /// async-profiler 4.5 writes the zero link as 16 and 8 zero bytes:
+    /// clean, and valid decoded, as pdata reads it; a byte of an id that is
+    /// not zero makes it a real link, in neither.
+    #[test]
+    fn a_link_of_zero_ids_is_the_zero_link() {
+        // ProfilesData.dictionary { link_table { trace_id, span_id } }.
+        let request = |last: u8| {
+            let mut b = vec![0x12, 30, 0x22, 28, 0x0a, 16];
+            b.extend([0; 16]);
+            b.extend([0x12, 8, 0, 0, 0, 0, 0, 0, 0, last]);
+            b
+        };
+        let zero = request(0);
+        assert!(check(&zero).is_some());
+        let data = crate::proto::ProfilesData::decode(&zero[..]).unwrap();
+        assert!(crate::findings(&data).is_valid());
+        let real = request(1);
+        assert!(check(&real).is_none());
+        let data = crate::proto::ProfilesData::decode(&real[..]).unwrap();
+        assert!(!crate::findings(&data).is_valid());
     }
 
     #[test]
