@@ -13,7 +13,9 @@ use profcol_model::dictionary::{
     dedup, dedup_with, gc, mark, merge, merge_all, resolve_references, split_by_resource, subsets,
     DictionaryBuilder, PerTable,
 };
-use profcol_model::proto::{ExportProfilesServiceRequest, Line, ProfilesData, ProfilesDictionary};
+use profcol_model::proto::{
+    AnyValue, ExportProfilesServiceRequest, Line, Link, ProfilesData, ProfilesDictionary,
+};
 use profcol_model::{folded, resolve, validate, Detail, ResolvedProfile};
 
 fn full(data: &ProfilesData) -> Vec<ResolvedProfile> {
@@ -300,6 +302,34 @@ fn a_builder_continuing_a_dictionary_only_appends() {
     let out = b.finish();
     assert_eq!(out.string_table[..d.string_table.len()], d.string_table[..]);
     assert_eq!(out.location_table, d.location_table);
+}
+
+/// pdata writes the zero attribute with an empty `value` present and
+/// async-profiler 4.5 the zero link as zero bytes: dedup and merge take
+/// such an entry as the zero entry it is, adding no entry for it and
+/// moving nothing that refers to it.
+#[test]
+fn zero_entries_written_otherwise_stay_the_zero_entry() {
+    let plain = fixture("go-cpu.otlp.bin");
+    let mut written = plain.clone();
+    let dict = written.dictionary.as_mut().unwrap();
+    dict.attribute_table[0].value = Some(AnyValue::default());
+    dict.link_table = vec![Link {
+        trace_id: vec![0; 16],
+        span_id: vec![0; 8],
+    }];
+    assert_eq!(validate(&written), Ok(()));
+    assert_eq!(full(&written), full(&plain));
+
+    let (mut a, mut b) = (plain.clone(), written.clone());
+    dedup(&mut a);
+    dedup(&mut b);
+    assert_eq!(b, a);
+
+    let (mut a, mut b) = (plain.clone(), written.clone());
+    merge(&mut a, plain);
+    merge(&mut b, written);
+    assert_eq!(b, a);
 }
 
 /// Flat total of `leaf`: lines whose last frame it is.

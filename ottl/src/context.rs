@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use profcol_model::dictionary::Interner;
 use profcol_model::proto::{
     any_value, AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueAndUnit, KeyValueList,
-    Profile, ProfilesDictionary, Resource, ValueType,
+    Profile, ProfilesDictionary, Resource, ValueType, ZeroEntry,
 };
 
 use crate::error::EvalResult;
@@ -210,7 +210,7 @@ impl<T> Default for Table<T> {
     }
 }
 
-impl<T: profcol_model::dictionary::DictHash + PartialEq + Default> Table<T> {
+impl<T: profcol_model::dictionary::DictHash + PartialEq + Default + ZeroEntry> Table<T> {
     fn values(&self) -> &[T] {
         match self {
             Table::Plain(v) => v,

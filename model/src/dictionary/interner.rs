@@ -3,6 +3,7 @@ use std::hash::BuildHasher;
 use hashbrown::HashTable;
 
 use super::hashing::DictHash;
+use crate::proto::ZeroEntry;
 
 /// One hash-consed table: values in insertion order plus an index by value.
 ///
@@ -33,8 +34,16 @@ impl<T: DictHash + PartialEq + Default> Interner<T> {
 
     /// Takes over an existing table without moving its entries, so indices
     /// into it stay valid. Later duplicates of an entry stay in place but
-    /// interning finds the first one. An empty table gets its zero value.
-    pub fn from_values(values: Vec<T>) -> Self {
+    /// interning finds the first one. An empty table gets its zero value;
+    /// a zero value written otherwise (pdata's) becomes the default, which
+    /// interning the zero value finds.
+    pub fn from_values(mut values: Vec<T>) -> Self
+    where
+        T: ZeroEntry,
+    {
+        if let Some(first) = values.first_mut().filter(|z| z.is_zero()) {
+            *first = T::default();
+        }
         let mut t = Self {
             values: Vec::new(),
             index: HashTable::with_capacity(values.len().max(1)),

@@ -2,7 +2,7 @@
 //! entries equal by value (recursively) get one index. Shared by `dedup` and
 //! `merge`.
 
-use crate::proto::ProfilesDictionary;
+use crate::proto::{ProfilesDictionary, ZeroEntry};
 
 use super::{visit, DictionaryBuilder, Live, Remap, TableRemap};
 
@@ -41,11 +41,19 @@ pub(crate) fn intern_live(
     r
 }
 
-fn intern_table<T>(values: Vec<T>, live: &[bool], mut intern: impl FnMut(T) -> i32) -> TableRemap {
+/// A zero entry written otherwise than the default (pdata's attribute with
+/// an empty `value`, a link of zero ids) is interned as the default, found
+/// at the builder's index 0, not as a new entry that every reference to it
+/// would move to.
+fn intern_table<T: ZeroEntry + Default>(
+    values: Vec<T>,
+    live: &[bool],
+    mut intern: impl FnMut(T) -> i32,
+) -> TableRemap {
     let mut map = vec![0; values.len()];
     for ((v, &keep), slot) in values.into_iter().zip(live).zip(&mut map) {
         if keep {
-            *slot = intern(v);
+            *slot = intern(if v.is_zero() { T::default() } else { v });
         }
     }
     TableRemap::from_vec(map)
