@@ -19,8 +19,8 @@ use prost::Message;
 
 use super::read::{count_fields, fixed64s, varints, Reader, FIXED64, LEN, VARINT};
 use crate::proto::{
-    Function, Line, Link, Location, Profile, ProfilesData, ProfilesDictionary, ResourceProfiles,
-    Sample, ScopeProfiles, Stack,
+    Function, KeyValueAndUnit, Line, Link, Location, Profile, ProfilesData, ProfilesDictionary,
+    ResourceProfiles, Sample, ScopeProfiles, Stack,
 };
 
 /// `ProfilesData` (or `ExportProfilesServiceRequest`, the same fields)
@@ -192,7 +192,9 @@ fn merge_dictionary<const S: bool>(d: &mut ProfilesDictionary, b: &[u8]) -> Opti
                 .push(element(r.bytes()?, merge_function::<S>)?),
             (4, LEN) => d.link_table.push(element(r.bytes()?, merge_link::<S>)?),
             (5, LEN) => d.string_table.push(r.string()?),
-            (6, LEN) => d.attribute_table.push(element(r.bytes()?, known::<S, _>)?),
+            (6, LEN) => d
+                .attribute_table
+                .push(element(r.bytes()?, merge_attribute::<S>)?),
             (7, LEN) => d.stack_table.push(element(r.bytes()?, merge_stack::<S>)?),
             (1..=7, _) => return None,
             (_, w) => skip::<S>(&mut r, w)?,
@@ -221,6 +223,24 @@ fn merge_link<const S: bool>(l: &mut Link, b: &[u8]) -> Option<()> {
                 } = id;
             }
             (1 | 2, _) => return None,
+            (_, w) => skip::<S>(&mut r, w)?,
+        }
+    }
+    Some(())
+}
+
+/// By hand, not [`known`]: async-profiler 4.5 writes every length as a
+/// padded 5-byte varint, so its attributes re-encode shorter than they
+/// came, which [`known`] cannot tell from a field prost drops. The value
+/// is a `common` message, taken as prost takes it.
+fn merge_attribute<const S: bool>(a: &mut KeyValueAndUnit, b: &[u8]) -> Option<()> {
+    let mut r = Reader::new(b);
+    while !r.is_empty() {
+        match r.key()? {
+            (1, VARINT) => a.key_strindex = r.varint()? as i32,
+            (2, LEN) => by_prost(once::<S, _>(&mut a.value)?, r.bytes()?)?,
+            (3, VARINT) => a.unit_strindex = r.varint()? as i32,
+            (1..=3, _) => return None,
             (_, w) => skip::<S>(&mut r, w)?,
         }
     }

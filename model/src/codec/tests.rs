@@ -177,6 +177,37 @@ fn a_message_field_given_twice_is_merged_and_unknown_fields_skipped() {
     );
 }
 
+/// async-profiler 4.5 pads every length to five bytes, an attribute's and
+/// its value's too: read exactly, as prost reads them. An attribute's
+/// unknown field is still not.
+#[test]
+fn padded_lengths_of_attributes_are_read_exactly() {
+    let padded = |field, body: &[u8]| {
+        let n = body.len();
+        let len = [n as u8 & 0x7f | 0x80, (n >> 7) as u8 | 0x80, 0x80, 0x80, 0];
+        [key(field, 2), len.to_vec(), body.to_vec()].concat()
+    };
+    let value = padded(1, b"worker-1");
+    let attribute = [key(1, 0), varint(1), padded(2, &value)].concat();
+    let with = |attribute: &[u8]| {
+        let dictionary = [
+            len_field(5, b""),
+            len_field(5, b"thread.name"),
+            padded(6, &[]),
+            padded(6, attribute),
+        ]
+        .concat();
+        request_with(&[], &dictionary)
+    };
+    let bytes = with(&attribute);
+    let data = super::decode::exact(&bytes).expect("exact");
+    assert_eq!(data, ProfilesData::decode(&bytes[..]).unwrap());
+    let kv = &data.dictionary.unwrap().attribute_table[1];
+    assert_eq!(kv.key_strindex, 1);
+    let unknown = [attribute, key(9, 0), varint(1)].concat();
+    assert!(super::decode::exact(&with(&unknown)).is_none());
+}
+
 #[test]
 fn what_the_hand_path_leaves_to_prost_comes_out_as_prost_has_it() {
     // A group (skipped by prost), bad UTF-8, a wrong wire type, a truncated
