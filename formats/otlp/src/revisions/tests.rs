@@ -6,7 +6,7 @@ use prost_reflect::{Kind, MessageDescriptor};
 
 use super::*;
 use profcol_model::dictionary::Table;
-use profcol_model::proto::{self, ProfilesData};
+use profcol_model::proto::{self, dictionary_of, ProfilesData};
 use profcol_model::repair::repair;
 use profcol_model::resolved::{resolve, Detail};
 use profcol_model::testing::fixture;
@@ -108,7 +108,7 @@ fn recorded_and_built_requests_are_read_as_the_expected_revision() {
         assert_eq!(d.revision.as_str(), expected, "{file}");
         n += 1;
     }
-    assert_eq!(n, 26);
+    assert_eq!(n, 37);
 }
 
 /// The four hand-built fixtures hold one profile, each written with the
@@ -585,12 +585,12 @@ fn revisions_parse_from_their_names() {
 }
 
 /// async-profiler's OTLP dumps (Java API `dumpOtlp()`), 4.2 writing
-/// v1.7.0 and 4.3 v1.9.0, and the files its agent writes: the recorded
-/// Java stacks, root first, with each profile's own unit; 4.3's `threads`
-/// run names a thread per sample.
+/// v1.7.0, 4.3 and 4.4 v1.9.0, 4.5 v1.10.0, the files its agent writes and
+/// 4.5's JFR converter's: the recorded Java stacks, root first, with each
+/// profile's own unit; a `threads` run names a thread per sample.
 #[test]
 fn async_profiler_dumps_read_as_the_recorded_stacks() {
-    let burn = "java/lang/Thread.run<|:0|0:0>@0x0;Otlp$$Lambda$3.0x00007f";
+    let burn = "java/lang/Thread.run<|:0|";
     for (file, revision, units) in [
         (
             "async-profiler-4.2/cpu.binpb",
@@ -627,6 +627,56 @@ fn async_profiler_dumps_read_as_the_recorded_stacks() {
             "async-profiler-4.3/cpu-file.binpb",
             Revision::V1_9_0,
             &["itimer/count"],
+        ),
+        (
+            "async-profiler-4.4/cpu.binpb",
+            Revision::V1_9_0,
+            &["itimer/count"],
+        ),
+        (
+            "async-profiler-4.4/wall.binpb",
+            Revision::V1_9_0,
+            &["wall/count"],
+        ),
+        (
+            "async-profiler-4.4/cpu-threads.binpb",
+            Revision::V1_9_0,
+            &["itimer/count"],
+        ),
+        (
+            "async-profiler-4.4/cpu-file.binpb",
+            Revision::V1_9_0,
+            &["itimer/count"],
+        ),
+        (
+            "async-profiler-4.5/cpu.binpb",
+            Revision::V1_10_0,
+            &["itimer/count"],
+        ),
+        (
+            "async-profiler-4.5/wall.binpb",
+            Revision::V1_10_0,
+            &["wall/count"],
+        ),
+        (
+            "async-profiler-4.5/cpu-total.binpb",
+            Revision::V1_10_0,
+            &["itimer/ns"],
+        ),
+        (
+            "async-profiler-4.5/cpu-threads.binpb",
+            Revision::V1_10_0,
+            &["itimer/count"],
+        ),
+        (
+            "async-profiler-4.5/cpu-file.binpb",
+            Revision::V1_10_0,
+            &["itimer/count"],
+        ),
+        (
+            "async-profiler-4.5/jfrconv-cpu.binpb",
+            Revision::V1_10_0,
+            &["cpu/count"],
         ),
     ] {
         let mut d = decode(&bytes(file)).unwrap();
@@ -701,4 +751,49 @@ fn ebpf_profiler_requests_are_valid_as_sent() {
     ] {
         assert!(text.contains(stack), "{stack}: {text}");
     }
+}
+
+/// async-profiler 4.5 writes the zero link as 16 and 8 zero bytes, which
+/// pdata reads as its zero ids: valid as sent, and passed by the wire
+/// check as received. Interning keeps a zero entry written so (and pdata's
+/// zero attribute) at index 0: dedup neither adds an entry for it nor
+/// moves what refers to it.
+#[test]
+fn zero_entries_written_otherwise_stay_the_zero_entry() {
+    for file in [
+        "async-profiler-4.5/cpu.binpb",
+        "async-profiler-4.5/jfrconv-alloc-total-threads.binpb",
+        "ebpf-profiler-v0.0.202633/0001.binpb",
+    ] {
+        let b = bytes(file);
+        let mut d = decode(&b).unwrap();
+        assert!(d.findings.is_valid(), "{file}: {:?}", d.findings);
+        assert!(wire_check::check(&b).is_some(), "{file}");
+        assert!(repair(&mut d.data).is_empty(), "{file}");
+        let before = d.data.clone();
+        profcol_model::dictionary::dedup(&mut d.data);
+        let (old, new) = (dictionary_of(&before), dictionary_of(&d.data));
+        assert_eq!(new.link_table.len(), old.link_table.len(), "{file}");
+        assert_eq!(
+            new.attribute_table.len(),
+            old.attribute_table.len(),
+            "{file}"
+        );
+        let samples = |d: &ProfilesData| -> Vec<(i32, Vec<i32>)> {
+            let p = &d.resource_profiles[0].scope_profiles[0].profiles[0];
+            p.samples
+                .iter()
+                .map(|s| (s.link_index, s.attribute_indices.clone()))
+                .collect()
+        };
+        assert_eq!(samples(&d.data), samples(&before), "{file}");
+    }
+    let d = decode(&bytes(
+        "async-profiler-4.5/jfrconv-alloc-total-threads.binpb",
+    ))
+    .unwrap();
+    let text = resolve(&d.data, Detail::Full).to_text();
+    assert!(text.contains("sample_type=allocations/bytes "), "{text}");
+    assert!(text.contains("[thread.name=[allocator tid="), "{text}");
+    assert!(!text.contains("trace_id="), "{text}");
 }
