@@ -8,6 +8,7 @@
 
 mod common;
 
+mod async_profiler;
 mod attributes;
 mod batch;
 mod cli;

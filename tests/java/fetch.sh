@@ -4,7 +4,8 @@
 #
 #   tests/java/fetch.sh <pom-dir> <cache-name>
 #
-# Used for the Pyroscope Java agent (tests/pyroscope_java, tests/it/pyroscope_jfr.rs)
+# Used for the Pyroscope Java agent (tests/pyroscope_java, tests/it/pyroscope_jfr.rs),
+# async-profiler (tests/async_profiler, tests/it/async_profiler.rs)
 # and the Sentry Java SDK (tests/sentry_java, tests/it/sentry_java.rs).
 #
 # Prints the absolute path of the directory holding the jars on the last

@@ -108,7 +108,7 @@ fn recorded_and_built_requests_are_read_as_the_expected_revision() {
         assert_eq!(d.revision.as_str(), expected, "{file}");
         n += 1;
     }
-    assert_eq!(n, 37);
+    assert_eq!(n, 39);
 }
 
 /// The four hand-built fixtures hold one profile, each written with the
@@ -585,9 +585,10 @@ fn revisions_parse_from_their_names() {
 }
 
 /// async-profiler's OTLP dumps (Java API `dumpOtlp()`), 4.2 writing
-/// v1.7.0, 4.3 and 4.4 v1.9.0, 4.5 v1.10.0, the files its agent writes and
-/// 4.5's JFR converter's: the recorded Java stacks, root first, with each
-/// profile's own unit; a `threads` run names a thread per sample.
+/// v1.7.0, 4.3 and 4.4 v1.9.0, 4.5 v1.10.0, the files its agent writes,
+/// 4.5's JFR converter's and what 4.6's agent POSTs: the recorded Java
+/// stacks, root first, with each profile's own unit; a `threads` run names
+/// a thread per sample.
 #[test]
 fn async_profiler_dumps_read_as_the_recorded_stacks() {
     let burn = "java/lang/Thread.run<|:0|";
@@ -678,6 +679,12 @@ fn async_profiler_dumps_read_as_the_recorded_stacks() {
             Revision::V1_10_0,
             &["cpu/count"],
         ),
+        // Sent by 4.6's agent itself, one POST per `loop`.
+        (
+            "async-profiler-4.6/push-0001.binpb",
+            Revision::V1_10_0,
+            &["itimer/count"],
+        ),
     ] {
         let mut d = decode(&bytes(file)).unwrap();
         assert_eq!(d.revision, revision, "{file}");
@@ -690,10 +697,11 @@ fn async_profiler_dumps_read_as_the_recorded_stacks() {
                 "{file}: {text}"
             );
         }
-        // Otlp.burn under its thread's run(), on both CPU workers' stacks.
+        // burn (Otlp.java, Burn.java) under its thread's run(), on both CPU
+        // workers' stacks.
         let burning = text
             .lines()
-            .filter(|l| l.contains(burn) && l.contains(";Otlp.burn<"))
+            .filter(|l| l.contains(burn) && l.contains(".burn<"))
             .count();
         assert!(burning >= units.len(), "{file}: {text}");
         if file.ends_with("threads.binpb") {
@@ -753,7 +761,7 @@ fn ebpf_profiler_requests_are_valid_as_sent() {
     }
 }
 
-/// async-profiler 4.5 writes the zero link as 16 and 8 zero bytes, which
+/// async-profiler 4.5 and 4.6 write the zero link as 16 and 8 zero bytes, which
 /// pdata reads as its zero ids: valid as sent, and passed by the wire
 /// check as received. Interning keeps a zero entry written so (and pdata's
 /// zero attribute) at index 0: dedup neither adds an entry for it nor
@@ -763,6 +771,7 @@ fn zero_entries_written_otherwise_stay_the_zero_entry() {
     for file in [
         "async-profiler-4.5/cpu.binpb",
         "async-profiler-4.5/jfrconv-alloc-total-threads.binpb",
+        "async-profiler-4.6/push-0002.binpb",
         "ebpf-profiler-v0.0.202633/0001.binpb",
     ] {
         let b = bytes(file);
