@@ -268,6 +268,26 @@ mod tests {
         );
     }
 
+    /// Ids of zeros are no ids: left out, as pdata leaves them out
+    /// (async-profiler 4.5 writes its zero link with them).
+    #[test]
+    fn ids_of_zeros_are_left_out() {
+        let mut data = ProfilesData::decode(
+            &profcol_model::testing::fixture("otlp-revisions/async-profiler-4.5/cpu.binpb")[..],
+        )
+        .unwrap();
+        let link = &data.dictionary.as_ref().unwrap().link_table[0];
+        assert_eq!(
+            (&link.trace_id[..], &link.span_id[..]),
+            (&[0; 16][..], &[0; 8][..])
+        );
+        data.resource_profiles[0].scope_profiles[0].profiles[0].profile_id = vec![0; 16];
+        let text = String::from_utf8(encode(&data)).unwrap();
+        for key in ["traceId", "spanId", "profileId"] {
+            assert!(!text.contains(key), "{key}: {text}");
+        }
+    }
+
     #[test]
     fn hand_written_otlp_json() {
         let json = br#"{"resourceProfiles":[{"scopeProfiles":[{"profiles":[

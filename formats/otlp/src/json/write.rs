@@ -164,8 +164,9 @@ impl<M: SerializeMap> Fields<M> {
         self.unless_default(key, !v.is_empty(), &Base64(v))
     }
 
+    /// An id of zeros is no id, left out as pdata leaves it out.
     fn id(&mut self, key: &str, v: &[u8]) -> Result<(), M::Error> {
-        self.unless_default(key, !v.is_empty(), &Hex(v))
+        self.unless_default(key, v.iter().any(|&b| b != 0), &Hex(v))
     }
 
     fn message<T: Message>(&mut self, key: &str, v: &Option<T>) -> Result<(), M::Error> {
