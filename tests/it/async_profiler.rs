@@ -3,7 +3,7 @@
 //! receiver with `on_invalid: refuse`: every request is valid as sent
 //! (its zero link is 16 and 8 zero bytes), and holds the Java stacks.
 //!
-//! Runs tests/async_profiler/Burn.java under the agent of the jar
+//! Runs tests/async_profiler/Otlp.java under the agent of the jar
 //! tests/java/fetch.sh fetches; skipped without `java`, `javac` or `mvn`,
 //! except under `CI`. The agent loads libcurl to send.
 
@@ -69,7 +69,8 @@ async fn async_profiler_agent_sends_otlp_http_live() {
     };
     let work = tempfile::tempdir().unwrap();
     let lib = agent(&jars, work.path());
-    common::java::compile("async_profiler/Burn.java", ".", work.path());
+    let classpath = format!("{}/*", jars.display());
+    common::java::compile("async_profiler/Otlp.java", &classpath, work.path());
 
     let sink = Sink::start().await;
     let svc = profcol::app::start_str(&config(&sink), RuntimeOptions::default())
@@ -82,8 +83,9 @@ async fn async_profiler_agent_sends_otlp_http_live() {
             svc.http_port()
         ))
         .arg("-cp")
-        .arg(work.path())
-        .arg("Burn")
+        .arg(format!("{}:{classpath}", work.path().display()))
+        .arg("Otlp")
+        .arg("agent")
         .arg("3")
         .kill_on_drop(true)
         .output();
@@ -120,9 +122,9 @@ async fn async_profiler_agent_sends_otlp_http_live() {
             .all(|p| p.sample_type == "itimer/count" && p.period == 10_000_000),
         "{profiles:#?}"
     );
-    // Burn.burn under both workers' threads, and no sample linked to a
+    // Otlp.burn under the workers' threads, and no sample linked to a
     // trace (the zero link is no link).
     let lines: Vec<&String> = profiles.iter().flat_map(|p| p.samples.keys()).collect();
-    assert!(lines.iter().any(|l| l.contains(";Burn.burn")), "{lines:#?}");
+    assert!(lines.iter().any(|l| l.contains(";Otlp.burn")), "{lines:#?}");
     assert!(!lines.iter().any(|l| l.contains("trace_id=")), "{lines:#?}");
 }

@@ -697,11 +697,10 @@ fn async_profiler_dumps_read_as_the_recorded_stacks() {
                 "{file}: {text}"
             );
         }
-        // burn (Otlp.java, Burn.java) under its thread's run(), on both CPU
-        // workers' stacks.
+        // Otlp.burn under its thread's run(), on both CPU workers' stacks.
         let burning = text
             .lines()
-            .filter(|l| l.contains(burn) && l.contains(".burn<"))
+            .filter(|l| l.contains(burn) && l.contains(";Otlp.burn<"))
             .count();
         assert!(burning >= units.len(), "{file}: {text}");
         if file.ends_with("threads.binpb") {
