@@ -14,40 +14,40 @@ use profcol_model::codec::{edit_resources, Edited};
 use profcol_model::findings;
 use profcol_model::footprint::heap_bytes;
 use profcol_model::proto::{any_value::Value, AnyValue, KeyValue, ProfilesData, Resource};
-use profcol_model::wire_check::{check, decode_clean};
+use profcol_model::wire_check::{check, decode_clean, Clean};
 use profcol_model::ProfileBatch;
 use profcol_otlp::revisions::{self as otlp_revisions, Revision};
 
 fuzz_target!(|bytes: &[u8]| {
-    one_pass_decode_agrees(bytes);
+    if let Some((batch, clean)) = decode_clean(&Bytes::copy_from_slice(bytes)) {
+        let data = as_decoded(bytes, "bytes decoded clean");
+        assert_eq!(batch.data(), &data, "read as prost reads them");
+        same_counts(&clean, &batch);
+    }
     let Some(clean) = check(bytes) else {
         return;
     };
-    let data = ProfilesData::decode(bytes).expect("clean bytes decode");
-    assert!(findings(&data).is_valid(), "clean bytes validate");
-    let read =
-        otlp_revisions::decode(&Bytes::copy_from_slice(bytes)).expect("a revision reads them");
-    assert_eq!(read.revision, Revision::CURRENT);
+    let data = as_decoded(bytes, "clean bytes");
     assert!(
         clean.heap >= heap_bytes(&data),
         "the reservation covers the decode"
     );
-    let batch = ProfileBatch::new(data.clone());
-    assert_eq!(clean.samples, batch.sample_count());
-    assert_eq!(clean.profiles, batch.profile_count());
+    same_counts(&clean, &ProfileBatch::new(data.clone()));
     resources_edit_as_decoded(bytes, data);
 });
 
-fn one_pass_decode_agrees(bytes: &[u8]) {
-    let Some((batch, clean)) = decode_clean(&Bytes::copy_from_slice(bytes)) else {
-        return;
-    };
-    let data = ProfilesData::decode(bytes).expect("bytes decoded clean decode");
-    assert_eq!(batch.data(), &data, "read as prost reads them");
-    assert!(findings(&data).is_valid(), "bytes decoded clean validate");
+/// What the decoding path makes of bytes a fast path found clean: they
+/// decode, validate and are read as the current revision.
+fn as_decoded(bytes: &[u8], what: &str) -> ProfilesData {
+    let data = ProfilesData::decode(bytes).unwrap_or_else(|e| panic!("{what} decode: {e}"));
+    assert!(findings(&data).is_valid(), "{what} validate");
     let read =
         otlp_revisions::decode(&Bytes::copy_from_slice(bytes)).expect("a revision reads them");
     assert_eq!(read.revision, Revision::CURRENT);
+    data
+}
+
+fn same_counts(clean: &Clean, batch: &ProfileBatch) {
     assert_eq!(clean.samples, batch.sample_count());
     assert_eq!(clean.profiles, batch.profile_count());
 }
