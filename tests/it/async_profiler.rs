@@ -76,38 +76,28 @@ async fn async_profiler_agent_sends_otlp_http_live() {
     let svc = profcol::app::start_str(&config(&sink), RuntimeOptions::default())
         .await
         .unwrap();
-    let java = tokio::process::Command::new("java")
-        .arg(format!(
+    let log = common::java::run(&[
+        format!(
             "-agentpath:{}=start,event=itimer,interval=10ms,loop=1s,otlp,file=http://127.0.0.1:{}",
             lib.display(),
             svc.http_port()
-        ))
-        .arg("-cp")
-        .arg(format!("{}:{classpath}", work.path().display()))
-        .arg("Otlp")
-        .arg("agent")
-        .arg("3")
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(60), java)
-        .await
-        .expect("the program did not end within 60 s")
-        .unwrap();
-    let log =
-        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{log}");
+        ),
+        "-cp".into(),
+        format!("{}:{classpath}", work.path().display()),
+        "Otlp".into(),
+        "agent".into(),
+        "3".into(),
+    ])
+    .await;
     // A refused request is logged by the agent ("Failed to send profile
     // to ...: HTTP 400 ..."), as is a missing libcurl.
     assert!(!log.contains("Failed"), "{log}");
-    let started = std::time::Instant::now();
-    while sink.received().len() < 2 {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "{} requests arrived; the agent said:\n{log}",
-            sink.received().len()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    common::until(
+        Duration::from_secs(20),
+        &format!("two requests; the agent said:\n{log}"),
+        || sink.received().len() >= 2,
+    )
+    .await;
     svc.shutdown().await;
 
     let profiles: Vec<ResolvedProfile> = sink

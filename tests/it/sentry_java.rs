@@ -150,22 +150,15 @@ async fn sentry_java_continuous_profiling_live() {
         .prefix("profcol-sentry-java-")
         .tempdir()
         .unwrap();
-    let java = tokio::process::Command::new("java")
-        .arg(format!("-Djava.io.tmpdir={}", tmp.path().display()))
-        .arg("-cp")
-        .arg(format!("{}:{classpath}", classes.path().display()))
-        .arg("App")
-        .arg(format!("http://publickey@127.0.0.1:{port}/1"))
-        .arg("2000")
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(60), java)
-        .await
-        .expect("the program did not end within 60 s")
-        .unwrap();
-    let log =
-        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{log}");
+    let log = common::java::run(&[
+        format!("-Djava.io.tmpdir={}", tmp.path().display()),
+        "-cp".into(),
+        format!("{}:{classpath}", classes.path().display()),
+        "App".into(),
+        format!("http://publickey@127.0.0.1:{port}/1"),
+        "2000".into(),
+    ])
+    .await;
     let all = wait_for_profile(&sink, &log).await;
     svc.shutdown().await;
     assert!(!log.contains("ERROR"), "{log}");

@@ -40,6 +40,24 @@ pub fn jars(pom_dir: &str, cache: &str, what: &str) -> Option<PathBuf> {
     None
 }
 
+/// Runs `java` with `args` to its end (60 s at most; killed if the test
+/// ends first) and gives what it said, stderr then stdout; a run that
+/// fails fails the test.
+pub async fn run(args: &[String]) -> String {
+    let java = tokio::process::Command::new("java")
+        .args(args)
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), java)
+        .await
+        .expect("the program did not end within 60 s")
+        .unwrap();
+    let log =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{log}");
+    log
+}
+
 /// `javac` of `tests/<src>` against the jars in `classpath`, into `out`.
 pub fn compile(src: &str, classpath: &str, out: &std::path::Path) {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
