@@ -224,7 +224,7 @@ async fn k8snode_missing_or_forbidden_node() {
         ("OTEL_RESOURCE_ATTRIBUTES", "team=a".as_ref()),
     ];
     let processor =
-        "    detectors: [k8snode, env]\n    timeout: 1500ms\n    k8snode: {auth_type: kubeConfig}";
+        "    detectors: [k8snode, env]\n    timeout: 10s\n    k8snode: {auth_type: kubeConfig}";
     let got = through_with(processor, &env).await;
     assert!(got[0].contains(&"team=a".to_string()), "{got:?}");
     assert!(
