@@ -1,12 +1,12 @@
 //! The four processors of `profcol-bench`'s `processors` case in process,
 //! without the network: what the naive proxy does with a request (prost
 //! decode, encode, drop) against what profcol's chain does with it (the
-//! wire check, decode, `dictionary_dedup`, `unit_normalization`,
-//! `thread_pruning`, `sampling`, encode, drop), on the bench's three
-//! requests, one thread, warm. End to end the sides differ beyond this:
-//! the naive proxy's transport copies more and its allocator is glibc's,
-//! so the end to end ratio was lower (0.68–0.80x against 1.14–1.22x here
-//! on 2026-11-30).
+//! wire check and decode, in one pass for a small request as the receiver
+//! does, `dictionary_dedup`, `unit_normalization`, `thread_pruning`,
+//! `sampling`, encode, drop), on the bench's three requests, one thread,
+//! warm. End to end the sides differ beyond this: the naive proxy's
+//! transport copies more and its allocator is glibc's, so the end to end
+//! ratio was lower (0.64–0.86x against 1.10–1.26x here on 2026-12-01).
 //!
 //! `cargo bench -p profcol-processors --bench chain`
 
@@ -64,8 +64,13 @@ impl Chain {
     }
 
     fn run(&mut self, bytes: &Bytes) -> usize {
-        let clean = wire_check::check(bytes).unwrap();
-        let mut batch = ProfileBatch::checked(bytes.clone(), clean);
+        // As the receiver reads it: a small request that the chain decodes
+        // anyway is checked as it is decoded, a larger one checked first.
+        let mut batch = if bytes.len() <= profcol_model::cpu::INLINE {
+            wire_check::decode_clean(bytes).unwrap().0
+        } else {
+            ProfileBatch::checked(bytes.clone(), wire_check::check(bytes).unwrap())
+        };
         for (name, p) in &mut self.stages {
             p.process(
                 &mut batch,
