@@ -15,6 +15,8 @@
 ARG RUST_VERSION=1.95
 
 FROM rust:${RUST_VERSION}-bookworm AS builder
+# nasm for ISA-L (gzip level 1); the image has autotools and OpenSSL's headers.
+RUN apt-get update -qq && apt-get install -y -qq nasm && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \

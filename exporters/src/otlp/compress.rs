@@ -211,7 +211,7 @@ fn framed(flag: u8, message: Bytes) -> Result<Body, BoxError> {
 }
 
 /// Appends `message` compressed to `out` (as it is for `None`; gzip in one
-/// libdeflate call where it can), at
+/// call where it can, see [`profcol_model::compressed::gzip`]), at
 /// `level` (confighttp's `compression_params.level`, checked by
 /// [`check_level`]), or at level 1 for 0.
 pub(crate) fn compress_into<W: Write>(
