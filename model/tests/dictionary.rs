@@ -10,8 +10,8 @@ use prost::Message;
 use generate::*;
 
 use profcol_model::dictionary::{
-    dedup, dedup_with, gc, mark, merge, merge_all, resolve_references, split_by_resource, subsets,
-    DictionaryBuilder, PerTable,
+    dedup, dedup_rebuilding, dedup_with, gc, mark, merge, merge_all, resolve_references,
+    split_by_resource, subsets, DictionaryBuilder, PerTable,
 };
 use profcol_model::proto::{
     AnyValue, ExportProfilesServiceRequest, Line, Link, ProfilesData, ProfilesDictionary,
@@ -105,7 +105,14 @@ proptest! {
         prop_assert!(mark(&once).all_live());
         let mut twice = once.clone();
         dedup(&mut twice);
-        prop_assert_eq!(twice, once);
+        prop_assert_eq!(&twice, &once);
+        // Leaving a dictionary that is already canonical in place gives
+        // what rebuilding it gives, on a first pass or a second.
+        for (input, gc) in [(&d, true), (&d, false), (&once, true), (&once, false)] {
+            let (mut kept, mut rebuilt) = (input.clone(), input.clone());
+            prop_assert_eq!(dedup_with(&mut kept, gc), dedup_rebuilding(&mut rebuilt, gc));
+            prop_assert_eq!(kept, rebuilt);
+        }
 
         // Without gc: orphans stay (deduplicated too), meaning and size hold.
         let mut keep = d.clone();

@@ -15,6 +15,7 @@
 //! - [`Lookup`]: panic-free reads by index.
 
 mod builder;
+mod canonical;
 mod dedup;
 mod gc;
 mod hashing;
@@ -32,6 +33,8 @@ mod table;
 pub mod visit;
 
 pub use builder::DictionaryBuilder;
+#[cfg(any(test, feature = "testing"))]
+pub use dedup::dedup_rebuilding;
 pub use dedup::{dedup, dedup_with};
 pub use gc::{gc, gc_with, GcOptions, GcStats};
 pub use hashing::{mix64, multiset_hash, DictHash};
