@@ -97,7 +97,8 @@ impl Default for TelemetryConfig {
 /// is the core Collector API's metrics (`otelcol_*`: receiver, processor and
 /// exporter counts, queue gauges); `normal`, the Collector's default, adds
 /// the component-specific ones (`profcol_*`: drops by reason, items).
-/// `detailed` has nothing more yet. `none` turns `/metrics` off.
+/// `detailed` adds those that cost work of their own to measure (encoded
+/// sizes). `none` turns `/metrics` off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum MetricsLevel {
     None,

@@ -138,6 +138,7 @@ impl RunningService {
         let stop_extensions = CancellationToken::new();
         let hard_stop = CancellationToken::new();
         let limit = memory_limit(&graph, &opts);
+        telemetry.set_metrics_level(graph.telemetry.metrics_level);
         let mut svc = Self {
             telemetry: telemetry.clone(),
             health: health.clone(),

@@ -81,6 +81,9 @@ impl<M: Clone, C: MetricConstructor<M>> Cached<M, C> {
 /// Metric families; `_total` is appended to counters on exposition, as the
 /// Collector's Prometheus endpoint does.
 pub struct Telemetry {
+    /// `service.telemetry.metrics.level` is `detailed`: the metrics that
+    /// cost work of their own to measure (encoded sizes) are recorded.
+    detailed: std::sync::atomic::AtomicBool,
     /// Every family: metrics level `normal` and `detailed`.
     registry: Registry,
     /// The core Collector API's `otelcol_*` families only: level `basic`.
@@ -294,7 +297,24 @@ impl Telemetry {
             config_reloads: family!(r, "profcol_config_reloads", "Config reloads (SIGHUP), by result: success, failure (refused; the old config keeps running) or partial (a component failed to start after the switch)."),
             registry: r,
             basic: b,
+            detailed: Default::default(),
         }
+    }
+
+    /// Set from the config at start, before the processors start (a
+    /// change of `service::telemetry` takes a restart).
+    pub fn set_metrics_level(&self, level: MetricsLevel) {
+        self.detailed.store(
+            level == MetricsLevel::Detailed,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// Whether metrics that cost work of their own to measure are wanted:
+    /// as the Collector computes `otelcol_processor_batch_batch_send_size_bytes`
+    /// only at level `detailed`.
+    pub fn detailed(&self) -> bool {
+        self.detailed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Prometheus text exposition of every metric.

@@ -11,9 +11,8 @@ use crate::merge::{SampleMerger, Tables};
 /// What one rebuild did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Outcome {
-    /// Encoded size of the batch before and after.
-    pub bytes_before: u64,
-    pub bytes_after: u64,
+    /// Encoded size of the batch before and after, when measured.
+    pub bytes: Option<(u64, u64)>,
     /// Table sizes before and after.
     pub entries_before: PerTable,
     pub entries_after: PerTable,
@@ -70,31 +69,35 @@ pub(crate) fn dedup_data_with(
 /// Rebuilds the data of `batch`, keeping the received encoding when nothing
 /// changed, and measures the encoded size before and after.
 pub fn dedup_batch(batch: &mut ProfileBatch, cfg: &DictionaryDedupConfig) -> Outcome {
-    dedup_batch_with(batch, cfg, &mut SampleMerger::default())
+    dedup_batch_with(batch, cfg, &mut SampleMerger::default(), true)
 }
 
-/// [`dedup_batch`] with the merge's buffers kept by the caller.
+/// [`dedup_batch`] with the merge's buffers kept by the caller, measuring
+/// the sizes only if asked.
 pub(crate) fn dedup_batch_with(
     batch: &mut ProfileBatch,
     cfg: &DictionaryDedupConfig,
     merger: &mut SampleMerger,
+    measure: bool,
 ) -> Outcome {
-    let bytes_before = batch.encoded_len() as u64;
+    let bytes_before = measure.then(|| batch.encoded_len() as u64);
     let received = batch.encoded().cloned();
     let meta = std::mem::take(&mut batch.meta);
     let mut data = std::mem::take(batch.data_mut());
     let mut out = dedup_data_with(&mut data, cfg, merger);
-    out.bytes_before = bytes_before;
     *batch = match received {
         Some(bytes) if !out.changed => ProfileBatch::from_encoded(data, bytes),
         _ => ProfileBatch::new(data),
     }
     .with_meta(meta);
-    out.bytes_after = if out.changed {
-        batch.encoded_len() as u64
-    } else {
-        bytes_before
-    };
+    out.bytes = bytes_before.map(|before| {
+        let after = if out.changed {
+            batch.encoded_len() as u64
+        } else {
+            before
+        };
+        (before, after)
+    });
     out
 }
 

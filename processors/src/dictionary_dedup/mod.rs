@@ -5,8 +5,10 @@
 //! of one identity. The resolved view never changes and the encoded size
 //! never grows (beyond the strings that resolving references copies).
 //!
-//! Events: `bytes_before`, `bytes_after`, `entries_removed`,
-//! `samples_merged`, `references_resolved`.
+//! Events: `entries_removed`, `samples_merged`, `references_resolved`;
+//! at metrics level `detailed`, `bytes_before` and `bytes_after` too (the
+//! encoded size of a rebuilt batch costs a walk of every message, which
+//! the Collector spends on its batch sizes only at that level).
 
 mod config;
 mod dedup;
@@ -19,7 +21,9 @@ mod tests;
 use std::sync::Arc;
 
 use profcol_model::ProfileBatch;
-use profcol_pipeline::component::{ProcessContext, Processor, ProcessorFactory, Verdict};
+use profcol_pipeline::component::{
+    ProcessContext, Processor, ProcessorFactory, ProcessorStart, Verdict,
+};
 use profcol_pipeline::config::{ComponentConfig, ConfigErrors};
 
 use crate::merge::SampleMerger;
@@ -48,6 +52,8 @@ pub struct DictionaryDedup {
     cfg: DictionaryDedupConfig,
     /// Buffers reused from batch to batch.
     merger: SampleMerger,
+    /// Encoded sizes are measured (metrics level `detailed`).
+    measure: bool,
 }
 
 impl DictionaryDedup {
@@ -55,15 +61,22 @@ impl DictionaryDedup {
         Self {
             cfg,
             merger: SampleMerger::default(),
+            measure: false,
         }
     }
 }
 
 impl Processor for DictionaryDedup {
+    fn start(&mut self, ctx: &ProcessorStart<'_>) {
+        self.measure = ctx.telemetry.detailed();
+    }
+
     fn process(&mut self, batch: &mut ProfileBatch, ctx: &mut ProcessContext) -> Verdict {
-        let out = dedup::dedup_batch_with(batch, &self.cfg, &mut self.merger);
-        ctx.event("bytes_before", out.bytes_before);
-        ctx.event("bytes_after", out.bytes_after);
+        let out = dedup::dedup_batch_with(batch, &self.cfg, &mut self.merger, self.measure);
+        if let Some((before, after)) = out.bytes {
+            ctx.event("bytes_before", before);
+            ctx.event("bytes_after", after);
+        }
         for (event, n) in [
             ("entries_removed", out.entries_removed()),
             ("samples_merged", out.samples_merged),

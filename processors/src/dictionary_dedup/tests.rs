@@ -7,11 +7,27 @@ use profcol_model::proto::{
     ProfilesDictionary, Resource, ResourceProfiles, Sample, ScopeProfiles,
 };
 use profcol_model::{resolve, validate, Detail, ProfileBatch};
-use profcol_pipeline::config::{ComponentConfig, Kind};
+use profcol_pipeline::component::{Processor, ProcessorStart};
+use profcol_pipeline::config::{ComponentConfig, Kind, MetricsLevel};
+use profcol_pipeline::telemetry::Telemetry;
 
 use super::testdata::{self, full, run};
 use super::*;
 use crate::merge::{SampleMerger, Tables};
+
+/// The processor as a collector with `service.telemetry.metrics.level`
+/// at `level` starts it.
+fn started(cfg: DictionaryDedupConfig, level: MetricsLevel) -> DictionaryDedup {
+    let mut p = DictionaryDedup::new(cfg);
+    let telemetry = std::sync::Arc::new(Telemetry::new());
+    telemetry.set_metrics_level(level);
+    p.start(&ProcessorStart {
+        id: "dictionary_dedup",
+        budget: &profcol_model::memory::MemoryBudget::new(usize::MAX),
+        telemetry: &telemetry,
+    });
+    p
+}
 
 fn decode(yaml: &str) -> Result<DictionaryDedupConfig, String> {
     let cfg = ComponentConfig::from_yaml(Kind::Processor, "dictionary_dedup", yaml)
@@ -305,7 +321,7 @@ fn an_already_deduplicated_batch_passes_through_with_its_bytes() {
     dedup_batch(&mut first, &DictionaryDedupConfig::default());
     let bytes = first.encode_to_bytes();
     let mut again = ProfileBatch::decode(bytes.clone()).unwrap();
-    let mut p = DictionaryDedup::new(DictionaryDedupConfig::default());
+    let mut p = started(DictionaryDedupConfig::default(), MetricsLevel::Detailed);
     let (_, events) = run(&mut p, &mut again);
     assert_eq!(
         again.encoded(),
@@ -318,11 +334,11 @@ fn an_already_deduplicated_batch_passes_through_with_its_bytes() {
 }
 
 #[test]
-fn metrics_report_bytes_before_and_after() {
+fn detailed_metrics_report_bytes_before_and_after() {
     let d = duplicated();
     let before = d.encoded_len() as u64;
     let mut batch = ProfileBatch::new(d);
-    let mut p = DictionaryDedup::new(DictionaryDedupConfig::default());
+    let mut p = started(DictionaryDedupConfig::default(), MetricsLevel::Detailed);
     let (_, events) = run(&mut p, &mut batch);
     assert_eq!(events["bytes_before"], before);
     assert_eq!(events["bytes_after"], batch.data().encoded_len() as u64);
@@ -330,6 +346,22 @@ fn metrics_report_bytes_before_and_after() {
     assert_eq!(events["entries_removed"], 5);
     assert_eq!(events["samples_merged"], 2);
     assert!(batch.encoded().is_none());
+}
+
+#[test]
+fn below_detailed_the_sizes_are_not_measured_and_the_rest_is_counted() {
+    let mut measured = ProfileBatch::new(duplicated());
+    let mut p = started(DictionaryDedupConfig::default(), MetricsLevel::Detailed);
+    run(&mut p, &mut measured);
+    for level in [MetricsLevel::Normal, MetricsLevel::None] {
+        let mut batch = ProfileBatch::new(duplicated());
+        let mut p = started(DictionaryDedupConfig::default(), level);
+        let (_, events) = run(&mut p, &mut batch);
+        assert!(!events.contains_key("bytes_before") && !events.contains_key("bytes_after"));
+        assert_eq!(events["entries_removed"], 5);
+        assert_eq!(events["samples_merged"], 2);
+        assert_eq!(batch.data(), measured.data());
+    }
 }
 
 fn sample_messages(d: &ProfilesData) -> usize {
@@ -438,7 +470,7 @@ proptest! {
         let cfg = DictionaryDedupConfig { gc, merge_samples: merge, resolve_references: resolve_refs };
         let view = full(&d);
         let mut batch = ProfileBatch::new(d.clone());
-        let mut p = DictionaryDedup::new(cfg.clone());
+        let mut p = started(cfg.clone(), MetricsLevel::Detailed);
         let (_, events) = run(&mut p, &mut batch);
         let out = batch.data();
         prop_assert_eq!(full(out), view);
