@@ -6,7 +6,8 @@
 //! `sampling`, encode, drop), on the bench's three requests, one thread,
 //! warm. End to end the sides differ beyond this: the naive proxy's
 //! transport copies more and its allocator is glibc's, so the end to end
-//! ratio was lower (0.64–0.86x against 1.10–1.26x here on 2026-12-01).
+//! ratio was lower (0.60–0.87x against 0.90–1.16x here on the evening
+//! of 2026-12-01).
 //!
 //! `cargo bench -p profcol-processors --bench chain`
 
