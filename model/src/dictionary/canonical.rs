@@ -22,16 +22,7 @@ use crate::proto::{ProfilesDictionary, ZeroEntry};
 /// comparing by value once every table is known to hold each value once
 /// (a false answer only sends the caller to the rebuild).
 pub(crate) fn is_canonical(dict: &ProfilesDictionary, live: &Live) -> bool {
-    let live_tables = [
-        &live.strings,
-        &live.attributes,
-        &live.mappings,
-        &live.functions,
-        &live.locations,
-        &live.stacks,
-        &live.links,
-    ];
-    if !live_tables.iter().all(|l| l.iter().all(|&b| b)) {
+    if !live.all_live() {
         return false;
     }
     let mut p = Probe::default();

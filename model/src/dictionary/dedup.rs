@@ -29,7 +29,7 @@ pub fn dedup_rebuilding(data: &mut ProfilesData, gc: bool) -> GcStats {
 }
 
 fn rebuild(data: &mut ProfilesData, gc: bool, shortcut: bool) -> GcStats {
-    let Some(dict) = data.dictionary.take() else {
+    let Some(mut dict) = data.dictionary.take() else {
         return GcStats::default();
     };
     let before = PerTable::lens(&dict);
@@ -39,7 +39,6 @@ fn rebuild(data: &mut ProfilesData, gc: bool, shortcut: bool) -> GcStats {
         Live::all(before)
     };
     if shortcut && is_canonical(&dict, &live) {
-        let mut dict = dict;
         zero_values_as_default(&mut dict);
         data.dictionary = Some(dict);
         return GcStats {
